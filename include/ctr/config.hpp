@@ -1,0 +1,51 @@
+// The admin's policy: etc/ctr.conf ("key = value" lines, '#' comments) parsed into a typed
+// value. Unknown keys and bad values are errors naming the file and line.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ctr::config {
+
+enum class ImageDriver { Auto, Setuid, Squashfuse };
+
+struct Policy {
+  std::filesystem::path source;  // file the policy was read from; empty = built-in defaults
+
+  // Kernel squashfs through the setuid helper (ctr-mount-helper). Off unless the admin says so.
+  bool allowSetuid = false;
+  // Unprivileged user namespaces (needed for every launch; the helper only mounts).
+  bool allowUserNamespaces = true;
+  // Whether users may --bind arbitrary host paths (admin default binds always apply).
+  bool allowUserBinds = true;
+  // How ctr mounts images: auto = helper when installed and allowed, else squashfuse.
+  ImageDriver imageDriver = ImageDriver::Auto;
+
+  // Helper policy: where images it mounts may live (empty = anywhere), who may own them
+  // (user names; "self" = the invoking user), which formats it accepts.
+  std::vector<std::string> setuidImageDirectories;
+  std::vector<std::string> setuidImageOwners{"root"};
+  std::vector<std::string> setuidFormats{"sif", "squashfs"};
+  int maxLoopDevices = 256;
+
+  // Bind specs ("src[:dst[:ro|rw]]") added to every container.
+  std::vector<std::string> defaultBinds;
+  // Seccomp profile file; empty = the built-in default profile.
+  std::string seccompProfile;
+};
+
+// Parses `text`; `fileName` is only used in error messages ("FILE:LINE: ...").
+Policy parsePolicy(std::string_view text, const std::string& fileName);
+
+// Reads and parses `path`. A missing file gives the built-in defaults (source left empty).
+Policy loadPolicy(const std::filesystem::path& path);
+
+// The policy ctr uses: $CTR_CONFIG if set (unprivileged code only; the setuid helper
+// always reads the compiled-in path), else the path fixed at build time.
+Policy loadDefaultPolicy();
+
+std::string_view toString(ImageDriver driver);
+
+}  // namespace ctr::config

@@ -1,0 +1,39 @@
+// The one subprocess helper: run a program with an explicit argv (no shell, no PATH
+// search unless the path has no '/'), wait for it, and report how it ended.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ctr {
+
+struct ProcessResult {
+  int exitCode = -1;  // valid when !signaled
+  int signal = 0;     // non-zero when killed by a signal
+  std::string capturedStdout;
+  std::string capturedStderr;
+
+  [[nodiscard]] bool ok() const { return signal == 0 && exitCode == 0; }
+  // "exit status N" or "killed by signal SIGX"
+  [[nodiscard]] std::string describe() const;
+};
+
+struct ProcessOptions {
+  bool captureStdout = false;
+  bool captureStderr = false;
+  bool silenceStdout = false;  // redirect to /dev/null when not captured
+  std::vector<std::string> env;  // empty = inherit
+  bool replaceEnv = false;        // use `env` even if empty
+};
+
+// Throws ctr::Error if the program cannot be started.
+ProcessResult runProcess(const std::vector<std::string>& argv, const ProcessOptions& options = {});
+
+// Runs and throws ctr::Error naming the program and its stderr if it does not exit 0.
+ProcessResult runProcessChecked(const std::vector<std::string>& argv,
+                                const ProcessOptions& options = {});
+
+// Exit status a shell would report for a wait(2) status: the exit code, or 128+N.
+int shellStatus(int waitStatus);
+
+}  // namespace ctr

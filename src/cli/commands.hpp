@@ -1,0 +1,20 @@
+// Each CLI command lives in its own file and registers itself on the root App. A
+// subcommand's CLI11 callback only stores `action`; main() runs it after parsing and after
+// logging is set up, so parsing never mixes with orchestration.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+#include "ctr/log.hpp"
+
+namespace ctr::cli {
+
+struct Context {
+  std::function<int()> action;  // returns the process exit status
+};
+
+void registerVersion(CLI::App& app, Context& ctx);
+
+}  // namespace ctr::cli

@@ -1,0 +1,18 @@
+#include <iostream>
+
+#include "commands.hpp"
+#include "ctr/build_config.hpp"
+
+namespace ctr::cli {
+
+void registerVersion(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("version", "Print the ctr version");
+  cmd->callback([&ctx] {
+    ctx.action = [] {
+      std::cout << build::kVersion << '\n';
+      return 0;
+    };
+  });
+}
+
+}  // namespace ctr::cli

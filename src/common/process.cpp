@@ -1,0 +1,134 @@
+#include "ctr/process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+
+extern char** environ;
+
+namespace ctr {
+
+std::string ProcessResult::describe() const {
+  if (signal != 0) return std::string("killed by signal ") + sigabbrev_np(signal);
+  return "exit status " + std::to_string(exitCode);
+}
+
+int shellStatus(int waitStatus) {
+  if (WIFSIGNALED(waitStatus)) return 128 + WTERMSIG(waitStatus);
+  return WEXITSTATUS(waitStatus);
+}
+
+namespace {
+
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+
+Pipe makePipe() {
+  std::array<int, 2> fds{};
+  if (::pipe2(fds.data(), O_CLOEXEC) != 0) throw sysError("pipe2");
+  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+// Reads both pipes to EOF without deadlocking on either.
+void drain(Pipe* out, std::string* outText, Pipe* err, std::string* errText) {
+  std::array<pollfd, 2> pfds{};
+  std::array<std::string*, 2> sinks{outText, errText};
+  std::array<Pipe*, 2> pipes{out, err};
+  for (size_t i = 0; i < 2; ++i) pfds[i] = {pipes[i] ? pipes[i]->read.get() : -1, POLLIN, 0};
+  std::array<char, 65536> buf{};
+  while (pfds[0].fd >= 0 || pfds[1].fd >= 0) {
+    if (::poll(pfds.data(), pfds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      throw sysError("poll");
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      if (pfds[i].fd < 0 || pfds[i].revents == 0) continue;
+      ssize_t n = ::read(pfds[i].fd, buf.data(), buf.size());
+      if (n > 0) {
+        sinks[i]->append(buf.data(), static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        pfds[i].fd = -1;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ProcessResult runProcess(const std::vector<std::string>& argv, const ProcessOptions& options) {
+  if (argv.empty()) throw Error("runProcess: empty argv");
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  char** envArg = environ;
+  if (options.replaceEnv || !options.env.empty()) {
+    for (const auto& e : options.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    envArg = envp.data();
+  }
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  Pipe out, err;
+  if (options.captureStdout) {
+    out = makePipe();
+    posix_spawn_file_actions_adddup2(&actions, out.write.get(), STDOUT_FILENO);
+  } else if (options.silenceStdout) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  }
+  if (options.captureStderr) {
+    err = makePipe();
+    posix_spawn_file_actions_adddup2(&actions, err.write.get(), STDERR_FILENO);
+  }
+
+  pid_t pid = -1;
+  int rc = argv[0].find('/') == std::string::npos
+               ? ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envArg)
+               : ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envArg);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw sysError("cannot run " + argv[0], rc);
+  out.write.reset();
+  err.write.reset();
+
+  ProcessResult result;
+  drain(options.captureStdout ? &out : nullptr, &result.capturedStdout,
+        options.captureStderr ? &err : nullptr, &result.capturedStderr);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw sysError("waitpid " + argv[0]);
+  }
+  if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+  } else {
+    result.exitCode = WEXITSTATUS(status);
+  }
+  return result;
+}
+
+ProcessResult runProcessChecked(const std::vector<std::string>& argv,
+                                const ProcessOptions& options) {
+  ProcessOptions opts = options;
+  opts.captureStderr = true;
+  ProcessResult result = runProcess(argv, opts);
+  if (!result.ok()) {
+    std::string detail = result.capturedStderr;
+    while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' ')) detail.pop_back();
+    if (auto nl = detail.rfind('\n'); nl != std::string::npos) detail = detail.substr(nl + 1);
+    throw Error(argv[0] + " failed (" + result.describe() + ")" +
+                (detail.empty() ? "" : ": " + detail));
+  }
+  return result;
+}
+
+}  // namespace ctr

@@ -1,0 +1,165 @@
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "ctr/build_config.hpp"
+#include "ctr/config.hpp"
+#include "ctr/error.hpp"
+
+namespace ctr::config {
+namespace {
+
+std::string trim(std::string_view s) {
+  const char* ws = " \t\r";
+  auto b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  auto e = s.find_last_not_of(ws);
+  return std::string(s.substr(b, e - b + 1));
+}
+
+bool parseBool(const std::string& value) {
+  if (value == "yes" || value == "true" || value == "1") return true;
+  if (value == "no" || value == "false" || value == "0") return false;
+  throw Error("expected yes or no, got '" + value + "'");
+}
+
+std::vector<std::string> parseList(const std::string& value) {
+  std::vector<std::string> items;
+  std::stringstream ss(value);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item = trim(item);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+std::vector<std::string> parseAbsolutePaths(const std::string& value) {
+  auto paths = parseList(value);
+  for (const auto& p : paths) {
+    if (p.empty() || p[0] != '/') throw Error("'" + p + "' is not an absolute path");
+  }
+  return paths;
+}
+
+int parsePositiveInt(const std::string& value) {
+  size_t used = 0;
+  long n = 0;
+  try {
+    n = std::stol(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || n < 1 || n > 1 << 20) {
+    throw Error("expected a whole number from 1 to 1048576, got '" + value + "'");
+  }
+  return static_cast<int>(n);
+}
+
+using Setter = std::function<void(Policy&, const std::string&)>;
+
+const std::map<std::string, Setter, std::less<>>& setters() {
+  static const std::map<std::string, Setter, std::less<>> table{
+      {"allow setuid", [](Policy& p, const std::string& v) { p.allowSetuid = parseBool(v); }},
+      {"allow user namespaces",
+       [](Policy& p, const std::string& v) { p.allowUserNamespaces = parseBool(v); }},
+      {"allow user binds",
+       [](Policy& p, const std::string& v) { p.allowUserBinds = parseBool(v); }},
+      {"image driver",
+       [](Policy& p, const std::string& v) {
+         if (v == "auto") p.imageDriver = ImageDriver::Auto;
+         else if (v == "setuid") p.imageDriver = ImageDriver::Setuid;
+         else if (v == "squashfuse") p.imageDriver = ImageDriver::Squashfuse;
+         else throw Error("expected auto, setuid or squashfuse, got '" + v + "'");
+       }},
+      {"setuid image directories",
+       [](Policy& p, const std::string& v) { p.setuidImageDirectories = parseAbsolutePaths(v); }},
+      {"setuid image owners",
+       [](Policy& p, const std::string& v) { p.setuidImageOwners = parseList(v); }},
+      {"setuid formats",
+       [](Policy& p, const std::string& v) {
+         auto formats = parseList(v);
+         for (const auto& f : formats) {
+           if (f != "sif" && f != "squashfs") throw Error("unknown format '" + f + "' (sif, squashfs)");
+         }
+         p.setuidFormats = formats;
+       }},
+      {"max loop devices",
+       [](Policy& p, const std::string& v) { p.maxLoopDevices = parsePositiveInt(v); }},
+      // Repeatable: each line adds binds, as admins list one per line.
+      {"bind path",
+       [](Policy& p, const std::string& v) {
+         for (auto& b : parseList(v)) {
+           if (b[0] != '/') throw Error("bind source '" + b + "' is not an absolute path");
+           p.defaultBinds.push_back(b);
+         }
+       }},
+      {"seccomp profile",
+       [](Policy& p, const std::string& v) {
+         if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
+         p.seccompProfile = v;
+       }},
+  };
+  return table;
+}
+
+}  // namespace
+
+Policy parsePolicy(std::string_view text, const std::string& fileName) {
+  Policy policy;
+  std::istringstream in{std::string(text)};
+  std::string raw;
+  int lineNo = 0;
+  while (std::getline(in, raw)) {
+    ++lineNo;
+    auto where = fileName + ":" + std::to_string(lineNo);
+    if (auto hash = raw.find('#'); hash != std::string::npos) raw.erase(hash);
+    std::string line = trim(raw);
+    if (line.empty()) continue;
+    auto eq = line.find('=');
+    if (eq == std::string::npos) throw Error(where + ": expected 'key = value', got '" + line + "'");
+    std::string key = trim(std::string_view(line).substr(0, eq));
+    std::string value = trim(std::string_view(line).substr(eq + 1));
+    auto it = setters().find(key);
+    if (it == setters().end()) throw Error(where + ": unknown key '" + key + "'");
+    try {
+      it->second(policy, value);
+    } catch (const Error& e) {
+      throw Error(where + ": " + key + ": " + e.what());
+    }
+  }
+  return policy;
+}
+
+Policy loadPolicy(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  if (!file) {
+    if (errno == ENOENT) return Policy{};
+    throw sysError("cannot read " + path.string());
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  Policy policy = parsePolicy(text.str(), path.string());
+  policy.source = path;
+  return policy;
+}
+
+Policy loadDefaultPolicy() {
+  if (const char* override = std::getenv("CTR_CONFIG"); override && *override) {
+    return loadPolicy(override);
+  }
+  return loadPolicy(build::kSysconfPath);
+}
+
+std::string_view toString(ImageDriver driver) {
+  switch (driver) {
+    case ImageDriver::Auto: return "auto";
+    case ImageDriver::Setuid: return "setuid";
+    case ImageDriver::Squashfuse: return "squashfuse";
+  }
+  return "auto";
+}
+
+}  // namespace ctr::config

@@ -1,0 +1,72 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "ctr/config.hpp"
+#include "ctr/error.hpp"
+
+using ctr::config::parsePolicy;
+
+TEST(ConfigPolicy, DefaultsAreSafe) {
+  auto p = parsePolicy("", "ctr.conf");
+  EXPECT_FALSE(p.allowSetuid);
+  EXPECT_TRUE(p.allowUserNamespaces);
+  EXPECT_EQ(p.setuidImageOwners, std::vector<std::string>{"root"});
+  EXPECT_EQ(p.maxLoopDevices, 256);
+}
+
+TEST(ConfigPolicy, ParsesEveryKey) {
+  auto p = parsePolicy(
+      "# comment\n"
+      "allow setuid = yes   # trailing comment\n"
+      "allow user binds = no\n"
+      "image driver = squashfuse\n"
+      "setuid image directories = /opt/images, /scratch/images\n"
+      "setuid image owners = root, self\n"
+      "setuid formats = sif\n"
+      "max loop devices = 8\n"
+      "bind path = /scratch\n"
+      "bind path = /etc/localtime:/etc/localtime:ro\n"
+      "seccomp profile = /etc/ctr/strict.conf\n",
+      "ctr.conf");
+  EXPECT_TRUE(p.allowSetuid);
+  EXPECT_FALSE(p.allowUserBinds);
+  EXPECT_EQ(p.imageDriver, ctr::config::ImageDriver::Squashfuse);
+  EXPECT_EQ(p.setuidImageDirectories.size(), 2U);
+  EXPECT_EQ(p.setuidImageOwners, (std::vector<std::string>{"root", "self"}));
+  EXPECT_EQ(p.setuidFormats, std::vector<std::string>{"sif"});
+  EXPECT_EQ(p.maxLoopDevices, 8);
+  EXPECT_EQ(p.defaultBinds.size(), 2U);
+  EXPECT_EQ(p.seccompProfile, "/etc/ctr/strict.conf");
+}
+
+TEST(ConfigPolicy, UnknownKeyNamesFileAndLine) {
+  try {
+    parsePolicy("allow setuid = no\nallow everything = yes\n", "/etc/ctr/ctr.conf");
+    FAIL() << "expected an error";
+  } catch (const ctr::Error& e) {
+    EXPECT_STREQ(e.what(), "/etc/ctr/ctr.conf:2: unknown key 'allow everything'");
+  }
+}
+
+TEST(ConfigPolicy, RejectsBadValues) {
+  EXPECT_THROW(parsePolicy("allow setuid = maybe", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("max loop devices = -3", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("max loop devices = 12abc", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("setuid image directories = relative/dir", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("setuid formats = ext3", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("image driver = docker", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("no equals sign here", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("bind path = relative", "f"), ctr::Error);
+}
+
+TEST(ConfigPolicy, ShippedConfigParses) {
+  auto p = ctr::config::loadPolicy(CTR_SOURCE_DIR "/etc/ctr.conf");
+  EXPECT_FALSE(p.allowSetuid);
+  EXPECT_EQ(p.source, CTR_SOURCE_DIR "/etc/ctr.conf");
+}
+
+TEST(ConfigPolicy, MissingFileGivesDefaults) {
+  auto p = ctr::config::loadPolicy("/nonexistent/ctr.conf");
+  EXPECT_TRUE(p.source.empty());
+}
