@@ -1,0 +1,29 @@
+#!/bin/sh
+# README command 1: install what is missing, build ctr, build the embedded demo image
+# (busybox-static, no network) into a SIF, show it and run a container from it.
+set -eu
+src=$(cd "$(dirname "$0")/.." && pwd)
+cd "$src"
+
+tests/install-deps.sh
+cmake --preset release >/dev/null
+cmake --build --preset release -j"$(nproc)"
+ctr=build/release/bin/ctr
+
+demo=build/demo
+rm -rf "$demo/rootfs"
+mkdir -p "$demo"
+sh images/demo/make-rootfs.sh "$demo/rootfs"
+"$ctr" build --force --deterministic "$demo/demo.sif" "$demo/rootfs"
+echo "== ctr inspect $demo/demo.sif"
+"$ctr" inspect "$demo/demo.sif"
+
+# Containers run as an ordinary user; as root on a fresh VM, /dev/fuse may be root-only.
+if [ "$(id -u)" = 0 ] && [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" = 600 ]; then
+  echo "note: /dev/fuse is root-only here; squashfuse inside a user namespace needs it 0666 (as on clusters)"
+  chmod 666 /dev/fuse
+fi
+echo "== ctr run $demo/demo.sif"
+"$ctr" run "$demo/demo.sif"
+echo "== ctr exec $demo/demo.sif cat /etc/os-release"
+"$ctr" exec "$demo/demo.sif" cat /etc/os-release
