@@ -1,0 +1,111 @@
+// resolveImage: turns an IMAGE argument into the location of its root filesystem.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/image.hpp"
+#include "ctr/sif.hpp"
+
+namespace ctr::image {
+
+namespace {
+
+constexpr std::array<char, 4> kSquashfsMagic = {'h', 's', 'q', 's'};
+
+// Reads up to out.size() bytes at `offset`; returns how many were read (short at EOF).
+std::size_t readSome(int fd, std::int64_t offset, std::span<char> out) {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + done, out.size() - done,
+                        static_cast<off_t>(offset + static_cast<std::int64_t>(done)));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw sysError("read");
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+bool hasSquashfsMagicAt(int fd, std::int64_t offset) {
+  std::array<char, 4> magic{};
+  return readSome(fd, offset, magic) == magic.size() && magic == kSquashfsMagic;
+}
+
+}  // namespace
+
+std::string toString(ImageKind kind) {
+  switch (kind) {
+    case ImageKind::Sif: return "sif";
+    case ImageKind::Squashfs: return "squashfs";
+    case ImageKind::Directory: return "directory";
+  }
+  return "unknown";
+}
+
+ImageSource resolveImage(const std::filesystem::path& path) {
+  ImageSource source;
+  std::error_code ec;
+  source.path = std::filesystem::absolute(path, ec);
+  if (ec) source.path = path;
+  const std::string name = path.string();
+
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    int err = errno;
+    if (err == ENOENT) throw Error(name + ": no such file");
+    if (err == EACCES) throw Error(name + ": permission denied");
+    throw sysError(name, err);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw sysError(name + ": stat");
+  source.device = st.st_dev;
+  source.inode = st.st_ino;
+  source.mtimeNs = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+
+  if (S_ISDIR(st.st_mode)) {
+    source.kind = ImageKind::Directory;
+    return source;
+  }
+  if (!S_ISREG(st.st_mode)) throw Error(name + ": not a SIF, squashfs image or directory");
+
+  if (hasSquashfsMagicAt(fd.get(), 0)) {
+    source.kind = ImageKind::Squashfs;
+    source.offset = 0;
+    source.size = static_cast<std::uint64_t>(st.st_size);
+    return source;
+  }
+  std::array<char, 10> sifMagic{};
+  if (readSome(fd.get(), 32, sifMagic) != sifMagic.size() ||
+      std::memcmp(sifMagic.data(), "SIF_MAGIC\0", sifMagic.size()) != 0) {
+    throw Error(name + ": not a SIF, squashfs image or directory");
+  }
+
+  const int raw = fd.get();
+  auto sifImage = withContext(name, [&] { return sif::Image::fromFd(std::move(fd), st.st_size); });
+  const sif::Descriptor* primary = sifImage.primaryPartition();
+  if (primary == nullptr) throw Error(name + ": SIF has no primary system partition");
+  if (primary->fsType() != static_cast<std::int32_t>(sif::FsType::Squashfs)) {
+    throw Error(name + ": SIF primary partition (id " + std::to_string(primary->id) + ") is " +
+                sif::fsTypeName(primary->fsType()) + ", not squashfs");
+  }
+  // Bounds were checked by the reader; the magic check needs 4 bytes inside the object.
+  if (primary->size < 4 || !hasSquashfsMagicAt(raw, primary->offset)) {
+    throw Error(name + ": SIF primary partition (id " + std::to_string(primary->id) +
+                ") at offset " + std::to_string(primary->offset) + " is not a squashfs filesystem");
+  }
+  source.kind = ImageKind::Sif;
+  source.offset = static_cast<std::uint64_t>(primary->offset);
+  source.size = static_cast<std::uint64_t>(primary->size);
+  std::string arch = sif::archName(primary->partArch());
+  source.arch = arch == "unknown" ? "" : arch;
+  return source;
+}
+
+}  // namespace ctr::image

@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "ctr/error.hpp"
+#include "ctr/image.hpp"
+
+namespace {
+
+const std::string kImages = std::string(CTR_FIXTURES_DIR) + "/sif/images/";
+const std::string kInput = std::string(CTR_FIXTURES_DIR) + "/sif/input/";
+
+std::string errorOf(const std::string& path) {
+  try {
+    ctr::image::resolveImage(path);
+  } catch (const ctr::Error& e) {
+    return e.oneLine();
+  }
+  return "";
+}
+
+TEST(ResolveImage, FindsPrimarySquashfsPartitionOfSif) {
+  auto src = ctr::image::resolveImage(kImages + "one-group.sif");
+  EXPECT_EQ(src.kind, ctr::image::ImageKind::Sif);
+  EXPECT_EQ(src.offset, 36864U);
+  EXPECT_EQ(src.size, 4096U);
+  EXPECT_EQ(src.arch, "386");
+  EXPECT_NE(src.inode, 0U);
+}
+
+TEST(ResolveImage, RecognisesPlainSquashfs) {
+  auto src = ctr::image::resolveImage(kInput + "root.squashfs");
+  EXPECT_EQ(src.kind, ctr::image::ImageKind::Squashfs);
+  EXPECT_EQ(src.offset, 0U);
+  EXPECT_EQ(src.size, 4096U);
+}
+
+TEST(ResolveImage, RecognisesDirectory) {
+  auto src = ctr::image::resolveImage(kImages);
+  EXPECT_EQ(src.kind, ctr::image::ImageKind::Directory);
+  EXPECT_EQ(ctr::image::toString(src.kind), "directory");
+}
+
+TEST(ResolveImage, RejectsMissingFile) {
+  EXPECT_EQ(errorOf("/nonexistent/a.sif"), "/nonexistent/a.sif: no such file");
+}
+
+TEST(ResolveImage, RejectsFileThatIsNoImage) {
+  std::string p = kInput + "index.json";
+  EXPECT_EQ(errorOf(p), p + ": not a SIF, squashfs image or directory");
+}
+
+TEST(ResolveImage, RejectsSifWithoutPrimaryPartition) {
+  std::string p = kImages + "empty.sif";
+  EXPECT_EQ(errorOf(p), p + ": SIF has no primary system partition");
+}
+
+TEST(ResolveImage, RejectsTruncatedSif) {
+  std::string p = ::testing::TempDir() + "/truncated.sif";
+  {
+    std::ifstream in(kImages + "one-group.sif", std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream out(p, std::ios::binary);
+    out.write(data.data(), 20000);
+  }
+  std::string e = errorOf(p);
+  EXPECT_NE(e.find(p + ": descriptor table"), std::string::npos) << e;
+}
+
+}  // namespace
