@@ -1,0 +1,32 @@
+// Bind specs in Apptainer syntax: "src[:dst[:ro|rw]]", several separated by commas, as
+// given to --bind/-B (repeatable), in $CTR_BIND, or on a "bind path" line of ctr.conf.
+// Pure: nothing here looks at the file system; the runtime checks that sources exist and
+// resolves destinations inside the image (ctr/pathutil.hpp: resolveInRoot).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ctr::launch {
+
+struct BindSpec {
+  std::string source;       // absolute host path, normalised
+  std::string destination;  // absolute container path, normalised; defaults to source
+  bool readOnly = false;    // ":ro"; ":rw" or nothing = read-write
+
+  bool operator==(const BindSpec&) const = default;
+};
+
+// Parses one value: "src[:dst[:ro|rw]]" or a comma-separated list of them (empty items
+// are skipped, so "a,,b" and a trailing comma are fine). Paths are normalised ("//" and
+// "/./" collapsed, trailing '/' dropped). Throws ctr::Error with one line naming the bad
+// spec for: an empty or relative source, a relative destination, a destination that is "/"
+// or has a ".." component, an option other than ro/rw, or more than two colons.
+// Paths containing ':' or ',' cannot be expressed, as in Apptainer.
+[[nodiscard]] std::vector<BindSpec> parseBindSpecs(std::string_view list);
+
+// "src:dst:ro" / "src:dst" (read-write), the form --explain prints.
+[[nodiscard]] std::string toString(const BindSpec& bind);
+
+}  // namespace ctr::launch

@@ -1,0 +1,88 @@
+#include <gtest/gtest.h>
+
+#include "ctr/binds.hpp"
+#include "ctr/error.hpp"
+
+using ctr::launch::BindSpec;
+using ctr::launch::parseBindSpecs;
+
+namespace {
+
+std::string errorOf(std::string_view spec) {
+  try {
+    (void)parseBindSpecs(spec);
+  } catch (const ctr::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(BindSpecs, SourceOnlyBindsAtTheSamePathReadWrite) {
+  EXPECT_EQ(parseBindSpecs("/scratch"), (std::vector<BindSpec>{{"/scratch", "/scratch", false}}));
+}
+
+TEST(BindSpecs, SourceAndDestination) {
+  EXPECT_EQ(parseBindSpecs("/data/set1:/input"),
+            (std::vector<BindSpec>{{"/data/set1", "/input", false}}));
+}
+
+TEST(BindSpecs, ReadOnlyAndReadWriteOptions) {
+  EXPECT_EQ(parseBindSpecs("/a:/b:ro,/c:/d:rw"),
+            (std::vector<BindSpec>{{"/a", "/b", true}, {"/c", "/d", false}}));
+}
+
+TEST(BindSpecs, CommaListKeepsOrderAndSkipsEmptyItems) {
+  auto binds = parseBindSpecs(" /a , ,/b:/x,");
+  ASSERT_EQ(binds.size(), 2U);
+  EXPECT_EQ(binds[0].source, "/a");
+  EXPECT_EQ(binds[1].destination, "/x");
+}
+
+TEST(BindSpecs, EmptyValueGivesNoBinds) { EXPECT_TRUE(parseBindSpecs("").empty()); }
+
+TEST(BindSpecs, NormalisesDoubleSlashesAndTrailingSlash) {
+  EXPECT_EQ(parseBindSpecs("//scratch//user/:/mnt/./data/"),
+            (std::vector<BindSpec>{{"/scratch/user", "/mnt/data", false}}));
+}
+
+TEST(BindSpecs, RefusesEmptySource) {
+  EXPECT_NE(errorOf(":/dst").find("empty source"), std::string::npos);
+}
+
+TEST(BindSpecs, RefusesRelativeSource) {
+  EXPECT_NE(errorOf("data:/dst").find("source 'data' is not absolute"), std::string::npos);
+}
+
+TEST(BindSpecs, RefusesRelativeDestination) {
+  EXPECT_NE(errorOf("/data:dst").find("destination 'dst' is not absolute"), std::string::npos);
+}
+
+TEST(BindSpecs, RefusesUnknownOption) {
+  EXPECT_NE(errorOf("/a:/b:rx").find("unknown option 'rx'"), std::string::npos);
+}
+
+TEST(BindSpecs, RefusesTooManyColons) {
+  EXPECT_NE(errorOf("/a:/b:ro:x").find("too many ':'"), std::string::npos);
+}
+
+TEST(BindSpecs, RefusesBindingOverTheRoot) {
+  EXPECT_NE(errorOf("/a:/").find("'/'"), std::string::npos);
+  EXPECT_NE(errorOf("/a://").find("'/'"), std::string::npos);
+}
+
+TEST(BindSpecs, RefusesDotDotInDestination) {
+  EXPECT_NE(errorOf("/a:/b/../etc").find("contains '..'"), std::string::npos);
+}
+
+TEST(BindSpecs, ErrorNamesTheBadSpecOnly) {
+  auto message = errorOf("/good,/bad:rel");
+  EXPECT_NE(message.find("'/bad:rel'"), std::string::npos) << message;
+  EXPECT_EQ(message.find("/good"), std::string::npos) << message;
+}
+
+TEST(BindSpecs, PrintsInSpecSyntax) {
+  EXPECT_EQ(toString(BindSpec{"/a", "/b", true}), "/a:/b:ro");
+  EXPECT_EQ(toString(BindSpec{"/a", "/a", false}), "/a:/a");
+}
