@@ -1,0 +1,203 @@
+#include "helper_parse.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, size_t errlen) {
+  /* argc 0 is possible (execve with an empty argv); argv[1] would then be the environment. */
+  if (argc < 2) return fail(err, errlen, "usage: ctr-mount-helper IMAGE [HOLDER-ARG...]");
+  if (argc > HP_MAX_ARGS + 1) return fail(err, errlen, "too many arguments (at most %d)", HP_MAX_ARGS);
+  for (int i = 1; i < argc; i++) {
+    if (argv[i] == NULL) return fail(err, errlen, "argument %d is missing", i);
+    if (strnlen(argv[i], HP_MAX_ARG_LEN) >= HP_MAX_ARG_LEN)
+      return fail(err, errlen, "argument %d is too long (limit %d bytes)", i, HP_MAX_ARG_LEN - 1);
+  }
+  if (argv[1][0] == '\0') return fail(err, errlen, "empty image path");
+  out->image = argv[1];
+  out->holder_args = argv + 2;
+  out->n_holder_args = argc - 2;
+  return 0;
+}
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t' || *s == '\r') s++;
+  size_t n = strlen(s);
+  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) s[--n] = '\0';
+  return s;
+}
+
+/* Splits a comma list in place into items (empty items dropped). */
+static int split_list(char *value, const char **items, int *n, int lineno, char *err, size_t errlen) {
+  *n = 0;
+  char *p = value;
+  while (p != NULL) {
+    char *comma = strchr(p, ',');
+    if (comma != NULL) *comma = '\0';
+    char *item = trim(p);
+    if (*item != '\0') {
+      if (*n == HP_MAX_LIST)
+        return fail(err, errlen, "line %d: more than %d entries", lineno, HP_MAX_LIST);
+      items[(*n)++] = item;
+    }
+    p = comma != NULL ? comma + 1 : NULL;
+  }
+  return 0;
+}
+
+static int parse_bool(const char *v, int *out) {
+  if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0) return *out = 1, 0;
+  if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0) return *out = 0, 0;
+  return -1;
+}
+
+static int parse_line(char *key, char *value, int lineno, struct hp_config *cfg, char *err,
+                      size_t errlen) {
+  if (strcmp(key, "allow setuid") == 0) {
+    if (parse_bool(value, &cfg->allow_setuid) != 0)
+      return fail(err, errlen, "line %d: allow setuid: expected yes or no", lineno);
+  } else if (strcmp(key, "setuid image directories") == 0) {
+    if (split_list(value, cfg->dirs, &cfg->n_dirs, lineno, err, errlen) != 0) return -1;
+    for (int i = 0; i < cfg->n_dirs; i++)
+      if (cfg->dirs[i][0] != '/' || strlen(cfg->dirs[i]) >= HP_MAX_ARG_LEN)
+        return fail(err, errlen, "line %d: '%s' is not an absolute path", lineno, cfg->dirs[i]);
+  } else if (strcmp(key, "setuid image owners") == 0) {
+    if (split_list(value, cfg->owners, &cfg->n_owners, lineno, err, errlen) != 0) return -1;
+  } else if (strcmp(key, "setuid formats") == 0) {
+    const char *items[HP_MAX_LIST];
+    int n = 0;
+    if (split_list(value, items, &n, lineno, err, errlen) != 0) return -1;
+    cfg->formats = 0;
+    for (int i = 0; i < n; i++) {
+      if (strcmp(items[i], "sif") == 0) cfg->formats |= HP_FORMAT_SIF;
+      else if (strcmp(items[i], "squashfs") == 0) cfg->formats |= HP_FORMAT_SQUASHFS;
+      else return fail(err, errlen, "line %d: unknown format '%s'", lineno, items[i]);
+    }
+  } else if (strcmp(key, "max loop devices") == 0) {
+    char *end = NULL;
+    long n = strtol(value, &end, 10);
+    if (value[0] < '0' || value[0] > '9' || *end != '\0' || n < 1 || n > (1L << 20))
+      return fail(err, errlen, "line %d: max loop devices: expected 1 to 1048576", lineno);
+    cfg->max_loop_devices = n;
+  }
+  /* Other keys belong to ctr, which validates them. */
+  return 0;
+}
+
+int hp_parse_config(char *text, size_t len, struct hp_config *cfg, char *err, size_t errlen) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->owners[0] = "root";
+  cfg->n_owners = 1;
+  cfg->formats = HP_FORMAT_SIF | HP_FORMAT_SQUASHFS;
+  cfg->max_loop_devices = 256;
+  if (len > HP_MAX_CONFIG) return fail(err, errlen, "larger than %d bytes", HP_MAX_CONFIG);
+  if (memchr(text, '\0', len) != NULL) return fail(err, errlen, "contains a NUL byte");
+  int lineno = 0;
+  char *line = text;
+  while (line != NULL && *line != '\0') {
+    lineno++;
+    char *nl = strchr(line, '\n');
+    if (nl != NULL) *nl = '\0';
+    char *next = nl != NULL ? nl + 1 : NULL;
+    char *hash = strchr(line, '#');
+    if (hash != NULL) *hash = '\0';
+    char *s = trim(line);
+    if (*s != '\0') {
+      char *eq = strchr(s, '=');
+      if (eq == NULL) return fail(err, errlen, "line %d: expected 'key = value'", lineno);
+      *eq = '\0';
+      if (parse_line(trim(s), trim(eq + 1), lineno, cfg, err, errlen) != 0) return -1;
+    }
+    line = next;
+  }
+  return 0;
+}
+
+static uint32_t le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const unsigned char *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
+
+#define SQUASHFS_SUPERBLOCK 96
+
+/* The squashfs superblock at `off` must say "hsqs", version 4, and bytes_used must fit in
+ * `size` (the kernel reads up to bytes_used; the loop sizelimit stops it at `size` anyway). */
+static int check_squashfs(hp_read_fn read, void *ctx, uint64_t off, uint64_t size, char *err,
+                          size_t errlen) {
+  unsigned char sb[SQUASHFS_SUPERBLOCK];
+  if (size < SQUASHFS_SUPERBLOCK) return fail(err, errlen, "squashfs partition is too small");
+  if (read(ctx, sb, sizeof sb, off) != 0) return fail(err, errlen, "cannot read squashfs superblock");
+  if (memcmp(sb, "hsqs", 4) != 0) return fail(err, errlen, "no squashfs magic at offset %llu", (unsigned long long)off);
+  unsigned major = (unsigned)sb[28] | (unsigned)sb[29] << 8;
+  if (major != 4) return fail(err, errlen, "squashfs version %u is not 4", major);
+  uint64_t bytes_used = le64(sb + 40);
+  if (bytes_used < SQUASHFS_SUPERBLOCK || bytes_used > size)
+    return fail(err, errlen, "squashfs bytes_used %llu does not fit in its %llu-byte partition",
+                (unsigned long long)bytes_used, (unsigned long long)size);
+  return 0;
+}
+
+/* Layout: ../shared/reference/sif-format.md sections 2, 3 and 9. */
+#define SIF_HEADER 128
+#define SIF_DESCRIPTOR 585
+#define SIF_MAX_DESCRIPTORS 65536
+#define SIF_PARTITION 0x4004
+#define SIF_FS_SQUASH 1
+#define SIF_PART_PRIMSYS 2
+
+static int locate_sif(hp_read_fn read, void *ctx, uint64_t file_size, const unsigned char *hdr,
+                      struct hp_fs *out, char *err, size_t errlen) {
+  if (memcmp(hdr + 42, "01\0", 3) != 0) return fail(err, errlen, "unsupported SIF version");
+  uint64_t total = le64(hdr + 88), doff = le64(hdr + 96);
+  if (total == 0 || total > SIF_MAX_DESCRIPTORS)
+    return fail(err, errlen, "SIF descriptor count %llu out of range", (unsigned long long)total);
+  if (doff < SIF_HEADER || doff > file_size || total * SIF_DESCRIPTOR > file_size - doff)
+    return fail(err, errlen, "SIF descriptor table lies outside the file");
+  int found = 0;
+  for (uint64_t i = 0; i < total; i++) {
+    unsigned char d[SIF_DESCRIPTOR];
+    if (read(ctx, d, sizeof d, doff + i * SIF_DESCRIPTOR) != 0)
+      return fail(err, errlen, "cannot read SIF descriptor %llu", (unsigned long long)i);
+    if (d[4] != 1 || le32(d) != SIF_PARTITION || le32(d + 205) != SIF_PART_PRIMSYS) continue;
+    if (++found > 1) return fail(err, errlen, "SIF has more than one primary partition");
+    if (le32(d + 201) != SIF_FS_SQUASH) return fail(err, errlen, "SIF primary partition is not squashfs");
+    uint64_t off = le64(d + 17), size = le64(d + 25);
+    /* int64 on disk: a negative value is a huge uint64 and fails these tests. */
+    if (off > file_size || size > file_size - off || size == 0)
+      return fail(err, errlen, "SIF primary partition (offset %llu, size %llu) lies outside the %llu-byte file",
+                  (unsigned long long)off, (unsigned long long)size, (unsigned long long)file_size);
+    out->offset = off;
+    out->size = size;
+  }
+  if (found == 0) return fail(err, errlen, "SIF has no primary system partition");
+  out->format = HP_FORMAT_SIF;
+  return check_squashfs(read, ctx, out->offset, out->size, err, errlen);
+}
+
+int hp_locate_fs(hp_read_fn read, void *ctx, uint64_t file_size, struct hp_fs *out, char *err,
+                 size_t errlen) {
+  unsigned char hdr[SIF_HEADER];
+  memset(out, 0, sizeof *out);
+  if (file_size < SQUASHFS_SUPERBLOCK) return fail(err, errlen, "too small to be an image");
+  size_t want = file_size < SIF_HEADER ? (size_t)file_size : SIF_HEADER;
+  if (read(ctx, hdr, want, 0) != 0) return fail(err, errlen, "cannot read the image header");
+  if (memcmp(hdr, "hsqs", 4) == 0) {
+    out->format = HP_FORMAT_SQUASHFS;
+    out->offset = 0;
+    out->size = file_size;
+    return check_squashfs(read, ctx, 0, file_size, err, errlen);
+  }
+  if (want == SIF_HEADER && memcmp(hdr + 32, "SIF_MAGIC\0", 10) == 0)
+    return locate_sif(read, ctx, file_size, hdr, out, err, errlen);
+  return fail(err, errlen, "neither a SIF nor a squashfs image");
+}
