@@ -264,4 +264,13 @@ class Editor {
   Image& image_;
 };
 
+// siftool's renderings (sif-format.md §12), byte-identical to `siftool header|list|info`.
+std::string formatHeader(const Header& header);
+std::string formatList(const Image& image);
+std::string formatInfo(const Descriptor& descriptor);
+// Go's time format "2020-06-30 00:01:56 +0000 UTC".
+std::string formatTime(std::int64_t unixSeconds);
+// siftool's human size: "N B" below 1024, else "N KiB", "N MiB", ...
+std::string readableSize(std::int64_t size);
+
 }  // namespace ctr::image::sif

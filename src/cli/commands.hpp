@@ -16,5 +16,6 @@ struct Context {
 };
 
 void registerVersion(CLI::App& app, Context& ctx);
+void registerSif(CLI::App& app, Context& ctx);
 
 }  // namespace ctr::cli
