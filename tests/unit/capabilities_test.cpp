@@ -9,42 +9,14 @@
 #include <map>
 #include <sstream>
 
+#include "child_helper.hpp"
 #include "ctr/error.hpp"
 #include "ctr/handover.hpp"
 
 using namespace ctr::runtime;
+using ctr::test::inChild;
 
 namespace {
-
-// Runs `body` in a forked child (capabilities dropped cannot come back) and returns what
-// it reports: "" for success, else a description of the failure.
-std::string inChild(const std::function<std::string()>& body) {
-  int fds[2];
-  if (pipe(fds) != 0) return "pipe failed";
-  pid_t pid = fork();
-  if (pid < 0) return "fork failed";
-  if (pid == 0) {
-    close(fds[0]);
-    std::string message;
-    try {
-      message = body();
-    } catch (const std::exception& e) {
-      message = std::string("exception: ") + e.what();
-    }
-    (void)!write(fds[1], message.data(), message.size());
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string message;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) message.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) message += " (child status " + std::to_string(status) + ")";
-  return message;
-}
 
 std::map<std::string, std::string> procStatus() {
   std::map<std::string, std::string> fields;
