@@ -7,7 +7,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace ctr::image {
 
@@ -33,5 +37,42 @@ ImageSource resolveImage(const std::filesystem::path& path);
 
 // "sif", "squashfs", "directory"
 std::string toString(ImageKind kind);
+
+// What `ctr build` does: DIR -> squashfs -> SIF (see docs/user-guide-images.md).
+struct BuildOptions {
+  std::filesystem::path output;  // the SIF to write
+  std::filesystem::path rootfs;  // directory tree to pack
+  bool force = false;            // replace an existing output
+  bool deterministic = false;    // nil UUID, sentinel times, reproducible squashfs
+};
+
+// Builds the SIF, writing only temporary files next to the output until a final rename.
+// Temporary files are removed on any error and on SIGINT/SIGTERM/SIGHUP. Throws ctr::Error.
+void buildSif(const BuildOptions& options);
+
+// One partition or object of an image, for `ctr inspect`.
+struct ObjectSummary {
+  std::uint32_t id = 0;
+  std::string type;  // siftool's type text, e.g. "FS (Squashfs/*System/amd64)"
+  std::string name;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+
+// What `ctr inspect` shows: metadata of the image and of its /.singularity.d.
+struct ImageMetadata {
+  ImageSource source;
+  nlohmann::json labels = nlohmann::json::object();
+  std::string deffile;
+  std::string runscript;
+  std::map<std::string, std::string> environment;  // file name -> content
+  std::vector<ObjectSummary> objects;              // SIF only
+  nlohmann::json sifInspectMetadata;               // JSON.Generic inspect-metadata.json, if any
+
+  [[nodiscard]] nlohmann::json toJson() const;
+};
+
+// Reads the metadata without mounting (unsquashfs -cat for squashfs content).
+ImageMetadata inspectImage(const std::filesystem::path& path);
 
 }  // namespace ctr::image

@@ -1,0 +1,205 @@
+// `ctr build`: packs a directory into squashfs with mksquashfs, then wraps it in a SIF laid
+// out as `apptainer build` does (sif-format.md §8): launch script, Def.FILE if the tree has
+// one, the squashfs as the primary system partition, all in group 1.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+
+#include "ctr/build_config.hpp"
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/image.hpp"
+#include "ctr/log.hpp"
+#include "ctr/process.hpp"
+#include "ctr/sif.hpp"
+
+namespace ctr::image {
+
+namespace {
+
+// Temporary paths the signal handler must remove. Fixed-size storage: a handler may only
+// touch memory that needs no allocation (signal-safety(7)).
+constexpr std::size_t kMaxTemps = 4;
+constexpr std::size_t kMaxPath = 4096;
+char gTempPaths[kMaxTemps][kMaxPath];
+volatile sig_atomic_t gTempUsed[kMaxTemps];
+char gChildrenFile[64];
+
+// Our children (mksquashfs) are told to stop too, so that none keeps writing into a file
+// we have just unlinked. /proc/PID/task/TID/children lists them (proc(5)).
+void terminateChildren(int sig) {
+  int fd = ::open(gChildrenFile, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return;
+  pid_t pid = 0;
+  for (ssize_t i = 0; i <= n; ++i) {
+    char c = i < n ? buf[i] : ' ';
+    if (c >= '0' && c <= '9') {
+      pid = pid * 10 + (c - '0');
+    } else if (pid > 0) {
+      ::kill(pid, sig);
+      pid = 0;
+    }
+  }
+}
+
+extern "C" void onFatalSignal(int sig) {
+  for (std::size_t i = 0; i < kMaxTemps; ++i) {
+    if (gTempUsed[i]) ::unlink(gTempPaths[i]);
+  }
+  terminateChildren(sig);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void installSignalCleanup() {
+  std::snprintf(gChildrenFile, sizeof gChildrenFile, "/proc/self/task/%d/children",
+                static_cast<int>(::getpid()));
+  struct sigaction sa {};
+  sa.sa_handler = onFatalSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    if (::sigaction(sig, &sa, nullptr) != 0) throw sysError("sigaction");
+  }
+}
+
+// A temporary file created with O_EXCL next to the output, removed unless committed.
+class TempFile {
+ public:
+  explicit TempFile(const std::filesystem::path& near, const std::string& suffix) {
+    std::string tmpl = (near.parent_path() / ("." + near.filename().string() + suffix + ".XXXXXX")).string();
+    if (tmpl.size() >= kMaxPath) throw Error(tmpl + ": path too long");
+    for (slot_ = 0; slot_ < kMaxTemps && gTempUsed[slot_]; ++slot_) {
+    }
+    if (slot_ == kMaxTemps) throw Error("internal error: too many temporary files");
+    // Block the cleanup signals while the name is created and registered, so the handler
+    // never sees a file that is not yet on its list.
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&block, sig);
+    ::sigprocmask(SIG_BLOCK, &block, &old);
+    fd_.reset(::mkostemp(tmpl.data(), O_CLOEXEC));
+    int err = errno;
+    if (fd_) {
+      std::memcpy(gTempPaths[slot_], tmpl.c_str(), tmpl.size() + 1);
+      gTempUsed[slot_] = 1;
+    }
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    if (!fd_) throw sysError("create temporary file in " + near.parent_path().string(), err);
+    path_ = tmpl;
+  }
+  ~TempFile() {
+    if (gTempUsed[slot_]) {
+      ::unlink(path_.c_str());
+      gTempUsed[slot_] = 0;
+    }
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] int fd() const { return fd_.get(); }
+
+  // Renames onto `target`; from then on the file is no longer temporary.
+  void commit(const std::filesystem::path& target) {
+    if (::rename(path_.c_str(), target.c_str()) != 0) throw sysError("rename " + path_ + " to " + target.string());
+    gTempUsed[slot_] = 0;
+  }
+
+ private:
+  std::size_t slot_ = 0;
+  std::string path_;
+  UniqueFd fd_;
+};
+
+std::string readSmallFile(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(p.string() + ": cannot read");
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+}  // namespace
+
+void buildSif(const BuildOptions& options) {
+  log::StepTimer timer("build " + options.output.string());
+  const auto output = std::filesystem::absolute(options.output);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(options.rootfs, ec)) {
+    throw Error(options.rootfs.string() + ": not a directory");
+  }
+  if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !options.force) {
+    throw Error(options.output.string() + ": already exists (use --force to overwrite)");
+  }
+  if (std::filesystem::is_directory(output, ec)) throw Error(options.output.string() + ": is a directory");
+  installSignalCleanup();
+
+  TempFile squashfs(output, ".squashfs");
+  {
+    log::StepTimer step("mksquashfs " + options.rootfs.string());
+    std::vector<std::string> argv{build::kMksquashfs, options.rootfs.string(), squashfs.path(),
+                                  "-noappend", "-quiet", "-no-progress"};
+    // Run unprivileged, file owners would be the builder's uid, which means nothing inside
+    // a container on another node; Apptainer's unprivileged builds make them root as well.
+    if (::geteuid() != 0) argv.emplace_back("-all-root");
+    if (options.deterministic) {
+      argv.insert(argv.end(), {"-reproducible", "-mkfs-time", "0", "-all-time", "0"});
+    }
+    ProcessOptions po;
+    po.captureStdout = true;
+    po.captureStderr = true;
+    runProcessChecked(argv, po);
+  }
+  struct stat st {};
+  if (::fstat(squashfs.fd(), &st) != 0) throw sysError("stat " + squashfs.path());
+
+  std::string deffile;
+  const auto deffilePath = options.rootfs / ".singularity.d" / "Singularity";
+  if (std::filesystem::is_regular_file(deffilePath, ec)) deffile = readSmallFile(deffilePath);
+
+  std::vector<sif::ObjectInput> objects;
+  if (!deffile.empty()) {
+    sif::ObjectInput def;
+    def.type = sif::DataType::Deffile;
+    def.data = sif::DataSource::fromBytes(
+        std::span(reinterpret_cast<const std::uint8_t*>(deffile.data()), deffile.size()));
+    objects.push_back(def);
+  }
+  const std::string arch = sif::hostArch();
+  if (!sif::archCode(arch)) throw Error("cannot build a SIF on an unknown architecture");
+  sif::ObjectInput part;
+  part.type = sif::DataType::Partition;
+  part.partition = sif::PartitionInfo{sif::FsType::Squashfs, sif::PartType::PrimSys, arch};
+  // mksquashfs wrote through its own descriptor; read ours from the start.
+  if (::lseek(squashfs.fd(), 0, SEEK_SET) != 0) throw sysError("seek " + squashfs.path());
+  part.data = sif::DataSource::fromFd(squashfs.fd(), st.st_size);
+  objects.push_back(part);
+
+  sif::CreateOptions create;
+  create.launchScript = sif::kApptainerLaunchScript;
+  if (!options.deterministic) {
+    create.id = sif::randomUuid();
+    create.time = static_cast<std::int64_t>(std::time(nullptr));
+  }
+  TempFile sifFile(output, ".sif");
+  {
+    log::StepTimer step("write SIF");
+    sif::writeNewImage(sifFile.fd(), create, objects);
+    mode_t mask = ::umask(0);
+    ::umask(mask);
+    if (::fchmod(sifFile.fd(), 0666 & ~mask) != 0) throw sysError("chmod " + sifFile.path());
+    if (::fsync(sifFile.fd()) != 0) throw sysError("fsync " + sifFile.path());
+  }
+  sifFile.commit(output);
+  spdlog::info("built {} ({} bytes of squashfs)", output.string(), st.st_size);
+}
+
+}  // namespace ctr::image
