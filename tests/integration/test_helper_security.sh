@@ -9,12 +9,14 @@
 PY=/usr/bin/python3
 HELPER_RUNDIR=/run/ctr-helper
 
-# helper_install PREFIX: configures a build of this tree with CMAKE_INSTALL_PREFIX=PREFIX,
-# builds ctr-mount-helper and installs it setuid root with `cmake --install --component
-# helper` (the path the admin guide documents). Its compiled-in config and exec target then
-# point into PREFIX. PREFIX and its parents are root-owned (the helper checks that chain).
+# helper_install PREFIX [all]: configures a build of this tree with CMAKE_INSTALL_PREFIX=PREFIX,
+# builds ctr-mount-helper (and with "all", ctr too) and installs it setuid root with
+# `cmake --install [--component helper]` (the path the admin guide documents). Its compiled-in
+# config and exec target then point into PREFIX. PREFIX and its parents are root-owned (the
+# helper checks that chain).
 helper_install() {
   PREFIX=$1
+  local what=${2:-helper}
   local build="$PREFIX.build"
   exec 9>"$PREFIX.lock"
   flock 9
@@ -25,10 +27,12 @@ helper_install() {
       -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCTR_INSTALL_SUID_HELPER=ON >"$build/configure.log" 2>&1 ||
       { cat "$build/configure.log"; fail "cmake configure of the test prefix failed"; }
   fi
-  cmake --build "$build" --target ctr-mount-helper >"$build/build.log" 2>&1 ||
-    { cat "$build/build.log"; fail "building ctr-mount-helper failed"; }
-  cmake --install "$build" --component helper >"$build/install.log" 2>&1 ||
-    { cat "$build/install.log"; fail "cmake --install --component helper failed"; }
+  local targets=(ctr-mount-helper) install=(--component helper)
+  [ "$what" = all ] && targets+=(ctr) && install=()
+  cmake --build "$build" -j2 --target "${targets[@]}" >"$build/build.log" 2>&1 ||
+    { tail -50 "$build/build.log"; fail "building ${targets[*]} failed"; }
+  cmake --install "$build" "${install[@]}" >"$build/install.log" 2>&1 ||
+    { cat "$build/install.log"; fail "cmake --install ${install[*]} failed"; }
   exec 9>&-
   HELPER="$PREFIX/libexec/ctr/ctr-mount-helper"
   HELPER_BUILD_BIN="$build/bin/ctr-mount-helper"

@@ -1,0 +1,209 @@
+// `ctr check`: tells an admin which image mode ctr will use on this host and why, one line
+// per check (or --json). Exit 0 when some way to mount images is usable, else 255.
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "ctr/build_config.hpp"
+#include "ctr/config.hpp"
+#include "ctr/error.hpp"
+
+namespace ctr::cli {
+namespace {
+
+enum class Status { Ok, Warn, Fail, Info };
+
+struct Check {
+  std::string name;
+  Status status;
+  std::string detail;
+};
+
+std::string_view toString(Status s) {
+  switch (s) {
+    case Status::Ok: return "ok";
+    case Status::Warn: return "warn";
+    case Status::Fail: return "fail";
+    case Status::Info: return "info";
+  }
+  return "info";
+}
+
+// First line of a /proc or /sys file; empty if it does not exist.
+std::string readFirstLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// A real unshare(CLONE_NEWUSER) in a forked child: the sysctls do not tell about LSMs
+// (AppArmor's restrict_unprivileged_userns, SELinux) or seccomp filters around us.
+int probeUserNamespace() {
+  pid_t pid = ::fork();
+  if (pid < 0) return errno;
+  if (pid == 0) _exit(::unshare(CLONE_NEWUSER) == 0 ? 0 : (errno & 0x7f));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return errno;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+}
+
+struct Findings {
+  std::vector<Check> checks;
+  bool userns = false, fuse = false, squashfuse = false, helper = false, configSafe = false;
+  config::Policy policy;
+  bool policyLoaded = false;
+};
+
+void checkUserNamespaces(Findings& f) {
+  std::string max = readFirstLine("/proc/sys/user/max_user_namespaces");
+  bool maxOk = max.empty() || std::atol(max.c_str()) > 0;
+  f.checks.push_back({"user.max_user_namespaces", maxOk ? Status::Ok : Status::Fail,
+                      max.empty() ? "not present" : max + (maxOk ? "" : " (set it above 0: sysctl -w user.max_user_namespaces=15000)")});
+  std::string clone = readFirstLine("/proc/sys/kernel/unprivileged_userns_clone");
+  if (!clone.empty())
+    f.checks.push_back({"kernel.unprivileged_userns_clone", clone == "1" ? Status::Ok : Status::Fail,
+                        clone + (clone == "1" ? "" : " (sysctl -w kernel.unprivileged_userns_clone=1)")});
+  std::string aa = readFirstLine("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+  if (!aa.empty())
+    f.checks.push_back({"kernel.apparmor_restrict_unprivileged_userns", aa == "0" ? Status::Ok : Status::Warn,
+                        aa + (aa == "0" ? "" : " (AppArmor may refuse user namespaces to ctr)")});
+  int err = probeUserNamespace();
+  std::string who = ::getuid() == 0 ? " (probed as root: run `ctr check` as a user to be sure)" : "";
+  f.checks.push_back({"unshare(CLONE_NEWUSER)", err == 0 ? Status::Ok : Status::Fail,
+                      (err == 0 ? std::string("works") : std::string("fails: ") + std::strerror(err)) + who});
+  f.userns = maxOk && (clone.empty() || clone == "1") && err == 0;
+}
+
+void checkFuse(Findings& f) {
+  struct stat st{};
+  if (::stat("/dev/fuse", &st) != 0 || !S_ISCHR(st.st_mode)) {
+    f.checks.push_back({"/dev/fuse", Status::Fail, "missing (load the fuse module: modprobe fuse)"});
+  } else if (::access("/dev/fuse", R_OK | W_OK) != 0) {
+    f.checks.push_back({"/dev/fuse", Status::Fail,
+                        "not accessible to uid " + std::to_string(::getuid()) + " (chmod 0666 /dev/fuse, the usual setting)"});
+  } else {
+    f.fuse = true;
+    f.checks.push_back({"/dev/fuse", Status::Ok, "present and read-write for this user"});
+  }
+  f.squashfuse = ::access(build::kSquashfuse, X_OK) == 0;
+  f.checks.push_back({"squashfuse", f.squashfuse ? Status::Ok : Status::Fail,
+                      std::string(build::kSquashfuse) + (f.squashfuse ? "" : " missing (install squashfuse)")});
+}
+
+void checkHelper(Findings& f) {
+  struct stat st{};
+  std::string path = build::kHelperPath;
+  if (::stat(path.c_str(), &st) != 0) {
+    f.checks.push_back({"setuid helper", Status::Info, path + " not installed (optional; kernel squashfs needs it)"});
+  } else if (st.st_uid != 0 || (st.st_mode & S_ISUID) == 0) {
+    f.checks.push_back({"setuid helper", Status::Warn,
+                        path + " installed but not setuid root (install with -DCTR_INSTALL_SUID_HELPER=ON as root)"});
+  } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    f.checks.push_back({"setuid helper", Status::Fail, path + " is setuid root but writable by group or others: remove it"});
+  } else {
+    f.helper = true;
+    f.checks.push_back({"setuid helper", Status::Ok, path + " setuid root"});
+  }
+  bool loop = ::access("/dev/loop-control", F_OK) == 0;
+  f.checks.push_back({"/dev/loop-control", loop ? Status::Ok : Status::Info,
+                      loop ? "present" : "missing (the setuid helper needs loop devices)"});
+  if (!loop) f.helper = false;
+}
+
+void checkConfig(Findings& f) {
+  std::string path = build::kSysconfPath;
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) {
+    f.checks.push_back({"config", Status::Info, path + " missing: built-in defaults (allow setuid = no)"});
+  } else {
+    bool rootOwned = st.st_uid == 0, safe = (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+    f.configSafe = rootOwned && safe;
+    f.checks.push_back({"config", f.configSafe ? Status::Ok : Status::Fail,
+                        path + (rootOwned ? " owned by root" : " NOT owned by root (the helper refuses it)") +
+                            (safe ? ", not writable by group/others" : ", writable by group/others (the helper refuses it)")});
+  }
+  try {
+    f.policy = config::loadPolicy(path);
+    f.policyLoaded = true;
+    f.checks.push_back({"allow setuid", f.policy.allowSetuid ? Status::Ok : Status::Info,
+                        f.policy.allowSetuid ? "yes" : "no (kernel squashfs through the helper disabled)"});
+    f.checks.push_back({"allow user namespaces", f.policy.allowUserNamespaces ? Status::Ok : Status::Fail,
+                        f.policy.allowUserNamespaces ? "yes" : "no (ctr cannot run containers)"});
+    f.checks.push_back({"image driver", Status::Info, std::string(config::toString(f.policy.imageDriver))});
+  } catch (const Error& e) {
+    f.checks.push_back({"config syntax", Status::Fail, e.oneLine()});
+  }
+  if (const char* override = std::getenv("CTR_CONFIG"); override && *override)
+    f.checks.push_back({"CTR_CONFIG", Status::Info,
+                        std::string(override) + " is used by ctr for its own settings; the helper reads only " + path});
+}
+
+// The decision the launch path makes (src/launch/planner.cpp chooseDriver), with reasons.
+std::pair<std::string, std::string> decideMode(const Findings& f) {
+  if (!f.userns || (f.policyLoaded && !f.policy.allowUserNamespaces))
+    return {"none", "user namespaces are not usable: enable them (see the checks above); ctr needs them for every launch"};
+  const bool helperUsable = f.helper && f.configSafe && f.policyLoaded && f.policy.allowSetuid;
+  const bool fuseUsable = f.fuse && f.squashfuse;
+  auto driver = f.policyLoaded ? f.policy.imageDriver : config::ImageDriver::Auto;
+  if (driver != config::ImageDriver::Squashfuse && helperUsable)
+    return {"setuid-helper", "images mount as kernel squashfs through " + std::string(build::kHelperPath)};
+  if (driver == config::ImageDriver::Setuid)
+    return {"none", "'image driver = setuid' but the helper is not usable: install it setuid root, "
+                    "set 'allow setuid = yes' in a root-owned config, or set 'image driver = auto'"};
+  if (fuseUsable) {
+    std::string why = "images mount with squashfuse in the user namespace";
+    if (!helperUsable) why += " (for kernel squashfs: install the helper setuid root and set 'allow setuid = yes')";
+    return {"squashfuse", why};
+  }
+  return {"none", "no way to mount SIF/squashfs images: make /dev/fuse usable and install squashfuse, "
+                  "or install the setuid helper (directory images still run)"};
+}
+
+int runCheck(bool json) {
+  Findings f;
+  checkUserNamespaces(f);
+  checkFuse(f);
+  checkHelper(f);
+  checkConfig(f);
+  auto [mode, reason] = decideMode(f);
+  if (json) {
+    nlohmann::json out;
+    out["checks"] = nlohmann::json::array();
+    for (const auto& c : f.checks)
+      out["checks"].push_back({{"name", c.name}, {"status", toString(c.status)}, {"detail", c.detail}});
+    out["mode"] = mode;
+    out["reason"] = reason;
+    std::cout << out.dump(2) << '\n';
+  } else {
+    for (const auto& c : f.checks) std::cout << '[' << toString(c.status) << "] " << c.name << ": " << c.detail << '\n';
+    std::cout << "mode: " << mode << ": " << reason << '\n';
+  }
+  return mode == "none" ? kExitFailure : 0;
+}
+
+}  // namespace
+
+void registerCheck(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("check", "Tell which image mode ctr uses on this host, and why");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "Print the checks as JSON");
+  cmd->callback([&ctx, json] { ctx.action = [json] { return runCheck(*json); }; });
+}
+
+}  // namespace ctr::cli

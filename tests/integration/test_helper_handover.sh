@@ -1,0 +1,63 @@
+#!/bin/bash
+# Real launches through the installed setuid helper: `ctr exec` as the test user mounts the
+# image as kernel squashfs, and the app inside has no privilege, cannot touch the mount, and
+# leaves nothing behind once it ends.
+CTR_HELPER_SOURCE_ONLY=1 . "$(dirname "${BASH_SOURCE[0]}")/test_helper_security.sh"
+
+ensure_test_user
+command -v losetup >/dev/null || skip "losetup missing"
+grep -qw squashfs /proc/filesystems || modprobe squashfs 2>/dev/null || skip "no squashfs in the kernel"
+[ -z "$(losetup -a)" ] || skip "loop devices already attached on this host: $(losetup -a)"
+# ctr and the helper both built for, and installed into, a root-owned test prefix.
+helper_install "${CTR_HELPER_RT_PREFIX:-/tmp/ctr-suid-rt}" all
+CTR="$PREFIX/bin/ctr"
+"$CTR" __holder --help >/dev/null 2>&1 || skip "this ctr has no __holder entry (runtime not ready)"
+TUID=$(id -u "$CTR_TEST_USER")
+TGID=$(id -g "$CTR_TEST_USER")
+
+IMAGES="$WORK/images"
+mkdir -p "$IMAGES" "$WORK/rootfs"
+chmod 755 "$IMAGES"
+make_demo_rootfs "$WORK/rootfs"
+echo kernel >"$WORK/rootfs/marker"
+mksquashfs "$WORK/rootfs" "$IMAGES/demo.sqfs" -noappend -quiet -all-root >/dev/null
+make_sif "$IMAGES/demo.sif" "$IMAGES/demo.sqfs"
+chmod 644 "$IMAGES"/*
+write_conf "allow setuid = yes" "image driver = setuid"
+
+note "ctr check sees the helper"
+out=$(as_user "$CTR" check 2>&1) || fail "ctr check: $out"
+expect_contains "ctr check mode" "mode: setuid-helper" "$out"
+
+# ctr exec as the user, from a directory the user owns (cwd is bound into the container).
+run_ctr() { as_user "$CTR" "$@"; }
+
+note "LaunchesThroughHelper"
+out=$(run_ctr exec "$IMAGES/demo.sif" cat /marker 2>&1) || fail "ctr exec via the helper: $out"
+expect_eq "marker" kernel "$out"
+
+note "ContainerHasNoPrivilege"
+status=$(run_ctr exec "$IMAGES/demo.sif" cat /proc/self/status 2>&1) || fail "status: $status"
+expect_contains "CapEff" "CapEff:	0000000000000000" "$status"
+expect_contains "CapPrm" "CapPrm:	0000000000000000" "$status"
+expect_contains "NoNewPrivs" "NoNewPrivs:	1" "$status"
+# Inside the user namespace the user is mapped to itself.
+expect_contains "uid" "Uid:	$TUID	$TUID	$TUID	$TUID" "$status"
+expect_contains "gid" "Gid:	$TGID	$TGID	$TGID	$TGID" "$status"
+
+note "ImageIsKernelSquashfsNosuidNodevRo"
+mi=$(run_ctr exec "$IMAGES/demo.sif" cat /proc/self/mountinfo 2>&1) || fail "mountinfo: $mi"
+root=$(echo "$mi" | awk '$5 == "/" {i = 7; while ($i != "-") i++; print $6, $(i+1), $(i+2)}' | tail -1)
+note "container root: $root"
+case "$root" in *squashfs*/dev/loop*) ;; *) fail "container / is not the kernel squashfs: $root";; esac
+case "$root" in ro,nosuid,nodev*) ;; *) fail "container / options: $root";; esac
+out=$(run_ctr exec "$IMAGES/demo.sif" sh -c 'umount / 2>&1; umount -l / 2>&1; mount -o remount,rw / 2>&1; touch /x 2>&1; echo done' 2>&1) || true
+expect_contains "umount/remount" done "$out"
+case "$out" in *"Operation not permitted"*|*"Permission denied"*|*"Read-only"*) ;; *) fail "umount/remount not refused: $out";; esac
+run_ctr exec "$IMAGES/demo.sif" test -e /x && fail "wrote into the image"
+
+note "NothingLeftAfterLastLaunch"
+for i in $(seq 100); do [ -z "$(losetup -a)" ] && break; sleep 0.1; done
+no_leftovers "after launches"
+
+echo "PASS: $TEST_NAME"
