@@ -19,5 +19,6 @@ void registerVersion(CLI::App& app, Context& ctx);
 void registerSif(CLI::App& app, Context& ctx);
 void registerBuild(CLI::App& app, Context& ctx);
 void registerInspect(CLI::App& app, Context& ctx);
+void registerCheck(CLI::App& app, Context& ctx);    // check: which image mode, and why
 
 }  // namespace ctr::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   cli::registerSif(app, ctx);
   cli::registerBuild(app, ctx);
   cli::registerInspect(app, ctx);
+  cli::registerCheck(app, ctx);
 
   try {
     app.parse(argc, argv);
