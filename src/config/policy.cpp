@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "ctr/strings.hpp"
 #include "ctr/build_config.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
@@ -11,13 +12,6 @@
 namespace ctr::config {
 namespace {
 
-std::string trim(std::string_view s) {
-  const char* ws = " \t\r";
-  auto b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  auto e = s.find_last_not_of(ws);
-  return std::string(s.substr(b, e - b + 1));
-}
 
 bool parseBool(const std::string& value) {
   if (value == "yes" || value == "true" || value == "1") return true;
@@ -30,7 +24,7 @@ std::vector<std::string> parseList(const std::string& value) {
   std::stringstream ss(value);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    item = trim(item);
+    item = std::string(trim(item));
     if (!item.empty()) items.push_back(item);
   }
   return items;
@@ -116,12 +110,12 @@ Policy parsePolicy(std::string_view text, const std::string& fileName) {
     ++lineNo;
     auto where = fileName + ":" + std::to_string(lineNo);
     if (auto hash = raw.find('#'); hash != std::string::npos) raw.erase(hash);
-    std::string line = trim(raw);
+    std::string line(trim(raw));
     if (line.empty()) continue;
     auto eq = line.find('=');
     if (eq == std::string::npos) throw Error(where + ": expected 'key = value', got '" + line + "'");
-    std::string key = trim(std::string_view(line).substr(0, eq));
-    std::string value = trim(std::string_view(line).substr(eq + 1));
+    std::string key(trim(std::string_view(line).substr(0, eq)));
+    std::string value(trim(std::string_view(line).substr(eq + 1)));
     auto it = setters().find(key);
     if (it == setters().end()) throw Error(where + ": unknown key '" + key + "'");
     try {

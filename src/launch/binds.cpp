@@ -1,3 +1,4 @@
+#include "ctr/strings.hpp"
 #include "ctr/binds.hpp"
 
 #include "ctr/error.hpp"
@@ -6,13 +7,6 @@
 namespace ctr::launch {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  const char* ws = " \t\r\n";
-  auto b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  auto e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
 
 BindSpec parseOne(std::string_view spec) {
   auto bad = [&](const std::string& why) {

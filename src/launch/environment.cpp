@@ -1,3 +1,4 @@
+#include "ctr/strings.hpp"
 #include "ctr/environment.hpp"
 
 #include <algorithm>
@@ -12,13 +13,6 @@ bool startsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-std::string_view trim(std::string_view s) {
-  const char* ws = " \t\r";
-  auto b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  auto e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
 
 // Apptainer's alwaysPassKeys: the only host variables kept with --cleanenv.
 constexpr std::array<std::string_view, 11> kAlwaysPassed{
