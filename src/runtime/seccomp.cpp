@@ -7,6 +7,8 @@
 #include <memory>
 #include <sstream>
 
+#include "ctr/seccomp_default_profile.hpp"
+#include "ctr/strings.hpp"
 #include "ctr/error.hpp"
 #include "ctr/handover.hpp"
 #include "ctr/log.hpp"
@@ -14,91 +16,10 @@
 namespace ctr::runtime {
 namespace {
 
-// Byte for byte etc/seccomp-default.conf (SeccompProfile.ShippedFileIsTheBuiltInDefault
-// checks it): the file documents the list, this copy makes ctr work without it installed.
-constexpr std::string_view kDefaultProfileText = R"ctr(# ctr default seccomp profile.
-#
-# This file is the built-in default, byte for byte (a unit test keeps the copy compiled
-# into ctr equal to it). To change the filter, copy it, edit the copy and point
-# "seccomp profile" in ctr.conf at it.
-#
-# Format: "default-action = allow|deny", then one "deny NAME" or "allow NAME" per line;
-# '#' starts a comment. A denied syscall fails with EPERM. Names are libseccomp's; a
-# later line for the same syscall wins. The filter also covers 32-bit programs (x86 and
-# x32 on x86_64, arm on aarch64); a syscall from another architecture kills the process.
-#
-# The container runs without capabilities and with no_new_privs, so the kernel already
-# refuses most of these; the filter is a second wall against kernel bugs in code paths
-# that HPC applications never use. It denies only what containers never need.
-# Deliberately allowed: ptrace and process_vm_* (debuggers, MPI CMA), perf_event_open
-# (perf, PAPI, VTune; the host's kernel.perf_event_paranoid still applies), NUMA calls
-# (mbind, set_mempolicy, move_pages, migrate_pages), mount/umount/unshare/setns/clone
-# with namespaces (nested containers and build tools; unprivileged, they only act
-# inside namespaces the user owns), personality (setarch, gdb), quotactl (users
-# querying their own quota), name_to_handle_at (harmless: it only produces a handle).
+// The built-in profile is etc/seccomp-default.conf itself, embedded at build time, so the
+// shipped file and the default cannot drift apart.
+constexpr std::string_view kDefaultProfileText = build::kSeccompDefaultProfile;
 
-default-action = allow
-
-# Loading another kernel.
-deny kexec_load
-deny kexec_file_load
-
-# Kernel modules.
-deny init_module
-deny finit_module
-deny delete_module
-deny create_module
-deny query_module
-deny get_kernel_syms
-
-# Kernel keyring: keys are not namespaced, so a container could read or fill the
-# user's host keyring. Sites with Kerberos/AFS keyring credential caches may
-# "allow keyctl" in their own profile.
-deny keyctl
-deny add_key
-deny request_key
-
-# eBPF programs and userfaultfd: large kernel attack surface, unused by applications.
-deny bpf
-deny userfaultfd
-
-# Opening files by handle bypasses the mount namespace ("shocker").
-deny open_by_handle_at
-
-# Host administration.
-deny acct
-deny swapon
-deny swapoff
-deny reboot
-deny nfsservctl
-deny lookup_dcookie
-deny uselib
-deny _sysctl
-
-# The system clock is shared with the host (reading it is unaffected).
-deny settimeofday
-deny clock_settime
-deny clock_settime64
-deny stime
-
-# Raw I/O port access and the x86 virtual-8086 mode.
-deny iopl
-deny ioperm
-deny vm86
-deny vm86old
-
-# Allowed explicitly, so that a site that wants them denied only changes the word.
-allow perf_event_open
-allow ptrace
-)ctr";
-
-std::string trim(std::string_view s) {
-  const char* ws = " \t\r";
-  auto b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  auto e = s.find_last_not_of(ws);
-  return std::string(s.substr(b, e - b + 1));
-}
 
 SeccompAction parseAction(const std::string& word, const std::string& where) {
   if (word == "allow") return SeccompAction::Allow;
@@ -133,12 +54,12 @@ SeccompProfile parseSeccompProfile(std::string_view text, const std::string& fil
     ++lineNo;
     auto where = fileName + ":" + std::to_string(lineNo) + ": ";
     if (auto hash = raw.find('#'); hash != std::string::npos) raw.erase(hash);
-    std::string line = trim(raw);
+    std::string line(trim(raw));
     if (line.empty()) continue;
     if (auto eq = line.find('='); eq != std::string::npos) {
-      std::string key = trim(std::string_view(line).substr(0, eq));
+      std::string key(trim(std::string_view(line).substr(0, eq)));
       if (key != "default-action") throw Error(where + "unknown setting '" + key + "'");
-      profile.defaultAction = parseAction(trim(std::string_view(line).substr(eq + 1)), where);
+      profile.defaultAction = parseAction(std::string(trim(std::string_view(line).substr(eq + 1))), where);
       continue;
     }
     std::istringstream words(line);
