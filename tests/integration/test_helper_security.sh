@@ -85,6 +85,7 @@ PYEOF
   hold) echo HELD; exec sleep "$2";;
   true) exit 0;;
   tar) exec tar cf /dev/null -C "$mnt" .;;
+  tarread) tar cf - -C "$mnt" . | cat >/dev/null;;
   *) echo "probe: args: $*";;
 esac
 EOF
