@@ -1,22 +1,38 @@
 #!/bin/bash
-# Builds the SIF reader fuzzer with the "fuzz" preset and runs it for FUZZ_SECONDS
-# (default 60) on a copy of the seed corpus. Fails on any crash, leak or sanitizer report.
+# Builds the libFuzzer targets with the "fuzz" preset (clang, ASan + UBSan) and runs each
+# on a copy of its seed corpus. Fails on any crash, leak or sanitizer report.
+#   FUZZ_SECONDS   time for the SIF reader (default 60); the helper's parser gets half.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build/fuzz}
 seconds=${FUZZ_SECONDS:-60}
+# target  corpus-dir  seconds
+targets=(
+  "fuzz_sif_reader sif $seconds"
+  "fuzz_helper_parse helper $(( (seconds + 1) / 2 ))"
+)
+
 cmake --preset fuzz -S "$src" -B "$build" >/dev/null
-cmake --build "$build" --target fuzz_sif_reader -j"${FUZZ_JOBS:-2}"
+cmake --build "$build" --target fuzz_sif_reader fuzz_helper_parse -j"${FUZZ_JOBS:-2}"
+
 work=$(mktemp -d /tmp/ctr-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cp "$src"/tests/fuzz/corpus/sif/* "$work/"
-mkdir -p "$work/artifacts"
-# -rss_limit_mb keeps a huge allocation from passing silently; artifacts land in $work.
-"$build/bin/fuzz_sif_reader" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 \
-  -artifact_prefix="$work/artifacts/" "$work"
-if compgen -G "$work/artifacts/*" >/dev/null; then
-  mkdir -p "$src/build/fuzz-artifacts" && cp "$work"/artifacts/* "$src/build/fuzz-artifacts/"
-  echo "fuzz_sif_reader: crash inputs copied to $src/build/fuzz-artifacts" >&2
-  exit 1
-fi
-echo "fuzz_sif_reader: no crash in ${seconds}s"
+failed=0
+for t in "${targets[@]}"; do
+  read -r name corpus secs <<<"$t"
+  mkdir -p "$work/$name/corpus" "$work/$name/artifacts"
+  cp "$src/tests/fuzz/corpus/$corpus"/* "$work/$name/corpus/"
+  # -rss_limit_mb keeps a huge allocation from passing silently; artifacts land in $work.
+  "$build/bin/$name" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 \
+    -artifact_prefix="$work/$name/artifacts/" "$work/$name/corpus" 2>"$work/$name/log" || true
+  if compgen -G "$work/$name/artifacts/*" >/dev/null || ! grep -q "Done [0-9]* runs" "$work/$name/log"; then
+    mkdir -p "$src/build/fuzz-artifacts"
+    cp "$work/$name"/artifacts/* "$src/build/fuzz-artifacts/" 2>/dev/null || true
+    tail -30 "$work/$name/log" >&2
+    echo "$name: FAILED (inputs, if any, in $src/build/fuzz-artifacts)" >&2
+    failed=1
+  else
+    echo "$name: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$work/$name/log"), no crash"
+  fi
+done
+exit $failed
