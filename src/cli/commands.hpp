@@ -16,6 +16,7 @@ struct Context {
 };
 
 void registerVersion(CLI::App& app, Context& ctx);
+void registerExec(CLI::App& app, Context& ctx);  // exec, run, shell, __holder
 void registerSif(CLI::App& app, Context& ctx);
 void registerBuild(CLI::App& app, Context& ctx);
 void registerInspect(CLI::App& app, Context& ctx);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
 
   cli::Context ctx;
   cli::registerVersion(app, ctx);
+  cli::registerExec(app, ctx);
   cli::registerSif(app, ctx);
   cli::registerBuild(app, ctx);
   cli::registerInspect(app, ctx);

@@ -1,0 +1,66 @@
+// The runtime: executes a LaunchPlan. It decides nothing the plan has not decided.
+//
+// A launch (execute) does, in its own process, which then *becomes* the app:
+//   1. acquire the shared image mount (per node, per user, per image; see below),
+//   2. join its user namespace U and mount namespace M (setns), unshare a private copy of M,
+//   3. assemble the root (image bind or overlay, default and user binds), pivot_root,
+//   4. hand over (no_new_privs, capabilities dropped, seccomp, environment) and execve.
+// No supervisor stays behind: signals and the exit status go straight to mpirun/the
+// scheduler.
+//
+// Shared image mount. State lives in a per-user directory (plan.stateDir, mode 0700, owned by
+// the user). For each image key K (st_dev, st_ino, mtime, offset, size, driver) a *holder*
+// process owns U (the user's uid/gid mapped to themselves, setgroups denied) and M (owned by
+// U), in which the image is mounted read-only at <state>/mnt/img on a private tmpfs. Lock
+// protocol, so that a SIGKILL at any point leaves nothing stale once the others end:
+//   launch: flock(K.setup, EX); flock(K.users, SH) on an fd kept open across execve (the
+//           app and its children keep the image alive); live holder in K.pid? join it, else
+//           start one; release K.setup.
+//   holder: loop { flock(K.users, EX); if flock(K.setup, EX|NB) -> tear down and exit;
+//           else unlock K.users, wait for K.setup, retry }. It never blocks on K.setup
+//           while holding K.users, so a launch blocking on K.users under K.setup cannot
+//           deadlock with it.
+//
+// Holder argv contract (hidden subcommand; also what the setuid helper execs):
+//   ctr __holder --state DIR --key K --driver squashfuse|directory|premounted
+//                --image PATH [--offset N] [--size N] [--premounted DIR] --ready-fd FD
+// The holder reports on FD exactly one line, "ok" or "error: <message>", then closes it.
+// With --premounted DIR (driver premounted) the caller has already mounted the image at DIR
+// in the holder's current mount namespace (the setuid helper: private mount namespace,
+// kernel squashfs, privileges dropped for good, FD left open across its exec); the holder
+// then creates U and M itself and binds DIR instead of starting squashfuse.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ctr/launch.hpp"
+
+namespace ctr::runtime {
+
+// Runs the plan and replaces the process with the app. Returns only by throwing ctr::Error.
+[[noreturn]] void execute(const launch::LaunchPlan& plan);
+
+struct HolderArgs {
+  std::string stateDir;
+  std::string key;
+  std::string driver;       // "squashfuse", "directory" or "premounted"
+  std::string image;        // image file (squashfuse) or directory (directory)
+  std::uint64_t offset = 0; // squashfs offset inside the image file
+  std::uint64_t size = 0;   // squashfs size (0 = to the end)
+  std::string premounted;   // driver "premounted": where the image is already mounted
+  int readyFd = -1;
+};
+
+// The holder: sets up U/M and the image mount, reports on args.readyFd, then waits until
+// no launch uses the image any more, tears down and returns the exit status.
+int holderMain(const HolderArgs& args);
+
+// argv for `ctr __holder ...` (without the program path).
+[[nodiscard]] std::vector<std::string> holderArgv(const HolderArgs& args);
+
+// Key of an image in the per-user state directory (16 hex digits).
+[[nodiscard]] std::string imageKey(const launch::LaunchPlan& plan);
+
+}  // namespace ctr::runtime

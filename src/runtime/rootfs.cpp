@@ -1,0 +1,239 @@
+// Assembling the root: in the launch's private copy of the holder's mount namespace (so
+// nothing here is visible to other launches or to the host), build the root on a private
+// tmpfs "stage", mount the plan's mounts, pivot_root.
+#include "rootfs.hpp"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "ctr/error.hpp"
+#include "ctr/log.hpp"
+#include "ctr/pathutil.hpp"
+
+namespace ctr::runtime {
+
+namespace {
+
+using launch::LaunchPlan;
+using launch::Mount;
+using launch::MountKind;
+
+std::string fdPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+bool isUnder(const std::string& path, const std::string& dir) {
+  return dir == "/" || path == dir || path.rfind(dir + "/", 0) == 0;
+}
+
+// Whether the mount's source is there (defaults and admin binds of absent host paths are
+// skipped, as Apptainer does; a missing user bind source is an error).
+bool sourcePresent(const Mount& m, struct stat* st) {
+  if (m.kind != MountKind::Bind) return true;
+  if (::stat(m.source.c_str(), st) == 0) return true;
+  if (m.origin == "user")
+    throw Error("bind source " + m.source + " does not exist (" + std::strerror(errno) + ")");
+  log::StepTimer skip("skipping " + m.origin + " bind of absent " + m.source);
+  return false;
+}
+
+// O_PATH fd of `destination` inside the root (created beforehand when it was missing).
+UniqueFd openTarget(int rootFd, const std::string& destination) {
+  auto resolved = launch::resolveInRoot(rootFd, destination, "mount target");
+  if (resolved.kind == launch::PathKind::Missing)
+    throw Error("mount target " + destination + " does not exist in the container");
+  return std::move(resolved.fd);
+}
+
+// mkdir -p `dir`/`path` (path already resolved and normalised), the last component a
+// directory or an empty file. `dir` is our own tmpfs.
+void createUnder(const std::string& dir, const std::string& path, bool directory) {
+  std::string current = dir;
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    current += "/" + path.substr(start, end - start);
+    const bool last = end == path.size();
+    if (last && !directory) {
+      UniqueFd file(::open(current.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!file) throw sysError("create mount target " + path);
+    } else if (::mkdir(current.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw sysError("create mount target " + path);
+    }
+    start = end + 1;
+  }
+}
+
+void bindInto(const std::string& source, int targetFd, bool readOnly, bool recursive,
+              const std::string& destination) {
+  UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(),
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0)));
+  if (!tree) throw sysError("bind " + source + " to " + destination);
+  if (readOnly) {
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr,
+                        sizeof attr) != 0)
+      throw sysError("make " + destination + " read-only");
+  }
+  if (::move_mount(tree.get(), "", targetFd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    throw sysError("bind " + source + " to " + destination);
+}
+
+std::string readInRoot(int rootFd, const std::string& path) {
+  try {
+    UniqueFd fd = launch::openInRoot(rootFd, path, O_RDONLY);
+    std::string text;
+    char buf[8192];
+    for (;;) {
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n <= 0) break;
+      text.append(buf, static_cast<size_t>(n));
+    }
+    return text;
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+std::string envGet(const std::vector<std::string>& env, const std::string& key) {
+  for (const auto& kv : env)
+    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+  return {};
+}
+
+// The image's passwd/group with the user's entries added (interim until ctr/identity.hpp).
+std::string identityFile(const LaunchPlan& plan, const std::string& name, const std::string& image) {
+  std::istringstream in(image);
+  std::ostringstream out;
+  std::string line;
+  const std::string uid = std::to_string(plan.uid), gid = std::to_string(plan.gid);
+  bool haveGroup = false;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    std::string field;
+    while (std::getline(ls, field, ':')) f.push_back(field);
+    if (name == "/etc/passwd" && f.size() >= 3 && (f[0] == plan.userName || f[2] == uid)) continue;
+    if (name == "/etc/group" && f.size() >= 3 && f[2] == gid) haveGroup = true;
+    out << line << '\n';
+  }
+  if (name == "/etc/passwd") {
+    std::string home = envGet(plan.environment, "HOME");
+    out << plan.userName << ":x:" << uid << ':' << gid << "::" << (home.empty() ? "/" : home)
+        << ":/bin/sh\n";
+  } else if (!haveGroup) {
+    out << plan.userName << ":x:" << gid << ":\n";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
+  log::StepTimer timer("assembling the root");
+  // Our mount namespace is a copy of the holder's, whose mounts are slaves of the host's
+  // or private: nothing we mount propagates back, so no MS_REC|MS_SLAVE walk is needed.
+  // The stage is a private tmpfs (64 MiB, Apptainer's default for --writable-tmpfs).
+  if (::mount("ctr-stage", image.stageDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              "mode=0755,size=64m") != 0)
+    throw sysError("mount tmpfs on " + image.stageDir);
+  const std::string rootPath = image.stageDir + "/root";
+  if (::mkdir(rootPath.c_str(), 0755) != 0 || ::mkdir((image.stageDir + "/files").c_str(), 0755) != 0)
+    throw sysError("mkdir in " + image.stageDir);
+
+  UniqueFd imageFd(::open(image.imageDir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!imageFd) throw sysError("open image root " + image.imageDir);
+
+  // A mount target missing in the read-only image needs a layer to create it in: an
+  // overlay whose upper tmpfs gets the targets *before* it is mounted. (After mounting, the
+  // image's directories belong to an unmapped root, so even CAP_DAC_OVERRIDE in our user
+  // namespace cannot create entries in them: capabilities(7), "user namespaces".)
+  bool overlay = plan.rootMode == launch::RootMode::Overlay;
+  std::vector<std::pair<std::string, bool>> missing;  // resolved path, is a directory
+  for (const auto& m : plan.mounts) {
+    struct stat st {};
+    if (!sourcePresent(m, &st)) continue;
+    auto resolved = launch::resolveInRoot(imageFd.get(), m.destination, "mount target");
+    if (resolved.kind == launch::PathKind::Missing) {
+      log::StepTimer why("mount target " + m.destination + " missing in the image: overlay root");
+      overlay = true;
+      missing.emplace_back(resolved.path, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode));
+    }
+  }
+  if (overlay) {
+    const std::string upper = image.stageDir + "/upper", work = image.stageDir + "/work";
+    if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0)
+      throw sysError("mkdir in " + image.stageDir);
+    for (const auto& [path, directory] : missing) createUnder(upper, path, directory);
+    const std::string options = "lowerdir=" + image.imageDir + ",upperdir=" + upper + ",workdir=" + work;
+    if (::mount("overlay", rootPath.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
+      throw sysError("mount overlay root (" + options + ")");
+  } else {
+    UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
+    bindInto(image.imageDir, rootTarget.get(), false, true, "/");
+  }
+  UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!rootFd) throw sysError("open " + rootPath);
+
+  const std::string hideDir = image.stageDir.substr(0, image.stageDir.find_last_of('/'));  // <state>/mnt
+  for (const auto& m : plan.mounts) {
+    struct stat st {};
+    if (!sourcePresent(m, &st)) continue;
+    switch (m.kind) {
+      case MountKind::Bind: {
+        UniqueFd target = openTarget(rootFd.get(), m.destination);
+        bindInto(m.source, target.get(), m.readOnly, m.recursive, m.destination);
+        // A recursive bind of an ancestor of the state directory (/tmp) would carry the
+        // holder's and our own mounts into the container: cut them off there.
+        if (m.recursive && isUnder(hideDir, m.source) && hideDir != m.source) {
+          std::string inside = fdPath(target.get()) + hideDir.substr(m.source == "/" ? 0 : m.source.size());
+          ::umount2(inside.c_str(), MNT_DETACH);
+        }
+        break;
+      }
+      case MountKind::Tmpfs: {
+        UniqueFd target = openTarget(rootFd.get(), m.destination);
+        const char* mode = (m.destination == "/tmp" || m.destination == "/var/tmp") ? "mode=1777" : "mode=0700";
+        if (::mount("tmpfs", fdPath(target.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, mode) != 0)
+          throw sysError("mount tmpfs on " + m.destination);
+        break;
+      }
+      case MountKind::File: {
+        std::string content = m.content.empty() ? identityFile(plan, m.destination,
+                                                               readInRoot(rootFd.get(), m.destination))
+                                                : m.content;
+        const std::string file = image.stageDir + "/files/" + m.destination.substr(m.destination.find_last_of('/') + 1);
+        UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (!out || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+          throw sysError("write " + file);
+        UniqueFd target = openTarget(rootFd.get(), m.destination);
+        bindInto(file, target.get(), m.readOnly, false, m.destination);
+        break;
+      }
+    }
+  }
+
+  if (overlay && plan.rootMode != launch::RootMode::Overlay) {
+    // The overlay only exists to hold mount targets: the root stays read-only.
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (::mount_setattr(rootFd.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+      throw sysError("make the root read-only");
+  }
+
+  log::StepTimer pivot("pivot_root");
+  // pivot_root(".", ".") stacks the old root on the new one; detaching it leaves only the
+  // new root (pivot_root(2), "NOTES").
+  if (::chdir(rootPath.c_str()) != 0) throw sysError("chdir " + rootPath);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) throw sysError("pivot_root");
+  if (::umount2(".", MNT_DETACH) != 0) throw sysError("detach the old root");
+  if (::chdir("/") != 0) throw sysError("chdir /");
+}
+
+}  // namespace ctr::runtime

@@ -1,0 +1,21 @@
+// Runtime-internal: the per-node, per-user shared image mount (see ctr/runtime.hpp).
+#pragma once
+
+#include <string>
+
+#include "ctr/fd.hpp"
+#include "ctr/launch.hpp"
+
+namespace ctr::runtime {
+
+// A joined shared image: after joinSharedImage() returns, the calling process is in the
+// holder's user namespace and in its own copy of the holder's mount namespace.
+struct SharedImage {
+  UniqueFd usersLock;     // LOCK_SH on K.users, deliberately without O_CLOEXEC
+  std::string imageDir;   // where the image's root is mounted (<state>/mnt/img)
+  std::string stageDir;   // empty directory on the holder's tmpfs for this launch's root
+};
+
+SharedImage joinSharedImage(const launch::LaunchPlan& plan);
+
+}  // namespace ctr::runtime
