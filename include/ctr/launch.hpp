@@ -12,6 +12,7 @@
 
 #include "ctr/config.hpp"
 #include "ctr/environment.hpp"
+#include "ctr/identity.hpp"
 #include "ctr/image.hpp"
 
 namespace ctr::launch {
@@ -37,12 +38,7 @@ struct LaunchOptions {
 
 // What the planner needs to know about the caller; gathered once by discoverHost().
 struct HostFacts {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<gid_t> groups;        // supplementary groups (getgroups)
-  std::string userName;             // from one getpwuid_r; "uid<N>" if none
-  std::string gecos;
-  std::string shell;
+  HostUser user;                    // uid, gid, groups and their names (lookupHostUser)
   std::string home;                 // $HOME, else the passwd entry
   std::string cwd;                  // getcwd
   std::vector<std::string> env;     // the caller's environment, "K=V"
@@ -93,16 +89,13 @@ struct LaunchPlan {
   std::vector<std::string> argv;        // argv[0] looked up with the container PATH
   bool sourceEnvScripts = true;         // source /.singularity.d/env/*.sh if the image has them
   std::string workdir;                  // inside the container
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<gid_t> groups;
-  std::string userName;
+  HostUser user;                        // for the container's passwd/group (home = container home)
   std::string seccompProfile;           // empty = built-in default
   std::vector<std::string> namespaces;  // e.g. "user (shared per image)", "mount (own)"
   std::string stateDir;                 // per-user runtime state (lock files, holder pid)
 };
 
-// Host facts for the calling process (one getpwuid_r, getcwd, environ).
+// Host facts for the calling process (lookupHostUser, getcwd, environ).
 [[nodiscard]] HostFacts discoverHost();
 
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user

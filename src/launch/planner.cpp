@@ -1,6 +1,5 @@
 // The planner: CLI options + policy + image + host facts -> LaunchPlan. Pure except for
 // discoverHost(), which gathers the host facts once.
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,32 +85,11 @@ ImageDriver chooseDriver(const config::Policy& policy, const image::ImageSource&
 
 HostFacts discoverHost() {
   HostFacts host;
-  host.uid = ::getuid();
-  host.gid = ::getgid();
-  int n = ::getgroups(0, nullptr);
-  if (n > 0) {
-    host.groups.resize(static_cast<size_t>(n));
-    n = ::getgroups(n, host.groups.data());
-    host.groups.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  }
+  host.user = lookupHostUser();
   for (char** e = environ; e && *e; ++e) host.env.emplace_back(*e);
   host.home = envValue(host.env, "HOME");
+  if (host.home.empty()) host.home = host.user.home.empty() ? "/" : host.user.home;
   host.runtimeDir = envValue(host.env, "XDG_RUNTIME_DIR");
-
-  // One passwd lookup (NSS may be LDAP at scale: nothing more than this).
-  std::array<char, 4096> buf{};
-  passwd pw{};
-  passwd* result = nullptr;
-  if (::getpwuid_r(host.uid, &pw, buf.data(), buf.size(), &result) == 0 && result) {
-    host.userName = pw.pw_name;
-    host.gecos = pw.pw_gecos ? pw.pw_gecos : "";
-    host.shell = pw.pw_shell ? pw.pw_shell : "/bin/sh";
-    if (host.home.empty()) host.home = pw.pw_dir;
-  } else {
-    host.userName = "uid" + std::to_string(host.uid);
-    host.shell = "/bin/sh";
-  }
-  if (host.home.empty()) host.home = "/";
 
   std::array<char, PATH_MAX> cwd{};
   if (::getcwd(cwd.data(), cwd.size())) host.cwd = cwd.data();
@@ -125,7 +103,7 @@ HostFacts discoverHost() {
 std::string stateDirFor(const HostFacts& host) {
   if (!host.runtimeDir.empty() && host.runtimeDir[0] == '/')
     return joinPath(host.runtimeDir, "ctr");
-  return "/tmp/ctr-" + std::to_string(host.uid);
+  return "/tmp/ctr-" + std::to_string(host.user.uid);
 }
 
 LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy,
@@ -139,10 +117,7 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   plan.image = image;
   plan.driver = chooseDriver(policy, image, host);
   plan.rootMode = options.writableTmpfs ? RootMode::Overlay : RootMode::Bind;
-  plan.uid = host.uid;
-  plan.gid = host.gid;
-  plan.groups = host.groups;
-  plan.userName = host.userName;
+  plan.user = host.user;
   plan.seccompProfile = policy.seccompProfile;
   plan.stateDir = stateDirFor(host);
   plan.namespaces = {"user (shared by the user's launches of this image)",
@@ -239,6 +214,7 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   }
   envInputs.envFiles = options.envFileVars;
   Environment env = computeEnvironment(envInputs);
+  plan.user.home = homeDest;
   plan.environment = toEnvp(env);
   for (const auto& name : env.userSet) plan.userEnvironment.push_back(name + '=' + env.vars[name]);
 
@@ -316,9 +292,11 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["environment"] = plan.environment;
   j["argv"] = plan.argv;
   j["workdir"] = plan.workdir;
-  j["uid"] = plan.uid;
-  j["gid"] = plan.gid;
-  j["groups"] = plan.groups;
+  j["uid"] = plan.user.uid;
+  j["gid"] = plan.user.gid;
+  j["user"] = plan.user.name;
+  j["groups"] = nlohmann::json::array();
+  for (const auto& g : plan.user.groups) j["groups"].push_back(g.gid);
   j["namespaces"] = plan.namespaces;
   j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
   j["state_dir"] = plan.stateDir;
@@ -334,7 +312,8 @@ std::string toText(const LaunchPlan& plan) {
   out << ")\n"
       << "driver:     " << toString(plan.driver) << '\n'
       << "root:       " << toString(plan.rootMode) << '\n'
-      << "identity:   uid " << plan.uid << ", gid " << plan.gid << " (" << plan.userName << ")\n"
+      << "identity:   uid " << plan.user.uid << ", gid " << plan.user.gid << " (" << plan.user.name
+      << ")\n"
       << "namespaces:";
   for (const auto& ns : plan.namespaces) out << ' ' << ns << ';';
   out << " host network, ipc, pid\n"

@@ -9,7 +9,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <sstream>
 
 #include "ctr/error.hpp"
 #include "ctr/log.hpp"
@@ -100,39 +99,6 @@ std::string readInRoot(int rootFd, const std::string& path) {
   }
 }
 
-std::string envGet(const std::vector<std::string>& env, const std::string& key) {
-  for (const auto& kv : env)
-    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
-  return {};
-}
-
-// The image's passwd/group with the user's entries added (interim until ctr/identity.hpp).
-std::string identityFile(const LaunchPlan& plan, const std::string& name, const std::string& image) {
-  std::istringstream in(image);
-  std::ostringstream out;
-  std::string line;
-  const std::string uid = std::to_string(plan.uid), gid = std::to_string(plan.gid);
-  bool haveGroup = false;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    std::vector<std::string> f;
-    std::stringstream ls(line);
-    std::string field;
-    while (std::getline(ls, field, ':')) f.push_back(field);
-    if (name == "/etc/passwd" && f.size() >= 3 && (f[0] == plan.userName || f[2] == uid)) continue;
-    if (name == "/etc/group" && f.size() >= 3 && f[2] == gid) haveGroup = true;
-    out << line << '\n';
-  }
-  if (name == "/etc/passwd") {
-    std::string home = envGet(plan.environment, "HOME");
-    out << plan.userName << ":x:" << uid << ':' << gid << "::" << (home.empty() ? "/" : home)
-        << ":/bin/sh\n";
-  } else if (!haveGroup) {
-    out << plan.userName << ":x:" << gid << ":\n";
-  }
-  return out.str();
-}
-
 }  // namespace
 
 void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
@@ -205,9 +171,12 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
         break;
       }
       case MountKind::File: {
-        std::string content = m.content.empty() ? identityFile(plan, m.destination,
-                                                               readInRoot(rootFd.get(), m.destination))
-                                                : m.content;
+        std::string content = m.content;
+        if (m.origin == "identity") {
+          auto files = launch::buildIdentityFiles(readInRoot(rootFd.get(), "/etc/passwd"),
+                                                  readInRoot(rootFd.get(), "/etc/group"), plan.user);
+          content = m.destination == "/etc/passwd" ? files.passwd : files.group;
+        }
         const std::string file = image.stageDir + "/files/" + m.destination.substr(m.destination.find_last_of('/') + 1);
         UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
         if (!out || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
