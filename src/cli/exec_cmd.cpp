@@ -57,9 +57,11 @@ int runLaunch(RunCommandState& state) {
 
 void addLaunchOptions(CLI::App* cmd, RunCommandState& s) {
   auto& o = s.options;
-  cmd->add_option("-B,--bind", o.binds, "Bind mount src[:dst[:ro|rw]] (repeatable, comma lists)");
-  cmd->add_option("--env", o.envs, "Set K=V in the container (repeatable)");
-  cmd->add_option("--env-file", s.envFiles, "Read K=V lines from a file (repeatable)");
+  cmd->add_option("-B,--bind", o.binds, "Bind mount src[:dst[:ro|rw]] (repeatable, comma lists)")
+      ->allow_extra_args(false);
+  cmd->add_option("--env", o.envs, "Set K=V in the container (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--env-file", s.envFiles, "Read K=V lines from a file (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("-H,--home", o.home, "Home directory SRC[:DST] instead of $HOME");
   cmd->add_option("--pwd", o.pwd, "Working directory inside the container");
   cmd->add_flag("-c,--contain", o.contain, "No home, cwd or /tmp from the host");

@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <cstring>
 #include <unistd.h>
 
 
@@ -158,8 +159,10 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
         // A recursive bind of an ancestor of the state directory (/tmp) would carry the
         // holder's and our own mounts into the container: cut them off there.
         if (m.recursive && isUnder(hideDir, m.source) && hideDir != m.source) {
-          std::string inside = fdPath(target.get()) + hideDir.substr(m.source == "/" ? 0 : m.source.size());
-          ::umount2(inside.c_str(), MNT_DETACH);
+          // (By path: the target fd still names the directory underneath the new mount.)
+          std::string inside = rootPath + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
+          if (::umount2(inside.c_str(), MNT_DETACH) != 0)
+            spdlog::debug("could not hide {} in the container: {}", inside, std::strerror(errno));
         }
         break;
       }

@@ -1,0 +1,82 @@
+# ctr exec as an unprivileged user from a directory, a plain squashfs and a SIF image:
+# identity, default mounts, binds, --contain, --writable-tmpfs, environment, exit codes,
+# --explain, and the hand-over (no_new_privs, no capabilities, seccomp) seen from inside.
+. "$(dirname "$0")/lib.sh"
+ensure_test_user
+
+make_demo_rootfs "$WORK/demo"
+# Kernel overlayfs in a user namespace cannot copy up a directory owned by an unmapped uid
+# or gid (root): --writable-tmpfs writes work where the user owns the directory.
+mkdir "$WORK/demo/scratch" && chown "$CTR_TEST_USER:$(id -g "$CTR_TEST_USER")" "$WORK/demo/scratch"
+mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend >/dev/null
+"$CTR_BIN" build "$WORK/demo.sif" "$WORK/demo" >/dev/null
+cc -static -O2 -o "$WORK/probe" "$(dirname "$0")/probe_syscall.c"
+mkdir -p "$WORK/data" && echo hello > "$WORK/data/file" && chmod -R a+rwX "$WORK/data"
+chmod -R a+rX "$WORK"
+uid=$(id -u "$CTR_TEST_USER"); gid=$(id -g "$CTR_TEST_USER")
+home=$(getent passwd "$CTR_TEST_USER" | cut -d: -f6)
+
+for img in demo demo.sqfs demo.sif; do
+  note "image $img"
+  out=$(as_user "$CTR_BIN" exec "$WORK/$img" sh -c 'id -u; id -g; pwd; grep "^'"$CTR_TEST_USER"':" /etc/passwd | cut -d: -f3; cat /etc/os-release | head -1')
+  expect_eq "$img: uid/gid/cwd/passwd/image" \
+    "$(printf '%s\n%s\n%s\n%s\n%s' "$uid" "$gid" "$WORK" "$uid" 'NAME="ctr demo (busybox)"')" "$out"
+  set +e; as_user "$CTR_BIN" exec "$WORK/$img" sh -c 'exit 42'; rc=$?; set -e
+  expect_eq "$img: exit status" 42 "$rc"
+done
+
+img="$WORK/demo.sif"
+note "home, /tmp, /proc, /dev, hosts"
+out=$(as_user "$CTR_BIN" exec "$img" sh -c 'test -d "$HOME" && echo home=$HOME; touch /tmp/ctr-exec-probe && echo tmp; test -e /proc/self/status && echo proc; test -c /dev/null && echo dev; test -e /etc/hosts && echo hosts')
+expect_eq "default mounts" "$(printf 'home=%s\ntmp\nproc\ndev\nhosts' "$home")" "$out"
+[ -e /tmp/ctr-exec-probe ] || fail "/tmp is not the host's /tmp"
+rm -f /tmp/ctr-exec-probe
+
+note "binds: ro, rw, missing target created, comma list, CTR_BIND"
+out=$(as_user "$CTR_BIN" exec -B "$WORK/data:/data:ro" "$img" sh -c 'cat /data/file; (echo x > /data/new) 2>/dev/null && echo writable || echo readonly')
+expect_eq "ro bind" "$(printf 'hello\nreadonly')" "$out"
+out=$(as_user "$CTR_BIN" exec --bind "$WORK/data:/data" "$img" sh -c 'echo written > /data/new && cat /data/new')
+expect_eq "rw bind" written "$out"
+[ "$(cat "$WORK/data/new")" = written ] || fail "rw bind did not write through to the host"
+out=$(as_user env CTR_BIND="$WORK/data:/d1,$WORK/data:/d2:ro" "$CTR_BIN" exec "$img" sh -c 'cat /d1/file /d2/file')
+expect_eq "CTR_BIND comma list" "$(printf 'hello\nhello')" "$out"
+
+note "--contain, --no-home, --pwd, --writable-tmpfs"
+out=$(as_user "$CTR_BIN" exec --contain "$img" sh -c 'ls /tmp | wc -l; pwd')
+expect_eq "--contain: private /tmp, cwd = home" "$(printf '0\n%s' "$home")" "$out"
+out=$(as_user "$CTR_BIN" exec --no-home --pwd /etc "$img" sh -c 'pwd; test -d "'"$home"'" && echo home || echo nohome')
+expect_eq "--no-home --pwd" "$(printf '/etc\nnohome')" "$out"
+out=$(as_user "$CTR_BIN" exec "$img" sh -c 'mkdir /newdir 2>/dev/null && echo writable || echo readonly')
+expect_eq "root read-only by default" readonly "$out"
+out=$(as_user "$CTR_BIN" exec --writable-tmpfs "$img" sh -c 'echo x > /scratch/x && cat /scratch/x')
+expect_eq "--writable-tmpfs" x "$out"
+as_user "$CTR_BIN" exec "$img" test ! -e /scratch/x || fail "--writable-tmpfs changes leaked into the image"
+
+note "environment"
+out=$(as_user env FOO=host CTRENV_BAR=injected "$CTR_BIN" exec --env BAZ=cli "$img" sh -c 'echo $FOO $BAR $BAZ $CTR_DEMO; echo $CTR_CONTAINER')
+expect_eq "env pass-through, CTRENV_, --env, image env scripts" "$(printf 'host injected cli 1\n%s' "$img")" "$out"
+out=$(as_user env FOO=host "$CTR_BIN" exec --cleanenv "$img" sh -c 'echo "[$FOO]"')
+expect_eq "--cleanenv" "[]" "$out"
+
+note "hand-over: no_new_privs, capabilities, seccomp"
+out=$(as_user "$CTR_BIN" exec "$img" sh -c 'grep -E "^(NoNewPrivs|CapEff|CapPrm|CapBnd|Seccomp):" /proc/self/status | tr -d "\t"')
+expect_eq "status" "$(printf 'CapPrm:0000000000000000\nCapEff:0000000000000000\nCapBnd:0000000000000000\nNoNewPrivs:1\nSeccomp:2')" "$out"
+out=$(as_user "$CTR_BIN" exec -B "$WORK/probe:/probe" "$img" /probe)
+expect_eq "keyctl refused by seccomp" "errno=1" "$out"
+
+note "--explain (text and JSON) runs nothing"
+out=$(as_user "$CTR_BIN" exec --explain -B "$WORK/data:/data:ro" "$img" true)
+expect_contains "--explain" "bind $WORK/data -> /data (ro) [user]" "$out"
+out=$(as_user "$CTR_BIN" exec --explain --json "$img" true)
+expect_contains "--explain --json" '"driver": "squashfuse"' "$out"
+
+note "run and shell"
+out=$(as_user "$CTR_BIN" run "$img" echo arg)
+expect_contains "run uses the runscript" "Hello from the ctr demo container" "$out"
+expect_contains "run passes arguments" "arg" "$out"
+out=$(echo 'echo in-shell $0' | as_user "$CTR_BIN" shell "$img")
+expect_eq "shell" "in-shell /bin/sh" "$out"
+
+sleep 0.2
+assert_no_leftovers
+echo "PASS: $TEST_NAME"
