@@ -9,7 +9,11 @@ command -v losetup >/dev/null || skip "losetup missing"
 grep -qw squashfs /proc/filesystems || modprobe squashfs 2>/dev/null || skip "no squashfs in the kernel"
 [ -z "$(losetup -a)" ] || skip "loop devices already attached on this host: $(losetup -a)"
 # ctr and the helper both built for, and installed into, a root-owned test prefix.
-helper_install "${CTR_HELPER_RT_PREFIX:-/tmp/ctr-suid-rt}" all
+# The CI build (preset "ci") is configured for its own prefix with the setuid install:
+# install it there; any other build gets a dedicated build in /tmp/ctr-suid-rt.
+rt_prefix=/tmp/ctr-suid-rt
+[ "${CTR_INSTALL_SUID_HELPER:-}" = ON ] && [ -n "${CTR_INSTALL_PREFIX:-}" ] && rt_prefix=$CTR_INSTALL_PREFIX
+helper_install "${CTR_HELPER_RT_PREFIX:-$rt_prefix}" all
 CTR="$PREFIX/bin/ctr"
 "$CTR" __holder --help >/dev/null 2>&1 || skip "this ctr has no __holder entry (runtime not ready)"
 TUID=$(id -u "$CTR_TEST_USER")

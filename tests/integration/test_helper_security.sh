@@ -18,6 +18,12 @@ helper_install() {
   PREFIX=$1
   local what=${2:-helper}
   local build="$PREFIX.build"
+  # The build under test, when it was configured for this prefix with the setuid install
+  # (preset "ci"), is installed as it is: no second build of ctr.
+  if [ -f "${CTR_BUILD_DIR:-}/CMakeCache.txt" ] && [ "${CTR_INSTALL_PREFIX:-}" = "$PREFIX" ] &&
+     [ "${CTR_INSTALL_SUID_HELPER:-}" = ON ]; then
+    build=$CTR_BUILD_DIR
+  fi
   exec 9>"$PREFIX.lock"
   flock 9
   mkdir -p "$PREFIX" "$build"
