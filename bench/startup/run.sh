@@ -43,12 +43,17 @@ cd "$work"
 
 echo "== preparing images in $work"
 sh "$src/images/demo/make-rootfs.sh" rootfs >/dev/null
+# The demo image in Apptainer's layout: its /.singularity.d/env scripts make every launch
+# source them through the image's /bin/sh (as Apptainer does), a cost the other runtimes
+# never pay. The cross-runtime cases use the same tree without that layout.
+"$ctr" -q build apptainer-layout.sif rootfs
+rm -rf rootfs/.singularity.d rootfs/singularity
 mksquashfs rootfs demo.sqfs -quiet -noappend -comp gzip >/dev/null
 "$ctr" -q build demo.sif rootfs
 cp demo.sif cold.sif    # never held open: every launch mounts it afresh
 
 # Warm = an image already mounted on this node by another rank: keep one holder alive.
-for img in demo.sif demo.sqfs; do
+for img in demo.sif demo.sqfs apptainer-layout.sif; do
   "$ctr" exec "$img" sleep 100000 & holders+=($!)
 done
 sleep 1
@@ -60,6 +65,7 @@ cases=(
   "ctr-squashfs-warm=$ctr exec demo.sqfs /bin/true"
   "ctr-dir=$ctr exec rootfs /bin/true"
   "ctr-sif-cold=$ctr exec cold.sif /bin/true"
+  "ctr-sif-warm-envscripts=$ctr exec apptainer-layout.sif /bin/true"
   "ch-run-dir=/usr/bin/ch-run $work/rootfs -- /bin/true"
   "ch-run-squashfs=/usr/bin/ch-run $work/demo.sqfs -- /bin/true"
   "bwrap-dir=/usr/bin/bwrap --unshare-user --ro-bind $work/rootfs / --proc /proc --dev /dev /bin/true"
