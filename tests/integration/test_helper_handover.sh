@@ -15,6 +15,8 @@ rt_prefix=/tmp/ctr-suid-rt
 [ "${CTR_INSTALL_SUID_HELPER:-}" = ON ] && [ -n "${CTR_INSTALL_PREFIX:-}" ] && rt_prefix=$CTR_INSTALL_PREFIX
 helper_install "${CTR_HELPER_RT_PREFIX:-$rt_prefix}" all
 CTR="$PREFIX/bin/ctr"
+# The config enables the helper for every ctr built for this prefix: never leave it behind.
+trap 'rm -f "$CONF"; rm -rf "$WORK"' EXIT
 "$CTR" __holder --help >/dev/null 2>&1 || skip "this ctr has no __holder entry (runtime not ready)"
 TUID=$(id -u "$CTR_TEST_USER")
 TGID=$(id -g "$CTR_TEST_USER")
