@@ -1,0 +1,216 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "ctr/error.hpp"
+#include "ctr/launch.hpp"
+
+namespace {
+
+using namespace ctr::launch;
+
+HostFacts alice() {
+  HostFacts host;
+  host.user.uid = 1000;
+  host.user.gid = 1000;
+  host.user.name = "alice";
+  host.user.home = "/home/alice";
+  host.home = "/home/alice";
+  host.cwd = "/scratch/alice/run1";
+  host.env = {"HOME=/home/alice", "USER=alice", "PATH=/usr/bin:/bin", "OMPI_COMM_WORLD_RANK=3"};
+  return host;
+}
+
+ctr::image::ImageSource sifImage() {
+  ctr::image::ImageSource image;
+  image.path = "/images/app.sif";
+  image.kind = ctr::image::ImageKind::Sif;
+  image.offset = 32768;
+  image.size = 4096;
+  return image;
+}
+
+LaunchOptions execTrue() {
+  LaunchOptions o;
+  o.image = "/images/app.sif";
+  o.args = {"/bin/true"};
+  return o;
+}
+
+std::vector<std::string> destinations(const LaunchPlan& plan) {
+  std::vector<std::string> d;
+  for (const auto& m : plan.mounts) d.push_back(m.destination);
+  return d;
+}
+
+const Mount* findMount(const LaunchPlan& plan, const std::string& destination) {
+  for (const auto& m : plan.mounts)
+    if (m.destination == destination) return &m;
+  return nullptr;
+}
+
+std::string envOf(const LaunchPlan& plan, const std::string& key) {
+  for (const auto& kv : plan.environment)
+    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
+  return "<unset>";
+}
+
+}  // namespace
+
+TEST(Planner, DefaultMountsFollowApptainerInOrder) {
+  auto plan = planLaunch(execTrue(), {}, sifImage(), alice());
+  std::vector<std::string> expected = {"/proc", "/sys", "/dev", "/etc/hosts", "/etc/resolv.conf",
+                                       "/tmp", "/var/tmp", "/home/alice", "/scratch/alice/run1",
+                                       "/etc/passwd", "/etc/group"};
+  EXPECT_EQ(destinations(plan), expected);
+  EXPECT_EQ(plan.workdir, "/scratch/alice/run1");
+  EXPECT_EQ(plan.argv, std::vector<std::string>{"/bin/true"});
+  EXPECT_EQ(plan.driver, ImageDriver::Squashfuse);
+  EXPECT_EQ(plan.rootMode, RootMode::Bind);
+}
+
+TEST(Planner, CurrentDirectoryUnderHomeIsNotBoundTwice) {
+  auto host = alice();
+  host.cwd = "/home/alice/project";
+  auto plan = planLaunch(execTrue(), {}, sifImage(), host);
+  EXPECT_EQ(findMount(plan, "/home/alice/project"), nullptr);
+  EXPECT_EQ(plan.workdir, "/home/alice/project");
+}
+
+TEST(Planner, ContainReplacesHostTmpAndHomeWithTmpfs) {
+  auto o = execTrue();
+  o.contain = true;
+  auto plan = planLaunch(o, {}, sifImage(), alice());
+  ASSERT_NE(findMount(plan, "/tmp"), nullptr);
+  EXPECT_EQ(findMount(plan, "/tmp")->kind, MountKind::Tmpfs);
+  EXPECT_EQ(findMount(plan, "/home/alice")->kind, MountKind::Tmpfs);
+  EXPECT_EQ(findMount(plan, "/scratch/alice/run1"), nullptr);
+  EXPECT_EQ(plan.workdir, "/home/alice");
+}
+
+TEST(Planner, ContainAllAlsoCleansTheEnvironment) {
+  auto o = execTrue();
+  o.containAll = true;
+  auto host = alice();
+  host.env.push_back("MY_SETTING=1");
+  auto plan = planLaunch(o, {}, sifImage(), host);
+  EXPECT_EQ(envOf(plan, "MY_SETTING"), "<unset>");
+  EXPECT_EQ(envOf(plan, "OMPI_COMM_WORLD_RANK"), "3");  // MPI wiring survives
+}
+
+TEST(Planner, NoHomeLeavesHomeOut) {
+  auto o = execTrue();
+  o.noHome = true;
+  auto plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_EQ(findMount(plan, "/home/alice"), nullptr);
+}
+
+TEST(Planner, HomeOptionBindsSourceAtDestination) {
+  auto o = execTrue();
+  o.home = "/scratch/alice/fakehome:/home/alice";
+  auto plan = planLaunch(o, {}, sifImage(), alice());
+  const Mount* home = findMount(plan, "/home/alice");
+  ASSERT_NE(home, nullptr);
+  EXPECT_EQ(home->source, "/scratch/alice/fakehome");
+  EXPECT_EQ(envOf(plan, "HOME"), "/home/alice");
+}
+
+TEST(Planner, UserBindsFromOptionAndEnvironmentComeAfterPolicyBinds) {
+  auto o = execTrue();
+  o.binds = {"/data:/data:ro"};
+  auto host = alice();
+  host.env.push_back("CTR_BIND=/opt/sw,/scratch:/mnt/scratch");
+  ctr::config::Policy policy;
+  policy.defaultBinds = {"/etc/localtime"};
+  auto plan = planLaunch(o, policy, sifImage(), host);
+  auto d = destinations(plan);
+  auto pos = [&](const std::string& x) { return std::find(d.begin(), d.end(), x) - d.begin(); };
+  ASSERT_LT(pos("/etc/localtime"), pos("/opt/sw"));
+  ASSERT_LT(pos("/mnt/scratch"), pos("/data"));
+  EXPECT_TRUE(findMount(plan, "/data")->readOnly);
+  EXPECT_EQ(findMount(plan, "/data")->origin, "user");
+  EXPECT_EQ(findMount(plan, "/etc/localtime")->origin, "policy");
+}
+
+TEST(Planner, RefusesUserBindsWhenPolicyForbidsThem) {
+  auto o = execTrue();
+  o.binds = {"/data"};
+  ctr::config::Policy policy;
+  policy.allowUserBinds = false;
+  EXPECT_THROW((void)planLaunch(o, policy, sifImage(), alice()), ctr::Error);
+  // Admin binds still apply.
+  policy.defaultBinds = {"/etc/localtime"};
+  o.binds.clear();
+  EXPECT_NE(findMount(planLaunch(o, policy, sifImage(), alice()), "/etc/localtime"), nullptr);
+}
+
+TEST(Planner, RefusesWhenPolicyDisablesUserNamespaces) {
+  ctr::config::Policy policy;
+  policy.allowUserNamespaces = false;
+  EXPECT_THROW((void)planLaunch(execTrue(), policy, sifImage(), alice()), ctr::Error);
+}
+
+TEST(Planner, RefusesBadBindRelativePwdAndMissingCommand) {
+  auto o = execTrue();
+  o.binds = {"relative/path"};
+  EXPECT_THROW((void)planLaunch(o, {}, sifImage(), alice()), ctr::Error);
+  o = execTrue();
+  o.pwd = "work";
+  EXPECT_THROW((void)planLaunch(o, {}, sifImage(), alice()), ctr::Error);
+  o = execTrue();
+  o.args.clear();
+  EXPECT_THROW((void)planLaunch(o, {}, sifImage(), alice()), ctr::Error);
+}
+
+TEST(Planner, DriverFollowsImageKindAndPolicy) {
+  auto dir = sifImage();
+  dir.kind = ctr::image::ImageKind::Directory;
+  EXPECT_EQ(planLaunch(execTrue(), {}, dir, alice()).driver, ImageDriver::Directory);
+
+  ctr::config::Policy policy;
+  auto host = alice();
+  host.setuidHelperInstalled = true;
+  EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::Squashfuse)
+      << "the helper is never used unless the admin allows it";
+  policy.allowSetuid = true;
+  EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::SetuidHelper);
+  policy.imageDriver = ctr::config::ImageDriver::Squashfuse;
+  EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::Squashfuse);
+  policy.imageDriver = ctr::config::ImageDriver::Setuid;
+  host.setuidHelperInstalled = false;
+  EXPECT_THROW((void)planLaunch(execTrue(), policy, sifImage(), host), ctr::Error);
+}
+
+TEST(Planner, RunUsesTheRunscriptAndShellUsesBinSh) {
+  auto o = execTrue();
+  o.command = Command::Run;
+  o.args = {"--epochs", "3"};
+  EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).argv,
+            (std::vector<std::string>{"/.singularity.d/runscript", "--epochs", "3"}));
+  o.command = Command::Shell;
+  o.args.clear();
+  EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).argv, std::vector<std::string>{"/bin/sh"});
+}
+
+TEST(Planner, WritableTmpfsAsksForAnOverlayRoot) {
+  auto o = execTrue();
+  o.writableTmpfs = true;
+  EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).rootMode, RootMode::Overlay);
+}
+
+TEST(Planner, StateDirIsPerUser) {
+  auto host = alice();
+  EXPECT_EQ(stateDirFor(host), "/tmp/ctr-1000");
+  host.runtimeDir = "/run/user/1000";
+  EXPECT_EQ(stateDirFor(host), "/run/user/1000/ctr");
+}
+
+TEST(Planner, ExplainPrintsMountsEnvironmentAndNamespaces) {
+  auto plan = planLaunch(execTrue(), {}, sifImage(), alice());
+  auto text = toText(plan);
+  EXPECT_NE(text.find("/scratch/alice/run1"), std::string::npos);
+  EXPECT_NE(text.find("user"), std::string::npos);
+  auto json = toJson(plan);
+  EXPECT_EQ(json["mounts"].size(), plan.mounts.size());
+  EXPECT_EQ(json["argv"][0], "/bin/true");
+}
