@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string_view>
 
 #include "ctr/log.hpp"
 
@@ -16,7 +17,9 @@ struct Context {
 };
 
 void registerVersion(CLI::App& app, Context& ctx);
-void registerExec(CLI::App& app, Context& ctx);  // exec, run, shell, __holder
+// exec, run, shell, __holder; with `only`, just that one (the launch path builds no more
+// of the command tree than it parses: see main.cpp).
+void registerExec(CLI::App& app, Context& ctx, std::string_view only = {});
 void registerSif(CLI::App& app, Context& ctx);
 void registerBuild(CLI::App& app, Context& ctx);
 void registerInspect(CLI::App& app, Context& ctx);

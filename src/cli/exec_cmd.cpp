@@ -93,10 +93,15 @@ void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const 
 
 }  // namespace
 
-void registerExec(CLI::App& app, Context& ctx) {
-  registerLaunchCommand(app, ctx, "exec", "Run a command in a container", launch::Command::Exec);
-  registerLaunchCommand(app, ctx, "run", "Run the image's runscript", launch::Command::Run);
-  registerLaunchCommand(app, ctx, "shell", "Start /bin/sh in a container", launch::Command::Shell);
+void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
+  auto wanted = [only](std::string_view name) { return only.empty() || only == name; };
+  if (wanted("exec"))
+    registerLaunchCommand(app, ctx, "exec", "Run a command in a container", launch::Command::Exec);
+  if (wanted("run"))
+    registerLaunchCommand(app, ctx, "run", "Run the image's runscript", launch::Command::Run);
+  if (wanted("shell"))
+    registerLaunchCommand(app, ctx, "shell", "Start /bin/sh in a container", launch::Command::Shell);
+  if (!wanted("__holder")) return;
 
   // Hidden: the shared image mount holder (contract in ctr/runtime.hpp).
   auto args = std::make_shared<runtime::HolderArgs>();
