@@ -5,7 +5,7 @@
 #
 # Environment: BLOCKS (default 10), REPS (default 5), CONC (default 64), OUT (result dir,
 # default $BUILD_DIR/bench-startup), BENCH_USER (user to run as when started as root,
-# default ctrtest, created if missing), CTR_SUID (a ctr installed with the setuid helper,
+# default ctrbench, created if missing), CTR_SUID (a ctr installed with the setuid helper,
 # optional: adds kernel-squashfs cases).
 # Output: two tables (single launches; CONC concurrent launches) and single.json /
 # concurrent.json in OUT. Format: docs/benchmark-guide.md.
@@ -19,7 +19,7 @@ out=${OUT:-$build/bench-startup}
 
 if [ "$(id -u)" = 0 ]; then
   # Containers are an ordinary user's business: measure as one.
-  user=${BENCH_USER:-ctrtest}
+  user=${BENCH_USER:-ctrbench}
   id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
   [ -c /dev/fuse ] && chmod 666 /dev/fuse
   mkdir -p "$out" && chown "$user" "$out"

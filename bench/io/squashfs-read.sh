@@ -1,0 +1,58 @@
+#!/bin/bash
+# Reading files from an image: `tar cf /dev/null /data` inside the container, kernel
+# squashfs (setuid helper) against squashfuse, cold (page cache dropped) and warm.
+#
+#   sudo bench/io/squashfs-read.sh CTR_SQUASHFUSE CTR_KERNEL [SOURCE_DIR]
+#
+# CTR_SQUASHFUSE: a ctr whose config uses squashfuse (the default); CTR_KERNEL: a ctr
+# installed with the setuid helper and 'allow setuid = yes' that accepts images owned by
+# the benchmark user ('setuid image owners = self'). SOURCE_DIR (default /usr/share/doc) is
+# packed into a SIF. Root is needed to drop the page cache; launches run as BENCH_USER
+# (default ctrbench). ROUNDS (default 5) rounds, each running both drivers in random order.
+# Output: one line per sample, then the median seconds per case and the ratio
+# squashfuse / kernel (above 1: kernel squashfs is faster).
+set -euo pipefail
+fuse_ctr=${1:?usage: squashfs-read.sh CTR_SQUASHFUSE CTR_KERNEL [SOURCE_DIR]}
+kernel_ctr=${2:?usage: squashfs-read.sh CTR_SQUASHFUSE CTR_KERNEL [SOURCE_DIR]}
+source_dir=${3:-/usr/share/doc}
+rounds=${ROUNDS:-5}
+user=${BENCH_USER:-ctrbench}
+[ "$(id -u)" = 0 ] || { echo "squashfs-read.sh: run as root (it drops the page cache)" >&2; exit 1; }
+id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
+[ -c /dev/fuse ] && chmod 666 /dev/fuse
+
+work=$(mktemp -d /tmp/ctr-read.XXXXXX)
+chmod 755 "$work"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/root/data" "$work/root/bin"
+cp -a "$source_dir"/. "$work/root/data/"
+cp /bin/busybox "$work/root/bin/busybox"
+for a in sh tar true; do ln -s busybox "$work/root/bin/$a"; done
+"$fuse_ctr" -q build "$work/fuse.sif" "$work/root"
+cp "$work/fuse.sif" "$work/kernel.sif"
+chown "$user" "$work/fuse.sif" "$work/kernel.sif"
+echo "image: $(du -sh "$work/root/data" | cut -f1) of files from $source_dir, SIF $(du -h "$work/fuse.sif" | cut -f1)"
+
+# One sample: seconds for `tar cf /dev/null /data` in the container (the launch included).
+sample() {  # ctr image cold|warm
+  [ "$3" = cold ] && { sync; echo 3 >/proc/sys/vm/drop_caches; }
+  runuser -u "$user" -- bash -c "cd /tmp; s=\$(date +%s.%N); $1 exec $2 tar cf /dev/null /data; e=\$(date +%s.%N); awk -v s=\$s -v e=\$e 'BEGIN {print e - s}'"
+}
+declare -A samples
+for r in $(seq "$rounds"); do
+  for c in $(printf 'fuse\nkernel\n' | shuf); do
+    ctr=$fuse_ctr; [ "$c" = kernel ] && ctr=$kernel_ctr
+    for mode in cold warm; do
+      # warm: a second read in a row of the same image (page cache filled by the cold one)
+      t=$(sample "$ctr" "$work/$c.sif" "$mode")
+      samples[$c-$mode]+="$t "
+      printf 'round %d %-6s %-4s %.3f s\n' "$r" "$c" "$mode" "$t"
+    done
+  done
+done
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+echo
+for mode in cold warm; do
+  f=$(echo "${samples[fuse-$mode]}" | median); k=$(echo "${samples[kernel-$mode]}" | median)
+  printf '%-5s squashfuse %.3f s  kernel %.3f s  ratio squashfuse/kernel %.2f\n' "$mode" "$f" "$k" "$(awk -v f="$f" -v k="$k" 'BEGIN {print f / k}')"
+done
