@@ -19,7 +19,7 @@ ctest --preset ci -j1 --timeout 900
 
 if [ "${SKIP_FUZZ:-0}" != 1 ]; then
   echo "== fuzzers (${FUZZ_SECONDS:-60} s each, ASan+UBSan)"
-  sh tests/fuzz/run-fuzz.sh
+  bash tests/fuzz/run-fuzz.sh
 fi
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"
