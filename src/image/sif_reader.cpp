@@ -188,7 +188,7 @@ Image Image::parse(std::span<const std::uint8_t> bytes) {
         if (off < 0 || static_cast<std::uint64_t>(off) + out.size() > bytes.size()) {
           throw Error("internal error: read past end of buffer");
         }
-        std::memcpy(out.data(), bytes.data() + off, out.size());
+        if (!out.empty()) std::memcpy(out.data(), bytes.data() + off, out.size());
       },
       image.header_, image.slots_);
   return image;
