@@ -40,8 +40,10 @@ expect_contains "/dev/fuse: says what the admin can do" "chmod 0666 /dev/fuse" "
 
 note "no user namespaces"
 # user.max_user_namespaces is per user namespace: set it to 0 in one the test user owns.
+# Inside, the user is uid 0: its state directory goes under $WORK, not /tmp/ctr-0.
+mkdir -p "$WORK/xdg" && chown "$CTR_TEST_USER" "$WORK/xdg" && chmod 700 "$WORK/xdg"
 set +e
-err=$(as_user unshare --user --map-root-user sh -c \
+err=$(as_user unshare --user --map-root-user env XDG_RUNTIME_DIR="$WORK/xdg" sh -c \
   'echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" exec "$1" true' "$CTR_BIN" "$WORK/demo" 2>&1)
 rc=$?; set -e
 expect_eq "no userns: exit status" 255 "$rc"
