@@ -3,6 +3,9 @@
 
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <span>
 #include <utility>
 
 namespace ctr {
@@ -35,5 +38,14 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+// Reads up to out.size() bytes at `offset` (retrying short reads and EINTR); returns how
+// many were read, fewer only at end of file. Throws ctr::Error on a read error.
+std::size_t readAt(int fd, std::int64_t offset, std::span<std::byte> out);
+
+template <typename T>
+std::size_t readAt(int fd, std::int64_t offset, std::span<T> out) {
+  return readAt(fd, offset, std::as_writable_bytes(out));
+}
 
 }  // namespace ctr

@@ -17,25 +17,9 @@ namespace {
 
 constexpr std::array<char, 4> kSquashfsMagic = {'h', 's', 'q', 's'};
 
-// Reads up to out.size() bytes at `offset`; returns how many were read (short at EOF).
-std::size_t readSome(int fd, std::int64_t offset, std::span<char> out) {
-  std::size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::pread(fd, out.data() + done, out.size() - done,
-                        static_cast<off_t>(offset + static_cast<std::int64_t>(done)));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw sysError("read");
-    }
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  return done;
-}
-
 bool hasSquashfsMagicAt(int fd, std::int64_t offset) {
   std::array<char, 4> magic{};
-  return readSome(fd, offset, magic) == magic.size() && magic == kSquashfsMagic;
+  return readAt(fd, offset, std::span<char>(magic)) == magic.size() && magic == kSquashfsMagic;
 }
 
 }  // namespace
@@ -82,7 +66,7 @@ ImageSource resolveImage(const std::filesystem::path& path) {
     return source;
   }
   std::array<char, 10> sifMagic{};
-  if (readSome(fd.get(), 32, sifMagic) != sifMagic.size() ||
+  if (readAt(fd.get(), 32, std::span<char>(sifMagic)) != sifMagic.size() ||
       std::memcmp(sifMagic.data(), "SIF_MAGIC\0", sifMagic.size()) != 0) {
     throw Error(name + ": not a SIF, squashfs image or directory");
   }

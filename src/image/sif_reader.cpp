@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 
+#include "ctr/fd.hpp"
 #include "ctr/error.hpp"
 #include "ctr/log.hpp"
 #include "ctr/sif.hpp"
@@ -27,17 +28,7 @@ std::string descriptorLabel(std::size_t slot, const Descriptor& d) {
 }
 
 void preadFully(int fd, std::int64_t offset, std::span<std::uint8_t> out) {
-  std::size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::pread(fd, out.data() + done, out.size() - done,
-                        static_cast<off_t>(offset + static_cast<std::int64_t>(done)));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw sysError("read");
-    }
-    if (n == 0) throw Error("file shrank while being read");
-    done += static_cast<std::size_t>(n);
-  }
+  if (readAt(fd, offset, out) != out.size()) throw Error("file shrank while being read");
 }
 
 // Fills header and slots from `readAt`, checking everything against `fileSize`.

@@ -46,13 +46,8 @@ BindSpec parseOne(std::string_view spec) {
 
 std::vector<BindSpec> parseBindSpecs(std::string_view list) {
   std::vector<BindSpec> binds;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t comma = list.find(',', pos);
-    if (comma == std::string_view::npos) comma = list.size();
-    auto item = trim(list.substr(pos, comma - pos));
+  for (auto item : splitList(list)) {
     if (!item.empty()) binds.push_back(parseOne(item));
-    pos = comma + 1;
   }
   return binds;
 }
