@@ -24,6 +24,8 @@ struct ImageSource {
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
   std::string arch;  // Go arch name of the SIF primary partition ("amd64"); empty if unknown
+  // Text of the SIF's environment object (Env.Vars, "K=V" lines), empty if it has none.
+  std::string environment;
   // Identity of the file, the key of the per-node mount cache (stat of the opened file).
   dev_t device = 0;
   ino_t inode = 0;

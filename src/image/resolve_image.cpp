@@ -16,6 +16,7 @@ namespace ctr::image {
 namespace {
 
 constexpr std::array<char, 4> kSquashfsMagic = {'h', 's', 'q', 's'};
+constexpr std::int64_t kMaxEnvironmentObject = 1 << 20;
 
 bool hasSquashfsMagicAt(int fd, std::int64_t offset) {
   std::array<char, 4> magic{};
@@ -89,6 +90,18 @@ ImageSource resolveImage(const std::filesystem::path& path) {
   source.size = static_cast<std::uint64_t>(primary->size);
   std::string arch = sif::archName(primary->partArch());
   source.arch = arch == "unknown" ? "" : arch;
+  for (const auto& d : sifImage.usedDescriptors()) {
+    if (d.dataType != static_cast<std::int32_t>(sif::DataType::EnvVar)) continue;
+    // An environment is a few KiB; a huge object is a broken or hostile image.
+    if (d.size > kMaxEnvironmentObject) {
+      throw Error(name + ": SIF environment object (id " + std::to_string(d.id) + ") is " +
+                  std::to_string(d.size) + " bytes, more than " +
+                  std::to_string(kMaxEnvironmentObject));
+    }
+    auto bytes = sifImage.readObject(d);
+    source.environment.assign(bytes.begin(), bytes.end());
+    break;
+  }
   return source;
 }
 

@@ -213,6 +213,9 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     envInputs.cli.insert(envInputs.cli.end(), vars.begin(), vars.end());
   }
   envInputs.envFiles = options.envFileVars;
+  if (!image.environment.empty()) {
+    envInputs.image = parseEnvFile(image.environment, image.path.string() + " (SIF environment object)");
+  }
   Environment env = computeEnvironment(envInputs);
   plan.user.home = homeDest;
   plan.environment = toEnvp(env);

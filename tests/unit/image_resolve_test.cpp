@@ -5,6 +5,13 @@
 
 #include "ctr/error.hpp"
 #include "ctr/image.hpp"
+#include "ctr/sif.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iterator>
+#include <vector>
 
 namespace {
 
@@ -69,3 +76,26 @@ TEST(ResolveImage, RejectsTruncatedSif) {
 }
 
 }  // namespace
+
+TEST(ResolveImage, ReadsTheSifEnvironmentObject) {
+  namespace sif = ctr::image::sif;
+  auto dir = std::filesystem::temp_directory_path() / ("ctr-env-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto squashfs = std::filesystem::path(CTR_FIXTURES_DIR) / "sif/input/root.squashfs";
+  std::ifstream in(squashfs, std::ios::binary);
+  std::vector<std::uint8_t> fs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string envText = "FOO=bar\n";
+  std::vector<std::uint8_t> env(envText.begin(), envText.end());
+  sif::ObjectInput e;
+  e.type = sif::DataType::EnvVar;
+  e.data = sif::DataSource::fromBytes(env);
+  sif::ObjectInput p;
+  p.type = sif::DataType::Partition;
+  p.partition = sif::PartitionInfo{};
+  p.data = sif::DataSource::fromBytes(fs);
+  sif::createImage(dir / "env.sif", {}, {e, p});
+  auto src = ctr::image::resolveImage(dir / "env.sif");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(src.environment, envText);
+  EXPECT_EQ(ctr::image::resolveImage(kImages + "one-group.sif").environment, "");
+}

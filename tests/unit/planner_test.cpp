@@ -214,3 +214,28 @@ TEST(Planner, ExplainPrintsMountsEnvironmentAndNamespaces) {
   EXPECT_EQ(json["mounts"].size(), plan.mounts.size());
   EXPECT_EQ(json["argv"][0], "/bin/true");
 }
+
+TEST(Planner, SifEnvironmentObjectSitsBetweenHostAndUserSettings) {
+  auto image = sifImage();
+  image.environment = "IMAGE_ONLY=1\nSHARED=image\nexport QUOTED=\"a b\"\n";
+  auto o = execTrue();
+  o.envs = {"SHARED=cli"};
+  auto host = alice();
+  host.env.push_back("IMAGE_ONLY=host");
+  auto plan = planLaunch(o, {}, image, host);
+  EXPECT_EQ(envOf(plan, "IMAGE_ONLY"), "1");
+  EXPECT_EQ(envOf(plan, "SHARED"), "cli");
+  EXPECT_EQ(envOf(plan, "QUOTED"), "a b");
+}
+
+TEST(Planner, MalformedSifEnvironmentObjectNamesTheImage) {
+  auto image = sifImage();
+  image.environment = "not an assignment\n";
+  try {
+    (void)planLaunch(execTrue(), {}, image, alice());
+    FAIL() << "expected an error";
+  } catch (const ctr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/images/app.sif (SIF environment object):1"), std::string::npos)
+        << e.what();
+  }
+}
