@@ -100,10 +100,224 @@ std::string readInRoot(int rootFd, const std::string& path) {
   }
 }
 
+// The plan's mounts, in order, into the root at rootPath (rootFd). With `prepared`, the
+// targets were resolved beforehand (an empty fd: nothing to mount).
+void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::string& rootPath,
+               int rootFd, std::vector<UniqueFd>* prepared) {
+  const std::string hideDir = image.stageDir.substr(0, image.stageDir.find_last_of('/'));  // <state>/mnt
+  for (size_t i = 0; i < plan.mounts.size(); ++i) {
+    const Mount& m = plan.mounts[i];
+    struct stat st {};
+    if (prepared) {
+      if (!(*prepared)[i]) continue;  // skipped source, or identity file already in place
+    } else if (!sourcePresent(m, &st)) {
+      continue;
+    }
+    auto target = [&] {
+      return prepared ? std::move((*prepared)[i]) : openTarget(rootFd, m.destination);
+    };
+    switch (m.kind) {
+      case MountKind::Bind: {
+        UniqueFd targetFd = target();
+        bindInto(m.source, targetFd.get(), m.readOnly, m.recursive, m.destination);
+        // A recursive bind of an ancestor of the state directory (/tmp) would carry the
+        // holder's and our own mounts into the container: cut them off there.
+        if (m.recursive && isUnder(hideDir, m.source) && hideDir != m.source) {
+          // (By path: the target fd still names the directory underneath the new mount.)
+          std::string inside = rootPath + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
+          if (::umount2(inside.c_str(), MNT_DETACH) != 0)
+            spdlog::debug("could not hide {} in the container: {}", inside, std::strerror(errno));
+        }
+        break;
+      }
+      case MountKind::Tmpfs: {
+        UniqueFd targetFd = target();
+        const char* mode = (m.destination == "/tmp" || m.destination == "/var/tmp") ? "mode=1777" : "mode=0700";
+        if (::mount("tmpfs", fdPath(targetFd.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, mode) != 0)
+          throw sysError("mount tmpfs on " + m.destination);
+        break;
+      }
+      case MountKind::File: {
+        std::string content = m.content;
+        if (m.origin == "identity") {
+          auto files = launch::buildIdentityFiles(readInRoot(rootFd, "/etc/passwd"),
+                                                  readInRoot(rootFd, "/etc/group"), plan.user);
+          content = m.destination == "/etc/passwd" ? files.passwd : files.group;
+        }
+        const std::string file = image.stageDir + "/files/" + m.destination.substr(m.destination.find_last_of('/') + 1);
+        UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (!out || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+          throw sysError("write " + file);
+        UniqueFd targetFd = target();
+        bindInto(file, targetFd.get(), m.readOnly, false, m.destination);
+        break;
+      }
+    }
+  }
+}
+
+void pivotInto(const std::string& rootPath) {
+  log::StepTimer pivot("pivot_root");
+  // pivot_root(".", ".") stacks the old root on the new one; detaching it leaves only the
+  // new root (pivot_root(2), "NOTES").
+  if (::chdir(rootPath.c_str()) != 0) throw sysError("chdir " + rootPath);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) throw sysError("pivot_root");
+  if (::umount2(".", MNT_DETACH) != 0) throw sysError("detach the old root");
+  if (::chdir("/") != 0) throw sysError("chdir /");
+}
+
+// What the prepared root's identity files were built for: a launch uses them only when its
+// plan.user serialises to the same text (same user, same container home).
+std::string identitySignature(const launch::HostUser& user) {
+  std::string text = std::to_string(user.uid) + '\n' + std::to_string(user.gid) + '\n' + user.name +
+                     '\n' + user.gecos + '\n' + user.home + '\n' + user.shell + '\n' +
+                     std::to_string(user.primaryGroup.gid) + ':' + user.primaryGroup.name + '\n';
+  for (const auto& g : user.groups) text += std::to_string(g.gid) + ':' + g.name + '\n';
+  return text;
+}
+
+std::string readFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+void writeWholeFile(const std::string& file, const std::string& content) {
+  UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!out || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+    throw sysError("write " + file);
+}
+
+// The plan's mounts applied to the prepared root, when every target is already there:
+// fds of the targets in mount order (-1 for a mount to skip), or empty for "fall back".
+// `created` lists the targets the holder added to the image (one a line): each must be
+// mounted over by this plan, else the container would show an empty directory the image
+// does not have (--no-home: no home directory).
+std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const std::string& created) {
+  size_t start = 0;
+  while (start < created.size()) {
+    size_t end = created.find('\n', start);
+    if (end == std::string::npos) end = created.size();
+    const std::string_view target(created.data() + start, end - start);
+    start = end + 1;
+    bool mounted = false;
+    for (const auto& m : plan.mounts) {
+      struct stat st {};
+      if (m.destination == target && m.kind != MountKind::File &&
+          (m.kind != MountKind::Bind || ::stat(m.source.c_str(), &st) == 0))
+        mounted = true;
+    }
+    if (!mounted) {
+      log::StepTimer why("prepared root has " + std::string(target) + ", not mounted here: own root");
+      return {};
+    }
+  }
+  std::vector<UniqueFd> targets;
+  for (const auto& m : plan.mounts) {
+    struct stat st {};
+    if (m.kind == MountKind::File && m.origin == "identity") {
+      targets.emplace_back();  // satisfied by the prepared root (same user, same image)
+      continue;
+    }
+    if (!sourcePresent(m, &st)) {
+      targets.emplace_back();
+      continue;
+    }
+    auto resolved = launch::resolveInRoot(rootFd, m.destination, "mount target");
+    if (resolved.kind == launch::PathKind::Missing) {
+      log::StepTimer why("mount target " + m.destination + " missing in the prepared root: own root");
+      return {};
+    }
+    targets.push_back(std::move(resolved.fd));
+  }
+  return targets;
+}
+
 }  // namespace
+
+void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir) {
+  if (::mount("ctr-base", baseDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m") != 0)
+    throw sysError("mount tmpfs on " + baseDir);
+  const std::string upper = baseDir + "/upper", work = baseDir + "/work", root = baseDir + "/root",
+                    files = baseDir + "/files";
+  for (const auto& dir : {upper, work, root, files})
+    if (::mkdir(dir.c_str(), 0755) != 0) throw sysError("mkdir " + dir);
+  UniqueFd imageFd(::open(imageDir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!imageFd) throw sysError("open image root " + imageDir);
+
+  // The default mounts' targets (Apptainer's defaults for this user), created in the upper
+  // layer before mounting when the image lacks them (see assembleRoot for why before).
+  launch::HostUser user = launch::lookupHostUser();
+  std::vector<std::string> targets = {"/proc", "/sys", "/dev", "/etc/hosts", "/etc/resolv.conf",
+                                      "/tmp", "/var/tmp", launch::normalizePath(user.home), "/etc/passwd", "/etc/group"};
+  if (const char* home = ::getenv("HOME"); home && *home == '/')
+    targets.push_back(launch::normalizePath(home));
+  std::string created;  // non-identity targets added to the image, one a line
+  for (const auto& target : targets) {
+    try {
+      auto resolved = launch::resolveInRoot(imageFd.get(), target, "mount target");
+      if (resolved.kind != launch::PathKind::Missing) continue;
+      struct stat st {};
+      const bool identity = target == "/etc/passwd" || target == "/etc/group";
+      if (!identity && ::stat(target.c_str(), &st) != 0) continue;  // skipped by launches too
+      createUnder(upper, resolved.path, !identity && S_ISDIR(st.st_mode));
+      if (!identity) created += target + '\n';
+    } catch (const Error&) {
+      // Escapes the image or cannot be created: launches that need it use their own root.
+    }
+  }
+  const std::string options = "lowerdir=" + imageDir + ",upperdir=" + upper + ",workdir=" + work;
+  if (::mount("overlay", root.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
+    throw sysError("mount overlay base root (" + options + ")");
+  UniqueFd rootFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!rootFd) throw sysError("open " + root);
+
+  // The identity files: the holder is the same user, so they are the same for every
+  // launch whose plan.user matches the signature below.
+  auto identity = launch::buildIdentityFiles(readInRoot(imageFd.get(), "/etc/passwd"),
+                                             readInRoot(imageFd.get(), "/etc/group"), user);
+  writeWholeFile(files + "/passwd", identity.passwd);
+  writeWholeFile(files + "/group", identity.group);
+  for (const char* name : {"passwd", "group"}) {
+    const std::string destination = std::string("/etc/") + name;
+    UniqueFd target = openTarget(rootFd.get(), destination);
+    bindInto(files + "/" + name, target.get(), true, false, destination);
+  }
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (::mount_setattr(rootFd.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    throw sysError("make the base root read-only");
+  writeWholeFile(baseDir + "/created", created);
+  // Written last: its presence tells launches the base root is complete.
+  writeWholeFile(baseDir + "/identity", identitySignature(user));
+}
 
 void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
   log::StepTimer timer("assembling the root");
+  if (plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty()) {
+    const std::string signature = readFile(image.baseDir + "/identity");
+    if (!signature.empty() && signature == identitySignature(plan.user)) {
+      const std::string rootPath = image.baseDir + "/root";
+      UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!rootFd) throw sysError("open " + rootPath);
+      auto targets = preparedTargets(plan, rootFd.get(), readFile(image.baseDir + "/created"));
+      if (!targets.empty()) {
+        log::StepTimer prepared("using the prepared root");
+        mountPlan(plan, image, rootPath, rootFd.get(), &targets);
+        pivotInto(rootPath);
+        return;
+      }
+    } else {
+      log::StepTimer why("no prepared root for this user: own root");
+    }
+  }
   // Our mount namespace is a copy of the holder's, whose mounts are slaves of the host's
   // or private: nothing we mount propagates back, so no MS_REC|MS_SLAVE walk is needed.
   // The stage is a private tmpfs (64 MiB, Apptainer's default for --writable-tmpfs).
@@ -148,48 +362,7 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
   UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!rootFd) throw sysError("open " + rootPath);
 
-  const std::string hideDir = image.stageDir.substr(0, image.stageDir.find_last_of('/'));  // <state>/mnt
-  for (const auto& m : plan.mounts) {
-    struct stat st {};
-    if (!sourcePresent(m, &st)) continue;
-    switch (m.kind) {
-      case MountKind::Bind: {
-        UniqueFd target = openTarget(rootFd.get(), m.destination);
-        bindInto(m.source, target.get(), m.readOnly, m.recursive, m.destination);
-        // A recursive bind of an ancestor of the state directory (/tmp) would carry the
-        // holder's and our own mounts into the container: cut them off there.
-        if (m.recursive && isUnder(hideDir, m.source) && hideDir != m.source) {
-          // (By path: the target fd still names the directory underneath the new mount.)
-          std::string inside = rootPath + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
-          if (::umount2(inside.c_str(), MNT_DETACH) != 0)
-            spdlog::debug("could not hide {} in the container: {}", inside, std::strerror(errno));
-        }
-        break;
-      }
-      case MountKind::Tmpfs: {
-        UniqueFd target = openTarget(rootFd.get(), m.destination);
-        const char* mode = (m.destination == "/tmp" || m.destination == "/var/tmp") ? "mode=1777" : "mode=0700";
-        if (::mount("tmpfs", fdPath(target.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, mode) != 0)
-          throw sysError("mount tmpfs on " + m.destination);
-        break;
-      }
-      case MountKind::File: {
-        std::string content = m.content;
-        if (m.origin == "identity") {
-          auto files = launch::buildIdentityFiles(readInRoot(rootFd.get(), "/etc/passwd"),
-                                                  readInRoot(rootFd.get(), "/etc/group"), plan.user);
-          content = m.destination == "/etc/passwd" ? files.passwd : files.group;
-        }
-        const std::string file = image.stageDir + "/files/" + m.destination.substr(m.destination.find_last_of('/') + 1);
-        UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (!out || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
-          throw sysError("write " + file);
-        UniqueFd target = openTarget(rootFd.get(), m.destination);
-        bindInto(file, target.get(), m.readOnly, false, m.destination);
-        break;
-      }
-    }
-  }
+  mountPlan(plan, image, rootPath, rootFd.get(), nullptr);
 
   if (overlay && plan.rootMode != launch::RootMode::Overlay) {
     // The overlay only exists to hold mount targets: the root stays read-only.
@@ -199,13 +372,7 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
       throw sysError("make the root read-only");
   }
 
-  log::StepTimer pivot("pivot_root");
-  // pivot_root(".", ".") stacks the old root on the new one; detaching it leaves only the
-  // new root (pivot_root(2), "NOTES").
-  if (::chdir(rootPath.c_str()) != 0) throw sysError("chdir " + rootPath);
-  if (::syscall(SYS_pivot_root, ".", ".") != 0) throw sysError("pivot_root");
-  if (::umount2(".", MNT_DETACH) != 0) throw sysError("detach the old root");
-  if (::chdir("/") != 0) throw sysError("chdir /");
+  pivotInto(rootPath);
 }
 
 }  // namespace ctr::runtime

@@ -1,6 +1,8 @@
 // Runtime-internal: assembling the container's root in the launch's own mount namespace.
 #pragma once
 
+#include <string>
+
 #include "ctr/launch.hpp"
 #include "shared_mount.hpp"
 
@@ -8,6 +10,15 @@ namespace ctr::runtime {
 
 // Builds the root from the shared image mount and the plan's mounts, then pivot_root()s
 // into it. Afterwards "/" is the container's root; the working directory is "/".
+// Uses the holder's prepared root (image.baseDir) when the plan's user matches it and every
+// mount target exists there; otherwise builds its own root on a private tmpfs.
 void assembleRoot(const launch::LaunchPlan& plan, const SharedImage& image);
+
+// Holder side, in the holder's mount namespace once the image is mounted at imageDir:
+// mounts a tmpfs on baseDir and prepares baseDir/root, read-only: an overlay of the image
+// with the default mounts' missing targets created, and the generated /etc/passwd and
+// /etc/group bound in; baseDir/identity (written last) names the user they were built for.
+// Throws ctr::Error; the caller then unmounts baseDir and launches build their own roots.
+void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir);
 
 }  // namespace ctr::runtime

@@ -20,6 +20,7 @@
 #include "ctr/error.hpp"
 #include "ctr/log.hpp"
 #include "ctr/runtime.hpp"
+#include "rootfs.hpp"
 
 namespace ctr::runtime {
 
@@ -218,7 +219,8 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   if (::setns(ns->mount.get(), CLONE_NEWNS) != 0) throw sysError("setns(mount namespace)");
   setup.reset();  // joined: from now on our LOCK_SH keeps the holder alive
   if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace)");
-  return {std::move(users), state.path + "/mnt/img", state.path + "/mnt/stage"};
+  return {std::move(users), state.path + "/mnt/img", state.path + "/mnt/stage",
+          state.path + "/mnt/base"};
 }
 
 // ---- the holder ----
@@ -393,6 +395,7 @@ int holderMain(const HolderArgs& args) {
   UniqueFd stateFd, usersFd, setupFd;
   const std::string mntDir = args.stateDir + "/mnt";
   const std::string imageDir = mntDir + "/img";
+  const std::string baseDir = mntDir + "/base";
   pid_t server = -1;
   try {
     stateFd.reset(::open(args.stateDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -405,7 +408,8 @@ int holderMain(const HolderArgs& args) {
       throw sysError("make / a slave mount");
     if (::mount("ctr", mntDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k") != 0)
       throw sysError("mount tmpfs on " + mntDir);
-    if (::mkdir(imageDir.c_str(), 0700) != 0 || ::mkdir((mntDir + "/stage").c_str(), 0700) != 0)
+    if (::mkdir(imageDir.c_str(), 0700) != 0 || ::mkdir((mntDir + "/stage").c_str(), 0700) != 0 ||
+        ::mkdir(baseDir.c_str(), 0700) != 0)
       throw sysError("mkdir in " + mntDir);
     if (args.driver == "squashfuse") {
       server = startSquashfuse(args, imageDir);
@@ -417,6 +421,14 @@ int holderMain(const HolderArgs& args) {
         throw sysError("bind " + args.premounted);
     } else {
       throw Error("__holder: unknown driver '" + args.driver + "'");
+    }
+    // The root every launch of this user can reuse (optional: without it, each launch
+    // builds its own).
+    try {
+      prepareBaseRoot(imageDir, baseDir);
+    } catch (const Error&) {
+      ::umount2((baseDir + "/root").c_str(), MNT_DETACH);
+      ::umount2(baseDir.c_str(), MNT_DETACH);
     }
     writePidFile(stateFd.get(), args.key);
   } catch (const Error& e) {
@@ -432,6 +444,8 @@ int holderMain(const HolderArgs& args) {
     // Cannot wait: tear down now rather than leak; launches fail loudly on ENOTCONN.
   }
   removePidFile(stateFd.get(), args.key);
+  ::umount2((baseDir + "/root").c_str(), MNT_DETACH);
+  ::umount2(baseDir.c_str(), MNT_DETACH);
   ::umount2(imageDir.c_str(), MNT_DETACH);
   if (server > 0) {
     ::kill(server, SIGKILL);

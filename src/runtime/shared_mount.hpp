@@ -14,6 +14,7 @@ struct SharedImage {
   UniqueFd usersLock;     // LOCK_SH on K.users, deliberately without O_CLOEXEC
   std::string imageDir;   // where the image's root is mounted (<state>/mnt/img)
   std::string stageDir;   // empty directory on the holder's tmpfs for this launch's root
+  std::string baseDir;    // the holder's prepared root (<state>/mnt/base; see rootfs.hpp)
 };
 
 SharedImage joinSharedImage(const launch::LaunchPlan& plan);
