@@ -3,7 +3,8 @@
 // A launch (execute) does, in its own process, which then *becomes* the app:
 //   1. acquire the shared image mount (per node, per user, per image; see below),
 //   2. join its user namespace U and mount namespace M (setns), unshare a private copy of M,
-//   3. assemble the root (image bind or overlay, default and user binds), pivot_root,
+//   3. assemble the root (the holder's prepared root, else image bind or overlay; default
+//      and user binds), pivot_root,
 //   4. hand over (no_new_privs, capabilities dropped, seccomp, environment) and execve.
 // No supervisor stays behind: signals and the exit status go straight to mpirun/the
 // scheduler.
@@ -20,6 +21,14 @@
 //           else unlock K.users, wait for K.setup, retry }. It never blocks on K.setup
 //           while holding K.users, so a launch blocking on K.users under K.setup cannot
 //           deadlock with it.
+//
+// Prepared root. The holder also prepares, in M, a read-only root for this user: the image
+// with the default mounts' missing targets and the generated /etc/passwd and /etc/group.
+// A launch whose plan.user is the one it was prepared for, with root mode Bind, whose plan
+// mounts over every target the holder added and whose targets all exist there, uses it:
+// the plan's File mounts with origin "identity" are satisfied by the prepared root (same
+// user, same image, same content) and are not mounted again. Any other launch builds its own
+// root exactly as without it.
 //
 // Holder argv contract (hidden subcommand; also what the setuid helper execs):
 //   ctr __holder --state DIR --key K --driver squashfuse|directory|premounted
