@@ -72,6 +72,27 @@ struct SeccompProfile {
 // architecture, plus x86 and x32 on x86_64 and arm on aarch64 so 32-bit programs are
 // covered; a syscall from any other architecture kills the process). Needs no_new_privs
 // (or CAP_SYS_ADMIN). Rules for syscalls absent on an architecture are skipped there.
+// A profile compiled to classic BPF, ready for prctl(PR_SET_SECCOMP): compiling with
+// libseccomp costs more than the rest of a warm launch's hand-over, so launches reuse one.
+struct SeccompProgram {
+  std::string source;  // profile it came from, for messages
+  std::string bpf;     // struct sock_filter[], raw bytes
+};
+
+[[nodiscard]] SeccompProgram compileSeccomp(const SeccompProfile& profile);
+
+// The program for the profile at `path` (empty = built in), compiled at most once per
+// profile text, libseccomp version and architecture: cached as <cacheDir>/seccomp-<hash>.bpf
+// when `cacheDir` is a directory owned by the user and writable by no one else (the per-user
+// state directory); otherwise compiled in place. A cached file that is not a valid program
+// is compiled again and replaced.
+[[nodiscard]] SeccompProgram loadSeccompProgram(const std::filesystem::path& path,
+                                                const std::string& cacheDir);
+
+// Installs the filter (no_new_privs must be set first).
+void installSeccomp(const SeccompProgram& program);
+
+// compileSeccomp + installSeccomp.
 void applySeccomp(const SeccompProfile& profile);
 
 }  // namespace ctr::runtime

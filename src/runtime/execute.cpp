@@ -91,8 +91,8 @@ std::vector<launch::EnvVar> toEnvVars(const std::vector<std::string>& kvs) {
 
 void execute(const launch::LaunchPlan& plan) {
   // Read on the host, before any namespace change.
-  SeccompProfile profile =
-      withContext("seccomp profile", [&] { return loadSeccompProfile(plan.seccompProfile); });
+  SeccompProgram seccomp = withContext(
+      "seccomp profile", [&] { return loadSeccompProgram(plan.seccompProfile, plan.stateDir); });
 
   SharedImage image = joinSharedImage(plan);
   assembleRoot(plan, image);
@@ -136,7 +136,7 @@ void execute(const launch::LaunchPlan& plan) {
 
   setNoNewPrivs();
   dropAllCapabilities();
-  applySeccomp(profile);
+  installSeccomp(seccomp);
   // The users lock stays open across execve: the app and its children keep the image alive.
   (void)image.usersLock.release();
   execCommand(argv, plan.environment, resolved);

@@ -1,6 +1,14 @@
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -10,6 +18,7 @@
 #include "ctr/seccomp_default_profile.hpp"
 #include "ctr/strings.hpp"
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/handover.hpp"
 #include "ctr/log.hpp"
 
@@ -97,8 +106,8 @@ SeccompProfile defaultSeccompProfile() {
   return parseSeccompProfile(kDefaultProfileText, "built-in default");
 }
 
-void applySeccomp(const SeccompProfile& profile) {
-  log::StepTimer timer("loading seccomp profile " + profile.source);
+SeccompProgram compileSeccomp(const SeccompProfile& profile) {
+  log::StepTimer timer("compiling seccomp profile " + profile.source);
   Filter filter(seccomp_init(toScmp(profile.defaultAction)));
   if (!filter) throw Error("seccomp_init failed");
   // Other ABIs of this CPU (32-bit programs on a 64-bit host) get the same rules; any
@@ -120,7 +129,111 @@ void applySeccomp(const SeccompProfile& profile) {
     check(seccomp_rule_add(filter.get(), toScmp(rule.action), nr, 0),
           "seccomp rule for " + rule.syscall);
   }
-  check(seccomp_load(filter.get()), "seccomp_load");
+  // libseccomp 2.5 exports only to a file descriptor.
+  UniqueFd mem(::memfd_create("ctr-seccomp", MFD_CLOEXEC));
+  if (!mem) throw sysError("memfd_create");
+  check(seccomp_export_bpf(filter.get(), mem.get()), "seccomp_export_bpf");
+  SeccompProgram program{profile.source, {}};
+  off_t size = ::lseek(mem.get(), 0, SEEK_END);
+  if (size <= 0) throw Error("seccomp_export_bpf wrote nothing");
+  program.bpf.resize(static_cast<size_t>(size));
+  if (readAt(mem.get(), 0, std::span<char>(program.bpf)) != program.bpf.size())
+    throw Error("cannot read the exported seccomp filter");
+  return program;
 }
+
+namespace {
+
+bool validProgram(std::string_view bpf) {
+  return !bpf.empty() && bpf.size() % sizeof(sock_filter) == 0 &&
+         bpf.size() / sizeof(sock_filter) <= BPF_MAXINSNS;
+}
+
+// FNV-1a over everything the compiled program depends on.
+std::string cacheKey(std::string_view text) {
+  const scmp_version* v = seccomp_version();
+  std::string input(text);
+  input += '\0' + std::to_string(v->major) + '.' + std::to_string(v->minor) + '.' +
+           std::to_string(v->micro) + '/' + std::to_string(seccomp_arch_native());
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : input) h = (h ^ c) * 1099511628211ULL;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+// The state directory is trusted for the cache only if it is the user's alone.
+bool usableCacheDir(const std::string& dir) {
+  struct stat st {};
+  return !dir.empty() && ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+         st.st_uid == ::getuid() && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+std::string readWholeFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return {};
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_size > static_cast<off_t>(BPF_MAXINSNS * sizeof(sock_filter)))
+    return {};
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  if (readAt(fd.get(), 0, std::span<char>(data)) != data.size()) return {};
+  return data;
+}
+
+// The file gets its name only once complete (O_TMPFILE + linkat), so a launch killed
+// half-way leaves nothing behind.
+void storeInCache(const std::string& dir, const std::string& path, const std::string& bpf) {
+  UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
+  if (!fd) return;  // a cache is an optimisation: never fail a launch over it
+  if (::write(fd.get(), bpf.data(), bpf.size()) != static_cast<ssize_t>(bpf.size())) return;
+  const std::string self = "/proc/self/fd/" + std::to_string(fd.get());
+  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0 &&
+      errno == EEXIST) {
+    // The file we just refused as corrupt: replace it. If another launch links a good one
+    // in between, ours fails with EEXIST, which is as good.
+    ::unlink(path.c_str());
+    (void)::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW);
+  }
+}
+
+}  // namespace
+
+SeccompProgram loadSeccompProgram(const std::filesystem::path& path, const std::string& cacheDir) {
+  std::string source = path.empty() ? std::string("built-in default") : path.string();
+  std::string text;
+  if (path.empty()) {
+    text = std::string(kDefaultProfileText);
+  } else {
+    std::ifstream file(path);
+    if (!file) throw sysError("cannot read seccomp profile " + path.string());
+    std::stringstream buffer;
+    buffer << file.rdbuf();
+    text = buffer.str();
+  }
+  const bool cache = usableCacheDir(cacheDir);
+  const std::string cached = cacheDir + "/seccomp-" + cacheKey(text) + ".bpf";
+  if (cache) {
+    std::string bpf = readWholeFile(cached);
+    if (validProgram(bpf)) {
+      log::StepTimer hit("seccomp filter from " + cached);
+      return {source, std::move(bpf)};
+    }
+  }
+  SeccompProgram program = compileSeccomp(parseSeccompProfile(text, source));
+  if (cache) storeInCache(cacheDir, cached, program.bpf);
+  return program;
+}
+
+void installSeccomp(const SeccompProgram& program) {
+  if (!validProgram(program.bpf)) throw Error("invalid seccomp filter from " + program.source);
+  sock_fprog prog{};
+  prog.len = static_cast<unsigned short>(program.bpf.size() / sizeof(sock_filter));
+  prog.filter = reinterpret_cast<sock_filter*>(const_cast<char*>(program.bpf.data()));
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    throw sysError("install seccomp filter from " + program.source);
+}
+
+void applySeccomp(const SeccompProfile& profile) { installSeccomp(compileSeccomp(profile)); }
 
 }  // namespace ctr::runtime

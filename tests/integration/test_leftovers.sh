@@ -55,8 +55,9 @@ expect_eq "launch after kills" 'NAME="ctr demo (busybox)"' "$out"
 wait_gone "after the SIGKILL loop"
 no_host_mounts "after the SIGKILL loop"
 
-note "nothing but the state directory, its mnt/ and lock files remain"
-left=$(find "$state" -mindepth 1 ! -name '*.users' ! -name '*.setup' ! -path "$state/mnt")
+note "nothing but the state directory, its mnt/, lock files and the seccomp filter cache remain"
+left=$(find "$state" -mindepth 1 ! -name '*.users' ! -name '*.setup' ! -path "$state/mnt" \
+  ! -regex "$state/seccomp-[0-9a-f]*\.bpf")
 [ -z "$left" ] || fail "left in $state: $left"
 assert_no_leftovers
 echo "PASS: $TEST_NAME"

@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <fstream>
 #include <functional>
+#include <filesystem>
+#include <iterator>
 #include <sstream>
+#include <vector>
 
 #include "child_helper.hpp"
 #include "ctr/error.hpp"
@@ -182,4 +185,77 @@ TEST(SeccompFilter, AppliesToThirtyTwoBitSyscallsToo) {
 #else
   GTEST_SKIP() << "x86_64 only";
 #endif
+}
+
+namespace {
+
+// A private, user-owned 0700 directory, as the per-user state directory is.
+struct CacheDir {
+  std::string path;
+  CacheDir() {
+    char tmpl[] = "/tmp/ctr-seccomp-cache.XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~CacheDir() { std::filesystem::remove_all(path); }
+  std::vector<std::string> bpfFiles() const {
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(path)) files.push_back(e.path());
+    return files;
+  }
+};
+
+}  // namespace
+
+TEST(SeccompCache, CompilesOnceAndReusesTheCachedProgram) {
+  CacheDir dir;
+  auto first = loadSeccompProgram("", dir.path);
+  auto files = dir.bpfFiles();
+  ASSERT_EQ(files.size(), 1U);
+  EXPECT_EQ(first.bpf, compileSeccomp(defaultSeccompProfile()).bpf);
+  auto second = loadSeccompProgram("", dir.path);
+  EXPECT_EQ(second.bpf, first.bpf);
+  EXPECT_EQ(dir.bpfFiles(), files);
+}
+
+TEST(SeccompCache, CachedProgramStillDeniesKeyctl) {
+  CacheDir dir;
+  (void)loadSeccompProgram("", dir.path);
+  auto cached = loadSeccompProgram("", dir.path);
+  auto message = inChild([&] {
+    setNoNewPrivs();
+    installSeccomp(cached);
+    return expectEperm("keyctl", syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
+  });
+  EXPECT_EQ(message, "");
+}
+
+TEST(SeccompCache, CorruptCacheFileIsCompiledAgainAndReplaced) {
+  CacheDir dir;
+  auto good = loadSeccompProgram("", dir.path);
+  auto file = dir.bpfFiles().at(0);
+  std::ofstream(file, std::ios::trunc) << "garbage";  // 7 bytes: not a whole instruction
+  auto again = loadSeccompProgram("", dir.path);
+  EXPECT_EQ(again.bpf, good.bpf);
+  std::ifstream in(file, std::ios::binary);
+  std::string stored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(stored, good.bpf);
+}
+
+TEST(SeccompCache, DirectoryWritableByOthersIsNotUsed) {
+  CacheDir dir;
+  std::filesystem::permissions(dir.path, std::filesystem::perms::all);
+  auto program = loadSeccompProgram("", dir.path);
+  EXPECT_FALSE(program.bpf.empty());
+  EXPECT_TRUE(dir.bpfFiles().empty());
+}
+
+TEST(SeccompCache, DifferentProfilesGetDifferentPrograms) {
+  CacheDir dir;
+  auto profile = dir.path + "/../ctr-seccomp-profile-" + std::to_string(::getpid()) + ".conf";
+  std::ofstream(profile) << "deny getppid\n";
+  auto custom = loadSeccompProgram(profile, dir.path);
+  auto builtin = loadSeccompProgram("", dir.path);
+  std::filesystem::remove(profile);
+  EXPECT_NE(custom.bpf, builtin.bpf);
+  EXPECT_EQ(dir.bpfFiles().size(), 2U);
 }
