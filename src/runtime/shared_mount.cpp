@@ -33,6 +33,29 @@ struct StateDir {
 
 std::string fallbackStateDir() { return "/tmp/ctr-" + std::to_string(::getuid()); }
 
+// Candidates in /tmp when another user got there first (anyone can create /tmp/ctr-<uid>):
+// every rank of a job sees the same directories, so all of them settle on the same one.
+constexpr int kStateDirCandidates = 16;
+
+// Opens (creating it if needed) `path` as a state directory. Returns an invalid fd when the
+// directory belongs to someone else; throws for anything else that is wrong with it.
+UniqueFd openOwnedDir(const std::string& path, uid_t uid) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+    throw sysError("cannot create state directory " + path);
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    struct stat link {};
+    if (::lstat(path.c_str(), &link) == 0 && link.st_uid != uid) return {};
+    throw sysError("cannot open state directory " + path + " (must be a directory, not a symlink)");
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw sysError("fstat " + path);
+  if (st.st_uid != uid) return {};
+  if ((st.st_mode & 022) != 0)
+    throw Error("state directory " + path + " is writable by group or others: refusing to use it");
+  return fd;
+}
+
 // The state directory must be ours and private: another user who could write there could
 // swap our lock or pid files.
 StateDir openStateDir(const launch::LaunchPlan& plan) {
@@ -44,17 +67,18 @@ StateDir openStateDir(const launch::LaunchPlan& plan) {
     std::string parentPath = slash == 0 ? "/" : path.substr(0, slash);
     if (::stat(parentPath.c_str(), &parent) != 0 || parent.st_uid != uid) path = fallbackStateDir();
   }
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
-    throw sysError("cannot create state directory " + path);
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) throw sysError("cannot open state directory " + path + " (must be a directory, not a symlink)");
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw sysError("fstat " + path);
-  if (st.st_uid != uid)
-    throw Error("state directory " + path + " is owned by uid " + std::to_string(st.st_uid) +
-                ", not by you (uid " + std::to_string(uid) + "): refusing to use it");
-  if ((st.st_mode & 022) != 0)
-    throw Error("state directory " + path + " is writable by group or others: refusing to use it");
+  UniqueFd fd = openOwnedDir(path, uid);
+  if (!fd && path == fallbackStateDir()) {
+    for (int i = 1; i < kStateDirCandidates && !fd; ++i) {
+      spdlog::debug("state directory {} belongs to another user: trying the next one", path);
+      path = fallbackStateDir() + "." + std::to_string(i);
+      fd = openOwnedDir(path, uid);
+    }
+  }
+  if (!fd)
+    throw Error("state directory " + path + " and the alternatives before it belong to other "
+                "users: set XDG_RUNTIME_DIR to a private directory, or ask the administrator "
+                "to remove them");
   if (::mkdirat(fd.get(), "mnt", 0700) != 0 && errno != EEXIST)
     throw sysError("cannot create " + path + "/mnt");
   return {std::move(fd), path};
