@@ -7,7 +7,7 @@ cd "$src"
 
 tests/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j"$(nproc)"
+cmake --build --preset release -j"$(nproc)" --target ctr   # the tests build in run-all.sh
 ctr=build/release/bin/ctr
 
 demo=build/demo
