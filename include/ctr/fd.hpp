@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 
 namespace ctr {
@@ -42,6 +43,9 @@ class UniqueFd {
 // Reads up to out.size() bytes at `offset` (retrying short reads and EINTR); returns how
 // many were read, fewer only at end of file. Throws ctr::Error on a read error.
 std::size_t readAt(int fd, std::int64_t offset, std::span<std::byte> out);
+
+// Reads `fd` from its current position to end of file. Throws ctr::Error on a read error.
+std::string readAll(int fd);
 
 template <typename T>
 std::size_t readAt(int fd, std::int64_t offset, std::span<T> out) {

@@ -21,4 +21,18 @@ std::size_t readAt(int fd, std::int64_t offset, std::span<std::byte> out) {
   return done;
 }
 
+std::string readAll(int fd) {
+  std::string text;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw sysError("read");
+    }
+    if (n == 0) return text;
+    text.append(buf, static_cast<size_t>(n));
+  }
+}
+
 }  // namespace ctr

@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <cstring>
+#include <optional>
 #include <unistd.h>
 
 
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/log.hpp"
 #include "ctr/pathutil.hpp"
 
@@ -84,17 +86,16 @@ void bindInto(const std::string& source, int targetFd, bool readOnly, bool recur
     throw sysError("bind " + source + " to " + destination);
 }
 
+void writeWholeFile(const std::string& file, const std::string& content) {
+  UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!out || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+    throw sysError("write " + file);
+}
+
 std::string readInRoot(int rootFd, const std::string& path) {
   try {
     UniqueFd fd = launch::openInRoot(rootFd, path, O_RDONLY);
-    std::string text;
-    char buf[8192];
-    for (;;) {
-      ssize_t n = ::read(fd.get(), buf, sizeof buf);
-      if (n <= 0) break;
-      text.append(buf, static_cast<size_t>(n));
-    }
-    return text;
+    return readAll(fd.get());
   } catch (const Error&) {
     return {};
   }
@@ -105,6 +106,7 @@ std::string readInRoot(int rootFd, const std::string& path) {
 void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::string& rootPath,
                int rootFd, std::vector<UniqueFd>* prepared) {
   const std::string hideDir = image.stageDir.substr(0, image.stageDir.find_last_of('/'));  // <state>/mnt
+  std::optional<launch::IdentityFiles> identity;
   for (size_t i = 0; i < plan.mounts.size(); ++i) {
     const Mount& m = plan.mounts[i];
     struct stat st {};
@@ -140,14 +142,14 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
       case MountKind::File: {
         std::string content = m.content;
         if (m.origin == "identity") {
-          auto files = launch::buildIdentityFiles(readInRoot(rootFd, "/etc/passwd"),
+          // One build for both files (passwd and group come from the same lookup).
+          if (!identity)
+            identity = launch::buildIdentityFiles(readInRoot(rootFd, "/etc/passwd"),
                                                   readInRoot(rootFd, "/etc/group"), plan.user);
-          content = m.destination == "/etc/passwd" ? files.passwd : files.group;
+          content = m.destination == "/etc/passwd" ? identity->passwd : identity->group;
         }
         const std::string file = image.stageDir + "/files/" + m.destination.substr(m.destination.find_last_of('/') + 1);
-        UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (!out || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
-          throw sysError("write " + file);
+        writeWholeFile(file, content);
         UniqueFd targetFd = target();
         bindInto(file, targetFd.get(), m.readOnly, false, m.destination);
         break;
@@ -178,21 +180,7 @@ std::string identitySignature(const launch::HostUser& user) {
 
 std::string readFile(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return {};
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return text;
-}
-
-void writeWholeFile(const std::string& file, const std::string& content) {
-  UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!out || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
-    throw sysError("write " + file);
+  return fd ? readAll(fd.get()) : std::string();
 }
 
 // The plan's mounts applied to the prepared root, when every target is already there:
