@@ -18,15 +18,58 @@ note() { echo "-- $*"; }
 
 require_root() { [ "$(id -u)" = 0 ] || skip "needs root (to create the test user)"; }
 
+# ---- platform probes: machines of the same kind differ, so a test asks before it relies
+# on a feature and skips with the probe's reason (never passes silently).
+
+# The mount API ctr uses (open_tree, move_mount, mount_setattr) needs Linux 5.12.
+require_kernel_mount_api() {
+  local v; v=$(uname -r); local major=${v%%.*} rest=${v#*.}; local minor=${rest%%[!0-9]*}
+  [ "$major" -gt 5 ] || { [ "$major" = 5 ] && [ "$minor" -ge 12 ]; } ||
+    skip "kernel $v is older than 5.12 (no mount_setattr), which ctr needs"
+}
+
+# Unprivileged user namespaces, and overlayfs inside one (Linux >= 5.11; some distributions
+# disable either), both as the test user: every container needs the first, and roots built
+# over an image that lacks a mount target need the second.
+require_userns_overlay() {
+  local probe
+  as_user unshare -Ur true 2>/dev/null ||
+    skip "unprivileged user namespaces are disabled here (unshare -Ur as $CTR_TEST_USER failed; see user.max_user_namespaces)"
+  probe=$(mktemp -d /tmp/ctr-overlay-probe.XXXXXX)
+  mkdir "$probe/l" "$probe/u" "$probe/w" "$probe/m" && chown -R "$CTR_TEST_USER" "$probe" && chmod 755 "$probe"
+  if ! as_user unshare -Urm sh -c "mount -t overlay overlay -o lowerdir=$probe/l,upperdir=$probe/u,workdir=$probe/w $probe/m" 2>/dev/null; then
+    rm -rf "$probe"
+    skip "overlayfs cannot be mounted in an unprivileged user namespace on this kernel ($(uname -r))"
+  fi
+  rm -rf "$probe"
+}
+
+# FUSE for ordinary users: /dev/fuse present (the lib makes it 0666, as clusters do) and
+# squashfuse_ll installed.
+require_fuse() {
+  [ -c /dev/fuse ] || skip "no /dev/fuse on this machine (fuse module not loaded): squashfuse cannot run"
+  command -v squashfuse_ll >/dev/null || skip "squashfuse_ll is not installed"
+}
+
+# Kernel squashfs through loop devices (the setuid helper's path).
+require_loop_squashfs() {
+  command -v losetup >/dev/null || skip "losetup missing"
+  grep -qw squashfs /proc/filesystems || modprobe squashfs 2>/dev/null || skip "no squashfs in the kernel"
+  [ -e /dev/loop-control ] || skip "no /dev/loop-control (loop module not loaded)"
+  [ -z "$(losetup -a)" ] || skip "loop devices already attached on this host: $(losetup -a)"
+}
+
 # Creates the unprivileged test user once and makes /dev/fuse usable by ordinary users,
-# as it is on clusters (these VMs ship it 0600).
+# as it is on clusters (these VMs ship it 0600); then probes what every container needs.
 ensure_test_user() {
   require_root
   id "$CTR_TEST_USER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$CTR_TEST_USER"
-  [ -c /dev/fuse ] && chmod 666 /dev/fuse
+  if [ -c /dev/fuse ]; then chmod 666 /dev/fuse; fi
   # The build tree must be reachable by the test user.
   local d; d=$(dirname "$CTR_BIN")
   while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
+  require_kernel_mount_api
+  require_userns_overlay
 }
 
 # as_user CMD...: runs CMD as the test user with a login-like environment, cwd $WORK.

@@ -1,6 +1,7 @@
 # Bad input: each a one-line error, exit 255, nothing left behind.
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
+require_fuse
 make_demo_rootfs "$WORK/demo"
 ln -s ../../../../../etc "$WORK/demo/escape"   # a symlink in the image climbing out of the root
 mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend >/dev/null

@@ -3,6 +3,7 @@
 # --explain, and the hand-over (no_new_privs, no capabilities, seccomp) seen from inside.
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
+require_fuse
 
 make_demo_rootfs "$WORK/demo"
 # Kernel overlayfs in a user namespace cannot copy up a directory owned by an unmapped uid

@@ -5,9 +5,7 @@
 CTR_HELPER_SOURCE_ONLY=1 . "$(dirname "${BASH_SOURCE[0]}")/test_helper_security.sh"
 
 ensure_test_user
-command -v losetup >/dev/null || skip "losetup missing"
-grep -qw squashfs /proc/filesystems || modprobe squashfs 2>/dev/null || skip "no squashfs in the kernel"
-[ -z "$(losetup -a)" ] || skip "loop devices already attached on this host: $(losetup -a)"
+require_loop_squashfs
 # ctr and the helper both built for, and installed into, a root-owned test prefix.
 # The CI build (preset "ci") is configured for its own prefix with the setuid install:
 # install it there; any other build gets a dedicated build in /tmp/ctr-suid-rt.

@@ -2,6 +2,7 @@
 # SIGKILLed at any point leaves no FUSE server, mount or directory behind once the others end.
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
+require_fuse
 make_demo_rootfs "$WORK/demo"
 mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend >/dev/null
 chmod -R a+rX "$WORK"

@@ -4,6 +4,7 @@
 # Open MPI) and /etc/openmpi bound in, which is how a site injects its MPI into an image.
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
+require_fuse
 command -v mpirun >/dev/null && command -v mpicc >/dev/null || skip "Open MPI not installed"
 make_demo_rootfs "$WORK/demo"
 mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend >/dev/null

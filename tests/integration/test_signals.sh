@@ -2,6 +2,7 @@
 # status comes back; a signal death is 128+N for the shell.
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
+require_fuse
 make_demo_rootfs "$WORK/demo"
 mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend >/dev/null
 chmod -R a+rX "$WORK"
