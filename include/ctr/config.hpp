@@ -2,6 +2,7 @@
 // value. Unknown keys and bad values are errors naming the file and line.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -24,11 +25,18 @@ struct Policy {
   ImageDriver imageDriver = ImageDriver::Auto;
 
   // Helper policy: where images it mounts may live (empty = anywhere), who may own them
-  // (user names; "self" = the invoking user), which formats it accepts.
+  // (user names; "self" = the invoking user), which formats it accepts, and how many loop
+  // devices it may attach for one user and for all users together (src/helper/helper_parse.c
+  // parses the same keys with the same defaults).
   std::vector<std::string> setuidImageDirectories;
   std::vector<std::string> setuidImageOwners{"root"};
   std::vector<std::string> setuidFormats{"sif", "squashfs"};
-  int maxLoopDevices = 256;
+  int maxLoopDevices = 64;
+  int maxLoopDevicesTotal = 256;
+
+  // How long an image stays mounted after its last launch ends ('image linger', seconds in
+  // ctr.conf), so that the next launch of a script, job step or workflow task joins it.
+  std::uint32_t imageLingerMs = 5000;
 
   // Bind specs ("src[:dst[:ro|rw]]") added to every container.
   std::vector<std::string> defaultBinds;

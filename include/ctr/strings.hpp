@@ -2,6 +2,7 @@
 // bind specs.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +28,38 @@ inline std::vector<std::string_view> splitList(std::string_view list) {
     pos = comma + 1;
   }
   return items;
+}
+
+// One meaningful line of a "key = value" file (ctr.conf, seccomp profiles).
+struct ConfigLine {
+  int number = 0;         // 1-based, for "FILE:LINE: ..." messages
+  std::string_view text;  // the line without its '#' comment, trimmed; never empty
+  bool hasEquals = false; // whether `text` holds a '='
+  std::string_view key;   // with hasEquals: `text` before the first '=', trimmed
+  std::string_view value; // with hasEquals: `text` after the first '=', trimmed
+};
+
+// The lines of `text` that are neither blank nor only a comment ('#' to the end of the
+// line). The views point into `text`, which must outlive them.
+inline std::vector<ConfigLine> configLines(std::string_view text) {
+  std::vector<ConfigLine> lines;
+  int number = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view raw = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++number;
+    ConfigLine line{number, trim(raw.substr(0, raw.find('#'))), false, {}, {}};
+    if (line.text.empty()) continue;
+    if (size_t eq = line.text.find('='); eq != std::string_view::npos) {
+      line.hasEquals = true;
+      line.key = trim(line.text.substr(0, eq));
+      line.value = trim(line.text.substr(eq + 1));
+    }
+    lines.push_back(line);
+  }
+  return lines;
 }
 
 }  // namespace ctr

@@ -1,5 +1,6 @@
 #include <cstdlib>
 #include <fstream>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -12,20 +13,17 @@
 namespace ctr::config {
 namespace {
 
-
 bool parseBool(const std::string& value) {
   if (value == "yes" || value == "true" || value == "1") return true;
   if (value == "no" || value == "false" || value == "0") return false;
   throw Error("expected yes or no, got '" + value + "'");
 }
 
+// A comma list without its empty items.
 std::vector<std::string> parseList(const std::string& value) {
   std::vector<std::string> items;
-  std::stringstream ss(value);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item = std::string(trim(item));
-    if (!item.empty()) items.push_back(item);
+  for (std::string_view item : splitList(value)) {
+    if (!item.empty()) items.emplace_back(item);
   }
   return items;
 }
@@ -50,6 +48,20 @@ int parsePositiveInt(const std::string& value) {
     throw Error("expected a whole number from 1 to 1048576, got '" + value + "'");
   }
   return static_cast<int>(n);
+}
+
+// "2", "0.5", "0": seconds, at most an hour; returned in milliseconds.
+std::uint32_t parseLingerMs(const std::string& value) {
+  size_t used = 0;
+  double seconds = -1;
+  try {
+    seconds = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || !(seconds >= 0 && seconds <= 3600))
+    throw Error("expected seconds from 0 to 3600 (e.g. 5 or 0.5), got '" + value + "'");
+  return static_cast<std::uint32_t>(seconds * 1000 + 0.5);
 }
 
 using Setter = std::function<void(Policy&, const std::string&)>;
@@ -80,8 +92,12 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          }
          p.setuidFormats = formats;
        }},
+      {"image linger",
+       [](Policy& p, const std::string& v) { p.imageLingerMs = parseLingerMs(v); }},
       {"max loop devices",
        [](Policy& p, const std::string& v) { p.maxLoopDevices = parsePositiveInt(v); }},
+      {"max loop devices total",
+       [](Policy& p, const std::string& v) { p.maxLoopDevicesTotal = parsePositiveInt(v); }},
       // Repeatable: each line adds binds, as admins list one per line.
       {"bind path",
        [](Policy& p, const std::string& v) {
@@ -103,25 +119,15 @@ const std::map<std::string, Setter, std::less<>>& setters() {
 
 Policy parsePolicy(std::string_view text, const std::string& fileName) {
   Policy policy;
-  std::istringstream in{std::string(text)};
-  std::string raw;
-  int lineNo = 0;
-  while (std::getline(in, raw)) {
-    ++lineNo;
-    auto where = fileName + ":" + std::to_string(lineNo);
-    if (auto hash = raw.find('#'); hash != std::string::npos) raw.erase(hash);
-    std::string line(trim(raw));
-    if (line.empty()) continue;
-    auto eq = line.find('=');
-    if (eq == std::string::npos) throw Error(where + ": expected 'key = value', got '" + line + "'");
-    std::string key(trim(std::string_view(line).substr(0, eq)));
-    std::string value(trim(std::string_view(line).substr(eq + 1)));
-    auto it = setters().find(key);
-    if (it == setters().end()) throw Error(where + ": unknown key '" + key + "'");
+  for (const ConfigLine& line : configLines(text)) {
+    auto where = fileName + ":" + std::to_string(line.number);
+    if (!line.hasEquals) throw Error(where + ": expected 'key = value', got '" + std::string(line.text) + "'");
+    auto it = setters().find(line.key);
+    if (it == setters().end()) throw Error(where + ": unknown key '" + std::string(line.key) + "'");
     try {
-      it->second(policy, value);
+      it->second(policy, std::string(line.value));
     } catch (const Error& e) {
-      throw Error(where + ": " + key + ": " + e.what());
+      throw Error(where + ": " + std::string(line.key) + ": " + e.what());
     }
   }
   return policy;

@@ -4,6 +4,7 @@
 
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
+#include "ctr/strings.hpp"
 
 using ctr::config::parsePolicy;
 
@@ -12,7 +13,8 @@ TEST(ConfigPolicy, DefaultsAreSafe) {
   EXPECT_FALSE(p.allowSetuid);
   EXPECT_TRUE(p.allowUserNamespaces);
   EXPECT_EQ(p.setuidImageOwners, std::vector<std::string>{"root"});
-  EXPECT_EQ(p.maxLoopDevices, 256);
+  EXPECT_EQ(p.maxLoopDevices, 64);  // per user
+  EXPECT_EQ(p.maxLoopDevicesTotal, 256);
 }
 
 TEST(ConfigPolicy, ParsesEveryKey) {
@@ -25,6 +27,7 @@ TEST(ConfigPolicy, ParsesEveryKey) {
       "setuid image owners = root, self\n"
       "setuid formats = sif\n"
       "max loop devices = 8\n"
+      "max loop devices total = 100\n"
       "bind path = /scratch\n"
       "bind path = /etc/localtime:/etc/localtime:ro\n"
       "seccomp profile = /etc/ctr/strict.conf\n",
@@ -36,6 +39,7 @@ TEST(ConfigPolicy, ParsesEveryKey) {
   EXPECT_EQ(p.setuidImageOwners, (std::vector<std::string>{"root", "self"}));
   EXPECT_EQ(p.setuidFormats, std::vector<std::string>{"sif"});
   EXPECT_EQ(p.maxLoopDevices, 8);
+  EXPECT_EQ(p.maxLoopDevicesTotal, 100);
   EXPECT_EQ(p.defaultBinds.size(), 2U);
   EXPECT_EQ(p.seccompProfile, "/etc/ctr/strict.conf");
 }
@@ -53,6 +57,7 @@ TEST(ConfigPolicy, RejectsBadValues) {
   EXPECT_THROW(parsePolicy("allow setuid = maybe", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("max loop devices = -3", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("max loop devices = 12abc", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("max loop devices total = 0", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("setuid image directories = relative/dir", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("setuid formats = ext3", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("image driver = docker", "f"), ctr::Error);
@@ -69,4 +74,29 @@ TEST(ConfigPolicy, ShippedConfigParses) {
 TEST(ConfigPolicy, MissingFileGivesDefaults) {
   auto p = ctr::config::loadPolicy("/nonexistent/ctr.conf");
   EXPECT_TRUE(p.source.empty());
+}
+
+TEST(ConfigLines, DropsCommentsAndBlankLinesAndSplitsAtTheFirstEquals) {
+  auto lines = ctr::configLines("# header\n\n  key = a = b  # note\r\ndeny ioctl arg1 == 5\n   \nlast=1");
+  ASSERT_EQ(lines.size(), 3U);
+  EXPECT_EQ(lines[0].number, 3);
+  EXPECT_EQ(lines[0].text, "key = a = b");
+  EXPECT_TRUE(lines[0].hasEquals);
+  EXPECT_EQ(lines[0].key, "key");
+  EXPECT_EQ(lines[0].value, "a = b");
+  EXPECT_EQ(lines[1].number, 4);
+  EXPECT_EQ(lines[1].key, "deny ioctl arg1");  // callers decide what a line is
+  EXPECT_EQ(lines[2].number, 6);
+  EXPECT_EQ(lines[2].key, "last");
+  EXPECT_EQ(lines[2].value, "1");
+  EXPECT_FALSE(ctr::configLines("word\n")[0].hasEquals);
+}
+
+TEST(ConfigPolicy, BadValueErrorNamesFileLineAndKey) {
+  try {
+    parsePolicy("\nmax loop devices total = 0\n", "ctr.conf");
+    FAIL() << "expected an error";
+  } catch (const ctr::Error& e) {
+    EXPECT_STREQ(e.what(), "ctr.conf:2: max loop devices total: expected a whole number from 1 to 1048576, got '0'");
+  }
 }
