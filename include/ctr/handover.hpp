@@ -11,7 +11,9 @@
 // Each throws ctr::Error (with errno) on failure; the caller must not exec then.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,10 +36,20 @@ void dropAllCapabilities();
 
 enum class SeccompAction { Allow, Deny };  // Deny = fail with EPERM
 
+// The rule applies only when (argument `arg` & mask) == value (libseccomp SCMP_CMP_MASKED_EQ).
+struct SeccompArgCondition {
+  unsigned arg = 0;  // 0..5
+  std::uint64_t mask = ~std::uint64_t{0};
+  std::uint64_t value = 0;
+
+  bool operator==(const SeccompArgCondition&) const = default;
+};
+
 struct SeccompRule {
   std::string syscall;
   SeccompAction action = SeccompAction::Deny;
   int line = 0;  // where it came from, for messages (0 = built in)
+  std::optional<SeccompArgCondition> condition;  // none = every call of the syscall
 
   bool operator==(const SeccompRule&) const = default;
 };
@@ -45,8 +57,8 @@ struct SeccompRule {
 struct SeccompProfile {
   std::string source;  // file it was read from; "built-in default" for the default
   SeccompAction defaultAction = SeccompAction::Allow;
-  // One rule per syscall (a later line for the same syscall replaces the earlier one),
-  // in file order.
+  // One rule per syscall and condition (a later line for the same syscall and condition
+  // replaces the earlier one), in file order.
   std::vector<SeccompRule> rules;
 };
 
@@ -55,6 +67,10 @@ struct SeccompProfile {
 //   default-action = allow       (or deny; optional, allow by default)
 //   deny kexec_load              (the syscall fails with EPERM)
 //   allow perf_event_open
+//   deny ioctl arg1 & 0xffffffff == TIOCSTI
+//                                (only calls whose argument 1, masked, equals the value;
+//                                 "& MASK" is optional; MASK and VALUE are numbers, decimal
+//                                 or 0x hex, or the names TIOCSTI and TIOCLINUX)
 // Syscall names are those of libseccomp (seccomp_syscall_resolve_name); a name no
 // architecture knows is an error. Errors are "FILE:LINE: ...".
 [[nodiscard]] SeccompProfile parseSeccompProfile(std::string_view text, const std::string& fileName);

@@ -3,16 +3,19 @@
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <span>
 #include <sstream>
 
 #include "ctr/seccomp_default_profile.hpp"
@@ -29,11 +32,44 @@ namespace {
 // shipped file and the default cannot drift apart.
 constexpr std::string_view kDefaultProfileText = build::kSeccompDefaultProfile;
 
-
 SeccompAction parseAction(const std::string& word, const std::string& where) {
   if (word == "allow") return SeccompAction::Allow;
   if (word == "deny") return SeccompAction::Deny;
   throw Error(where + "unknown action '" + word + "' (allow or deny)");
+}
+
+// A number (decimal or 0x hex) or one of the ioctl requests the default profile names.
+std::uint64_t parseArgValue(const std::string& word, const std::string& where) {
+  static const std::map<std::string, std::uint64_t, std::less<>> names{
+      {"TIOCSTI", TIOCSTI}, {"TIOCLINUX", TIOCLINUX}};
+  if (auto it = names.find(word); it != names.end()) return it->second;
+  const bool hex = word.starts_with("0x") || word.starts_with("0X");
+  const char* begin = word.data() + (hex ? 2 : 0);
+  const char* end = word.data() + word.size();
+  std::uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(begin, end, value, hex ? 16 : 10);
+  if (begin == end || ec != std::errc{} || ptr != end) {
+    throw Error(where + "bad value '" + word + "' (a number, TIOCSTI or TIOCLINUX)");
+  }
+  return value;
+}
+
+// "argN == VALUE" or "argN & MASK == VALUE".
+SeccompArgCondition parseCondition(std::span<const std::string> words, const std::string& where) {
+  const bool masked = words.size() == 5 && words[1] == "&";
+  const auto& arg = words[0];
+  if (!(masked || words.size() == 3) || words[words.size() - 2] != "==" || arg.size() != 4 ||
+      arg[3] < '0' || arg[3] > '5') {
+    std::string got;
+    for (const auto& w : words) got += (got.empty() ? "" : " ") + w;
+    throw Error(where + "bad argument condition '" + got + "' (expected 'argN == VALUE' or " +
+                "'argN & MASK == VALUE', N from 0 to 5)");
+  }
+  SeccompArgCondition condition;
+  condition.arg = static_cast<unsigned>(arg[3] - '0');
+  if (masked) condition.mask = parseArgValue(words[2], where);
+  condition.value = parseArgValue(words.back(), where);
+  return condition;
 }
 
 uint32_t toScmp(SeccompAction action) {
@@ -55,36 +91,34 @@ void check(int rc, const std::string& what) {
 SeccompProfile parseSeccompProfile(std::string_view text, const std::string& fileName) {
   SeccompProfile profile;
   profile.source = fileName;
-  std::map<std::string, size_t> index;  // syscall -> position in rules
-  std::istringstream in{std::string(text)};
-  std::string raw;
-  int lineNo = 0;
-  while (std::getline(in, raw)) {
-    ++lineNo;
-    auto where = fileName + ":" + std::to_string(lineNo) + ": ";
-    if (auto hash = raw.find('#'); hash != std::string::npos) raw.erase(hash);
-    std::string line(trim(raw));
-    if (line.empty()) continue;
-    if (auto eq = line.find('='); eq != std::string::npos) {
-      std::string key(trim(std::string_view(line).substr(0, eq)));
-      if (key != "default-action") throw Error(where + "unknown setting '" + key + "'");
-      profile.defaultAction = parseAction(std::string(trim(std::string_view(line).substr(eq + 1))), where);
+  std::map<std::string, size_t> index;  // syscall and condition -> position in rules
+  for (const ConfigLine& line : configLines(text)) {
+    auto where = fileName + ":" + std::to_string(line.number) + ": ";
+    std::vector<std::string> words;
+    std::istringstream split{std::string(line.text)};
+    for (std::string word; split >> word;) words.push_back(word);
+    if (line.hasEquals && words[0] != "allow" && words[0] != "deny") {
+      if (line.key != "default-action") throw Error(where + "unknown setting '" + std::string(line.key) + "'");
+      profile.defaultAction = parseAction(std::string(line.value), where);
       continue;
     }
-    std::istringstream words(line);
-    std::string action, name, extra;
-    words >> action >> name >> extra;
-    if (name.empty() || !extra.empty()) {
-      throw Error(where + "expected 'allow NAME' or 'deny NAME', got '" + line + "'");
+    if (words.size() < 2 || (words.size() > 2 && !words[2].starts_with("arg"))) {
+      throw Error(where + "expected 'allow NAME' or 'deny NAME', got '" + std::string(line.text) + "'");
     }
-    SeccompRule rule{name, parseAction(action, where), lineNo};
-    if (seccomp_syscall_resolve_name(name.c_str()) == __NR_SCMP_ERROR) {
-      throw Error(where + "unknown syscall '" + name + "'");
+    SeccompRule rule{words[1], parseAction(words[0], where), line.number, std::nullopt};
+    if (words.size() > 2) rule.condition = parseCondition(std::span(words).subspan(2), where);
+    if (seccomp_syscall_resolve_name(rule.syscall.c_str()) == __NR_SCMP_ERROR) {
+      throw Error(where + "unknown syscall '" + rule.syscall + "'");
     }
-    if (auto it = index.find(name); it != index.end()) {
+    std::string key = rule.syscall;
+    if (rule.condition) {
+      key += ' ' + std::to_string(rule.condition->arg) + '&' + std::to_string(rule.condition->mask) +
+             '=' + std::to_string(rule.condition->value);
+    }
+    if (auto it = index.find(key); it != index.end()) {
       profile.rules[it->second] = rule;
     } else {
-      index.emplace(name, profile.rules.size());
+      index.emplace(key, profile.rules.size());
       profile.rules.push_back(rule);
     }
   }
@@ -126,8 +160,15 @@ SeccompProgram compileSeccomp(const SeccompProfile& profile) {
     if (nr == __NR_SCMP_ERROR) throw Error(profile.source + ": unknown syscall '" + rule.syscall + "'");
     // Negative numbers are libseccomp pseudo-syscalls (absent natively); it maps them
     // to the architectures that have the call and skips the others.
-    check(seccomp_rule_add(filter.get(), toScmp(rule.action), nr, 0),
-          "seccomp rule for " + rule.syscall);
+    if (rule.condition) {
+      const auto& c = *rule.condition;
+      check(seccomp_rule_add(filter.get(), toScmp(rule.action), nr, 1,
+                             scmp_arg_cmp{c.arg, SCMP_CMP_MASKED_EQ, c.mask, c.value}),
+            "seccomp rule for " + rule.syscall + " (line " + std::to_string(rule.line) + ")");
+    } else {
+      check(seccomp_rule_add(filter.get(), toScmp(rule.action), nr, 0),
+            "seccomp rule for " + rule.syscall);
+    }
   }
   // libseccomp 2.5 exports only to a file descriptor.
   UniqueFd mem(::memfd_create("ctr-seccomp", MFD_CLOEXEC));
