@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace ctr {
@@ -46,6 +47,16 @@ std::size_t readAt(int fd, std::int64_t offset, std::span<std::byte> out);
 
 // Reads `fd` from its current position to end of file. Throws ctr::Error on a read error.
 std::string readAll(int fd);
+
+// Reads `fd` to end of file, refusing more than `limit` bytes: throws ctr::Error naming
+// `what` when the file is larger (a hostile image's 1 GiB /etc/passwd, --env-file /dev/zero).
+std::string readAllBounded(int fd, std::size_t limit, const std::string& what);
+
+// The whole file at `path`, or "" when it cannot be opened (a state file not written yet).
+std::string readFileIfPresent(const std::string& path);
+
+// Creates or truncates `path` and writes `content` to it. Throws ctr::Error naming the path.
+void writeFile(const std::string& path, std::string_view content);
 
 template <typename T>
 std::size_t readAt(int fd, std::int64_t offset, std::span<T> out) {

@@ -2,9 +2,29 @@
 
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace ctr::log {
 
+namespace {
+
+std::chrono::steady_clock::time_point processStart = std::chrono::steady_clock::now();
+int depth = 0;
+std::vector<std::pair<std::string, double>> steps;  // top-level steps, in order
+
+double msSince(std::chrono::steady_clock::time_point t) {
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now() - t)
+                                 .count()) /
+         1000.0;
+}
+
+}  // namespace
+
 void init(Verbosity verbosity) {
+  processStart = std::chrono::steady_clock::now();
   auto logger = spdlog::stderr_logger_st("ctr");
   logger->set_pattern("ctr: %l: %v");
   switch (verbosity) {
@@ -22,17 +42,26 @@ void init(Verbosity verbosity) {
 StepTimer::StepTimer(std::string step) : step_(std::move(step)) {
   if (spdlog::should_log(spdlog::level::debug)) {
     spdlog::debug("{}", step_);
+    running_ = true;
+    topLevel_ = depth++ == 0;
     start_ = std::chrono::steady_clock::now();
   }
 }
 
-StepTimer::~StepTimer() {
-  if (spdlog::should_log(spdlog::level::debug)) {
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                  std::chrono::steady_clock::now() - start_)
-                  .count();
-    spdlog::debug("{}: done in {:.3f} ms", step_, static_cast<double>(us) / 1000.0);
-  }
+void StepTimer::stop() {
+  if (!running_) return;
+  running_ = false;
+  --depth;
+  const double ms = msSince(start_);
+  spdlog::debug("{}: done in {:.3f} ms", step_, ms);
+  if (topLevel_) steps.emplace_back(step_, ms);
+}
+
+void logStepSummary() {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  std::string text;
+  for (const auto& [name, ms] : steps) text += fmt::format("{}{} {:.3f} ms", text.empty() ? "" : ", ", name, ms);
+  spdlog::debug("launch steps: {}; total {:.3f} ms since ctr started", text, msSince(processStart));
 }
 
 }  // namespace ctr::log
