@@ -22,18 +22,22 @@
 //           while holding K.users, so a launch blocking on K.users under K.setup cannot
 //           deadlock with it.
 //
-// Prepared root. The holder also prepares, in M, a read-only root for this user: the image
-// with the default mounts' missing targets and the generated /etc/passwd and /etc/group.
-// A launch whose plan.user is the one it was prepared for, with root mode Bind, whose plan
-// mounts over every target the holder added and whose targets all exist there, uses it:
-// the plan's File mounts with origin "identity" are satisfied by the prepared root (same
-// user, same image, same content) and are not mounted again. Any other launch builds its own
-// root exactly as without it.
+// Prepared root. The holder also prepares, in M, a read-only root: the image with the missing
+// targets of the plan's launch-independent mounts (plan.preparedRoot, decided by the planner)
+// and /etc/passwd and /etc/group generated for plan.preparedRoot.user. A launch whose
+// plan.user is the one it was prepared for, with root mode Bind, whose plan mounts over every
+// target the holder added and whose targets all exist there, uses it: the plan's Identity
+// mounts are satisfied by the prepared root (same user, same image, same content) and are
+// not mounted again. Any other launch builds its own root exactly as without it.
 //
 // Holder argv contract (hidden subcommand; also what the setuid helper execs):
 //   ctr __holder --state DIR --key K --driver squashfuse|directory|premounted
-//                --image PATH [--offset N] [--size N] [--premounted DIR] --ready-fd FD
-// The holder reports on FD exactly one line, "ok" or "error: <message>", then closes it.
+//                --image PATH [--offset N] [--size N] [--linger-ms N] [--premounted DIR]
+//                --ready-fd FD
+// FD is a socket: the holder first reads the launch's prepared-root spec (JSON, see
+// launch::preparedRootToJson) to EOF, then reports exactly one line, "ok" or
+// "error: <message>", and closes it. After the last launch of the image ends, the holder
+// keeps it mounted N ms (a launch in that window joins it), then tears down.
 // With --premounted DIR (driver premounted) the caller has already mounted the image at DIR
 // in the holder's current mount namespace (the setuid helper: private mount namespace,
 // kernel squashfs, privileges dropped for good, FD left open across its exec); the holder
@@ -59,6 +63,7 @@ struct HolderArgs {
   std::uint64_t offset = 0; // squashfs offset inside the image file
   std::uint64_t size = 0;   // squashfs size (0 = to the end)
   std::string premounted;   // driver "premounted": where the image is already mounted
+  std::uint32_t lingerMs = 0;  // keep the image mounted this long after its last launch
   int readyFd = -1;
 };
 
@@ -69,7 +74,13 @@ int holderMain(const HolderArgs& args);
 // argv for `ctr __holder ...` (without the program path).
 [[nodiscard]] std::vector<std::string> holderArgv(const HolderArgs& args);
 
-// Key of an image in the per-user state directory (16 hex digits).
-[[nodiscard]] std::string imageKey(const launch::LaunchPlan& plan);
+// Key of an image mounted with `driver` in the per-user state directory (16 hex digits).
+[[nodiscard]] std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver);
+
+// Runs the plan in a child process and waits for it: every signal ctr receives is
+// forwarded to it, and the result is the app's exit status, 128+N for a death by signal N
+// (a shell's convention), 255 when ctr itself failed (its one-line error on stderr). For
+// builds (%post), limits that need cleanup afterwards, and the benchmark harness.
+[[nodiscard]] int run(const launch::LaunchPlan& plan);
 
 }  // namespace ctr::runtime

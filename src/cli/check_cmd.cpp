@@ -20,6 +20,8 @@
 #include "ctr/build_config.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
+#include "ctr/image.hpp"
+#include "ctr/launch.hpp"
 
 namespace ctr::cli {
 namespace {
@@ -139,7 +141,7 @@ void checkConfig(Findings& f) {
                             (safe ? ", not writable by group/others" : ", writable by group/others (the helper refuses it)")});
   }
   try {
-    f.policy = config::loadPolicy(path);
+    f.policy = config::loadDefaultPolicy();  // what `ctr exec` uses ($CTR_CONFIG included)
     f.policyLoaded = true;
     f.checks.push_back({"allow setuid", f.policy.allowSetuid ? Status::Ok : Status::Info,
                         f.policy.allowSetuid ? "yes" : "no (kernel squashfs through the helper disabled)"});
@@ -154,25 +156,24 @@ void checkConfig(Findings& f) {
                         std::string(override) + " is used by ctr for its own settings; the helper reads only " + path});
 }
 
-// The decision the launch path makes (src/launch/planner.cpp chooseDriver), with reasons.
+// The decision `ctr exec` makes (launch::decideDriver, same policy, same host facts), plus
+// whether that driver can work here at all.
 std::pair<std::string, std::string> decideMode(const Findings& f) {
   if (!f.userns || (f.policyLoaded && !f.policy.allowUserNamespaces))
     return {"none", "user namespaces are not usable: enable them (see the checks above); ctr needs them for every launch"};
-  const bool helperUsable = f.helper && f.configSafe && f.policyLoaded && f.policy.allowSetuid;
-  const bool fuseUsable = f.fuse && f.squashfuse;
-  auto driver = f.policyLoaded ? f.policy.imageDriver : config::ImageDriver::Auto;
-  if (driver != config::ImageDriver::Squashfuse && helperUsable)
-    return {"setuid-helper", "images mount as kernel squashfs through " + std::string(build::kHelperPath)};
-  if (driver == config::ImageDriver::Setuid)
-    return {"none", "'image driver = setuid' but the helper is not usable: install it setuid root, "
-                    "set 'allow setuid = yes' in a root-owned config, or set 'image driver = auto'"};
-  if (fuseUsable) {
-    std::string why = "images mount with squashfuse in the user namespace";
-    if (!helperUsable) why += " (for kernel squashfs: install the helper setuid root and set 'allow setuid = yes')";
-    return {"squashfuse", why};
+  launch::DriverDecision decision;
+  try {
+    decision = launch::decideDriver(f.policy, image::ImageKind::Sif, launch::discoverHost());
+  } catch (const Error& e) {
+    return {"none", e.oneLine()};
   }
-  return {"none", "no way to mount SIF/squashfs images: make /dev/fuse usable and install squashfuse, "
-                  "or install the setuid helper (directory images still run)"};
+  const bool fuseUsable = f.fuse && f.squashfuse;
+  if (decision.driver == launch::ImageDriver::Squashfuse && !fuseUsable)
+    return {"none", decision.reason + ", and squashfuse is not usable: make /dev/fuse usable and install "
+                    "squashfuse, or install the setuid helper (directory images still run)"};
+  std::string reason = decision.reason;
+  if (decision.fallback && !fuseUsable) reason += "; the squashfuse fallback is not usable here";
+  return {launch::toString(decision.driver), reason};
 }
 
 int runCheck(bool json) {

@@ -112,6 +112,7 @@ void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   holder->add_option("--image", args->image)->required();
   holder->add_option("--offset", args->offset);
   holder->add_option("--size", args->size);
+  holder->add_option("--linger-ms", args->lingerMs);
   holder->add_option("--premounted", args->premounted);
   holder->add_option("--ready-fd", args->readyFd)->required();
   holder->callback([&ctx, args] { ctx.action = [args] { return runtime::holderMain(*args); }; });

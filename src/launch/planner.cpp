@@ -23,29 +23,25 @@ namespace ctr::launch {
 
 namespace {
 
-std::string envValue(const std::vector<std::string>& env, std::string_view key) {
-  for (const auto& kv : env) {
-    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
-      return kv.substr(key.size() + 1);
-  }
-  return {};
-}
+// Candidates for the state directory under /tmp (anyone can create /tmp/ctr-<uid> first).
+constexpr int kStateDirCandidates = 16;
 
-Mount bindMount(std::string source, std::string destination, bool readOnly, std::string origin) {
+Mount bindMount(std::string source, std::string destination, bool readOnly, MountOrigin origin) {
   Mount m;
   m.kind = MountKind::Bind;
   m.source = std::move(source);
   m.destination = std::move(destination);
   m.readOnly = readOnly;
-  m.origin = std::move(origin);
+  m.origin = origin;
+  m.required = origin == MountOrigin::User;
   return m;
 }
 
-Mount tmpfsMount(std::string destination, std::string origin) {
+Mount tmpfsMount(std::string destination, MountOrigin origin) {
   Mount m;
   m.kind = MountKind::Tmpfs;
   m.destination = std::move(destination);
-  m.origin = std::move(origin);
+  m.origin = origin;
   return m;
 }
 
@@ -61,24 +57,16 @@ void addMount(std::vector<Mount>& mounts, Mount mount) {
   mounts.push_back(std::move(mount));
 }
 
-ImageDriver chooseDriver(const config::Policy& policy, const image::ImageSource& image,
-                         const HostFacts& host) {
-  if (image.kind == image::ImageKind::Directory) return ImageDriver::Directory;
-  const bool helperUsable = policy.allowSetuid && host.setuidHelperInstalled;
-  switch (policy.imageDriver) {
-    case config::ImageDriver::Setuid:
-      if (!helperUsable)
-        throw Error(
-            "ctr.conf says 'image driver = setuid' but the setuid helper is not usable "
-            "(needs 'allow setuid = yes' and " +
-            std::string(build::kHelperPath) + " installed setuid root)");
-      return ImageDriver::SetuidHelper;
-    case config::ImageDriver::Squashfuse:
-      return ImageDriver::Squashfuse;
-    case config::ImageDriver::Auto:
-      break;
-  }
-  return helperUsable ? ImageDriver::SetuidHelper : ImageDriver::Squashfuse;
+bool statIsRootOwnedSetuid(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 && st.st_uid == 0 && (st.st_mode & S_ISUID) != 0;
+}
+
+std::vector<std::string> namespaceLines(const Namespaces& ns) {
+  std::vector<std::string> lines;
+  if (ns.sharedUser) lines.emplace_back("user (shared by the user's launches of this image)");
+  if (ns.ownMount) lines.emplace_back("mount (own copy of the shared one)");
+  return lines;
 }
 
 }  // namespace
@@ -94,16 +82,64 @@ HostFacts discoverHost() {
   std::array<char, PATH_MAX> cwd{};
   if (::getcwd(cwd.data(), cwd.size())) host.cwd = cwd.data();
 
-  struct stat st {};
-  host.setuidHelperInstalled = ::stat(build::kHelperPath, &st) == 0 && st.st_uid == 0 &&
-                               (st.st_mode & S_ISUID) != 0;
+  host.stateDir = chooseStateDir(host.user.uid, host.runtimeDir);
+  host.setuidHelperInstalled = statIsRootOwnedSetuid(build::kHelperPath);
+  if (host.setuidHelperInstalled) {
+    struct stat st {};
+    host.helperConfigSafe = ::stat(build::kSysconfPath, &st) == 0 && st.st_uid == 0 &&
+                            (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+    host.loopControl = ::access("/dev/loop-control", F_OK) == 0;
+  }
   return host;
 }
 
-std::string stateDirFor(const HostFacts& host) {
-  if (!host.runtimeDir.empty() && host.runtimeDir[0] == '/')
-    return joinPath(host.runtimeDir, "ctr");
-  return "/tmp/ctr-" + std::to_string(host.user.uid);
+std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {
+  struct stat st {};
+  if (!runtimeDir.empty() && runtimeDir[0] == '/' && ::stat(runtimeDir.c_str(), &st) == 0 &&
+      S_ISDIR(st.st_mode) && st.st_uid == uid)
+    return joinPath(runtimeDir, "ctr");
+  // Every rank of a job sees the same /tmp, so all of them settle on the same candidate.
+  const std::string base = "/tmp/ctr-" + std::to_string(uid);
+  for (int i = 0; i < kStateDirCandidates; ++i) {
+    std::string path = i == 0 ? base : base + "." + std::to_string(i);
+    if (::lstat(path.c_str(), &st) != 0) return path;  // missing: the runtime creates it
+    if (S_ISDIR(st.st_mode) && st.st_uid == uid) return path;
+  }
+  return {};
+}
+
+DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind, const HostFacts& host) {
+  if (kind == image::ImageKind::Directory)
+    return {ImageDriver::Directory, "a directory image is bound as it is", std::nullopt};
+  std::string helperProblem;
+  if (!policy.allowSetuid)
+    helperProblem = "'allow setuid = no' in ctr.conf";
+  else if (!host.setuidHelperInstalled)
+    helperProblem = std::string(build::kHelperPath) + " is not installed setuid root";
+  else if (!host.helperConfigSafe)
+    helperProblem = std::string(build::kSysconfPath) + " is not root-owned and private (the helper refuses it)";
+  else if (!host.loopControl)
+    helperProblem = "/dev/loop-control is missing";
+  const bool helperUsable = helperProblem.empty();
+  switch (policy.imageDriver) {
+    case config::ImageDriver::Setuid:
+      if (!helperUsable)
+        throw Error("ctr.conf says 'image driver = setuid' but the setuid helper is not usable: " +
+                    helperProblem);
+      return {ImageDriver::SetuidHelper, "'image driver = setuid': kernel squashfs through the helper",
+              std::nullopt};
+    case config::ImageDriver::Squashfuse:
+      return {ImageDriver::Squashfuse, "'image driver = squashfuse' in ctr.conf", std::nullopt};
+    case config::ImageDriver::Auto:
+      break;
+  }
+  if (helperUsable)
+    return {ImageDriver::SetuidHelper,
+            "'image driver = auto' and the setuid helper is usable: kernel squashfs (squashfuse if "
+            "the helper cannot proceed)",
+            ImageDriver::Squashfuse};
+  return {ImageDriver::Squashfuse, "'image driver = auto' and no usable setuid helper (" + helperProblem + ")",
+          std::nullopt};
 }
 
 LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy,
@@ -115,13 +151,15 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   LaunchPlan plan;
   plan.command = options.command;
   plan.image = image;
-  plan.driver = chooseDriver(policy, image, host);
+  auto decision = decideDriver(policy, image.kind, host);
+  plan.driver = decision.driver;
+  plan.driverReason = std::move(decision.reason);
+  plan.driverFallback = decision.fallback;
   plan.rootMode = options.writableTmpfs ? RootMode::Overlay : RootMode::Bind;
   plan.user = host.user;
   plan.seccompProfile = policy.seccompProfile;
-  plan.stateDir = stateDirFor(host);
-  plan.namespaces = {"user (shared by the user's launches of this image)",
-                     "mount (own copy of the shared one)"};
+  plan.stateDir = host.stateDir;
+  plan.lingerMs = policy.imageLingerMs;
 
   const bool contain = options.contain || options.containAll;
   const bool cleanEnv = options.cleanEnv || options.containAll;
@@ -140,27 +178,27 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
 
   // Apptainer's defaults, in mount order.
   auto& mounts = plan.mounts;
-  addMount(mounts, bindMount("/proc", "/proc", false, "default"));
-  addMount(mounts, bindMount("/sys", "/sys", false, "default"));
-  addMount(mounts, bindMount("/dev", "/dev", false, "default"));
-  addMount(mounts, bindMount("/etc/hosts", "/etc/hosts", true, "default"));
-  addMount(mounts, bindMount("/etc/resolv.conf", "/etc/resolv.conf", true, "default"));
+  addMount(mounts, bindMount("/proc", "/proc", false, MountOrigin::Default));
+  addMount(mounts, bindMount("/sys", "/sys", false, MountOrigin::Default));
+  addMount(mounts, bindMount("/dev", "/dev", false, MountOrigin::Default));
+  addMount(mounts, bindMount("/etc/hosts", "/etc/hosts", true, MountOrigin::Default));
+  addMount(mounts, bindMount("/etc/resolv.conf", "/etc/resolv.conf", true, MountOrigin::Default));
   if (contain) {
-    addMount(mounts, tmpfsMount("/tmp", "contain"));
-    addMount(mounts, tmpfsMount("/var/tmp", "contain"));
+    addMount(mounts, tmpfsMount("/tmp", MountOrigin::Contain));
+    addMount(mounts, tmpfsMount("/var/tmp", MountOrigin::Contain));
   } else {
-    addMount(mounts, bindMount("/tmp", "/tmp", false, "default"));
-    addMount(mounts, bindMount("/var/tmp", "/var/tmp", false, "default"));
+    addMount(mounts, bindMount("/tmp", "/tmp", false, MountOrigin::Default));
+    addMount(mounts, bindMount("/var/tmp", "/var/tmp", false, MountOrigin::Default));
   }
   if (!options.noHome) {
     if (contain && options.home.empty())
-      addMount(mounts, tmpfsMount(homeDest, "contain"));
+      addMount(mounts, tmpfsMount(homeDest, MountOrigin::Contain));
     else
-      addMount(mounts, bindMount(homeSource, homeDest, false, "default"));
+      addMount(mounts, bindMount(homeSource, homeDest, false, MountOrigin::Default));
   }
   for (const auto& spec : policy.defaultBinds) {
     for (auto& b : withContext("in ctr.conf 'bind path'", [&] { return parseBindSpecs(spec); }))
-      addMount(mounts, bindMount(b.source, b.destination, b.readOnly, "policy"));
+      addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::Policy));
   }
   std::vector<std::string> userBinds;
   if (auto fromEnv = envValue(host.env, "CTR_BIND"); !fromEnv.empty()) userBinds.push_back(fromEnv);
@@ -169,7 +207,7 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     throw Error("user bind mounts are disabled by the administrator ('allow user binds = no')");
   for (const auto& spec : userBinds) {
     for (auto& b : parseBindSpecs(spec))
-      addMount(mounts, bindMount(b.source, b.destination, b.readOnly, "user"));
+      addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::User));
   }
   // The current directory, unless contained or already under a bound path.
   if (!contain && !host.cwd.empty() && host.cwd != "/") {
@@ -180,16 +218,16 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
           m.destination != "/dev" && m.destination != "/proc" && m.destination != "/sys")
         covered = true;
     }
-    if (!covered) addMount(mounts, bindMount(host.cwd, host.cwd, false, "default"));
+    if (!covered) addMount(mounts, bindMount(host.cwd, host.cwd, false, MountOrigin::Cwd));
   }
 
   // Identity files; content is filled in by the runtime from the image's own files.
   for (const char* file : {"/etc/passwd", "/etc/group"}) {
     Mount m;
-    m.kind = MountKind::File;
+    m.kind = MountKind::Identity;
     m.destination = file;
     m.readOnly = true;
-    m.origin = "identity";
+    m.origin = MountOrigin::Identity;
     mounts.push_back(std::move(m));
   }
 
@@ -218,6 +256,10 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   }
   Environment env = computeEnvironment(envInputs);
   plan.user.home = homeDest;
+  // What the holder prepares once for every launch: all but the per-launch mounts.
+  for (const auto& m : mounts)
+    if (m.origin != MountOrigin::User && m.origin != MountOrigin::Cwd) plan.preparedRoot.mounts.push_back(m);
+  plan.preparedRoot.user = plan.user;
   plan.environment = toEnvp(env);
   for (const auto& name : env.userSet) plan.userEnvironment.push_back(name + '=' + env.vars[name]);
 
@@ -262,6 +304,20 @@ std::string toString(MountKind kind) {
     case MountKind::Bind: return "bind";
     case MountKind::Tmpfs: return "tmpfs";
     case MountKind::File: return "file";
+    case MountKind::Identity: return "identity";
+  }
+  return "?";
+}
+
+std::string toString(MountOrigin origin) {
+  switch (origin) {
+    case MountOrigin::Default: return "default";
+    case MountOrigin::Cwd: return "cwd";
+    case MountOrigin::Contain: return "contain";
+    case MountOrigin::Policy: return "policy";
+    case MountOrigin::User: return "user";
+    case MountOrigin::Identity: return "identity";
+    case MountOrigin::Host: return "host";
   }
   return "?";
 }
@@ -282,13 +338,16 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                 {"offset", plan.image.offset},
                 {"size", plan.image.size}};
   j["driver"] = toString(plan.driver);
+  j["driver_reason"] = plan.driverReason;
+  j["driver_fallback"] = plan.driverFallback ? nlohmann::json(toString(*plan.driverFallback)) : nlohmann::json();
   j["root"] = plan.rootMode == RootMode::Overlay ? "overlay" : "image";
   j["mounts"] = nlohmann::json::array();
   for (const auto& m : plan.mounts) {
     nlohmann::json mj = {{"kind", toString(m.kind)},
                          {"destination", m.destination},
                          {"readonly", m.readOnly},
-                         {"origin", m.origin}};
+                         {"origin", toString(m.origin)},
+                         {"required", m.required}};
     if (m.kind == MountKind::Bind) mj["source"] = m.source;
     j["mounts"].push_back(std::move(mj));
   }
@@ -300,7 +359,10 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["user"] = plan.user.name;
   j["groups"] = nlohmann::json::array();
   for (const auto& g : plan.user.groups) j["groups"].push_back(g.gid);
-  j["namespaces"] = plan.namespaces;
+  j["namespaces"] = namespaceLines(plan.namespaces);
+  j["prepared_root_targets"] = nlohmann::json::array();
+  for (const auto& m : plan.preparedRoot.mounts) j["prepared_root_targets"].push_back(m.destination);
+  j["image_linger_ms"] = plan.lingerMs;
   j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
   j["state_dir"] = plan.stateDir;
   return j;
@@ -313,27 +375,94 @@ std::string toText(const LaunchPlan& plan) {
   if (plan.image.kind != image::ImageKind::Directory)
     out << ", squashfs at offset " << plan.image.offset << ", " << plan.image.size << " bytes";
   out << ")\n"
-      << "driver:     " << toString(plan.driver) << '\n'
+      << "driver:     " << toString(plan.driver) << " (" << plan.driverReason << ")\n"
       << "root:       " << toString(plan.rootMode) << '\n'
       << "identity:   uid " << plan.user.uid << ", gid " << plan.user.gid << " (" << plan.user.name
       << ")\n"
       << "namespaces:";
-  for (const auto& ns : plan.namespaces) out << ' ' << ns << ';';
+  for (const auto& ns : namespaceLines(plan.namespaces)) out << ' ' << ns << ';';
   out << " host network, ipc, pid\n"
       << "seccomp:    " << (plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile)
       << '\n'
-      << "state dir:  " << plan.stateDir << '\n'
+      << "state dir:  "
+      << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
+      << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
       << "mounts (in order):\n";
   for (const auto& m : plan.mounts) {
     out << "  " << toString(m.kind) << ' ';
     if (m.kind == MountKind::Bind) out << m.source << " -> ";
-    out << m.destination << (m.readOnly ? " (ro)" : " (rw)") << " [" << m.origin << "]\n";
+    out << m.destination << (m.readOnly ? " (ro)" : " (rw)") << " [" << toString(m.origin)
+        << (m.kind == MountKind::Bind && !m.required ? ", skipped if absent" : "") << "]\n";
   }
   out << "workdir:    " << plan.workdir << '\n' << "argv:      ";
   for (const auto& a : plan.argv) out << " '" << a << '\'';
   out << "\nenvironment:\n";
   for (const auto& kv : plan.environment) out << "  " << kv << '\n';
   return out.str();
+}
+
+}  // namespace ctr::launch
+
+namespace ctr::launch {
+
+namespace {
+
+nlohmann::json groupJson(const HostGroup& g) { return {{"gid", g.gid}, {"name", g.name}}; }
+HostGroup groupFrom(const nlohmann::json& j) { return {j.at("gid").get<gid_t>(), j.at("name").get<std::string>()}; }
+
+}  // namespace
+
+std::string preparedRootToJson(const PreparedRootSpec& spec) {
+  nlohmann::json j;
+  j["mounts"] = nlohmann::json::array();
+  for (const auto& m : spec.mounts)
+    j["mounts"].push_back({{"kind", static_cast<int>(m.kind)},
+                           {"source", m.source},
+                           {"destination", m.destination},
+                           {"readonly", m.readOnly},
+                           {"recursive", m.recursive},
+                           {"required", m.required},
+                           {"origin", static_cast<int>(m.origin)},
+                           {"content", m.content}});
+  const HostUser& u = spec.user;
+  j["user"] = {{"uid", u.uid},     {"gid", u.gid},     {"name", u.name},
+               {"gecos", u.gecos}, {"home", u.home},   {"shell", u.shell},
+               {"primary_group", groupJson(u.primaryGroup)}};
+  j["user"]["groups"] = nlohmann::json::array();
+  for (const auto& g : u.groups) j["user"]["groups"].push_back(groupJson(g));
+  return j.dump();
+}
+
+PreparedRootSpec preparedRootFromJson(std::string_view text) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    PreparedRootSpec spec;
+    for (const auto& mj : j.at("mounts")) {
+      Mount m;
+      m.kind = static_cast<MountKind>(mj.at("kind").get<int>());
+      m.source = mj.at("source").get<std::string>();
+      m.destination = mj.at("destination").get<std::string>();
+      m.readOnly = mj.at("readonly").get<bool>();
+      m.recursive = mj.at("recursive").get<bool>();
+      m.required = mj.at("required").get<bool>();
+      m.origin = static_cast<MountOrigin>(mj.at("origin").get<int>());
+      m.content = mj.at("content").get<std::string>();
+      spec.mounts.push_back(std::move(m));
+    }
+    const auto& uj = j.at("user");
+    HostUser& u = spec.user;
+    u.uid = uj.at("uid").get<uid_t>();
+    u.gid = uj.at("gid").get<gid_t>();
+    u.name = uj.at("name").get<std::string>();
+    u.gecos = uj.at("gecos").get<std::string>();
+    u.home = uj.at("home").get<std::string>();
+    u.shell = uj.at("shell").get<std::string>();
+    u.primaryGroup = groupFrom(uj.at("primary_group"));
+    for (const auto& g : uj.at("groups")) u.groups.push_back(groupFrom(g));
+    return spec;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("bad prepared-root spec from the launch: ") + e.what());
+  }
 }
 
 }  // namespace ctr::launch

@@ -2,12 +2,23 @@
 // the process that mpirun or the scheduler started becomes the app.
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <climits>
 #include <cstring>
+#include <optional>
 
+#include "ctr/child.hpp"
+#include "ctr/envscript.hpp"
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/process.hpp"
 #include "ctr/handover.hpp"
 #include "ctr/log.hpp"
 #include "ctr/runtime.hpp"
@@ -18,11 +29,9 @@ namespace ctr::runtime {
 
 namespace {
 
-std::string envGet(const std::vector<std::string>& env, const std::string& key) {
-  for (const auto& kv : env)
-    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
-  return {};
-}
+// Env scripts larger than this are not interpreted (nor anything else read from an image
+// unbounded): stock ones are under 1 KiB.
+constexpr std::size_t kMaxEnvScript = 1 << 20;
 
 bool isExecutableFile(const std::string& path) {
   struct stat st {};
@@ -43,19 +52,61 @@ std::string findCommand(const std::string& name, const std::string& path) {
   }
 }
 
-bool hasEnvScripts() {
+// /.singularity.d/env/*.sh in the order the shell's glob gives (byte order).
+std::vector<std::string> envScripts() {
+  std::vector<std::string> names;
   DIR* dir = ::opendir(std::string(launch::kEnvScriptDir).c_str());
-  if (!dir) return false;
-  bool found = false;
+  if (!dir) return names;
   while (dirent* e = ::readdir(dir)) {
     size_t n = std::strlen(e->d_name);
-    if (n > 3 && std::strcmp(e->d_name + n - 3, ".sh") == 0) {
-      found = true;
-      break;
-    }
+    if (n > 3 && std::strcmp(e->d_name + n - 3, ".sh") == 0 && e->d_name[0] != '.')
+      names.emplace_back(std::string(launch::kEnvScriptDir) + "/" + e->d_name);
   }
   ::closedir(dir);
-  return found;
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The environment sourcing the scripts in a shell gives, computed without one (see
+// ctr/envscript.hpp), or nullopt when a script is outside the subset (the reason is logged).
+std::optional<std::vector<std::string>> applyEnvScripts(const std::vector<std::string>& scripts,
+                                                        const launch::LaunchPlan& plan) {
+  launch::ShellVars vars;
+  for (const auto& kv : plan.environment) {
+    auto eq = kv.find('=');
+    vars.vars[kv.substr(0, eq)] = {kv.substr(eq + 1), true, true};
+  }
+  // The shell sets PWD when it starts unless the inherited one names the current directory.
+  auto pwd = vars.vars.find("PWD");
+  struct stat here {}, named {};
+  if (pwd == vars.vars.end() || ::stat(".", &here) != 0 || ::stat(pwd->second.value.c_str(), &named) != 0 ||
+      here.st_dev != named.st_dev || here.st_ino != named.st_ino) {
+    std::array<char, PATH_MAX> cwd{};
+    if (::getcwd(cwd.data(), cwd.size())) vars.vars["PWD"] = {cwd.data(), true, true};
+  }
+  for (const auto& script : scripts) {
+    // `[ -r "$f" ] && . "$f"`: unreadable ones are skipped, as the shell loop does.
+    UniqueFd fd(::open(script.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) continue;
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      spdlog::debug("{} is not a regular file: sourcing the env scripts with /bin/sh", script);
+      return std::nullopt;
+    }
+    std::string text = readAllBounded(fd.get(), kMaxEnvScript, script);
+    if (auto why = launch::interpretEnvScript(text, vars); !why.empty()) {
+      spdlog::debug("{}: {}: sourcing the env scripts with /bin/sh", script, why);
+      return std::nullopt;
+    }
+  }
+  for (const auto& kv : plan.userEnvironment) {  // the user's settings win over the scripts
+    auto eq = kv.find('=');
+    vars.vars[kv.substr(0, eq)] = {kv.substr(eq + 1), true, true};
+  }
+  std::vector<std::string> env;
+  for (const auto& [name, var] : vars.vars)
+    if (var.set && var.exported) env.push_back(name + '=' + var.value);
+  return env;
 }
 
 std::vector<launch::EnvVar> toEnvVars(const std::vector<std::string>& kvs) {
@@ -91,12 +142,17 @@ std::vector<launch::EnvVar> toEnvVars(const std::vector<std::string>& kvs) {
 
 void execute(const launch::LaunchPlan& plan) {
   // Read on the host, before any namespace change.
-  SeccompProgram seccomp = withContext(
-      "seccomp profile", [&] { return loadSeccompProgram(plan.seccompProfile, plan.stateDir); });
+  SeccompProgram seccomp;
+  {
+    log::StepTimer timer("loading the seccomp filter");
+    seccomp = withContext("seccomp profile",
+                          [&] { return loadSeccompProgram(plan.seccompProfile, plan.stateDir); });
+  }
 
   SharedImage image = joinSharedImage(plan);
   assembleRoot(plan, image);
 
+  log::StepTimer handover("hand-over");
   if (::chdir(plan.workdir.c_str()) != 0) {
     spdlog::warn("working directory {} is not available in the container ({}): using /",
                  plan.workdir, std::strerror(errno));
@@ -110,14 +166,21 @@ void execute(const launch::LaunchPlan& plan) {
     argv[0] = "/singularity";
   }
 
-  log::StepTimer handover("hand-over");
-  const std::string path = envGet(plan.environment, "PATH");
-  std::string resolved = findCommand(argv[0], path);
-  const bool envScripts = plan.sourceEnvScripts && hasEnvScripts();
-  if (envScripts) {
+  std::vector<std::string> environment = plan.environment;
+  std::string resolved;
+  const auto scripts = plan.sourceEnvScripts ? envScripts() : std::vector<std::string>();
+  std::optional<std::vector<std::string>> interpreted;
+  if (!scripts.empty()) interpreted = applyEnvScripts(scripts, plan);
+  if (interpreted) environment = std::move(*interpreted);
+  if (scripts.empty() || interpreted) {
+    // The image's env scripts may have changed PATH (conda images do).
+    resolved = findCommand(argv[0], launch::envValue(environment, "PATH"));
+    if (resolved.empty()) throw Error("command '" + argv[0] + "' not found in the container");
+  } else {
+    resolved = findCommand(argv[0], launch::envValue(environment, "PATH"));
     if (resolved.empty()) {
-      // The image's env scripts may extend PATH (conda images do): let the shell look the
-      // command up after sourcing them, and keep ctr's one-line error and status.
+      // The scripts may extend PATH: let the shell look the command up after sourcing them,
+      // and keep ctr's one-line error and status.
       std::vector<std::string> checked = {
           "/bin/sh", "-c",
           "command -v \"$1\" >/dev/null 2>&1 || { echo \"ctr: error: command '$1' not found "
@@ -130,16 +193,50 @@ void execute(const launch::LaunchPlan& plan) {
     resolved = "/bin/sh";
     if (!isExecutableFile(resolved))
       throw Error("the image has environment scripts but no /bin/sh to source them");
-  } else if (resolved.empty()) {
-    throw Error("command '" + argv[0] + "' not found in the container");
   }
 
   setNoNewPrivs();
   dropAllCapabilities();
   installSeccomp(seccomp);
+  handover.stop();
+  log::logStepSummary();
   // The users lock stays open across execve: the app and its children keep the image alive.
   (void)image.usersLock.release();
-  execCommand(argv, plan.environment, resolved);
+  execCommand(argv, environment, resolved);
+}
+
+int run(const launch::LaunchPlan& plan) {
+  // The signals a scheduler or a user sends: forwarded to the container, whose status we
+  // return. Blocked here (and unblocked in the child before it becomes the app).
+  sigset_t forwarded, previous;
+  sigemptyset(&forwarded);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP, SIGWINCH, SIGALRM})
+    sigaddset(&forwarded, sig);
+  if (::sigprocmask(SIG_BLOCK, &forwarded, &previous) != 0) throw sysError("sigprocmask");
+  struct Restore {
+    sigset_t mask;
+    ~Restore() { ::sigprocmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{previous};
+  UniqueFd signals(::signalfd(-1, &forwarded, SFD_CLOEXEC));
+  if (!signals) throw sysError("signalfd");
+
+  Child child = Child::fork([&]() -> int {
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    execute(plan);
+  });
+  std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{child.pidfd(), POLLIN, 0}};
+  for (;;) {
+    if (auto status = child.tryWait()) return shellStatus(*status);
+    if (::poll(fds.data(), child.pidfd() >= 0 ? 2 : 1, child.pidfd() >= 0 ? -1 : 50) < 0 && errno != EINTR)
+      throw sysError("poll");
+    signalfd_siginfo info{};
+    while (fds[0].revents & POLLIN) {
+      if (::read(signals.get(), &info, sizeof info) != static_cast<ssize_t>(sizeof info)) break;
+      child.signal(static_cast<int>(info.ssi_signo));
+      pollfd again{signals.get(), POLLIN, 0};
+      if (::poll(&again, 1, 0) <= 0) break;
+    }
+  }
 }
 
 }  // namespace ctr::runtime

@@ -36,9 +36,9 @@ bool isUnder(const std::string& path, const std::string& dir) {
 bool sourcePresent(const Mount& m, struct stat* st) {
   if (m.kind != MountKind::Bind) return true;
   if (::stat(m.source.c_str(), st) == 0) return true;
-  if (m.origin == "user")
+  if (m.required)
     throw Error("bind source " + m.source + " does not exist (" + std::strerror(errno) + ")");
-  log::StepTimer skip("skipping " + m.origin + " bind of absent " + m.source);
+  spdlog::debug("skipping the {} bind of absent {}", launch::toString(m.origin), m.source);
   return false;
 }
 
@@ -84,12 +84,6 @@ void bindInto(const std::string& source, int targetFd, bool readOnly, bool recur
   }
   if (::move_mount(tree.get(), "", targetFd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     throw sysError("bind " + source + " to " + destination);
-}
-
-void writeWholeFile(const std::string& file, const std::string& content) {
-  UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!out || ::write(out.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
-    throw sysError("write " + file);
 }
 
 std::string readInRoot(int rootFd, const std::string& path) {
@@ -139,17 +133,18 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
           throw sysError("mount tmpfs on " + m.destination);
         break;
       }
-      case MountKind::File: {
+      case MountKind::File:
+      case MountKind::Identity: {
         std::string content = m.content;
-        if (m.origin == "identity") {
+        if (m.kind == MountKind::Identity) {
           // One build for both files (passwd and group come from the same lookup).
           if (!identity)
             identity = launch::buildIdentityFiles(readInRoot(rootFd, "/etc/passwd"),
                                                   readInRoot(rootFd, "/etc/group"), plan.user);
           content = m.destination == "/etc/passwd" ? identity->passwd : identity->group;
         }
-        const std::string file = image.stageDir + "/files/" + m.destination.substr(m.destination.find_last_of('/') + 1);
-        writeWholeFile(file, content);
+        const std::string file = image.stageDir + "/files/" + std::to_string(i);
+        writeFile(file, content);
         UniqueFd targetFd = target();
         bindInto(file, targetFd.get(), m.readOnly, false, m.destination);
         break;
@@ -178,11 +173,6 @@ std::string identitySignature(const launch::HostUser& user) {
   return text;
 }
 
-std::string readFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  return fd ? readAll(fd.get()) : std::string();
-}
-
 // The plan's mounts applied to the prepared root, when every target is already there:
 // fds of the targets in mount order (-1 for a mount to skip), or empty for "fall back".
 // `created` lists the targets the holder added to the image (one a line): each must be
@@ -198,19 +188,19 @@ std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const 
     bool mounted = false;
     for (const auto& m : plan.mounts) {
       struct stat st {};
-      if (m.destination == target && m.kind != MountKind::File &&
+      if (m.destination == target && m.kind != MountKind::File && m.kind != MountKind::Identity &&
           (m.kind != MountKind::Bind || ::stat(m.source.c_str(), &st) == 0))
         mounted = true;
     }
     if (!mounted) {
-      log::StepTimer why("prepared root has " + std::string(target) + ", not mounted here: own root");
+      spdlog::debug("the prepared root has {}, which this launch does not mount: own root", target);
       return {};
     }
   }
   std::vector<UniqueFd> targets;
   for (const auto& m : plan.mounts) {
     struct stat st {};
-    if (m.kind == MountKind::File && m.origin == "identity") {
+    if (m.kind == MountKind::Identity) {
       targets.emplace_back();  // satisfied by the prepared root (same user, same image)
       continue;
     }
@@ -220,7 +210,7 @@ std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const 
     }
     auto resolved = launch::resolveInRoot(rootFd, m.destination, "mount target");
     if (resolved.kind == launch::PathKind::Missing) {
-      log::StepTimer why("mount target " + m.destination + " missing in the prepared root: own root");
+      spdlog::debug("mount target {} is missing in the prepared root: own root", m.destination);
       return {};
     }
     targets.push_back(std::move(resolved.fd));
@@ -230,7 +220,8 @@ std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const 
 
 }  // namespace
 
-void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir) {
+void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
+                     const launch::PreparedRootSpec& spec) {
   if (::mount("ctr-base", baseDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m") != 0)
     throw sysError("mount tmpfs on " + baseDir);
   const std::string upper = baseDir + "/upper", work = baseDir + "/work", root = baseDir + "/root",
@@ -240,23 +231,18 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir) {
   UniqueFd imageFd(::open(imageDir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!imageFd) throw sysError("open image root " + imageDir);
 
-  // The default mounts' targets (Apptainer's defaults for this user), created in the upper
-  // layer before mounting when the image lacks them (see assembleRoot for why before).
-  launch::HostUser user = launch::lookupHostUser();
-  std::vector<std::string> targets = {"/proc", "/sys", "/dev", "/etc/hosts", "/etc/resolv.conf",
-                                      "/tmp", "/var/tmp", launch::normalizePath(user.home), "/etc/passwd", "/etc/group"};
-  if (const char* home = ::getenv("HOME"); home && *home == '/')
-    targets.push_back(launch::normalizePath(home));
-  std::string created;  // non-identity targets added to the image, one a line
-  for (const auto& target : targets) {
+  // The planner's launch-independent mounts: their targets, created in the upper layer
+  // before mounting when the image lacks them (see assembleRoot for why before).
+  std::string created;  // targets added to the image that launches must mount over, one a line
+  for (const auto& m : spec.mounts) {
     try {
-      auto resolved = launch::resolveInRoot(imageFd.get(), target, "mount target");
+      auto resolved = launch::resolveInRoot(imageFd.get(), m.destination, "mount target");
       if (resolved.kind != launch::PathKind::Missing) continue;
       struct stat st {};
-      const bool identity = target == "/etc/passwd" || target == "/etc/group";
-      if (!identity && ::stat(target.c_str(), &st) != 0) continue;  // skipped by launches too
-      createUnder(upper, resolved.path, !identity && S_ISDIR(st.st_mode));
-      if (!identity) created += target + '\n';
+      if (!sourcePresent(m, &st)) continue;  // skipped by launches too
+      const bool generated = m.kind == MountKind::Identity || m.kind == MountKind::File;
+      createUnder(upper, resolved.path, m.kind == MountKind::Tmpfs || (!generated && S_ISDIR(st.st_mode)));
+      if (m.kind != MountKind::Identity) created += m.destination + '\n';
     } catch (const Error&) {
       // Escapes the image or cannot be created: launches that need it use their own root.
     }
@@ -270,9 +256,9 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir) {
   // The identity files: the holder is the same user, so they are the same for every
   // launch whose plan.user matches the signature below.
   auto identity = launch::buildIdentityFiles(readInRoot(imageFd.get(), "/etc/passwd"),
-                                             readInRoot(imageFd.get(), "/etc/group"), user);
-  writeWholeFile(files + "/passwd", identity.passwd);
-  writeWholeFile(files + "/group", identity.group);
+                                             readInRoot(imageFd.get(), "/etc/group"), spec.user);
+  writeFile(files + "/passwd", identity.passwd);
+  writeFile(files + "/group", identity.group);
   for (const char* name : {"passwd", "group"}) {
     const std::string destination = std::string("/etc/") + name;
     UniqueFd target = openTarget(rootFd.get(), destination);
@@ -282,20 +268,20 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir) {
   attr.attr_set = MOUNT_ATTR_RDONLY;
   if (::mount_setattr(rootFd.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
     throw sysError("make the base root read-only");
-  writeWholeFile(baseDir + "/created", created);
+  writeFile(baseDir + "/created", created);
   // Written last: its presence tells launches the base root is complete.
-  writeWholeFile(baseDir + "/identity", identitySignature(user));
+  writeFile(baseDir + "/identity", identitySignature(spec.user));
 }
 
 void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
   log::StepTimer timer("assembling the root");
   if (plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty()) {
-    const std::string signature = readFile(image.baseDir + "/identity");
+    const std::string signature = readFileIfPresent(image.baseDir + "/identity");
     if (!signature.empty() && signature == identitySignature(plan.user)) {
       const std::string rootPath = image.baseDir + "/root";
       UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
       if (!rootFd) throw sysError("open " + rootPath);
-      auto targets = preparedTargets(plan, rootFd.get(), readFile(image.baseDir + "/created"));
+      auto targets = preparedTargets(plan, rootFd.get(), readFileIfPresent(image.baseDir + "/created"));
       if (!targets.empty()) {
         log::StepTimer prepared("using the prepared root");
         mountPlan(plan, image, rootPath, rootFd.get(), &targets);
@@ -303,7 +289,7 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
         return;
       }
     } else {
-      log::StepTimer why("no prepared root for this user: own root");
+      spdlog::debug("no prepared root for this user and home: own root");
     }
   }
   // Our mount namespace is a copy of the holder's, whose mounts are slaves of the host's
@@ -330,7 +316,7 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
     if (!sourcePresent(m, &st)) continue;
     auto resolved = launch::resolveInRoot(imageFd.get(), m.destination, "mount target");
     if (resolved.kind == launch::PathKind::Missing) {
-      log::StepTimer why("mount target " + m.destination + " missing in the image: overlay root");
+      spdlog::debug("mount target {} is missing in the image: overlay root", m.destination);
       overlay = true;
       missing.emplace_back(resolved.path, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode));
     }

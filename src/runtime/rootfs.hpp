@@ -16,9 +16,11 @@ void assembleRoot(const launch::LaunchPlan& plan, const SharedImage& image);
 
 // Holder side, in the holder's mount namespace once the image is mounted at imageDir:
 // mounts a tmpfs on baseDir and prepares baseDir/root, read-only: an overlay of the image
-// with the default mounts' missing targets created, and the generated /etc/passwd and
-// /etc/group bound in; baseDir/identity (written last) names the user they were built for.
+// with the missing targets of the planner's launch-independent mounts (spec.mounts) created,
+// and the /etc/passwd and /etc/group generated for spec.user bound in; baseDir/identity
+// (written last) names the user they were built for. Decides nothing the spec does not say.
 // Throws ctr::Error; the caller then unmounts baseDir and launches build their own roots.
-void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir);
+void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
+                     const launch::PreparedRootSpec& spec);
 
 }  // namespace ctr::runtime

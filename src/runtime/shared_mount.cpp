@@ -5,7 +5,11 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <dirent.h>
+#include <poll.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -17,6 +21,9 @@
 #include <optional>
 
 #include "ctr/build_config.hpp"
+#include "ctr/child.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/hash.hpp"
 #include "ctr/error.hpp"
 #include "ctr/log.hpp"
 #include "ctr/runtime.hpp"
@@ -31,54 +38,35 @@ struct StateDir {
   std::string path;
 };
 
-std::string fallbackStateDir() { return "/tmp/ctr-" + std::to_string(::getuid()); }
+// In a private state directory (see openStateDir): the holder removes the directory.
+constexpr const char* kPrivateMarker = "private";
 
-// Candidates in /tmp when another user got there first (anyone can create /tmp/ctr-<uid>):
-// every rank of a job sees the same directories, so all of them settle on the same one.
-constexpr int kStateDirCandidates = 16;
-
-// Opens (creating it if needed) `path` as a state directory. Returns an invalid fd when the
-// directory belongs to someone else; throws for anything else that is wrong with it.
-UniqueFd openOwnedDir(const std::string& path, uid_t uid) {
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
-    throw sysError("cannot create state directory " + path);
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) {
-    struct stat link {};
-    if (::lstat(path.c_str(), &link) == 0 && link.st_uid != uid) return {};
-    throw sysError("cannot open state directory " + path + " (must be a directory, not a symlink)");
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw sysError("fstat " + path);
-  if (st.st_uid != uid) return {};
-  if ((st.st_mode & 022) != 0)
-    throw Error("state directory " + path + " is writable by group or others: refusing to use it");
-  return fd;
-}
-
-// The state directory must be ours and private: another user who could write there could
-// swap our lock or pid files.
+// Opens (creating it if needed) the state directory the plan names. The planner chose it
+// (launch::chooseStateDir); here it must still be ours and private, else another user could
+// swap our lock or pid files. An empty plan.stateDir (every shared name taken by others)
+// gets a private directory of this launch's own, which its holder removes when it ends.
 StateDir openStateDir(const launch::LaunchPlan& plan) {
   std::string path = plan.stateDir;
   const uid_t uid = ::getuid();
-  if (path != fallbackStateDir()) {
-    struct stat parent {};
-    auto slash = path.find_last_of('/');
-    std::string parentPath = slash == 0 ? "/" : path.substr(0, slash);
-    if (::stat(parentPath.c_str(), &parent) != 0 || parent.st_uid != uid) path = fallbackStateDir();
+  if (path.empty()) {
+    std::string tmpl = "/tmp/ctr-" + std::to_string(uid) + "-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw sysError("cannot create a private state directory in /tmp");
+    path = tmpl;
+    spdlog::warn("the state directories /tmp/ctr-{}[.1-15] belong to other users: using {} (no "
+                 "sharing of the image mount with your other launches)", uid, path);
+    writeFile(path + "/" + kPrivateMarker, "");
+  } else if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw sysError("cannot create state directory " + path);
   }
-  UniqueFd fd = openOwnedDir(path, uid);
-  if (!fd && path == fallbackStateDir()) {
-    for (int i = 1; i < kStateDirCandidates && !fd; ++i) {
-      spdlog::debug("state directory {} belongs to another user: trying the next one", path);
-      path = fallbackStateDir() + "." + std::to_string(i);
-      fd = openOwnedDir(path, uid);
-    }
-  }
-  if (!fd)
-    throw Error("state directory " + path + " and the alternatives before it belong to other "
-                "users: set XDG_RUNTIME_DIR to a private directory, or ask the administrator "
-                "to remove them");
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) throw sysError("cannot open state directory " + path + " (must be a directory, not a symlink)");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw sysError("fstat " + path);
+  if (st.st_uid != uid)
+    throw Error("state directory " + path + " belongs to uid " + std::to_string(st.st_uid) +
+                " (created since this launch was planned): run again");
+  if ((st.st_mode & 022) != 0)
+    throw Error("state directory " + path + " is writable by group or others: refusing to use it");
   if (::mkdirat(fd.get(), "mnt", 0700) != 0 && errno != EEXIST)
     throw sysError("cannot create " + path + "/mnt");
   return {std::move(fd), path};
@@ -143,6 +131,9 @@ std::optional<HolderNamespaces> findHolder(int dirFd, const std::string& key) {
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   char* emptyEnv[] = {nullptr};
+  // The helper's own one-line refusal ("ctr-mount-helper: ...") arrives on the report
+  // channel, so the launch can show it (the holder sets stderr to /dev/null once it runs).
+  ::dup2(args.readyFd, STDERR_FILENO);
   ::execve(build::kHelperPath, cargv.data(), emptyEnv);
   std::string msg = "error: cannot run " + std::string(build::kHelperPath) + ": " +
                     std::strerror(errno) + "\n";
@@ -151,13 +142,21 @@ std::optional<HolderNamespaces> findHolder(int dirFd, const std::string& key) {
 }
 
 // Starts a holder for `key` and waits for its report. The holder is a grandchild in its own
-// session, so it belongs neither to the app's process tree nor to its process group.
-void startHolder(const launch::LaunchPlan& plan, const StateDir& state, const std::string& key) {
+// session, so it belongs neither to the app's process tree nor to its process group. The
+// report channel is a socket pair: the launch first sends the prepared-root spec (JSON) and
+// shuts its side for writing; the holder reads it to EOF, then reports one line.
+void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, const StateDir& state,
+                 const std::string& key) {
   log::StepTimer timer("starting the image holder");
-  std::array<int, 2> pipeFds{};
-  if (::pipe2(pipeFds.data(), O_CLOEXEC) != 0) throw sysError("pipe2");
-  UniqueFd readEnd(pipeFds[0]);
-  UniqueFd writeEnd(pipeFds[1]);
+  std::array<int, 2> sockFds{};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockFds.data()) != 0)
+    throw sysError("socketpair");
+  UniqueFd launchEnd(sockFds[0]);
+  UniqueFd holderEnd(sockFds[1]);
+  const std::string spec = launch::preparedRootToJson(plan.preparedRoot);
+  if (::write(launchEnd.get(), spec.data(), spec.size()) != static_cast<ssize_t>(spec.size()) ||
+      ::shutdown(launchEnd.get(), SHUT_WR) != 0)
+    throw sysError("send the prepared-root spec to the holder");
 
   HolderArgs args;
   args.stateDir = state.path;
@@ -165,34 +164,31 @@ void startHolder(const launch::LaunchPlan& plan, const StateDir& state, const st
   args.image = plan.image.path.string();
   args.offset = plan.image.offset;
   args.size = plan.image.size;
-  args.driver = plan.driver == launch::ImageDriver::Directory      ? "directory"
-                : plan.driver == launch::ImageDriver::SetuidHelper ? "premounted"
-                                                                    : "squashfuse";
-  const bool viaHelper = plan.driver == launch::ImageDriver::SetuidHelper;
+  args.lingerMs = plan.lingerMs;
+  args.driver = driver == launch::ImageDriver::Directory      ? "directory"
+                : driver == launch::ImageDriver::SetuidHelper ? "premounted"
+                                                               : "squashfuse";
+  const bool viaHelper = driver == launch::ImageDriver::SetuidHelper;
 
-  pid_t intermediate = ::fork();
-  if (intermediate < 0) throw sysError("fork");
-  if (intermediate == 0) {
+  Child intermediate = Child::fork([&] {
     ::setsid();
     pid_t holder = ::fork();
-    if (holder != 0) ::_exit(holder < 0 ? kExitFailure : 0);
-    readEnd.reset();
-    args.readyFd = writeEnd.release();
+    if (holder != 0) return holder < 0 ? kExitFailure : 0;
+    launchEnd.reset();
+    args.readyFd = holderEnd.release();
     if (viaHelper) {
       ::fcntl(args.readyFd, F_SETFD, 0);
       execSetuidHelper(args);
     }
-    ::_exit(holderMain(args));
-  }
-  writeEnd.reset();
-  int status = 0;
-  while (::waitpid(intermediate, &status, 0) < 0 && errno == EINTR) {
-  }
+    return holderMain(args);
+  });
+  holderEnd.reset();
+  (void)intermediate.wait();
 
   std::string report;
   std::array<char, 512> buf{};
   for (;;) {
-    ssize_t n = ::read(readEnd.get(), buf.data(), buf.size());
+    ssize_t n = ::read(launchEnd.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     report.append(buf.data(), static_cast<size_t>(n));
@@ -200,62 +196,86 @@ void startHolder(const launch::LaunchPlan& plan, const StateDir& state, const st
   while (!report.empty() && report.back() == '\n') report.pop_back();
   if (report == "ok") return;
   if (report.rfind("error: ", 0) == 0) throw Error(report.substr(7));
-  throw Error("the image holder exited without reporting (" + report + ")");
+  if (report.rfind("ctr-mount-helper: ", 0) == 0) throw Error(report);
+  throw Error("the image holder exited without reporting" + (report.empty() ? std::string() : ": " + report));
 }
 
 }  // namespace
 
-std::string imageKey(const launch::LaunchPlan& plan) {
+std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver) {
   const std::string identity =
-      std::to_string(plan.image.device) + ':' + std::to_string(plan.image.inode) + ':' +
-      std::to_string(plan.image.mtimeNs) + ':' + std::to_string(plan.image.offset) + ':' +
-      std::to_string(plan.image.size) + ':' + launch::toString(plan.driver);
-  std::uint64_t hash = 14695981039346656037ULL;  // FNV-1a
-  for (unsigned char c : identity) {
-    hash ^= c;
-    hash *= 1099511628211ULL;
-  }
-  std::array<char, 17> hex{};
-  std::snprintf(hex.data(), hex.size(), "%016llx", static_cast<unsigned long long>(hash));
-  return hex.data();
+      std::to_string(image.device) + ':' + std::to_string(image.inode) + ':' +
+      std::to_string(image.mtimeNs) + ':' + std::to_string(image.offset) + ':' +
+      std::to_string(image.size) + ':' + launch::toString(driver);
+  return toHex16(fnv1a64(identity));
 }
+
+namespace {
+
+struct Joined {
+  UniqueFd users;
+  HolderNamespaces ns;
+};
+
+// Joins (or starts) the holder of `key`; returns with K.users held shared.
+Joined joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver driver, const StateDir& state,
+                   const std::string& key) {
+  UniqueFd setup;
+  for (;;) {
+    setup = openLockFile(state.fd.get(), key + ".setup", true);
+    lockFile(setup.get(), LOCK_EX, "setup lock");
+    // A holder tearing down removes the lock files while holding them: locked a removed one?
+    struct stat st {};
+    if (::fstat(setup.get(), &st) == 0 && st.st_nlink > 0) break;
+  }
+  // Not O_CLOEXEC: the app and everything it starts keep the image alive through this fd.
+  UniqueFd users = openLockFile(state.fd.get(), key + ".users", false);
+  lockFile(users.get(), LOCK_SH, "users lock");
+  auto ns = findHolder(state.fd.get(), key);
+  if (!ns) {
+    try {
+      startHolder(plan, driver, state, key);
+    } catch (const Error&) {
+      // No holder: nobody else holds K.users, and a launch waiting for K.setup notices it
+      // was removed and starts over. Leave nothing behind for an image that failed.
+      for (const char* suffix : {".users", ".setup"}) ::unlinkat(state.fd.get(), (key + suffix).c_str(), 0);
+      throw;
+    }
+    ns = findHolder(state.fd.get(), key);
+    if (!ns) throw Error("the image holder for " + plan.image.path.string() + " vanished");
+  } else {
+    spdlog::debug("reusing the mounted image {}", key);
+  }
+  return {std::move(users), std::move(*ns)};
+}
+
+}  // namespace
 
 SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   log::StepTimer timer("joining the shared image mount");
   StateDir state = openStateDir(plan);
-  const std::string key = imageKey(plan);
-
-  UniqueFd setup = openLockFile(state.fd.get(), key + ".setup", true);
-  lockFile(setup.get(), LOCK_EX, "setup lock");
-  // Not O_CLOEXEC: the app and everything it starts keep the image alive through this fd.
-  UniqueFd users = openLockFile(state.fd.get(), key + ".users", false);
-  lockFile(users.get(), LOCK_SH, "users lock");
-
-  auto ns = findHolder(state.fd.get(), key);
-  if (!ns) {
-    startHolder(plan, state, key);
-    ns = findHolder(state.fd.get(), key);
-    if (!ns) throw Error("the image holder for " + plan.image.path.string() + " vanished");
-  } else {
-    log::StepTimer reuse("reusing the mounted image " + key);
+  spdlog::debug("image driver: {} ({})", launch::toString(plan.driver), plan.driverReason);
+  Joined joined;
+  try {
+    joined = joinOrStart(plan, plan.driver, state, imageKey(plan.image, plan.driver));
+  } catch (const Error& e) {
+    if (!plan.driverFallback) throw;
+    spdlog::warn("{} could not mount {} ({}): using {} instead", launch::toString(plan.driver),
+                 plan.image.path.string(), e.oneLine(), launch::toString(*plan.driverFallback));
+    joined = joinOrStart(plan, *plan.driverFallback, state, imageKey(plan.image, *plan.driverFallback));
   }
-  if (::setns(ns->user.get(), CLONE_NEWUSER) != 0) throw sysError("setns(user namespace)");
-  if (::setns(ns->mount.get(), CLONE_NEWNS) != 0) throw sysError("setns(mount namespace)");
-  setup.reset();  // joined: from now on our LOCK_SH keeps the holder alive
+  if (::setns(joined.ns.user.get(), CLONE_NEWUSER) != 0) throw sysError("setns(user namespace)");
+  if (::setns(joined.ns.mount.get(), CLONE_NEWNS) != 0) throw sysError("setns(mount namespace)");
+  // Joined: from now on our LOCK_SH on K.users keeps the holder alive (K.setup was released
+  // with its fd when joinOrStart returned).
   if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace)");
-  return {std::move(users), state.path + "/mnt/img", state.path + "/mnt/stage",
+  return {std::move(joined.users), state.path + "/mnt/img", state.path + "/mnt/stage",
           state.path + "/mnt/base"};
 }
 
 // ---- the holder ----
 
 namespace {
-
-void writeFile(const std::string& path, const std::string& text) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-    throw sysError("write " + path);
-}
 
 void createUserAndMountNamespace() {
   const uid_t uid = ::getuid();
@@ -276,7 +296,7 @@ void createUserAndMountNamespace() {
   writeFile("/proc/self/gid_map", std::to_string(gid) + ' ' + std::to_string(gid) + " 1\n");
 }
 
-pid_t startSquashfuse(const HolderArgs& args, const std::string& imageDir) {
+Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, ScopedMount& mount) {
   UniqueFd fuse(::open("/dev/fuse", O_RDWR | O_CLOEXEC));
   if (!fuse) {
     int err = errno;
@@ -297,41 +317,28 @@ pid_t startSquashfuse(const HolderArgs& args, const std::string& imageDir) {
   if (::mount("squashfuse", imageDir.c_str(), "fuse.squashfuse", MS_RDONLY | MS_NOSUID | MS_NODEV,
               options.c_str()) != 0)
     throw sysError("mount fuse.squashfuse on " + imageDir);
+  mount = ScopedMount(imageDir);
 
-  const pid_t parent = ::getpid();
-  pid_t child = ::fork();
-  if (child < 0) throw sysError("fork");
-  if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(kExitFailure);
-    if (fuse.get() == 3) ::fcntl(3, F_SETFD, 0);
-    else if (::dup2(fuse.get(), 3) < 0) ::_exit(kExitFailure);
-    for (int sig : {SIGINT, SIGHUP, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})
-      ::signal(sig, SIG_DFL);
-    std::string offset = "offset=" + std::to_string(args.offset);
-    std::vector<char*> argv = {const_cast<char*>(build::kSquashfuse), const_cast<char*>("-f"),
-                               const_cast<char*>("-o"), offset.data(),
-                               const_cast<char*>(args.image.c_str()),
-                               const_cast<char*>("/dev/fd/3"), nullptr};
-    ::execv(build::kSquashfuse, argv.data());
-    ::_exit(127);
-  }
+  SpawnOptions spawn;
+  spawn.keepFds = {{fuse.get(), 3}};
+  spawn.dieWithParent = true;
+  Child server = Child::spawn({build::kSquashfuse, "-f", "-o", "offset=" + std::to_string(args.offset),
+                               args.image, "/dev/fd/3"},
+                              spawn);
   fuse.reset();  // squashfuse holds the only connection fd: if it dies, accesses fail at once
   // The first access waits for squashfuse to answer FUSE_INIT, or fails when it exits.
   struct stat st {};
   if (::stat(imageDir.c_str(), &st) != 0) {
     int err = errno;
-    ::kill(child, SIGKILL);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    ::umount2(imageDir.c_str(), MNT_DETACH);
+    server.signal(SIGKILL);
+    const int status = server.wait();
     throw Error("squashfuse could not mount " + args.image + " (" + std::strerror(err) + ", " +
                 build::kSquashfuse + " " +
                 (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
                                    : "killed by a signal") +
                 "): not a valid squashfs image?");
   }
-  return child;
+  return server;
 }
 
 void bindImageDirectory(const std::string& source, const std::string& imageDir) {
@@ -379,6 +386,61 @@ void waitUntilUnused(int usersFd, int setupFd) {
   }
 }
 
+// Like waitUntilUnused, but the image must also have been unused for `lingerMs` since the
+// last launch joined: every launch opens K.users, which inotify reports (IN_OPEN), so a
+// launch in the linger window restarts the wait. Launches pay nothing for this.
+void waitUntilUnusedAndLingered(int stateFd, const std::string& usersName, int usersFd, int setupFd,
+                                std::uint32_t lingerMs) {
+  UniqueFd watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  const std::string path = "/proc/self/fd/" + std::to_string(stateFd) + "/" + usersName;
+  if (!watch || ::inotify_add_watch(watch.get(), path.c_str(), IN_OPEN) < 0) {
+    waitUntilUnused(usersFd, setupFd);  // no inotify here: no linger, today's behaviour
+    return;
+  }
+  auto drain = [&] {
+    std::array<char, 4096> buf{};
+    bool any = false;
+    while (::read(watch.get(), buf.data(), buf.size()) > 0) any = true;
+    return any;
+  };
+  for (;;) {
+    waitUntilUnused(usersFd, setupFd);
+    drain();
+    // Unused now. Let launches in while we linger; any open of K.users restarts the wait.
+    ::flock(setupFd, LOCK_UN);
+    ::flock(usersFd, LOCK_UN);
+    pollfd pfd{watch.get(), POLLIN, 0};
+    int n = 0;
+    while ((n = ::poll(&pfd, 1, static_cast<int>(lingerMs))) < 0 && errno == EINTR) {
+    }
+    if (n > 0 && drain()) continue;  // a launch came: wait until it and any others are done
+    // Linger over with no launch seen: take both locks without blocking, else go around.
+    if (lockFile(usersFd, LOCK_EX | LOCK_NB, "users lock")) {
+      if (lockFile(setupFd, LOCK_EX | LOCK_NB, "setup lock") && !drain()) return;
+      ::flock(setupFd, LOCK_UN);
+      ::flock(usersFd, LOCK_UN);
+    }
+  }
+}
+
+// Removes this key's state files and, for a private state directory, the directory itself.
+// Called holding K.setup and K.users exclusively: a launch blocked on K.setup notices the
+// file is gone (openLockedSetup) and starts over with a new one.
+void removeStateFiles(int dirFd, const std::string& stateDir, const std::string& key) {
+  for (const char* suffix : {".users", ".setup"}) ::unlinkat(dirFd, (key + suffix).c_str(), 0);
+  if (::faccessat(dirFd, kPrivateMarker, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+    ::unlinkat(dirFd, kPrivateMarker, 0);
+    ::unlinkat(dirFd, "mnt", AT_REMOVEDIR);
+    // The seccomp cache, if this launch wrote one.
+    if (DIR* d = ::fdopendir(::dup(dirFd))) {
+      while (dirent* e = ::readdir(d))
+        if (e->d_name[0] != '.') ::unlinkat(dirFd, e->d_name, 0);
+      ::closedir(d);
+    }
+    ::rmdir(stateDir.c_str());
+  }
+}
+
 void report(int fd, const std::string& line) {
   std::string text = line + '\n';
   (void)!::write(fd, text.data(), text.size());
@@ -392,6 +454,7 @@ std::vector<std::string> holderArgv(const HolderArgs& args) {
                                    "--driver", args.driver, "--image", args.image,
                                    "--offset", std::to_string(args.offset),
                                    "--size", std::to_string(args.size),
+                                   "--linger-ms", std::to_string(args.lingerMs),
                                    "--ready-fd", std::to_string(args.readyFd)};
   if (!args.premounted.empty()) {
     argv.push_back("--premounted");
@@ -420,8 +483,11 @@ int holderMain(const HolderArgs& args) {
   const std::string mntDir = args.stateDir + "/mnt";
   const std::string imageDir = mntDir + "/img";
   const std::string baseDir = mntDir + "/base";
-  pid_t server = -1;
+  Child server;
+  ScopedMount imageMount, baseMount, baseRootMount;
   try {
+    // The launch's prepared-root spec comes first on the report channel, up to EOF.
+    const auto spec = launch::preparedRootFromJson(readAllBounded(readyFd, 1 << 20, "prepared-root spec"));
     stateFd.reset(::open(args.stateDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!stateFd) throw sysError("open " + args.stateDir);
     usersFd = openLockFile(stateFd.get(), args.key + ".users", true);
@@ -436,46 +502,47 @@ int holderMain(const HolderArgs& args) {
         ::mkdir(baseDir.c_str(), 0700) != 0)
       throw sysError("mkdir in " + mntDir);
     if (args.driver == "squashfuse") {
-      server = startSquashfuse(args, imageDir);
+      server = startSquashfuse(args, imageDir, imageMount);
     } else if (args.driver == "directory") {
       bindImageDirectory(args.image, imageDir);
+      imageMount = ScopedMount(imageDir);
     } else if (args.driver == "premounted") {
       if (args.premounted.empty()) throw Error("__holder: --premounted DIR missing");
       if (::mount(args.premounted.c_str(), imageDir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
         throw sysError("bind " + args.premounted);
+      imageMount = ScopedMount(imageDir);
     } else {
       throw Error("__holder: unknown driver '" + args.driver + "'");
     }
     // The root every launch of this user can reuse (optional: without it, each launch
     // builds its own).
     try {
-      prepareBaseRoot(imageDir, baseDir);
-    } catch (const Error&) {
-      ::umount2((baseDir + "/root").c_str(), MNT_DETACH);
-      ::umount2(baseDir.c_str(), MNT_DETACH);
+      baseMount = ScopedMount(baseDir);
+      baseRootMount = ScopedMount(baseDir + "/root");
+      prepareBaseRoot(imageDir, baseDir, spec);
+    } catch (const Error& e) {
+      baseRootMount.reset();
+      baseMount.reset();
     }
     writePidFile(stateFd.get(), args.key);
   } catch (const Error& e) {
-    if (server > 0) ::kill(server, SIGKILL);
     report(readyFd, "error: " + e.oneLine());
-    return kExitFailure;
+    return kExitFailure;  // server, if started, is killed and reaped; mounts detached
   }
   report(readyFd, "ok");
 
   try {
-    waitUntilUnused(usersFd.get(), setupFd.get());
+    if (args.lingerMs > 0)
+      waitUntilUnusedAndLingered(stateFd.get(), args.key + ".users", usersFd.get(), setupFd.get(),
+                                 args.lingerMs);
+    else
+      waitUntilUnused(usersFd.get(), setupFd.get());
   } catch (const Error&) {
     // Cannot wait: tear down now rather than leak; launches fail loudly on ENOTCONN.
   }
   removePidFile(stateFd.get(), args.key);
-  ::umount2((baseDir + "/root").c_str(), MNT_DETACH);
-  ::umount2(baseDir.c_str(), MNT_DETACH);
-  ::umount2(imageDir.c_str(), MNT_DETACH);
-  if (server > 0) {
-    ::kill(server, SIGKILL);
-    while (::waitpid(server, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  }
+  removeStateFiles(stateFd.get(), args.stateDir, args.key);
+  // Detached and killed in this order by the destructors: base root, base, image, server.
   return 0;
 }
 

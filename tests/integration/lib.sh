@@ -72,10 +72,22 @@ ensure_test_user() {
   require_userns_overlay
 }
 
-# as_user CMD...: runs CMD as the test user with a login-like environment, cwd $WORK.
+# as_user CMD...: runs CMD as the test user with a login-like environment, cwd $WORK
+# (plus CTR_CONFIG when use_linger chose a configuration).
 as_user() {
   ( cd "$WORK" && runuser -u "$CTR_TEST_USER" -- env -i HOME="$(getent passwd "$CTR_TEST_USER" | cut -d: -f6)" \
-      USER="$CTR_TEST_USER" LOGNAME="$CTR_TEST_USER" PATH=/usr/local/bin:/usr/bin:/bin "$@" )
+      USER="$CTR_TEST_USER" LOGNAME="$CTR_TEST_USER" PATH=/usr/local/bin:/usr/bin:/bin \
+      ${CTR_TEST_CONFIG:+CTR_CONFIG=$CTR_TEST_CONFIG} "$@" )
+}
+
+# use_linger SECONDS: the test user's launches use a ctr.conf with 'image linger = SECONDS'
+# (0: a holder ends with the image's last launch, so leftover checks need not wait; the
+# default keeps images mounted a few seconds for the next launch).
+use_linger() {
+  CTR_TEST_CONFIG=$WORK/ctr-linger.conf
+  printf 'image linger = %s\n' "$1" > "$CTR_TEST_CONFIG"
+  chmod 644 "$CTR_TEST_CONFIG"
+  note "image linger = $1 s for this test's launches"
 }
 
 # expect_eq WHAT EXPECTED ACTUAL

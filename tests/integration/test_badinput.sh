@@ -2,6 +2,7 @@
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
 require_fuse
+use_linger 0
 make_demo_rootfs "$WORK/demo"
 ln -s ../../../../../etc "$WORK/demo/escape"   # a symlink in the image climbing out of the root
 mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend >/dev/null

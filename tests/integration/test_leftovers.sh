@@ -1,13 +1,18 @@
 # Shared image mount: concurrent launches of one image share one squashfuse; a launch
-# SIGKILLed at any point leaves no FUSE server, mount or directory behind once the others end.
+# SIGKILLed at any point leaves no FUSE server, mount or directory behind once the others end
+# (and the linger time has passed: these checks run with 'image linger = 0', then the
+# linger itself is tested with 1 s).
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
 require_fuse
+use_linger 0
 make_demo_rootfs "$WORK/demo"
 mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend >/dev/null
 chmod -R a+rX "$WORK"
 uid=$(id -u "$CTR_TEST_USER")
 state=/tmp/ctr-$uid
+# Lock files of earlier ctr versions (which kept them) are not this version's leftovers.
+if ! pgrep -u "$CTR_TEST_USER" >/dev/null; then rm -f "$state"/*.users "$state"/*.setup "$state"/*.pid; fi
 
 live_squashfuse() { pgrep -u "$CTR_TEST_USER" -f "squashfuse.*$WORK/demo.sqfs" | wc -l; }
 # Live (not zombie) holders: reparented to PID 1, which may reap late here.
@@ -56,9 +61,46 @@ expect_eq "launch after kills" 'NAME="ctr demo (busybox)"' "$out"
 wait_gone "after the SIGKILL loop"
 no_host_mounts "after the SIGKILL loop"
 
-note "nothing but the state directory, its mnt/, lock files and the seccomp filter cache remain"
-left=$(find "$state" -mindepth 1 ! -name '*.users' ! -name '*.setup' ! -path "$state/mnt" \
-  ! -regex "$state/seccomp-[0-9a-f]*\.bpf")
+note "linger: sequential launches join the image's holder; nothing is left once it has passed"
+use_linger 1
+squashfuse_pid() { pgrep -u "$CTR_TEST_USER" -f "squashfuse.*$WORK/demo.sqfs" | head -1; }
+as_user "$CTR_BIN" exec "$WORK/demo.sqfs" true
+first=$(squashfuse_pid)
+[ -n "$first" ] || fail "linger: no squashfuse kept after the first launch"
+for _ in 1 2 3; do as_user "$CTR_BIN" exec "$WORK/demo.sqfs" true; sleep 0.3; done
+expect_eq "linger: the same squashfuse served every sequential launch" "$first" "$(squashfuse_pid)"
+sleep 0.5   # 0.5 s after the last launch: still inside the 1 s window
+expect_eq "linger: still mounted inside the window" "$first" "$(squashfuse_pid)"
+for _ in $(seq 40); do [ -z "$(squashfuse_pid)" ] && break; sleep 0.1; done
+wait_gone "linger: after the window"
+no_host_mounts "linger: after the window"
+
+note "linger: a changed image (new mtime) is never served from the old mount"
+as_user "$CTR_BIN" exec "$WORK/demo.sqfs" true
+old=$(squashfuse_pid)
+mkdir -p "$WORK/demo/extra" && echo new > "$WORK/demo/extra/file"
+mksquashfs "$WORK/demo" "$WORK/demo.sqfs.new" -quiet -noappend >/dev/null
+chmod a+r "$WORK/demo.sqfs.new"
+cat "$WORK/demo.sqfs.new" > "$WORK/demo.sqfs"   # same inode, new content and mtime
+out=$(as_user "$CTR_BIN" exec "$WORK/demo.sqfs" cat /extra/file)
+expect_eq "linger: the rewritten image's content" new "$out"
+pgrep -u "$CTR_TEST_USER" -f "squashfuse.*$WORK/demo.sqfs" | grep -vqx "$old" ||
+  fail "linger: no new mount for the changed image (the old one, still lingering, served it)"
+
+note "linger: SIGKILL of launches inside the window leaves nothing once it has passed"
+for i in $(seq 6); do
+  as_user "$CTR_BIN" exec "$WORK/demo.sqfs" true &
+  p=$!
+  sleep "0.00$((i % 10))"
+  pkill -KILL -u "$CTR_TEST_USER" -x ctr 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+done
+for _ in $(seq 40); do [ "$(live_squashfuse)" = 0 ] && break; sleep 0.1; done
+wait_gone "linger: after kills and the window"
+no_host_mounts "linger: after kills and the window"
+
+note "nothing but the state directory, its mnt/ and the seccomp filter cache remain"
+left=$(find "$state" -mindepth 1 ! -path "$state/mnt" ! -regex "$state/seccomp-[0-9a-f]*\.bpf")
 [ -z "$left" ] || fail "left in $state: $left"
 assert_no_leftovers
 echo "PASS: $TEST_NAME"

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "ctr/error.hpp"
 #include "ctr/launch.hpp"
@@ -128,8 +131,10 @@ TEST(Planner, UserBindsFromOptionAndEnvironmentComeAfterPolicyBinds) {
   ASSERT_LT(pos("/etc/localtime"), pos("/opt/sw"));
   ASSERT_LT(pos("/mnt/scratch"), pos("/data"));
   EXPECT_TRUE(findMount(plan, "/data")->readOnly);
-  EXPECT_EQ(findMount(plan, "/data")->origin, "user");
-  EXPECT_EQ(findMount(plan, "/etc/localtime")->origin, "policy");
+  EXPECT_EQ(findMount(plan, "/data")->origin, ctr::launch::MountOrigin::User);
+  EXPECT_TRUE(findMount(plan, "/data")->required) << "a missing user bind source is an error";
+  EXPECT_EQ(findMount(plan, "/etc/localtime")->origin, ctr::launch::MountOrigin::Policy);
+  EXPECT_FALSE(findMount(plan, "/etc/localtime")->required) << "absent admin binds are skipped";
 }
 
 TEST(Planner, RefusesUserBindsWhenPolicyForbidsThem) {
@@ -170,15 +175,43 @@ TEST(Planner, DriverFollowsImageKindAndPolicy) {
   ctr::config::Policy policy;
   auto host = alice();
   host.setuidHelperInstalled = true;
+  host.helperConfigSafe = true;
+  host.loopControl = true;
   EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::Squashfuse)
       << "the helper is never used unless the admin allows it";
   policy.allowSetuid = true;
-  EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::SetuidHelper);
+  auto plan = planLaunch(execTrue(), policy, sifImage(), host);
+  EXPECT_EQ(plan.driver, ImageDriver::SetuidHelper);
+  EXPECT_EQ(plan.driverFallback, ImageDriver::Squashfuse) << "auto falls back when the helper cannot proceed";
+  host.helperConfigSafe = false;
+  EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::Squashfuse)
+      << "the helper refuses a config that is not root-owned and private";
+  host.helperConfigSafe = true;
   policy.imageDriver = ctr::config::ImageDriver::Squashfuse;
   EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::Squashfuse);
   policy.imageDriver = ctr::config::ImageDriver::Setuid;
+  EXPECT_FALSE(planLaunch(execTrue(), policy, sifImage(), host).driverFallback)
+      << "'image driver = setuid' never falls back";
   host.setuidHelperInstalled = false;
   EXPECT_THROW((void)planLaunch(execTrue(), policy, sifImage(), host), ctr::Error);
+}
+
+TEST(Planner, PreparedRootHoldsEveryLaunchIndependentMountAndNoUserBind) {
+  auto o = execTrue();
+  o.binds = {"/srv/data:/data"};
+  auto plan = planLaunch(o, {}, sifImage(), alice());
+  std::vector<std::string> targets;
+  for (const auto& m : plan.preparedRoot.mounts) targets.push_back(m.destination);
+  EXPECT_NE(std::find(targets.begin(), targets.end(), "/proc"), targets.end());
+  EXPECT_NE(std::find(targets.begin(), targets.end(), "/etc/passwd"), targets.end());
+  EXPECT_NE(std::find(targets.begin(), targets.end(), plan.user.home), targets.end());
+  EXPECT_EQ(std::find(targets.begin(), targets.end(), "/data"), targets.end());
+  EXPECT_EQ(plan.preparedRoot.user.uid, plan.user.uid);
+  auto back = ctr::launch::preparedRootFromJson(ctr::launch::preparedRootToJson(plan.preparedRoot));
+  ASSERT_EQ(back.mounts.size(), plan.preparedRoot.mounts.size());
+  EXPECT_EQ(back.mounts.back().kind, plan.preparedRoot.mounts.back().kind);
+  EXPECT_EQ(back.user.home, plan.user.home);
+  EXPECT_EQ(back.user.groups, plan.user.groups);
 }
 
 TEST(Planner, RunUsesTheRunscriptAndShellUsesBinSh) {
@@ -198,11 +231,27 @@ TEST(Planner, WritableTmpfsAsksForAnOverlayRoot) {
   EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).rootMode, RootMode::Overlay);
 }
 
-TEST(Planner, StateDirIsPerUser) {
+TEST(Planner, StateDirIsChosenOnceAndSkipsNamesTakenByOthers) {
+  // A uid nobody has: its /tmp names are free, unless we (another uid) take them first.
+  const uid_t uid = 3999999;
+  const std::string base = "/tmp/ctr-" + std::to_string(uid);
+  std::filesystem::remove_all(base);
+  std::filesystem::remove_all(base + ".1");
+  EXPECT_EQ(chooseStateDir(uid, ""), base);
+  EXPECT_EQ(chooseStateDir(uid, "/nonexistent/runtime"), base) << "a missing XDG_RUNTIME_DIR is not used";
+  std::filesystem::create_directory(base);  // owned by the test's uid, not by `uid`
+  EXPECT_EQ(chooseStateDir(uid, ""), base + ".1");
+  std::filesystem::remove_all(base);
+  // An XDG_RUNTIME_DIR owned by the user wins.
+  char tmpl[] = "/tmp/ctr-xdg-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  EXPECT_EQ(chooseStateDir(::getuid(), tmpl), std::string(tmpl) + "/ctr");
+  EXPECT_NE(chooseStateDir(uid, tmpl), std::string(tmpl) + "/ctr") << "not when someone else owns it";
+  std::filesystem::remove_all(tmpl);
+  // The plan carries the host's choice.
   auto host = alice();
-  EXPECT_EQ(stateDirFor(host), "/tmp/ctr-1000");
-  host.runtimeDir = "/run/user/1000";
-  EXPECT_EQ(stateDirFor(host), "/run/user/1000/ctr");
+  host.stateDir = "/run/user/1000/ctr";
+  EXPECT_EQ(planLaunch(execTrue(), {}, sifImage(), host).stateDir, "/run/user/1000/ctr");
 }
 
 TEST(Planner, ExplainPrintsMountsEnvironmentAndNamespaces) {
