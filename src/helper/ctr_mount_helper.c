@@ -9,7 +9,9 @@
  *
  * Nothing here outlives a SIGKILL: the mount lives only in this process's mount namespace,
  * and the loop device clears itself when its last opener (our fd, then the mount) is gone.
- * libc and kernel API only; every step is checked and a failure names the step and errno. */
+ * Nothing a caller can stop holds a lock another user needs: each user has their own loop
+ * index and lock. libc and kernel API only; every step is checked and a failure names the
+ * step and errno. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +19,10 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <linux/loop.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -31,7 +36,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,7 +48,6 @@
 #endif
 #define MOUNT_POINT CTR_HELPER_RUNDIR "/mnt"
 #define INDEX_DIR CTR_HELPER_RUNDIR "/loop"
-#define LOCK_FILE CTR_HELPER_RUNDIR "/lock"
 #define LOCK_TIMEOUT_S 30
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -69,8 +74,7 @@ static int n_groups;
 static void ensure_std_fds(void) {
   for (int fd = 0; fd < 3; fd++) {
     if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-    int nfd = open("/dev/null", O_RDWR);
-    if (nfd != fd) _exit(255); /* cannot even report it */
+    if (open("/dev/null", O_RDWR) != fd) _exit(255); /* cannot even report it */
   }
 }
 
@@ -119,11 +123,10 @@ static void load_config(struct hp_config *cfg, char *buf, size_t bufsize) {
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
     die("config %s is writable by group or others: refusing", CTR_SYSCONF_PATH);
   if (st.st_size >= (off_t)bufsize) die("config %s is too large", CTR_SYSCONF_PATH);
-  size_t len = (size_t)st.st_size;
-  if (pread_all(&fd, buf, len, 0) != 0) die("read config %s: %s", CTR_SYSCONF_PATH, strerror(errno));
-  buf[len] = '\0';
+  if (pread_all(&fd, buf, (size_t)st.st_size, 0) != 0) die("read config %s: %s", CTR_SYSCONF_PATH, strerror(errno));
+  buf[st.st_size] = '\0';
   if (close(fd) != 0) die_errno("close config");
-  if (hp_parse_config(buf, len, cfg, err, sizeof err) != 0) die("config %s: %s", CTR_SYSCONF_PATH, err);
+  if (hp_parse_config(buf, (size_t)st.st_size, cfg, err, sizeof err) != 0) die("config %s: %s", CTR_SYSCONF_PATH, err);
   if (!cfg->allow_setuid) die("%s says 'allow setuid = no': kernel squashfs mounts are disabled", CTR_SYSCONF_PATH);
 }
 
@@ -135,18 +138,40 @@ static void set_fs_ids(uid_t uid, gid_t gid) {
     die("setfsuid/setfsgid to %u/%u did not take effect", (unsigned)uid, (unsigned)gid);
 }
 
-/* The file is opened once, with the caller's filesystem credentials (fsuid/fsgid and the
- * caller's own supplementary groups, which setuid leaves untouched), so only what the user can
- * read can be mounted. Everything after this uses the fd, never the path again. */
+/* capget, or capset of `caps` (the raw syscalls: libc has no wrapper, libcap is not used). */
+static void capabilities(int set, struct __user_cap_data_struct caps[2]) {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  if (syscall(set ? SYS_capset : SYS_capget, &hdr, caps) != 0) die_errno(set ? "capset" : "capget");
+}
+
+/* The file is opened once, exactly as the caller would open it: their fsuid/fsgid and their
+ * own supplementary groups (which setuid leaves untouched), with no effective capability, so
+ * that neither DAC override nor CAP_SYS_PTRACE (which guards /proc/PID/{cwd,root,fd}) helps;
+ * and /proc magic links are refused outright (openat2 RESOLVE_NO_MAGICLINKS). An unreadable
+ * file therefore gives the caller the error their own open(2) would: nothing new is learnt.
+ * Everything after this uses the fd, never the path again. */
 static int open_image_as_user(const char *path, struct stat *st) {
+  struct __user_cap_data_struct all[2], none[2];
+  capabilities(0, all);
+  memcpy(none, all, sizeof none);
+  none[0].effective = none[1].effective = 0;
   set_fs_ids(real_uid, real_gid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  capabilities(1, none);
+  struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, .resolve = RESOLVE_NO_MAGICLINKS};
+  int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  /* Before Linux 5.6: magic links are then followed with the caller's own rights only. */
+  if (fd < 0 && errno == ENOSYS) fd = open(path, (int)how.flags);
   int saved = errno;
+  capabilities(1, all);
   set_fs_ids(0, 0);
-  if (fd < 0) die("open image %s as uid %u: %s", path, (unsigned)real_uid, strerror(saved));
+  if (fd < 0)
+    die("open image %s as uid %u: %s%s", path, (unsigned)real_uid, strerror(saved),
+        saved == ELOOP ? " (paths through /proc magic links are refused)" : "");
   if (fstat(fd, st) != 0) die_errno("fstat image");
   if (!S_ISREG(st->st_mode)) die("image %s is not a regular file", path);
-  if (st->st_nlink == 0) die("image %s was deleted", path);
+  /* Another name could lie outside 'setuid image directories' (fs.protected_hardlinks=0, or
+   * a root-owned file the user may write): only the name opened is checked. 0: deleted. */
+  if (st->st_nlink != 1) die("image %s has %ju hard links (1 is allowed): refused", path, (uintmax_t)st->st_nlink);
   return fd;
 }
 
@@ -189,158 +214,134 @@ static void ensure_root_dir(const char *path, mode_t mode) {
   check_root_dir(path);
 }
 
-/* An exclusive lock over the loop index, with a deadline: a caller who SIGSTOPs a helper
- * holding it must not block other users' launches forever. */
-static int lock_index(void) {
-  int fd = open(LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) die("open %s: %s", LOCK_FILE, strerror(errno));
-  for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
-    if (errno != EWOULDBLOCK) die("flock %s: %s", LOCK_FILE, strerror(errno));
-    if (tries >= LOCK_TIMEOUT_S * 100) die("flock %s: held by another launch for %d s", LOCK_FILE, LOCK_TIMEOUT_S);
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
-  return fd;
+/* Loop devices record who attached them (lo_file_name), so an index entry left from a device
+ * that was since attached again, by anyone, for the same file is not counted twice. */
+#define OWNER_TAG "ctr-mount-helper uid %u"
+
+/* Index entries are "<dev>-<ino>-<offset>-<size>" -> "<loop number>". */
+static void format_key(char key[128], uint64_t dev, uint64_t ino, uint64_t off, uint64_t size) {
+  snprintf(key, 128, "%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64, dev, ino, off, size);
 }
 
-/* Opens /dev/loopN and returns its fd if it is still attached read-only, autoclear, to this
- * file at this offset and size; -1 (and nothing open) otherwise. */
-static int open_matching_loop(int n, dev_t dev, ino_t ino, uint64_t off, uint64_t size) {
-  char path[64];
-  snprintf(path, sizeof path, "/dev/loop%d", n);
+/* An fd on the loop device an entry of `owner`'s index names, and its number in *nr, if it is
+ * still attached read-only, autoclear, by a launch of `owner`, to the file range the entry's
+ * name says; -1 (and nothing open) otherwise. */
+static int open_entry(int dir, const char *name, uid_t owner, int *nr) {
+  char target[32], path[64], key[128], tag[LO_NAME_SIZE];
+  ssize_t len = readlinkat(dir, name, target, sizeof target - 1);
+  if (len <= 0) return -1;
+  target[len] = '\0';
+  if (sscanf(target, "%d", nr) != 1 || *nr < 0) return -1;
+  snprintf(path, sizeof path, "/dev/loop%d", *nr);
+  snprintf(tag, sizeof tag, OWNER_TAG, (unsigned)owner);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
   struct loop_info64 info;
   const uint32_t flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
-  if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && info.lo_device == dev && info.lo_inode == ino &&
-      info.lo_offset == off && info.lo_sizelimit == size && (info.lo_flags & flags) == flags)
-    return fd;
-  close(fd);
+  if (fd >= 0 && ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && (info.lo_flags & flags) == flags &&
+      strncmp((const char *)info.lo_file_name, tag, LO_NAME_SIZE) == 0) {
+    format_key(key, info.lo_device, info.lo_inode, info.lo_offset, info.lo_sizelimit);
+    if (strcmp(key, name) == 0) return fd;
+  }
+  if (fd >= 0) close(fd);
   return -1;
 }
 
-/* Index entries are "<dev>-<ino>-<offset>-<size>" -> "<loop number>". */
-static int parse_entry(const char *name, int idx, dev_t *dev, ino_t *ino, uint64_t *off, uint64_t *size, int *n) {
-  char target[32];
-  ssize_t len = readlinkat(idx, name, target, sizeof target - 1);
-  if (len <= 0) return -1;
-  target[len] = '\0';
-  uint64_t d, i;
-  if (sscanf(name, "%" SCNx64 "-%" SCNx64 "-%" SCNx64 "-%" SCNx64, &d, &i, off, size) != 4) return -1;
-  if (sscanf(target, "%d", n) != 1 || *n < 0) return -1;
-  *dev = (dev_t)d;
-  *ino = (ino_t)i;
-  return 0;
+/* Walks every user's index (INDEX_DIR/<uid>/), counting the caller's live devices in *mine
+ * and everyone's in *total. Drops the caller's stale entries; other users' are only read
+ * (their own launches clean them). Returns an fd on a live device another user attached for
+ * `key`: shared, so every user's ranks share one superblock and page cache, and charged to
+ * whoever attached it. Bounded by the quotas: no index holds more than its user's quota. */
+static int scan_indexes(int root, const char *key, long *mine, long *total, int *nr) {
+  int rfd = dup(root), found = -1;
+  DIR *users = rfd < 0 ? NULL : fdopendir(rfd);
+  if (users == NULL) die_errno("read " INDEX_DIR);
+  for (struct dirent *u; found < 0 && (u = readdir(users)) != NULL;) {
+    char *end;
+    unsigned long uid = strtoul(u->d_name, &end, 10);
+    int dir = end == u->d_name || *end != '\0' ? -1 : openat(root, u->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = dir < 0 ? NULL : fdopendir(dir); /* closedir closes dir */
+    if (d == NULL && dir >= 0) close(dir);
+    for (struct dirent *e; found < 0 && d != NULL && (e = readdir(d)) != NULL;) {
+      int fd = e->d_name[0] == '.' ? -2 : open_entry(dir, e->d_name, (uid_t)uid, nr);
+      if (fd >= 0 && uid != real_uid && strcmp(e->d_name, key) == 0) found = fd;
+      else if (fd >= 0) close(fd), ++*total, *mine += uid == real_uid;
+      else if (fd == -1 && uid == real_uid && unlinkat(dir, e->d_name, 0) != 0 && errno != ENOENT)
+        die("unlink stale index entry %s: %s", e->d_name, strerror(errno));
+    }
+    if (d != NULL) closedir(d);
+  }
+  closedir(users);
+  return found;
 }
 
-/* Number of live loop devices this helper attached; drops entries whose device is gone.
- * The index holds at most max entries, so this walk is bounded by the admin's limit. */
-static long count_live(int idx) {
-  int dfd = dup(idx);
-  if (dfd < 0) die_errno("dup index");
-  DIR *d = fdopendir(dfd);
-  if (d == NULL) die_errno("fdopendir index");
-  long live = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (e->d_name[0] == '.') continue;
-    dev_t dev; ino_t ino; uint64_t off, size; int n;
-    int fd = parse_entry(e->d_name, idx, &dev, &ino, &off, &size, &n) == 0
-                 ? open_matching_loop(n, dev, ino, off, size) : -1;
-    if (fd >= 0) {
-      live++;
-      close(fd);
-    } else if (unlinkat(idx, e->d_name, 0) != 0 && errno != ENOENT) {
-      die("unlink stale index entry %s: %s", e->d_name, strerror(errno));
-    }
+/* The caller's own index, INDEX_DIR/<uid>, locked. Only the caller's helpers take this lock,
+ * so a helper the caller stops blocks only the caller's own launches, and those give up with
+ * a message after LOCK_TIMEOUT_S. */
+static int lock_own_index(int root) {
+  char name[32];
+  snprintf(name, sizeof name, "%u", (unsigned)real_uid);
+  if (mkdirat(root, name, 0700) != 0 && errno != EEXIST) die("mkdir %s/%s: %s", INDEX_DIR, name, strerror(errno));
+  int dir = openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) die("open %s/%s: %s", INDEX_DIR, name, strerror(errno));
+  for (int tries = 0; flock(dir, LOCK_EX | LOCK_NB) != 0; tries++) {
+    if (errno != EWOULDBLOCK) die("flock %s/%s: %s", INDEX_DIR, name, strerror(errno));
+    if (tries >= LOCK_TIMEOUT_S * 100)
+      die("another launch of yours has held %s/%s for %d s (stopped?): giving up", INDEX_DIR, name, LOCK_TIMEOUT_S);
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
   }
-  closedir(d);
-  return live;
+  return dir;
 }
 
-/* Returns an fd on a loop device showing [off, off+size) of the image read-only, and its
- * number. Reuses the device another launch attached for the same file and offset, so ranks
- * share one squashfs superblock and page cache. */
-static int attach_loop(const struct hp_config *cfg, int image_fd, const struct stat *st,
-                       const struct hp_fs *fs, int *loop_nr) {
-  ensure_root_dir(INDEX_DIR, 0700);
-  int idx = open(INDEX_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (idx < 0) die("open %s: %s", INDEX_DIR, strerror(errno));
-  char key[128];
-  snprintf(key, sizeof key, "%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64, (uint64_t)st->st_dev,
-           (uint64_t)st->st_ino, fs->offset, fs->size);
-  dev_t dev; ino_t ino; uint64_t off, size; int n;
-  if (parse_entry(key, idx, &dev, &ino, &off, &size, &n) == 0) {
-    int fd = open_matching_loop(n, st->st_dev, st->st_ino, fs->offset, fs->size);
-    if (fd >= 0) {
-      close(idx);
-      *loop_nr = n;
-      return fd;
-    }
-  }
-  if (unlinkat(idx, key, 0) != 0 && errno != ENOENT) die("unlink stale index entry: %s", strerror(errno));
-  long live = count_live(idx);
-  if (live >= cfg->max_loop_devices)
-    die("'max loop devices = %ld' reached (%ld attached by ctr): refusing to attach another", cfg->max_loop_devices, live);
-
+/* A new read-only autoclear loop device showing [offset, offset+size) of the image. */
+static int attach_new(int image_fd, const struct hp_fs *fs, int *nr) {
   int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
   if (ctl < 0) die_errno("open /dev/loop-control");
   for (int attempt = 0;; attempt++) {
-    n = ioctl(ctl, LOOP_CTL_GET_FREE);
-    if (n < 0) die_errno("LOOP_CTL_GET_FREE");
+    *nr = ioctl(ctl, LOOP_CTL_GET_FREE);
+    if (*nr < 0) die_errno("LOOP_CTL_GET_FREE");
     char path[64];
-    snprintf(path, sizeof path, "/dev/loop%d", n);
+    snprintf(path, sizeof path, "/dev/loop%d", *nr);
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) die("open %s: %s", path, strerror(errno));
-    struct loop_config lc;
-    memset(&lc, 0, sizeof lc);
-    lc.fd = (uint32_t)image_fd;
-    lc.info.lo_offset = fs->offset;
-    lc.info.lo_sizelimit = fs->size;
-    lc.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
-    snprintf((char *)lc.info.lo_file_name, LO_NAME_SIZE, "ctr-mount-helper");
-    if (ioctl(fd, LOOP_CONFIGURE, &lc) == 0) {
-      if (symlinkat(path + strlen("/dev/loop"), idx, key) != 0) die("symlink index entry: %s", strerror(errno));
-      close(ctl);
-      close(idx);
-      *loop_nr = n;
-      return fd;
-    }
+    struct loop_config lc = {.fd = (uint32_t)image_fd,
+                             .info = {.lo_offset = fs->offset, .lo_sizelimit = fs->size,
+                                      .lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR}};
+    snprintf((char *)lc.info.lo_file_name, LO_NAME_SIZE, OWNER_TAG, (unsigned)real_uid);
+    if (ioctl(fd, LOOP_CONFIGURE, &lc) == 0) return close(ctl), fd;
     /* Another process (ours or not) took the free device between the two calls. */
     if (errno != EBUSY || attempt >= 16) die("LOOP_CONFIGURE %s: %s", path, strerror(errno));
     close(fd);
   }
 }
 
-static void mount_image(const struct hp_config *cfg, int image_fd, const struct stat *st, const struct hp_fs *fs) {
-  /* A private copy of the mount table: the kernel mount never appears on the host and goes
-   * away with the last process in this namespace. mount_namespaces(7). */
-  if (unshare(CLONE_NEWNS) != 0) die_errno("unshare(CLONE_NEWNS)");
-  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die_errno("make / private");
-  int lock = lock_index();
-  int loop_nr = -1;
-  int loop_fd = attach_loop(cfg, image_fd, st, fs, &loop_nr);
-  char dev[64];
-  snprintf(dev, sizeof dev, "/dev/loop%d", loop_nr);
-  if (mount(dev, MOUNT_POINT, "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0)
-    die("mount %s (squashfs) on %s: %s", dev, MOUNT_POINT, strerror(errno));
-  /* The mount now holds the device; autoclear detaches it when the last mount is gone. */
-  if (close(loop_fd) != 0) die_errno("close loop device");
-  if (close(lock) != 0) die_errno("unlock index");
-}
-
-static void check_status_zero(const char *field) {
-  FILE *f = fopen("/proc/self/status", "re");
-  if (f == NULL) die_errno("open /proc/self/status");
-  char line[256];
-  size_t flen = strlen(field);
-  int seen = 0;
-  while (fgets(line, sizeof line, f) != NULL) {
-    if (strncmp(line, field, flen) != 0 || line[flen] != ':') continue;
-    seen = 1;
-    if (strtoull(line + flen + 1, NULL, 16) != 0) die("%s is not zero after dropping privileges", field);
+/* Returns an fd on a loop device showing the image's filesystem, and its number. Reuses a
+ * device a launch of this or another user attached for the same file range; otherwise
+ * attaches one if the caller is under 'max loop devices' and all users under 'max loop
+ * devices total' (best effort across users: their launches do not wait for each other). */
+static int attach_loop(const struct hp_config *cfg, int image_fd, const struct stat *st,
+                       const struct hp_fs *fs, int *nr) {
+  ensure_root_dir(INDEX_DIR, 0700);
+  int root = open(INDEX_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0) die("open %s: %s", INDEX_DIR, strerror(errno));
+  int own = lock_own_index(root);
+  char key[128];
+  format_key(key, (uint64_t)st->st_dev, (uint64_t)st->st_ino, fs->offset, fs->size);
+  long mine = 0, total = 0;
+  int fd = open_entry(own, key, real_uid, nr);
+  if (fd < 0) fd = scan_indexes(root, key, &mine, &total, nr);
+  if (fd < 0) {
+    if (mine >= cfg->max_loop_devices)
+      die("'max loop devices = %ld' (per user) reached: you have %ld attached", cfg->max_loop_devices, mine);
+    if (total >= cfg->max_loop_devices_total)
+      die("'max loop devices total = %ld' reached (%ld attached by ctr)", cfg->max_loop_devices_total, total);
+    fd = attach_new(image_fd, fs, nr);
+    char target[32];
+    snprintf(target, sizeof target, "%d", *nr);
+    if (symlinkat(target, own, key) != 0) die("symlink index entry: %s", strerror(errno));
   }
-  fclose(f);
-  if (!seen) die("%s missing from /proc/self/status", field);
+  close(own); /* unlocks: the fd we hold keeps the device attached */
+  close(root);
+  return fd;
 }
 
 /* Groups, then gid, then uid (the other order would lose the right to change groups);
@@ -351,15 +352,16 @@ static void drop_privileges(void) {
   if (setresuid(real_uid, real_uid, real_uid) != 0) die_errno("setresuid");
   uid_t r, e, s;
   gid_t rg, eg, sg;
-  if (getresuid(&r, &e, &s) != 0 || r != real_uid || e != real_uid || s != real_uid)
-    die("uids are not all %u after setresuid", (unsigned)real_uid);
-  if (getresgid(&rg, &eg, &sg) != 0 || rg != real_gid || eg != real_gid || sg != real_gid)
-    die("gids are not all %u after setresgid", (unsigned)real_gid);
+  if (getresuid(&r, &e, &s) != 0 || getresgid(&rg, &eg, &sg) != 0 || r != real_uid || e != real_uid ||
+      s != real_uid || rg != real_gid || eg != real_gid || sg != real_gid)
+    die("uids/gids are not all %u/%u after setresuid/setresgid", (unsigned)real_uid, (unsigned)real_gid);
   if (real_uid != 0 && (setuid(0) != -1 || seteuid(0) != -1)) die("root could be regained after setresuid");
   if (real_gid != 0 && (setgid(0) != -1 || setegid(0) != -1)) die("gid 0 could be regained after setresgid");
-  check_status_zero("CapEff");
-  check_status_zero("CapPrm");
-  check_status_zero("CapAmb");
+  /* The ambient set is always a subset of the permitted one (capabilities(7)). */
+  struct __user_cap_data_struct caps[2];
+  capabilities(0, caps);
+  if ((caps[0].effective | caps[1].effective | caps[0].permitted | caps[1].permitted) != 0)
+    die("capabilities remain after setresuid");
   /* Nothing exec'd from here on can gain privileges (setuid files, file capabilities). */
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die_errno("PR_SET_NO_NEW_PRIVS");
 }
@@ -381,7 +383,18 @@ int main(int argc, char **argv) {
   n_groups = getgroups(NGROUPS_MAX, groups);
   if (n_groups < 0) die_errno("getgroups");
 
-  if (geteuid() != 0) die("not installed setuid root (owner root, mode 4755); see docs/admin-guide.md");
+  /* euid 0 is no privilege over the host inside a user namespace (`unshare -Ur`): require the
+   * initial one, whose uid_map is the identity, read from procfs itself (not a file the
+   * namespace's owner mounted over it). user_namespaces(7) */
+  FILE *map = fopen("/proc/self/uid_map", "re");
+  struct statfs map_fs;
+  unsigned long inside = 1, outside = 1, count = 0;
+  if (map != NULL && (fstatfs(fileno(map), &map_fs) != 0 || map_fs.f_type != PROC_SUPER_MAGIC ||
+                      fscanf(map, "%lu %lu %lu", &inside, &outside, &count) != 3))
+    count = 0;
+  if (map != NULL) fclose(map);
+  if (geteuid() != 0 || inside != 0 || outside != 0 || count != 4294967295UL)
+    die("not installed setuid root (owner root, mode 4755), or run inside a user namespace; see docs/admin-guide.md");
   char err[HP_ERR_LEN];
   struct hp_args args;
   if (hp_parse_args(argc, argv, &args, err, sizeof err) != 0) die("%s", err);
@@ -399,21 +412,27 @@ int main(int argc, char **argv) {
 
   ensure_root_dir(CTR_HELPER_RUNDIR, 0755);
   ensure_root_dir(MOUNT_POINT, 0755);
-  mount_image(&cfg, image_fd, &st, &fs);
+  /* A private copy of the mount table: the kernel mount never appears on the host and goes
+   * away with the last process in this namespace. mount_namespaces(7). */
+  if (unshare(CLONE_NEWNS) != 0) die_errno("unshare(CLONE_NEWNS)");
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die_errno("make / private");
+  int loop_nr = -1;
+  int loop_fd = attach_loop(&cfg, image_fd, &st, &fs, &loop_nr);
+  char dev[64];
+  snprintf(dev, sizeof dev, "/dev/loop%d", loop_nr);
+  if (mount(dev, MOUNT_POINT, "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0)
+    die("mount %s (squashfs) on %s: %s", dev, MOUNT_POINT, strerror(errno));
+  /* The mount now holds the device; autoclear detaches it when the last mount is gone. */
+  if (close(loop_fd) != 0) die_errno("close loop device");
   if (close(image_fd) != 0) die_errno("close image");
 
   drop_privileges();
   umask(saved_umask);
   if (sigprocmask(SIG_SETMASK, &saved_mask, NULL) != 0) die_errno("sigprocmask restore");
 
-  char *holder_argv[HP_MAX_ARGS + 8];
-  int k = 0;
-  holder_argv[k++] = (char *)CTR_BIN_PATH;
-  holder_argv[k++] = (char *)"__holder";
-  holder_argv[k++] = (char *)"--premounted";
-  holder_argv[k++] = (char *)MOUNT_POINT;
-  for (int i = 0; i < args.n_holder_args; i++) holder_argv[k++] = args.holder_args[i];
-  holder_argv[k] = NULL;
+  char *holder_argv[HP_MAX_ARGS + 8] = {(char *)CTR_BIN_PATH, (char *)"__holder", (char *)"--premounted",
+                                        (char *)MOUNT_POINT};
+  memcpy(holder_argv + 4, args.holder_args, (size_t)args.n_holder_args * sizeof(char *));
   char *envp[] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
   execve(CTR_BIN_PATH, holder_argv, envp);
   die("exec %s: %s", CTR_BIN_PATH, strerror(errno));

@@ -24,9 +24,7 @@ int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, s
       return fail(err, errlen, "argument %d is too long (limit %d bytes)", i, HP_MAX_ARG_LEN - 1);
   }
   if (argv[1][0] == '\0') return fail(err, errlen, "empty image path");
-  out->image = argv[1];
-  out->holder_args = argv + 2;
-  out->n_holder_args = argc - 2;
+  *out = (struct hp_args){.image = argv[1], .holder_args = argv + 2, .n_holder_args = argc - 2};
   return 0;
 }
 
@@ -40,32 +38,22 @@ static char *trim(char *s) {
 /* Splits a comma list in place into items (empty items dropped). */
 static int split_list(char *value, const char **items, int *n, int lineno, char *err, size_t errlen) {
   *n = 0;
-  char *p = value;
-  while (p != NULL) {
-    char *comma = strchr(p, ',');
-    if (comma != NULL) *comma = '\0';
+  for (char *p; (p = strsep(&value, ",")) != NULL;) {
     char *item = trim(p);
-    if (*item != '\0') {
-      if (*n == HP_MAX_LIST)
-        return fail(err, errlen, "line %d: more than %d entries", lineno, HP_MAX_LIST);
-      items[(*n)++] = item;
-    }
-    p = comma != NULL ? comma + 1 : NULL;
+    if (*item == '\0') continue;
+    if (*n == HP_MAX_LIST) return fail(err, errlen, "line %d: more than %d entries", lineno, HP_MAX_LIST);
+    items[(*n)++] = item;
   }
   return 0;
-}
-
-static int parse_bool(const char *v, int *out) {
-  if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0) return *out = 1, 0;
-  if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0) return *out = 0, 0;
-  return -1;
 }
 
 static int parse_line(char *key, char *value, int lineno, struct hp_config *cfg, char *err,
                       size_t errlen) {
   if (strcmp(key, "allow setuid") == 0) {
-    if (parse_bool(value, &cfg->allow_setuid) != 0)
+    int yes = strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 || strcmp(value, "1") == 0;
+    if (!yes && strcmp(value, "no") != 0 && strcmp(value, "false") != 0 && strcmp(value, "0") != 0)
       return fail(err, errlen, "line %d: allow setuid: expected yes or no", lineno);
+    cfg->allow_setuid = yes;
   } else if (strcmp(key, "setuid image directories") == 0) {
     if (split_list(value, cfg->dirs, &cfg->n_dirs, lineno, err, errlen) != 0) return -1;
     for (int i = 0; i < cfg->n_dirs; i++)
@@ -83,42 +71,31 @@ static int parse_line(char *key, char *value, int lineno, struct hp_config *cfg,
       else if (strcmp(items[i], "squashfs") == 0) cfg->formats |= HP_FORMAT_SQUASHFS;
       else return fail(err, errlen, "line %d: unknown format '%s'", lineno, items[i]);
     }
-  } else if (strcmp(key, "max loop devices") == 0) {
+  } else if (strcmp(key, "max loop devices") == 0 || strcmp(key, "max loop devices total") == 0) {
     char *end = NULL;
     long n = strtol(value, &end, 10);
     if (value[0] < '0' || value[0] > '9' || *end != '\0' || n < 1 || n > (1L << 20))
-      return fail(err, errlen, "line %d: max loop devices: expected 1 to 1048576", lineno);
-    cfg->max_loop_devices = n;
+      return fail(err, errlen, "line %d: %s: expected 1 to 1048576", lineno, key);
+    *(strcmp(key, "max loop devices") == 0 ? &cfg->max_loop_devices : &cfg->max_loop_devices_total) = n;
   }
   /* Other keys belong to ctr, which validates them. */
   return 0;
 }
 
 int hp_parse_config(char *text, size_t len, struct hp_config *cfg, char *err, size_t errlen) {
-  memset(cfg, 0, sizeof *cfg);
-  cfg->owners[0] = "root";
-  cfg->n_owners = 1;
-  cfg->formats = HP_FORMAT_SIF | HP_FORMAT_SQUASHFS;
-  cfg->max_loop_devices = 256;
+  *cfg = (struct hp_config){.owners = {"root"}, .n_owners = 1, .formats = HP_FORMAT_SIF | HP_FORMAT_SQUASHFS,
+                            .max_loop_devices = 64, .max_loop_devices_total = 256};
   if (len > HP_MAX_CONFIG) return fail(err, errlen, "larger than %d bytes", HP_MAX_CONFIG);
   if (memchr(text, '\0', len) != NULL) return fail(err, errlen, "contains a NUL byte");
   int lineno = 0;
-  char *line = text;
-  while (line != NULL && *line != '\0') {
+  for (char *line; (line = strsep(&text, "\n")) != NULL;) {
     lineno++;
-    char *nl = strchr(line, '\n');
-    if (nl != NULL) *nl = '\0';
-    char *next = nl != NULL ? nl + 1 : NULL;
-    char *hash = strchr(line, '#');
-    if (hash != NULL) *hash = '\0';
-    char *s = trim(line);
-    if (*s != '\0') {
-      char *eq = strchr(s, '=');
-      if (eq == NULL) return fail(err, errlen, "line %d: expected 'key = value'", lineno);
-      *eq = '\0';
-      if (parse_line(trim(s), trim(eq + 1), lineno, cfg, err, errlen) != 0) return -1;
-    }
-    line = next;
+    char *s = trim(strsep(&line, "#")); /* what precedes a comment */
+    if (*s == '\0') continue;
+    char *eq = strchr(s, '=');
+    if (eq == NULL) return fail(err, errlen, "line %d: expected 'key = value'", lineno);
+    *eq = '\0';
+    if (parse_line(trim(s), trim(eq + 1), lineno, cfg, err, errlen) != 0) return -1;
   }
   return 0;
 }
@@ -177,11 +154,9 @@ static int locate_sif(hp_read_fn read, void *ctx, uint64_t file_size, const unsi
     if (off > file_size || size > file_size - off || size == 0)
       return fail(err, errlen, "SIF primary partition (offset %llu, size %llu) lies outside the %llu-byte file",
                   (unsigned long long)off, (unsigned long long)size, (unsigned long long)file_size);
-    out->offset = off;
-    out->size = size;
+    *out = (struct hp_fs){.format = HP_FORMAT_SIF, .offset = off, .size = size};
   }
   if (found == 0) return fail(err, errlen, "SIF has no primary system partition");
-  out->format = HP_FORMAT_SIF;
   return check_squashfs(read, ctx, out->offset, out->size, err, errlen);
 }
 
@@ -193,9 +168,7 @@ int hp_locate_fs(hp_read_fn read, void *ctx, uint64_t file_size, struct hp_fs *o
   size_t want = file_size < SIF_HEADER ? (size_t)file_size : SIF_HEADER;
   if (read(ctx, hdr, want, 0) != 0) return fail(err, errlen, "cannot read the image header");
   if (memcmp(hdr, "hsqs", 4) == 0) {
-    out->format = HP_FORMAT_SQUASHFS;
-    out->offset = 0;
-    out->size = file_size;
+    *out = (struct hp_fs){.format = HP_FORMAT_SQUASHFS, .offset = 0, .size = file_size};
     return check_squashfs(read, ctx, 0, file_size, err, errlen);
   }
   if (want == SIF_HEADER && memcmp(hdr + 32, "SIF_MAGIC\0", 10) == 0)

@@ -31,7 +31,8 @@ struct hp_config {
   const char *owners[HP_MAX_LIST]; /* user names; "self" = the invoking user */
   int n_owners;
   int formats; /* HP_FORMAT_* bits */
-  long max_loop_devices;
+  long max_loop_devices;       /* per user */
+  long max_loop_devices_total; /* all users together */
 };
 
 /* Parses ctr.conf in place (`text` must hold `len` bytes plus a NUL; list entries point into

@@ -53,6 +53,7 @@ static void fuzz_config(const uint8_t *data, size_t size) {
       if (cfg.dirs[i][0] != '/') abort();
     for (int i = 0; i < cfg.n_owners; i++) (void)strlen(cfg.owners[i]);
     if (cfg.max_loop_devices < 1 || cfg.max_loop_devices > (1L << 20)) abort();
+    if (cfg.max_loop_devices_total < 1 || cfg.max_loop_devices_total > (1L << 20)) abort();
   }
   free(text);
 }

@@ -425,7 +425,7 @@ expect_line=$(losetup -a)
 note "attached: $expect_line"
 run_helper "$IMAGES/other.sqfs" marker
 [ "$RC" = 255 ] || fail "second image beyond max loop devices was not refused: $OUT"
-expect_contains "max loop devices" "'max loop devices = 1' reached" "$OUT"
+expect_contains "max loop devices" "'max loop devices = 1' (per user) reached" "$OUT"
 note "refused: second image: ${OUT#ctr-mount-helper: }"
 run_helper "$IMAGES/good.sif" marker
 [ "$RC" = 0 ] && [ "$OUT" = good ] || fail "same image should reuse the attached loop device: $OUT"
