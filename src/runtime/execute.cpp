@@ -221,7 +221,9 @@ int run(const launch::LaunchPlan& plan) {
   if (!signals) throw sysError("signalfd");
 
   Child child = Child::fork([&]() -> int {
+    // The app gets the forwarded signals unblocked, whatever the caller had blocked.
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
     execute(plan);
   });
   std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{child.pidfd(), POLLIN, 0}};
