@@ -43,17 +43,29 @@ cd "$work"
 
 echo "== preparing images in $work"
 sh "$src/images/demo/make-rootfs.sh" rootfs >/dev/null
-# The demo image in Apptainer's layout: its /.singularity.d/env scripts make every launch
-# source them through the image's /bin/sh (as Apptainer does), a cost the other runtimes
-# never pay. The cross-runtime cases use the same tree without that layout.
-"$ctr" -q build apptainer-layout.sif rootfs
+# An image in Apptainer's layout, as Apptainer builds them: its /.singularity.d/env holds the
+# stock templates (same shape as Apptainer's 01-base, 95-apps, 99-base, 99-runtimevars) and
+# a %environment of plain exports. ctr applies these without a shell; Apptainer-built images
+# were ~1.8x because each launch started the image's /bin/sh to source them.
+env_dir=rootfs/.singularity.d/env
+printf '#!/bin/sh\n#\n# Custom environment shell code should follow\n#\n' > $env_dir/01-base.sh
+printf '#!/bin/sh\nexport CTR_DEMO=1\nexport LC_ALL="C"\n' > $env_dir/90-environment.sh
+printf '#!/bin/sh\n\nif test -n "${SCIF_APPNAME:-}"; then\n    export SCIF_APPNAME\n    if test -d "/scif/apps/${SCIF_APPNAME:-}"; then\n        . "/scif/apps/${SCIF_APPNAME:-}/scif/env/90-environment.sh"\n    fi\nfi\n' > $env_dir/95-apps.sh
+printf '#!/bin/sh\nif [ -z "$LD_LIBRARY_PATH" ]; then\n    LD_LIBRARY_PATH="/.singularity.d/libs"\nelse\n    LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/.singularity.d/libs"\nfi\nPS1="Apptainer> "\nexport LD_LIBRARY_PATH PS1\n' > $env_dir/99-base.sh
+printf '#!/bin/sh\nif [ -n "${SING_USER_DEFINED_PREPEND_PATH:-}" ]; then\n\tPATH="${SING_USER_DEFINED_PREPEND_PATH}:${PATH}"\nfi\nif [ -n "${SING_USER_DEFINED_APPEND_PATH:-}" ]; then\n\tPATH="${PATH}:${SING_USER_DEFINED_APPEND_PATH}"\nfi\nif [ -n "${SING_USER_DEFINED_PATH:-}" ]; then\n\tPATH="${SING_USER_DEFINED_PATH}"\nfi\nunset SING_USER_DEFINED_PREPEND_PATH \\\n\t  SING_USER_DEFINED_APPEND_PATH \\\n\t  SING_USER_DEFINED_PATH\nexport PATH\n' > $env_dir/99-runtimevars.sh
+"$ctr" -q build appt.sif rootfs
+cp appt.sif appt-seq.sif; cp appt.sif appt-cold.sif
+# The cross-runtime cases use the same tree without that layout.
 rm -rf rootfs/.singularity.d rootfs/singularity
 mksquashfs rootfs demo.sqfs -quiet -noappend -comp gzip >/dev/null
 "$ctr" -q build demo.sif rootfs
-cp demo.sif cold.sif    # never held open: every launch mounts it afresh
+cp demo.sif seq.sif     # nothing holds it: launched one after another, joins the lingering holder
+cp demo.sif cold.sif    # mounted afresh by every launch ('image linger = 0')
+printf 'image linger = 0\n' > nolinger.conf
+cold="/usr/bin/env CTR_CONFIG=$work/nolinger.conf"
 
-# Warm = an image already mounted on this node by another rank: keep one holder alive.
-for img in demo.sif demo.sqfs apptainer-layout.sif; do
+# Held = an image already mounted on this node by another rank: keep one launch alive.
+for img in demo.sif demo.sqfs appt.sif; do
   "$ctr" exec "$img" sleep 100000 & holders+=($!)
 done
 sleep 1
@@ -61,29 +73,45 @@ sleep 1
 cases=(
   "unshare-Urm=/usr/bin/unshare -Urm /bin/true"
   "true=/bin/true"
-  "ctr-sif-warm=$ctr exec demo.sif /bin/true"
-  "ctr-squashfs-warm=$ctr exec demo.sqfs /bin/true"
+  "ctr-sif-held=$ctr exec demo.sif /bin/true"
+  "ctr-sif-seq=$ctr exec seq.sif /bin/true"
+  "ctr-sif-cold=$cold $ctr exec cold.sif /bin/true"
+  "ctr-appt-held=$ctr exec appt.sif /bin/true"
+  "ctr-appt-seq=$ctr exec appt-seq.sif /bin/true"
+  "ctr-appt-cold=$cold $ctr exec appt-cold.sif /bin/true"
+  "ctr-squashfs-held=$ctr exec demo.sqfs /bin/true"
   "ctr-dir=$ctr exec rootfs /bin/true"
-  "ctr-sif-cold=$ctr exec cold.sif /bin/true"
-  "ctr-sif-warm-envscripts=$ctr exec apptainer-layout.sif /bin/true"
   "ch-run-dir=/usr/bin/ch-run $work/rootfs -- /bin/true"
   "ch-run-squashfs=/usr/bin/ch-run $work/demo.sqfs -- /bin/true"
   "bwrap-dir=/usr/bin/bwrap --unshare-user --ro-bind $work/rootfs / --proc /proc --dev /dev /bin/true"
 )
 concurrent=(
   "unshare-Urm=/usr/bin/unshare -Urm /bin/true"
-  "ctr-sif-warm=$ctr exec demo.sif /bin/true"
-  "ctr-sif-cold=$ctr exec cold.sif /bin/true"
+  "ctr-sif-held=$ctr exec demo.sif /bin/true"
+  "ctr-sif-seq=$ctr exec seq.sif /bin/true"
+  "ctr-sif-cold=$cold $ctr exec cold.sif /bin/true"
+  "ctr-appt-held=$ctr exec appt.sif /bin/true"
+  "ctr-appt-seq=$ctr exec appt-seq.sif /bin/true"
   "ctr-dir=$ctr exec rootfs /bin/true"
   "ch-run-squashfs=/usr/bin/ch-run $work/demo.sqfs -- /bin/true"
   "bwrap-dir=/usr/bin/bwrap --unshare-user --ro-bind $work/rootfs / --proc /proc --dev /dev /bin/true"
 )
 if [ -n "${CTR_SUID:-}" ]; then
-  cp demo.sif kernel.sif
+  # The installed ctr's own ctr.conf (allow setuid = yes), with linger 0 for the cold cases.
+  suid_conf=$(dirname "$(dirname "$CTR_SUID")")/etc/ctr/ctr.conf
+  { cat "$suid_conf" 2>/dev/null; printf 'image linger = 0\n'; } > kernel-nolinger.conf
+  kcold="/usr/bin/env CTR_CONFIG=$work/kernel-nolinger.conf"
+  for f in kernel kernel-seq kernel-cold; do cp demo.sif $f.sif; cp appt.sif $f-appt.sif; done
   "$CTR_SUID" exec kernel.sif sleep 100000 & holders+=($!)
-  cp demo.sif kernel-cold.sif
-  cases+=("ctr-kernel-warm=$CTR_SUID exec kernel.sif /bin/true" "ctr-kernel-cold=$CTR_SUID exec kernel-cold.sif /bin/true")
-  concurrent+=("ctr-kernel-warm=$CTR_SUID exec kernel.sif /bin/true")
+  "$CTR_SUID" exec kernel-appt.sif sleep 100000 & holders+=($!)
+  cases+=("ctr-kernel-held=$CTR_SUID exec kernel.sif /bin/true"
+          "ctr-kernel-seq=$CTR_SUID exec kernel-seq.sif /bin/true"
+          "ctr-kernel-cold=$kcold $CTR_SUID exec kernel-cold.sif /bin/true"
+          "ctr-kernel-appt-held=$CTR_SUID exec kernel-appt.sif /bin/true"
+          "ctr-kernel-appt-seq=$CTR_SUID exec kernel-seq-appt.sif /bin/true")
+  concurrent+=("ctr-kernel-held=$CTR_SUID exec kernel.sif /bin/true"
+               "ctr-kernel-seq=$CTR_SUID exec kernel-seq.sif /bin/true"
+               "ctr-kernel-appt-held=$CTR_SUID exec kernel-appt.sif /bin/true")
   sleep 1
 fi
 
