@@ -10,9 +10,6 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <span>
@@ -23,6 +20,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/handover.hpp"
+#include "ctr/hash.hpp"
 #include "ctr/log.hpp"
 
 namespace ctr::runtime {
@@ -125,13 +123,22 @@ SeccompProfile parseSeccompProfile(std::string_view text, const std::string& fil
   return profile;
 }
 
+namespace {
+
+// An admin's profile file: a regular file of at most 1 MiB (the default is about 4 KiB).
+std::string readProfileFile(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) throw sysError("cannot read seccomp profile " + path.string());
+  if (!S_ISREG(st.st_mode)) throw Error("seccomp profile " + path.string() + " is not a regular file");
+  return readAllBounded(fd.get(), 1 << 20, "seccomp profile " + path.string());
+}
+
+}  // namespace
+
 SeccompProfile loadSeccompProfile(const std::filesystem::path& path) {
   if (path.empty()) return defaultSeccompProfile();
-  std::ifstream file(path);
-  if (!file) throw sysError("cannot read seccomp profile " + path.string());
-  std::stringstream text;
-  text << file.rdbuf();
-  return parseSeccompProfile(text.str(), path.string());
+  return parseSeccompProfile(readProfileFile(path), path.string());
 }
 
 std::string_view defaultSeccompProfileText() { return kDefaultProfileText; }
@@ -190,17 +197,13 @@ bool validProgram(std::string_view bpf) {
          bpf.size() / sizeof(sock_filter) <= BPF_MAXINSNS;
 }
 
-// FNV-1a over everything the compiled program depends on.
+// A hash of everything the compiled program depends on.
 std::string cacheKey(std::string_view text) {
   const scmp_version* v = seccomp_version();
   std::string input(text);
   input += '\0' + std::to_string(v->major) + '.' + std::to_string(v->minor) + '.' +
            std::to_string(v->micro) + '/' + std::to_string(seccomp_arch_native());
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : input) h = (h ^ c) * 1099511628211ULL;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
+  return toHex16(fnv1a64(input));
 }
 
 // The state directory is trusted for the cache only if it is the user's alone.
@@ -242,16 +245,7 @@ void storeInCache(const std::string& dir, const std::string& path, const std::st
 
 SeccompProgram loadSeccompProgram(const std::filesystem::path& path, const std::string& cacheDir) {
   std::string source = path.empty() ? std::string("built-in default") : path.string();
-  std::string text;
-  if (path.empty()) {
-    text = std::string(kDefaultProfileText);
-  } else {
-    std::ifstream file(path);
-    if (!file) throw sysError("cannot read seccomp profile " + path.string());
-    std::stringstream buffer;
-    buffer << file.rdbuf();
-    text = buffer.str();
-  }
+  const std::string text = path.empty() ? std::string(kDefaultProfileText) : readProfileFile(path);
   const bool cache = usableCacheDir(cacheDir);
   const std::string cached = cacheDir + "/seccomp-" + cacheKey(text) + ".bpf";
   if (cache) {
