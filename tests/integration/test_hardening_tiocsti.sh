@@ -74,7 +74,7 @@ done
 
 note "KeepsShellJobControl: an interactive ctr shell backgrounds and foregrounds a job"
 out=$(as_user script -qec "$CTR_BIN shell $WORK/demo" /dev/null < <(
-  sleep 1; echo 'sleep 1 &'; sleep 0.5; echo 'jobs'; sleep 0.2; echo 'fg'; sleep 1.5
+  sleep 1; echo 'sleep 2 &'; sleep 0.5; echo 'jobs'; sleep 0.2; echo 'fg'; sleep 2.5
   echo 'echo job-control-$((40 + 2))'; sleep 0.5; echo 'exit') 2>&1 | tr -d '\r')
 echo "$out" | sed 's/^/   /'
 case "$out" in *"job control turned off"*|*"can't access tty"*) fail "ctr shell lost job control";; esac
