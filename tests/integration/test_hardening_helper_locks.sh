@@ -83,15 +83,6 @@ flock -u 8
 exec 8<&-
 no_leftovers "own lock"
 
-# refused_while_held WHAT NEEDLE ARGS...: expect_refused, while other launches hold devices.
-refused_while_held() {
-  local what=$1 needle=$2; shift 2
-  run_helper "$@"
-  [ "$RC" = 255 ] || fail "$what: expected refusal (255), got $RC: $OUT"
-  expect_contains "$what" "$needle" "$OUT"
-  note "refused: $what: ${OUT#ctr-mount-helper: }"
-}
-
 note "LoopQuotaIsPerUserWithAGlobalCeiling"
 write_conf "allow setuid = yes" "max loop devices = 1" "max loop devices total = 3"
 start_held "$CTR_TEST_USER" mine "$IMAGES/good.sif"; wait_held mine

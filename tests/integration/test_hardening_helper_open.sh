@@ -65,6 +65,7 @@ set +e; OUT=$(as_user2 "$HELPER" "$PRIV/sub/app.sqfs" marker 2>&1); RC=$?; set -
 expect_not_mounted "the image by its own path" "Permission denied" "$PRIV/sub/app.sqfs" marker
 
 note "RefusesMagicLinksOfAnotherUsersProcess"
+# (The pre-fix helper, with CAP_SYS_PTRACE still effective, mounted "secret" this way.)
 # Without CAP_SYS_PTRACE the kernel's own ptrace check on another user's process refuses
 # these links before they resolve: the caller's own EACCES.
 expect_not_mounted "/proc/PID/cwd/FILE" "Permission denied" "/proc/$P/cwd/app.sqfs" marker

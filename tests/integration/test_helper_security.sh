@@ -148,14 +148,18 @@ run_helper() {
   set -e
 }
 
-# expect_refused WHAT NEEDLE ARGS...: the helper exits 255 naming the problem.
-expect_refused() {
+# expect_refused WHAT NEEDLE ARGS...: the helper exits 255 naming the problem, and nothing
+# is left mounted or attached. refused_while_held: the same while other launches hold devices.
+refused_while_held() {
   local what=$1 needle=$2; shift 2
   run_helper "$@"
   [ "$RC" = 255 ] || fail "$what: expected refusal (255), got $RC: $OUT"
   expect_contains "$what" "$needle" "$OUT"
-  no_leftovers "$what"
   note "refused: $what: ${OUT#ctr-mount-helper: }"
+}
+expect_refused() {
+  refused_while_held "$@"
+  no_leftovers "$1"
 }
 
 # Nothing attached or mounted (autoclear runs when a mount namespace dies, give it a moment).
