@@ -30,6 +30,17 @@ no_host_mounts() {
   [ -z "$m" ] || fail "$1: mounts left: $m"
 }
 
+# kill_launches N: N launches, each SIGKILLed at a different point of its setup.
+kill_launches() {
+  for i in $(seq "$1"); do
+    as_user "$CTR_BIN" exec "$WORK/demo.sqfs" true &
+    p=$!
+    sleep "0.00$((i % 10))"
+    pkill -KILL -u "$CTR_TEST_USER" -x ctr 2>/dev/null || true   # launchers, not holders
+    wait "$p" 2>/dev/null || true
+  done
+}
+
 note "two concurrent launches share one squashfuse"
 as_user "$CTR_BIN" exec "$WORK/demo.sqfs" sleep 1.5 &
 p1=$!
@@ -48,13 +59,7 @@ expect_eq "squashfuse kept by a background child" 1 "$(live_squashfuse)"
 wait_gone "after the background child ended"
 
 note "SIGKILL of launches at random points of setup"
-for i in $(seq 12); do
-  as_user "$CTR_BIN" exec "$WORK/demo.sqfs" true &
-  p=$!
-  sleep "0.00$((i % 10))"
-  pkill -KILL -u "$CTR_TEST_USER" -x ctr 2>/dev/null || true   # launchers, not holders
-  wait "$p" 2>/dev/null || true
-done
+kill_launches 12
 # A survivor keeps running meanwhile and still works.
 out=$(as_user "$CTR_BIN" exec "$WORK/demo.sqfs" cat /etc/os-release | head -1)
 expect_eq "launch after kills" 'NAME="ctr demo (busybox)"' "$out"
@@ -88,13 +93,7 @@ pgrep -u "$CTR_TEST_USER" -f "squashfuse.*$WORK/demo.sqfs" | grep -vqx "$old" ||
   fail "linger: no new mount for the changed image (the old one, still lingering, served it)"
 
 note "linger: SIGKILL of launches inside the window leaves nothing once it has passed"
-for i in $(seq 6); do
-  as_user "$CTR_BIN" exec "$WORK/demo.sqfs" true &
-  p=$!
-  sleep "0.00$((i % 10))"
-  pkill -KILL -u "$CTR_TEST_USER" -x ctr 2>/dev/null || true
-  wait "$p" 2>/dev/null || true
-done
+kill_launches 6
 for _ in $(seq 40); do [ "$(live_squashfuse)" = 0 ] && break; sleep 0.1; done
 wait_gone "linger: after kills and the window"
 no_host_mounts "linger: after kills and the window"
