@@ -52,6 +52,24 @@ std::string readAll(int fd);
 // `what` when the file is larger (a hostile image's 1 GiB /etc/passwd, --env-file /dev/zero).
 std::string readAllBounded(int fd, std::size_t limit, const std::string& what);
 
+// Whether a checked read accepts a pipe (`--env-file <(...)`) besides a regular file.
+enum class PipesAllowed : bool { No, Yes };
+
+// Reads the file open at `fd` as data that decides what a launch does (identity files from
+// an image, env files, ctr.conf, seccomp profiles): refuses, with a ctr::Error naming `what`
+// and why, anything but a regular file (or a pipe, where allowed) and anything over `limit`
+// bytes, judged by st_size before reading so that a sparse 1 GiB file costs nothing.
+std::string readCheckedFile(int fd, std::size_t limit, const std::string& what,
+                            PipesAllowed pipes = PipesAllowed::No);
+
+// Opens `path` without blocking (a FIFO with no writer cannot hang the open) and reads it as
+// readCheckedFile(fd, ...) does. Throws ctr::Error naming `what` when it cannot be opened.
+std::string readCheckedFile(const std::string& path, std::size_t limit, const std::string& what,
+                            PipesAllowed pipes = PipesAllowed::No);
+
+// "a FIFO", "a directory", ...: a file type for messages.
+std::string fileTypeName(unsigned mode);
+
 // The whole file at `path`, or "" when it cannot be opened (a state file not written yet).
 std::string readFileIfPresent(const std::string& path);
 

@@ -12,6 +12,7 @@ struct ProcessResult {
   int signal = 0;     // non-zero when killed by a signal
   std::string capturedStdout;
   std::string capturedStderr;
+  bool overflowed = false;  // a capture passed ProcessOptions::captureLimit and was cut off
 
   [[nodiscard]] bool ok() const { return signal == 0 && exitCode == 0; }
   // "exit status N" or "killed by signal SIGX"
@@ -24,6 +25,9 @@ struct ProcessOptions {
   bool silenceStdout = false;  // redirect to /dev/null when not captured
   std::vector<std::string> env;  // empty = inherit
   bool replaceEnv = false;        // use `env` even if empty
+  // Most bytes kept of each captured stream: past it the pipe is closed (the program gets
+  // SIGPIPE) and the result says `overflowed`, so no program can balloon our memory.
+  std::size_t captureLimit = std::string::npos;
 };
 
 // Throws ctr::Error if the program cannot be started.

@@ -1,14 +1,13 @@
 // ctr exec | run | shell, and the hidden `__holder` entry of the shared image mount.
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/runtime.hpp"
@@ -24,18 +23,16 @@ struct RunCommandState {
   bool json = false;
 };
 
-std::string readTextFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read --env-file " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// An --env-file: a regular file or a pipe (`--env-file <(...)`), at most 1 MiB (more could
+// not be passed to execve anyway); /dev/zero or a directory is refused by name.
+std::string readEnvFile(const std::string& path) {
+  return readCheckedFile(path, 1u << 20, "--env-file " + path, PipesAllowed::Yes);
 }
 
 int runLaunch(RunCommandState& state) {
   auto& options = state.options;
   for (const auto& file : state.envFiles) {
-    auto vars = launch::parseEnvFile(readTextFile(file), file);
+    auto vars = launch::parseEnvFile(readEnvFile(file), file);
     options.envFileVars.insert(options.envFileVars.end(), vars.begin(), vars.end());
   }
   launch::LaunchPlan plan;

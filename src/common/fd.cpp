@@ -1,6 +1,7 @@
 #include "ctr/fd.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 
@@ -41,6 +42,44 @@ std::string readAllBounded(int fd, std::size_t limit, const std::string& what) {
   }
 }
 
+std::string fileTypeName(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+  }
+  return "of unknown type";
+}
+
+std::string readCheckedFile(int fd, std::size_t limit, const std::string& what, PipesAllowed pipes) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw sysError("stat " + what);
+  const bool pipe = S_ISFIFO(st.st_mode) && pipes == PipesAllowed::Yes;
+  if (!S_ISREG(st.st_mode) && !pipe)
+    throw Error(what + " is " + fileTypeName(st.st_mode) + ", not a regular file: refusing to read it");
+  if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > limit)
+    throw Error(what + " is larger than " + std::to_string(limit) + " bytes (" + std::to_string(st.st_size) +
+                "): refusing to read it");
+  if (pipe) {
+    // Opened with O_NONBLOCK so that a FIFO with no writer could not block the open; reading
+    // a pipe blocks again (a FIFO with no writer reads as end of file at once).
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  }
+  return readAllBounded(fd, limit, what);
+}
+
+std::string readCheckedFile(const std::string& path, std::size_t limit, const std::string& what,
+                            PipesAllowed pipes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd) throw sysError("cannot open " + what);
+  return readCheckedFile(fd.get(), limit, what, pipes);
+}
+
 std::string readFileIfPresent(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   return fd ? readAll(fd.get()) : std::string();
@@ -53,7 +92,7 @@ void writeFile(const std::string& path, std::string_view content) {
   while (done < content.size()) {
     ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw sysError("write " + path);
+    if (n <= 0) throw sysError("write " + path, n < 0 ? errno : EIO);
     done += static_cast<size_t>(n);
   }
 }

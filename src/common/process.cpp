@@ -39,8 +39,10 @@ Pipe makePipe() {
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
-// Reads both pipes to EOF without deadlocking on either.
-void drain(Pipe* out, std::string* outText, Pipe* err, std::string* errText) {
+// Reads both pipes to EOF without deadlocking on either, keeping at most `limit` bytes of
+// each; a pipe that passes it is closed and `*overflowed` set.
+void drain(Pipe* out, std::string* outText, Pipe* err, std::string* errText, std::size_t limit,
+           bool* overflowed) {
   std::array<pollfd, 2> pfds{};
   std::array<std::string*, 2> sinks{outText, errText};
   std::array<Pipe*, 2> pipes{out, err};
@@ -55,6 +57,12 @@ void drain(Pipe* out, std::string* outText, Pipe* err, std::string* errText) {
       if (pfds[i].fd < 0 || pfds[i].revents == 0) continue;
       ssize_t n = ::read(pfds[i].fd, buf.data(), buf.size());
       if (n > 0) {
+        if (sinks[i]->size() + static_cast<size_t>(n) > limit) {
+          *overflowed = true;
+          pipes[i]->read.reset();
+          pfds[i].fd = -1;
+          continue;
+        }
         sinks[i]->append(buf.data(), static_cast<size_t>(n));
       } else if (n == 0 || errno != EINTR) {
         pfds[i].fd = -1;
@@ -103,7 +111,8 @@ ProcessResult runProcess(const std::vector<std::string>& argv, const ProcessOpti
 
   ProcessResult result;
   drain(options.captureStdout ? &out : nullptr, &result.capturedStdout,
-        options.captureStderr ? &err : nullptr, &result.capturedStderr);
+        options.captureStderr ? &err : nullptr, &result.capturedStderr, options.captureLimit,
+        &result.overflowed);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw sysError("waitpid " + argv[0]);

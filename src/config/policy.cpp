@@ -1,14 +1,15 @@
+#include <fcntl.h>
+
 #include <cstdlib>
-#include <fstream>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <sstream>
 
 #include "ctr/strings.hpp"
 #include "ctr/build_config.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 
 namespace ctr::config {
 namespace {
@@ -134,14 +135,13 @@ Policy parsePolicy(std::string_view text, const std::string& fileName) {
 }
 
 Policy loadPolicy(const std::filesystem::path& path) {
-  std::ifstream file(path);
-  if (!file) {
+  // $CTR_CONFIG names any file the user likes: a FIFO or /dev/zero is refused, not read.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) {
     if (errno == ENOENT) return Policy{};
     throw sysError("cannot read " + path.string());
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  Policy policy = parsePolicy(text.str(), path.string());
+  Policy policy = parsePolicy(readCheckedFile(fd.get(), 1u << 20, path.string()), path.string());
   policy.source = path;
   return policy;
 }

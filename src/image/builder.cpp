@@ -8,8 +8,6 @@
 
 #include <cstring>
 #include <ctime>
-#include <fstream>
-#include <iterator>
 
 #include "ctr/build_config.hpp"
 #include "ctr/error.hpp"
@@ -122,9 +120,7 @@ class TempFile {
 };
 
 std::string readSmallFile(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(p.string() + ": cannot read");
-  return {std::istreambuf_iterator<char>(in), {}};
+  return readCheckedFile(p.string(), 16u << 20, p.string());
 }
 
 }  // namespace

@@ -2,13 +2,12 @@
 // descriptors; files of /.singularity.d inside a squashfs come from `unsquashfs -cat`
 // (with -o for the partition's offset inside a SIF).
 #include <algorithm>
-#include <fstream>
 #include <optional>
-#include <iterator>
 #include <sstream>
 
 #include "ctr/build_config.hpp"
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 #include "ctr/log.hpp"
 #include "ctr/process.hpp"
@@ -19,6 +18,7 @@ namespace ctr::image {
 namespace {
 
 constexpr const char* kMetaDir = ".singularity.d";
+constexpr std::size_t kMaxMetaFile = 16u << 20;  // one metadata file (or listing) of an image
 
 // Reads files of /.singularity.d from wherever the image keeps them.
 class MetaFiles {
@@ -58,12 +58,17 @@ class MetaFiles {
       std::error_code ec;
       auto p = source_.path / rel;
       if (!std::filesystem::is_regular_file(p, ec)) return std::nullopt;
-      std::ifstream in(p, std::ios::binary);
-      return std::string(std::istreambuf_iterator<char>(in), {});
+      try {
+        return readCheckedFile(p.string(), kMaxMetaFile, "the image's /" + rel);
+      } catch (const Error& e) {
+        spdlog::warn("{}: ignored", e.what());
+        return std::nullopt;
+      }
     }
     if (std::find(listed_.begin(), listed_.end(), rel) == listed_.end()) return std::nullopt;
     auto r = unsquashfs({"-cat", source_.path.string(), "/" + rel});
-    if (!r.ok()) return std::nullopt;
+    if (r.overflowed) spdlog::warn("the image's /{} is larger than {} bytes: ignored", rel, kMaxMetaFile);
+    if (!r.ok() || r.overflowed) return std::nullopt;
     return r.capturedStdout;
   }
 
@@ -77,6 +82,7 @@ class MetaFiles {
     ProcessOptions po;
     po.captureStdout = true;
     po.captureStderr = true;
+    po.captureLimit = kMaxMetaFile;  // a hostile image's metadata cannot balloon `ctr inspect`
     auto r = runProcess(argv, po);
     if (!r.ok()) spdlog::debug("unsquashfs {}: {}: {}", args.front(), r.describe(), r.capturedStderr);
     return r;

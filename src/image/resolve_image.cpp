@@ -41,7 +41,8 @@ ImageSource resolveImage(const std::filesystem::path& path) {
   if (ec) source.path = path;
   const std::string name = path.string();
 
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: an image path that is a FIFO must not hang the launch in open().
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd) {
     int err = errno;
     if (err == ENOENT) throw Error(name + ": no such file");
@@ -58,7 +59,8 @@ ImageSource resolveImage(const std::filesystem::path& path) {
     source.kind = ImageKind::Directory;
     return source;
   }
-  if (!S_ISREG(st.st_mode)) throw Error(name + ": not a SIF, squashfs image or directory");
+  if (!S_ISREG(st.st_mode))
+    throw Error(name + ": " + fileTypeName(st.st_mode) + ", not a SIF, squashfs image or directory");
 
   if (hasSquashfsMagicAt(fd.get(), 0)) {
     source.kind = ImageKind::Squashfs;

@@ -143,7 +143,7 @@ void loadAndValidate(std::int64_t fileSize, const ReadAt& readAt, Header& header
 }  // namespace
 
 Image Image::open(const std::filesystem::path& path, bool writable) {
-  int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) throw Error(path.string() + ": no such file");
@@ -153,7 +153,7 @@ Image Image::open(const std::filesystem::path& path, bool writable) {
   UniqueFd owned(fd);
   struct stat st {};
   if (::fstat(owned.get(), &st) != 0) throw sysError(path.string() + ": stat");
-  if (!S_ISREG(st.st_mode)) throw Error(path.string() + ": not a regular file");
+  if (!S_ISREG(st.st_mode)) throw Error(path.string() + ": " + fileTypeName(st.st_mode) + ", not a regular file");
   return withContext(path.string(), [&] { return fromFd(std::move(owned), st.st_size, writable); });
 }
 

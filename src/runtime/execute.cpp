@@ -86,14 +86,11 @@ std::optional<std::vector<std::string>> applyEnvScripts(const std::vector<std::s
   }
   for (const auto& script : scripts) {
     // `[ -r "$f" ] && . "$f"`: unreadable ones are skipped, as the shell loop does.
-    UniqueFd fd(::open(script.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    // A FIFO, a device or a script over 1 MiB is refused by name: it could hang or balloon
+    // the launch.
+    UniqueFd fd(::open(script.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     if (!fd) continue;
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      spdlog::debug("{} is not a regular file: sourcing the env scripts with /bin/sh", script);
-      return std::nullopt;
-    }
-    std::string text = readAllBounded(fd.get(), kMaxEnvScript, script);
+    std::string text = readCheckedFile(fd.get(), kMaxEnvScript, "the image's " + script);
     if (auto why = launch::interpretEnvScript(text, vars); !why.empty()) {
       spdlog::debug("{}: {}: sourcing the env scripts with /bin/sh", script, why);
       return std::nullopt;

@@ -86,13 +86,32 @@ void bindInto(const std::string& source, int targetFd, bool readOnly, bool recur
     throw sysError("bind " + source + " to " + destination);
 }
 
+// An identity file of the image (/etc/passwd, /etc/group): "" when the image has none we
+// may open (the generated file then has only the user's entries). A hostile image cannot
+// hang or balloon the launch: a FIFO, a device or a file over 8 MiB is refused by name.
 std::string readInRoot(int rootFd, const std::string& path) {
+  constexpr std::size_t kMaxIdentityFile = 8u << 20;  // ~100,000 passwd lines
+  const std::string what = "the image's " + path;
+  // Its type first, through an O_PATH descriptor: a device node on a nodev mount cannot be
+  // opened for reading, and must be refused as what it is, not skipped.
+  UniqueFd node, fd;
+  struct stat st {};
   try {
-    UniqueFd fd = launch::openInRoot(rootFd, path, O_RDONLY);
-    return readAll(fd.get());
-  } catch (const Error&) {
+    node = launch::openInRoot(rootFd, path, O_PATH);
+    if (::fstat(node.get(), &st) != 0) throw sysError("stat " + what);
+  } catch (const Error& e) {
+    spdlog::debug("{}", e.what());  // missing or out of reach: the user's entries only
     return {};
   }
+  if (!S_ISREG(st.st_mode))
+    throw Error(what + " is " + fileTypeName(st.st_mode) + ", not a regular file: refusing to read it");
+  try {
+    fd = launch::openInRoot(rootFd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  } catch (const Error& e) {
+    spdlog::debug("{}", e.what());  // unreadable: the user's entries only
+    return {};
+  }
+  return readCheckedFile(fd.get(), kMaxIdentityFile, what);
 }
 
 // The plan's mounts, in order, into the root at rootPath (rootFd). With `prepared`, the

@@ -127,11 +127,7 @@ namespace {
 
 // An admin's profile file: a regular file of at most 1 MiB (the default is about 4 KiB).
 std::string readProfileFile(const std::filesystem::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  struct stat st {};
-  if (!fd || ::fstat(fd.get(), &st) != 0) throw sysError("cannot read seccomp profile " + path.string());
-  if (!S_ISREG(st.st_mode)) throw Error("seccomp profile " + path.string() + " is not a regular file");
-  return readAllBounded(fd.get(), 1 << 20, "seccomp profile " + path.string());
+  return readCheckedFile(path.string(), 1u << 20, "seccomp profile " + path.string());
 }
 
 }  // namespace

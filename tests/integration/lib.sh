@@ -107,3 +107,26 @@ assert_no_leftovers() {
     fail "loop devices left attached: $(losetup -a)"
   fi
 }
+
+# assert_nothing_left WHAT: once the test user's launches are over (give holders 5 s to
+# notice), nothing of them remains: no process of the user, no mount, no loop device, no
+# state file (.users, .setup, .pid) in any of the user's state directories. With a second
+# argument "keep-state-files", the state files are not checked (a SIGKILLed holder's are
+# removed by the user's next launch).
+assert_nothing_left() {
+  local uid i d m
+  uid=$(id -u "$CTR_TEST_USER")
+  for i in $(seq 100); do
+    [ -z "$(pgrep -U "$uid" || true)" ] && break
+    sleep 0.05
+  done
+  [ -z "$(pgrep -U "$uid" || true)" ] || fail "$1: processes left: $(ps -U "$uid" -o pid,stat,args)"
+  m=$(cat /proc/[0-9]*/mountinfo 2>/dev/null | grep -E "squashfuse|/tmp/ctr-$uid|ctr-helper" | sort -u || true)
+  [ -z "$m" ] || fail "$1: mounts left: $m"
+  [ -z "$(losetup -a 2>/dev/null || true)" ] || fail "$1: loop devices left: $(losetup -a)"
+  [ "${2:-}" = keep-state-files ] && return 0
+  for d in /tmp/ctr-"$uid" /tmp/ctr-"$uid".* /tmp/ctr-"$uid"-*; do
+    [ -d "$d" ] || continue
+    ! ls "$d" | grep -qE '\.(users|setup|pid)$' || fail "$1: state files left in $d: $(ls "$d")"
+  done
+}
