@@ -19,6 +19,8 @@
 #include <array>
 #include <cstring>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include "ctr/build_config.hpp"
 #include "ctr/child.hpp"
@@ -197,7 +199,8 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
   if (report == "ok") return;
   if (report.rfind("error: ", 0) == 0) throw Error(report.substr(7));
   if (report.rfind("ctr-mount-helper: ", 0) == 0) throw Error(report);
-  throw Error("the image holder exited without reporting" + (report.empty() ? std::string() : ": " + report));
+  throw Error("the image holder ended before it reported (killed?)" +
+              (report.empty() ? std::string() : ": " + report));
 }
 
 }  // namespace
@@ -216,6 +219,49 @@ struct Joined {
   UniqueFd users;
   HolderNamespaces ns;
 };
+
+void removeStateFiles(int dirFd, const std::string& stateDir, const std::string& key);
+
+// Removes the state files (K.users, K.setup, K.pid, K.pid.tmpN) of keys whose holder was
+// SIGKILLed and so could not remove them itself. Safe by the teardown's own argument: with
+// K.setup and K.users held exclusively nobody uses or is starting that key's holder, and a
+// launch blocked on K.setup notices the removed file and starts over. Costs a readdir of a
+// directory of a few files; a key with a live holder is not touched.
+void sweepDeadHolders(const StateDir& state) {
+  std::set<std::string> keys;
+  if (DIR* d = ::fdopendir(::dup(state.fd.get()))) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string_view name = e->d_name;
+      const auto dot = name.find('.');
+      if (dot == 16 && (name.substr(dot) == ".users" || name.substr(dot) == ".setup" ||
+                        name.substr(dot).starts_with(".pid")))
+        keys.emplace(name.substr(0, dot));
+    }
+    ::closedir(d);
+  }
+  for (const auto& key : keys) {
+    if (findHolder(state.fd.get(), key)) continue;
+    UniqueFd setup(::openat(state.fd.get(), (key + ".setup").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (setup && !lockFile(setup.get(), LOCK_EX | LOCK_NB, "setup lock")) continue;  // being set up
+    UniqueFd users(::openat(state.fd.get(), (key + ".users").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (users && !lockFile(users.get(), LOCK_EX | LOCK_NB, "users lock")) continue;  // an app runs
+    if (!setup) {
+      // No K.setup to hold: only a pid file of a dead holder can be left (nothing starts a
+      // holder without K.setup).
+      ::unlinkat(state.fd.get(), (key + ".pid").c_str(), 0);
+      continue;
+    }
+    if (findHolder(state.fd.get(), key)) continue;
+    spdlog::debug("removing the state files of {}, whose holder was killed", key);
+    removeStateFiles(state.fd.get(), state.path, key);
+    ::unlinkat(state.fd.get(), (key + ".pid").c_str(), 0);
+    if (DIR* d = ::fdopendir(::dup(state.fd.get()))) {
+      while (dirent* e = ::readdir(d))
+        if (std::string_view(e->d_name).starts_with(key + ".pid.tmp")) ::unlinkat(state.fd.get(), e->d_name, 0);
+      ::closedir(d);
+    }
+  }
+}
 
 // Joins (or starts) the holder of `key`; returns with K.users held shared.
 Joined joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver driver, const StateDir& state,
@@ -254,6 +300,7 @@ Joined joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver driver, c
 SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   log::StepTimer timer("joining the shared image mount");
   StateDir state = openStateDir(plan);
+  sweepDeadHolders(state);
   spdlog::debug("image driver: {} ({})", launch::toString(plan.driver), plan.driverReason);
   Joined joined;
   try {
@@ -319,12 +366,20 @@ Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, Scope
     throw sysError("mount fuse.squashfuse on " + imageDir);
   mount = ScopedMount(imageDir);
 
+  // squashfuse reads the file we opened and checked, as /dev/fd/4: an image path swapped for
+  // a FIFO after the launch looked at it cannot hang squashfuse in open().
+  UniqueFd image(::open(args.image.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  struct stat imageStat {};
+  if (!image || ::fstat(image.get(), &imageStat) != 0) throw sysError("open image " + args.image);
+  if (!S_ISREG(imageStat.st_mode))
+    throw Error("image " + args.image + " is " + fileTypeName(imageStat.st_mode) + ", not a regular file");
   SpawnOptions spawn;
-  spawn.keepFds = {{fuse.get(), 3}};
+  spawn.keepFds = {{fuse.get(), 3}, {image.get(), 4}};
   spawn.dieWithParent = true;
   Child server = Child::spawn({build::kSquashfuse, "-f", "-o", "offset=" + std::to_string(args.offset),
-                               args.image, "/dev/fd/3"},
+                               "/dev/fd/4", "/dev/fd/3"},
                               spawn);
+  image.reset();
   fuse.reset();  // squashfuse holds the only connection fd: if it dies, accesses fail at once
   // The first access waits for squashfuse to answer FUSE_INIT, or fails when it exits.
   struct stat st {};
@@ -430,6 +485,9 @@ void removeStateFiles(int dirFd, const std::string& stateDir, const std::string&
   for (const char* suffix : {".users", ".setup"}) ::unlinkat(dirFd, (key + suffix).c_str(), 0);
   if (::faccessat(dirFd, kPrivateMarker, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
     ::unlinkat(dirFd, kPrivateMarker, 0);
+    // In the holder's mount namespace "mnt" is its tmpfs (with the image under it): detach
+    // the tree (the destructors' own detaches then find nothing) so the directory can go.
+    ::umount2((stateDir + "/mnt").c_str(), MNT_DETACH);
     ::unlinkat(dirFd, "mnt", AT_REMOVEDIR);
     // The seccomp cache, if this launch wrote one.
     if (DIR* d = ::fdopendir(::dup(dirFd))) {
@@ -521,6 +579,7 @@ int holderMain(const HolderArgs& args) {
       baseRootMount = ScopedMount(baseDir + "/root");
       prepareBaseRoot(imageDir, baseDir, spec);
     } catch (const Error& e) {
+      spdlog::debug("no prepared root for {}: {}", args.image, e.oneLine());
       baseRootMount.reset();
       baseMount.reset();
     }

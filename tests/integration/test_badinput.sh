@@ -51,19 +51,7 @@ rc=$?; set -e
 expect_eq "no userns: exit status" 255 "$rc"
 expect_contains "no userns: says how to enable" "user.max_user_namespaces" "$err"
 
-note "a state directory taken by another user does not lock the user out"
-uid=$(id -u "$CTR_TEST_USER")
-taken=/tmp/ctr-$uid
-if [ ! -e "$taken" ]; then
-  mkdir -m 0755 "$taken"   # root's, as if someone had created it first
-  out=$(as_user "$CTR_BIN" exec "$WORK/demo" echo ok 2>&1) || fail "launch with $taken taken: $out"
-  expect_eq "launch with a taken state dir" ok "$out"
-  [ -d "$taken.1" ] && [ "$(stat -c %u "$taken.1")" = "$uid" ] || fail "no private $taken.1"
-  for _ in $(seq 50); do pgrep -u "$CTR_TEST_USER" -f "ctr-holder|__holder" >/dev/null || break; sleep 0.1; done
-  rm -rf "$taken" "$taken.1"
-else
-  note "(skipped: $taken exists)"
-fi
+# (A state directory taken by another user: test_hardening_state_squat.sh.)
 
 sleep 0.2
 [ -z "$(pgrep -u "$CTR_TEST_USER" -f squashfuse || true)" ] || fail "squashfuse left running"

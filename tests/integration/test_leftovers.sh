@@ -14,7 +14,15 @@ state=/tmp/ctr-$uid
 # Lock files of earlier ctr versions (which kept them) are not this version's leftovers.
 if ! pgrep -u "$CTR_TEST_USER" >/dev/null; then rm -f "$state"/*.users "$state"/*.setup "$state"/*.pid; fi
 
-live_squashfuse() { pgrep -u "$CTR_TEST_USER" -f "squashfuse.*$WORK/demo.sqfs" | wc -l; }
+# squashfuse servers of the test image (they read it as /dev/fd/4, the fd ctr checked).
+image_squashfuse() {
+  local p
+  for p in $(pgrep -u "$CTR_TEST_USER" squashfuse || true); do
+    [ "$(readlink "/proc/$p/fd/4" 2>/dev/null)" = "$WORK/demo.sqfs" ] && echo "$p"
+  done
+  return 0
+}
+live_squashfuse() { image_squashfuse | wc -l; }
 # Live (not zombie) holders: reparented to PID 1, which may reap late here.
 live_holders() { ps -u "$CTR_TEST_USER" -o stat=,comm= | awk '$1 !~ /Z/ && $2 == "ctr-holder"' | wc -l; }
 wait_gone() {
@@ -68,7 +76,7 @@ no_host_mounts "after the SIGKILL loop"
 
 note "linger: sequential launches join the image's holder; nothing is left once it has passed"
 use_linger 1
-squashfuse_pid() { pgrep -u "$CTR_TEST_USER" -f "squashfuse.*$WORK/demo.sqfs" | head -1; }
+squashfuse_pid() { image_squashfuse | head -1; }
 as_user "$CTR_BIN" exec "$WORK/demo.sqfs" true
 first=$(squashfuse_pid)
 [ -n "$first" ] || fail "linger: no squashfuse kept after the first launch"
@@ -89,7 +97,7 @@ chmod a+r "$WORK/demo.sqfs.new"
 cat "$WORK/demo.sqfs.new" > "$WORK/demo.sqfs"   # same inode, new content and mtime
 out=$(as_user "$CTR_BIN" exec "$WORK/demo.sqfs" cat /extra/file)
 expect_eq "linger: the rewritten image's content" new "$out"
-pgrep -u "$CTR_TEST_USER" -f "squashfuse.*$WORK/demo.sqfs" | grep -vqx "$old" ||
+image_squashfuse | grep -vqx "$old" ||
   fail "linger: no new mount for the changed image (the old one, still lingering, served it)"
 
 note "linger: SIGKILL of launches inside the window leaves nothing once it has passed"
