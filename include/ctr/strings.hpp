@@ -17,14 +17,15 @@ constexpr std::string_view trim(std::string_view s) {
   return s.substr(b, e - b + 1);
 }
 
-// The items of a comma-separated list, each trimmed, empty ones kept (callers decide).
+// The items of a comma-separated list, each trimmed; empty ones ("a,,b", a trailing comma)
+// are dropped.
 inline std::vector<std::string_view> splitList(std::string_view list) {
   std::vector<std::string_view> items;
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t comma = list.find(',', pos);
     if (comma == std::string_view::npos) comma = list.size();
-    items.push_back(trim(list.substr(pos, comma - pos)));
+    if (auto item = trim(list.substr(pos, comma - pos)); !item.empty()) items.push_back(item);
     pos = comma + 1;
   }
   return items;

@@ -18,6 +18,7 @@
 
 #include "commands.hpp"
 #include "ctr/build_config.hpp"
+#include "ctr/child.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/image.hpp"
@@ -54,15 +55,15 @@ std::string readFirstLine(const char* path) {
 
 // A real unshare(CLONE_NEWUSER) in a forked child: the sysctls do not tell about LSMs
 // (AppArmor's restrict_unprivileged_userns, SELinux) or seccomp filters around us.
+// Returns 0 or the errno of the unshare (EAGAIN when no child could be forked).
 int probeUserNamespace() {
-  pid_t pid = ::fork();
-  if (pid < 0) return errno;
-  if (pid == 0) _exit(::unshare(CLONE_NEWUSER) == 0 ? 0 : (errno & 0x7f));
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return errno;
+  try {
+    Child child = Child::fork([] { return ::unshare(CLONE_NEWUSER) == 0 ? 0 : (errno & 0x7f); });
+    const int status = child.wait();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+  } catch (const Error&) {
+    return EAGAIN;
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
 }
 
 struct Findings {

@@ -22,6 +22,7 @@ int pidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid
 
 // Forks; the parent gets a Child holding the pid and a pidfd for it.
 pid_t forkOrThrow() {
+  std::fflush(nullptr);  // else the child's exit would write our buffered output a second time
   pid_t pid = ::fork();
   if (pid < 0) throw sysError("fork");
   return pid;

@@ -20,13 +20,9 @@ bool parseBool(const std::string& value) {
   throw Error("expected yes or no, got '" + value + "'");
 }
 
-// A comma list without its empty items.
 std::vector<std::string> parseList(const std::string& value) {
-  std::vector<std::string> items;
-  for (std::string_view item : splitList(value)) {
-    if (!item.empty()) items.emplace_back(item);
-  }
-  return items;
+  const auto items = splitList(value);
+  return {items.begin(), items.end()};
 }
 
 std::vector<std::string> parseAbsolutePaths(const std::string& value) {

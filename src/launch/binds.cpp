@@ -46,9 +46,7 @@ BindSpec parseOne(std::string_view spec) {
 
 std::vector<BindSpec> parseBindSpecs(std::string_view list) {
   std::vector<BindSpec> binds;
-  for (auto item : splitList(list)) {
-    if (!item.empty()) binds.push_back(parseOne(item));
-  }
+  for (auto item : splitList(list)) binds.push_back(parseOne(item));
   return binds;
 }
 

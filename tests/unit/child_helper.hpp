@@ -2,6 +2,7 @@
 // capabilities, namespaces): run them in a forked child and collect its verdict.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,34 +10,37 @@
 #include <functional>
 #include <string>
 
+#include "ctr/child.hpp"
+#include "ctr/fd.hpp"
+
 namespace ctr::test {
 
-// Runs `body` in a forked child and returns what it reports: "" for success, else a
-// description of the failure (an exception's message, or an abnormal child status).
+// Runs `body` in a forked child (a ctr::Child, so a failing assertion cannot leave it
+// behind) and returns what it reports: "" for success, else a description of the failure
+// (an exception's message, or an abnormal child status).
 inline std::string inChild(const std::function<std::string()>& body) {
   int fds[2];
-  if (pipe(fds) != 0) return "pipe failed";
-  pid_t pid = fork();
-  if (pid < 0) return "fork failed";
-  if (pid == 0) {
-    close(fds[0]);
-    std::string message;
-    try {
-      message = body();
-    } catch (const std::exception& e) {
-      message = std::string("exception: ") + e.what();
-    }
-    (void)!write(fds[1], message.data(), message.size());
-    _exit(0);
+  if (pipe2(fds, O_CLOEXEC) != 0) return "pipe failed";
+  UniqueFd readEnd(fds[0]), writeEnd(fds[1]);
+  Child child;
+  try {
+    child = Child::fork([&] {
+      readEnd.reset();
+      std::string message;
+      try {
+        message = body();
+      } catch (const std::exception& e) {
+        message = std::string("exception: ") + e.what();
+      }
+      (void)!write(writeEnd.get(), message.data(), message.size());
+      return 0;
+    });
+  } catch (const std::exception& e) {
+    return std::string("fork failed: ") + e.what();
   }
-  close(fds[1]);
-  std::string message;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) message.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  writeEnd.reset();
+  std::string message = readAll(readEnd.get());
+  const int status = child.wait();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     message += " (child status " + std::to_string(status) + ")";
   }
