@@ -4,6 +4,7 @@
 // the pidfd, never to a recycled pid.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -49,8 +50,9 @@ class Child {
   bool signal(int sig) const;
   // Waits for the child (EINTR-safe) and returns its wait(2) status; the Child is empty after.
   int wait();
-  // The wait status if the child has ended, without blocking.
-  std::optional<int> tryWait();
+  // The wait status if the child has ended, without blocking; with `usage`, also its
+  // resource usage (wait4: the child and the descendants it waited for).
+  std::optional<int> tryWait(::rusage* usage = nullptr);
   // Gives up ownership: the child is neither killed nor reaped by this object.
   pid_t release();
 

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ctr/limits.hpp"
+
 namespace ctr::config {
 
 enum class ImageDriver { Auto, Setuid, Squashfuse };
@@ -42,6 +44,13 @@ struct Policy {
   std::vector<std::string> defaultBinds;
   // Seccomp profile file; empty = the built-in default profile.
   std::string seccompProfile;
+
+  // Caps on one container's --cpus, --memory and --pids-limit ('max cpus', 'max memory',
+  // 'max pids'); a request over a cap is refused with the numbers.
+  limits::Caps limitCaps;
+  // A cgroup v2 directory the admin delegates to users ('cgroup delegate'; "%u" is the uid):
+  // limits go into a new cgroup below it. Empty: systemd's user@UID.service where present.
+  std::string cgroupDelegate;
 };
 
 // Parses `text`; `fileName` is only used in error messages ("FILE:LINE: ...").

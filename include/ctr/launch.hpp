@@ -36,6 +36,8 @@ struct LaunchOptions {
   bool cleanEnv = false;            // --cleanenv
   bool noHome = false;              // --no-home
   bool writableTmpfs = false;       // --writable-tmpfs
+  limits::Request limits;           // --cpus, --memory, --pids-limit, ... (the CLI parses units)
+  std::string statsFile;            // --stats FILE: a JSON record of the run when it ends
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -43,6 +45,15 @@ struct Namespaces {
   bool sharedUser = true;  // the user namespace of the image's holder (shared per image)
   bool ownMount = true;    // a private copy of the holder's mount namespace
   // network, ipc, pid, uts: the host's (MPI and the scheduler need them)
+};
+
+// What the limits decisions need to know about the node (read only when asked for).
+struct LimitsHost {
+  limits::CgroupMounts mounts;               // /proc/self/mountinfo
+  std::map<std::string, std::string> own;    // /proc/self/cgroup
+  limits::NodeCapacity capacity;             // CPUs, memory nodes, MemTotal
+  std::string delegated;                     // the delegated v2 directory, if any
+  bool delegatedWritable = false;            // ... and the user may create cgroups in it
 };
 
 // What the planner needs to know about the caller; gathered once by discoverHost().
@@ -57,6 +68,9 @@ struct HostFacts {
   bool setuidHelperInstalled = false;  // build::kHelperPath is owned by root and setuid
   bool helperConfigSafe = false;       // ctr.conf owned by root, not group/other-writable
   bool loopControl = false;            // /dev/loop-control exists
+  pid_t pid = 0;                       // the launcher's pid (names its cgroup)
+  // Gathered only when a launch asks for limits or --stats (discoverLimitsHost).
+  std::optional<LimitsHost> limits;
 };
 
 // How the image's root filesystem gets mounted.
@@ -148,10 +162,21 @@ struct LaunchPlan {
   // After the last launch of the image ends, its holder keeps it mounted this long, so that
   // the next launch in a script or workflow joins it (ctr.conf 'image linger').
   std::uint32_t lingerMs = 0;
+  // Resource limits and where their cgroup goes (backend None: no cgroup is created).
+  limits::Request limits;
+  limits::Placement cgroup;
+  std::string statsFile;                // --stats FILE (the runtime supervises the app)
+  // Whether the launch needs a supervisor (limits or --stats): run(plan), not execute(plan).
+  [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }
 };
 
 // Host facts for the calling process (lookupHostUser, getcwd, environ).
 [[nodiscard]] HostFacts discoverHost();
+
+// The node's cgroup file systems, this process's cgroups, CPUs and memory, and the delegated
+// cgroup v2 directory for `uid` (`delegate` from ctr.conf, "%u" replaced; else systemd's
+// user@UID.service when it exists).
+[[nodiscard]] LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate);
 
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...

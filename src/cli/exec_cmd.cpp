@@ -1,4 +1,8 @@
 // ctr exec | run | shell, and the hidden `__holder` entry of the shared image mount.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -10,6 +14,7 @@
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 #include "ctr/launch.hpp"
+#include "ctr/limits.hpp"
 #include "ctr/runtime.hpp"
 
 namespace ctr::cli {
@@ -19,6 +24,8 @@ namespace {
 struct RunCommandState {
   launch::LaunchOptions options;
   std::vector<std::string> envFiles;
+  // Limits as typed (units parsed in runLaunch, so a bad one gets ctr's one-line error).
+  std::string cpus, memory, memorySwap, pidsLimit, blkioWeight;
   bool explain = false;
   bool json = false;
 };
@@ -29,8 +36,41 @@ std::string readEnvFile(const std::string& path) {
   return readCheckedFile(path, 1u << 20, "--env-file " + path, PipesAllowed::Yes);
 }
 
+// The limit flags into options.limits: numbers and sizes checked, named when wrong.
+void parseLimitFlags(RunCommandState& state) {
+  auto& r = state.options.limits;
+  auto number = [](const std::string& flag, const std::string& text, bool integer) {
+    try {
+      std::size_t used = 0;
+      const double value = std::stod(text, &used);
+      if (used != text.size() || (integer && value != static_cast<double>(static_cast<long long>(value))))
+        throw std::invalid_argument(text);
+      return value;
+    } catch (const std::logic_error&) {
+      throw Error(flag + " '" + text + "' is not " + (integer ? "a whole number" : "a number"));
+    }
+  };
+  if (!state.cpus.empty()) r.cpus = number("--cpus", state.cpus, false);
+  if (!state.memory.empty()) r.memory = limits::parseSize(state.memory, "--memory");
+  if (!state.memorySwap.empty())
+    r.memorySwap = state.memorySwap == "-1" ? -1 : static_cast<std::int64_t>(limits::parseSize(state.memorySwap, "--memory-swap"));
+  if (!state.pidsLimit.empty()) r.pids = static_cast<std::int64_t>(number("--pids-limit", state.pidsLimit, true));
+  if (!state.blkioWeight.empty())
+    r.blkioWeight = static_cast<std::uint32_t>(number("--blkio-weight", state.blkioWeight, true));
+  if (!r.cpusetCpus.empty()) r.cpusetCpus = limits::formatIdList(limits::parseIdList(r.cpusetCpus, "--cpuset-cpus"));
+  if (!r.cpusetMems.empty()) r.cpusetMems = limits::formatIdList(limits::parseIdList(r.cpusetMems, "--cpuset-mems"));
+}
+
 int runLaunch(RunCommandState& state) {
   auto& options = state.options;
+  parseLimitFlags(state);
+  if (!options.statsFile.empty()) {
+    // Refused now, not after the run: the record is written beside the file and renamed.
+    const auto dir = std::filesystem::absolute(options.statsFile).parent_path();
+    if (::access(dir.c_str(), W_OK) != 0)
+      throw Error("--stats " + options.statsFile + ": cannot write in " + dir.string() + " (" +
+                  std::strerror(errno) + ")");
+  }
   for (const auto& file : state.envFiles) {
     auto vars = launch::parseEnvFile(readEnvFile(file), file);
     options.envFileVars.insert(options.envFileVars.end(), vars.begin(), vars.end());
@@ -40,7 +80,10 @@ int runLaunch(RunCommandState& state) {
     log::StepTimer timer("planning the launch");
     const auto policy = config::loadDefaultPolicy();
     const auto image = image::resolveImage(options.image);
-    plan = launch::planLaunch(options, policy, image, launch::discoverHost());
+    auto host = launch::discoverHost();
+    if (!options.limits.empty() || !options.statsFile.empty())
+      host.limits = launch::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
+    plan = launch::planLaunch(options, policy, image, host);
   }
   if (state.explain) {
     if (state.json)
@@ -49,6 +92,7 @@ int runLaunch(RunCommandState& state) {
       std::cout << launch::toText(plan);
     return 0;
   }
+  if (plan.supervised()) return runtime::run(plan);
   runtime::execute(plan);
 }
 
@@ -66,6 +110,15 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s) {
   cmd->add_flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment");
   cmd->add_flag("--no-home", o.noHome, "Do not mount the home directory");
   cmd->add_flag("--writable-tmpfs", o.writableTmpfs, "Writable root (changes kept in memory)");
+  auto* limitsGroup = "Resource limits (a cgroup; cgroup v1 needs root)";
+  cmd->add_option("--cpus", s.cpus, "CPU time as a number of CPUs (CFS quota), e.g. 0.5")->group(limitsGroup);
+  cmd->add_option("--cpuset-cpus", o.limits.cpusetCpus, "CPUs the container may use, e.g. 0-3,8")->group(limitsGroup);
+  cmd->add_option("--cpuset-mems", o.limits.cpusetMems, "Memory nodes the container may use")->group(limitsGroup);
+  cmd->add_option("--memory", s.memory, "Memory limit, e.g. 512M or 4G")->group(limitsGroup);
+  cmd->add_option("--memory-swap", s.memorySwap, "Memory plus swap limit (-1: unlimited swap)")->group(limitsGroup);
+  cmd->add_option("--pids-limit", s.pidsLimit, "Most processes and threads at once")->group(limitsGroup);
+  cmd->add_option("--blkio-weight", s.blkioWeight, "Block I/O weight, 10 to 1000")->group(limitsGroup);
+  cmd->add_option("--stats", o.statsFile, "Write wall/CPU time, peak memory, I/O and exit status as JSON to FILE");
   cmd->add_flag("--explain", s.explain, "Print the launch plan and exit");
   cmd->add_flag("--json", s.json, "With --explain: print the plan as JSON");
   cmd->add_option("image", o.image, "SIF, squashfs image or directory")->required();

@@ -5,6 +5,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,10 +127,10 @@ int Child::wait() {
   return status;
 }
 
-std::optional<int> Child::tryWait() {
+std::optional<int> Child::tryWait(::rusage* usage) {
   if (pid_ <= 0) return std::nullopt;
   int status = 0;
-  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  pid_t r = ::wait4(pid_, &status, WNOHANG, usage);
   if (r != pid_) return std::nullopt;
   pid_ = -1;
   pidfd_.reset();

@@ -103,6 +103,24 @@ const std::map<std::string, Setter, std::less<>>& setters() {
            p.defaultBinds.push_back(b);
          }
        }},
+      {"max cpus",
+       [](Policy& p, const std::string& v) {
+         try {
+           std::size_t used = 0;
+           const double cpus = std::stod(v, &used);
+           if (used != v.size() || !(cpus > 0)) throw std::invalid_argument(v);
+           p.limitCaps.cpus = cpus;
+         } catch (const std::logic_error&) {
+           throw Error("expected a number of CPUs (e.g. 4 or 0.5), got '" + v + "'");
+         }
+       }},
+      {"max memory", [](Policy& p, const std::string& v) { p.limitCaps.memory = limits::parseSize(v, "size"); }},
+      {"max pids", [](Policy& p, const std::string& v) { p.limitCaps.pids = parsePositiveInt(v); }},
+      {"cgroup delegate",
+       [](Policy& p, const std::string& v) {
+         if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
+         p.cgroupDelegate = v;
+       }},
       {"seccomp profile",
        [](Policy& p, const std::string& v) {
          if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");

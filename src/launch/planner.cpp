@@ -1,5 +1,6 @@
 // The planner: CLI options + policy + image + host facts -> LaunchPlan. Pure except for
 // discoverHost(), which gathers the host facts once.
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,9 @@
 #include "ctr/build_config.hpp"
 #include "ctr/environment.hpp"
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/limits.hpp"
+#include "ctr/strings.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/pathutil.hpp"
 
@@ -62,6 +66,27 @@ bool statIsRootOwnedSetuid(const char* path) {
   return ::stat(path, &st) == 0 && st.st_uid == 0 && (st.st_mode & S_ISUID) != 0;
 }
 
+std::string limitsText(const limits::Request& r) {
+  std::vector<std::string> parts;
+  char buf[64];
+  if (r.cpus) {
+    std::snprintf(buf, sizeof buf, "cpus %g", *r.cpus);
+    parts.emplace_back(buf);
+  }
+  if (!r.cpusetCpus.empty()) parts.push_back("cpuset-cpus " + r.cpusetCpus);
+  if (!r.cpusetMems.empty()) parts.push_back("cpuset-mems " + r.cpusetMems);
+  if (r.memory) parts.push_back("memory " + limits::formatSize(*r.memory));
+  if (r.memorySwap)
+    parts.push_back("memory+swap " + (*r.memorySwap < 0 ? std::string("unlimited")
+                                                        : limits::formatSize(static_cast<std::uint64_t>(*r.memorySwap))));
+  if (r.pids) parts.push_back("pids " + std::to_string(*r.pids));
+  if (r.blkioWeight) parts.push_back("blkio-weight " + std::to_string(*r.blkioWeight));
+  if (parts.empty()) return "none";
+  std::string text;
+  for (const auto& p : parts) text += (text.empty() ? "" : ", ") + p;
+  return text;
+}
+
 std::vector<std::string> namespaceLines(const Namespaces& ns) {
   std::vector<std::string> lines;
   if (ns.sharedUser) lines.emplace_back("user (shared by the user's launches of this image)");
@@ -83,6 +108,7 @@ HostFacts discoverHost() {
   if (::getcwd(cwd.data(), cwd.size())) host.cwd = cwd.data();
 
   host.stateDir = chooseStateDir(host.user.uid, host.runtimeDir);
+  host.pid = ::getpid();
   host.setuidHelperInstalled = statIsRootOwnedSetuid(build::kHelperPath);
   if (host.setuidHelperInstalled) {
     struct stat st {};
@@ -142,6 +168,52 @@ DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind,
           std::nullopt};
 }
 
+LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate) {
+  LimitsHost facts;
+  facts.mounts = limits::parseCgroupMounts(readFileIfPresent("/proc/self/mountinfo"));
+  if (!facts.mounts.v2.empty()) {
+    std::istringstream words(readFileIfPresent(facts.mounts.v2 + "/cgroup.controllers"));
+    for (std::string word; words >> word;) facts.mounts.v2Controllers.insert(word);
+  }
+  facts.own = limits::parseProcCgroup(readFileIfPresent("/proc/self/cgroup"));
+  // The CPUs this process may run on (a batch job's allocation, not the whole node).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set)) facts.capacity.cpus.push_back(cpu);
+  }
+  try {
+    const std::string nodes(trim(readFileIfPresent("/sys/devices/system/node/has_memory")));
+    facts.capacity.memNodes = nodes.empty() ? std::vector<unsigned>{0} : limits::parseIdList(nodes, "memory nodes");
+  } catch (const Error&) {
+    facts.capacity.memNodes = {0};
+  }
+  std::istringstream meminfo(readFileIfPresent("/proc/meminfo"));
+  for (std::string key; meminfo >> key;) {
+    std::uint64_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemTotal:") facts.capacity.memoryBytes = kib * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  if (!facts.mounts.v2.empty()) {
+    std::string dir = delegate;
+    for (auto pos = dir.find("%u"); pos != std::string::npos; pos = dir.find("%u"))
+      dir.replace(pos, 2, std::to_string(uid));
+    if (dir.empty() && uid == 0) {
+      dir = facts.mounts.v2;  // root: new cgroups below the root cgroup, exempt from "no internal processes"
+    } else if (dir.empty()) {
+      const std::string u = std::to_string(uid);
+      const std::string systemd = facts.mounts.v2 + "/user.slice/user-" + u + ".slice/user@" + u + ".service";
+      if (::access(systemd.c_str(), F_OK) == 0) dir = systemd;
+    }
+    facts.delegated = dir;
+    facts.delegatedWritable = !dir.empty() && ::access(dir.c_str(), W_OK) == 0 &&
+                              ::access((dir + "/cgroup.procs").c_str(), W_OK) == 0;
+  }
+  return facts;
+}
+
 LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy,
                       const image::ImageSource& image, const HostFacts& host) {
   if (!policy.allowUserNamespaces)
@@ -160,6 +232,19 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   plan.seccompProfile = policy.seccompProfile;
   plan.stateDir = host.stateDir;
   plan.lingerMs = policy.imageLingerMs;
+  plan.limits = options.limits;
+  if (!options.statsFile.empty())
+    plan.statsFile = options.statsFile[0] == '/' ? options.statsFile : joinPath(host.cwd, options.statsFile);
+  if (!options.limits.empty() || !options.statsFile.empty()) {
+    if (!host.limits) throw Error("resource limits asked for, but the node's cgroups were not looked at");
+    limits::checkCapacity(options.limits, host.limits->capacity, policy.limitCaps);
+    plan.cgroup = limits::decidePlacement(options.limits, !options.statsFile.empty(), host.limits->mounts,
+                                          host.limits->own, host.limits->delegated,
+                                          host.limits->delegatedWritable, host.user.uid,
+                                          "ctr-" + std::to_string(host.pid));
+    if (!options.limits.empty() && plan.cgroup.backend == limits::Backend::None)
+      throw Error("cannot apply the resource limits: " + plan.cgroup.reason);
+  }
 
   const bool contain = options.contain || options.containAll;
   const bool cleanEnv = options.cleanEnv || options.containAll;
@@ -365,6 +450,20 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["image_linger_ms"] = plan.lingerMs;
   j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
   j["state_dir"] = plan.stateDir;
+  nlohmann::json lj = nlohmann::json::object();
+  const auto& r = plan.limits;
+  if (r.cpus) lj["cpus"] = *r.cpus;
+  if (!r.cpusetCpus.empty()) lj["cpuset_cpus"] = r.cpusetCpus;
+  if (!r.cpusetMems.empty()) lj["cpuset_mems"] = r.cpusetMems;
+  if (r.memory) lj["memory_bytes"] = *r.memory;
+  if (r.memorySwap) lj["memory_swap_bytes"] = *r.memorySwap;
+  if (r.pids) lj["pids"] = *r.pids;
+  if (r.blkioWeight) lj["blkio_weight"] = *r.blkioWeight;
+  j["limits"] = lj;
+  j["cgroup"] = {{"backend", limits::toString(plan.cgroup.backend)},
+                 {"reason", plan.cgroup.reason},
+                 {"directories", plan.cgroup.dirs}};
+  j["stats_file"] = plan.statsFile;
   return j;
 }
 
@@ -387,6 +486,14 @@ std::string toText(const LaunchPlan& plan) {
       << "state dir:  "
       << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
       << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
+      << "limits:     " << limitsText(plan.limits) << '\n';
+  if (plan.cgroup.backend != limits::Backend::None || !plan.limits.empty()) {
+    out << "cgroup:     " << limits::toString(plan.cgroup.backend) << " (" << plan.cgroup.reason << ")\n";
+    for (const auto& [controller, dir] : plan.cgroup.dirs)
+      out << "  " << (controller.empty() ? "" : controller + ": ") << dir << '\n';
+  }
+  if (!plan.statsFile.empty()) out << "stats:      " << plan.statsFile << '\n';
+  out
       << "mounts (in order):\n";
   for (const auto& m : plan.mounts) {
     out << "  " << toString(m.kind) << ' ';

@@ -4,12 +4,17 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdio>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -20,8 +25,10 @@
 #include "ctr/fd.hpp"
 #include "ctr/process.hpp"
 #include "ctr/handover.hpp"
+#include "ctr/limits.hpp"
 #include "ctr/log.hpp"
 #include "ctr/runtime.hpp"
+#include "cgroup.hpp"
 #include "rootfs.hpp"
 #include "shared_mount.hpp"
 
@@ -135,9 +142,17 @@ std::vector<launch::EnvVar> toEnvVars(const std::vector<std::string>& kvs) {
   throw sysError("cannot execute " + resolved + " in the container");
 }
 
+[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup);
+
 }  // namespace
 
-void execute(const launch::LaunchPlan& plan) {
+void execute(const launch::LaunchPlan& plan) { executeIn(plan, nullptr); }
+
+namespace {
+
+// execute(), entering `cgroup` (when given) right before the hand-over: after the image
+// holder was started or joined, so the holder, shared by other launches, stays outside.
+[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup) {
   // Read on the host, before any namespace change.
   SeccompProgram seccomp;
   {
@@ -192,6 +207,7 @@ void execute(const launch::LaunchPlan& plan) {
       throw Error("the image has environment scripts but no /bin/sh to source them");
   }
 
+  if (cgroup) cgroup->enter();
   setNoNewPrivs();
   dropAllCapabilities();
   installSeccomp(seccomp);
@@ -201,6 +217,48 @@ void execute(const launch::LaunchPlan& plan) {
   (void)image.usersLock.release();
   execCommand(argv, environment, resolved);
 }
+
+double secondsOf(const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6; }
+
+// --stats FILE: one JSON record of the run, written when it has ended.
+void writeStats(const launch::LaunchPlan& plan, const LaunchCgroup& cgroup, double wallSeconds,
+                const rusage& usage, int status, int exitCode, bool oomKilled) {
+  nlohmann::json j;
+  j["image"] = plan.image.path.string();
+  j["argv"] = plan.argv;
+  j["exit_code"] = exitCode;
+  j["signal"] = WIFSIGNALED(status) ? nlohmann::json(sigabbrev_np(WTERMSIG(status))) : nlohmann::json();
+  j["oom_killed"] = oomKilled;
+  j["wall_seconds"] = wallSeconds;
+  j["user_seconds"] = secondsOf(usage.ru_utime);
+  j["system_seconds"] = secondsOf(usage.ru_stime);
+  // ru_maxrss (KiB): the largest single process; the cgroup's peak covers them all.
+  j["max_rss_bytes"] = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  j["io_read_bytes"] = static_cast<std::uint64_t>(usage.ru_inblock) * 512;
+  j["io_write_bytes"] = static_cast<std::uint64_t>(usage.ru_oublock) * 512;
+  j["cgroup"] = limits::toString(plan.cgroup.backend);
+  if (cgroup) {
+    const auto counted = cgroup.usage();
+    if (counted.cpuSeconds) j["cgroup_cpu_seconds"] = *counted.cpuSeconds;
+    if (counted.peakMemoryBytes) j["peak_memory_bytes"] = *counted.peakMemoryBytes;
+  }
+  nlohmann::json limitsJson = nlohmann::json::object();
+  if (plan.limits.cpus) limitsJson["cpus"] = *plan.limits.cpus;
+  if (plan.limits.memory) limitsJson["memory_bytes"] = *plan.limits.memory;
+  if (plan.limits.pids) limitsJson["pids"] = *plan.limits.pids;
+  j["limits"] = limitsJson;
+  // Written beside the target and renamed: a reader never sees half a record.
+  const std::string tmp = plan.statsFile + ".tmp" + std::to_string(::getpid());
+  try {
+    writeFile(tmp, j.dump(2) + "\n");
+    if (::rename(tmp.c_str(), plan.statsFile.c_str()) != 0) throw sysError("rename " + tmp);
+  } catch (const Error& e) {
+    ::unlink(tmp.c_str());
+    spdlog::warn("--stats {}: {}", plan.statsFile, e.what());
+  }
+}
+
+}  // namespace
 
 int run(const launch::LaunchPlan& plan) {
   // The signals a scheduler or a user sends: forwarded to the container, whose status we
@@ -217,15 +275,43 @@ int run(const launch::LaunchPlan& plan) {
   UniqueFd signals(::signalfd(-1, &forwarded, SFD_CLOEXEC));
   if (!signals) throw sysError("signalfd");
 
+  // The limits' cgroup, created before the app's process exists; stale ones of launches
+  // that were SIGKILLed go first.
+  LaunchCgroup cgroup;
+  if (plan.cgroup.backend != limits::Backend::None) {
+    sweepStaleCgroups(plan);
+    cgroup = LaunchCgroup::create(plan);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t supervisor = ::getpid();
   Child child = Child::fork([&]() -> int {
     // The app gets the forwarded signals unblocked, whatever the caller had blocked.
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
-    execute(plan);
+    // A supervisor SIGKILLed takes its app along, as a rank's app dies with its ctr.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != supervisor) return kExitFailure;
+    executeIn(plan, cgroup ? &cgroup : nullptr);
   });
+  auto finish = [&](int status, const rusage& usage) {
+    int code = shellStatus(status);
+    const bool oom = cgroup && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && cgroup.oomKilled();
+    if (oom) {
+      std::fprintf(stderr, "ctr: killed: memory limit %s reached\n",
+                   plan.limits.memory ? limits::formatSize(*plan.limits.memory).c_str() : "(of the cgroup)");
+      code = 137;
+    }
+    if (!plan.statsFile.empty()) {
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      writeStats(plan, cgroup, wall, usage, status, code, oom);
+    }
+    cgroup.remove();
+    return code;
+  };
   std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{child.pidfd(), POLLIN, 0}};
   for (;;) {
-    if (auto status = child.tryWait()) return shellStatus(*status);
+    rusage usage{};
+    if (auto status = child.tryWait(&usage)) return finish(*status, usage);
     if (::poll(fds.data(), child.pidfd() >= 0 ? 2 : 1, child.pidfd() >= 0 ? -1 : 50) < 0 && errno != EINTR)
       throw sysError("poll");
     signalfd_siginfo info{};

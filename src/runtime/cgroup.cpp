@@ -1,0 +1,243 @@
+#include "cgroup.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "ctr/error.hpp"
+#include "ctr/log.hpp"
+
+namespace ctr::runtime {
+
+namespace {
+
+using limits::Backend;
+
+// Writes `value` to `dir`/`file`; throws naming both (the kernel's EINVAL says little).
+void writeControl(const std::string& dir, const std::string& file, const std::string& value) {
+  const std::string path = dir + "/" + file;
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) throw sysError("cgroup: open " + path);
+  if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
+    throw sysError("cgroup: write '" + value + "' to " + path);
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+std::string firstLine(const std::string& path) {
+  std::string text = readFileIfPresent(path);
+  if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
+}
+
+// "key value" lines (memory.events, memory.oom_control, cpu.stat): the value of `key`.
+std::optional<std::uint64_t> keyedValue(const std::string& path, const std::string& key) {
+  std::istringstream lines(readFileIfPresent(path));
+  for (std::string k; lines >> k;) {
+    std::uint64_t value = 0;
+    if (!(lines >> value)) break;
+    if (k == key) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> numberIn(const std::string& path) {
+  const std::string text = firstLine(path);
+  if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
+  return std::stoull(text);
+}
+
+std::string quotaText(double cpus) {
+  constexpr long kPeriod = 100000;  // 100 ms, the kernel's default CFS period
+  return std::to_string(std::max(1000L, std::lround(cpus * kPeriod)));
+}
+
+// The limits of `request` into the v1 directory of `controller`.
+void writeV1(const std::string& controller, const std::string& dir, const limits::Request& r) {
+  if (controller == "memory") {
+    if (r.memory) writeControl(dir, "memory.limit_in_bytes", std::to_string(*r.memory));
+    if (r.memorySwap) {
+      if (!exists(dir + "/memory.memsw.limit_in_bytes"))
+        throw Error("--memory-swap: this kernel has no swap accounting (memory.memsw.limit_in_bytes; "
+                    "boot with swapaccount=1)");
+      writeControl(dir, "memory.memsw.limit_in_bytes", std::to_string(*r.memorySwap));
+    }
+  } else if (controller == "cpu") {
+    if (r.cpus) {
+      writeControl(dir, "cpu.cfs_period_us", "100000");
+      writeControl(dir, "cpu.cfs_quota_us", quotaText(*r.cpus));
+    }
+  } else if (controller == "cpuset") {
+    // A new v1 cpuset has no CPUs and no memory nodes: no task could join it. Its parent's
+    // unless the user chose.
+    const std::string parent = dir.substr(0, dir.find_last_of('/'));
+    writeControl(dir, "cpuset.cpus", r.cpusetCpus.empty() ? firstLine(parent + "/cpuset.cpus") : r.cpusetCpus);
+    writeControl(dir, "cpuset.mems", r.cpusetMems.empty() ? firstLine(parent + "/cpuset.mems") : r.cpusetMems);
+  } else if (controller == "pids") {
+    if (r.pids) writeControl(dir, "pids.max", std::to_string(*r.pids));
+  } else if (controller == "blkio") {
+    if (r.blkioWeight) {
+      const char* file = exists(dir + "/blkio.weight") ? "blkio.weight" : "blkio.bfq.weight";
+      if (!exists(dir + "/" + file))
+        throw Error("--blkio-weight: the block I/O scheduler here has no weights (no blkio.weight or "
+                    "blkio.bfq.weight; it needs BFQ)");
+      writeControl(dir, file, std::to_string(*r.blkioWeight));
+    }
+  }
+}
+
+// The limits of `request` into one v2 directory (its parent enabled the controllers).
+void writeV2(const std::string& dir, const limits::Request& r) {
+  if (r.memory) writeControl(dir, "memory.max", std::to_string(*r.memory));
+  if (r.memorySwap) {
+    writeControl(dir, "memory.swap.max",
+                 *r.memorySwap < 0 ? std::string("max") : std::to_string(*r.memorySwap - static_cast<std::int64_t>(*r.memory)));
+  }
+  if (r.cpus) writeControl(dir, "cpu.max", quotaText(*r.cpus) + " 100000");
+  if (!r.cpusetCpus.empty()) writeControl(dir, "cpuset.cpus", r.cpusetCpus);
+  if (!r.cpusetMems.empty()) writeControl(dir, "cpuset.mems", r.cpusetMems);
+  if (r.pids) writeControl(dir, "pids.max", std::to_string(*r.pids));
+  if (r.blkioWeight) {
+    if (exists(dir + "/io.weight")) writeControl(dir, "io.weight", "default " + std::to_string(*r.blkioWeight));
+    else if (exists(dir + "/io.bfq.weight")) writeControl(dir, "io.bfq.weight", std::to_string(*r.blkioWeight));
+    else throw Error("--blkio-weight: no io.weight or io.bfq.weight in " + dir);
+  }
+}
+
+// The pids in a cgroup.procs file.
+std::vector<pid_t> tasksOf(const std::string& dir) {
+  std::vector<pid_t> pids;
+  std::istringstream in(readFileIfPresent(dir + "/cgroup.procs"));
+  for (long pid = 0; in >> pid;) pids.push_back(static_cast<pid_t>(pid));
+  return pids;
+}
+
+// SIGKILLs everything in `dir` (cgroup.kill on v2 where the kernel has it) and removes it.
+// Returns false when it could not be removed.
+bool emptyAndRemove(const std::string& dir) {
+  for (int round = 0; round < 200; ++round) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return true;
+    if (errno != EBUSY) break;
+    if (exists(dir + "/cgroup.kill")) {
+      UniqueFd fd(::open((dir + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
+      if (fd) (void)!::write(fd.get(), "1", 1);
+    } else {
+      for (pid_t pid : tasksOf(dir)) ::kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  spdlog::warn("could not remove the cgroup {}: {}", dir, std::strerror(errno));
+  return false;
+}
+
+}  // namespace
+
+LaunchCgroup LaunchCgroup::create(const launch::LaunchPlan& plan) {
+  LaunchCgroup cg;
+  if (plan.cgroup.backend == Backend::None) return cg;
+  cg.v2_ = plan.cgroup.backend == Backend::V2;
+  try {
+    for (const auto& [controller, dir] : plan.cgroup.dirs) {
+      if (cg.v2_) {
+        // The controllers the limits need, enabled for the delegated directory's children.
+        const std::string parent = dir.substr(0, dir.find_last_of('/'));
+        std::string enable;
+        for (const char* c : {"memory", "cpu", "cpuset", "pids", "io"}) {
+          const std::string available = readFileIfPresent(parent + "/cgroup.controllers");
+          std::istringstream words(available);
+          for (std::string w; words >> w;)
+            if (w == c) enable += std::string(enable.empty() ? "" : " ") + "+" + c;
+        }
+        if (!enable.empty()) writeControl(parent, "cgroup.subtree_control", enable);
+      }
+      bool shared = false;  // cpu and cpuacct in one v1 hierarchy: one directory
+      for (const auto& [other, otherDir] : cg.dirs_) shared = shared || otherDir == dir;
+      if (!shared) {
+        // The name holds our pid: one that exists is a dead launch's with a recycled pid.
+        if (::mkdir(dir.c_str(), 0755) != 0 && !(errno == EEXIST && emptyAndRemove(dir) &&
+                                                 ::mkdir(dir.c_str(), 0755) == 0))
+          throw sysError("cgroup: mkdir " + dir);
+        cg.dirs_[controller] = dir;
+        UniqueFd procs(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+        if (!procs) throw sysError("cgroup: open " + dir + "/cgroup.procs");
+        cg.procs_.push_back(std::move(procs));
+      }
+      if (cg.v2_) writeV2(dir, plan.limits);
+      else writeV1(controller, dir, plan.limits);
+    }
+  } catch (const Error&) {
+    cg.remove();
+    throw;
+  }
+  spdlog::debug("cgroup created: {}", plan.cgroup.dirs.begin()->second);
+  return cg;
+}
+
+LaunchCgroup::~LaunchCgroup() { remove(); }
+
+void LaunchCgroup::enter() const {
+  for (const auto& fd : procs_)
+    if (::write(fd.get(), "0", 1) != 1) throw sysError("cgroup: join the launch's cgroup");
+}
+
+bool LaunchCgroup::oomKilled() const {
+  for (const auto& [controller, dir] : dirs_) {
+    if (v2_) return keyedValue(dir + "/memory.events", "oom_kill").value_or(0) > 0;
+    if (controller == "memory") return keyedValue(dir + "/memory.oom_control", "oom_kill").value_or(0) > 0;
+  }
+  return false;
+}
+
+CgroupUsage LaunchCgroup::usage() const {
+  CgroupUsage usage;
+  for (const auto& [controller, dir] : dirs_) {
+    if (v2_) {
+      if (auto us = keyedValue(dir + "/cpu.stat", "usage_usec")) usage.cpuSeconds = static_cast<double>(*us) / 1e6;
+      usage.peakMemoryBytes = numberIn(dir + "/memory.peak");
+    } else if (controller == "memory") {
+      usage.peakMemoryBytes = numberIn(dir + "/memory.max_usage_in_bytes");
+    } else if (controller == "cpuacct") {
+      if (auto ns = numberIn(dir + "/cpuacct.usage")) usage.cpuSeconds = static_cast<double>(*ns) / 1e9;
+    }
+  }
+  return usage;
+}
+
+void LaunchCgroup::remove() {
+  procs_.clear();
+  for (const auto& [controller, dir] : dirs_) emptyAndRemove(dir);
+  dirs_.clear();
+}
+
+void sweepStaleCgroups(const launch::LaunchPlan& plan) {
+  std::set<std::string> parents;
+  for (const auto& [controller, dir] : plan.cgroup.dirs) parents.insert(dir.substr(0, dir.find_last_of('/')));
+  for (const auto& parent : parents) {
+    DIR* d = ::opendir(parent.c_str());
+    if (!d) continue;
+    std::vector<std::string> stale;
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (!name.starts_with("ctr-") || name.size() < 5) continue;
+      char* end = nullptr;
+      const long pid = std::strtol(name.c_str() + 4, &end, 10);
+      if (*end != '\0' || pid <= 0) continue;
+      if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // its supervisor lives
+      stale.push_back(parent + "/" + name);
+    }
+    ::closedir(d);
+    for (const auto& dir : stale) {
+      spdlog::debug("removing the cgroup {} of a launch that was killed", dir);
+      emptyAndRemove(dir);
+    }
+  }
+}
+
+}  // namespace ctr::runtime

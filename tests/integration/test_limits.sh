@@ -1,0 +1,118 @@
+#!/bin/bash
+# Issue 11: resource limits through real cgroups. As root here (cgroup v1: the controllers
+# are mounted separately, v2 has none of them): a child touching 200 MiB under --memory 64M
+# is OOM-killed and ctr says so in one line and exits 137; a spinner under --cpus 0.5 gets
+# about half a core; --pids-limit stops forks; --cpuset-cpus pins; requests the node cannot
+# hold are refused at once with the numbers; --stats writes the run's record; no cgroup is
+# left after a normal exit, an OOM kill, or a SIGKILL of ctr (the next launch removes it).
+# As the unprivileged test user without delegation: a clear refusal.
+. "$(dirname "$0")/lib.sh"
+ensure_test_user
+require_fuse
+use_linger 0
+export CTR_CONFIG=$CTR_TEST_CONFIG  # root's launches too: no lingering holder at the end
+[ "$(id -u)" = 0 ] || skip "needs root (cgroup v1 limits are root-only)"
+grep -q ' - cgroup cgroup .*memory' /proc/self/mountinfo || \
+  grep -q ' - cgroup2 ' /proc/self/mountinfo || skip "no cgroup file system mounted"
+for c in memory cpu cpuacct pids cpuset; do
+  grep -qE " - cgroup cgroup [^ ]*[,]?$c(,|$)" /proc/self/mountinfo ||
+    grep -qw "$c" "$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)/cgroup.controllers" 2>/dev/null ||
+    skip "the $c controller is available in neither cgroup v1 nor v2 here"
+done
+
+make_demo_rootfs "$WORK/demo"
+mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend -all-root >/dev/null
+cc -static -O2 -o "$WORK/hog" "$(dirname "$0")/hog.c"
+chmod -R a+rX "$WORK"
+cd "$WORK"
+CTR=$CTR_BIN
+stale_cgroups() { find /sys/fs/cgroup -maxdepth 6 -type d -name 'ctr-[0-9]*' 2>/dev/null || true; }
+no_cgroups() { local s; s=$(stale_cgroups); [ -z "$s" ] || fail "$1: cgroups left: $s"; }
+no_cgroups "before the test"
+
+note "ExplainShowsTheLimitsAndTheCgroup"
+out=$("$CTR" exec --memory 64M --cpus 0.5 --pids-limit 32 --explain demo.sqfs true)
+expect_contains "--explain limits" "limits:     cpus 0.5, memory 64 MiB, pids 32" "$out"
+expect_contains "--explain cgroup" "cgroup:     cgroup v" "$out"
+echo "$out" | grep -A5 '^cgroup:' | sed 's/^/   /'
+
+note "MemoryLimitKillsAndSaysSo"
+set +e; out=$("$CTR" exec --memory 64M demo.sqfs ./hog mem 200 2>"$WORK/err"); rc=$?; set -e
+expect_eq "OOM exit status" 137 "$rc"
+expect_eq "OOM message" "ctr: killed: memory limit 64 MiB reached" "$(cat "$WORK/err")"
+no_cgroups "after the OOM kill"
+out=$("$CTR" exec --memory 256M demo.sqfs ./hog mem 100) || fail "100 MiB under 256M: $out"
+expect_eq "within the limit" "touched 100 MiB" "$out"
+
+note "CpuQuotaHalvesASpinner"
+cpu=$("$CTR" exec --cpus 0.5 demo.sqfs ./hog cpu 3) || fail "spinner: $cpu"
+note "a spinner for 3 s under --cpus 0.5 got $cpu CPU seconds"
+awk -v c="$cpu" 'BEGIN { exit !(c > 0.1 && c < 2.1) }' || fail "--cpus 0.5: $cpu CPU seconds in 3 s (at most ~1.5 expected)"
+
+note "PidsLimitStopsForks"
+n=$("$CTR" exec --pids-limit 10 demo.sqfs ./hog fork 50) || fail "fork hog: $n"
+note "50 forks asked for under --pids-limit 10: $n started"
+[ "$n" -lt 10 ] || fail "--pids-limit 10: $n children started"
+
+note "CpusetPins"
+first=$(cut -d, -f1 /sys/devices/system/cpu/online | cut -d- -f1)
+out=$("$CTR" exec --cpuset-cpus "$first" demo.sqfs grep Cpus_allowed_list /proc/self/status)
+expect_eq "--cpuset-cpus $first" "Cpus_allowed_list:	$first" "$out"
+no_cgroups "after the limited runs"
+
+note "RefusesWhatTheNodeCannotHold"
+cpus=$(nproc)
+mem_kib=$(awk '/MemTotal/ {print $2}' /proc/meminfo)
+refused() {
+  local what=$1 needle=$2; shift 2
+  set +e; out=$("$CTR" exec "$@" demo.sqfs true 2>&1); rc=$?; set -e
+  expect_eq "$what: exit status" 255 "$rc"
+  expect_contains "$what" "$needle" "$out"
+  [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "$what: not one line: $out"
+  note "refused: $out"
+}
+refused "--cpus over the node" "asks for more than this node's $cpus CPUs" --cpus $((cpus * 2))
+refused "--memory over the node" "of memory" --memory $((mem_kib * 2))k
+refused "--cpuset-cpus offline" "is not online on this node" --cpuset-cpus 4000
+refused "--memory nonsense" "--memory '12X' is not a size" --memory 12X
+refused "--memory-swap below --memory" "is less than --memory" --memory 64M --memory-swap 32M
+refused "--stats in a missing directory" "--stats /nonexistent/x.json: cannot write in /nonexistent" --stats /nonexistent/x.json
+no_cgroups "after the refusals"
+
+note "StatsRecordTheRun"
+"$CTR" exec --memory 128M --stats "$WORK/stats.json" demo.sqfs ./hog mem 20 >/dev/null || fail "--stats run"
+python3 - "$WORK/stats.json" <<'PY' || fail "--stats record: $(cat "$WORK/stats.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["exit_code"] == 0 and s["signal"] is None and not s["oom_killed"], s
+assert s["wall_seconds"] > 0 and s["user_seconds"] + s["system_seconds"] > 0, s
+assert s["peak_memory_bytes"] >= 20 << 20, s
+assert s["limits"]["memory_bytes"] == 128 << 20, s
+print("-- stats:", {k: s[k] for k in ("exit_code", "wall_seconds", "peak_memory_bytes", "cgroup")})
+PY
+set +e; "$CTR" exec --memory 64M --stats "$WORK/oom.json" demo.sqfs ./hog mem 200 >/dev/null 2>&1; set -e
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["oom_killed"] and s["exit_code"] == 137 and s["signal"] == "KILL", s' "$WORK/oom.json" ||
+  fail "--stats after an OOM kill: $(cat "$WORK/oom.json")"
+# Without limits --stats needs no cgroup privilege: the test user gets rusage figures.
+as_user "$CTR" exec --stats "$WORK/user-stats.json" "$WORK/demo.sqfs" true 2>/dev/null && fail "--stats into a root-owned directory worked" || true
+
+note "SigkillOfCtrLeavesNoCgroup"
+"$CTR" exec --memory 64M demo.sqfs sleep 30 &
+launcher=$!
+for _ in $(seq 50); do [ -n "$(stale_cgroups)" ] && break; sleep 0.1; done
+[ -n "$(stale_cgroups)" ] || fail "no cgroup while the limited app runs"
+kill -KILL "$launcher"; wait "$launcher" 2>/dev/null || true
+for _ in $(seq 50); do pgrep -f "^sleep 30" >/dev/null || break; sleep 0.1; done
+pgrep -f "^sleep 30" >/dev/null && fail "the app outlived its SIGKILLed ctr"
+note "left by the SIGKILLed ctr: $(stale_cgroups | tr '\n' ' ')"
+"$CTR" exec --memory 64M demo.sqfs true || fail "the next limited launch"
+no_cgroups "after the next launch"
+
+note "UserWithoutDelegationIsRefused"
+set +e; out=$(as_user "$CTR" exec --memory 64M "$WORK/demo.sqfs" true 2>&1); rc=$?; set -e
+expect_eq "user limits: exit status" 255 "$rc"
+expect_contains "user limits" "cannot apply the resource limits" "$out"
+note "refused: $out"
+no_cgroups "at the end"
+assert_nothing_left "limits"
+echo "PASS: $TEST_NAME"

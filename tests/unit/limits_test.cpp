@@ -1,0 +1,125 @@
+// The pure half of resource limits: units, CPU lists, the cgroup mount table, the capacity
+// check and the backend decision.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ctr/error.hpp"
+#include "ctr/limits.hpp"
+
+namespace {
+
+using namespace ctr::limits;
+
+std::string errorOf(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const ctr::Error& e) {
+    return e.oneLine();
+  }
+  return "";
+}
+
+TEST(Limits, ParsesSizesAsDockerAndApptainerDo) {
+  EXPECT_EQ(parseSize("1048576", "--memory"), 1048576u);
+  EXPECT_EQ(parseSize("512k", "--memory"), 512u * 1024);
+  EXPECT_EQ(parseSize("64M", "--memory"), 64u << 20);
+  EXPECT_EQ(parseSize("64MiB", "--memory"), 64u << 20);
+  EXPECT_EQ(parseSize("1.5g", "--memory"), 3ull << 29);
+  EXPECT_EQ(parseSize("2T", "--memory"), 2ull << 40);
+  for (const char* bad : {"", "M", "12X", "-5M", "0", "1..2G", "9999999999T"})
+    EXPECT_NE(errorOf([&] { (void)parseSize(bad, "--memory"); }).find("--memory '"), std::string::npos) << bad;
+  EXPECT_EQ(formatSize(64u << 20), "64 MiB");
+  EXPECT_EQ(formatSize(3ull << 29), "1.5 GiB");
+}
+
+TEST(Limits, ParsesAndFormatsIdLists) {
+  EXPECT_EQ(parseIdList("0-3,8", "--cpuset-cpus"), (std::vector<unsigned>{0, 1, 2, 3, 8}));
+  EXPECT_EQ(parseIdList(" 8, 1 ,1", "--cpuset-cpus"), (std::vector<unsigned>{1, 8}));
+  EXPECT_EQ(formatIdList({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  for (const char* bad : {"", "a", "3-1", "1-", "-1", "1;2"})
+    EXPECT_NE(errorOf([&] { (void)parseIdList(bad, "--cpuset-cpus"); }).find("--cpuset-cpus"), std::string::npos) << bad;
+}
+
+// The mount table of these CI machines (v1 controllers, v2 without them) and a v2-only host.
+constexpr const char* kHybrid =
+    "30 24 0:26 / /sys/fs/cgroup ro,nosuid shared:9 - tmpfs tmpfs ro,mode=755\n"
+    "31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate\n"
+    "33 30 0:29 / /sys/fs/cgroup/memory rw,nosuid shared:13 - cgroup cgroup rw,memory\n"
+    "34 30 0:30 / /sys/fs/cgroup/cpu rw,nosuid shared:14 - cgroup cgroup rw,cpu\n"
+    "35 30 0:31 / /sys/fs/cgroup/cpuacct rw,nosuid shared:15 - cgroup cgroup rw,cpuacct\n"
+    "36 30 0:32 / /sys/fs/cgroup/pids rw,nosuid shared:16 - cgroup cgroup rw,pids\n"
+    "37 30 0:33 / /sys/fs/cgroup/cpuset rw,nosuid shared:17 - cgroup cgroup rw,cpuset\n";
+constexpr const char* kUnified = "30 24 0:26 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n";
+
+TEST(Limits, ReadsTheCgroupMountTable) {
+  auto hybrid = parseCgroupMounts(kHybrid);
+  EXPECT_EQ(hybrid.v2, "/sys/fs/cgroup/unified");
+  EXPECT_EQ(hybrid.v1.at("memory"), "/sys/fs/cgroup/memory");
+  EXPECT_EQ(hybrid.v1.at("cpu"), "/sys/fs/cgroup/cpu");
+  EXPECT_EQ(hybrid.v1.count("blkio"), 0u);
+  auto unified = parseCgroupMounts(kUnified);
+  EXPECT_EQ(unified.v2, "/sys/fs/cgroup");
+  EXPECT_TRUE(unified.v1.empty());
+  auto own = parseProcCgroup("4:memory:/process_api/abc\n2:cpu,cpuacct:/job\n0::/user.slice\n");
+  EXPECT_EQ(own.at("memory"), "/process_api/abc");
+  EXPECT_EQ(own.at("cpuacct"), "/job");
+  EXPECT_EQ(own.at(""), "/user.slice");
+}
+
+TEST(Limits, RefusesWhatTheNodeOrTheAdminCannotGive) {
+  NodeCapacity node{{0, 1}, {0}, 8ull << 30};
+  Caps none;
+  Request ok;
+  ok.cpus = 1.5;
+  ok.memory = 1ull << 30;
+  EXPECT_EQ(errorOf([&] { checkCapacity(ok, node, none); }), "");
+  Request cpus;
+  cpus.cpus = 4;
+  EXPECT_EQ(errorOf([&] { checkCapacity(cpus, node, none); }), "--cpus 4 asks for more than this node's 2 CPUs");
+  Request memory;
+  memory.memory = 16ull << 30;
+  EXPECT_EQ(errorOf([&] { checkCapacity(memory, node, none); }),
+            "--memory 16 GiB asks for more than this node's 8 GiB of memory");
+  Caps caps;
+  caps.memory = 2ull << 30;
+  caps.cpus = 1;
+  EXPECT_NE(errorOf([&] { checkCapacity(ok, node, caps); }).find("over the administrator's limit of 1 CPUs"),
+            std::string::npos);
+  Request cpuset;
+  cpuset.cpusetCpus = "1,5";
+  EXPECT_EQ(errorOf([&] { checkCapacity(cpuset, node, none); }),
+            "--cpuset-cpus 1,5: CPU 5 is not online on this node (online: 0-1)");
+  Request swap;
+  swap.memorySwap = 1 << 30;
+  EXPECT_NE(errorOf([&] { checkCapacity(swap, node, none); }).find("needs --memory"), std::string::npos);
+}
+
+TEST(Limits, PlacesTheCgroupWhereTheHostAllows) {
+  Request memory;
+  memory.memory = 64u << 20;
+  const std::map<std::string, std::string> own = {{"memory", "/job"}, {"cpuacct", "/"}, {"", "/"}};
+  // These machines: v1 as root, below the caller's own cgroups.
+  auto hybrid = parseCgroupMounts(kHybrid);
+  hybrid.v2Controllers = {"hugetlb"};
+  auto root = decidePlacement(memory, false, hybrid, own, "", false, 0, "ctr-42");
+  EXPECT_EQ(root.backend, Backend::V1);
+  EXPECT_EQ(root.dirs.at("memory"), "/sys/fs/cgroup/memory/job/ctr-42");
+  EXPECT_EQ(root.dirs.at("cpuacct"), "/sys/fs/cgroup/cpuacct/ctr-42");
+  auto user = decidePlacement(memory, false, hybrid, own, "", false, 1000, "ctr-42");
+  EXPECT_EQ(user.backend, Backend::None);
+  EXPECT_NE(user.reason.find("need root"), std::string::npos) << user.reason;
+  // A v2 host with a delegated directory the user may write.
+  auto unified = parseCgroupMounts(kUnified);
+  unified.v2Controllers = {"cpuset", "cpu", "io", "memory", "pids"};
+  auto v2 = decidePlacement(memory, false, unified, own, "/sys/fs/cgroup/user.slice/u", true, 1000, "ctr-42");
+  EXPECT_EQ(v2.backend, Backend::V2);
+  EXPECT_EQ(v2.dirs.at(""), "/sys/fs/cgroup/user.slice/u/ctr-42");
+  auto undelegated = decidePlacement(memory, false, unified, own, "/sys/fs/cgroup/x", false, 1000, "ctr-42");
+  EXPECT_EQ(undelegated.backend, Backend::None);
+  EXPECT_NE(undelegated.reason.find("not writable by uid 1000"), std::string::npos) << undelegated.reason;
+  // Nothing asked for: no cgroup at all.
+  EXPECT_EQ(decidePlacement({}, false, hybrid, own, "", false, 0, "ctr-42").backend, Backend::None);
+}
+
+}  // namespace
