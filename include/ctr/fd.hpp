@@ -59,6 +59,7 @@ enum class PipesAllowed : bool { No, Yes };
 // an image, env files, ctr.conf, seccomp profiles): refuses, with a ctr::Error naming `what`
 // and why, anything but a regular file (or a pipe, where allowed) and anything over `limit`
 // bytes, judged by st_size before reading so that a sparse 1 GiB file costs nothing.
+// /dev/null reads as an empty file (`CTR_CONFIG=/dev/null`, `--env-file /dev/null`).
 std::string readCheckedFile(int fd, std::size_t limit, const std::string& what,
                             PipesAllowed pipes = PipesAllowed::No);
 

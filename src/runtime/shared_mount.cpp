@@ -226,7 +226,9 @@ void removeStateFiles(int dirFd, const std::string& stateDir, const std::string&
 // SIGKILLed and so could not remove them itself. Safe by the teardown's own argument: with
 // K.setup and K.users held exclusively nobody uses or is starting that key's holder, and a
 // launch blocked on K.setup notices the removed file and starts over. Costs a readdir of a
-// directory of a few files; a key with a live holder is not touched.
+// directory of a few files; a key with a live holder is not touched. Run by launches that
+// start a holder (they mount an image anyway), so a killed holder's files go with the next
+// fresh mount of any image.
 void sweepDeadHolders(const StateDir& state) {
   std::set<std::string> keys;
   if (DIR* d = ::fdopendir(::dup(state.fd.get()))) {
@@ -279,6 +281,9 @@ Joined joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver driver, c
   lockFile(users.get(), LOCK_SH, "users lock");
   auto ns = findHolder(state.fd.get(), key);
   if (!ns) {
+    // This launch pays for a mount anyway: the moment to clear what SIGKILLed holders left
+    // (joins of a live holder, the fast path, never pay for it).
+    sweepDeadHolders(state);
     try {
       startHolder(plan, driver, state, key);
     } catch (const Error&) {
@@ -300,7 +305,6 @@ Joined joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver driver, c
 SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   log::StepTimer timer("joining the shared image mount");
   StateDir state = openStateDir(plan);
-  sweepDeadHolders(state);
   spdlog::debug("image driver: {} ({})", launch::toString(plan.driver), plan.driverReason);
   Joined joined;
   try {

@@ -57,6 +57,7 @@ TEST_F(CheckedRead, RefusesDevicesDirectoriesAndNamedFifosWithoutBlocking) {
   EXPECT_NE(errorOf("/dev/zero", 1 << 20).find("test file /dev/zero is a character device"),
             std::string::npos);
   EXPECT_NE(errorOf(dir_, 1 << 20).find("is a directory"), std::string::npos);
+  EXPECT_EQ(ctr::readCheckedFile("/dev/null", 16, "/dev/null"), "");  // the usual "nothing"
   const std::string fifo = dir_ + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // Nobody writes it: a blocking open would hang here for ever.
