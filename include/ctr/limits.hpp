@@ -35,6 +35,11 @@ struct Request {
 // Throws ctr::Error naming `what` for anything else, zero or an overflow.
 [[nodiscard]] std::uint64_t parseSize(std::string_view text, std::string_view what);
 
+// --apply-cgroups: Apptainer's cgroups TOML ([memory] limit/swap, [cpu] quota/period/cpus/mems,
+// [pids] limit, [blockIO] weight). Throws ctr::Error naming FILE:LINE and the key for a
+// syntax error or a key ctr cannot apply (never ignored).
+[[nodiscard]] Request parseCgroupsToml(std::string_view text, const std::string& fileName);
+
 // "64 MiB", "1.5 GiB": a size for messages.
 [[nodiscard]] std::string formatSize(std::uint64_t bytes);
 

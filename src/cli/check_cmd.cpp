@@ -23,6 +23,7 @@
 #include "ctr/error.hpp"
 #include "ctr/image.hpp"
 #include "ctr/launch.hpp"
+#include "ctr/limits.hpp"
 
 namespace ctr::cli {
 namespace {
@@ -129,6 +130,21 @@ void checkHelper(Findings& f) {
   if (!loop) f.helper = false;
 }
 
+// Where --memory/--cpus/... would put their cgroup for this user, by the decision `ctr
+// exec` makes (limits::decidePlacement on the same host facts).
+void checkLimits(Findings& f) {
+  const uid_t uid = ::getuid();
+  const auto host = launch::discoverLimitsHost(uid, f.policy.cgroupDelegate);
+  limits::Request probe;
+  probe.memory = 64u << 20;
+  probe.cpus = 1;
+  probe.pids = 64;
+  const auto placement = limits::decidePlacement(probe, false, host.mounts, host.own, host.delegated,
+                                                 host.delegatedWritable, uid, "ctr-check");
+  f.checks.push_back({"resource limits", placement.backend == limits::Backend::None ? Status::Info : Status::Ok,
+                      limits::toString(placement.backend) + ": " + placement.reason});
+}
+
 void checkConfig(Findings& f) {
   std::string path = build::kSysconfPath;
   struct stat st{};
@@ -183,6 +199,7 @@ int runCheck(bool json) {
   checkFuse(f);
   checkHelper(f);
   checkConfig(f);
+  checkLimits(f);
   auto [mode, reason] = decideMode(f);
   if (json) {
     nlohmann::json out;

@@ -26,6 +26,7 @@ struct RunCommandState {
   std::vector<std::string> envFiles;
   // Limits as typed (units parsed in runLaunch, so a bad one gets ctr's one-line error).
   std::string cpus, memory, memorySwap, pidsLimit, blkioWeight;
+  std::string applyCgroups;  // --apply-cgroups FILE (Apptainer's TOML)
   bool explain = false;
   bool json = false;
 };
@@ -57,6 +58,13 @@ void parseLimitFlags(RunCommandState& state) {
   if (!state.pidsLimit.empty()) r.pids = static_cast<std::int64_t>(number("--pids-limit", state.pidsLimit, true));
   if (!state.blkioWeight.empty())
     r.blkioWeight = static_cast<std::uint32_t>(number("--blkio-weight", state.blkioWeight, true));
+  if (!state.applyCgroups.empty()) {
+    if (!r.empty())
+      throw Error("--apply-cgroups " + state.applyCgroups +
+                  " cannot be combined with --cpus, --memory and the other limit flags: put them in the file");
+    r = limits::parseCgroupsToml(readCheckedFile(state.applyCgroups, 1u << 20, "--apply-cgroups " + state.applyCgroups),
+                                 state.applyCgroups);
+  }
   if (!r.cpusetCpus.empty()) r.cpusetCpus = limits::formatIdList(limits::parseIdList(r.cpusetCpus, "--cpuset-cpus"));
   if (!r.cpusetMems.empty()) r.cpusetMems = limits::formatIdList(limits::parseIdList(r.cpusetMems, "--cpuset-mems"));
 }
@@ -118,6 +126,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s) {
   cmd->add_option("--memory-swap", s.memorySwap, "Memory plus swap limit (-1: unlimited swap)")->group(limitsGroup);
   cmd->add_option("--pids-limit", s.pidsLimit, "Most processes and threads at once")->group(limitsGroup);
   cmd->add_option("--blkio-weight", s.blkioWeight, "Block I/O weight, 10 to 1000")->group(limitsGroup);
+  cmd->add_option("--apply-cgroups", s.applyCgroups, "Limits from an Apptainer cgroups TOML file")->group(limitsGroup);
   cmd->add_option("--stats", o.statsFile, "Write wall/CPU time, peak memory, I/O and exit status as JSON to FILE");
   cmd->add_flag("--explain", s.explain, "Print the launch plan and exit");
   cmd->add_flag("--json", s.json, "With --explain: print the plan as JSON");

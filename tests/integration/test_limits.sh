@@ -79,6 +79,23 @@ refused "--memory-swap below --memory" "is less than --memory" --memory 64M --me
 refused "--stats in a missing directory" "--stats /nonexistent/x.json: cannot write in /nonexistent" --stats /nonexistent/x.json
 no_cgroups "after the refusals"
 
+note "ApptainerCgroupsToml"
+printf '[memory]\n  limit = 67108864\n[cpu]\n  quota = 50000\n  period = 100000\n[pids]\n  limit = 32\n' >"$WORK/limits.toml"
+out=$("$CTR" exec --apply-cgroups "$WORK/limits.toml" --explain demo.sqfs true)
+expect_contains "--apply-cgroups in the plan" "limits:     cpus 0.5, memory 64 MiB, pids 32" "$out"
+set +e; "$CTR" exec --apply-cgroups "$WORK/limits.toml" demo.sqfs ./hog mem 200 >/dev/null 2>"$WORK/err"; rc=$?; set -e
+expect_eq "--apply-cgroups memory limit" 137 "$rc"
+expect_eq "--apply-cgroups OOM message" "ctr: killed: memory limit 64 MiB reached" "$(cat "$WORK/err")"
+printf '[memory]\n  reservation = 5\n' >"$WORK/unsupported.toml"
+refused "--apply-cgroups with a key ctr cannot apply" "unsupported.toml:2: [memory] reservation is not supported by ctr" \
+  --apply-cgroups "$WORK/unsupported.toml"
+refused "--apply-cgroups with --memory" "cannot be combined" --apply-cgroups "$WORK/limits.toml" --memory 1G
+no_cgroups "after --apply-cgroups"
+
+note "CheckSaysWhichBackend"
+expect_contains "ctr check as root" "resource limits: cgroup v" "$("$CTR" check 2>&1 || true)"
+expect_contains "ctr check as the user" "resource limits: none: no usable cgroup backend" "$(as_user "$CTR" check 2>&1 || true)"
+
 note "StatsRecordTheRun"
 "$CTR" exec --memory 128M --stats "$WORK/stats.json" demo.sqfs ./hog mem 20 >/dev/null || fail "--stats run"
 python3 - "$WORK/stats.json" <<'PY' || fail "--stats record: $(cat "$WORK/stats.json")"

@@ -122,4 +122,37 @@ TEST(Limits, PlacesTheCgroupWhereTheHostAllows) {
   EXPECT_EQ(decidePlacement({}, false, hybrid, own, "", false, 0, "ctr-42").backend, Backend::None);
 }
 
+TEST(Limits, ReadsApptainerCgroupsToml) {
+  auto r = parseCgroupsToml(R"([memory]
+    limit = 67108864
+    swap = 134217728
+[cpu]
+    quota = 50000
+    period = 100000
+    cpus = "0-1"
+[pids]
+    limit = 64
+[blockIO]
+    weight = 200
+)", "limits.toml");
+  EXPECT_EQ(r.memory, 64u << 20);
+  EXPECT_EQ(r.memorySwap, 128 << 20);
+  EXPECT_DOUBLE_EQ(*r.cpus, 0.5);
+  EXPECT_EQ(r.cpusetCpus, "0-1");
+  EXPECT_EQ(r.pids, 64);
+  EXPECT_EQ(r.blkioWeight, 200u);
+  // What ctr cannot apply is refused by name, with the line; so is bad syntax.
+  EXPECT_NE(errorOf([] { (void)parseCgroupsToml("[memory]\nreservation = 1\n", "l.toml"); })
+                .find("l.toml:2: [memory] reservation is not supported by ctr"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { (void)parseCgroupsToml("[network]\nclassID = 1\n", "l.toml"); })
+                .find("[network] classID is not supported"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { (void)parseCgroupsToml("[memory]\nlimit = \"big\"\n", "l.toml"); })
+                .find("[memory] limit must be an integer"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { (void)parseCgroupsToml("[memory\nlimit = 1\n", "l.toml"); }).find("l.toml:1: "),
+            std::string::npos);
+}
+
 }  // namespace
