@@ -48,6 +48,9 @@ struct Policy {
   // Caps on one container's --cpus, --memory and --pids-limit ('max cpus', 'max memory',
   // 'max pids'); a request over a cap is refused with the numbers.
   limits::Caps limitCaps;
+  // 'refuse overcommit': refuse a launch whose --cpus or --memory, added to what the running
+  // limited containers beside it reserved, exceeds the node.
+  bool refuseOvercommit = false;
   // A cgroup v2 directory the admin delegates to users ('cgroup delegate'; "%u" is the uid):
   // limits go into a new cgroup below it. Empty: systemd's user@UID.service where present.
   std::string cgroupDelegate;

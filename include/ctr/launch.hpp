@@ -165,6 +165,10 @@ struct LaunchPlan {
   // Resource limits and where their cgroup goes (backend None: no cgroup is created).
   limits::Request limits;
   limits::Placement cgroup;
+  // With 'refuse overcommit': the node's capacity, against which the runtime admits the
+  // launch (its request plus what the running limited containers beside it reserved), under
+  // a lock, right before it creates the cgroup.
+  std::optional<limits::NodeCapacity> admitAgainst;
   std::string statsFile;                // --stats FILE (the runtime supervises the app)
   // Whether the launch needs a supervisor (limits or --stats): run(plan), not execute(plan).
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }

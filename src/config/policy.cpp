@@ -115,6 +115,7 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          }
        }},
       {"max memory", [](Policy& p, const std::string& v) { p.limitCaps.memory = limits::parseSize(v, "size"); }},
+      {"refuse overcommit", [](Policy& p, const std::string& v) { p.refuseOvercommit = parseBool(v); }},
       {"max pids", [](Policy& p, const std::string& v) { p.limitCaps.pids = parsePositiveInt(v); }},
       {"cgroup delegate",
        [](Policy& p, const std::string& v) {

@@ -244,6 +244,9 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
                                           "ctr-" + std::to_string(host.pid));
     if (!options.limits.empty() && plan.cgroup.backend == limits::Backend::None)
       throw Error("cannot apply the resource limits: " + plan.cgroup.reason);
+    if (policy.refuseOvercommit && plan.cgroup.backend != limits::Backend::None &&
+        (options.limits.cpus || options.limits.memory))
+      plan.admitAgainst = host.limits->capacity;
   }
 
   const bool contain = options.contain || options.containAll;
@@ -464,6 +467,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                  {"reason", plan.cgroup.reason},
                  {"directories", plan.cgroup.dirs}};
   j["stats_file"] = plan.statsFile;
+  j["refuse_overcommit"] = plan.admitAgainst.has_value();
   return j;
 }
 

@@ -3,10 +3,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -137,12 +139,95 @@ bool emptyAndRemove(const std::string& dir) {
   return false;
 }
 
+std::string parentOf(const std::string& dir) { return dir.substr(0, dir.find_last_of('/')); }
+
+// The running limited launches beside ours: the ctr-<pid> siblings of `dir`.
+std::vector<std::string> siblings(const std::string& dir) {
+  std::vector<std::string> out;
+  const std::string parent = parentOf(dir), self = dir.substr(dir.find_last_of('/') + 1);
+  if (DIR* d = ::opendir(parent.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.starts_with("ctr-") && name != self) out.push_back(parent + "/" + name);
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+// What the siblings of the launch's cgroup reserved: memory limits and CPU quotas.
+struct Reserved {
+  std::uint64_t memoryBytes = 0;
+  double cpus = 0;
+};
+
+Reserved reservedBeside(const launch::LaunchPlan& plan, bool v2) {
+  Reserved reserved;
+  auto dirOf = [&](const std::string& controller) -> std::string {
+    auto it = plan.cgroup.dirs.find(v2 ? "" : controller);
+    return it == plan.cgroup.dirs.end() ? "" : it->second;
+  };
+  if (const auto dir = dirOf("memory"); !dir.empty()) {
+    for (const auto& sib : siblings(dir)) {
+      auto bytes = numberIn(sib + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+      if (bytes && *bytes < (1ull << 62)) reserved.memoryBytes += *bytes;  // v1 "unlimited" is ~2^63
+    }
+  }
+  if (const auto dir = dirOf("cpu"); !dir.empty()) {
+    for (const auto& sib : siblings(dir)) {
+      long long quota = -1, period = 0;
+      if (v2) {
+        std::istringstream words(firstLine(sib + "/cpu.max"));
+        std::string q;
+        words >> q >> period;
+        if (!q.empty() && q != "max") quota = std::stoll(q);
+      } else {
+        quota = static_cast<long long>(numberIn(sib + "/cpu.cfs_quota_us").value_or(0));
+        if (firstLine(sib + "/cpu.cfs_quota_us").starts_with("-")) quota = -1;
+        period = static_cast<long long>(numberIn(sib + "/cpu.cfs_period_us").value_or(0));
+      }
+      if (quota > 0 && period > 0) reserved.cpus += static_cast<double>(quota) / static_cast<double>(period);
+    }
+  }
+  return reserved;
+}
+
+// 'refuse overcommit': the request plus what the running limited containers beside it
+// reserved must fit the node. Called holding the parent's lock, so two launches cannot both
+// take the last of it.
+void admit(const launch::LaunchPlan& plan, bool v2) {
+  const auto& node = *plan.admitAgainst;
+  const Reserved reserved = reservedBeside(plan, v2);
+  const auto& r = plan.limits;
+  if (r.memory && node.memoryBytes > 0 && reserved.memoryBytes + *r.memory > node.memoryBytes)
+    throw Error("--memory " + limits::formatSize(*r.memory) + " would overcommit this node: running containers reserve " +
+                limits::formatSize(reserved.memoryBytes) + " of its " + limits::formatSize(node.memoryBytes) +
+                " ('refuse overcommit' in ctr.conf)");
+  const double cores = static_cast<double>(node.cpus.size());
+  if (r.cpus && cores > 0 && reserved.cpus + *r.cpus > cores + 1e-9) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "--cpus %g would overcommit this node: running containers reserve %g of its %g CPUs",
+                  *r.cpus, reserved.cpus, cores);
+    throw Error(std::string(buf) + " ('refuse overcommit' in ctr.conf)");
+  }
+}
+
 }  // namespace
 
 LaunchCgroup LaunchCgroup::create(const launch::LaunchPlan& plan) {
   LaunchCgroup cg;
   if (plan.cgroup.backend == Backend::None) return cg;
   cg.v2_ = plan.cgroup.backend == Backend::V2;
+  // Admission and creation under one lock on the parent directory (flock on a directory fd).
+  UniqueFd admissionLock;
+  if (plan.admitAgainst) {
+    // The same lock for every launch: the memory cgroup's parent (every placement has one).
+    const auto& dirs = plan.cgroup.dirs;
+    const std::string parent = parentOf(dirs.count("memory") ? dirs.at("memory") : dirs.begin()->second);
+    admissionLock.reset(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!admissionLock || ::flock(admissionLock.get(), LOCK_EX) != 0) throw sysError("cgroup: lock " + parent);
+    admit(plan, cg.v2_);
+  }
   try {
     for (const auto& [controller, dir] : plan.cgroup.dirs) {
       if (cg.v2_) {

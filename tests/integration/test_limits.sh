@@ -92,6 +92,22 @@ refused "--apply-cgroups with a key ctr cannot apply" "unsupported.toml:2: [memo
 refused "--apply-cgroups with --memory" "cannot be combined" --apply-cgroups "$WORK/limits.toml" --memory 1G
 no_cgroups "after --apply-cgroups"
 
+note "RefusesOvercommitWhenTheAdminSaysSo"
+mem_bytes=$((mem_kib * 1024))
+printf 'refuse overcommit = yes\nimage linger = 0\n' >"$WORK/overcommit.conf"
+CTR_CONFIG=$WORK/overcommit.conf "$CTR" exec --memory $((mem_bytes * 6 / 10)) --cpus "$(awk -v c="$cpus" 'BEGIN {print c * 0.75}')" demo.sqfs sleep 3 &
+holder_job=$!
+for _ in $(seq 50); do [ -n "$(stale_cgroups)" ] && break; sleep 0.1; done
+CTR_CONFIG=$WORK/overcommit.conf refused "memory beyond what is left" "would overcommit this node: running containers reserve" \
+  --memory $((mem_bytes * 6 / 10))
+CTR_CONFIG=$WORK/overcommit.conf refused "CPUs beyond what are left" "would overcommit this node" --cpus "$(awk -v c="$cpus" 'BEGIN {print c * 0.5}')"
+out=$(CTR_CONFIG=$WORK/overcommit.conf "$CTR" exec --memory $((mem_bytes / 10)) demo.sqfs echo fits) || fail "a request that fits: $out"
+expect_eq "a request that fits beside it" fits "$out"
+# Without the policy the same request is not compared with the others.
+"$CTR" exec --memory $((mem_bytes * 6 / 10)) demo.sqfs true || fail "overcommit without 'refuse overcommit'"
+wait "$holder_job" || fail "the first limited launch"
+no_cgroups "after the overcommit checks"
+
 note "CheckSaysWhichBackend"
 expect_contains "ctr check as root" "resource limits: cgroup v" "$("$CTR" check 2>&1 || true)"
 expect_contains "ctr check as the user" "resource limits: none: no usable cgroup backend" "$(as_user "$CTR" check 2>&1 || true)"
