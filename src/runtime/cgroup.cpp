@@ -234,12 +234,10 @@ LaunchCgroup LaunchCgroup::create(const launch::LaunchPlan& plan) {
         // The controllers the limits need, enabled for the delegated directory's children.
         const std::string parent = dir.substr(0, dir.find_last_of('/'));
         std::string enable;
-        for (const char* c : {"memory", "cpu", "cpuset", "pids", "io"}) {
-          const std::string available = readFileIfPresent(parent + "/cgroup.controllers");
-          std::istringstream words(available);
-          for (std::string w; words >> w;)
-            if (w == c) enable += std::string(enable.empty() ? "" : " ") + "+" + c;
-        }
+        std::istringstream available(readFileIfPresent(parent + "/cgroup.controllers"));
+        for (std::string c; available >> c;)
+          if (c == "memory" || c == "cpu" || c == "cpuset" || c == "pids" || c == "io")
+            enable += (enable.empty() ? "+" : " +") + c;
         if (!enable.empty()) writeControl(parent, "cgroup.subtree_control", enable);
       }
       bool shared = false;  // cpu and cpuacct in one v1 hierarchy: one directory
