@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "commands.hpp"
+#include "ctr/build_config.hpp"
 #include "ctr/error.hpp"
 
 namespace {
@@ -61,14 +62,46 @@ int main(int argc, char** argv) {
   app.add_flag("-d,--debug", debug, "Print every step and its duration");
   app.add_flag("-q,--quiet", quiet, "Print errors only");
 
+  app.set_version_flag("--version", std::string("ctr version ") + build::kVersion, "Print the ctr version");
+
   cli::Context ctx;
-  registerCommands(app, ctx, requestedCommand(argc, argv));
+  const std::string_view command = requestedCommand(argc, argv);
+  registerCommands(app, ctx, command);
+  // `ctr help [COMMAND]`: the help of ctr or of one command, exit 0 (as `apptainer help`).
+  std::string helpFor;
+  auto* help = app.add_subcommand("help", "Print the help of ctr or of a command");
+  help->add_option("command", helpFor, "The command");
+  help->callback([&] {
+    ctx.action = [&]() -> int {
+      if (helpFor.empty()) {
+        std::cout << app.get_formatter()->make_help(&app, "ctr", CLI::AppFormatMode::Normal);
+        return 0;
+      }
+      for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        if (sub->get_name() == helpFor) {
+          std::cout << sub->help("ctr");
+          return 0;
+        }
+      std::cerr << "ctr: error: unknown command '" << helpFor << "' (ctr help lists the commands)\n";
+      return 1;
+    };
+  });
+  // A command line ctr does not understand is a usage error: exit 1 and say what was wrong
+  // (failures of a container launch keep 255).
+  if (!command.empty() && command != "help") {
+    bool known = false;
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      known = known || sub->get_name() == command;
+    if (!known) {
+      std::cerr << "ctr: error: unknown command '" << command << "' (ctr help lists the commands)\n";
+      return 1;
+    }
+  }
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : kExitFailure;
+    return app.exit(e) == 0 ? 0 : 1;
   }
 
   log::init(debug     ? log::Verbosity::Debug

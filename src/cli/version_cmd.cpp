@@ -9,7 +9,7 @@ void registerVersion(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("version", "Print the ctr version");
   cmd->callback([&ctx] {
     ctx.action = [] {
-      std::cout << build::kVersion << '\n';
+      std::cout << "ctr version " << build::kVersion << '\n';
       return 0;
     };
   });

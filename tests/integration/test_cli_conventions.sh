@@ -1,0 +1,35 @@
+#!/bin/bash
+# Issue 15, CLI conventions: `ctr --version` and `ctr version` print "ctr version X.Y.Z";
+# `ctr help [COMMAND]` prints help and exits 0; a bad flag, an unknown command or no command
+# is a usage error: exit 1 and a message naming what was wrong (255 stays for failed launches).
+. "$(dirname "$0")/lib.sh"
+
+run() { set +e; OUT=$("$CTR_BIN" "$@" 2>&1); RC=$?; set -e; }
+
+run --version
+expect_eq "--version status" 0 "$RC"
+[[ "$OUT" =~ ^ctr\ version\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version printed '$OUT'"
+run version
+expect_eq "version" "$OUT" "$("$CTR_BIN" --version)"
+run help exec
+expect_eq "help exec status" 0 "$RC"
+expect_contains "help exec" "Usage: ctr exec [OPTIONS] image" "$OUT"
+run help
+expect_eq "help status" 0 "$RC"
+expect_contains "help" "Usage: ctr [OPTIONS] SUBCOMMAND" "$OUT"
+run help nosuchcommand
+expect_eq "help of an unknown command: status" 1 "$RC"
+expect_contains "help of an unknown command" "unknown command 'nosuchcommand'" "$OUT"
+run nosuchcommand
+expect_eq "unknown command: status" 1 "$RC"
+expect_contains "unknown command" "unknown command 'nosuchcommand'" "$OUT"
+run exec --no-such-flag img true
+expect_eq "bad flag: status" 1 "$RC"
+expect_contains "bad flag" "--no-such-flag" "$OUT"
+run
+expect_eq "no command: status" 1 "$RC"
+note "no command: $OUT"
+# A launch that fails is still 255.
+run exec /nonexistent.sif true
+expect_eq "failed launch: status" 255 "$RC"
+echo "PASS: $TEST_NAME"
