@@ -14,6 +14,7 @@ namespace ctr::cli {
 
 struct Context {
   std::function<int()> action;  // returns the process exit status
+  std::vector<std::string> rawArgs;  // argv[1..] as given (for what CLI11 cannot tell apart)
 };
 
 void registerVersion(CLI::App& app, Context& ctx);

@@ -1,6 +1,7 @@
 // ctr exec | run | shell, and the hidden `__holder` entry of the shared image mount.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -143,9 +144,21 @@ void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const 
   state->options.command = command;
   auto* cmd = app.add_subcommand(name, help);
   addLaunchOptions(cmd, *state);
-  cmd->callback([&ctx, state, cmd] {
+  cmd->callback([&ctx, state, cmd, name] {
     auto rest = cmd->remaining();
-    state->options.args.insert(state->options.args.end(), rest.begin(), rest.end());
+    auto& args = state->options.args;
+    args.insert(args.end(), rest.begin(), rest.end());
+    // Apptainer's rule: a `--` before IMAGE ends ctr's options; everything after IMAGE,
+    // every `--` included, belongs to the command. CLI11 moves that first `--` to the end
+    // of the command's arguments: take back as many trailing `--` as it added.
+    const auto& raw = ctx.rawArgs;
+    auto sub = std::find(raw.begin(), raw.end(), name);
+    auto image = sub == raw.end() ? raw.end() : std::find(sub + 1, raw.end(), state->options.image);
+    if (image != raw.end()) {
+      const auto given = std::count(image + 1, raw.end(), std::string("--"));
+      auto added = std::count(args.begin(), args.end(), std::string("--")) - given;
+      while (added-- > 0 && !args.empty() && args.back() == "--") args.pop_back();
+    }
     ctx.action = [state] { return runLaunch(*state); };
   });
 }

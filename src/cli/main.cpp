@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ctr version ") + build::kVersion, "Print the ctr version");
 
   cli::Context ctx;
+  ctx.rawArgs.assign(argv + 1, argv + argc);
   const std::string_view command = requestedCommand(argc, argv);
   registerCommands(app, ctx, command);
   // `ctr help [COMMAND]`: the help of ctr or of one command, exit 0 (as `apptainer help`).

@@ -29,6 +29,17 @@ expect_contains "bad flag" "--no-such-flag" "$OUT"
 run
 expect_eq "no command: status" 1 "$RC"
 note "no command: $OUT"
+# `--` as Apptainer parses it: one before IMAGE ends ctr's options; after IMAGE every `--`
+# belongs to the command (checked on the plan, so no container is started).
+mkdir -p "$WORK/img"
+argv_of() { CTR_CONFIG=/dev/null "$CTR_BIN" exec --explain --json "$@" | python3 -c 'import json, sys; print(" ".join(json.load(sys.stdin)["argv"]))'; }
+expect_eq "exec -- IMG echo a b" "echo a b" "$(argv_of -- "$WORK/img" echo a b)"
+expect_eq "exec --pwd / -- IMG echo a b" "echo a b" "$(argv_of --pwd / -- "$WORK/img" echo a b)"
+expect_eq "exec IMG -- echo hi" "-- echo hi" "$(argv_of "$WORK/img" -- echo hi)"
+expect_eq "exec IMG echo -- hi" "echo -- hi" "$(argv_of "$WORK/img" echo -- hi)"
+expect_eq "exec -- IMG echo --" "echo --" "$(argv_of -- "$WORK/img" echo --)"
+expect_eq "exec -- IMG -- echo" "-- echo" "$(argv_of -- "$WORK/img" -- echo)"
+
 # A launch that fails is still 255.
 run exec /nonexistent.sif true
 expect_eq "failed launch: status" 255 "$RC"
