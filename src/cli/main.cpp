@@ -19,7 +19,7 @@ std::string_view requestedCommand(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg == "-v" || arg == "--verbose" || arg == "-d" || arg == "--debug" || arg == "-q" ||
-        arg == "--quiet")
+        arg == "--quiet" || arg == "-s" || arg == "--silent" || arg == "--nocolor")
       continue;
     return arg.empty() || arg[0] == '-' ? std::string_view{} : arg;
   }
@@ -61,6 +61,11 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "Print what ctr does");
   app.add_flag("-d,--debug", debug, "Print every step and its duration");
   app.add_flag("-q,--quiet", quiet, "Print errors only");
+  // Apptainer's global flags, so scripts written for it run unchanged: --silent is --quiet
+  // (ctr's warnings are its only other output), and ctr never colours its output.
+  app.add_flag("-s,--silent", quiet, "Same as --quiet");
+  bool noColor = false;
+  app.add_flag("--nocolor", noColor, "Accepted for Apptainer's scripts (ctr prints no colour)");
 
   app.set_version_flag("--version", std::string("ctr version ") + build::kVersion, "Print the ctr version");
 

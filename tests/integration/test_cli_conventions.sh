@@ -43,4 +43,24 @@ expect_eq "exec -- IMG -- echo" "-- echo" "$(argv_of -- "$WORK/img" -- echo)"
 # A launch that fails is still 255.
 run exec /nonexistent.sif true
 expect_eq "failed launch: status" 255 "$RC"
+# Apptainer's global flags before the command: -s/--silent keeps ctr's warnings out (as
+# -q does), --nocolor is accepted (ctr prints no colour).
+run --nocolor version
+expect_eq "--nocolor version" 0 "$RC"
+unshare -Urm true 2>/dev/null ||
+  skip "no user namespaces here: the --silent launch cases cannot run (the other cases passed)"
+{
+  make_demo_rootfs "$WORK/demo"
+  export CTR_CONFIG=/dev/null
+  run exec --pwd /no/such/dir "$WORK/demo" true
+  expect_eq "missing --pwd: status" 0 "$RC"
+  expect_contains "missing --pwd warns" "warning: working directory /no/such/dir" "$OUT"
+  for flag in -s --silent -q; do
+    run "$flag" --nocolor exec --pwd /no/such/dir "$WORK/demo" true
+    expect_eq "$flag: status" 0 "$RC"
+    expect_eq "$flag: no warning" "" "$OUT"
+  done
+  unset CTR_CONFIG
+}
+
 echo "PASS: $TEST_NAME"
