@@ -51,12 +51,14 @@ require_fuse() {
   command -v squashfuse_ll >/dev/null || skip "squashfuse_ll is not installed"
 }
 
-# Kernel squashfs through loop devices (the setuid helper's path).
+# Kernel squashfs through loop devices (the setuid helper's path). An optional argument is
+# appended to the skip reason (what did run).
 require_loop_squashfs() {
-  command -v losetup >/dev/null || skip "losetup missing"
-  grep -qw squashfs /proc/filesystems || modprobe squashfs 2>/dev/null || skip "no squashfs in the kernel"
-  [ -e /dev/loop-control ] || skip "no /dev/loop-control (loop module not loaded)"
-  [ -z "$(losetup -a)" ] || skip "loop devices already attached on this host: $(losetup -a)"
+  local ran=${1:+ $1}
+  command -v losetup >/dev/null || skip "losetup missing$ran"
+  grep -qw squashfs /proc/filesystems || modprobe squashfs 2>/dev/null || skip "no squashfs in the kernel$ran"
+  [ -e /dev/loop-control ] || skip "no /dev/loop-control (loop module not loaded)$ran"
+  [ -z "$(losetup -a)" ] || skip "loop devices already attached on this host: $(losetup -a)$ran"
 }
 
 # Creates the unprivileged test user once and makes /dev/fuse usable by ordinary users,

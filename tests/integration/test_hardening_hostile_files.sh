@@ -119,14 +119,7 @@ expect_contains "CTR_CONFIG=FIFO" "env.fifo is a FIFO" "$out"
 assert_nothing_left "CTR_CONFIG"
 
 # ---- the same images through the installed setuid helper (kernel squashfs on a loop device).
-if ! command -v losetup >/dev/null || [ ! -e /dev/loop-control ] ||
-   ! { grep -qw squashfs /proc/filesystems || modprobe squashfs 2>/dev/null; }; then
-  skip "no loop devices or kernel squashfs here: the setuid-helper cases cannot run (the squashfuse cases passed)"
-fi
-[ -z "$(losetup -a)" ] || skip "loop devices already attached on this host: $(losetup -a)"
-rt_prefix=/tmp/ctr-suid-rt
-[ "${CTR_INSTALL_SUID_HELPER:-}" = ON ] && [ -n "${CTR_INSTALL_PREFIX:-}" ] && rt_prefix=$CTR_INSTALL_PREFIX
-helper_install "${CTR_HELPER_RT_PREFIX:-$rt_prefix}" all
+helper_runtime "(the squashfuse cases passed)"
 write_conf "allow setuid = yes" "image driver = setuid" "image linger = 0"
 CTR_TEST_CONFIG=  # the installed ctr reads $CONF
 hostile_images "$PREFIX/bin/ctr" "setuid helper"

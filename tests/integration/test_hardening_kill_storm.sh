@@ -78,14 +78,7 @@ after_storm() {
 storm "$CTR_BIN" squashfuse ctr holder squashfuse all
 after_storm "$CTR_BIN" squashfuse
 
-if ! command -v losetup >/dev/null || [ ! -e /dev/loop-control ] ||
-   ! { grep -qw squashfs /proc/filesystems || modprobe squashfs 2>/dev/null; }; then
-  skip "no loop devices or kernel squashfs here: the setuid-helper storm cannot run (the squashfuse storm passed)"
-fi
-[ -z "$(losetup -a)" ] || skip "loop devices already attached on this host: $(losetup -a)"
-rt_prefix=/tmp/ctr-suid-rt
-[ "${CTR_INSTALL_SUID_HELPER:-}" = ON ] && [ -n "${CTR_INSTALL_PREFIX:-}" ] && rt_prefix=$CTR_INSTALL_PREFIX
-helper_install "${CTR_HELPER_RT_PREFIX:-$rt_prefix}" all
+helper_runtime "(the squashfuse storm passed)"
 write_conf "allow setuid = yes" "image driver = setuid" "image linger = 0"
 CTR_TEST_CONFIG=  # the installed ctr reads $CONF
 # The helper lives a few milliseconds, too short for pkill: a C hunter scanning /proc kills

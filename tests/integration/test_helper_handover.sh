@@ -5,13 +5,7 @@
 CTR_HELPER_SOURCE_ONLY=1 . "$(dirname "${BASH_SOURCE[0]}")/test_helper_security.sh"
 
 ensure_test_user
-require_loop_squashfs
-# ctr and the helper both built for, and installed into, a root-owned test prefix.
-# The CI build (preset "ci") is configured for its own prefix with the setuid install:
-# install it there; any other build gets a dedicated build in /tmp/ctr-suid-rt.
-rt_prefix=/tmp/ctr-suid-rt
-[ "${CTR_INSTALL_SUID_HELPER:-}" = ON ] && [ -n "${CTR_INSTALL_PREFIX:-}" ] && rt_prefix=$CTR_INSTALL_PREFIX
-helper_install "${CTR_HELPER_RT_PREFIX:-$rt_prefix}" all
+helper_runtime
 CTR="$PREFIX/bin/ctr"
 # The config enables the helper for every ctr built for this prefix: never leave it behind.
 trap 'rm -f "$CONF"; rm -rf "$WORK"' EXIT

@@ -48,6 +48,17 @@ helper_install() {
   chmod 755 "$PREFIX/etc" "$PREFIX/etc/ctr" "$PREFIX/bin" "$PREFIX/libexec" "$PREFIX/libexec/ctr"
 }
 
+# helper_runtime [RAN]: ctr and the helper, built for and installed setuid into the runtime
+# test prefix (the CI build's own prefix, else /tmp/ctr-suid-rt), so that `$PREFIX/bin/ctr
+# exec` goes through the real helper; skips where loop devices or kernel squashfs are
+# missing (RAN, appended to the reason, says what did run).
+helper_runtime() {
+  require_loop_squashfs "${1:-}"
+  local rt_prefix=/tmp/ctr-suid-rt
+  [ "${CTR_INSTALL_SUID_HELPER:-}" = ON ] && [ -n "${CTR_INSTALL_PREFIX:-}" ] && rt_prefix=$CTR_INSTALL_PREFIX
+  helper_install "${CTR_HELPER_RT_PREFIX:-$rt_prefix}" all
+}
+
 # write_conf LINES...: the root-owned 0644 config the helper reads.
 write_conf() {
   printf '%s\n' "$@" >"$CONF"
