@@ -73,6 +73,8 @@ std::string fileTypeName(unsigned mode);
 
 // The whole file at `path`, or "" when it cannot be opened (a state file not written yet).
 std::string readFileIfPresent(const std::string& path);
+// Its first line without the newline (a /proc/sys or cgroup file), or "".
+std::string readFirstLine(const std::string& path);
 
 // Creates or truncates `path` and writes `content` to it. Throws ctr::Error naming the path.
 void writeFile(const std::string& path, std::string_view content);

@@ -207,5 +207,7 @@ struct LaunchPlan {
 // --explain output.
 [[nodiscard]] std::string toText(const LaunchPlan& plan);
 [[nodiscard]] nlohmann::json toJson(const LaunchPlan& plan);
+// The limits as --explain --json and --stats write them.
+[[nodiscard]] nlohmann::json toJson(const limits::Request& limits);
 
 }  // namespace ctr::launch

@@ -40,6 +40,9 @@ struct Request {
 // syntax error or a key ctr cannot apply (never ignored).
 [[nodiscard]] Request parseCgroupsToml(std::string_view text, const std::string& fileName);
 
+// "2", "0.5": a number of CPUs, more than 0. Throws ctr::Error naming `what`.
+[[nodiscard]] double parseCpus(std::string_view text, std::string_view what);
+
 // "64 MiB", "1.5 GiB": a size for messages.
 [[nodiscard]] std::string formatSize(std::uint64_t bytes);
 

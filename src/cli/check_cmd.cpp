@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,6 +20,7 @@
 #include "ctr/child.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/limits.hpp"
@@ -46,13 +46,6 @@ std::string_view toString(Status s) {
   return "info";
 }
 
-// First line of a /proc or /sys file; empty if it does not exist.
-std::string readFirstLine(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 // A real unshare(CLONE_NEWUSER) in a forked child: the sysctls do not tell about LSMs
 // (AppArmor's restrict_unprivileged_userns, SELinux) or seccomp filters around us.

@@ -41,24 +41,25 @@ std::string readEnvFile(const std::string& path) {
 // The limit flags into options.limits: numbers and sizes checked, named when wrong.
 void parseLimitFlags(RunCommandState& state) {
   auto& r = state.options.limits;
-  auto number = [](const std::string& flag, const std::string& text, bool integer) {
+  auto number = [](const std::string& flag, const std::string& text) {
     try {
       std::size_t used = 0;
-      const double value = std::stod(text, &used);
-      if (used != text.size() || (integer && value != static_cast<double>(static_cast<long long>(value))))
-        throw std::invalid_argument(text);
-      return value;
+      const long long value = std::stoll(text, &used);
+      if (used == text.size()) return value;
     } catch (const std::logic_error&) {
-      throw Error(flag + " '" + text + "' is not " + (integer ? "a whole number" : "a number"));
     }
+    throw Error(flag + " '" + text + "' is not a whole number");
   };
-  if (!state.cpus.empty()) r.cpus = number("--cpus", state.cpus, false);
+  if (!state.cpus.empty()) r.cpus = limits::parseCpus(state.cpus, "--cpus");
   if (!state.memory.empty()) r.memory = limits::parseSize(state.memory, "--memory");
   if (!state.memorySwap.empty())
     r.memorySwap = state.memorySwap == "-1" ? -1 : static_cast<std::int64_t>(limits::parseSize(state.memorySwap, "--memory-swap"));
-  if (!state.pidsLimit.empty()) r.pids = static_cast<std::int64_t>(number("--pids-limit", state.pidsLimit, true));
-  if (!state.blkioWeight.empty())
-    r.blkioWeight = static_cast<std::uint32_t>(number("--blkio-weight", state.blkioWeight, true));
+  if (!state.pidsLimit.empty()) r.pids = number("--pids-limit", state.pidsLimit);
+  if (!state.blkioWeight.empty()) {
+    const auto weight = number("--blkio-weight", state.blkioWeight);
+    if (weight < 10 || weight > 1000) throw Error("--blkio-weight " + state.blkioWeight + ": must be from 10 to 1000");
+    r.blkioWeight = static_cast<std::uint32_t>(weight);
+  }
   if (!state.applyCgroups.empty()) {
     if (!r.empty())
       throw Error("--apply-cgroups " + state.applyCgroups +

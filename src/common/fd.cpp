@@ -87,6 +87,12 @@ std::string readFileIfPresent(const std::string& path) {
   return fd ? readAll(fd.get()) : std::string();
 }
 
+std::string readFirstLine(const std::string& path) {
+  std::string text = readFileIfPresent(path);
+  if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
+}
+
 void writeFile(const std::string& path, std::string_view content) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd) throw sysError("open " + path + " for writing");

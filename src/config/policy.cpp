@@ -103,17 +103,7 @@ const std::map<std::string, Setter, std::less<>>& setters() {
            p.defaultBinds.push_back(b);
          }
        }},
-      {"max cpus",
-       [](Policy& p, const std::string& v) {
-         try {
-           std::size_t used = 0;
-           const double cpus = std::stod(v, &used);
-           if (used != v.size() || !(cpus > 0)) throw std::invalid_argument(v);
-           p.limitCaps.cpus = cpus;
-         } catch (const std::logic_error&) {
-           throw Error("expected a number of CPUs (e.g. 4 or 0.5), got '" + v + "'");
-         }
-       }},
+      {"max cpus", [](Policy& p, const std::string& v) { p.limitCaps.cpus = limits::parseCpus(v, "value"); }},
       {"max memory", [](Policy& p, const std::string& v) { p.limitCaps.memory = limits::parseSize(v, "size"); }},
       {"refuse overcommit", [](Policy& p, const std::string& v) { p.refuseOvercommit = parseBool(v); }},
       {"max pids", [](Policy& p, const std::string& v) { p.limitCaps.pids = parsePositiveInt(v); }},

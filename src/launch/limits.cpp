@@ -73,6 +73,17 @@ std::uint64_t parseSize(std::string_view text, std::string_view what) {
   return static_cast<std::uint64_t>(bytes);
 }
 
+double parseCpus(std::string_view text, std::string_view what) {
+  const std::string given(text);
+  try {
+    std::size_t used = 0;
+    const double cpus = std::stod(given, &used);
+    if (used == given.size() && cpus > 0 && cpus < 1e6) return cpus;
+  } catch (const std::logic_error&) {
+  }
+  throw Error(std::string(what) + " '" + given + "' is not a number of CPUs (e.g. 4 or 0.5)");
+}
+
 std::string formatSize(std::uint64_t bytes) {
   static const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);

@@ -418,6 +418,18 @@ std::string toString(RootMode mode) {
   return "?";
 }
 
+nlohmann::json toJson(const limits::Request& r) {
+  nlohmann::json j = nlohmann::json::object();
+  if (r.cpus) j["cpus"] = *r.cpus;
+  if (!r.cpusetCpus.empty()) j["cpuset_cpus"] = r.cpusetCpus;
+  if (!r.cpusetMems.empty()) j["cpuset_mems"] = r.cpusetMems;
+  if (r.memory) j["memory_bytes"] = *r.memory;
+  if (r.memorySwap) j["memory_swap_bytes"] = *r.memorySwap;
+  if (r.pids) j["pids"] = *r.pids;
+  if (r.blkioWeight) j["blkio_weight"] = *r.blkioWeight;
+  return j;
+}
+
 nlohmann::json toJson(const LaunchPlan& plan) {
   nlohmann::json j;
   j["command"] = toString(plan.command);
@@ -453,16 +465,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["image_linger_ms"] = plan.lingerMs;
   j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
   j["state_dir"] = plan.stateDir;
-  nlohmann::json lj = nlohmann::json::object();
-  const auto& r = plan.limits;
-  if (r.cpus) lj["cpus"] = *r.cpus;
-  if (!r.cpusetCpus.empty()) lj["cpuset_cpus"] = r.cpusetCpus;
-  if (!r.cpusetMems.empty()) lj["cpuset_mems"] = r.cpusetMems;
-  if (r.memory) lj["memory_bytes"] = *r.memory;
-  if (r.memorySwap) lj["memory_swap_bytes"] = *r.memorySwap;
-  if (r.pids) lj["pids"] = *r.pids;
-  if (r.blkioWeight) lj["blkio_weight"] = *r.blkioWeight;
-  j["limits"] = lj;
+  j["limits"] = toJson(plan.limits);
   j["cgroup"] = {{"backend", limits::toString(plan.cgroup.backend)},
                  {"reason", plan.cgroup.reason},
                  {"directories", plan.cgroup.dirs}};

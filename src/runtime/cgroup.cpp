@@ -33,12 +33,6 @@ void writeControl(const std::string& dir, const std::string& file, const std::st
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
-std::string firstLine(const std::string& path) {
-  std::string text = readFileIfPresent(path);
-  if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
-  return text;
-}
-
 // "key value" lines (memory.events, memory.oom_control, cpu.stat): the value of `key`.
 std::optional<std::uint64_t> keyedValue(const std::string& path, const std::string& key) {
   std::istringstream lines(readFileIfPresent(path));
@@ -51,7 +45,7 @@ std::optional<std::uint64_t> keyedValue(const std::string& path, const std::stri
 }
 
 std::optional<std::uint64_t> numberIn(const std::string& path) {
-  const std::string text = firstLine(path);
+  const std::string text = readFirstLine(path);
   if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
   return std::stoull(text);
 }
@@ -80,8 +74,8 @@ void writeV1(const std::string& controller, const std::string& dir, const limits
     // A new v1 cpuset has no CPUs and no memory nodes: no task could join it. Its parent's
     // unless the user chose.
     const std::string parent = dir.substr(0, dir.find_last_of('/'));
-    writeControl(dir, "cpuset.cpus", r.cpusetCpus.empty() ? firstLine(parent + "/cpuset.cpus") : r.cpusetCpus);
-    writeControl(dir, "cpuset.mems", r.cpusetMems.empty() ? firstLine(parent + "/cpuset.mems") : r.cpusetMems);
+    writeControl(dir, "cpuset.cpus", r.cpusetCpus.empty() ? readFirstLine(parent + "/cpuset.cpus") : r.cpusetCpus);
+    writeControl(dir, "cpuset.mems", r.cpusetMems.empty() ? readFirstLine(parent + "/cpuset.mems") : r.cpusetMems);
   } else if (controller == "pids") {
     if (r.pids) writeControl(dir, "pids.max", std::to_string(*r.pids));
   } else if (controller == "blkio") {
@@ -177,13 +171,13 @@ Reserved reservedBeside(const launch::LaunchPlan& plan, bool v2) {
     for (const auto& sib : siblings(dir)) {
       long long quota = -1, period = 0;
       if (v2) {
-        std::istringstream words(firstLine(sib + "/cpu.max"));
+        std::istringstream words(readFirstLine(sib + "/cpu.max"));
         std::string q;
         words >> q >> period;
         if (!q.empty() && q != "max") quota = std::stoll(q);
       } else {
         quota = static_cast<long long>(numberIn(sib + "/cpu.cfs_quota_us").value_or(0));
-        if (firstLine(sib + "/cpu.cfs_quota_us").starts_with("-")) quota = -1;
+        if (readFirstLine(sib + "/cpu.cfs_quota_us").starts_with("-")) quota = -1;
         period = static_cast<long long>(numberIn(sib + "/cpu.cfs_period_us").value_or(0));
       }
       if (quota > 0 && period > 0) reserved.cpus += static_cast<double>(quota) / static_cast<double>(period);

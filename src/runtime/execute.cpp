@@ -242,11 +242,7 @@ void writeStats(const launch::LaunchPlan& plan, const LaunchCgroup& cgroup, doub
     if (counted.cpuSeconds) j["cgroup_cpu_seconds"] = *counted.cpuSeconds;
     if (counted.peakMemoryBytes) j["peak_memory_bytes"] = *counted.peakMemoryBytes;
   }
-  nlohmann::json limitsJson = nlohmann::json::object();
-  if (plan.limits.cpus) limitsJson["cpus"] = *plan.limits.cpus;
-  if (plan.limits.memory) limitsJson["memory_bytes"] = *plan.limits.memory;
-  if (plan.limits.pids) limitsJson["pids"] = *plan.limits.pids;
-  j["limits"] = limitsJson;
+  j["limits"] = launch::toJson(plan.limits);
   // Written beside the target and renamed: a reader never sees half a record.
   const std::string tmp = plan.statsFile + ".tmp" + std::to_string(::getpid());
   try {

@@ -92,23 +92,21 @@ void bindInto(const std::string& source, int targetFd, bool readOnly, bool recur
 std::string readInRoot(int rootFd, const std::string& path) {
   constexpr std::size_t kMaxIdentityFile = 8u << 20;  // ~100,000 passwd lines
   const std::string what = "the image's " + path;
-  // Its type first, through an O_PATH descriptor: a device node on a nodev mount cannot be
-  // opened for reading, and must be refused as what it is, not skipped.
-  UniqueFd node, fd;
-  struct stat st {};
-  try {
-    node = launch::openInRoot(rootFd, path, O_PATH);
-    if (::fstat(node.get(), &st) != 0) throw sysError("stat " + what);
-  } catch (const Error& e) {
-    spdlog::debug("{}", e.what());  // missing or out of reach: the user's entries only
-    return {};
-  }
-  if (!S_ISREG(st.st_mode))
-    throw Error(what + " is " + fileTypeName(st.st_mode) + ", not a regular file: refusing to read it");
+  UniqueFd fd;
   try {
     fd = launch::openInRoot(rootFd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
   } catch (const Error& e) {
-    spdlog::debug("{}", e.what());  // unreadable: the user's entries only
+    // Missing or out of reach: the user's entries only. But a device node on a nodev mount
+    // cannot be opened at all, and must be refused as what it is, not skipped.
+    struct stat st {};
+    bool typed = false;
+    try {
+      typed = ::fstat(launch::openInRoot(rootFd, path, O_PATH).get(), &st) == 0;
+    } catch (const Error&) {
+    }
+    if (typed && !S_ISREG(st.st_mode))
+      throw Error(what + " is " + fileTypeName(st.st_mode) + ", not a regular file: refusing to read it");
+    spdlog::debug("{}", e.what());
     return {};
   }
   return readCheckedFile(fd.get(), kMaxIdentityFile, what);

@@ -19,7 +19,7 @@
 #include <array>
 #include <cstring>
 #include <optional>
-#include <set>
+#include <map>
 #include <string_view>
 
 #include "ctr/build_config.hpp"
@@ -220,8 +220,6 @@ struct Joined {
   HolderNamespaces ns;
 };
 
-void removeStateFiles(int dirFd, const std::string& stateDir, const std::string& key);
-
 // Removes the state files (K.users, K.setup, K.pid, K.pid.tmpN) of keys whose holder was
 // SIGKILLed and so could not remove them itself. Safe by the teardown's own argument: with
 // K.setup and K.users held exclusively nobody uses or is starting that key's holder, and a
@@ -230,38 +228,29 @@ void removeStateFiles(int dirFd, const std::string& stateDir, const std::string&
 // start a holder (they mount an image anyway), so a killed holder's files go with the next
 // fresh mount of any image.
 void sweepDeadHolders(const StateDir& state) {
-  std::set<std::string> keys;
+  std::map<std::string, std::vector<std::string>> files;  // key -> its state files
   if (DIR* d = ::fdopendir(::dup(state.fd.get()))) {
     while (dirent* e = ::readdir(d)) {
       const std::string_view name = e->d_name;
       const auto dot = name.find('.');
       if (dot == 16 && (name.substr(dot) == ".users" || name.substr(dot) == ".setup" ||
                         name.substr(dot).starts_with(".pid")))
-        keys.emplace(name.substr(0, dot));
+        files[std::string(name.substr(0, dot))].emplace_back(name);
     }
     ::closedir(d);
   }
-  for (const auto& key : keys) {
+  for (const auto& [key, names] : files) {
     if (findHolder(state.fd.get(), key)) continue;
-    UniqueFd setup(::openat(state.fd.get(), (key + ".setup").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-    if (setup && !lockFile(setup.get(), LOCK_EX | LOCK_NB, "setup lock")) continue;  // being set up
+    // K.setup is taken (created if it is gone) as a launch takes it: nothing can start a
+    // holder for the key while we hold it.
+    UniqueFd setup = openLockFile(state.fd.get(), key + ".setup", true);
+    if (!lockFile(setup.get(), LOCK_EX | LOCK_NB, "setup lock")) continue;  // being set up
     UniqueFd users(::openat(state.fd.get(), (key + ".users").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
     if (users && !lockFile(users.get(), LOCK_EX | LOCK_NB, "users lock")) continue;  // an app runs
-    if (!setup) {
-      // No K.setup to hold: only a pid file of a dead holder can be left (nothing starts a
-      // holder without K.setup).
-      ::unlinkat(state.fd.get(), (key + ".pid").c_str(), 0);
-      continue;
-    }
     if (findHolder(state.fd.get(), key)) continue;
     spdlog::debug("removing the state files of {}, whose holder was killed", key);
-    removeStateFiles(state.fd.get(), state.path, key);
-    ::unlinkat(state.fd.get(), (key + ".pid").c_str(), 0);
-    if (DIR* d = ::fdopendir(::dup(state.fd.get()))) {
-      while (dirent* e = ::readdir(d))
-        if (std::string_view(e->d_name).starts_with(key + ".pid.tmp")) ::unlinkat(state.fd.get(), e->d_name, 0);
-      ::closedir(d);
-    }
+    for (const auto& name : names) ::unlinkat(state.fd.get(), name.c_str(), 0);
+    ::unlinkat(state.fd.get(), (key + ".setup").c_str(), 0);  // if we created it
   }
 }
 
