@@ -99,6 +99,9 @@ expect_contains() { case "$3" in *"$2"*) ;; *) fail "$1: expected to contain '$2
 
 # Builds the busybox demo root filesystem into DIR (no network).
 make_demo_rootfs() { sh "$CTR_SOURCE_DIR/images/demo/make-rootfs.sh" "$1" >/dev/null; }
+# Builds the Apptainer-style fixture root (env scripts, %environment extending PATH,
+# runscript, %test, a SCIF app "tool", /var and /etc links) into DIR.
+make_apptainer_rootfs() { sh "$CTR_SOURCE_DIR/images/apptainer-style/make-rootfs.sh" "$1" >/dev/null; }
 
 # Nothing of ours may stay mounted or attached after a test.
 assert_no_leftovers() {
