@@ -3,26 +3,33 @@
 // environment (e.g. from `environ`) and the file contents; nothing here reads the process
 // state. docs/user-guide-run.md "## Environment" describes the result for users.
 //
-// Precedence, lowest first (a later layer overwrites an earlier one):
-//   1. host environment, filtered (see below; with cleanEnv only TERM and the proxy vars)
+// Before the image's env scripts run (computeEnvironment, lowest first):
+//   1. host environment, filtered (see below; with cleanEnv only TERM and the proxy vars;
+//      names given to --no-env / APPTAINER_NOENV dropped)
 //   2. ctr's defaults: PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin,
 //      LANG=C with cleanEnv
 //   3. image environment (SIF env / image config)
-//   4. user overrides: SINGULARITYENV_K, then APPTAINERENV_K, then CTRENV_K from the host
-//      environment, then --env-file files in order, then --env values in order (HOME
-//      cannot be overridden when `home` is set: use --home, as in Apptainer)
-//   5. fixed by ctr: HOME (when given), CTR_CONTAINER, CTR_NAME
-// Then PREPEND_PATH / APPEND_PATH set in layer 4 are added to PATH, and `libraryDir` (if
-// set) is appended to LD_LIBRARY_PATH.
+//   5. fixed by ctr: HOME (when given), CTR_CONTAINER, CTR_NAME, APPTAINER_CONTAINER,
+//      SINGULARITY_CONTAINER, APPTAINER_NAME, SINGULARITY_NAME
+// Layer 4, what the user sets (SINGULARITYENV_K, then APPTAINERENV_K, then CTRENV_K from
+// the host environment, then --env-file files in order, then --env values in order), is
+// not in that environment: as in Apptainer, it is applied in the container after the
+// image's scripts up to 99-base.sh, each value evaluated as the shell evaluates
+// "VALUE" (`$VAR`, `${VAR}`, `$(cmd)`, `\$`), or taken literally with --no-eval
+// (envProgramScript below). PATH, PREPEND_PATH and APPEND_PATH apply after all scripts; a
+// user LD_LIBRARY_PATH gets /.singularity.d/libs appended; PREPEND_ and
+// APPEND_LD_LIBRARY_PATH extend a non-empty LD_LIBRARY_PATH last.
 //
 // Never passed from the host (layer 1): PATH, LD_LIBRARY_PATH (host libraries would break
 // the image's), HOME (replaced by the container home), CTR_* (ctr's own settings),
+// APPTAINER_* and SINGULARITY_* (Apptainer's settings, as Apptainer drops them),
 // CTRENV_*/APPTAINERENV_*/SINGULARITYENV_* (transposed in layer 4). Under cleanEnv the
 // MPI/scheduler variables (OMPI_*, PMIX_*, PMI_*, SLURM_*) are still passed, so that
 // `mpirun ctr exec --cleanenv` works (Apptainer drops them; that is a deliberate change).
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,6 +46,8 @@ inline constexpr std::string_view kDefaultContainerPath =
 struct EnvironmentInputs {
   std::vector<std::string> host;  // "K=V" strings as in environ; entries without '=' ignored
   bool cleanEnv = false;          // --cleanenv
+  std::vector<std::string> noEnv; // --no-env / APPTAINER_NOENV: host variables not passed
+  bool evaluate = true;           // false: --no-eval
   std::vector<EnvVar> image;      // from the image, in its order
   std::vector<EnvVar> envFiles;   // parseEnvFile results of every --env-file, in order
   std::vector<EnvVar> cli;        // parseEnvOption results of every --env, in order
@@ -47,12 +56,22 @@ struct EnvironmentInputs {
   std::string libraryDir;         // appended to LD_LIBRARY_PATH when set (injected host libs)
 };
 
+// Layer 4: what the user set, applied in the container (see above).
+struct UserEnvironment {
+  std::vector<EnvVar> vars;          // in order; a later setting of a name replaced an earlier
+  std::optional<std::string> path;   // PATH: replaces the container's PATH after its scripts
+  std::string prependPath;           // PREPEND_PATH
+  std::string appendPath;            // APPEND_PATH
+  bool evaluate = true;              // false: --no-eval, values are taken literally
+
+  [[nodiscard]] bool empty() const { return vars.empty() && !path && prependPath.empty() && appendPath.empty(); }
+};
+
 struct Environment {
-  std::map<std::string, std::string> vars;  // sorted, so --explain output is stable
-  // Names set by layer 4 (CTRENV_ and friends, --env-file, --env), in sorted order. An
-  // image's /.singularity.d/env scripts must not overwrite them: pass them to
-  // envScriptArgv, which re-exports them after sourcing the scripts.
-  std::vector<std::string> userSet;
+  std::map<std::string, std::string> vars;  // layers 1-3 and 5; sorted, so --explain is stable
+  UserEnvironment user;                     // layer 4
+  std::vector<EnvVar> fixed;                // layer 5: set again after the image's scripts
+  std::vector<std::string> warnings;        // settings ignored, with why (shown to the user)
 };
 
 [[nodiscard]] Environment computeEnvironment(const EnvironmentInputs& inputs);
@@ -78,15 +97,34 @@ struct Environment {
 
 // The directory Apptainer images keep their environment scripts in.
 inline constexpr std::string_view kEnvScriptDir = "/.singularity.d/env";
+// The library directory of injected host libraries, appended to a user LD_LIBRARY_PATH.
+inline constexpr std::string_view kContainerLibDir = "/.singularity.d/libs";
 
-// argv that sources /.singularity.d/env/*.sh (in glob order, skipping unreadable ones),
-// re-exports `reexport` (so --env beats the image's %environment), then execs `command`:
-//   {"/bin/sh", "-c", "for f in /.singularity.d/env/*.sh; do ...; done; export ...; "
-//    "exec \"$@\"", "ctr-env", command...}
-// The runtime uses it only when the image has that directory. Values are single-quoted
-// for the shell, so any byte except NUL is safe; an invalid name throws ctr::Error.
-[[nodiscard]] std::vector<std::string> envScriptArgv(const std::vector<std::string>& command,
-                                                     const std::vector<EnvVar>& reexport = {});
+// What a launch does to the environment inside the container, in Apptainer's order.
+struct EnvProgram {
+  std::vector<std::string> scripts;  // the image's env scripts, sorted (or /environment)
+  UserEnvironment user;
+  std::vector<EnvVar> fixed;         // ctr's and Apptainer's identity variables
+  unsigned uid = 0, gid = 0;         // $UID and $GID (shell variables, as bash has them)
+  // PS1 of the environment the program starts from (some shells set a default of their own,
+  // which must not stop the fallback prompt).
+  std::optional<std::string> ps1;
+};
+
+// The program as POSIX sh text, within the subset of ctr/envscript.hpp so that ctr runs it
+// without a shell whenever the scripts and values allow, and /bin/sh runs the same text
+// otherwise (one evaluator, two engines):
+//   UID/GID unless set; the scripts up to 99-base.sh (each if readable); the user's
+//   variables (exported, evaluated in "..." or literal in '...'); the remaining scripts;
+//   PREPEND_PATH, APPEND_PATH, PATH; PREPEND_/APPEND_LD_LIBRARY_PATH; the fixed
+//   variables; PS1 and PROMPT_COMMAND fallbacks and APPTAINER_ENVIRONMENT as Apptainer
+//   sets them. Throws ctr::Error for an invalid variable name.
+[[nodiscard]] std::string envProgramScript(const EnvProgram& program);
+
+// argv that runs `script` (envProgramScript) in /bin/sh and then execs `command`:
+//   {"/bin/sh", "-c", script + "\nexec \"$@\"", "ctr-env", command...}
+[[nodiscard]] std::vector<std::string> envProgramArgv(const std::string& script,
+                                                      const std::vector<std::string>& command);
 
 // Quotes `s` for a POSIX shell: 'it'\''s'.
 [[nodiscard]] std::string shellQuote(std::string_view s);

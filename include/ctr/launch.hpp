@@ -38,6 +38,8 @@ struct LaunchOptions {
   bool writableTmpfs = false;       // --writable-tmpfs
   limits::Request limits;           // --cpus, --memory, --pids-limit, ... (the CLI parses units)
   std::string statsFile;            // --stats FILE: a JSON record of the run when it ends
+  std::vector<std::string> noEnv;   // --no-env NAMES (and APPTAINER_NOENV): host vars not passed
+  bool noEval = false;              // --no-eval: user values are not shell-evaluated
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -149,9 +151,14 @@ struct LaunchPlan {
   std::vector<Mount> mounts;            // applied in this order, after the root
   PreparedRootSpec preparedRoot;        // what the holder prepares (subset of `mounts`)
   std::vector<std::string> environment; // final container environment "K=V" (before env scripts)
-  // "K=V" the user set (CTRENV_, --env-file, --env): re-exported after the image's env
-  // scripts, which must not override them.
-  std::vector<std::string> userEnvironment;
+  // What the user set (CTRENV_/APPTAINERENV_, --env-file, --env): applied in the container
+  // after the image's env scripts up to 99-base.sh, evaluated unless --no-eval
+  // (ctr/environment.hpp, envProgramScript).
+  UserEnvironment userEnvironment;
+  // ctr's and Apptainer's identity variables (CTR_CONTAINER, APPTAINER_NAME, ...): set
+  // again after the image's scripts, which cannot change them.
+  std::vector<EnvVar> fixedEnvironment;
+  std::vector<std::string> warnings;    // settings ignored, with why (printed at launch)
   std::vector<std::string> argv;        // argv[0] looked up with the container PATH
   bool sourceEnvScripts = true;         // apply /.singularity.d/env/*.sh if the image has them
   std::string workdir;                  // inside the container

@@ -34,8 +34,13 @@ bool contains(const auto& list, std::string_view name) {
   return std::find(list.begin(), list.end(), name) != list.end();
 }
 
+// Settings the user may not make through APPTAINERENV_/--env (Apptainer refuses them too).
+constexpr std::array<std::string_view, 4> kNotSettable{"APPTAINER_SHELL", "APPTAINER_APPNAME",
+                                                       "SINGULARITY_SHELL", "SINGULARITY_APPNAME"};
+
 bool passesFromHost(std::string_view name, bool cleanEnv) {
-  if (startsWith(name, "CTR_")) return false;
+  if (startsWith(name, "CTR_") || startsWith(name, "APPTAINER_") || startsWith(name, "SINGULARITY_"))
+    return false;
   for (auto prefix : kInjectPrefixes) {
     if (startsWith(name, prefix)) return false;
   }
@@ -92,7 +97,10 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
         }
       }
     }
-    if (passesFromHost(name, in.cleanEnv)) vars[name] = value;
+    // A name no shell can hold (BASH_FUNC_ml%%) is not passed: the env scripts' shell
+    // would drop it or choke on it.
+    if (isValidEnvName(name) && passesFromHost(name, in.cleanEnv) && !contains(in.noEnv, name))
+      vars[name] = value;
   }
 
   // 2. defaults
@@ -102,23 +110,31 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
   // 3. image
   for (const auto& [name, value] : in.image) vars[name] = value;
 
-  // 4. user overrides
-  std::map<std::string, std::string> user = injected;
-  for (const auto& [name, value] : in.envFiles) user[name] = value;
-  for (const auto& [name, value] : in.cli) user[name] = value;
-  std::string prependPath, appendPath;
-  for (const auto& [name, value] : user) {
+  // 4. user settings, applied in the container after the image's scripts
+  UserEnvironment& user = env.user;
+  user.evaluate = in.evaluate;
+  auto set = [&](const std::string& name, const std::string& value, const std::string& how) {
     if (name == "PREPEND_PATH") {
-      prependPath = value;
+      user.prependPath = value;
     } else if (name == "APPEND_PATH") {
-      appendPath = value;
-    } else if (name == "HOME" && !in.home.empty()) {
-      continue;  // as Apptainer: HOME is the container home, --home changes it
+      user.appendPath = value;
+    } else if (name == "PATH") {
+      user.path = value;
+    } else if (name == "HOME") {
+      env.warnings.push_back("HOME cannot be set with " + how + ": use --home (ignored)");
+    } else if (contains(kNotSettable, name)) {
+      env.warnings.push_back(name + " cannot be set with " + how + " (ignored)");
     } else {
-      vars[name] = value;
-      env.userSet.push_back(name);
+      std::erase_if(user.vars, [&](const EnvVar& v) { return v.first == name; });
+      user.vars.emplace_back(name, name == "LD_LIBRARY_PATH" && !value.empty()
+                                       ? value + ":" + std::string(kContainerLibDir)
+                                       : value);
     }
-  }
+  };
+  for (const auto& [name, value] : injected)
+    set(name, value, std::string(kInjectPrefixes[static_cast<size_t>(injectedRank[name])]) + name);
+  for (const auto& [name, value] : in.envFiles) set(name, value, "--env-file");
+  for (const auto& [name, value] : in.cli) set(name, value, "--env");
 
   // 5. fixed by ctr
   if (!in.home.empty()) {
@@ -129,25 +145,19 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
     }
   }
   if (!in.imagePath.empty()) {
-    vars["CTR_CONTAINER"] = in.imagePath;
-    vars["CTR_NAME"] = baseName(in.imagePath);
+    // Scripts test these to know they run in a container, and which one.
+    const std::string name = baseName(in.imagePath);
+    for (const char* key : {"CTR_CONTAINER", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"})
+      env.fixed.emplace_back(key, in.imagePath);
+    for (const char* key : {"CTR_NAME", "APPTAINER_NAME", "SINGULARITY_NAME"}) env.fixed.emplace_back(key, name);
   }
+  for (const auto& [name, value] : env.fixed) vars[name] = value;
 
-  if (!prependPath.empty() || !appendPath.empty()) {
-    std::string path = prependPath;
-    appendPathList(path, vars["PATH"]);
-    appendPathList(path, appendPath);
-    vars["PATH"] = path;
-    if (std::find(env.userSet.begin(), env.userSet.end(), "PATH") == env.userSet.end()) {
-      env.userSet.push_back("PATH");
-    }
-  }
   if (!in.libraryDir.empty()) {
     std::string list = vars.contains("LD_LIBRARY_PATH") ? vars["LD_LIBRARY_PATH"] : "";
     appendPathList(list, in.libraryDir);
     vars["LD_LIBRARY_PATH"] = list;
   }
-  std::sort(env.userSet.begin(), env.userSet.end());
   return env;
 }
 
@@ -237,17 +247,77 @@ std::string shellQuote(std::string_view s) {
   return out;
 }
 
-std::vector<std::string> envScriptArgv(const std::vector<std::string>& command,
-                                       const std::vector<EnvVar>& reexport) {
-  std::string script = "for f in " + std::string(kEnvScriptDir) +
-                       "/*.sh; do [ -r \"$f\" ] && . \"$f\"; done; unset f; ";
-  for (const auto& [name, value] : reexport) {
-    // The name goes into the script unquoted: only a valid name may.
-    if (!isValidEnvName(name)) throw Error("cannot export '" + name + "': not a valid variable name");
-    script += "export " + name + "=" + shellQuote(value) + "; ";
+namespace {
+
+std::string doubleQuoted(std::string_view value) {
+  std::string out = "\"";
+  for (char c : value) {
+    if (c == '"') out += '\\';
+    out += c;
   }
-  script += "exec \"$@\"";
-  std::vector<std::string> argv{"/bin/sh", "-c", script, "ctr-env"};
+  return out + '"';
+}
+
+void requireName(const std::string& name) {
+  // Names go into the script unquoted: only valid ones may.
+  if (!isValidEnvName(name)) throw Error("cannot set '" + name + "': not a valid variable name");
+}
+
+}  // namespace
+
+std::string envProgramScript(const EnvProgram& p) {
+  const UserEnvironment& user = p.user;
+  auto quote = [&](std::string_view value) { return user.evaluate ? doubleQuoted(value) : shellQuote(value); };
+  std::string s = p.ps1 ? "PS1=" + shellQuote(*p.ps1) + "\n" : "unset PS1\n";
+  s += "if [ -z \"${UID:-}\" ]; then UID=" + std::to_string(p.uid) + "; fi\n";
+  s += "if [ -z \"${GID:-}\" ]; then GID=" + std::to_string(p.gid) + "; fi\n";
+  auto source = [&](const std::string& script) {
+    s += "if [ -r " + shellQuote(script) + " ]; then . " + shellQuote(script) + "; fi\n";
+  };
+  // Apptainer applies the user's settings right after 99-base.sh, the last script images
+  // built since Singularity 2.3 share; later ones (99-runtimevars.sh) come after them.
+  auto beforeUser = [](const std::string& script) {
+    return script == "/environment" || baseName(script) <= "99-base.sh";
+  };
+  size_t i = 0;
+  for (; i < p.scripts.size() && beforeUser(p.scripts[i]); ++i) source(p.scripts[i]);
+  for (const auto& [name, value] : user.vars) {
+    requireName(name);
+    s += "export " + name + "=" + quote(value) + "\n";
+  }
+  // Evaluated here, applied after the remaining scripts.
+  if (!user.prependPath.empty()) s += "__ctr_prepend_path=" + quote(user.prependPath) + "\n";
+  if (!user.appendPath.empty()) s += "__ctr_append_path=" + quote(user.appendPath) + "\n";
+  if (user.path) s += "__ctr_path=" + quote(*user.path) + "\n";
+  for (; i < p.scripts.size(); ++i) source(p.scripts[i]);
+  if (!user.prependPath.empty()) s += "PATH=\"$__ctr_prepend_path:$PATH\"\n";
+  if (!user.appendPath.empty()) s += "PATH=\"$PATH:$__ctr_append_path\"\n";
+  if (user.path) s += "PATH=\"$__ctr_path\"\n";
+  if (!user.prependPath.empty() || !user.appendPath.empty() || user.path)
+    s += "unset __ctr_prepend_path __ctr_append_path __ctr_path\nexport PATH\n";
+  s += "if [ -n \"${LD_LIBRARY_PATH:-}\" ]; then\n"
+       "  if [ -n \"${PREPEND_LD_LIBRARY_PATH:-}\" ]; then LD_LIBRARY_PATH=\"$PREPEND_LD_LIBRARY_PATH:$LD_LIBRARY_PATH\"; fi\n"
+       "  if [ -n \"${APPEND_LD_LIBRARY_PATH:-}\" ]; then LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH:$APPEND_LD_LIBRARY_PATH\"; fi\n"
+       "fi\n";
+  for (const auto& [name, value] : p.fixed) {
+    requireName(name);
+    s += "export " + name + "=" + shellQuote(value) + "\n";
+  }
+  // A prompt that says where one is, also for bash started as the command (its PS1 comes
+  // from PROMPT_COMMAND then), and the file %post may append environment to.
+  s += "if [ -z \"${PS1:-}\" ]; then PS1='Apptainer> '; fi\nexport PS1\n"
+       "if [ -z \"${PROMPT_COMMAND:-}\" ]; then\n"
+       "  export PROMPT_COMMAND=\"PS1=\\\"$PS1\\\"; unset PROMPT_COMMAND\"\n"
+       "else\n"
+       "  export PROMPT_COMMAND=\"$PROMPT_COMMAND; PROMPT_COMMAND=\\\"\\${PROMPT_COMMAND%%; PROMPT_COMMAND=*}\\\"; PS1=\\\"$PS1\\\"\"\n"
+       "fi\n"
+       "export APPTAINER_ENVIRONMENT=\"${APPTAINER_ENVIRONMENT:-/.singularity.d/env/91-environment.sh}\"\n"
+       "export SINGULARITY_ENVIRONMENT=\"$APPTAINER_ENVIRONMENT\"\n";
+  return s;
+}
+
+std::vector<std::string> envProgramArgv(const std::string& script, const std::vector<std::string>& command) {
+  std::vector<std::string> argv{"/bin/sh", "-c", script + "exec \"$@\"\n", "ctr-env"};
   argv.insert(argv.end(), command.begin(), command.end());
   return argv;
 }

@@ -17,6 +17,8 @@ struct Decline {
 
 [[noreturn]] void decline(std::string reason) { throw Decline{std::move(reason)}; }
 
+constexpr int kMaxSourceDepth = 16;
+
 bool isNameStart(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
 bool isNameChar(char c) { return isNameStart(c) || (c >= '0' && c <= '9'); }
 bool isBlank(char c) { return c == ' ' || c == '\t'; }
@@ -37,7 +39,8 @@ struct Word {
 
 class Interpreter {
  public:
-  Interpreter(std::string_view text, ShellVars& vars) : s_(text), vars_(vars) {}
+  Interpreter(std::string_view text, ShellVars& vars, const ShellHost* host, int depth)
+      : s_(text), vars_(vars), host_(host), depth_(depth) {}
 
   void run() {
     runList({});
@@ -48,6 +51,8 @@ class Interpreter {
   std::string_view s_;
   size_t pos_ = 0;
   ShellVars& vars_;
+  const ShellHost* host_;
+  int depth_;  // nesting of `. FILE`
   bool executing_ = true;  // false inside a branch not taken: parse only
 
   // ---- lexing ----
@@ -400,6 +405,10 @@ class Interpreter {
       result = !args[0].empty();
     } else if (args.size() == 2 && (args[0] == "-z" || args[0] == "-n")) {
       result = (args[0] == "-z") == args[1].empty();
+    } else if (args.size() == 2 && args[0].size() == 2 && args[0][0] == '-' &&
+               std::string_view("efdrx").find(args[0][1]) != std::string_view::npos) {
+      if (!host_ || !host_->testFile) decline("file test " + args[0]);
+      result = host_->testFile(args[0][1], args[1]);
     } else if (args.size() == 3 && (args[1] == "=" || args[1] == "!=")) {
       result = (args[0] == args[2]) == (args[1] == "=");
     } else {
@@ -421,6 +430,16 @@ class Interpreter {
     const Word& cmd = words[0];
     if (cmd.quoted || cmd.unquotedExpansion) decline("a command name from an expansion");
     if (cmd.raw == ":" || cmd.raw == "true") return;
+    if (cmd.raw == ".") {
+      if (words.size() != 2) decline("'.' with arguments");
+      const std::string& file = plainArgument(words[1]);
+      if (!host_ || !host_->readFile) decline("'. " + file + "'");
+      if (depth_ >= kMaxSourceDepth) decline("'.' nested deeper than " + std::to_string(kMaxSourceDepth));
+      auto text = host_->readFile(file);
+      if (!text) decline("'. " + file + "': cannot read it");
+      Interpreter(*text, vars_, host_, depth_ + 1).run();
+      return;
+    }
     if (cmd.raw == "export") {
       // All arguments are expanded before export runs (they already are: readWord expanded
       // them in order); then each is applied.
@@ -454,9 +473,9 @@ class Interpreter {
 
 }  // namespace
 
-std::string interpretEnvScript(std::string_view script, ShellVars& vars) {
+std::string interpretEnvScript(std::string_view script, ShellVars& vars, const ShellHost* host) {
   try {
-    Interpreter(script, vars).run();
+    Interpreter(script, vars, host, 0).run();
     return {};
   } catch (const Decline& d) {
     return d.reason;

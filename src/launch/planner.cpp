@@ -332,6 +332,8 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   EnvironmentInputs envInputs;
   envInputs.host = host.env;
   envInputs.cleanEnv = cleanEnv;
+  envInputs.noEnv = options.noEnv;
+  envInputs.evaluate = !options.noEval;
   envInputs.home = homeDest;
   envInputs.imagePath = image.path.string();
   for (const auto& value : options.envs) {
@@ -349,7 +351,9 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     if (m.origin != MountOrigin::User && m.origin != MountOrigin::Cwd) plan.preparedRoot.mounts.push_back(m);
   plan.preparedRoot.user = plan.user;
   plan.environment = toEnvp(env);
-  for (const auto& name : env.userSet) plan.userEnvironment.push_back(name + '=' + env.vars[name]);
+  plan.userEnvironment = std::move(env.user);
+  plan.fixedEnvironment = std::move(env.fixed);
+  plan.warnings = std::move(env.warnings);
 
   switch (options.command) {
     case Command::Exec:
@@ -452,6 +456,13 @@ nlohmann::json toJson(const LaunchPlan& plan) {
     j["mounts"].push_back(std::move(mj));
   }
   j["environment"] = plan.environment;
+  const auto& user = plan.userEnvironment;
+  j["user_environment"] = {{"evaluated", user.evaluate}, {"variables", nlohmann::json::array()}};
+  for (const auto& [name, value] : user.vars) j["user_environment"]["variables"].push_back({{"name", name}, {"value", value}});
+  if (user.path) j["user_environment"]["path"] = *user.path;
+  if (!user.prependPath.empty()) j["user_environment"]["prepend_path"] = user.prependPath;
+  if (!user.appendPath.empty()) j["user_environment"]["append_path"] = user.appendPath;
+  j["warnings"] = plan.warnings;
   j["argv"] = plan.argv;
   j["workdir"] = plan.workdir;
   j["uid"] = plan.user.uid;
@@ -510,8 +521,18 @@ std::string toText(const LaunchPlan& plan) {
   }
   out << "workdir:    " << plan.workdir << '\n' << "argv:      ";
   for (const auto& a : plan.argv) out << " '" << a << '\'';
-  out << "\nenvironment:\n";
+  out << "\nenvironment (before the image's env scripts):\n";
   for (const auto& kv : plan.environment) out << "  " << kv << '\n';
+  const auto& user = plan.userEnvironment;
+  if (!user.empty()) {
+    out << "user environment (after the image's scripts up to 99-base.sh, "
+        << (user.evaluate ? "evaluated as \"VALUE\" in sh" : "literal: --no-eval") << "):\n";
+    for (const auto& [name, value] : user.vars) out << "  " << name << '=' << value << '\n';
+    if (!user.prependPath.empty()) out << "  PREPEND_PATH=" << user.prependPath << '\n';
+    if (!user.appendPath.empty()) out << "  APPEND_PATH=" << user.appendPath << '\n';
+    if (user.path) out << "  PATH=" << *user.path << " (replaces PATH after all scripts)\n";
+  }
+  for (const auto& w : plan.warnings) out << "warning:    " << w << '\n';
   return out.str();
 }
 

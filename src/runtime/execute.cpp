@@ -59,11 +59,16 @@ std::string findCommand(const std::string& name, const std::string& path) {
   }
 }
 
-// /.singularity.d/env/*.sh in the order the shell's glob gives (byte order).
+// /.singularity.d/env/*.sh in the order the shell's glob gives (byte order); for images
+// built before Singularity 2.3, which have no such directory, their /environment.
 std::vector<std::string> envScripts() {
   std::vector<std::string> names;
   DIR* dir = ::opendir(std::string(launch::kEnvScriptDir).c_str());
-  if (!dir) return names;
+  if (!dir) {
+    struct stat st {};
+    if (::stat("/environment", &st) == 0 && S_ISREG(st.st_mode)) names.emplace_back("/environment");
+    return names;
+  }
   while (dirent* e = ::readdir(dir)) {
     size_t n = std::strlen(e->d_name);
     if (n > 3 && std::strcmp(e->d_name + n - 3, ".sh") == 0 && e->d_name[0] != '.')
@@ -74,10 +79,11 @@ std::vector<std::string> envScripts() {
   return names;
 }
 
-// The environment sourcing the scripts in a shell gives, computed without one (see
-// ctr/envscript.hpp), or nullopt when a script is outside the subset (the reason is logged).
-std::optional<std::vector<std::string>> applyEnvScripts(const std::vector<std::string>& scripts,
-                                                        const launch::LaunchPlan& plan) {
+// The environment the env program (launch::envProgramScript) gives when sh runs it,
+// computed without a shell, or nullopt when it is outside the interpreter's subset (the
+// reason is logged): a script's or a value's command substitution, a loop, ...
+std::optional<std::vector<std::string>> interpretEnvProgram(const std::string& program,
+                                                            const launch::LaunchPlan& plan) {
   launch::ShellVars vars;
   for (const auto& kv : plan.environment) {
     auto eq = kv.find('=');
@@ -91,35 +97,32 @@ std::optional<std::vector<std::string>> applyEnvScripts(const std::vector<std::s
     std::array<char, PATH_MAX> cwd{};
     if (::getcwd(cwd.data(), cwd.size())) vars.vars["PWD"] = {cwd.data(), true, true};
   }
-  for (const auto& script : scripts) {
-    // `[ -r "$f" ] && . "$f"`: unreadable ones are skipped, as the shell loop does.
+  launch::ShellHost host;
+  host.readFile = [](const std::string& path) -> std::optional<std::string> {
     // A FIFO, a device or a script over 1 MiB is refused by name: it could hang or balloon
     // the launch.
-    UniqueFd fd(::open(script.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (!fd) continue;
-    std::string text = readCheckedFile(fd.get(), kMaxEnvScript, "the image's " + script);
-    if (auto why = launch::interpretEnvScript(text, vars); !why.empty()) {
-      spdlog::debug("{}: {}: sourcing the env scripts with /bin/sh", script, why);
-      return std::nullopt;
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!fd) return std::nullopt;
+    return readCheckedFile(fd.get(), kMaxEnvScript, "the image's " + path);
+  };
+  host.testFile = [](char op, const std::string& path) {
+    struct stat st {};
+    switch (op) {
+      case 'r': return ::access(path.c_str(), R_OK) == 0;
+      case 'x': return ::access(path.c_str(), X_OK) == 0;
+      case 'f': return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+      case 'd': return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      default: return ::stat(path.c_str(), &st) == 0;
     }
-  }
-  for (const auto& kv : plan.userEnvironment) {  // the user's settings win over the scripts
-    auto eq = kv.find('=');
-    vars.vars[kv.substr(0, eq)] = {kv.substr(eq + 1), true, true};
+  };
+  if (auto why = launch::interpretEnvScript(program, vars, &host); !why.empty()) {
+    spdlog::debug("{}: applying the environment with /bin/sh", why);
+    return std::nullopt;
   }
   std::vector<std::string> env;
   for (const auto& [name, var] : vars.vars)
     if (var.set && var.exported) env.push_back(name + '=' + var.value);
   return env;
-}
-
-std::vector<launch::EnvVar> toEnvVars(const std::vector<std::string>& kvs) {
-  std::vector<launch::EnvVar> vars;
-  for (const auto& kv : kvs) {
-    auto eq = kv.find('=');
-    vars.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  return vars;
 }
 
 [[noreturn]] void execCommand(const std::vector<std::string>& argv,
@@ -178,33 +181,37 @@ namespace {
     argv[0] = "/singularity";
   }
 
-  std::vector<std::string> environment = plan.environment;
+  launch::EnvProgram program;
+  if (plan.sourceEnvScripts) program.scripts = envScripts();
+  program.user = plan.userEnvironment;
+  program.fixed = plan.fixedEnvironment;
+  program.uid = plan.user.uid;
+  program.gid = plan.user.gid;
+  for (const auto& kv : plan.environment)
+    if (kv.starts_with("PS1=")) program.ps1 = kv.substr(4);
+  const std::string script = launch::envProgramScript(program);
+  std::vector<std::string> environment;
   std::string resolved;
-  const auto scripts = plan.sourceEnvScripts ? envScripts() : std::vector<std::string>();
-  std::optional<std::vector<std::string>> interpreted;
-  if (!scripts.empty()) interpreted = applyEnvScripts(scripts, plan);
-  if (interpreted) environment = std::move(*interpreted);
-  if (scripts.empty() || interpreted) {
+  if (auto interpreted = interpretEnvProgram(script, plan)) {
+    environment = std::move(*interpreted);
     // The image's env scripts may have changed PATH (conda images do).
     resolved = findCommand(argv[0], launch::envValue(environment, "PATH"));
     if (resolved.empty()) throw Error("command '" + argv[0] + "' not found in the container");
   } else {
-    resolved = findCommand(argv[0], launch::envValue(environment, "PATH"));
-    if (resolved.empty()) {
-      // The scripts may extend PATH: let the shell look the command up after sourcing them,
-      // and keep ctr's one-line error and status.
-      std::vector<std::string> checked = {
-          "/bin/sh", "-c",
-          "command -v \"$1\" >/dev/null 2>&1 || { echo \"ctr: error: command '$1' not found "
-          "in the container\" >&2; exit 255; }; exec \"$@\"",
-          "ctr-check"};
-      checked.insert(checked.end(), argv.begin(), argv.end());
-      argv = std::move(checked);
-    }
-    argv = launch::envScriptArgv(argv, toEnvVars(plan.userEnvironment));
+    environment = plan.environment;
+    // The program may change PATH: let the shell look the command up after it, and keep
+    // ctr's one-line error and status.
+    std::vector<std::string> checked = {
+        "/bin/sh", "-c",
+        "command -v \"$1\" >/dev/null 2>&1 || { echo \"ctr: error: command '$1' not found "
+        "in the container\" >&2; exit 255; }; exec \"$@\"",
+        "ctr-check"};
+    checked.insert(checked.end(), argv.begin(), argv.end());
+    argv = launch::envProgramArgv(script, checked);
     resolved = "/bin/sh";
     if (!isExecutableFile(resolved))
-      throw Error("the image has environment scripts but no /bin/sh to source them");
+      throw Error("applying the environment needs /bin/sh (a command substitution or a script outside "
+                  "what ctr interprets), and the image has none");
   }
 
   if (cgroup) cgroup->enter();

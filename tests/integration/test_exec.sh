@@ -65,11 +65,11 @@ printf '#!/bin/sh\nif [ -z "$LD_LIBRARY_PATH" ]; then\n    LD_LIBRARY_PATH="/.si
   > "$WORK/envdemo/.singularity.d/env/99-base.sh"
 out=$(as_user "$CTR_BIN" -d exec "$WORK/envdemo" sh -c 'echo $CTR_DEMO $LD_LIBRARY_PATH' 2>"$WORK/envdemo.log")
 expect_eq "stock-style env scripts" "1 /.singularity.d/libs" "$out"
-! grep -q "sourcing the env scripts with /bin/sh" "$WORK/envdemo.log" || fail "plain env scripts started a shell: $(cat "$WORK/envdemo.log")"
+! grep -q "applying the environment with /bin/sh" "$WORK/envdemo.log" || fail "plain env scripts started a shell: $(cat "$WORK/envdemo.log")"
 printf 'export SUB="$(echo sub)"\n' > "$WORK/envdemo/.singularity.d/env/95-sub.sh"
 out=$(as_user "$CTR_BIN" -d exec --env CTR_DEMO=cli "$WORK/envdemo" sh -c 'echo $CTR_DEMO $SUB $LD_LIBRARY_PATH' 2>"$WORK/envdemo.log")
 expect_eq "env scripts outside the subset, through /bin/sh; --env still wins" "cli sub /.singularity.d/libs" "$out"
-grep -q "sourcing the env scripts with /bin/sh" "$WORK/envdemo.log" || fail "no shell fallback logged"
+grep -q "applying the environment with /bin/sh" "$WORK/envdemo.log" || fail "no shell fallback logged"
 
 note "hand-over: no_new_privs, capabilities, seccomp"
 out=$(as_user "$CTR_BIN" exec "$img" sh -c 'grep -E "^(NoNewPrivs|CapEff|CapPrm|CapBnd|Seccomp):" /proc/self/status | tr -d "\t"')

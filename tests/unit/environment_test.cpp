@@ -2,9 +2,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
 
 #include "ctr/environment.hpp"
+#include "ctr/envscript.hpp"
 #include "ctr/error.hpp"
 
 using namespace ctr::launch;
@@ -52,7 +59,8 @@ TEST(Environment, LibraryDirIsAppendedToLdLibraryPath) {
   in.libraryDir = "/.singularity.d/libs";
   EXPECT_EQ(computeEnvironment(in).vars.at("LD_LIBRARY_PATH"), "/.singularity.d/libs");
   in.cli = {{"LD_LIBRARY_PATH", "/opt/app/lib"}};
-  EXPECT_EQ(computeEnvironment(in).vars.at("LD_LIBRARY_PATH"), "/opt/app/lib:/.singularity.d/libs");
+  EXPECT_EQ(computeEnvironment(in).user.vars,
+            (std::vector<EnvVar>{{"LD_LIBRARY_PATH", "/opt/app/lib:/.singularity.d/libs"}}));
 }
 
 TEST(Environment, CtrOwnVariablesAreNotPassed) {
@@ -64,22 +72,21 @@ TEST(Environment, CtrOwnVariablesAreNotPassed) {
 
 TEST(Environment, CtrenvPrefixInjectsTheVariable) {
   auto env = compute({"CTRENV_FOO=inside", "FOO=host"});
-  EXPECT_EQ(env.vars.at("FOO"), "inside");
+  EXPECT_EQ(env.vars.at("FOO"), "host");  // before the image's scripts
   EXPECT_FALSE(env.vars.contains("CTRENV_FOO"));
-  EXPECT_EQ(env.userSet, std::vector<std::string>{"FOO"});
+  EXPECT_EQ(env.user.vars, (std::vector<EnvVar>{{"FOO", "inside"}}));
 }
 
 TEST(Environment, CtrenvBeatsApptainerenvBeatsSingularityenvWhateverTheOrder) {
   auto env = compute({"CTRENV_A=ctr", "APPTAINERENV_A=app", "SINGULARITYENV_A=sing",
                       "SINGULARITYENV_B=sing", "APPTAINERENV_B=app"});
-  EXPECT_EQ(env.vars.at("A"), "ctr");
-  EXPECT_EQ(env.vars.at("B"), "app");
+  EXPECT_EQ(env.user.vars, (std::vector<EnvVar>{{"A", "ctr"}, {"B", "app"}}));
   EXPECT_FALSE(env.vars.contains("APPTAINERENV_A"));
 }
 
 TEST(Environment, InjectionWithInvalidNameIsIgnored) {
   auto env = compute({"CTRENV_=x", "CTRENV_A;B=x"});
-  EXPECT_TRUE(env.userSet.empty());
+  EXPECT_TRUE(env.user.empty());
 }
 
 TEST(Environment, CleanenvKeepsOnlyTermProxiesAndMpiWiring) {
@@ -96,7 +103,7 @@ TEST(Environment, CleanenvKeepsOnlyTermProxiesAndMpiWiring) {
   EXPECT_EQ(env.vars.at("PMIX_RANK"), "3");
   EXPECT_EQ(env.vars.at("PMI_FD"), "5");
   EXPECT_EQ(env.vars.at("SLURM_JOB_ID"), "9");
-  EXPECT_EQ(env.vars.at("X"), "1");
+  EXPECT_EQ(env.user.vars, (std::vector<EnvVar>{{"X", "1"}}));
   EXPECT_EQ(env.vars.at("HOME"), "/home/u");
 }
 
@@ -116,10 +123,10 @@ TEST(Environment, PrecedenceIsHostThenImageThenEnvFileThenEnvOption) {
   auto env = computeEnvironment(in);
   EXPECT_EQ(env.vars.at("A"), "host");
   EXPECT_EQ(env.vars.at("B"), "image");
-  EXPECT_EQ(env.vars.at("C"), "file");
-  EXPECT_EQ(env.vars.at("D"), "cli");
+  EXPECT_EQ(env.vars.at("C"), "image");
   EXPECT_EQ(env.vars.at("PATH"), "/opt/conda/bin:/usr/bin");
-  EXPECT_EQ(env.userSet, (std::vector<std::string>{"C", "D"}));
+  // The user's settings, applied after the image's scripts: the last one of a name wins.
+  EXPECT_EQ(env.user.vars, (std::vector<EnvVar>{{"C", "file"}, {"D", "cli"}}));
 }
 
 TEST(Environment, HomeIsTheContainerHomeAndCannotBeOverridden) {
@@ -127,16 +134,22 @@ TEST(Environment, HomeIsTheContainerHomeAndCannotBeOverridden) {
   in.host = {"HOME=/home/host"};
   in.home = "/home/u";
   in.cli = {{"HOME", "/elsewhere"}};
-  EXPECT_EQ(computeEnvironment(in).vars.at("HOME"), "/home/u");
+  auto env = computeEnvironment(in);
+  EXPECT_EQ(env.vars.at("HOME"), "/home/u");
+  EXPECT_TRUE(env.user.empty());
+  ASSERT_EQ(env.warnings.size(), 1U);
+  EXPECT_EQ(env.warnings[0], "HOME cannot be set with --env: use --home (ignored)");
 }
 
 TEST(Environment, PrependAndAppendPathExtendThePath) {
   EnvironmentInputs in;
   in.cli = {{"PREPEND_PATH", "/opt/a/bin"}, {"APPEND_PATH", "/opt/z/bin"}};
   auto env = computeEnvironment(in);
-  EXPECT_EQ(env.vars.at("PATH"), "/opt/a/bin:" + std::string(kDefaultContainerPath) + ":/opt/z/bin");
+  EXPECT_EQ(env.vars.at("PATH"), std::string(kDefaultContainerPath));  // applied after the scripts
+  EXPECT_EQ(env.user.prependPath, "/opt/a/bin");
+  EXPECT_EQ(env.user.appendPath, "/opt/z/bin");
   EXPECT_FALSE(env.vars.contains("PREPEND_PATH"));
-  EXPECT_EQ(env.userSet, std::vector<std::string>{"PATH"});
+  EXPECT_TRUE(env.user.vars.empty());
 }
 
 TEST(Environment, SetsContainerAndName) {
@@ -146,6 +159,26 @@ TEST(Environment, SetsContainerAndName) {
   auto env = computeEnvironment(in);
   EXPECT_EQ(env.vars.at("CTR_CONTAINER"), "/scratch/images/app.sif");
   EXPECT_EQ(env.vars.at("CTR_NAME"), "app.sif");
+  EXPECT_EQ(env.vars.at("APPTAINER_CONTAINER"), "/scratch/images/app.sif");
+  EXPECT_EQ(env.vars.at("SINGULARITY_NAME"), "app.sif");
+  EXPECT_EQ(env.fixed.size(), 6U);
+}
+
+TEST(Environment, ApptainerSettingsAndNoEnvNamesAreNotPassed) {
+  EnvironmentInputs in;
+  in.host = {"APPTAINER_BIND=/x", "SINGULARITY_CONTAINER=/spoof", "FOO=1", "BAR=2", "BASH_FUNC_ml%%=() {}"};
+  in.noEnv = {"BAR"};
+  auto env = computeEnvironment(in);
+  EXPECT_FALSE(env.vars.contains("APPTAINER_BIND"));
+  EXPECT_FALSE(env.vars.contains("SINGULARITY_CONTAINER"));
+  EXPECT_FALSE(env.vars.contains("BAR"));
+  EXPECT_FALSE(env.vars.contains("BASH_FUNC_ml%%"));
+  EXPECT_EQ(env.vars.at("FOO"), "1");
+  in.host.push_back("APPTAINERENV_BAR=set");  // --no-env does not stop an explicit setting
+  in.host.push_back("APPTAINERENV_APPTAINER_APPNAME=x");
+  env = computeEnvironment(in);
+  EXPECT_EQ(env.user.vars, (std::vector<EnvVar>{{"BAR", "set"}}));
+  EXPECT_EQ(env.warnings, std::vector<std::string>{"APPTAINER_APPNAME cannot be set with APPTAINERENV_APPTAINER_APPNAME (ignored)"});
 }
 
 TEST(Environment, EnvpIsSortedAndStable) {
@@ -206,40 +239,202 @@ TEST(EnvFile, BadLineErrorNamesFileAndLine) {
             "my.env:1: unterminated quote in the value of Q");
 }
 
-TEST(EnvScripts, ArgvSourcesScriptsThenExecsTheCommand) {
-  auto argv = envScriptArgv({"python3", "train.py"});
-  ASSERT_EQ(argv.size(), 6U);
-  EXPECT_EQ(argv[0], "/bin/sh");
-  EXPECT_EQ(argv[1], "-c");
-  EXPECT_EQ(argv[2],
-            "for f in /.singularity.d/env/*.sh; do [ -r \"$f\" ] && . \"$f\"; done; unset f; "
-            "exec \"$@\"");
-  EXPECT_EQ(argv[3], "ctr-env");
-  EXPECT_EQ(argv[4], "python3");
-  EXPECT_EQ(argv[5], "train.py");
+// ---- the env program: one script text, run by ctr's interpreter or by /bin/sh ----
+
+namespace {
+
+// A scratch directory with env scripts, removed at the end.
+struct ScriptDir {
+  std::string path;
+  ScriptDir() {
+    char tmpl[] = "/tmp/ctr-envprog.XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~ScriptDir() { std::filesystem::remove_all(path); }
+  std::string add(const std::string& name, const std::string& text) {
+    std::ofstream(path + "/" + name) << text;
+    return path + "/" + name;
+  }
+};
+
+ShellHost realFiles() {
+  ShellHost host;
+  host.readFile = [](const std::string& p) -> std::optional<std::string> {
+    std::ifstream in(p);
+    if (!in) return std::nullopt;
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  host.testFile = [](char op, const std::string& p) {
+    struct stat st {};
+    if (op == 'r') return access(p.c_str(), R_OK) == 0;
+    if (op == 'd') return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    return stat(p.c_str(), &st) == 0;
+  };
+  return host;
 }
 
-TEST(EnvScripts, ReexportsUserValuesQuotedForTheShell) {
-  auto argv = envScriptArgv({"true"}, {{"A", "it's $x"}});
-  EXPECT_NE(argv[2].find("export A='it'\\''s $x'; exec"), std::string::npos) << argv[2];
-  EXPECT_THROW((void)envScriptArgv({"true"}, {{"A;rm", "x"}}), ctr::Error);
+// What the interpreter gives (nullopt: declined), and what /bin/sh gives, both started
+// from `initial`. Variables the shell itself adds (PWD, SHLVL, _) are left out.
+std::optional<std::map<std::string, std::string>> interpreted(const std::string& script,
+                                                              const std::map<std::string, std::string>& initial) {
+  ShellVars vars;
+  for (const auto& [k, v] : initial) vars.vars[k] = {v, true, true};
+  auto host = realFiles();
+  if (!interpretEnvScript(script, vars, &host).empty()) return std::nullopt;
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : vars.vars)
+    if (v.set && v.exported && k != "PWD") out[k] = v.value;
+  return out;
 }
 
-TEST(EnvScripts, ShellRunsScriptsAndKeepsReexportedValues) {
-  // End to end with the host's /bin/sh: the script snippet must be valid shell. The env
-  // directory does not exist here, so the glob stays literal and [ -r ] skips it.
-  auto argv = envScriptArgv({"/bin/sh", "-c", "test \"$A\" = \"it's\" && test \"$#\" = 0"},
-                            {{"A", "it's"}});
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
+std::map<std::string, std::string> shell(const std::string& script, const std::map<std::string, std::string>& initial) {
+  auto argv = envProgramArgv(script, {"/usr/bin/env", "-0"});
+  int out[2];
+  EXPECT_EQ(pipe(out), 0);
   pid_t pid = fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
-    execv(cargv[0], cargv.data());
+    dup2(out[1], 1);
+    std::vector<std::string> envs;
+    for (const auto& [k, v] : initial) envs.push_back(k + "=" + v);
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    for (auto& e : envs) cenv.push_back(e.data());
+    cargv.push_back(nullptr);
+    cenv.push_back(nullptr);
+    execve("/bin/sh", cargv.data(), cenv.data());
     _exit(127);
   }
+  close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(out[0]);
   int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << script;
+  std::map<std::string, std::string> env;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\0', pos);
+    std::string kv = text.substr(pos, end - pos);
+    pos = end + 1;
+    auto eq = kv.find('=');
+    std::string k = kv.substr(0, eq);
+    if (k != "PWD" && k != "SHLVL" && k != "_" && k != "OLDPWD") env[k] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+const std::map<std::string, std::string> kInitial = {
+    {"PATH", std::string(kDefaultContainerPath)}, {"HOME", "/home/u"}, {"FROM_HOST", "h"}};
+
+}  // namespace
+
+TEST(EnvProgram, UserValuesComeAfterNinetyNineBaseAndPathChangesAfterAllScripts) {
+  EnvProgram p;
+  p.scripts = {"/.singularity.d/env/90-environment.sh", "/.singularity.d/env/99-base.sh",
+               "/.singularity.d/env/99-runtimevars.sh"};
+  p.user.vars = {{"A", "1"}};
+  p.user.appendPath = "/foo";
+  const auto s = envProgramScript(p);
+  const auto base = s.find("99-base.sh"), user = s.find("export A="), runtime = s.find("99-runtimevars.sh"),
+             append = s.find("PATH=\"$PATH:$__ctr_append_path\"");
+  ASSERT_NE(user, std::string::npos);
+  EXPECT_LT(base, user);
+  EXPECT_LT(user, runtime);
+  EXPECT_LT(runtime, append);
+}
+
+TEST(EnvProgram, LegacyEnvironmentFileComesBeforeTheUserValues) {
+  EnvProgram p;
+  p.scripts = {"/environment"};
+  p.user.vars = {{"A", "1"}};
+  const auto s = envProgramScript(p);
+  EXPECT_LT(s.find(". '/environment'"), s.find("export A="));
+}
+
+TEST(EnvProgram, InvalidNameIsRefused) {
+  EnvProgram p;
+  p.user.vars = {{"A;rm", "x"}};
+  EXPECT_THROW((void)envProgramScript(p), ctr::Error);
+}
+
+// Crafted cases: wherever the interpreter applies the program, /bin/sh gives the same
+// environment; where it declines (command substitution), the shell result is checked.
+TEST(EnvProgram, InterpreterAndShellAgree) {
+  ScriptDir dir;
+  EnvProgram p;
+  p.scripts = {dir.add("01-base.sh", "# nothing\n"),
+               dir.add("90-environment.sh", "export PATH=\"$PATH:/opt/tool/bin\"\nexport IMG=from-image\n"),
+               dir.add("95-apps.sh", "if [ -n \"${APPNAME:-}\" ]; then . " + dir.path + "/app.env; fi\n"),
+               dir.add("99-base.sh",
+                       "if [ -z \"${LD_LIBRARY_PATH:-}\" ]; then LD_LIBRARY_PATH=/.singularity.d/libs; else "
+                       "LD_LIBRARY_PATH=\"$LD_LIBRARY_PATH:/.singularity.d/libs\"; fi\nexport LD_LIBRARY_PATH\n"),
+               dir.add("99-runtimevars.sh", "export LATE=\"${A:-unset}\"\n")};
+  dir.add("app.env", "export APPVAR=from-app\n");
+  p.user.vars = {{"A", "$HOME/a"},        {"B", "${IMG}-b"},           {"C", "\\$lit"},
+                 {"D", "it's \"q\""},     {"E", "x\\\\y"},
+                 {"LD_LIBRARY_PATH", "/opt/lib:/.singularity.d/libs"}, {"PREPEND_LD_LIBRARY_PATH", "/pre"},
+                 {"EMPTY", ""},           {"F", "${UNSET_THING:-dflt}"}};
+  p.user.prependPath = "/first";
+  p.user.appendPath = "$HOME/bin";
+  p.fixed = {{"CTR_NAME", "app.sif"}, {"APPTAINER_NAME", "app.sif"}};
+  p.uid = 1234;
+  p.gid = 99;
+  auto initial = kInitial;
+  initial["APPNAME"] = "tool";  // as --app sets it: before the scripts
+  for (bool evaluate : {true, false}) {
+    p.user.evaluate = evaluate;
+    const auto script = envProgramScript(p);
+    auto mine = interpreted(script, initial);
+    ASSERT_TRUE(mine) << script;
+    EXPECT_EQ(*mine, shell(script, initial)) << script;
+    if (evaluate) {
+      EXPECT_EQ(mine->at("A"), "/home/u/a");
+      EXPECT_EQ(mine->at("B"), "from-image-b");
+      EXPECT_EQ(mine->at("C"), "$lit");
+      EXPECT_EQ(mine->at("D"), "it's \"q\"");
+      EXPECT_EQ(mine->at("F"), "dflt");
+      EXPECT_EQ(mine->at("LATE"), "/home/u/a");
+      EXPECT_EQ(mine->at("PATH"), "/first:" + std::string(kDefaultContainerPath) + ":/opt/tool/bin:/home/u/bin");
+      EXPECT_EQ(mine->at("LD_LIBRARY_PATH"), "/pre:/opt/lib:/.singularity.d/libs");
+    } else {
+      EXPECT_EQ(mine->at("A"), "$HOME/a");
+      EXPECT_EQ(mine->at("C"), "\\$lit");
+    }
+    EXPECT_EQ(mine->at("APPVAR"), "from-app");
+    EXPECT_EQ(mine->at("PS1"), "Apptainer> ");
+    EXPECT_EQ(mine->at("APPTAINER_ENVIRONMENT"), "/.singularity.d/env/91-environment.sh");
+  }
+}
+
+TEST(EnvProgram, PathOverrideWinsAndPromptCommandIsExtended) {
+  EnvProgram p;
+  p.user.path = "$PATH:/x";
+  p.fixed = {{"CTR_NAME", "a"}};
+  auto initial = kInitial;
+  initial["PROMPT_COMMAND"] = "history -a";
+  initial["PS1"] = "$ ";
+  p.ps1 = "$ ";
+  const auto script = envProgramScript(p);
+  auto mine = interpreted(script, initial);
+  ASSERT_TRUE(mine);
+  EXPECT_EQ(*mine, shell(script, initial));
+  EXPECT_EQ(mine->at("PATH"), std::string(kDefaultContainerPath) + ":/x");
+  EXPECT_EQ(mine->at("PROMPT_COMMAND"),
+            "history -a; PROMPT_COMMAND=\"${PROMPT_COMMAND%%; PROMPT_COMMAND=*}\"; PS1=\"$ \"");
+}
+
+TEST(EnvProgram, CommandSubstitutionGoesToTheShell) {
+  EnvProgram p;
+  p.user.vars = {{"WHO", "$(echo me)"}, {"ESC", "\\$(echo me)"}, {"ID", "$UID:$GID"}};
+  p.uid = 4321;
+  p.gid = 55;
+  const auto script = envProgramScript(p);
+  EXPECT_FALSE(interpreted(script, kInitial));
+  auto sh = shell(script, kInitial);
+  EXPECT_EQ(sh.at("WHO"), "me");
+  EXPECT_EQ(sh.at("ESC"), "$(echo me)");
+  EXPECT_EQ(sh.at("ID"), "4321:55");  // dash has no $UID: the program sets it
+  p.user.vars = {{"ID", "$UID:$GID"}};
+  EXPECT_EQ(interpreted(envProgramScript(p), kInitial)->at("ID"), "4321:55");
 }

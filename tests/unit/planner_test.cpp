@@ -273,7 +273,8 @@ TEST(Planner, SifEnvironmentObjectSitsBetweenHostAndUserSettings) {
   host.env.push_back("IMAGE_ONLY=host");
   auto plan = planLaunch(o, {}, image, host);
   EXPECT_EQ(envOf(plan, "IMAGE_ONLY"), "1");
-  EXPECT_EQ(envOf(plan, "SHARED"), "cli");
+  EXPECT_EQ(envOf(plan, "SHARED"), "image");  // before the image's scripts
+  EXPECT_EQ(plan.userEnvironment.vars, (std::vector<EnvVar>{{"SHARED", "cli"}}));  // after them
   EXPECT_EQ(envOf(plan, "QUOTED"), "a b");
 }
 
