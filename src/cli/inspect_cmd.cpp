@@ -1,6 +1,7 @@
 // `ctr inspect IMAGE`: Apptainer's flags and output (labels by default, -r, -d, -e, ...,
 // --json in Apptainer's shape), and ctr's own overview of an image (--ctr-summary,
 // --ctr-json): labels, definition file, environment, runscript, partitions.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -117,12 +118,14 @@ void registerInspect(CLI::App& app, Context& ctx) {
   auto* summaryFlag = cmd->add_flag("--ctr-summary", *summary,
                                     "ctr's overview: labels, definition file, environment, runscript, SIF objects");
   auto* ctrJsonFlag = cmd->add_flag("--ctr-json", *ctrJson, "ctr's overview as one JSON object");
-  for (auto* flag : apptainerFlags) {
-    summaryFlag->excludes(flag);
-    ctrJsonFlag->excludes(flag);
-  }
-  summaryFlag->excludes(ctrJsonFlag);
-  cmd->callback([&ctx, path, query, json, summary, ctrJson] {
+  cmd->callback([&ctx, path, query, json, summary, ctrJson, apptainerFlags, summaryFlag, ctrJsonFlag] {
+    // ctr's overview shows everything at once: a selection flag beside it is a mistake.
+    const bool selects = std::any_of(apptainerFlags.begin(), apptainerFlags.end(),
+                                     [](const CLI::Option* flag) { return flag->count() > 0; });
+    if ((*summary || *ctrJson) && (selects || (*summary && *ctrJson))) {
+      throw CLI::ValidationError((*summary ? summaryFlag : ctrJsonFlag)->get_name() +
+                                 " takes no other flag of inspect (they select parts of Apptainer's output)");
+    }
     ctx.action = [path, query, json, summary, ctrJson] {
       if (*summary || *ctrJson) {
         auto meta = image::inspectImage(*path);
