@@ -15,8 +15,8 @@ rm -rf "$demo/rootfs"
 mkdir -p "$demo"
 sh images/demo/make-rootfs.sh "$demo/rootfs"
 "$ctr" build --force --deterministic "$demo/demo.sif" "$demo/rootfs"
-echo "== ctr inspect $demo/demo.sif"
-"$ctr" inspect "$demo/demo.sif"
+echo "== ctr inspect --ctr-summary $demo/demo.sif"
+"$ctr" inspect --ctr-summary "$demo/demo.sif"
 
 # Containers run as an ordinary user; as root on a fresh VM, /dev/fuse may be root-only.
 if [ "$(id -u)" = 0 ] && [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" = 600 ]; then

@@ -77,4 +77,50 @@ struct ImageMetadata {
 // Reads the metadata without mounting (unsquashfs -cat for squashfs content).
 ImageMetadata inspectImage(const std::filesystem::path& path);
 
+// `apptainer inspect`'s view of an image. What one scope holds: the image's /.singularity.d
+// or a SCIF app's /scif/apps/NAME/scif. Contents lose their trailing newlines, as in
+// Apptainer; an empty member means the image has no such file.
+struct ScopeAttributes {
+  std::map<std::string, std::string> environment;  // path in the image -> content
+  std::map<std::string, std::string> labels;       // non-string values as their JSON text
+  std::string runscript;
+  std::string startscript;
+  std::string test;
+  std::string helpfile;  // runscript.help
+};
+
+// Which parts `ctr inspect` reads (Apptainer's flags; see docs/user-guide-images.md).
+struct ApptainerQuery {
+  bool labels = false;
+  bool deffile = false;
+  bool runscript = false;
+  bool startscript = false;
+  bool test = false;
+  bool environment = false;
+  bool helpfile = false;
+  bool listApps = false;
+  bool all = false;  // every part of the image and of every app; `app` is ignored
+  std::string app;   // read the parts of /scif/apps/APP/scif instead of /.singularity.d
+
+  // Apptainer's default: the labels, when no other part is asked for.
+  [[nodiscard]] bool wantsLabels() const {
+    return labels || all ||
+           !(deffile || runscript || startscript || test || environment || helpfile || listApps);
+  }
+};
+
+struct ApptainerMetadata {
+  ScopeAttributes image;
+  std::string deffile;  // the SIF's Def.FILE object, else /.singularity.d/Singularity
+  std::map<std::string, ScopeAttributes> apps;  // the apps the query shows
+
+  // {"data":{"attributes":{...}},"type":"container"}, keys in Apptainer's order, empty
+  // members left out.
+  [[nodiscard]] nlohmann::ordered_json toJson() const;
+};
+
+// Reads what `query` asks for, without mounting. Throws ctr::Error for an unusable image
+// and for a --app the image does not have.
+ApptainerMetadata inspectLikeApptainer(const std::filesystem::path& path, const ApptainerQuery& query);
+
 }  // namespace ctr::image

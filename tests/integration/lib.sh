@@ -61,15 +61,20 @@ require_loop_squashfs() {
   [ -z "$(losetup -a)" ] || skip "loop devices already attached on this host: $(losetup -a)$ran"
 }
 
+# Creates the unprivileged test user once and lets it reach the build tree (enough for
+# commands that start no container).
+create_test_user() {
+  require_root
+  id "$CTR_TEST_USER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$CTR_TEST_USER"
+  local d; d=$(dirname "$CTR_BIN")
+  while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
+}
+
 # Creates the unprivileged test user once and makes /dev/fuse usable by ordinary users,
 # as it is on clusters (these VMs ship it 0600); then probes what every container needs.
 ensure_test_user() {
-  require_root
-  id "$CTR_TEST_USER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$CTR_TEST_USER"
+  create_test_user
   if [ -c /dev/fuse ]; then chmod 666 /dev/fuse; fi
-  # The build tree must be reachable by the test user.
-  local d; d=$(dirname "$CTR_BIN")
-  while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
   require_kernel_mount_api
   require_userns_overlay
 }

@@ -54,15 +54,16 @@ touch "$ROOT/bin"  # mtimes must not matter
 "$CTR_BIN" build --deterministic "$WORK/d2.sif" "$ROOT"
 cmp "$WORK/d1.sif" "$WORK/d2.sif" || fail "deterministic builds differ"
 
-note "inspect a built image"
-out=$("$CTR_BIN" inspect "$WORK/a.sif")
+note "inspect a built image (ctr's overview; Apptainer's form: test_apptainer_inspect.sh)"
+expect_eq "inspect labels (Apptainer's default)" "org.example.purpose: test" "$("$CTR_BIN" inspect "$WORK/a.sif")"
+out=$("$CTR_BIN" inspect --ctr-summary "$WORK/a.sif")
 expect_contains "inspect labels" "org.example.purpose: test" "$out"
 expect_contains "inspect deffile" "Bootstrap: scratch" "$out"
 expect_contains "inspect runscript" "Hello from the ctr demo container" "$out"
 expect_contains "inspect partition" "FS (Squashfs/*System/" "$out"
-json=$("$CTR_BIN" inspect --json "$WORK/a.sif")
-expect_contains "inspect --json" '"kind": "sif"' "$json"
-expect_contains "inspect dir" "Hello from the ctr demo" "$("$CTR_BIN" inspect "$ROOT")"
+json=$("$CTR_BIN" inspect --ctr-json "$WORK/a.sif")
+expect_contains "inspect --ctr-json" '"kind": "sif"' "$json"
+expect_contains "inspect dir" "Hello from the ctr demo" "$("$CTR_BIN" inspect --ctr-summary "$ROOT")"
 expect_eq "deffile object" "Bootstrap: scratch" "$("$CTR_BIN" sif dump 1 "$WORK/a.sif")"
 
 note "interrupted build leaves nothing behind"
