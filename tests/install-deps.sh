@@ -11,6 +11,7 @@ packages="
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev
   charliecloud bubblewrap hyperfine
+  snakemake
 "
 
 missing=""

@@ -62,8 +62,9 @@ Policy parsePolicy(std::string_view text, const std::string& fileName);
 // Reads and parses `path`. A missing file gives the built-in defaults (source left empty).
 Policy loadPolicy(const std::filesystem::path& path);
 
-// The policy ctr uses: $CTR_CONFIG if set (unprivileged code only; the setuid helper
-// always reads the compiled-in path), else the path fixed at build time.
+// The policy ctr uses: $CTR_CONFIG if set, else the ctr.conf of its install (relative to
+// the executable, else the configured path: ctr/programs.hpp). Unprivileged code only: the
+// setuid helper always reads the compiled-in path.
 Policy loadDefaultPolicy();
 
 std::string_view toString(ImageDriver driver);

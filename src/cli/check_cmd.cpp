@@ -24,6 +24,7 @@
 #include "ctr/image.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/limits.hpp"
+#include "ctr/programs.hpp"
 
 namespace ctr::cli {
 namespace {
@@ -98,9 +99,12 @@ void checkFuse(Findings& f) {
     f.fuse = true;
     f.checks.push_back({"/dev/fuse", Status::Ok, "present and read-write for this user"});
   }
-  f.squashfuse = ::access(build::kSquashfuse, X_OK) == 0;
-  f.checks.push_back({"squashfuse", f.squashfuse ? Status::Ok : Status::Fail,
-                      std::string(build::kSquashfuse) + (f.squashfuse ? "" : " missing (install squashfuse)")});
+  try {
+    f.checks.push_back({"squashfuse", Status::Ok, findProgram(Program::Squashfuse)});
+    f.squashfuse = true;
+  } catch (const Error& e) {
+    f.checks.push_back({"squashfuse", Status::Fail, e.oneLine()});
+  }
 }
 
 void checkHelper(Findings& f) {
@@ -164,6 +168,9 @@ void checkConfig(Findings& f) {
   if (const char* override = std::getenv("CTR_CONFIG"); override && *override)
     f.checks.push_back({"CTR_CONFIG", Status::Info,
                         std::string(override) + " is used by ctr for its own settings; the helper reads only " + path});
+  else if (const auto own = sysconfPath(); own != path)
+    f.checks.push_back({"relocated config", Status::Info,
+                        own.string() + " (beside this ctr) is used by ctr for its own settings; the helper reads only " + path});
 }
 
 // The decision `ctr exec` makes (launch::decideDriver, same policy, same host facts), plus

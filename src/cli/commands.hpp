@@ -15,9 +15,12 @@ namespace ctr::cli {
 struct Context {
   std::function<int()> action;  // returns the process exit status
   std::vector<std::string> rawArgs;  // argv[1..] as given (for what CLI11 cannot tell apart)
+  bool asApptainer = false;  // invoked as `apptainer` or `singularity` (the drop-in links)
 };
 
 void registerVersion(CLI::App& app, Context& ctx);
+// What `--version` prints: "ctr version X", or as Apptainer "apptainer version A+ctr.X".
+std::string versionFlagText(const Context& ctx);
 // exec, run, shell, __holder; with `only`, just that one (the launch path builds no more
 // of the command tree than it parses: see main.cpp).
 void registerExec(CLI::App& app, Context& ctx, std::string_view only = {});

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "commands.hpp"
-#include "ctr/build_config.hpp"
 #include "ctr/error.hpp"
 
 namespace {
@@ -50,6 +49,14 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   registerCheck(app, ctx);
 }
 
+// Invoked through the `apptainer` or `singularity` link (argv[0]'s last component), ctr
+// answers the version questions of tools that drive Apptainer in Apptainer's form.
+bool invokedAsApptainer(const char* argv0) {
+  std::string_view name = argv0 ? argv0 : "";
+  if (auto slash = name.rfind('/'); slash != std::string_view::npos) name.remove_prefix(slash + 1);
+  return name == "apptainer" || name == "singularity";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,10 +74,11 @@ int main(int argc, char** argv) {
   bool noColor = false;
   app.add_flag("--nocolor", noColor, "Accepted for Apptainer's scripts (ctr prints no colour)");
 
-  app.set_version_flag("--version", std::string("ctr version ") + build::kVersion, "Print the ctr version");
-
   cli::Context ctx;
   ctx.rawArgs.assign(argv + 1, argv + argc);
+  ctx.asApptainer = invokedAsApptainer(argv[0]);
+  app.set_version_flag("--version", cli::versionFlagText(ctx), "Print the ctr version");
+
   const std::string_view command = requestedCommand(argc, argv);
   registerCommands(app, ctx, command);
   // `ctr help [COMMAND]`: the help of ctr or of one command, exit 0 (as `apptainer help`).

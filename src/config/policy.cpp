@@ -6,7 +6,7 @@
 #include <map>
 
 #include "ctr/strings.hpp"
-#include "ctr/build_config.hpp"
+#include "ctr/programs.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -155,7 +155,7 @@ Policy loadDefaultPolicy() {
   if (const char* override = std::getenv("CTR_CONFIG"); override && *override) {
     return loadPolicy(override);
   }
-  return loadPolicy(build::kSysconfPath);
+  return loadPolicy(sysconfPath());
 }
 
 std::string_view toString(ImageDriver driver) {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "ctr/build_config.hpp"
+#include "ctr/programs.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
@@ -141,7 +141,7 @@ void buildSif(const BuildOptions& options) {
   TempFile squashfs(output, ".squashfs");
   {
     log::StepTimer step("mksquashfs " + options.rootfs.string());
-    std::vector<std::string> argv{build::kMksquashfs, options.rootfs.string(), squashfs.path(),
+    std::vector<std::string> argv{findProgram(Program::Mksquashfs), options.rootfs.string(), squashfs.path(),
                                   "-noappend", "-quiet", "-no-progress"};
     // Run unprivileged, file owners would be the builder's uid, which means nothing inside
     // a container on another node; Apptainer's unprivileged builds make them root as well.

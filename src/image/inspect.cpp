@@ -7,7 +7,7 @@
 #include <optional>
 #include <sstream>
 
-#include "ctr/build_config.hpp"
+#include "ctr/programs.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
@@ -103,7 +103,7 @@ class MetaFiles {
   }
 
   [[nodiscard]] ProcessResult unsquashfs(std::vector<std::string> args) const {
-    std::vector<std::string> argv{build::kUnsquashfs};
+    std::vector<std::string> argv{findProgram(Program::Unsquashfs)};
     if (source_.offset != 0) {
       argv.insert(argv.end(), {"-o", std::to_string(source_.offset)});
     }

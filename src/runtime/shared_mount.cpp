@@ -28,6 +28,7 @@
 #include "ctr/hash.hpp"
 #include "ctr/error.hpp"
 #include "ctr/log.hpp"
+#include "ctr/programs.hpp"
 #include "ctr/runtime.hpp"
 #include "rootfs.hpp"
 
@@ -369,7 +370,8 @@ Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, Scope
   SpawnOptions spawn;
   spawn.keepFds = {{fuse.get(), 3}, {image.get(), 4}};
   spawn.dieWithParent = true;
-  Child server = Child::spawn({build::kSquashfuse, "-f", "-o", "offset=" + std::to_string(args.offset),
+  const std::string squashfuse = findProgram(Program::Squashfuse);
+  Child server = Child::spawn({squashfuse, "-f", "-o", "offset=" + std::to_string(args.offset),
                                "/dev/fd/4", "/dev/fd/3"},
                               spawn);
   image.reset();
@@ -381,7 +383,7 @@ Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, Scope
     server.signal(SIGKILL);
     const int status = server.wait();
     throw Error("squashfuse could not mount " + args.image + " (" + std::strerror(err) + ", " +
-                build::kSquashfuse + " " +
+                squashfuse + " " +
                 (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
                                    : "killed by a signal") +
                 "): not a valid squashfs image?");

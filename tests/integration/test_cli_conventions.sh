@@ -1,5 +1,6 @@
 #!/bin/bash
-# Issue 15, CLI conventions: `ctr --version` and `ctr version` print "ctr version X.Y.Z";
+# Issue 15, CLI conventions: `ctr --version` and `ctr version` print "ctr version X.Y.Z"
+# (through links named apptainer or singularity, Apptainer's forms: see below);
 # `ctr help [COMMAND]` prints help and exits 0; a bad flag, an unknown command or no command
 # is a usage error: exit 1 and a message naming what was wrong (255 stays for failed launches).
 . "$(dirname "$0")/lib.sh"
@@ -39,6 +40,29 @@ expect_eq "exec IMG -- echo hi" "-- echo hi" "$(argv_of "$WORK/img" -- echo hi)"
 expect_eq "exec IMG echo -- hi" "echo -- hi" "$(argv_of "$WORK/img" echo -- hi)"
 expect_eq "exec -- IMG echo --" "echo --" "$(argv_of -- "$WORK/img" echo --)"
 expect_eq "exec -- IMG -- echo" "-- echo" "$(argv_of -- "$WORK/img" -- echo)"
+
+# Under the drop-in names (links named apptainer or singularity), the version questions get
+# Apptainer's answers: `--version` "apptainer version A+ctr.X", `version` the bare "A+ctr.X",
+# with X ctr's own version; Apptainer's global flags come before either.
+ctr_version=$("$CTR_BIN" --version)
+ctr_version=${ctr_version#ctr version }
+for name in apptainer singularity; do
+  ln -s "$CTR_BIN" "$WORK/$name"
+  for flags in "" "--quiet --silent" "-d" "--nocolor -v"; do
+    # shellcheck disable=SC2086
+    OUT=$("$WORK/$name" $flags --version)
+    [[ "$OUT" =~ ^apptainer\ version\ [0-9]+\.[0-9]+\.[0-9]+\+ctr\.${ctr_version//./\\.}$ ]] ||
+      fail "$name $flags --version printed '$OUT'"
+    # shellcheck disable=SC2086
+    expect_eq "$name $flags version" "${OUT#apptainer version }" "$("$WORK/$name" $flags version)"
+  done
+  set +e; OUT=$("$WORK/$name" --bogus-global-flag version 2>&1); RC=$?; set -e
+  expect_eq "$name: an unknown global flag: status" 1 "$RC"
+  expect_contains "$name: an unknown global flag" "--bogus-global-flag" "$OUT"
+done
+# Only the name matters: another link to ctr is still ctr.
+ln -s "$CTR_BIN" "$WORK/apptainer-not"
+expect_eq "a link of another name" "ctr version $ctr_version" "$("$WORK/apptainer-not" --version)"
 
 # A launch that fails is still 255.
 run exec /nonexistent.sif true

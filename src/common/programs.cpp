@@ -1,0 +1,108 @@
+#include "ctr/programs.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <system_error>
+#include <vector>
+
+#include "ctr/build_config.hpp"
+#include "ctr/error.hpp"
+
+namespace ctr {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What execvp(3) uses when PATH is unset (confstr(_CS_PATH)), plus the sbin directories
+// where some distributions put mksquashfs.
+constexpr const char* kDefaultSearchPath = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+
+struct ProgramInfo {
+  std::array<const char*, 2> names;  // in order of preference; nullptr ends the list early
+  const char* installHint;
+};
+
+ProgramInfo infoOf(Program program) {
+  switch (program) {
+    case Program::Squashfuse:
+      return {{"squashfuse_ll", "squashfuse"}, "install squashfuse (apt/dnf install squashfuse)"};
+    case Program::Mksquashfs: return {{"mksquashfs", nullptr}, "install squashfs-tools"};
+    case Program::Unsquashfs: return {{"unsquashfs", nullptr}, "install squashfs-tools"};
+  }
+  return {{"", nullptr}, ""};
+}
+
+bool isExecutableFile(const fs::path& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// PREFIX/libexec/ctr of the relocated install, then of the configured one (once if equal).
+std::vector<fs::path> libexecDirs() {
+  std::vector<fs::path> dirs;
+  if (!relocatedPrefix().empty()) dirs.push_back(relocatedPrefix() / build::kLibexecDir / "ctr");
+  fs::path configured = fs::path(build::kInstallPrefix) / build::kLibexecDir / "ctr";
+  if (dirs.empty() || dirs.front() != configured) dirs.push_back(std::move(configured));
+  return dirs;
+}
+
+}  // namespace
+
+const fs::path& relocatedPrefix() {
+  static const fs::path prefix = [] {
+    std::error_code ec;
+    fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+    const fs::path binDir = build::kBinDir;
+    if (ec || binDir.is_absolute()) return fs::path();  // an absolute bindir cannot move
+    // Walk up one level per component of the bindir ("bin"), checking each name.
+    std::vector<fs::path> components(binDir.begin(), binDir.end());
+    for (auto it = components.rbegin(); it != components.rend(); ++it) {
+      if (dir.filename() != *it) return fs::path();
+      dir = dir.parent_path();
+    }
+    return dir;
+  }();
+  return prefix;
+}
+
+std::string findInSearchPath(const std::string& name, const std::string& searchPath) {
+  for (size_t start = 0;;) {
+    const size_t end = searchPath.find(':', start);
+    const std::string dir = searchPath.substr(start, end == std::string::npos ? end : end - start);
+    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / name;
+    if (isExecutableFile(candidate)) return candidate.string();
+    if (end == std::string::npos) return {};
+    start = end + 1;
+  }
+}
+
+std::string findProgram(Program program) {
+  const ProgramInfo info = infoOf(program);
+  const char* envPath = std::getenv("PATH");
+  const std::string searchPath = envPath ? envPath : kDefaultSearchPath;
+  const auto dirs = libexecDirs();
+  for (const char* name : info.names) {
+    if (name == nullptr) break;
+    for (const auto& dir : dirs)
+      if (isExecutableFile(dir / name)) return (dir / name).string();
+    if (auto found = findInSearchPath(name, searchPath); !found.empty()) return found;
+  }
+  std::string looked;
+  for (const auto& dir : dirs) looked += dir.string() + ", ";
+  throw Error(std::string(info.names[0]) + " not found (looked in " + looked + "$PATH=" + searchPath +
+              "): " + info.installHint + ", or put " + info.names[0] + " in " + dirs.front().string());
+}
+
+fs::path sysconfPath() {
+  if (!relocatedPrefix().empty()) {
+    fs::path relocated = relocatedPrefix() / build::kSysconfDir / "ctr" / "ctr.conf";
+    std::error_code ec;
+    if (fs::exists(relocated, ec)) return relocated;
+  }
+  return build::kSysconfPath;
+}
+
+}  // namespace ctr
