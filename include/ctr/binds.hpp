@@ -23,8 +23,14 @@ struct BindSpec {
 // "/./" collapsed, trailing '/' dropped). Throws ctr::Error with one line naming the bad
 // spec for: an empty or relative source, a relative destination, a destination that is "/"
 // or has a ".." component, an option other than ro/rw, or more than two colons.
-// Paths containing ':' or ',' cannot be expressed, as in Apptainer.
+// A ':' or ',' in a path is written '\\:' or '\\,' (as in Apptainer).
 [[nodiscard]] std::vector<BindSpec> parseBindSpecs(std::string_view list);
+
+// One --mount value in Apptainer's (Docker's) CSV syntax:
+// "type=bind,source=SRC,destination=DST[,readonly]" (src, dst, target and ro are accepted
+// for the names; a field may be double-quoted). Only type=bind exists in ctr; any other
+// type or field is refused by name.
+[[nodiscard]] BindSpec parseMountSpec(std::string_view spec);
 
 // "src:dst:ro" / "src:dst" (read-write), the form --explain prints.
 [[nodiscard]] std::string toString(const BindSpec& bind);

@@ -21,9 +21,14 @@ class Error : public std::runtime_error {
   // "context: context: innermost message", the one line a user sees.
   [[nodiscard]] std::string oneLine() const;
   [[nodiscard]] const std::vector<std::string>& contexts() const { return contexts_; }
+  // The exit status ctr ends with (kExitFailure unless set): 1 for what Apptainer treats
+  // as a usage error; 0 for an outcome that is only reported ("no test script").
+  [[nodiscard]] Error withStatus(int status) const;
+  [[nodiscard]] int status() const { return status_; }
 
  private:
   std::vector<std::string> contexts_;  // outermost first
+  int status_ = 255;
 };
 
 // Error for a failed system call: "<what>: <strerror(err)>".

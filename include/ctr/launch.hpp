@@ -19,7 +19,7 @@
 
 namespace ctr::launch {
 
-enum class Command { Exec, Run, Shell };
+enum class Command { Exec, Run, Shell, Test };
 
 // What the user asked for on the command line (already split, nothing resolved).
 struct LaunchOptions {
@@ -40,6 +40,11 @@ struct LaunchOptions {
   std::string statsFile;            // --stats FILE: a JSON record of the run when it ends
   std::vector<std::string> noEnv;   // --no-env NAMES (and APPTAINER_NOENV): host vars not passed
   bool noEval = false;              // --no-eval: user values are not shell-evaluated
+  std::vector<std::string> mounts;  // --mount type=bind,source=...,destination=...
+  std::string workdir;              // -W/--workdir DIR: host directory for /tmp, /var/tmp, scratch
+  std::vector<std::string> scratch; // --scratch DIR: an empty writable directory (comma lists)
+  std::string app;                  // --app NAME: a SCIF app (/scif/apps/NAME)
+  std::string shell;                // shell -s/--shell PROGRAM
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -124,6 +129,23 @@ struct Mount {
   bool required = false;
   MountOrigin origin = MountOrigin::Default;
   std::string content;      // File only
+  // Bind only: the runtime creates the source directory (as the user, with this mode)
+  // when it is missing (--workdir's tmp, var_tmp and scratch directories).
+  std::optional<unsigned> createSourceMode;
+};
+
+// Run, shell and test start the first of these whose program is executable in the
+// container (Apptainer's order); the user's arguments follow its own.
+struct CommandChoice {
+  std::vector<std::string> argv;  // absolute program and its own arguments
+  std::vector<EnvVar> env;        // set when this one is chosen (SHELL for a shell)
+  std::string note;               // said (at warning level) when this one is chosen
+};
+
+// When none of the choices exists: what to say, and the exit status (0: a report only).
+struct NoCommand {
+  std::string message;
+  int status = 1;
 };
 
 // How the container's "/" is built from the mounted image.
@@ -159,9 +181,14 @@ struct LaunchPlan {
   // again after the image's scripts, which cannot change them.
   std::vector<EnvVar> fixedEnvironment;
   std::vector<std::string> warnings;    // settings ignored, with why (printed at launch)
-  std::vector<std::string> argv;        // argv[0] looked up with the container PATH
+  // exec: the command (argv[0] looked up with the container PATH); run, shell, test: the
+  // arguments after the chosen program's own.
+  std::vector<std::string> argv;
+  std::vector<CommandChoice> commandChoices;  // run, shell, test (empty for exec)
+  NoCommand noCommand;                  // when no choice is executable
   bool sourceEnvScripts = true;         // apply /.singularity.d/env/*.sh if the image has them
   std::string workdir;                  // inside the container
+  bool workdirRequired = false;         // --pwd given: a missing one fails (else: warning, /)
   HostUser user;                        // for the container's passwd/group (home = container home)
   std::string seccompProfile;           // empty = built-in default
   Namespaces namespaces;

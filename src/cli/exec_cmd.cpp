@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +17,9 @@
 #include "ctr/image.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/limits.hpp"
+#include "ctr/log.hpp"
 #include "ctr/runtime.hpp"
+#include "ctr/strings.hpp"
 
 namespace ctr::cli {
 
@@ -30,7 +33,68 @@ struct RunCommandState {
   std::string applyCgroups;  // --apply-cgroups FILE (Apptainer's TOML)
   bool explain = false;
   bool json = false;
+  std::vector<std::string> noEnv;  // --no-env NAME[,NAME...]
 };
+
+// Apptainer's flag variables: APPTAINER_<KEY>, then SINGULARITY_<KEY>, for each key in
+// order; the first non-blank one.
+struct FlagVariable {
+  std::string name, value;
+};
+std::optional<FlagVariable> flagVariable(std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    for (const char* prefix : {"APPTAINER_", "SINGULARITY_"}) {
+      const std::string name = std::string(prefix) + key;
+      const char* value = std::getenv(name.c_str());
+      if (value && !trim(value).empty()) return FlagVariable{name, std::string(trim(value))};
+    }
+  }
+  return std::nullopt;
+}
+
+// A boolean as Apptainer reads its flag variables (Go's strconv.ParseBool).
+bool parseFlagBool(const FlagVariable& v) {
+  static const char* yes[] = {"1", "t", "T", "TRUE", "true", "True"};
+  static const char* no[] = {"0", "f", "F", "FALSE", "false", "False"};
+  for (const char* y : yes) if (v.value == y) return true;
+  for (const char* n : no) if (v.value == n) return false;
+  throw Error(v.name + "='" + v.value + "' is not a boolean (true/false, 1/0)").withStatus(1);
+}
+
+// The flag variables of the launch flags not given on the command line (a flag wins over
+// its variable; the bind variables are read by the planner, with CTR_BIND).
+void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
+  auto& o = s.options;
+  auto given = [cmd](const char* option) {
+    const auto* opt = cmd->get_option_no_throw(option);
+    return opt && opt->count() > 0;
+  };
+  struct BoolFlag { const char* option; bool* target; std::initializer_list<const char*> keys; };
+  for (const auto& f : {BoolFlag{"--contain", &o.contain, {"CONTAIN"}}, BoolFlag{"--containall", &o.containAll, {"CONTAINALL"}},
+                        BoolFlag{"--cleanenv", &o.cleanEnv, {"CLEANENV"}}, BoolFlag{"--no-home", &o.noHome, {"NO_HOME"}},
+                        BoolFlag{"--writable-tmpfs", &o.writableTmpfs, {"WRITABLE_TMPFS"}},
+                        BoolFlag{"--no-eval", &o.noEval, {"NO_EVAL"}}}) {
+    if (given(f.option)) continue;
+    if (auto v = flagVariable(f.keys)) *f.target = parseFlagBool(*v);
+  }
+  struct StringFlag { const char* option; std::string* target; std::initializer_list<const char*> keys; };
+  for (const auto& f : {StringFlag{"--home", &o.home, {"HOME"}}, StringFlag{"--pwd", &o.pwd, {"PWD", "TARGET_PWD", "CWD", "TARGET_CWD"}},
+                        StringFlag{"--workdir", &o.workdir, {"WORKDIR"}}, StringFlag{"--app", &o.app, {"APP", "APPNAME"}},
+                        StringFlag{"--shell", &o.shell, {"SHELL"}}}) {
+    if (given(f.option) || (f.target == &o.pwd && given("--cwd")) || !cmd->get_option_no_throw(f.option)) continue;
+    if (auto v = flagVariable(f.keys)) *f.target = v->value;
+  }
+  if (!given("--no-env"))
+    if (auto v = flagVariable({"NOENV"})) s.noEnv.push_back(v->value);
+  if (!given("--scratch"))
+    if (auto v = flagVariable({"SCRATCH", "SCRATCHDIR"})) o.scratch.push_back(v->value);
+  if (!given("--env-file"))
+    if (auto v = flagVariable({"ENV_FILE"})) s.envFiles.push_back(v->value);
+  if (auto v = flagVariable({"MOUNT"})) o.mounts.insert(o.mounts.begin(), v->value);
+  for (const auto& list : s.noEnv)
+    for (auto name : splitList(list))
+      if (!name.empty()) o.noEnv.emplace_back(trim(name));
+}
 
 // An --env-file: a regular file or a pipe (`--env-file <(...)`), at most 1 MiB (more could
 // not be passed to execve anyway); /dev/zero or a directory is refused by name.
@@ -95,6 +159,7 @@ int runLaunch(RunCommandState& state) {
       host.limits = launch::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
     plan = launch::planLaunch(options, policy, image, host);
   }
+  for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
   if (state.explain) {
     if (state.json)
       std::cout << launch::toJson(plan).dump(2) << '\n';
@@ -106,15 +171,25 @@ int runLaunch(RunCommandState& state) {
   runtime::execute(plan);
 }
 
-void addLaunchOptions(CLI::App* cmd, RunCommandState& s) {
+void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command) {
   auto& o = s.options;
+  if (command == launch::Command::Shell)
+    cmd->add_option("-s,--shell", o.shell, "The shell to start (default /bin/bash --norc, else /bin/sh)");
   cmd->add_option("-B,--bind", o.binds, "Bind mount src[:dst[:ro|rw]] (repeatable, comma lists)")
       ->allow_extra_args(false);
   cmd->add_option("--env", o.envs, "Set K=V in the container (repeatable)")->allow_extra_args(false);
   cmd->add_option("--env-file", s.envFiles, "Read K=V lines from a file (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--mount", o.mounts, "Bind mount type=bind,source=SRC,destination=DST[,readonly] (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--no-env", s.noEnv, "Do not pass these host variables (NAME[,NAME...])")->allow_extra_args(false);
+  cmd->add_flag("--no-eval", o.noEval, "Do not shell-evaluate --env, --env-file and APPTAINERENV_ values");
   cmd->add_option("-H,--home", o.home, "Home directory SRC[:DST] instead of $HOME");
-  cmd->add_option("--pwd", o.pwd, "Working directory inside the container");
+  cmd->add_option("--pwd,--cwd", o.pwd, "Working directory inside the container (must exist)");
+  cmd->add_option("-W,--workdir", o.workdir, "Host directory for /tmp and /var/tmp (with --contain) and --scratch");
+  cmd->add_option("--scratch", o.scratch, "An empty writable directory at DIR (repeatable, comma lists)")
+      ->allow_extra_args(false);
+  cmd->add_option("--app", o.app, "Run a SCIF app of the image (/scif/apps/NAME)");
   cmd->add_flag("-c,--contain", o.contain, "No home, cwd or /tmp from the host");
   cmd->add_flag("-C,--containall", o.containAll, "--contain and --cleanenv");
   cmd->add_flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment");
@@ -144,7 +219,7 @@ void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const 
   auto state = std::make_shared<RunCommandState>();
   state->options.command = command;
   auto* cmd = app.add_subcommand(name, help);
-  addLaunchOptions(cmd, *state);
+  addLaunchOptions(cmd, *state, command);
   cmd->callback([&ctx, state, cmd, name] {
     auto rest = cmd->remaining();
     auto& args = state->options.args;
@@ -160,7 +235,10 @@ void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const 
       auto added = std::count(args.begin(), args.end(), std::string("--")) - given;
       while (added-- > 0 && !args.empty() && args.back() == "--") args.pop_back();
     }
-    ctx.action = [state] { return runLaunch(*state); };
+    ctx.action = [state, cmd] {
+      applyFlagVariables(cmd, *state);
+      return runLaunch(*state);
+    };
   });
 }
 
@@ -173,7 +251,9 @@ void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   if (wanted("run"))
     registerLaunchCommand(app, ctx, "run", "Run the image's runscript", launch::Command::Run);
   if (wanted("shell"))
-    registerLaunchCommand(app, ctx, "shell", "Start /bin/sh in a container", launch::Command::Shell);
+    registerLaunchCommand(app, ctx, "shell", "Start a shell in a container", launch::Command::Shell);
+  if (wanted("test"))
+    registerLaunchCommand(app, ctx, "test", "Run the image's test script (%test)", launch::Command::Test);
   if (!wanted("__holder")) return;
 
   // Hidden: the shared image mount holder (contract in ctr/runtime.hpp).

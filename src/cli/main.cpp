@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string_view>
 #include <utility>
@@ -31,7 +32,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
       {"version", registerVersion}, {"sif", registerSif},         {"build", registerBuild},
       {"inspect", registerInspect}, {"check", registerCheck},
   };
-  if (command == "exec" || command == "run" || command == "shell" || command == "__holder") {
+  if (command == "exec" || command == "run" || command == "shell" || command == "test" || command == "__holder") {
     registerExec(app, ctx, command);
     return;
   }
@@ -118,6 +119,12 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
 
+  // Apptainer's APPTAINER_DEBUG / SINGULARITY_DEBUG (a flag variable: -d on the line wins).
+  for (const char* name : {"APPTAINER_DEBUG", "SINGULARITY_DEBUG"}) {
+    const char* value = std::getenv(name);
+    const std::string v = value ? value : "";
+    if (!debug && (v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True")) debug = true;
+  }
   log::init(debug     ? log::Verbosity::Debug
             : verbose ? log::Verbosity::Verbose
             : quiet   ? log::Verbosity::Quiet
@@ -126,8 +133,8 @@ int main(int argc, char** argv) {
     return ctx.action ? ctx.action() : 0;
   } catch (const Error& e) {
     std::fflush(stdout);
-    std::cerr << "ctr: error: " << e.oneLine() << '\n';
-    return kExitFailure;
+    std::cerr << (e.status() == 0 ? "ctr: " : "ctr: error: ") << e.oneLine() << '\n';
+    return e.status();
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << "ctr: error: " << e.what() << '\n';

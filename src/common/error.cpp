@@ -12,6 +12,12 @@ Error Error::withContext(std::string context) const {
   return copy;
 }
 
+Error Error::withStatus(int status) const {
+  Error e = *this;
+  e.status_ = status;
+  return e;
+}
+
 std::string Error::oneLine() const {
   std::string line;
   for (const auto& c : contexts_) {

@@ -1,39 +1,62 @@
 #include "ctr/strings.hpp"
 #include "ctr/binds.hpp"
 
+#include <functional>
+
 #include "ctr/error.hpp"
 #include "ctr/pathutil.hpp"
 
 namespace ctr::launch {
 namespace {
 
+// Splits at `sep` not escaped by a backslash; escapes are kept for the next split.
+std::vector<std::string_view> splitUnescaped(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size()) {
+      ++i;
+    } else if (text[i] == sep) {
+      parts.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+// "\," and "\:" stand for ',' and ':' in a path (as in Apptainer); other backslashes stay.
+std::string unescape(std::string_view field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 1 < field.size() && (field[i + 1] == ',' || field[i + 1] == ':')) ++i;
+    out += field[i];
+  }
+  return out;
+}
+
+BindSpec makeBind(const std::string& source, const std::string& destination, const std::function<Error(const std::string&)>& bad) {
+  BindSpec bind;
+  if (source.empty()) throw bad("empty source");
+  if (source[0] != '/') throw bad("source '" + source + "' is not absolute");
+  bind.source = normalizePath(source);
+  if (destination.empty()) throw bad("empty destination");
+  if (destination[0] != '/') throw bad("destination '" + destination + "' is not absolute");
+  if (hasDotDotComponent(destination)) throw bad("destination '" + destination + "' contains '..'");
+  bind.destination = normalizePath(destination);
+  if (bind.destination == "/") throw bad("cannot bind over the container's '/'");
+  return bind;
+}
+
 
 BindSpec parseOne(std::string_view spec) {
-  auto bad = [&](const std::string& why) {
+  std::function<Error(const std::string&)> bad = [&](const std::string& why) {
     return Error("bad bind spec '" + std::string(spec) + "': " + why);
   };
-  std::vector<std::string_view> fields;
-  size_t pos = 0;
-  while (true) {
-    size_t colon = spec.find(':', pos);
-    fields.push_back(spec.substr(pos, colon == std::string_view::npos ? colon : colon - pos));
-    if (colon == std::string_view::npos) break;
-    pos = colon + 1;
-  }
-  if (fields.size() > 3) throw bad("too many ':' (expected src[:dst[:ro|rw]])");
-
-  BindSpec bind;
-  if (fields[0].empty()) throw bad("empty source");
-  if (fields[0][0] != '/') throw bad("source '" + std::string(fields[0]) + "' is not absolute");
-  bind.source = normalizePath(fields[0]);
-
-  std::string_view dst = fields.size() >= 2 ? fields[1] : fields[0];
-  if (dst.empty()) throw bad("empty destination");
-  if (dst[0] != '/') throw bad("destination '" + std::string(dst) + "' is not absolute");
-  if (hasDotDotComponent(dst)) throw bad("destination '" + std::string(dst) + "' contains '..'");
-  bind.destination = normalizePath(dst);
-  if (bind.destination == "/") throw bad("cannot bind over the container's '/'");
-
+  auto fields = splitUnescaped(spec, ':');
+  if (fields.size() > 3) throw bad("too many ':' (expected src[:dst[:ro|rw]]; write a ':' in a path as '\\:')");
+  const std::string source = unescape(fields[0]);
+  BindSpec bind = makeBind(source, fields.size() >= 2 ? unescape(fields[1]) : source, bad);
   if (fields.size() == 3) {
     if (fields[2] == "ro") bind.readOnly = true;
     else if (fields[2] == "rw") bind.readOnly = false;
@@ -46,8 +69,57 @@ BindSpec parseOne(std::string_view spec) {
 
 std::vector<BindSpec> parseBindSpecs(std::string_view list) {
   std::vector<BindSpec> binds;
-  for (auto item : splitList(list)) binds.push_back(parseOne(item));
+  for (auto item : splitUnescaped(list, ','))
+    if (!trim(item).empty()) binds.push_back(parseOne(trim(item)));
   return binds;
+}
+
+BindSpec parseMountSpec(std::string_view spec) {
+  std::function<Error(const std::string&)> bad = [&](const std::string& why) {
+    return Error("bad --mount '" + std::string(spec) + "': " + why);
+  };
+  // CSV fields (a field may be double-quoted, with "" for a quote), each key[=value].
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    const char c = spec[i];
+    if (c == '"' && quoted && i + 1 < spec.size() && spec[i + 1] == '"') {
+      fields.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
+  }
+  if (quoted) throw bad("unterminated '\"'");
+  std::string type, source, destination;
+  bool readOnly = false;
+  for (const auto& field : fields) {
+    const auto eq = field.find('=');
+    const std::string key = field.substr(0, eq), value = eq == std::string::npos ? "" : field.substr(eq + 1);
+    if (key == "type") type = value;
+    else if (key == "source" || key == "src") source = value;
+    else if (key == "destination" || key == "dst" || key == "target") destination = value;
+    else if (key == "ro" || key == "readonly") {
+      if (eq == std::string::npos || value == "true" || value == "1") readOnly = true;
+      else if (value == "false" || value == "0") readOnly = false;
+      else throw bad("'" + field + "': readonly is true or false");
+    } else if (field.empty()) {
+      continue;
+    } else {
+      throw bad("unsupported field '" + key + "' (ctr supports type=bind, source, destination, readonly)");
+    }
+  }
+  if (type.empty()) throw bad("no type= (ctr supports type=bind)");
+  if (type != "bind") throw bad("type '" + type + "' is not supported (ctr supports type=bind)");
+  if (source.empty()) throw bad("no source=");
+  if (destination.empty()) throw bad("no destination=");
+  BindSpec bind = makeBind(source, destination, bad);
+  bind.readOnly = readOnly;
+  return bind;
 }
 
 std::string toString(const BindSpec& bind) {

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <sstream>
@@ -59,6 +61,11 @@ void addMount(std::vector<Mount>& mounts, Mount mount) {
     }
   }
   mounts.push_back(std::move(mount));
+}
+
+bool isValidAppName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
 }
 
 bool statIsRootOwnedSetuid(const char* path) {
@@ -271,7 +278,20 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   addMount(mounts, bindMount("/dev", "/dev", false, MountOrigin::Default));
   addMount(mounts, bindMount("/etc/hosts", "/etc/hosts", true, MountOrigin::Default));
   addMount(mounts, bindMount("/etc/resolv.conf", "/etc/resolv.conf", true, MountOrigin::Default));
-  if (contain) {
+  addMount(mounts, bindMount("/etc/localtime", "/etc/localtime", true, MountOrigin::Default));
+  // -W/--workdir: with --contain, /tmp and /var/tmp come from there (Apptainer's layout).
+  std::string workdir;
+  if (!options.workdir.empty()) {
+    workdir = normalizePath(options.workdir[0] == '/' ? options.workdir : joinPath(host.cwd, options.workdir));
+    if (workdir == "/") throw Error("bad --workdir '" + options.workdir + "': not /");
+  }
+  if (contain && !workdir.empty()) {
+    for (const auto& [source, destination] : {std::pair<std::string, std::string>{"tmp", "/tmp"}, {"var_tmp", "/var/tmp"}}) {
+      Mount m = bindMount(joinPath(workdir, source), destination, false, MountOrigin::Contain);
+      m.createSourceMode = 01777;
+      addMount(mounts, std::move(m));
+    }
+  } else if (contain) {
     addMount(mounts, tmpfsMount("/tmp", MountOrigin::Contain));
     addMount(mounts, tmpfsMount("/var/tmp", MountOrigin::Contain));
   } else {
@@ -288,21 +308,45 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     for (auto& b : withContext("in ctr.conf 'bind path'", [&] { return parseBindSpecs(spec); }))
       addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::Policy));
   }
+  // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
+  // for the same destination the flag wins.
   std::vector<std::string> userBinds;
-  if (auto fromEnv = envValue(host.env, "CTR_BIND"); !fromEnv.empty()) userBinds.push_back(fromEnv);
+  for (const char* name : {"CTR_BIND", "APPTAINER_BIND", "APPTAINER_BINDPATH", "SINGULARITY_BIND", "SINGULARITY_BINDPATH"})
+    if (auto fromEnv = envValue(host.env, name); !fromEnv.empty()) userBinds.push_back(fromEnv);
   userBinds.insert(userBinds.end(), options.binds.begin(), options.binds.end());
-  if (!userBinds.empty() && !policy.allowUserBinds)
+  if ((!userBinds.empty() || !options.mounts.empty() || !options.workdir.empty()) && !policy.allowUserBinds)
     throw Error("user bind mounts are disabled by the administrator ('allow user binds = no')");
   for (const auto& spec : userBinds) {
     for (auto& b : parseBindSpecs(spec))
       addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::User));
   }
+  for (const auto& spec : options.mounts) {
+    auto b = parseMountSpec(spec);
+    addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::User));
+  }
+  // --scratch: an empty writable directory, from --workdir when given, else a tmpfs.
+  for (const auto& list : options.scratch) {
+    for (auto item : splitList(list)) {
+      if (item.empty()) continue;
+      const std::string dir = normalizePath(item);
+      if (dir.empty() || dir[0] != '/' || dir == "/" || hasDotDotComponent(dir))
+        throw Error("bad --scratch '" + std::string(item) + "': an absolute path other than / without '..'");
+      if (workdir.empty()) {
+        addMount(mounts, tmpfsMount(dir, MountOrigin::User));
+      } else {
+        Mount m = bindMount(joinPath(workdir, "scratch" + dir), dir, false, MountOrigin::User);
+        m.createSourceMode = 0750;
+        addMount(mounts, std::move(m));
+      }
+    }
+  }
   // The current directory, unless contained or already under a bound path.
   if (!contain && !host.cwd.empty() && host.cwd != "/") {
+    // Covered: a mount already provides that path in the container (a custom --home
+    // X:$HOME started from $HOME keeps X there, as in Apptainer).
     bool covered = false;
     for (const auto& m : mounts) {
-      if (m.kind == MountKind::Bind && m.source == m.destination &&
-          (host.cwd == m.source || host.cwd.rfind(m.source + "/", 0) == 0) &&
+      if ((host.cwd == m.destination || host.cwd.rfind(m.destination + "/", 0) == 0) &&
           m.destination != "/dev" && m.destination != "/proc" && m.destination != "/sys")
         covered = true;
     }
@@ -319,10 +363,30 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     mounts.push_back(std::move(m));
   }
 
+  // A parent before its children (-B d/file:/canary/file2 -B d:/canary): a mount given
+  // before one of its ancestors moves right after it; unrelated mounts keep their order.
+  auto isUnder = [](const std::string& path, const std::string& dir) {
+    return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+  };
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t i = 0; i < mounts.size() && !moved; ++i) {
+      for (size_t j = mounts.size(); j-- > i + 1;) {
+        if (isUnder(mounts[i].destination, mounts[j].destination)) {
+          std::rotate(mounts.begin() + static_cast<std::ptrdiff_t>(i), mounts.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                      mounts.begin() + static_cast<std::ptrdiff_t>(j) + 1);
+          moved = true;
+          break;
+        }
+      }
+    }
+  }
+
   // Working directory.
   if (!options.pwd.empty()) {
     if (options.pwd[0] != '/') throw Error("bad --pwd '" + options.pwd + "': must be absolute");
     plan.workdir = normalizePath(options.pwd);
+    plan.workdirRequired = true;
   } else if (contain) {
     plan.workdir = options.noHome ? "/" : homeDest;
   } else {
@@ -345,6 +409,15 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     envInputs.image = parseEnvFile(image.environment, image.path.string() + " (SIF environment object)");
   }
   Environment env = computeEnvironment(envInputs);
+  if (!options.app.empty()) {
+    if (!isValidAppName(options.app))
+      throw Error("bad --app '" + options.app + "': an app name is letters, digits, '_', '-' and '.'").withStatus(1);
+    // The image's 95-apps.sh selects the app from these, before the user's settings.
+    for (const char* key : {"APPTAINER_APPNAME", "SINGULARITY_APPNAME"}) {
+      env.vars[key] = options.app;
+      env.fixed.emplace_back(key, options.app);
+    }
+  }
   plan.user.home = homeDest;
   // What the holder prepares once for every launch: all but the per-launch mounts.
   for (const auto& m : mounts)
@@ -355,19 +428,41 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   plan.fixedEnvironment = std::move(env.fixed);
   plan.warnings = std::move(env.warnings);
 
+  plan.argv = options.args;
+  const std::string appDir = options.app.empty() ? "" : "/scif/apps/" + options.app + "/scif";
+  auto choice = [](std::vector<std::string> program, std::vector<EnvVar> set = {}, std::string note = {}) {
+    return CommandChoice{std::move(program), std::move(set), std::move(note)};
+  };
   switch (options.command) {
     case Command::Exec:
-      if (options.args.empty()) throw Error("exec: no command given");
-      plan.argv = options.args;
+      if (options.args.empty()) throw Error("exec: no command given (usage: ctr exec [options] IMAGE COMMAND [ARGS...])").withStatus(1);
       break;
     case Command::Run:
-      // The runtime picks /.singularity.d/runscript, else /singularity.
-      plan.argv = {"/.singularity.d/runscript"};
-      plan.argv.insert(plan.argv.end(), options.args.begin(), options.args.end());
+      if (!appDir.empty()) {
+        plan.commandChoices = {choice({appDir + "/runscript"})};
+        plan.noCommand = {"no runscript for the app '" + options.app + "' (" + appDir + "/runscript)", 1};
+      } else {
+        plan.commandChoices = {choice({"/.singularity.d/runscript"}), choice({"/singularity"}), choice({"/apptainer"}),
+                               choice({"/bin/sh"}, {}, "the image has no runscript: running /bin/sh")};
+        plan.noCommand = {"the image has no runscript (/.singularity.d/runscript, /singularity) and no /bin/sh", 1};
+      }
       break;
     case Command::Shell:
-      plan.argv = {"/bin/sh"};
-      plan.argv.insert(plan.argv.end(), options.args.begin(), options.args.end());
+      if (!options.shell.empty()) plan.commandChoices.push_back(choice({options.shell}, {{"SHELL", options.shell}}));
+      plan.commandChoices.push_back(choice({"/bin/bash", "--norc"}, {{"SHELL", "/bin/bash"}}));
+      plan.commandChoices.push_back(choice({"/bin/sh"}, {{"SHELL", "/bin/sh"}}));
+      plan.noCommand = {"the image has no shell (" + (options.shell.empty() ? "" : options.shell + ", ") +
+                            "/bin/bash, /bin/sh)",
+                        1};
+      break;
+    case Command::Test:
+      if (!appDir.empty()) {
+        plan.commandChoices = {choice({appDir + "/test"})};
+        plan.noCommand = {"no test for the app '" + options.app + "' (" + appDir + "/test)", 1};
+      } else {
+        plan.commandChoices = {choice({"/.singularity.d/test"})};
+        plan.noCommand = {"the image has no test script (/.singularity.d/test): nothing to test", 0};
+      }
       break;
   }
   return plan;
@@ -378,6 +473,7 @@ std::string toString(Command command) {
     case Command::Exec: return "exec";
     case Command::Run: return "run";
     case Command::Shell: return "shell";
+    case Command::Test: return "test";
   }
   return "?";
 }
@@ -453,6 +549,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                          {"origin", toString(m.origin)},
                          {"required", m.required}};
     if (m.kind == MountKind::Bind) mj["source"] = m.source;
+    if (m.createSourceMode) mj["create_source_mode"] = *m.createSourceMode;
     j["mounts"].push_back(std::move(mj));
   }
   j["environment"] = plan.environment;
@@ -464,6 +561,14 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   if (!user.appendPath.empty()) j["user_environment"]["append_path"] = user.appendPath;
   j["warnings"] = plan.warnings;
   j["argv"] = plan.argv;
+  j["command_choices"] = nlohmann::json::array();
+  for (const auto& c : plan.commandChoices) {
+    nlohmann::json cj = {{"argv", c.argv}, {"env", nlohmann::json::object()}};
+    for (const auto& [k, v] : c.env) cj["env"][k] = v;
+    j["command_choices"].push_back(std::move(cj));
+  }
+  if (!plan.commandChoices.empty()) j["no_command"] = {{"message", plan.noCommand.message}, {"status", plan.noCommand.status}};
+  j["workdir_required"] = plan.workdirRequired;
   j["workdir"] = plan.workdir;
   j["uid"] = plan.user.uid;
   j["gid"] = plan.user.gid;
@@ -517,9 +622,18 @@ std::string toText(const LaunchPlan& plan) {
     out << "  " << toString(m.kind) << ' ';
     if (m.kind == MountKind::Bind) out << m.source << " -> ";
     out << m.destination << (m.readOnly ? " (ro)" : " (rw)") << " [" << toString(m.origin)
-        << (m.kind == MountKind::Bind && !m.required ? ", skipped if absent" : "") << "]\n";
+        << (m.kind == MountKind::Bind && !m.required && !m.createSourceMode ? ", skipped if absent" : "")
+        << (m.createSourceMode ? ", source created if absent" : "") << "]\n";
   }
-  out << "workdir:    " << plan.workdir << '\n' << "argv:      ";
+  out << "workdir:    " << plan.workdir << (plan.workdirRequired ? " (--pwd: must exist)" : "") << '\n';
+  for (const auto& c : plan.commandChoices) {
+    out << "program:   ";
+    for (const auto& a : c.argv) out << " '" << a << '\'';
+    for (const auto& [k, v] : c.env) out << " (" << k << '=' << v << ')';
+    out << " (if executable)\n";
+  }
+  if (!plan.commandChoices.empty()) out << "otherwise:  " << plan.noCommand.message << " (exit " << plan.noCommand.status << ")\n";
+  out << "argv:      ";
   for (const auto& a : plan.argv) out << " '" << a << '\'';
   out << "\nenvironment (before the image's env scripts):\n";
   for (const auto& kv : plan.environment) out << "  " << kv << '\n';

@@ -169,22 +169,31 @@ namespace {
 
   log::StepTimer handover("hand-over");
   if (::chdir(plan.workdir.c_str()) != 0) {
+    if (plan.workdirRequired)
+      throw sysError("--pwd " + plan.workdir + ": cannot change to it in the container");
     spdlog::warn("working directory {} is not available in the container ({}): using /",
                  plan.workdir, std::strerror(errno));
     if (::chdir("/") != 0) throw sysError("chdir /");
   }
 
   std::vector<std::string> argv = plan.argv;
-  if (plan.command == launch::Command::Run && !isExecutableFile(argv[0])) {
-    if (!isExecutableFile("/singularity"))
-      throw Error("the image has no runscript (/.singularity.d/runscript or /singularity)");
-    argv[0] = "/singularity";
+  std::vector<launch::EnvVar> chosenEnv;
+  if (!plan.commandChoices.empty()) {
+    // run, shell, test: the first program the image has (the planner's order).
+    auto chosen = std::find_if(plan.commandChoices.begin(), plan.commandChoices.end(),
+                               [](const launch::CommandChoice& c) { return isExecutableFile(c.argv[0]); });
+    if (chosen == plan.commandChoices.end()) throw Error(plan.noCommand.message).withStatus(plan.noCommand.status);
+    if (!chosen->note.empty()) spdlog::warn("{}", chosen->note);
+    argv = chosen->argv;
+    argv.insert(argv.end(), plan.argv.begin(), plan.argv.end());
+    chosenEnv = chosen->env;
   }
 
   launch::EnvProgram program;
   if (plan.sourceEnvScripts) program.scripts = envScripts();
   program.user = plan.userEnvironment;
   program.fixed = plan.fixedEnvironment;
+  program.fixed.insert(program.fixed.end(), chosenEnv.begin(), chosenEnv.end());
   program.uid = plan.user.uid;
   program.gid = plan.user.gid;
   for (const auto& kv : plan.environment)

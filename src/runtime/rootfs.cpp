@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <unistd.h>
 
@@ -39,6 +40,23 @@ bool sourcePresent(const Mount& m, struct stat* st) {
   if (m.required)
     throw Error("bind source " + m.source + " does not exist (" + std::strerror(errno) + ")");
   spdlog::debug("skipping the {} bind of absent {}", launch::toString(m.origin), m.source);
+  return false;
+}
+
+// Whether an earlier mount of the plan (one that is made: its source is there) holds
+// mount i's destination: its target is then created in that mount (a host directory of the
+// user's or a tmpfs of the launch, as Apptainer does), not in the image.
+bool underEarlierMount(const LaunchPlan& plan, size_t i) {
+  const std::string& dest = plan.mounts[i].destination;
+  for (size_t k = 0; k < i; ++k) {
+    const Mount& m = plan.mounts[k];
+    struct stat st {};
+    if (m.kind != MountKind::Bind && m.kind != MountKind::Tmpfs) continue;
+    if (m.kind == MountKind::Bind && (::stat(m.source.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) continue;
+    if (dest.size() > m.destination.size() && dest.compare(0, m.destination.size(), m.destination) == 0 &&
+        dest[m.destination.size()] == '/')
+      return true;
+  }
   return false;
 }
 
@@ -127,7 +145,16 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
       continue;
     }
     auto target = [&] {
-      return prepared ? std::move((*prepared)[i]) : openTarget(rootFd, m.destination);
+      if (prepared) return std::move((*prepared)[i]);
+      auto resolved = launch::resolveInRoot(rootFd, m.destination, "mount target");
+      if (resolved.kind == launch::PathKind::Missing && underEarlierMount(plan, i)) {
+        // In the mount that holds it (assembleRoot left it out of the image's overlay).
+        createUnder(rootPath, resolved.path, m.kind == MountKind::Tmpfs || (m.kind == MountKind::Bind && S_ISDIR(st.st_mode)));
+        return openTarget(rootFd, m.destination);
+      }
+      if (resolved.kind == launch::PathKind::Missing)
+        throw Error("mount target " + m.destination + " does not exist in the container");
+      return std::move(resolved.fd);
     };
     switch (m.kind) {
       case MountKind::Bind: {
@@ -292,6 +319,15 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
 
 void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
   log::StepTimer timer("assembling the root");
+  // Host directories the plan has ctr create (--workdir's tmp, var_tmp, scratch), as the
+  // user, before anything looks at the sources.
+  for (const auto& m : plan.mounts) {
+    if (!m.createSourceMode) continue;
+    std::error_code ec;
+    if (std::filesystem::create_directories(m.source, ec))
+      ::chmod(m.source.c_str(), static_cast<mode_t>(*m.createSourceMode));
+    if (ec) throw Error("cannot create " + m.source + " for " + m.destination + ": " + ec.message());
+  }
   if (plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty()) {
     const std::string signature = readFileIfPresent(image.baseDir + "/identity");
     if (!signature.empty() && signature == identitySignature(plan.user)) {
@@ -328,9 +364,10 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
   // namespace cannot create entries in them: capabilities(7), "user namespaces".)
   bool overlay = plan.rootMode == launch::RootMode::Overlay;
   std::vector<std::pair<std::string, bool>> missing;  // resolved path, is a directory
-  for (const auto& m : plan.mounts) {
+  for (size_t i = 0; i < plan.mounts.size(); ++i) {
+    const Mount& m = plan.mounts[i];
     struct stat st {};
-    if (!sourcePresent(m, &st)) continue;
+    if (!sourcePresent(m, &st) || underEarlierMount(plan, i)) continue;
     auto resolved = launch::resolveInRoot(imageFd.get(), m.destination, "mount target");
     if (resolved.kind == launch::PathKind::Missing) {
       spdlog::debug("mount target {} is missing in the image: overlay root", m.destination);

@@ -5,6 +5,7 @@
 
 using ctr::launch::BindSpec;
 using ctr::launch::parseBindSpecs;
+using ctr::launch::parseMountSpec;
 
 namespace {
 
@@ -85,4 +86,25 @@ TEST(BindSpecs, ErrorNamesTheBadSpecOnly) {
 TEST(BindSpecs, PrintsInSpecSyntax) {
   EXPECT_EQ(toString(BindSpec{"/a", "/b", true}), "/a:/b:ro");
   EXPECT_EQ(toString(BindSpec{"/a", "/a", false}), "/a:/a");
+}
+
+TEST(BindSpecs, EscapedCommaAndColonArePartOfThePath) {
+  auto binds = parseBindSpecs("/d/file\\,comma:/a\\:b,/x");
+  ASSERT_EQ(binds.size(), 2U);
+  EXPECT_EQ(binds[0].source, "/d/file,comma");
+  EXPECT_EQ(binds[0].destination, "/a:b");
+  EXPECT_EQ(binds[1].source, "/x");
+}
+
+TEST(MountSpec, BindWithDockerNamesAndQuotes) {
+  auto b = parseMountSpec("type=bind,src=/opt,dst=/x,ro");
+  EXPECT_EQ(b.source, "/opt");
+  EXPECT_EQ(b.destination, "/x");
+  EXPECT_TRUE(b.readOnly);
+  b = parseMountSpec("type=bind,\"source=/a,b\",target=/y,readonly=false");
+  EXPECT_EQ(b.source, "/a,b");
+  EXPECT_FALSE(b.readOnly);
+  EXPECT_THROW((void)parseMountSpec("type=volume,src=/a,dst=/b"), ctr::Error);
+  EXPECT_THROW((void)parseMountSpec("type=bind,src=/a"), ctr::Error);
+  EXPECT_THROW((void)parseMountSpec("type=bind,src=/a,dst=/b,bind-propagation=shared"), ctr::Error);
 }

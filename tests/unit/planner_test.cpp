@@ -62,7 +62,7 @@ std::string envOf(const LaunchPlan& plan, const std::string& key) {
 
 TEST(Planner, DefaultMountsFollowApptainerInOrder) {
   auto plan = planLaunch(execTrue(), {}, sifImage(), alice());
-  std::vector<std::string> expected = {"/proc", "/sys", "/dev", "/etc/hosts", "/etc/resolv.conf",
+  std::vector<std::string> expected = {"/proc", "/sys", "/dev", "/etc/hosts", "/etc/resolv.conf", "/etc/localtime",
                                        "/tmp", "/var/tmp", "/home/alice", "/scratch/alice/run1",
                                        "/etc/passwd", "/etc/group"};
   EXPECT_EQ(destinations(plan), expected);
@@ -218,11 +218,85 @@ TEST(Planner, RunUsesTheRunscriptAndShellUsesBinSh) {
   auto o = execTrue();
   o.command = Command::Run;
   o.args = {"--epochs", "3"};
-  EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).argv,
-            (std::vector<std::string>{"/.singularity.d/runscript", "--epochs", "3"}));
+  auto plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_EQ(plan.argv, (std::vector<std::string>{"--epochs", "3"}));
+  std::vector<std::string> programs;
+  for (const auto& c : plan.commandChoices) programs.push_back(c.argv[0]);
+  EXPECT_EQ(programs, (std::vector<std::string>{"/.singularity.d/runscript", "/singularity", "/apptainer", "/bin/sh"}));
   o.command = Command::Shell;
   o.args.clear();
-  EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).argv, std::vector<std::string>{"/bin/sh"});
+  plan = planLaunch(o, {}, sifImage(), alice());
+  ASSERT_EQ(plan.commandChoices.size(), 2U);
+  EXPECT_EQ(plan.commandChoices[0].argv, (std::vector<std::string>{"/bin/bash", "--norc"}));
+  EXPECT_EQ(plan.commandChoices[0].env, (std::vector<EnvVar>{{"SHELL", "/bin/bash"}}));
+  EXPECT_EQ(plan.commandChoices[1].argv, std::vector<std::string>{"/bin/sh"});
+  o.shell = "/bin/zsh";
+  EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).commandChoices[0].argv, std::vector<std::string>{"/bin/zsh"});
+  o.command = Command::Test;
+  plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_EQ(plan.commandChoices[0].argv, std::vector<std::string>{"/.singularity.d/test"});
+  EXPECT_EQ(plan.noCommand.status, 0);
+  o.app = "tool";
+  plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_EQ(plan.commandChoices[0].argv, std::vector<std::string>{"/scif/apps/tool/scif/test"});
+  EXPECT_EQ(plan.noCommand.status, 1);
+  EXPECT_EQ(envOf(plan, "SINGULARITY_APPNAME"), "tool");
+  o.app = "../x";
+  EXPECT_THROW((void)planLaunch(o, {}, sifImage(), alice()), ctr::Error);
+}
+
+TEST(Planner, NestedBindsComeAfterTheirParentWhateverTheOrder) {
+  auto o = execTrue();
+  o.binds = {"/d/file:/canary/file2", "/d:/canary", "/d/sub:/canary/dir2/nested", "/d:/canary/dir2"};
+  auto d = destinations(planLaunch(o, {}, sifImage(), alice()));
+  auto pos = [&](const std::string& x) { return std::find(d.begin(), d.end(), x) - d.begin(); };
+  EXPECT_LT(pos("/canary"), pos("/canary/file2"));
+  EXPECT_LT(pos("/canary"), pos("/canary/dir2"));
+  EXPECT_LT(pos("/canary/dir2"), pos("/canary/dir2/nested"));
+  EXPECT_LT(pos("/etc/hosts"), pos("/etc/passwd")) << "unrelated mounts keep their order";
+}
+
+TEST(Planner, MountWorkdirScratchAndFlagVariablesOfBinds) {
+  auto o = execTrue();
+  o.mounts = {"type=bind,source=/data,destination=/in,readonly"};
+  o.contain = true;
+  o.workdir = "/scratch/alice/w";
+  o.scratch = {"/s1,/s2"};
+  auto host = alice();
+  host.env.push_back("APPTAINER_BIND=/opt/a:/a");
+  host.env.push_back("SINGULARITY_BINDPATH=/opt/b:/b");
+  auto plan = planLaunch(o, {}, sifImage(), host);
+  EXPECT_TRUE(findMount(plan, "/in")->readOnly);
+  EXPECT_EQ(findMount(plan, "/a")->source, "/opt/a");
+  EXPECT_EQ(findMount(plan, "/b")->source, "/opt/b");
+  EXPECT_EQ(findMount(plan, "/tmp")->source, "/scratch/alice/w/tmp");
+  EXPECT_EQ(findMount(plan, "/var/tmp")->source, "/scratch/alice/w/var_tmp");
+  EXPECT_EQ(findMount(plan, "/tmp")->createSourceMode, 01777U);
+  EXPECT_EQ(findMount(plan, "/s2")->source, "/scratch/alice/w/scratch/s2");
+  o.workdir.clear();
+  plan = planLaunch(o, {}, sifImage(), host);
+  EXPECT_EQ(findMount(plan, "/s1")->kind, ctr::launch::MountKind::Tmpfs);
+  EXPECT_EQ(findMount(plan, "/tmp")->kind, ctr::launch::MountKind::Tmpfs);
+}
+
+TEST(Planner, ExecWithoutCommandIsAUsageError) {
+  auto o = execTrue();
+  o.args.clear();
+  try {
+    (void)planLaunch(o, {}, sifImage(), alice());
+    FAIL() << "no error";
+  } catch (const ctr::Error& e) {
+    EXPECT_EQ(e.status(), 1);
+  }
+}
+
+TEST(Planner, CustomHomeAtTheHostHomeIsKeptWhenStartedThere) {
+  auto o = execTrue();
+  o.home = "/scratch/alice/fakehome:/home/alice";
+  auto host = alice();
+  host.cwd = "/home/alice";
+  auto plan = planLaunch(o, {}, sifImage(), host);
+  EXPECT_EQ(findMount(plan, "/home/alice")->source, "/scratch/alice/fakehome");
 }
 
 TEST(Planner, WritableTmpfsAsksForAnOverlayRoot) {
