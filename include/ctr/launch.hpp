@@ -45,13 +45,25 @@ struct LaunchOptions {
   std::vector<std::string> scratch; // --scratch DIR: an empty writable directory (comma lists)
   std::string app;                  // --app NAME: a SCIF app (/scif/apps/NAME)
   std::string shell;                // shell -s/--shell PROGRAM
+  bool pid = false;                 // -p/--pid: own PID namespace (also with --containall)
+  bool ipc = false;                 // -i/--ipc: own IPC namespace (also with --containall)
+  bool uts = false;                 // --uts: own UTS namespace (also with --hostname)
+  std::string hostname;             // --hostname NAME
+  bool net = false;                 // -n/--net: own network namespace
+  std::string network;              // --network TYPE (only "none": loopback only)
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
 struct Namespaces {
   bool sharedUser = true;  // the user namespace of the image's holder (shared per image)
   bool ownMount = true;    // a private copy of the holder's mount namespace
-  // network, ipc, pid, uts: the host's (MPI and the scheduler need them)
+  // The others are the host's unless asked for (MPI and the scheduler need them):
+  bool pid = false;        // own PID namespace: a ctr init is PID 1 (forwards signals, reaps)
+                           // and the app PID 2; /proc is that namespace's
+  bool ipc = false;        // own IPC namespace (System V IPC, POSIX message queues)
+  bool uts = false;        // own UTS namespace, with `hostname` when set
+  std::string hostname;
+  bool net = false;        // own network namespace: loopback only (brought up)
 };
 
 // What the limits decisions need to know about the node (read only when asked for).
@@ -105,6 +117,8 @@ enum class MountKind {
   Tmpfs,     // fresh tmpfs at `destination`
   File,      // `content` (decided by the planner) as a read-only file at `destination`
   Identity,  // /etc/passwd or /etc/group: the image's own file plus plan.user (runtime-filled)
+  Proc,      // a new procfs (of the container's PID namespace) at `destination`
+  Symlink,   // a symbolic link to `source` at `destination` (inside a tmpfs of the plan)
 };
 
 // Where a mount comes from: shown by --explain; behaviour hangs on `required`, not on this.

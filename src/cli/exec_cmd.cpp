@@ -73,14 +73,17 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
   for (const auto& f : {BoolFlag{"--contain", &o.contain, {"CONTAIN"}}, BoolFlag{"--containall", &o.containAll, {"CONTAINALL"}},
                         BoolFlag{"--cleanenv", &o.cleanEnv, {"CLEANENV"}}, BoolFlag{"--no-home", &o.noHome, {"NO_HOME"}},
                         BoolFlag{"--writable-tmpfs", &o.writableTmpfs, {"WRITABLE_TMPFS"}},
-                        BoolFlag{"--no-eval", &o.noEval, {"NO_EVAL"}}}) {
+                        BoolFlag{"--no-eval", &o.noEval, {"NO_EVAL"}}, BoolFlag{"--pid", &o.pid, {"PID", "UNSHARE_PID"}},
+                        BoolFlag{"--ipc", &o.ipc, {"IPC", "UNSHARE_IPC"}}, BoolFlag{"--uts", &o.uts, {"UTS", "UNSHARE_UTS"}},
+                        BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}}) {
     if (given(f.option)) continue;
     if (auto v = flagVariable(f.keys)) *f.target = parseFlagBool(*v);
   }
   struct StringFlag { const char* option; std::string* target; std::initializer_list<const char*> keys; };
   for (const auto& f : {StringFlag{"--home", &o.home, {"HOME"}}, StringFlag{"--pwd", &o.pwd, {"PWD", "TARGET_PWD", "CWD", "TARGET_CWD"}},
                         StringFlag{"--workdir", &o.workdir, {"WORKDIR"}}, StringFlag{"--app", &o.app, {"APP", "APPNAME"}},
-                        StringFlag{"--shell", &o.shell, {"SHELL"}}}) {
+                        StringFlag{"--shell", &o.shell, {"SHELL"}}, StringFlag{"--hostname", &o.hostname, {"HOSTNAME"}},
+                        StringFlag{"--network", &o.network, {"NETWORK"}}}) {
     if (given(f.option) || (f.target == &o.pwd && given("--cwd")) || !cmd->get_option_no_throw(f.option)) continue;
     if (auto v = flagVariable(f.keys)) *f.target = v->value;
   }
@@ -190,6 +193,13 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   cmd->add_option("--scratch", o.scratch, "An empty writable directory at DIR (repeatable, comma lists)")
       ->allow_extra_args(false);
   cmd->add_option("--app", o.app, "Run a SCIF app of the image (/scif/apps/NAME)");
+  auto* nsGroup = "Namespaces (the host's unless asked for)";
+  cmd->add_flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)")->group(nsGroup);
+  cmd->add_flag("-i,--ipc", o.ipc, "Own IPC namespace")->group(nsGroup);
+  cmd->add_flag("--uts", o.uts, "Own UTS namespace")->group(nsGroup);
+  cmd->add_option("--hostname", o.hostname, "Hostname in the container (own UTS namespace)")->group(nsGroup);
+  cmd->add_flag("-n,--net", o.net, "Own network namespace: loopback only")->group(nsGroup);
+  cmd->add_option("--network", o.network, "Network type: none (loopback only; implies --net)")->group(nsGroup);
   cmd->add_flag("-c,--contain", o.contain, "No home, cwd or /tmp from the host");
   cmd->add_flag("-C,--containall", o.containAll, "--contain and --cleanenv");
   cmd->add_flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment");

@@ -98,6 +98,14 @@ std::vector<std::string> namespaceLines(const Namespaces& ns) {
   std::vector<std::string> lines;
   if (ns.sharedUser) lines.emplace_back("user (shared by the user's launches of this image)");
   if (ns.ownMount) lines.emplace_back("mount (own copy of the shared one)");
+  if (ns.pid) lines.emplace_back("pid (own: ctr's init is PID 1, the app PID 2)");
+  if (ns.ipc) lines.emplace_back("ipc (own)");
+  if (ns.uts) lines.emplace_back("uts (own" + (ns.hostname.empty() ? std::string(")") : ", hostname " + ns.hostname + ")"));
+  if (ns.net) lines.emplace_back("network (own: loopback only)");
+  std::string host;
+  for (const auto& [own, name] : {std::pair{ns.net, "network"}, {ns.ipc, "ipc"}, {ns.pid, "pid"}, {ns.uts, "uts"}})
+    if (!own) host += std::string(host.empty() ? "" : ", ") + name;
+  if (!host.empty()) lines.push_back("host " + host);
   return lines;
 }
 
@@ -271,11 +279,54 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
       throw Error("bad --home '" + options.home + "': paths must be absolute");
   }
 
+  // Namespaces beyond user and mount: --containall brings PID and IPC, --hostname UTS.
+  auto& ns = plan.namespaces;
+  ns.pid = options.pid || options.containAll;
+  ns.ipc = options.ipc || options.containAll;
+  ns.hostname = options.hostname;
+  ns.uts = options.uts || !options.hostname.empty();
+  if (!options.hostname.empty() &&
+      (options.hostname.size() > 64 || options.hostname.find_first_of("/ \t\n") != std::string::npos))
+    throw Error("bad --hostname '" + options.hostname + "': at most 64 characters, no '/' or blanks").withStatus(1);
+  ns.net = options.net || !options.network.empty();
+  if (!options.network.empty() && options.network != "none")
+    throw Error("--network " + options.network + ": ctr has only 'none' (loopback only; no CNI plugins)").withStatus(1);
+
   // Apptainer's defaults, in mount order.
   auto& mounts = plan.mounts;
-  addMount(mounts, bindMount("/proc", "/proc", false, MountOrigin::Default));
+  if (ns.pid) {
+    Mount proc;
+    proc.kind = MountKind::Proc;
+    proc.destination = "/proc";
+    proc.origin = MountOrigin::Default;
+    addMount(mounts, std::move(proc));
+  } else {
+    addMount(mounts, bindMount("/proc", "/proc", false, MountOrigin::Default));
+  }
   addMount(mounts, bindMount("/sys", "/sys", false, MountOrigin::Default));
-  addMount(mounts, bindMount("/dev", "/dev", false, MountOrigin::Default));
+  if (contain) {
+    // A minimal /dev (Apptainer's with --contain), not the host's hundreds of nodes.
+    addMount(mounts, tmpfsMount("/dev", MountOrigin::Contain));
+    for (const char* node : {"null", "zero", "full", "random", "urandom", "tty", "ptmx"}) {
+      Mount m = bindMount(std::string("/dev/") + node, std::string("/dev/") + node, false, MountOrigin::Contain);
+      m.recursive = false;
+      addMount(mounts, std::move(m));
+    }
+    addMount(mounts, bindMount("/dev/pts", "/dev/pts", false, MountOrigin::Contain));  // the caller's terminal
+    addMount(mounts, tmpfsMount("/dev/shm", MountOrigin::Contain));
+    for (const auto& [name, target] : {std::pair<const char*, const char*>{"fd", "/proc/self/fd"},
+                                       {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+                                       {"stderr", "/proc/self/fd/2"}}) {
+      Mount m;
+      m.kind = MountKind::Symlink;
+      m.source = target;
+      m.destination = std::string("/dev/") + name;
+      m.origin = MountOrigin::Contain;
+      addMount(mounts, std::move(m));
+    }
+  } else {
+    addMount(mounts, bindMount("/dev", "/dev", false, MountOrigin::Default));
+  }
   addMount(mounts, bindMount("/etc/hosts", "/etc/hosts", true, MountOrigin::Default));
   addMount(mounts, bindMount("/etc/resolv.conf", "/etc/resolv.conf", true, MountOrigin::Default));
   addMount(mounts, bindMount("/etc/localtime", "/etc/localtime", true, MountOrigin::Default));
@@ -493,6 +544,8 @@ std::string toString(MountKind kind) {
     case MountKind::Tmpfs: return "tmpfs";
     case MountKind::File: return "file";
     case MountKind::Identity: return "identity";
+    case MountKind::Proc: return "proc";
+    case MountKind::Symlink: return "symlink";
   }
   return "?";
 }
@@ -548,7 +601,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                          {"readonly", m.readOnly},
                          {"origin", toString(m.origin)},
                          {"required", m.required}};
-    if (m.kind == MountKind::Bind) mj["source"] = m.source;
+    if (m.kind == MountKind::Bind || m.kind == MountKind::Symlink) mj["source"] = m.source;
     if (m.createSourceMode) mj["create_source_mode"] = *m.createSourceMode;
     j["mounts"].push_back(std::move(mj));
   }
@@ -602,8 +655,8 @@ std::string toText(const LaunchPlan& plan) {
       << "identity:   uid " << plan.user.uid << ", gid " << plan.user.gid << " (" << plan.user.name
       << ")\n"
       << "namespaces:";
-  for (const auto& ns : namespaceLines(plan.namespaces)) out << ' ' << ns << ';';
-  out << " host network, ipc, pid\n"
+  for (const auto& line : namespaceLines(plan.namespaces)) out << ' ' << line << ';';
+  out << "\n"
       << "seccomp:    " << (plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile)
       << '\n'
       << "state dir:  "
@@ -621,6 +674,7 @@ std::string toText(const LaunchPlan& plan) {
   for (const auto& m : plan.mounts) {
     out << "  " << toString(m.kind) << ' ';
     if (m.kind == MountKind::Bind) out << m.source << " -> ";
+    if (m.kind == MountKind::Symlink) out << m.source << " <- ";
     out << m.destination << (m.readOnly ? " (ro)" : " (rw)") << " [" << toString(m.origin)
         << (m.kind == MountKind::Bind && !m.required && !m.createSourceMode ? ", skipped if absent" : "")
         << (m.createSourceMode ? ", source created if absent" : "") << "]\n";

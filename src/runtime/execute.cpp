@@ -1,6 +1,11 @@
 // execute(): join the shared image, assemble the root, hand over, execve. No supervisor:
 // the process that mpirun or the scheduler started becomes the app.
 #include <dirent.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <sys/socket.h>
+#include <sys/ioctl.h>
+#include <net/if.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +22,7 @@
 #include <cstdio>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #include "ctr/child.hpp"
@@ -147,6 +153,143 @@ std::optional<std::vector<std::string>> interpretEnvProgram(const std::string& p
 
 [[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup);
 
+// The signals a scheduler or a user sends: every process of ctr that stands between them
+// and the app forwards them.
+sigset_t forwardedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP, SIGWINCH, SIGALRM})
+    sigaddset(&set, sig);
+  return set;
+}
+
+// Waits for `child`, forwarding what `signals` (a signalfd of blocked signals) reads to it;
+// returns its wait status (and resource usage).
+int waitForwarding(Child& child, int signals, rusage* usage) {
+  std::array<pollfd, 2> fds{pollfd{signals, POLLIN, 0}, pollfd{child.pidfd(), POLLIN, 0}};
+  for (;;) {
+    if (auto status = child.tryWait(usage)) return *status;
+    if (::poll(fds.data(), child.pidfd() >= 0 ? 2 : 1, child.pidfd() >= 0 ? -1 : 50) < 0 && errno != EINTR)
+      throw sysError("poll");
+    signalfd_siginfo info{};
+    while (fds[0].revents & POLLIN) {
+      if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) break;
+      child.signal(static_cast<int>(info.ssi_signo));
+      pollfd again{signals, POLLIN, 0};
+      if (::poll(&again, 1, 0) <= 0) break;
+    }
+  }
+}
+
+// Loopback up in a new network namespace (--net: "none" is loopback only).
+void bringUpLoopback() {
+  UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!sock) throw sysError("socket for the loopback interface");
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(sock.get(), SIOCGIFFLAGS, &ifr) != 0) throw sysError("read the loopback interface's flags");
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+  if (::ioctl(sock.get(), SIOCSIFFLAGS, &ifr) != 0) throw sysError("bring the loopback interface up");
+}
+
+// The namespaces the plan asks for besides user and mount, created in the holder's user
+// namespace (where this process holds the capabilities for them).
+void enterOwnNamespaces(const launch::Namespaces& ns) {
+  const int flags = (ns.ipc ? CLONE_NEWIPC : 0) | (ns.uts ? CLONE_NEWUTS : 0) | (ns.net ? CLONE_NEWNET : 0);
+  if (flags != 0 && ::unshare(flags) != 0) throw sysError("unshare(ipc, uts or network namespace)");
+  if (ns.uts && !ns.hostname.empty() && ::sethostname(ns.hostname.data(), ns.hostname.size()) != 0)
+    throw sysError("set the hostname " + ns.hostname);
+  if (ns.net) bringUpLoopback();
+}
+
+// Waits for `pid` (an unreaped child, so its pid cannot be reused), forwarding what
+// `signals` reads to it, then exits with its status as a shell reports it.
+// `terminalGroup`: the foreground process group of the terminal on stdin, to give back
+// when the app, which took it inside the namespace, has ended (-1: none).
+[[noreturn]] void standInFor(pid_t pid, int signals, pid_t terminalGroup) {
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  std::array<pollfd, 2> fds{pollfd{signals, POLLIN, 0}, pollfd{pidfd.get(), POLLIN, 0}};
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      if (terminalGroup > 0) {
+        ::signal(SIGTTOU, SIG_IGN);
+        (void)::tcsetpgrp(STDIN_FILENO, terminalGroup);
+      }
+      ::_exit(shellStatus(status));
+    }
+    if (::poll(fds.data(), pidfd ? 2 : 1, pidfd ? -1 : 50) < 0 && errno != EINTR) ::_exit(kExitFailure);
+    signalfd_siginfo info{};
+    while (fds[0].revents & POLLIN) {
+      if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) break;
+      if (info.ssi_signo != SIGCHLD) ::kill(pid, static_cast<int>(info.ssi_signo));
+      pollfd again{signals, POLLIN, 0};
+      if (::poll(&again, 1, 0) <= 0) break;
+    }
+  }
+}
+
+// A PID namespace: this process forks the namespace's PID 1 and stays outside as the
+// app's stand-in (the process mpirun or the scheduler started): it forwards their signals
+// and exits with the status PID 1 reports, which is the app's. Returns only in PID 1, with
+// the forwarded signals and SIGCHLD blocked and read from `signals`.
+// `foreground` tells whether ctr had the terminal: the app then takes it in the namespace
+// (a shell there needs it for job control).
+void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foreground) {
+  const pid_t terminalGroup = ::isatty(STDIN_FILENO) ? ::tcgetpgrp(STDIN_FILENO) : -1;
+  *foreground = terminalGroup > 0 && terminalGroup == ::getpgrp();
+  sigset_t set = forwardedSignals();
+  sigaddset(&set, SIGCHLD);
+  if (::sigprocmask(SIG_BLOCK, &set, previousMask) != 0) throw sysError("sigprocmask");
+  signals.reset(::signalfd(-1, &set, SFD_CLOEXEC));
+  if (!signals) throw sysError("signalfd");
+  if (::unshare(CLONE_NEWPID) != 0) throw sysError("unshare(pid namespace)");
+  UniqueFd outside(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+  const pid_t init = ::fork();
+  if (init < 0) throw sysError("fork the PID namespace's init");
+  if (init > 0) standInFor(init, signals.get(), *foreground ? terminalGroup : -1);
+  // PID 1 (its parent is outside: getppid() is 0) dies with the stand-in; if that already
+  // died before this was set, stop here.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  pollfd gone{outside.get(), POLLIN, 0};
+  if (outside && ::poll(&gone, 1, 0) > 0) ::_exit(kExitFailure);
+}
+
+// PID 1 of the container: starts the app (which execs `argv`) as PID 2, forwards the
+// signals to it, reaps every orphan, and exits with the app's status when it ends (the
+// kernel then ends whatever the app left).
+[[noreturn]] void initOf(const std::function<void()>& app, int signals, const sigset_t& previousMask,
+                         bool foreground) {
+  const pid_t child = ::fork();
+  if (child < 0) throw sysError("fork the app");
+  if (child == 0) {
+    if (foreground) {
+      // The caller's process group is outside the namespace: the app leads its own and
+      // takes the terminal, with SIGTTOU (which that raises) blocked meanwhile.
+      sigset_t ttou;
+      sigemptyset(&ttou);
+      sigaddset(&ttou, SIGTTOU);
+      ::sigprocmask(SIG_BLOCK, &ttou, nullptr);
+      ::setpgid(0, 0);
+      (void)::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+    }
+    ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
+    const sigset_t forwarded = forwardedSignals();
+    ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
+    app();
+    ::_exit(kExitFailure);
+  }
+  ::prctl(PR_SET_NAME, "ctr-init");
+  for (;;) {
+    int status = 0;
+    for (pid_t done; (done = ::waitpid(-1, &status, WNOHANG)) > 0;)
+      if (done == child) ::_exit(shellStatus(status));
+    signalfd_siginfo info{};
+    if (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info) && info.ssi_signo != SIGCHLD)
+      ::kill(child, static_cast<int>(info.ssi_signo));
+  }
+}
+
 }  // namespace
 
 void execute(const launch::LaunchPlan& plan) { executeIn(plan, nullptr); }
@@ -165,6 +308,12 @@ namespace {
   }
 
   SharedImage image = joinSharedImage(plan);
+  enterOwnNamespaces(plan.namespaces);
+  UniqueFd initSignals;  // PID 1 only
+  sigset_t previousMask;
+  sigemptyset(&previousMask);
+  bool foreground = false;
+  if (plan.namespaces.pid) enterPidNamespace(initSignals, &previousMask, &foreground);
   assembleRoot(plan, image);
 
   log::StepTimer handover("hand-over");
@@ -231,6 +380,8 @@ namespace {
   log::logStepSummary();
   // The users lock stays open across execve: the app and its children keep the image alive.
   (void)image.usersLock.release();
+  if (initSignals)
+    initOf([&] { execCommand(argv, environment, resolved); }, initSignals.get(), previousMask, foreground);
   execCommand(argv, environment, resolved);
 }
 
@@ -275,10 +426,8 @@ void writeStats(const launch::LaunchPlan& plan, const LaunchCgroup& cgroup, doub
 int run(const launch::LaunchPlan& plan) {
   // The signals a scheduler or a user sends: forwarded to the container, whose status we
   // return. Blocked here (and unblocked in the child before it becomes the app).
-  sigset_t forwarded, previous;
-  sigemptyset(&forwarded);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP, SIGWINCH, SIGALRM})
-    sigaddset(&forwarded, sig);
+  const sigset_t forwarded = forwardedSignals();
+  sigset_t previous;
   if (::sigprocmask(SIG_BLOCK, &forwarded, &previous) != 0) throw sysError("sigprocmask");
   struct Restore {
     sigset_t mask;
@@ -320,20 +469,9 @@ int run(const launch::LaunchPlan& plan) {
     cgroup.remove();
     return code;
   };
-  std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{child.pidfd(), POLLIN, 0}};
-  for (;;) {
-    rusage usage{};
-    if (auto status = child.tryWait(&usage)) return finish(*status, usage);
-    if (::poll(fds.data(), child.pidfd() >= 0 ? 2 : 1, child.pidfd() >= 0 ? -1 : 50) < 0 && errno != EINTR)
-      throw sysError("poll");
-    signalfd_siginfo info{};
-    while (fds[0].revents & POLLIN) {
-      if (::read(signals.get(), &info, sizeof info) != static_cast<ssize_t>(sizeof info)) break;
-      child.signal(static_cast<int>(info.ssi_signo));
-      pollfd again{signals.get(), POLLIN, 0};
-      if (::poll(&again, 1, 0) <= 0) break;
-    }
-  }
+  rusage usage{};
+  const int status = waitForwarding(child, signals.get(), &usage);
+  return finish(status, usage);
 }
 
 }  // namespace ctr::runtime

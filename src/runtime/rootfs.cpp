@@ -46,10 +46,10 @@ bool sourcePresent(const Mount& m, struct stat* st) {
 // Whether an earlier mount of the plan (one that is made: its source is there) holds
 // mount i's destination: its target is then created in that mount (a host directory of the
 // user's or a tmpfs of the launch, as Apptainer does), not in the image.
-bool underEarlierMount(const LaunchPlan& plan, size_t i) {
-  const std::string& dest = plan.mounts[i].destination;
+bool underEarlierMount(const std::vector<Mount>& mounts, size_t i) {
+  const std::string& dest = mounts[i].destination;
   for (size_t k = 0; k < i; ++k) {
-    const Mount& m = plan.mounts[k];
+    const Mount& m = mounts[k];
     struct stat st {};
     if (m.kind != MountKind::Bind && m.kind != MountKind::Tmpfs) continue;
     if (m.kind == MountKind::Bind && (::stat(m.source.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) continue;
@@ -147,7 +147,7 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
     auto target = [&] {
       if (prepared) return std::move((*prepared)[i]);
       auto resolved = launch::resolveInRoot(rootFd, m.destination, "mount target");
-      if (resolved.kind == launch::PathKind::Missing && underEarlierMount(plan, i)) {
+      if (resolved.kind == launch::PathKind::Missing && underEarlierMount(plan.mounts, i)) {
         // In the mount that holds it (assembleRoot left it out of the image's overlay).
         createUnder(rootPath, resolved.path, m.kind == MountKind::Tmpfs || (m.kind == MountKind::Bind && S_ISDIR(st.st_mode)));
         return openTarget(rootFd, m.destination);
@@ -172,9 +172,27 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
       }
       case MountKind::Tmpfs: {
         UniqueFd targetFd = target();
-        const char* mode = (m.destination == "/tmp" || m.destination == "/var/tmp") ? "mode=1777" : "mode=0700";
+        const char* mode = (m.destination == "/tmp" || m.destination == "/var/tmp" || m.destination == "/dev/shm")
+                               ? "mode=1777"
+                           : m.destination == "/dev" ? "mode=0755"
+                                                     : "mode=0700";
         if (::mount("tmpfs", fdPath(targetFd.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, mode) != 0)
           throw sysError("mount tmpfs on " + m.destination);
+        break;
+      }
+      case MountKind::Proc: {
+        // The procfs of the PID namespace this process is PID 1 of (execute.cpp).
+        UniqueFd targetFd = target();
+        if (::mount("proc", fdPath(targetFd.get()).c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+          throw sysError("mount proc on " + m.destination);
+        break;
+      }
+      case MountKind::Symlink: {
+        const auto slash = m.destination.find_last_of('/');
+        const std::string parent = slash == 0 ? "/" : m.destination.substr(0, slash);
+        UniqueFd parentFd = openTarget(rootFd, parent);
+        if (::symlinkat(m.source.c_str(), parentFd.get(), m.destination.c_str() + slash + 1) != 0 && errno != EEXIST)
+          throw sysError("create the link " + m.destination + " -> " + m.source);
         break;
       }
       case MountKind::File:
@@ -278,7 +296,10 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
   // The planner's launch-independent mounts: their targets, created in the upper layer
   // before mounting when the image lacks them (see assembleRoot for why before).
   std::string created;  // targets added to the image that launches must mount over, one a line
-  for (const auto& m : spec.mounts) {
+  for (size_t i = 0; i < spec.mounts.size(); ++i) {
+    const Mount& m = spec.mounts[i];
+    // Inside another mount (a tmpfs /dev of --contain): created there by the launch.
+    if (m.kind == MountKind::Symlink || underEarlierMount(spec.mounts, i)) continue;
     try {
       auto resolved = launch::resolveInRoot(imageFd.get(), m.destination, "mount target");
       if (resolved.kind != launch::PathKind::Missing) continue;
@@ -367,7 +388,7 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
   for (size_t i = 0; i < plan.mounts.size(); ++i) {
     const Mount& m = plan.mounts[i];
     struct stat st {};
-    if (!sourcePresent(m, &st) || underEarlierMount(plan, i)) continue;
+    if (!sourcePresent(m, &st) || underEarlierMount(plan.mounts, i)) continue;
     auto resolved = launch::resolveInRoot(imageFd.get(), m.destination, "mount target");
     if (resolved.kind == launch::PathKind::Missing) {
       spdlog::debug("mount target {} is missing in the image: overlay root", m.destination);

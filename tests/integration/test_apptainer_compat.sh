@@ -129,6 +129,27 @@ cases() {
   expect "-W with --contain: /tmp from the workdir" "ok" -- exec -W "$WORK/wd" --contain --scratch /scr "$img" sh -c 'touch /tmp/t /scr/s && echo ok'
   [ -f "$WORK/wd/tmp/t" ] && [ -f "$WORK/wd/scratch/scr/s" ] || fail "-W [$MODE]: files not in $WORK/wd: $(find "$WORK/wd")"
 
+  note "$MODE: isolation flags"
+  expect "--pid: the app is PID 2 under ctr's init" "2" -- exec --pid "$img" sh -c 'echo $$'
+  expect "APPTAINER_PID" "2" APPTAINER_PID=1 -- exec "$img" sh -c 'echo $$'
+  expect "--pid: /proc is the namespace's (PID 1 is ctr's init)" "ctr-init" -- exec --pid "$img" cat /proc/1/comm
+  expect_fail "--pid: the app's exit status" 7 "" -- exec --pid "$img" sh -c 'exit 7'
+  as_user "$CTR" exec --pid "$img" sleep 30 &
+  local waiter=$!
+  for _ in $(seq 100); do pgrep -u "$CTR_TEST_USER" -x sleep >/dev/null && break; sleep 0.05; done
+  kill -TERM "$(pgrep -u "$CTR_TEST_USER" -f "exec --pid $img sleep 30" | head -1)"
+  local rc=0; wait "$waiter" || rc=$?
+  expect_eq "--pid: SIGTERM forwarded to the app [$MODE]" 143 "$rc"
+  local hostipc; hostipc=$(as_user readlink /proc/self/ns/ipc)
+  expect "--containall: own IPC and PID namespaces" "different 2" -- exec --containall "$img" sh -c "[ \$(readlink /proc/self/ns/ipc) != '$hostipc' ] && echo different \$\$"
+  expect "--ipc" "different" -- exec --ipc "$img" sh -c "[ \$(readlink /proc/self/ns/ipc) != '$hostipc' ] && echo different"
+  expect "--contain: a minimal /dev" "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero" -- exec --contain "$img" sh -c 'echo $(ls /dev)'
+  expect "--contain: /dev/null works" "ok" -- exec --contain "$img" sh -c 'echo x >/dev/null && head -c1 /dev/zero | wc -c | grep -q 1 && echo ok'
+  expect "--hostname" "ctr-test-host" -- exec --hostname ctr-test-host "$img" hostname
+  expect "--net: loopback only, up" "lo" -- exec --net "$img" sh -c "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
+  expect "--network none" "lo" -- exec --network none "$img" sh -c "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
+  expect_fail "--network bridge" 1 "only 'none'" -- exec --network bridge "$img" true
+
   note "$MODE: binds"
   local c=$WORK/canary
   expect "nested bind of a file" "yes" -- exec -B "$c/file:/canary/file2" -B "$c:/canary" "$img" sh -c 'test -f /canary/file2 && echo yes'

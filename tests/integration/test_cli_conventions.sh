@@ -76,11 +76,12 @@ unshare -Urm true 2>/dev/null ||
 {
   make_demo_rootfs "$WORK/demo"
   export CTR_CONFIG=/dev/null
-  run exec --pwd /no/such/dir "$WORK/demo" true
-  expect_eq "missing --pwd: status" 0 "$RC"
-  expect_contains "missing --pwd warns" "warning: working directory /no/such/dir" "$OUT"
+  # A launch that warns (HOME is set with --home, not --env) and succeeds.
+  run exec --env HOME=/elsewhere "$WORK/demo" true
+  expect_eq "ignored setting: status" 0 "$RC"
+  expect_contains "ignored setting warns" "warning: HOME cannot be set with --env" "$OUT"
   for flag in -s --silent -q; do
-    run "$flag" --nocolor exec --pwd /no/such/dir "$WORK/demo" true
+    run "$flag" --nocolor exec --env HOME=/elsewhere "$WORK/demo" true
     expect_eq "$flag: status" 0 "$RC"
     expect_eq "$flag: no warning" "" "$OUT"
   done

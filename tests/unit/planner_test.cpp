@@ -363,3 +363,27 @@ TEST(Planner, MalformedSifEnvironmentObjectNamesTheImage) {
         << e.what();
   }
 }
+
+TEST(Planner, IsolationFlagsAskForNamespacesAndAMinimalDev) {
+  auto o = execTrue();
+  auto plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_FALSE(plan.namespaces.pid || plan.namespaces.ipc || plan.namespaces.uts || plan.namespaces.net);
+  EXPECT_EQ(findMount(plan, "/dev")->kind, MountKind::Bind);
+  EXPECT_EQ(findMount(plan, "/proc")->kind, MountKind::Bind);
+  o.containAll = true;
+  plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_TRUE(plan.namespaces.pid && plan.namespaces.ipc);
+  EXPECT_EQ(findMount(plan, "/proc")->kind, MountKind::Proc);
+  EXPECT_EQ(findMount(plan, "/dev")->kind, MountKind::Tmpfs);
+  EXPECT_EQ(findMount(plan, "/dev/null")->source, "/dev/null");
+  EXPECT_EQ(findMount(plan, "/dev/fd")->kind, MountKind::Symlink);
+  EXPECT_EQ(findMount(plan, "/dev/fd")->source, "/proc/self/fd");
+  o = execTrue();
+  o.hostname = "node";
+  o.network = "none";
+  plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_TRUE(plan.namespaces.uts && plan.namespaces.net);
+  EXPECT_EQ(plan.namespaces.hostname, "node");
+  o.network = "bridge";
+  EXPECT_THROW((void)planLaunch(o, {}, sifImage(), alice()), ctr::Error);
+}
