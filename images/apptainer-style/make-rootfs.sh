@@ -14,9 +14,12 @@ rm -f .singularity.d/env/90-environment.sh singularity
 mkdir -p .singularity.d/libs opt/fixture/bin run var
 printf '#!/bin/sh\necho fixture-tool "$@"\n' > opt/fixture/bin/fixture-tool
 chmod 755 opt/fixture/bin/fixture-tool
-# Distribution-style links: /var/run into /run, /etc/mtab into /proc.
+# Distribution-style links: /var/run into /run, /etc/mtab into /proc; and the links
+# Apptainer's bind tests go through: /var/etc to /etc, /etc/madness to /madness.
 ln -s ../run var/run
 ln -s ../proc/self/mounts etc/mtab
+ln -s ../etc var/etc
+ln -s /madness etc/madness
 
 env=.singularity.d/env
 printf '#!/bin/sh\n# base environment of the fixture image (nothing to set)\n' > $env/01-base.sh

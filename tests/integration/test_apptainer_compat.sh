@@ -163,6 +163,10 @@ cases() {
   expect "--contain --bind \$PWD/file" "yes" -- exec --contain --bind "$WORK/data/file" "$img" sh -c "test -f $WORK/data/file && echo yes"
   expect "--contain, binds over /home and /var/tmp" "yes" -- exec --contain -B "$c:/home" -B "$c:/var/tmp" "$img" sh -c 'test -f /home/file && test -f /var/tmp/file && echo yes'
   expect "escaped comma and colon" "yes" -- exec -B "$c/file\\,comma:/fc" -B "$c/file\\:colon:/f\\:c" "$img" sh -c 'test -f /fc && test -f /f:c && echo yes'
+  expect "file bind through the /var/etc link" "yes" -- exec -B "$c/file:/var/etc/symlink1" "$img" sh -c 'test -f /etc/symlink1 && echo yes'
+  expect "file bind through two links" "yes" -- exec -B "$c/file:/var/etc/madness/symlink2" "$img" sh -c 'test -f /madness/symlink2 && echo yes'
+  expect "new directory through the /var/etc link" "yes" -- exec -B "$c:/var/etc/new" "$img" sh -c 'test -f /etc/new/file && echo yes'
+  expect "new directory through two links" "yes" -- exec -B "$c:/var/etc/madness/new" "$img" sh -c 'test -f /madness/new/file && echo yes'
   expect "bind through the image's /var/run link" "yes" -- exec -B "$c:/var/run/x" "$img" sh -c 'test -f /run/x/file && echo yes'
   # Apptainer regression issue4587: --home X:$HOME started from $HOME keeps X.
   local out
