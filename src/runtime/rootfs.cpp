@@ -225,6 +225,35 @@ void pivotInto(const std::string& rootPath) {
   if (::chdir("/") != 0) throw sysError("chdir /");
 }
 
+// One bind the holder made in the prepared root, as baseDir/bound lists it.
+std::string preboundLine(const Mount& m) {
+  return m.destination + '\t' + m.source + '\t' + (m.readOnly ? "ro" : "rw") + '\t' + (m.recursive ? "rbind" : "bind");
+}
+
+// The prepared root's binds against this plan: which plan mounts they already are (by
+// index), after detaching, in this launch's copy, those the plan does not have at all.
+std::vector<bool> reconcilePrebound(const LaunchPlan& plan, const std::string& rootPath, const std::string& bound) {
+  std::vector<bool> satisfied(plan.mounts.size(), false);
+  size_t start = 0;
+  while (start < bound.size()) {
+    size_t end = bound.find('\n', start);
+    if (end == std::string::npos) end = bound.size();
+    const std::string line = bound.substr(start, end - start);
+    start = end + 1;
+    const std::string destination = line.substr(0, line.find('\t'));
+    bool present = false;
+    for (size_t i = 0; i < plan.mounts.size(); ++i) {
+      const Mount& m = plan.mounts[i];
+      if (m.destination != destination) continue;
+      present = true;
+      if (m.kind == MountKind::Bind && preboundLine(m) == line) satisfied[i] = true;
+    }
+    if (!present && ::umount2((rootPath + destination).c_str(), MNT_DETACH) != 0)
+      throw sysError("detach the prepared bind of " + destination);
+  }
+  return satisfied;
+}
+
 // What the prepared root's identity files were built for: a launch uses them only when its
 // plan.user serialises to the same text (same user, same container home).
 std::string identitySignature(const launch::HostUser& user) {
@@ -240,7 +269,8 @@ std::string identitySignature(const launch::HostUser& user) {
 // `created` lists the targets the holder added to the image (one a line): each must be
 // mounted over by this plan, else the container would show an empty directory the image
 // does not have (--no-home: no home directory).
-std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const std::string& created) {
+std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const std::string& created,
+                                      const std::vector<bool>& prebound) {
   size_t start = 0;
   while (start < created.size()) {
     size_t end = created.find('\n', start);
@@ -260,10 +290,11 @@ std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const 
     }
   }
   std::vector<UniqueFd> targets;
-  for (const auto& m : plan.mounts) {
+  for (size_t i = 0; i < plan.mounts.size(); ++i) {
+    const Mount& m = plan.mounts[i];
     struct stat st {};
-    if (m.kind == MountKind::Identity) {
-      targets.emplace_back();  // satisfied by the prepared root (same user, same image)
+    if (m.kind == MountKind::Identity || prebound[i]) {
+      targets.emplace_back();  // satisfied by the prepared root (same user, same image, same bind)
       continue;
     }
     if (!sourcePresent(m, &st)) {
@@ -333,6 +364,31 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
   attr.attr_set = MOUNT_ATTR_RDONLY;
   if (::mount_setattr(rootFd.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
     throw sysError("make the base root read-only");
+  // The default and admin binds, made once here rather than by every launch (/proc, /sys,
+  // /dev, /tmp, home, ...): a launch whose plan has the same bind skips it, one without it
+  // detaches it in its own copy, one with another mount there mounts over it.
+  const std::string hideDir = baseDir.substr(0, baseDir.find_last_of('/'));  // <state>/mnt
+  std::string bound;
+  for (size_t i = 0; i < spec.mounts.size(); ++i) {
+    const Mount& m = spec.mounts[i];
+    struct stat st {};
+    if (m.kind != MountKind::Bind || (m.origin != launch::MountOrigin::Default && m.origin != launch::MountOrigin::Policy) ||
+        underEarlierMount(spec.mounts, i) || ::stat(m.source.c_str(), &st) != 0)
+      continue;
+    try {
+      auto resolved = launch::resolveInRoot(rootFd.get(), m.destination, "mount target");
+      if (resolved.kind == launch::PathKind::Missing) continue;
+      bindInto(m.source, resolved.fd.get(), m.readOnly, m.recursive, m.destination);
+      if (m.recursive && isUnder(hideDir, m.source) && hideDir != m.source) {
+        const std::string inside = root + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
+        ::umount2(inside.c_str(), MNT_DETACH);
+      }
+      bound += preboundLine(m) + '\n';
+    } catch (const Error& e) {
+      spdlog::debug("not pre-binding {}: {}", m.destination, e.oneLine());
+    }
+  }
+  writeFile(baseDir + "/bound", bound);
   writeFile(baseDir + "/created", created);
   // Written last: its presence tells launches the base root is complete.
   writeFile(baseDir + "/identity", identitySignature(spec.user));
@@ -355,7 +411,8 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
       const std::string rootPath = image.baseDir + "/root";
       UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
       if (!rootFd) throw sysError("open " + rootPath);
-      auto targets = preparedTargets(plan, rootFd.get(), readFileIfPresent(image.baseDir + "/created"));
+      const auto prebound = reconcilePrebound(plan, rootPath, readFileIfPresent(image.baseDir + "/bound"));
+      auto targets = preparedTargets(plan, rootFd.get(), readFileIfPresent(image.baseDir + "/created"), prebound);
       if (!targets.empty()) {
         log::StepTimer prepared("using the prepared root");
         mountPlan(plan, image, rootPath, rootFd.get(), &targets);

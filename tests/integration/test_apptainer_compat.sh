@@ -8,6 +8,8 @@ CTR_HELPER_SOURCE_ONLY=1 . "$(dirname "${BASH_SOURCE[0]}")/test_helper_security.
 ensure_test_user
 require_fuse
 use_linger 0
+# The helper cases write the prefix's ctr.conf: it must not outlive this test.
+trap 'pkill -KILL -u "$CTR_TEST_USER" || true; rm -f "${CONF:-/nonexistent}"; rm -rf "$WORK"' EXIT
 
 DEFAULT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 FIXTURE_PATH=$DEFAULT_PATH:/opt/fixture/bin
@@ -190,5 +192,8 @@ assert_nothing_left "squashfuse and directory cases"
 
 helper_runtime "(the directory and squashfuse cases passed)"
 write_conf "allow setuid = yes" "image driver = setuid" "image linger = 0"
+unset CTR_TEST_CONFIG  # the prefix's ctr.conf above, not the linger one
+driver=$(as_user "$PREFIX/bin/ctr" exec --explain --json "$WORK/fixture.sif" true | python3 -c 'import json, sys; print(json.load(sys.stdin)["driver"])')
+expect_eq "the helper cases go through the setuid helper" setuid-helper "$driver"
 CTR=$PREFIX/bin/ctr MODE=setuid-helper cases "$WORK/fixture.sif"
 assert_nothing_left "setuid helper cases"
