@@ -229,8 +229,6 @@ namespace {
   installSeccomp(seccomp);
   handover.stop();
   log::logStepSummary();
-  // The users lock stays open across execve: the app and its children keep the image alive.
-  (void)image.usersLock.release();
   execCommand(argv, environment, resolved);
 }
 
