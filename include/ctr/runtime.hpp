@@ -12,15 +12,23 @@
 // Shared image mount. State lives in a per-user directory (plan.stateDir, mode 0700, owned by
 // the user). For each image key K (st_dev, st_ino, mtime, offset, size, driver) a *holder*
 // process owns U (the user's uid/gid mapped to themselves, setgroups denied) and M (owned by
-// U), in which the image is mounted read-only at <state>/mnt/img on a private tmpfs. Lock
-// protocol, so that a SIGKILL at any point leaves nothing stale once the others end:
-//   launch: flock(K.setup, EX); flock(K.users, SH) on an fd kept open across execve (the
-//           app and its children keep the image alive); live holder in K.pid? join it, else
-//           start one; release K.setup.
-//   holder: loop { flock(K.users, EX); if flock(K.setup, EX|NB) -> tear down and exit;
-//           else unlock K.users, wait for K.setup, retry }. It never blocks on K.setup
-//           while holding K.users, so a launch blocking on K.users under K.setup cannot
-//           deadlock with it.
+// U), in which the image is mounted read-only at <state>/mnt/img on a private tmpfs. The
+// image stays mounted while a registered launch process (the app: the process that execs
+// it registers, its pid is the app's) lives, plus the linger; processes the app leaves
+// behind after it exits are not tracked. No fd of ctr's crosses execve: the app inherits
+// only what its caller passed. Lock protocol, so that a SIGKILL at any point leaves nothing
+// stale once the others end:
+//   launch: flock(K.setup, EX); live holder in K.pid? register with it, else start one and
+//           register; release K.setup. Registering: connect to the holder's Unix socket
+//           K.sock, which takes the peer's pid (SO_PEERCRED, same uid), pidfd_opens it and
+//           answers one byte; the launch closes the socket (CLOEXEC).
+//   holder: poll K.sock and the registered pidfds; once no registered process lives (and
+//           the linger has passed with no registration): if flock(K.setup, EX|NB) and a
+//           non-blocking accept finds no registration -> tear down (removing K.sock, K.pid,
+//           K.setup under K.setup) and exit; else release K.setup and wait on. A launch
+//           registers only under K.setup, so once the holder holds it every registration
+//           is done or queued. It never blocks on K.setup (a launch holding it may be
+//           waiting for its answer): it looks again every 20 ms.
 //
 // Prepared root. The holder also prepares, in M, a read-only root: the image with the missing
 // targets of the plan's launch-independent mounts (plan.preparedRoot, decided by the planner)

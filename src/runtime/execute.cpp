@@ -378,8 +378,6 @@ namespace {
   installSeccomp(seccomp);
   handover.stop();
   log::logStepSummary();
-  // The users lock stays open across execve: the app and its children keep the image alive.
-  (void)image.usersLock.release();
   if (initSignals)
     initOf([&] { execCommand(argv, environment, resolved); }, initSignals.get(), previousMask, foreground);
   execCommand(argv, environment, resolved);

@@ -8,11 +8,13 @@
 #include <dirent.h>
 #include <poll.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,11 +77,48 @@ StateDir openStateDir(const launch::LaunchPlan& plan) {
   return {std::move(fd), path};
 }
 
-UniqueFd openLockFile(int dirFd, const std::string& name, bool closeOnExec) {
-  UniqueFd fd(::openat(dirFd, name.c_str(),
-                       O_RDWR | O_CREAT | O_NOFOLLOW | (closeOnExec ? O_CLOEXEC : 0), 0600));
+UniqueFd openLockFile(int dirFd, const std::string& name) {
+  UniqueFd fd(::openat(dirFd, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) throw sysError("cannot open lock file " + name);
   return fd;
+}
+
+// The address of the holder's registration socket <state>/K.sock, named through the state
+// directory's fd: sun_path holds 108 bytes, a state directory under a long $XDG_RUNTIME_DIR
+// may not fit, "/proc/self/fd/N/K.sock" always does.
+sockaddr_un registrationAddress(int dirFd, const std::string& key) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = "/proc/self/fd/" + std::to_string(dirFd) + "/" + key + ".sock";
+  if (path.size() >= sizeof addr.sun_path) throw Error("image key too long: " + key);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+enum class Registration { Done, HolderGone };
+
+// Registers the calling process, the one that becomes the app, with the holder of `key`:
+// the holder watches it through a pidfd and keeps the image mounted while it lives. Called
+// holding K.setup. Nothing of it stays open: the app inherits no fd of ctr's.
+Registration registerWithHolder(int dirFd, const std::string& key) {
+  UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!sock) throw sysError("socket");
+  const sockaddr_un addr = registrationAddress(dirFd, key);
+  while (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EISCONN) break;  // connected while the interrupted call was under way
+    if (errno == ECONNREFUSED || errno == ENOENT) return Registration::HolderGone;
+    throw sysError("connect to the image holder's " + key + ".sock");
+  }
+  char answer = 0;
+  ssize_t n = 0;
+  while ((n = ::read(sock.get(), &answer, 1)) < 0 && errno == EINTR) {
+  }
+  if (n == 1 && answer == 'y') return Registration::Done;
+  if (n == 1)
+    throw Error("the image holder " + key + " cannot watch this launch (another user's or "
+                "outside its pid namespace)");
+  return Registration::HolderGone;  // it ended before it answered (killed)
 }
 
 // Blocking flock that survives EINTR. Returns false only for LOCK_NB and EWOULDBLOCK.
@@ -216,26 +255,22 @@ std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver
 
 namespace {
 
-struct Joined {
-  UniqueFd users;
-  HolderNamespaces ns;
-};
-
-// Removes the state files (K.users, K.setup, K.pid, K.pid.tmpN) of keys whose holder was
-// SIGKILLed and so could not remove them itself. Safe by the teardown's own argument: with
-// K.setup and K.users held exclusively nobody uses or is starting that key's holder, and a
-// launch blocked on K.setup notices the removed file and starts over. Costs a readdir of a
-// directory of a few files; a key with a live holder is not touched. Run by launches that
-// start a holder (they mount an image anyway), so a killed holder's files go with the next
-// fresh mount of any image.
+// Removes the state files (K.setup, K.sock, K.pid, K.pid.tmpN; K.users of earlier versions)
+// of keys whose holder was SIGKILLed and so could not remove them itself. Safe by the
+// teardown's own argument: with K.setup held exclusively nobody is starting or registering
+// with that key's holder, and a launch blocked on K.setup notices the removed file and
+// starts over. The dead holder's apps hold nothing of these files (they run on in their own
+// namespaces). Costs a readdir of a directory of a few files; a key with a live holder is
+// not touched. Run by launches that start a holder (they mount an image anyway), so a
+// killed holder's files go with the next fresh mount of any image.
 void sweepDeadHolders(const StateDir& state) {
   std::map<std::string, std::vector<std::string>> files;  // key -> its state files
   if (DIR* d = ::fdopendir(::dup(state.fd.get()))) {
     while (dirent* e = ::readdir(d)) {
       const std::string_view name = e->d_name;
       const auto dot = name.find('.');
-      if (dot == 16 && (name.substr(dot) == ".users" || name.substr(dot) == ".setup" ||
-                        name.substr(dot).starts_with(".pid")))
+      if (dot == 16 && (name.substr(dot) == ".setup" || name.substr(dot) == ".sock" ||
+                        name.substr(dot) == ".users" || name.substr(dot).starts_with(".pid")))
         files[std::string(name.substr(0, dot))].emplace_back(name);
     }
     ::closedir(d);
@@ -244,10 +279,8 @@ void sweepDeadHolders(const StateDir& state) {
     if (findHolder(state.fd.get(), key)) continue;
     // K.setup is taken (created if it is gone) as a launch takes it: nothing can start a
     // holder for the key while we hold it.
-    UniqueFd setup = openLockFile(state.fd.get(), key + ".setup", true);
+    UniqueFd setup = openLockFile(state.fd.get(), key + ".setup");
     if (!lockFile(setup.get(), LOCK_EX | LOCK_NB, "setup lock")) continue;  // being set up
-    UniqueFd users(::openat(state.fd.get(), (key + ".users").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-    if (users && !lockFile(users.get(), LOCK_EX | LOCK_NB, "users lock")) continue;  // an app runs
     if (findHolder(state.fd.get(), key)) continue;
     spdlog::debug("removing the state files of {}, whose holder was killed", key);
     for (const auto& name : names) ::unlinkat(state.fd.get(), name.c_str(), 0);
@@ -255,21 +288,24 @@ void sweepDeadHolders(const StateDir& state) {
   }
 }
 
-// Joins (or starts) the holder of `key`; returns with K.users held shared.
-Joined joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver driver, const StateDir& state,
-                   const std::string& key) {
+// Joins (or starts) the holder of `key` and registers this process with it, so the image
+// stays mounted while this process (the app, once it has exec'd) lives.
+HolderNamespaces joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver driver,
+                             const StateDir& state, const std::string& key) {
   UniqueFd setup;
   for (;;) {
-    setup = openLockFile(state.fd.get(), key + ".setup", true);
+    setup = openLockFile(state.fd.get(), key + ".setup");
     lockFile(setup.get(), LOCK_EX, "setup lock");
     // A holder tearing down removes the lock files while holding them: locked a removed one?
     struct stat st {};
     if (::fstat(setup.get(), &st) == 0 && st.st_nlink > 0) break;
   }
-  // Not O_CLOEXEC: the app and everything it starts keep the image alive through this fd.
-  UniqueFd users = openLockFile(state.fd.get(), key + ".users", false);
-  lockFile(users.get(), LOCK_SH, "users lock");
   auto ns = findHolder(state.fd.get(), key);
+  if (ns && registerWithHolder(state.fd.get(), key) == Registration::HolderGone) {
+    // We hold K.setup, so it is not tearing down: it was killed since findHolder saw it.
+    spdlog::debug("the holder of {} ended before it registered this launch: starting another", key);
+    ns.reset();
+  }
   if (!ns) {
     // This launch pays for a mount anyway: the moment to clear what SIGKILLed holders left
     // (joins of a live holder, the fast path, never pay for it).
@@ -277,17 +313,18 @@ Joined joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver driver, c
     try {
       startHolder(plan, driver, state, key);
     } catch (const Error&) {
-      // No holder: nobody else holds K.users, and a launch waiting for K.setup notices it
-      // was removed and starts over. Leave nothing behind for an image that failed.
-      for (const char* suffix : {".users", ".setup"}) ::unlinkat(state.fd.get(), (key + suffix).c_str(), 0);
+      // No holder: a launch waiting for K.setup notices it was removed and starts over.
+      // Leave nothing behind for an image that failed.
+      for (const char* suffix : {".sock", ".setup"}) ::unlinkat(state.fd.get(), (key + suffix).c_str(), 0);
       throw;
     }
     ns = findHolder(state.fd.get(), key);
-    if (!ns) throw Error("the image holder for " + plan.image.path.string() + " vanished");
+    if (!ns || registerWithHolder(state.fd.get(), key) == Registration::HolderGone)
+      throw Error("the image holder for " + plan.image.path.string() + " vanished");
   } else {
     spdlog::debug("reusing the mounted image {}", key);
   }
-  return {std::move(users), std::move(*ns)};
+  return std::move(*ns);
 }
 
 }  // namespace
@@ -296,7 +333,7 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   log::StepTimer timer("joining the shared image mount");
   StateDir state = openStateDir(plan);
   spdlog::debug("image driver: {} ({})", launch::toString(plan.driver), plan.driverReason);
-  Joined joined;
+  HolderNamespaces joined;
   try {
     joined = joinOrStart(plan, plan.driver, state, imageKey(plan.image, plan.driver));
   } catch (const Error& e) {
@@ -305,13 +342,12 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
                  plan.image.path.string(), e.oneLine(), launch::toString(*plan.driverFallback));
     joined = joinOrStart(plan, *plan.driverFallback, state, imageKey(plan.image, *plan.driverFallback));
   }
-  if (::setns(joined.ns.user.get(), CLONE_NEWUSER) != 0) throw sysError("setns(user namespace)");
-  if (::setns(joined.ns.mount.get(), CLONE_NEWNS) != 0) throw sysError("setns(mount namespace)");
-  // Joined: from now on our LOCK_SH on K.users keeps the holder alive (K.setup was released
-  // with its fd when joinOrStart returned).
+  if (::setns(joined.user.get(), CLONE_NEWUSER) != 0) throw sysError("setns(user namespace)");
+  if (::setns(joined.mount.get(), CLONE_NEWNS) != 0) throw sysError("setns(mount namespace)");
+  // Joined: the holder watches this process (registered, K.setup released when joinOrStart
+  // returned) and keeps the image mounted while it lives.
   if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace)");
-  return {std::move(joined.users), state.path + "/mnt/img", state.path + "/mnt/stage",
-          state.path + "/mnt/base"};
+  return {state.path + "/mnt/img", state.path + "/mnt/stage", state.path + "/mnt/base"};
 }
 
 // ---- the holder ----
@@ -424,60 +460,94 @@ void removePidFile(int dirFd, const std::string& key) {
   if (std::atol(buf.data()) == ::getpid()) ::unlinkat(dirFd, (key + ".pid").c_str(), 0);
 }
 
-// Returns holding K.users and K.setup exclusively: no launch uses the image, none can join.
-void waitUntilUnused(int usersFd, int setupFd) {
+// The holder's registration socket, <state>/K.sock (see registrationAddress). A killed
+// holder's socket file is replaced: we are started under K.setup when no holder is alive.
+UniqueFd listenForRegistrations(int dirFd, const std::string& key) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) throw sysError("socket");
+  const sockaddr_un addr = registrationAddress(dirFd, key);
+  ::unlinkat(dirFd, (key + ".sock").c_str(), 0);
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
+    throw sysError("bind " + key + ".sock");
+  if (::listen(fd.get(), SOMAXCONN) != 0) throw sysError("listen on " + key + ".sock");
+  return fd;
+}
+
+bool hasExited(const UniqueFd& pidfd) {
+  pollfd p{pidfd.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
+// Accepts every pending registration: each launch's process is watched through a pidfd
+// (SO_PEERCRED names it) and answered one byte, 'y' or 'n'. Returns how many were taken.
+std::size_t acceptRegistrations(int listenFd, std::vector<UniqueFd>& apps) {
+  std::size_t taken = 0;
   for (;;) {
-    lockFile(usersFd, LOCK_EX, "users lock");
-    if (lockFile(setupFd, LOCK_EX | LOCK_NB, "setup lock")) return;
-    // A launch holds K.setup and may be blocked on K.users: let it in, then try again.
-    ::flock(usersFd, LOCK_UN);
-    lockFile(setupFd, LOCK_EX, "setup lock");
-    ::flock(setupFd, LOCK_UN);
+    UniqueFd conn(::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!conn) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return taken;
+      throw sysError("accept a registration");
+    }
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    UniqueFd pidfd;
+    if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid > 0 &&
+        peer.uid == ::getuid())
+      pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, peer.pid, 0)));
+    // The pid names the launch only while it lives: it waits for our answer on its end of
+    // the connection (close-on-exec, no fork meanwhile), so if that end is still open after
+    // pidfd_open, the pidfd is the launch's and not a recycled pid's. Else nobody to answer.
+    pollfd launchEnd{conn.get(), POLLRDHUP, 0};
+    if (::poll(&launchEnd, 1, 0) != 0) continue;
+    const char answer = pidfd ? 'y' : 'n';
+    if (pidfd) {
+      apps.push_back(std::move(pidfd));
+      ++taken;
+    }
+    (void)::send(conn.get(), &answer, 1, MSG_NOSIGNAL);
   }
 }
 
-// Like waitUntilUnused, but the image must also have been unused for `lingerMs` since the
-// last launch joined: every launch opens K.users, which inotify reports (IN_OPEN), so a
-// launch in the linger window restarts the wait. Launches pay nothing for this.
-void waitUntilUnusedAndLingered(int stateFd, const std::string& usersName, int usersFd, int setupFd,
-                                std::uint32_t lingerMs) {
-  UniqueFd watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-  const std::string path = "/proc/self/fd/" + std::to_string(stateFd) + "/" + usersName;
-  if (!watch || ::inotify_add_watch(watch.get(), path.c_str(), IN_OPEN) < 0) {
-    waitUntilUnused(usersFd, setupFd);  // no inotify here: no linger, today's behaviour
-    return;
-  }
-  auto drain = [&] {
-    std::array<char, 4096> buf{};
-    bool any = false;
-    while (::read(watch.get(), buf.data(), buf.size()) > 0) any = true;
-    return any;
-  };
+// Returns holding K.setup exclusively once no registered app lives, `lingerMs` have passed
+// since the last one ended with no registration meanwhile, and no launch is registering: a
+// launch registers only while it holds K.setup, so once we hold it every registration is
+// done or waits in the accept queue, and an empty queue means none can come any more.
+// Launches pay nothing for the linger.
+void waitUntilUnused(int listenFd, int setupFd, std::uint32_t lingerMs) {
+  std::vector<UniqueFd> apps;
+  bool lingered = lingerMs == 0;
   for (;;) {
-    waitUntilUnused(usersFd, setupFd);
-    drain();
-    // Unused now. Let launches in while we linger; any open of K.users restarts the wait.
-    ::flock(setupFd, LOCK_UN);
-    ::flock(usersFd, LOCK_UN);
-    pollfd pfd{watch.get(), POLLIN, 0};
-    int n = 0;
-    while ((n = ::poll(&pfd, 1, static_cast<int>(lingerMs))) < 0 && errno == EINTR) {
+    if (acceptRegistrations(listenFd, apps) > 0) lingered = lingerMs == 0;
+    std::erase_if(apps, hasExited);
+    if (apps.empty()) {
+      if (!lingered) {
+        pollfd p{listenFd, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(lingerMs)) != 0) continue;  // a launch came (or EINTR)
+        lingered = true;
+      }
+      if (lockFile(setupFd, LOCK_EX | LOCK_NB, "setup lock")) {
+        if (acceptRegistrations(listenFd, apps) == 0) return;
+        ::flock(setupFd, LOCK_UN);
+        lingered = lingerMs == 0;
+        continue;
+      }
     }
-    if (n > 0 && drain()) continue;  // a launch came: wait until it and any others are done
-    // Linger over with no launch seen: take both locks without blocking, else go around.
-    if (lockFile(usersFd, LOCK_EX | LOCK_NB, "users lock")) {
-      if (lockFile(setupFd, LOCK_EX | LOCK_NB, "setup lock") && !drain()) return;
-      ::flock(setupFd, LOCK_UN);
-      ::flock(usersFd, LOCK_UN);
-    }
+    // Wait for an app to end or a launch to register. With no app, a launch holds K.setup:
+    // we never block on it (it may be waiting for our answer), but look again every 20 ms in
+    // case it ends without registering.
+    std::vector<pollfd> fds = {{listenFd, POLLIN, 0}};
+    for (const auto& app : apps) fds.push_back({app.get(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), apps.empty() ? 20 : -1) < 0 && errno != EINTR)
+      throw sysError("poll");
   }
 }
 
 // Removes this key's state files and, for a private state directory, the directory itself.
-// Called holding K.setup and K.users exclusively: a launch blocked on K.setup notices the
-// file is gone (openLockedSetup) and starts over with a new one.
+// Called holding K.setup exclusively: a launch blocked on K.setup notices the file is gone
+// (joinOrStart) and starts over with a new one; none can be connecting to K.sock.
 void removeStateFiles(int dirFd, const std::string& stateDir, const std::string& key) {
-  for (const char* suffix : {".users", ".setup"}) ::unlinkat(dirFd, (key + suffix).c_str(), 0);
+  for (const char* suffix : {".sock", ".setup"}) ::unlinkat(dirFd, (key + suffix).c_str(), 0);
   if (::faccessat(dirFd, kPrivateMarker, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
     ::unlinkat(dirFd, kPrivateMarker, 0);
     // In the holder's mount namespace "mnt" is its tmpfs (with the image under it): detach
@@ -517,8 +587,8 @@ std::vector<std::string> holderArgv(const HolderArgs& args) {
 }
 
 int holderMain(const HolderArgs& args) {
-  // Keep only the report fd (as fd 3) and stdio on /dev/null: an inherited lock fd would
-  // keep the image alive forever, an inherited pipe would block `$(ctr exec ...)`.
+  // Keep only the report fd (as fd 3) and stdio on /dev/null: an inherited pipe would block
+  // `$(ctr exec ...)`.
   int readyFd = args.readyFd;
   if (readyFd < 0) return kExitFailure;
   if (readyFd != 3) {
@@ -532,7 +602,14 @@ int holderMain(const HolderArgs& args) {
     ::signal(sig, SIG_IGN);
   ::prctl(PR_SET_NAME, "ctr-holder");
 
-  UniqueFd stateFd, usersFd, setupFd;
+  // Each registered app costs a pidfd: allow as many as the hard limit lets us.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+
+  UniqueFd stateFd, setupFd, listenFd;
   const std::string mntDir = args.stateDir + "/mnt";
   const std::string imageDir = mntDir + "/img";
   const std::string baseDir = mntDir + "/base";
@@ -543,8 +620,7 @@ int holderMain(const HolderArgs& args) {
     const auto spec = launch::preparedRootFromJson(readAllBounded(readyFd, 1 << 20, "prepared-root spec"));
     stateFd.reset(::open(args.stateDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!stateFd) throw sysError("open " + args.stateDir);
-    usersFd = openLockFile(stateFd.get(), args.key + ".users", true);
-    setupFd = openLockFile(stateFd.get(), args.key + ".setup", true);
+    setupFd = openLockFile(stateFd.get(), args.key + ".setup");
     createUserAndMountNamespace();
     // Slave, not private: host mounts made later (automounted home directories) still show up.
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
@@ -578,19 +654,17 @@ int holderMain(const HolderArgs& args) {
       baseRootMount.reset();
       baseMount.reset();
     }
+    listenFd = listenForRegistrations(stateFd.get(), args.key);
     writePidFile(stateFd.get(), args.key);
   } catch (const Error& e) {
+    if (listenFd) ::unlinkat(stateFd.get(), (args.key + ".sock").c_str(), 0);
     report(readyFd, "error: " + e.oneLine());
     return kExitFailure;  // server, if started, is killed and reaped; mounts detached
   }
   report(readyFd, "ok");
 
   try {
-    if (args.lingerMs > 0)
-      waitUntilUnusedAndLingered(stateFd.get(), args.key + ".users", usersFd.get(), setupFd.get(),
-                                 args.lingerMs);
-    else
-      waitUntilUnused(usersFd.get(), setupFd.get());
+    waitUntilUnused(listenFd.get(), setupFd.get(), args.lingerMs);
   } catch (const Error&) {
     // Cannot wait: tear down now rather than leak; launches fail loudly on ENOTCONN.
   }

@@ -3,15 +3,15 @@
 
 #include <string>
 
-#include "ctr/fd.hpp"
 #include "ctr/launch.hpp"
 
 namespace ctr::runtime {
 
 // A joined shared image: after joinSharedImage() returns, the calling process is in the
-// holder's user namespace and in its own copy of the holder's mount namespace.
+// holder's user namespace and in its own copy of the holder's mount namespace, and the
+// holder watches it (a pidfd): the image stays mounted while this process, once the app,
+// lives. It holds no fd of the holder's, so the app inherits none.
 struct SharedImage {
-  UniqueFd usersLock;     // LOCK_SH on K.users, deliberately without O_CLOEXEC
   std::string imageDir;   // where the image's root is mounted (<state>/mnt/img)
   std::string stageDir;   // empty directory on the holder's tmpfs for this launch's root
   std::string baseDir;    // the holder's prepared root (<state>/mnt/base; see rootfs.hpp)

@@ -118,9 +118,19 @@ assert_no_leftovers() {
   fi
 }
 
+# squashfuse_of IMAGE: the pids of the test user's squashfuse servers of IMAGE (they read it
+# as /dev/fd/4, the fd ctr checked).
+squashfuse_of() {
+  local p
+  for p in $(pgrep -u "$CTR_TEST_USER" squashfuse || true); do
+    [ "$(readlink "/proc/$p/fd/4" 2>/dev/null)" = "$1" ] && echo "$p"
+  done
+  return 0
+}
+
 # assert_nothing_left WHAT: once the test user's launches are over (give holders 5 s to
 # notice), nothing of them remains: no process of the user, no mount, no loop device, no
-# state file (.users, .setup, .pid) in any of the user's state directories. With a second
+# state file (.setup, .sock, .pid; .users of earlier versions) in any of the user's state directories. With a second
 # argument "keep-state-files", the state files are not checked (a SIGKILLed holder's are
 # removed by the user's next launch).
 assert_nothing_left() {
@@ -137,6 +147,6 @@ assert_nothing_left() {
   [ "${2:-}" = keep-state-files ] && return 0
   for d in /tmp/ctr-"$uid" /tmp/ctr-"$uid".* /tmp/ctr-"$uid"-*; do
     [ -d "$d" ] || continue
-    ! ls "$d" | grep -qE '\.(users|setup|pid)$' || fail "$1: state files left in $d: $(ls "$d")"
+    ! ls "$d" | grep -qE '\.(users|setup|sock|pid)$' || fail "$1: state files left in $d: $(ls "$d")"
   done
 }

@@ -63,7 +63,7 @@ storm() {
   # sweeps the keys whose holder is dead). Everything else must be gone already.
   assert_nothing_left "$driver storm" keep-state-files
   local left
-  left=$(ls /tmp/ctr-"$uid" | grep -E '\.(users|setup|pid)' | tr '\n' ' ' || true)
+  left=$(ls /tmp/ctr-"$uid" | grep -E '\.(users|setup|sock|pid)' | tr '\n' ' ' || true)
   note "$driver: state files of killed holders before the next launch: ${left:-none}"
 }
 
