@@ -20,15 +20,17 @@
 // stale once the others end:
 //   launch: flock(K.setup, EX); live holder in K.pid? register with it, else start one and
 //           register; release K.setup. Registering: connect to the holder's Unix socket
-//           K.sock, which takes the peer's pid (SO_PEERCRED, same uid), pidfd_opens it and
-//           answers one byte; the launch closes the socket (CLOEXEC).
+//           K.sock and send it a pidfd of the launch process (SCM_RIGHTS; no answer is
+//           awaited, so a launch pays no round trip to the holder); the holder keeps it
+//           if it names the connecting process (SO_PEERCRED: same uid and pid). The
+//           launch closes its fds (CLOEXEC); a holder killed meanwhile (its pidfd, taken
+//           by findHolder, says so) makes the launch start another.
 //   holder: poll K.sock and the registered pidfds; once no registered process lives (and
 //           the linger has passed with no registration): if flock(K.setup, EX|NB) and a
 //           non-blocking accept finds no registration -> tear down (removing K.sock, K.pid,
 //           K.setup under K.setup) and exit; else release K.setup and wait on. A launch
 //           registers only under K.setup, so once the holder holds it every registration
-//           is done or queued. It never blocks on K.setup (a launch holding it may be
-//           waiting for its answer): it looks again every 20 ms.
+//           is done or queued. It never blocks on K.setup: it looks again every 20 ms.
 //
 // Prepared root. The holder also prepares, in M, a read-only root: the image with the missing
 // targets of the plan's launch-independent mounts (plan.preparedRoot, decided by the planner)

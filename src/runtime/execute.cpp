@@ -23,6 +23,7 @@
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 
 #include "ctr/child.hpp"
@@ -103,18 +104,25 @@ std::optional<std::vector<std::string>> interpretEnvProgram(const std::string& p
     std::array<char, PATH_MAX> cwd{};
     if (::getcwd(cwd.data(), cwd.size())) vars.vars["PWD"] = {cwd.data(), true, true};
   }
-  launch::ShellHost host;
-  host.readFile = [](const std::string& path) -> std::optional<std::string> {
+  // `[ -r F ]` then `. F` is how the program sources each script: one open answers both
+  // (through squashfuse every file operation is a round trip to the server).
+  std::map<std::string, std::optional<std::string>> read;
+  auto readScript = [&read](const std::string& path) -> const std::optional<std::string>& {
+    auto it = read.find(path);
+    if (it != read.end()) return it->second;
     // A FIFO, a device or a script over 1 MiB is refused by name: it could hang or balloon
     // the launch.
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (!fd) return std::nullopt;
-    return readCheckedFile(fd.get(), kMaxEnvScript, "the image's " + path);
+    std::optional<std::string> text;
+    if (fd) text = readCheckedFile(fd.get(), kMaxEnvScript, "the image's " + path);
+    return read.emplace(path, std::move(text)).first->second;
   };
-  host.testFile = [](char op, const std::string& path) {
+  launch::ShellHost host;
+  host.readFile = [&](const std::string& path) { return readScript(path); };
+  host.testFile = [&](char op, const std::string& path) {
     struct stat st {};
     switch (op) {
-      case 'r': return ::access(path.c_str(), R_OK) == 0;
+      case 'r': return readScript(path).has_value();
       case 'x': return ::access(path.c_str(), X_OK) == 0;
       case 'f': return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
       case 'd': return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -350,7 +358,10 @@ namespace {
   const std::string script = launch::envProgramScript(program);
   std::vector<std::string> environment;
   std::string resolved;
-  if (auto interpreted = interpretEnvProgram(script, plan)) {
+  log::StepTimer envTimer("environment");
+  auto interpreted = interpretEnvProgram(script, plan);
+  envTimer.stop();
+  if (interpreted) {
     environment = std::move(*interpreted);
     // The image's env scripts may have changed PATH (conda images do).
     resolved = findCommand(argv[0], launch::envValue(environment, "PATH"));

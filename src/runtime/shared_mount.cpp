@@ -97,10 +97,13 @@ sockaddr_un registrationAddress(int dirFd, const std::string& key) {
 
 enum class Registration { Done, HolderGone };
 
-// Registers the calling process, the one that becomes the app, with the holder of `key`:
-// the holder watches it through a pidfd and keeps the image mounted while it lives. Called
-// holding K.setup. Nothing of it stays open: the app inherits no fd of ctr's.
-Registration registerWithHolder(int dirFd, const std::string& key) {
+// Registers the calling process, the one that becomes the app, with the holder of `key`
+// (whose process `holderPidfd` is): it sends the holder a pidfd of itself (SCM_RIGHTS), and
+// the holder keeps the image mounted while that process lives. Called holding K.setup, so
+// the holder, which decides to tear down only holding K.setup, finds the message queued
+// when it next looks; no answer is awaited (the launch costs no round trip to the holder).
+// Nothing of it stays open: the app inherits no fd of ctr's.
+Registration registerWithHolder(int dirFd, const std::string& key, int holderPidfd) {
   UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!sock) throw sysError("socket");
   const sockaddr_un addr = registrationAddress(dirFd, key);
@@ -110,15 +113,30 @@ Registration registerWithHolder(int dirFd, const std::string& key) {
     if (errno == ECONNREFUSED || errno == ENOENT) return Registration::HolderGone;
     throw sysError("connect to the image holder's " + key + ".sock");
   }
-  char answer = 0;
-  ssize_t n = 0;
-  while ((n = ::read(sock.get(), &answer, 1)) < 0 && errno == EINTR) {
+  UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+  if (!self) throw sysError("pidfd_open of the launch");
+  char byte = 'r';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  const int fd = self.get();
+  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+  while (::sendmsg(sock.get(), &msg, MSG_NOSIGNAL) != 1) {
+    if (errno == EINTR) continue;
+    if (errno == EPIPE || errno == ECONNRESET) return Registration::HolderGone;
+    throw sysError("register with the image holder " + key);
   }
-  if (n == 1 && answer == 'y') return Registration::Done;
-  if (n == 1)
-    throw Error("the image holder " + key + " cannot watch this launch (another user's or "
-                "outside its pid namespace)");
-  return Registration::HolderGone;  // it ended before it answered (killed)
+  // Killed since findHolder saw it? (Later, it is as if it were killed after the join.)
+  pollfd gone{holderPidfd, POLLIN, 0};
+  return ::poll(&gone, 1, 0) > 0 ? Registration::HolderGone : Registration::Done;
 }
 
 // Blocking flock that survives EINTR. Returns false only for LOCK_NB and EWOULDBLOCK.
@@ -134,6 +152,7 @@ bool lockFile(int fd, int operation, const char* what) {
 struct HolderNamespaces {
   UniqueFd user;
   UniqueFd mount;
+  UniqueFd pidfd;  // the holder process
 };
 
 std::uint64_t nsInode(int fd) {
@@ -153,10 +172,12 @@ std::optional<HolderNamespaces> findHolder(int dirFd, const std::string& key) {
   unsigned long long userIno = 0, mountIno = 0;
   if (std::sscanf(buf.data(), "%ld %llu %llu", &pid, &userIno, &mountIno) != 3 || pid <= 0)
     return std::nullopt;
+  // The pidfd first: the namespaces checked below then prove it is the holder's process.
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)));
   const std::string proc = "/proc/" + std::to_string(pid) + "/ns/";
   HolderNamespaces ns{UniqueFd(::open((proc + "user").c_str(), O_RDONLY | O_CLOEXEC)),
-                      UniqueFd(::open((proc + "mnt").c_str(), O_RDONLY | O_CLOEXEC))};
-  if (!ns.user || !ns.mount || nsInode(ns.user.get()) != userIno ||
+                      UniqueFd(::open((proc + "mnt").c_str(), O_RDONLY | O_CLOEXEC)), std::move(pidfd)};
+  if (!ns.pidfd || !ns.user || !ns.mount || nsInode(ns.user.get()) != userIno ||
       nsInode(ns.mount.get()) != mountIno)
     return std::nullopt;
   return ns;
@@ -301,7 +322,7 @@ HolderNamespaces joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver
     if (::fstat(setup.get(), &st) == 0 && st.st_nlink > 0) break;
   }
   auto ns = findHolder(state.fd.get(), key);
-  if (ns && registerWithHolder(state.fd.get(), key) == Registration::HolderGone) {
+  if (ns && registerWithHolder(state.fd.get(), key, ns->pidfd.get()) == Registration::HolderGone) {
     // We hold K.setup, so it is not tearing down: it was killed since findHolder saw it.
     spdlog::debug("the holder of {} ended before it registered this launch: starting another", key);
     ns.reset();
@@ -319,7 +340,7 @@ HolderNamespaces joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver
       throw;
     }
     ns = findHolder(state.fd.get(), key);
-    if (!ns || registerWithHolder(state.fd.get(), key) == Registration::HolderGone)
+    if (!ns || registerWithHolder(state.fd.get(), key, ns->pidfd.get()) == Registration::HolderGone)
       throw Error("the image holder for " + plan.image.path.string() + " vanished");
   } else {
     spdlog::debug("reusing the mounted image {}", key);
@@ -478,8 +499,40 @@ bool hasExited(const UniqueFd& pidfd) {
   return ::poll(&p, 1, 0) != 0;
 }
 
-// Accepts every pending registration: each launch's process is watched through a pidfd
-// (SO_PEERCRED names it) and answered one byte, 'y' or 'n'. Returns how many were taken.
+// The pidfd a registering launch sent over `conn` (SCM_RIGHTS), checked to be a pidfd of
+// the connecting process (SO_PEERCRED: same uid, same pid); empty if none came within a
+// second (the launch died or stopped between connect and send) or it is not that.
+UniqueFd receiveLaunchPidfd(int conn) {
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.pid <= 0 || peer.uid != ::getuid())
+    return {};
+  pollfd ready{conn, POLLIN, 0};
+  if (::poll(&ready, 1, 1000) <= 0) return {};
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  if (::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1) return {};
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  if (!cmsg || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS || cmsg->cmsg_len != CMSG_LEN(sizeof(int)))
+    return {};
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
+  UniqueFd pidfd(fd);
+  // A pidfd's fdinfo names its process ("Pid:\tN").
+  const std::string info = readFileIfPresent("/proc/self/fdinfo/" + std::to_string(fd));
+  const auto at = info.find("\nPid:\t");
+  if (at == std::string::npos || std::atol(info.c_str() + at + 6) != peer.pid) return {};
+  return pidfd;
+}
+
+// Accepts every pending registration: each launch's process is watched through the pidfd
+// it sent. Returns how many were taken.
 std::size_t acceptRegistrations(int listenFd, std::vector<UniqueFd>& apps) {
   std::size_t taken = 0;
   for (;;) {
@@ -489,23 +542,10 @@ std::size_t acceptRegistrations(int listenFd, std::vector<UniqueFd>& apps) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return taken;
       throw sysError("accept a registration");
     }
-    ucred peer{};
-    socklen_t len = sizeof peer;
-    UniqueFd pidfd;
-    if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid > 0 &&
-        peer.uid == ::getuid())
-      pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, peer.pid, 0)));
-    // The pid names the launch only while it lives: it waits for our answer on its end of
-    // the connection (close-on-exec, no fork meanwhile), so if that end is still open after
-    // pidfd_open, the pidfd is the launch's and not a recycled pid's. Else nobody to answer.
-    pollfd launchEnd{conn.get(), POLLRDHUP, 0};
-    if (::poll(&launchEnd, 1, 0) != 0) continue;
-    const char answer = pidfd ? 'y' : 'n';
-    if (pidfd) {
+    if (UniqueFd pidfd = receiveLaunchPidfd(conn.get())) {
       apps.push_back(std::move(pidfd));
       ++taken;
     }
-    (void)::send(conn.get(), &answer, 1, MSG_NOSIGNAL);
   }
 }
 
@@ -534,8 +574,7 @@ void waitUntilUnused(int listenFd, int setupFd, std::uint32_t lingerMs) {
       }
     }
     // Wait for an app to end or a launch to register. With no app, a launch holds K.setup:
-    // we never block on it (it may be waiting for our answer), but look again every 20 ms in
-    // case it ends without registering.
+    // we never block on it, but look again every 20 ms in case it ends without registering.
     std::vector<pollfd> fds = {{listenFd, POLLIN, 0}};
     for (const auto& app : apps) fds.push_back({app.get(), POLLIN, 0});
     if (::poll(fds.data(), fds.size(), apps.empty() ? 20 : -1) < 0 && errno != EINTR)
