@@ -38,7 +38,10 @@
 // plan.user is the one it was prepared for, with root mode Bind, whose plan mounts over every
 // target the holder added and whose targets all exist there, uses it: the plan's Identity
 // mounts are satisfied by the prepared root (same user, same image, same content) and are
-// not mounted again. Any other launch builds its own root exactly as without it.
+// not mounted again. The holder also makes the spec's default and admin binds there once
+// (listed in <base>/bound): a launch skips those its plan has unchanged, detaches in its own
+// copy those its plan lacks, and mounts over the others. Any other launch builds its own
+// root exactly as without it.
 //
 // Holder argv contract (hidden subcommand; also what the setuid helper execs):
 //   ctr __holder --state DIR --key K --driver squashfuse|directory|premounted
