@@ -465,7 +465,10 @@ int run(const launch::LaunchPlan& plan) {
   });
   auto finish = [&](int status, const rusage& usage) {
     int code = shellStatus(status);
-    const bool oom = cgroup && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && cgroup.oomKilled();
+    // SIGKILLed, or (with a PID namespace) its init reporting that as 137.
+    const bool killed = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
+                        (plan.namespaces.pid && WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL);
+    const bool oom = cgroup && killed && cgroup.oomKilled();
     if (oom) {
       std::fprintf(stderr, "ctr: killed: memory limit %s reached\n",
                    plan.limits.memory ? limits::formatSize(*plan.limits.memory).c_str() : "(of the cgroup)");

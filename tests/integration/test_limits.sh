@@ -41,6 +41,11 @@ set +e; out=$("$CTR" exec --memory 64M demo.sqfs ./hog mem 200 2>"$WORK/err"); r
 expect_eq "OOM exit status" 137 "$rc"
 expect_eq "OOM message" "ctr: killed: memory limit 64 MiB reached" "$(cat "$WORK/err")"
 no_cgroups "after the OOM kill"
+# With a PID namespace the OOM kill reaches ctr as its init's 137: the same message.
+set +e; out=$("$CTR" exec --pid --memory 64M demo.sqfs ./hog mem 200 2>"$WORK/err"); rc=$?; set -e
+expect_eq "OOM exit status with --pid" 137 "$rc"
+expect_eq "OOM message with --pid" "ctr: killed: memory limit 64 MiB reached" "$(cat "$WORK/err")"
+no_cgroups "after the OOM kill with --pid"
 out=$("$CTR" exec --memory 256M demo.sqfs ./hog mem 100) || fail "100 MiB under 256M: $out"
 expect_eq "within the limit" "touched 100 MiB" "$out"
 
