@@ -18,6 +18,7 @@ namespace ctr::host {
 // Entry flags as ldconfig writes them (glibc sysdeps/generic/ldconfig.h): the low byte is
 // the library type, the high byte the ABI it needs.
 inline constexpr std::int32_t kLdFlagTypeMask = 0x00ff;
+inline constexpr std::int32_t kLdFlagElf = 0x0001;  // no libc dependency, any machine
 inline constexpr std::int32_t kLdFlagElfLibc6 = 0x0003;
 inline constexpr std::int32_t kLdFlagRequiredMask = 0xff00;
 inline constexpr std::int32_t kLdFlagSparcLib64 = 0x0100;
@@ -131,7 +132,7 @@ struct LibrarySelection {
 // For each library of `listed`, the cache entries whose soname is that name or that name
 // followed by '.' ("libcuda.so" matches "libcuda.so" and "libcuda.so.1"); of each soname,
 // the first entry (in ldconfig's order) built for `host`: its flags must be those of
-// `host` and its file's ELF header must say `host` too, since a cache can be stale or
+// `host` (or plain "ELF", as ld.so accepts) and its file's ELF header must say `host` too, since a cache can be stale or
 // wrong. Baseline builds only: glibc-hwcaps variants are skipped, as the container gets one
 // file per name. Cache paths are read under `root` ("/" on a real host; a fixture tree in
 // tests), and the selected path is the one under `root`.

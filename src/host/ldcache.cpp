@@ -141,14 +141,17 @@ Extensions readExtensions(const CacheBytes& in, std::uint32_t directory) {
 }
 
 // The glibc-hwcaps subdirectory an entry's hwcap names, or "". Its string index counts from
-// the start of the file, as ld.so and `ldconfig -p` read it.
-std::string hwcapsName(const CacheBytes& in, const Extensions& ext, std::uint64_t hwcap) {
+// the new table's header, as ldconfig writes it (save_cache: str_offset). ld.so and
+// `ldconfig -p` count from the start of the file, the same place except in a compat file,
+// where they read a wrong name (glibc 2.36 prints garbage there).
+std::string hwcapsName(const CacheBytes& in, std::size_t base, const Extensions& ext,
+                       std::uint64_t hwcap) {
   if (((hwcap >> 32) & ~kHwcapIsaLevelMask) != (kHwcapExtension >> 32)) return {};
   const auto index = static_cast<std::uint32_t>(hwcap);
   if (ext.hwcapsOffset == 0 || index >= ext.hwcapsCount) return {};
   const auto string = in.read<std::uint32_t>(ext.hwcapsOffset + std::uint64_t{index} * 4,
                                              "glibc-hwcaps index");
-  return in.stringAt(string, in.size(), "glibc-hwcaps name");
+  return in.stringAt(base + std::uint64_t{string}, in.size(), "glibc-hwcaps name");
 }
 
 void parseNewTable(const CacheBytes& in, std::size_t base, LdCache& cache) {
@@ -187,7 +190,7 @@ void parseNewTable(const CacheBytes& in, std::size_t base, LdCache& cache) {
       in.fail("entry " + std::to_string(i) + " points before the string table");
     e.soname = in.stringAt(base + std::uint64_t{key}, stringsEnd, "entry " + std::to_string(i) + " name");
     e.path = in.stringAt(base + std::uint64_t{value}, stringsEnd, "entry " + std::to_string(i) + " path");
-    e.hwcapsName = hwcapsName(in, ext, e.hwcap);
+    e.hwcapsName = hwcapsName(in, base, ext, e.hwcap);
     cache.entries.push_back(std::move(e));
   }
 }
@@ -206,6 +209,18 @@ void parseOldTable(const CacheBytes& in, std::uint32_t nlibs, LdCache& cache) {
     e.path = in.stringAt(strings + value, in.size(), "entry " + std::to_string(i) + " path");
     cache.entries.push_back(std::move(e));
   }
+}
+
+// The glibc-hwcaps subdirectory of an entry: from its hwcap, or, in the old layout, which
+// has none, from its path (".../glibc-hwcaps/x86-64-v3/libfoo.so.1").
+std::string hwcapsVariant(const LdCacheEntry& e) {
+  if (!e.hwcapsName.empty()) return e.hwcapsName;
+  constexpr std::string_view dir = "/glibc-hwcaps/";
+  const auto at = e.path.find(dir);
+  if (at == std::string::npos) return {};
+  const auto begin = at + dir.size();
+  const auto end = e.path.find('/', begin);
+  return end == std::string::npos ? std::string() : e.path.substr(begin, end - begin);
 }
 
 }  // namespace
@@ -244,7 +259,9 @@ LdCache readLdCache(const std::string& path) {
 }
 
 std::string describeLdCacheFlags(std::int32_t flags) {
-  std::string out = (flags & kLdFlagTypeMask) == kLdFlagElfLibc6 ? "libc6" : "unknown or unsupported flag";
+  constexpr std::array<const char*, 4> types{"libc4", "ELF", "libc5", "libc6"};
+  const auto type = static_cast<std::size_t>(flags & kLdFlagTypeMask);
+  std::string out = type < types.size() ? types[type] : "unknown or unsupported flag";
   switch (flags & kLdFlagRequiredMask) {
     case 0: break;
     case kLdFlagX8664Lib64: out += ",x86-64"; break;
@@ -370,13 +387,16 @@ LibrarySelection selectLibraries(const LdCache& cache, std::span<const std::stri
       auto skip = [&](std::string reason) {
         out.skipped.push_back({name, e.soname, e.path, std::move(reason)});
       };
-      if ((e.flags & kLdFlagTypeMask) != kLdFlagElfLibc6) {
+      // ld.so takes an entry with its own flags or plain "ELF" (_dl_cache_check_flags):
+      // ldconfig gives that to a library that needs no libc (ld-linux.so.2), whatever its
+      // machine, so only the ELF header below can tell.
+      if ((e.flags & kLdFlagTypeMask) != kLdFlagElfLibc6 && e.flags != kLdFlagElf) {
         skip("not a glibc library (" + describeLdCacheFlags(e.flags) + ")");
-      } else if (hostFlags && e.flags != *hostFlags) {
+      } else if (hostFlags && e.flags != *hostFlags && e.flags != kLdFlagElf) {
         skip("built for " + describeLdCacheFlags(e.flags) + ", not " +
              describeLdCacheFlags(*hostFlags));
-      } else if (!e.hwcapsName.empty()) {
-        skip("a glibc-hwcaps/" + e.hwcapsName + " build; the baseline one is used");
+      } else if (const std::string variant = hwcapsVariant(e); !variant.empty()) {
+        skip("a glibc-hwcaps/" + variant + " build; the baseline one is used");
       } else if (e.hwcap != 0) {
         skip("a legacy hwcap build, which ld.so ignores since glibc 2.37");
       } else if (chosen.contains(soname)) {
