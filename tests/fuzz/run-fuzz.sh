@@ -1,7 +1,8 @@
 #!/bin/bash
 # Builds the libFuzzer targets with the "fuzz" preset (clang, ASan + UBSan) and runs each
 # on a copy of its seed corpus. Fails on any crash, leak or sanitizer report.
-#   FUZZ_SECONDS   time for the SIF reader (default 60); the helper's parser gets half.
+#   FUZZ_SECONDS   time for the SIF reader (default 60); the helper's parser and the
+#                  ld.so cache reader get half each.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build/fuzz}
@@ -10,10 +11,11 @@ seconds=${FUZZ_SECONDS:-60}
 targets=(
   "fuzz_sif_reader sif $seconds"
   "fuzz_helper_parse helper $(( (seconds + 1) / 2 ))"
+  "fuzz_ldcache ldcache $(( (seconds + 1) / 2 ))"
 )
 
 cmake --preset fuzz -S "$src" -B "$build" >/dev/null
-cmake --build "$build" --target fuzz_sif_reader fuzz_helper_parse -j"${FUZZ_JOBS:-2}"
+cmake --build "$build" --target fuzz_sif_reader fuzz_helper_parse fuzz_ldcache -j"${FUZZ_JOBS:-2}"
 
 work=$(mktemp -d /tmp/ctr-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
