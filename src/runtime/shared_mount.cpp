@@ -97,6 +97,23 @@ sockaddr_un registrationAddress(int dirFd, const std::string& key) {
 
 enum class Registration { Done, HolderGone };
 
+// The registration message, as sent and as received: one byte and room for one fd
+// (SCM_RIGHTS).
+struct FdMessage {
+  char byte;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+  msghdr msg{};
+  explicit FdMessage(char b) : byte(b) {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
 // Registers the calling process, the one that becomes the app, with the holder of `key`
 // (whose process `holderPidfd` is): it sends the holder a pidfd of itself (SCM_RIGHTS), and
 // the holder keeps the image mounted while that process lives. Called holding K.setup, so
@@ -115,14 +132,8 @@ Registration registerWithHolder(int dirFd, const std::string& key, int holderPid
   }
   UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
   if (!self) throw sysError("pidfd_open of the launch");
-  char byte = 'r';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
+  FdMessage message('r');
+  msghdr& msg = message.msg;
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
   cmsg->cmsg_level = SOL_SOCKET;
   cmsg->cmsg_type = SCM_RIGHTS;
@@ -509,14 +520,8 @@ UniqueFd receiveLaunchPidfd(int conn) {
     return {};
   pollfd ready{conn, POLLIN, 0};
   if (::poll(&ready, 1, 1000) <= 0) return {};
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
+  FdMessage message(0);
+  msghdr& msg = message.msg;
   if (::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1) return {};
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
   if (!cmsg || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS || cmsg->cmsg_len != CMSG_LEN(sizeof(int)))
