@@ -22,6 +22,7 @@
 #include "ctr/strings.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/pathutil.hpp"
+#include "ctr/programs.hpp"
 
 extern char** environ;
 
@@ -109,7 +110,140 @@ std::vector<std::string> namespaceLines(const Namespaces& ns) {
   return lines;
 }
 
+constexpr std::string_view kNvidiaKind = "nvidia.com/gpu";
+
+// NVIDIA_VISIBLE_DEVICES as the NVIDIA container runtime reads it: unset or "all" = every
+// GPU, "none"/"void" = none, else a list of indices (minor numbers). UUIDs need NVML to map:
+// every GPU then, with a note.
+std::vector<std::string> selectNvidiaDevices(const std::vector<std::string>& nodes, const std::string& visible,
+                                             std::vector<std::string>& notes) {
+  std::vector<std::string> out;
+  const bool all = visible.empty() || visible == "all";
+  const bool none = visible == "none" || visible == "void";
+  std::vector<std::string> wanted;
+  bool byUuid = false;
+  for (auto item : splitList(visible)) {
+    if (item.empty()) continue;
+    if (std::all_of(item.begin(), item.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      wanted.push_back("/dev/nvidia" + std::string(item));
+    else if (!all && !none)
+      byUuid = true;
+  }
+  if (byUuid) notes.push_back("NVIDIA_VISIBLE_DEVICES names GPUs by UUID: every GPU's device node is bound (CUDA applies the selection)");
+  for (const auto& node : nodes) {
+    const bool numbered = node.size() > 11 && node.starts_with("/dev/nvidia") &&
+                          std::isdigit(static_cast<unsigned char>(node[11]));
+    if (!numbered || all || byUuid || std::find(wanted.begin(), wanted.end(), node) != wanted.end()) {
+      if (!numbered || !none) out.push_back(node);
+    }
+  }
+  return out;
+}
+
+// The parts of a CDI selection ctr can honour without root, into mounts and variables;
+// what it cannot honour goes into the notes.
+void planCdiEdits(const host::CdiEdits& edits, bool privateDev, std::vector<Mount>& mounts, std::vector<EnvVar>& env,
+                  std::vector<std::string>& libraryDirs, std::vector<std::string>& notes) {
+  for (const auto& node : edits.deviceNodes) {
+    // Without --contain the container's /dev is the host's: a node at its host path is there
+    // already, and one the spec puts elsewhere could only be made by writing the host's /dev.
+    if (!privateDev && (node.hostPath.empty() || node.hostPath == node.path)) continue;
+    if (!privateDev && node.path.starts_with("/dev/"))
+      throw Error("the CDI device node " + node.path + " (host " + node.hostPath +
+                  ") needs a private /dev: add --contain");
+    Mount m = bindMount(node.hostPath.empty() ? node.path : node.hostPath, node.path, false, MountOrigin::Host);
+    m.recursive = false;
+    m.required = true;
+    addMount(mounts, std::move(m));
+  }
+  for (const auto& cdiMount : edits.mounts) {
+    const bool readOnly = std::find(cdiMount.options.begin(), cdiMount.options.end(), "ro") != cdiMount.options.end();
+    if (!cdiMount.type.empty() && cdiMount.type != "bind") {
+      notes.push_back("CDI mount of type '" + cdiMount.type + "' at " + cdiMount.containerPath + " skipped (only binds)");
+      continue;
+    }
+    Mount m = bindMount(cdiMount.hostPath, cdiMount.containerPath, readOnly, MountOrigin::Host);
+    m.recursive = std::find(cdiMount.options.begin(), cdiMount.options.end(), "rbind") != cdiMount.options.end();
+    m.required = true;
+    addMount(mounts, std::move(m));
+  }
+  for (const auto& entry : edits.env) {
+    const auto eq = entry.find('=');
+    std::erase_if(env, [&](const EnvVar& v) { return v.first == entry.substr(0, eq); });
+    env.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  for (const auto& hook : edits.hooks) {
+    // nvidia-ctk's update-ldcache runs ldconfig in the container's root as root; the same
+    // effect without writing the image: its folders go on LD_LIBRARY_PATH.
+    const auto verb = std::find(hook.args.begin(), hook.args.end(), "update-ldcache");
+    if (verb != hook.args.end()) {
+      for (auto it = verb; it != hook.args.end(); ++it)
+        if (*it == "--folder" && it + 1 != hook.args.end()) libraryDirs.push_back(*(it + 1));
+      continue;
+    }
+    std::string what = hook.path;
+    for (size_t i = 1; i < hook.args.size() && i < 3; ++i) what += " " + hook.args[i];
+    notes.push_back("CDI hook skipped (" + hook.hookName + ": " + what +
+                    "): ctr runs no hooks; they need root or a writable image");
+  }
+  if (!edits.additionalGids.empty())
+    notes.push_back("CDI additionalGids skipped: a user namespace cannot add groups");
+}
+
+// --nv without CDI: the scanned driver into mounts. The libraries go into one directory,
+// /.singularity.d/libs (a tmpfs, so the prepared root needs one target for all of them),
+// which is appended to LD_LIBRARY_PATH, as images built for Apptainer expect.
+void planNvidiaDriver(const host::NvidiaDriver& driver, bool contain, const std::string& visible,
+                      std::vector<Mount>& mounts, std::vector<std::string>& libraryDirs,
+                      DeviceInjection& injection) {
+  injection.source = "ld.so cache";
+  injection.driverVersion = driver.version;
+  injection.scanFromCache = driver.fromCache;
+  addMount(mounts, tmpfsMount(std::string(kContainerLibDir), MountOrigin::Host));
+  for (const auto& lib : driver.libraries) {
+    Mount m = bindMount(lib.path, joinPath(kContainerLibDir, lib.soname), true, MountOrigin::Host);
+    m.recursive = false;
+    addMount(mounts, std::move(m));
+  }
+  injection.libraries = driver.libraries.size();
+  for (const auto& [name, path] : driver.binaries) {
+    Mount m = bindMount(path, "/usr/bin/" + name, true, MountOrigin::Host);
+    m.recursive = false;
+    addMount(mounts, std::move(m));
+  }
+  for (const auto& file : driver.files) addMount(mounts, bindMount(file, file, true, MountOrigin::Host));
+  for (const auto& socket : driver.sockets) addMount(mounts, bindMount(socket, socket, false, MountOrigin::Host));
+  if (contain) {
+    for (const auto& node : selectNvidiaDevices(driver.devices, visible, injection.notes)) {
+      Mount m = bindMount(node, node, false, MountOrigin::Host);
+      m.recursive = node == "/dev/nvidia-caps";
+      addMount(mounts, std::move(m));
+    }
+  }
+  for (const auto& s : driver.skipped)
+    injection.notes.push_back(s.listed + (s.soname.empty() || s.soname == s.listed ? "" : " (" + s.soname + ")") +
+                              ": " + s.reason);
+  libraryDirs.push_back(std::string(kContainerLibDir));
+}
+
 }  // namespace
+
+void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy) {
+  if (!options.nv && options.devices.empty()) return;
+  host.cdi = host::loadCdiSpecs(policy.cdiSpecDirs);
+  if (!options.nv || host::hasCdiKind(*host.cdi, kNvidiaKind)) return;
+  host::NvidiaScanInputs in;
+  in.libraryList = !policy.nvidiaLibraryList.empty() ? policy.nvidiaLibraryList
+                   : !policy.source.empty()          ? (policy.source.parent_path() / "nvliblist.conf").string()
+                                                     : (sysconfPath().parent_path() / "nvliblist.conf").string();
+  in.searchPath = envValue(host.env, "PATH");
+  in.cacheDir = host.stateDir;
+  try {
+    host.nvidia = host::scanNvidiaDriver(in);
+  } catch (const Error& e) {
+    host.nvidiaMissing = e.what();
+  }
+}
 
 HostFacts discoverHost() {
   HostFacts host;
@@ -359,6 +493,39 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     for (auto& b : withContext("in ctr.conf 'bind path'", [&] { return parseBindSpecs(spec); }))
       addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::Policy));
   }
+  // --nv and --device: the host's driver and devices, before the user's binds (which win).
+  std::vector<EnvVar> deviceEnv;
+  std::vector<std::string> libraryDirs;
+  if (options.nv || !options.devices.empty()) {
+    if (!host.cdi) throw Error("--nv/--device asked for, but the host's devices were not looked at");
+    for (const auto& warning : host.cdi->warnings) plan.warnings.push_back(warning);
+    DeviceInjection injection;
+    std::vector<std::string> cdiNames = options.devices;
+    const std::string visible = envValue(host.env, "NVIDIA_VISIBLE_DEVICES");
+    if (options.nv && host::hasCdiKind(*host.cdi, kNvidiaKind)) {
+      // The vendor's spec decides; NVIDIA_VISIBLE_DEVICES may name its devices ("0,1").
+      std::vector<std::string> named;
+      for (auto item : splitList(visible))
+        if (!item.empty() && item != "all") named.push_back(std::string(kNvidiaKind) + "=" + std::string(item));
+      if (visible == "none" || visible == "void") named.clear();
+      else if (named.empty()) named.push_back(std::string(kNvidiaKind) + "=all");
+      cdiNames.insert(cdiNames.end(), named.begin(), named.end());
+    } else if (options.nv && host.nvidia) {
+      planNvidiaDriver(*host.nvidia, contain, visible, mounts, libraryDirs, injection);
+    } else if (options.nv && policy.missingGpuDriverIsError) {
+      throw Error("--nv: " + host.nvidiaMissing);
+    } else if (options.nv) {
+      plan.warnings.push_back("--nv: " + host.nvidiaMissing + "; running without the GPU ('missing gpu driver = warn')");
+    }
+    if (!cdiNames.empty()) {
+      auto selection = host::resolveCdiDevices(*host.cdi, cdiNames, policy.cdiSpecDirs);
+      injection.source = injection.source.empty() ? "CDI" : injection.source + " and CDI";
+      injection.cdiDevices = selection.devices;
+      injection.cdiSpecFiles = selection.specFiles;
+      planCdiEdits(selection.edits, contain, mounts, deviceEnv, libraryDirs, injection.notes);
+    }
+    if (!injection.source.empty()) plan.devices = std::move(injection);
+  }
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
   std::vector<std::string> userBinds;
@@ -456,6 +623,8 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     envInputs.cli.insert(envInputs.cli.end(), vars.begin(), vars.end());
   }
   envInputs.envFiles = options.envFileVars;
+  envInputs.devices = std::move(deviceEnv);
+  envInputs.libraryDirs = std::move(libraryDirs);
   if (!image.environment.empty()) {
     envInputs.image = parseEnvFile(image.environment, image.path.string() + " (SIF environment object)");
   }
@@ -477,7 +646,7 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   plan.environment = toEnvp(env);
   plan.userEnvironment = std::move(env.user);
   plan.fixedEnvironment = std::move(env.fixed);
-  plan.warnings = std::move(env.warnings);
+  plan.warnings.insert(plan.warnings.end(), env.warnings.begin(), env.warnings.end());
 
   plan.argv = options.args;
   const std::string appDir = options.app.empty() ? "" : "/scif/apps/" + options.app + "/scif";
@@ -640,6 +809,15 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                  {"directories", plan.cgroup.dirs}};
   j["stats_file"] = plan.statsFile;
   j["refuse_overcommit"] = plan.admitAgainst.has_value();
+  if (plan.devices) {
+    const auto& d = *plan.devices;
+    j["devices"] = {{"source", d.source},           {"cdi_devices", d.cdiDevices},
+                    {"cdi_spec_files", d.cdiSpecFiles}, {"driver_version", d.driverVersion},
+                    {"scan_from_cache", d.scanFromCache}, {"libraries", d.libraries},
+                    {"left_out", d.notes}};
+  } else {
+    j["devices"] = nullptr;
+  }
   return j;
 }
 
@@ -669,6 +847,17 @@ std::string toText(const LaunchPlan& plan) {
       out << "  " << (controller.empty() ? "" : controller + ": ") << dir << '\n';
   }
   if (!plan.statsFile.empty()) out << "stats:      " << plan.statsFile << '\n';
+  if (plan.devices) {
+    const auto& d = *plan.devices;
+    out << "devices:    " << d.source;
+    if (!d.driverVersion.empty())
+      out << ", NVIDIA driver " << d.driverVersion << ", " << d.libraries << " libraries in " << kContainerLibDir
+          << (d.scanFromCache ? " (scan read from the state directory's cache)" : " (scanned now)");
+    for (const auto& name : d.cdiDevices) out << ", " << name;
+    out << '\n';
+    for (const auto& file : d.cdiSpecFiles) out << "  CDI spec: " << file << '\n';
+    for (const auto& note : d.notes) out << "  left out: " << note << '\n';
+  }
   out
       << "mounts (in order):\n";
   for (const auto& m : plan.mounts) {

@@ -1,0 +1,55 @@
+// The host's NVIDIA driver as `--nv` injects it when the host has no CDI specification for
+// nvidia.com/gpu: the libraries of etc/nvliblist.conf picked from the ld.so cache, the
+// driver's programs and files, its sockets and device nodes (issue 8). Plain data: the
+// planner decides where each goes in the container.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ctr/ldcache.hpp"
+
+namespace ctr::host {
+
+struct NvidiaDriver {
+  std::string version;                      // "535.104.05" (/proc/driver/nvidia/version)
+  std::vector<SelectedLibrary> libraries;   // host files, one per soname
+  std::vector<SkippedLibrary> skipped;      // listed but not injected, with why
+  std::vector<std::pair<std::string, std::string>> binaries;  // name, host path
+  std::vector<std::string> files;           // listed absolute files that exist (ICD json)
+  std::vector<std::string> sockets;         // nvidia-persistenced's, when it runs
+  std::vector<std::string> devices;         // /dev/nvidiactl, /dev/nvidia0, ... (not cached)
+  bool fromCache = false;                   // the scan was read from the state directory
+};
+
+// Where a scan looks. Tests point `root` at a fixture tree; everything else is under it.
+struct NvidiaScanInputs {
+  std::string root = "/";
+  std::string ldCache = "/etc/ld.so.cache";
+  std::string libraryList;  // etc/nvliblist.conf of the install
+  std::string searchPath;   // the host's PATH, for the programs
+  std::string cacheDir;     // the user's state directory; empty = no cache
+};
+
+// The driver version from /proc/driver/nvidia/version under `root`; "" when the driver is
+// not loaded (no such file).
+[[nodiscard]] std::string nvidiaDriverVersion(const std::string& root = "/");
+
+// The device nodes of the driver under root/dev: nvidiactl, nvidia-uvm, nvidia-uvm-tools,
+// nvidia-modeset, /dev/nvidia-caps, and /dev/nvidiaN in N order.
+[[nodiscard]] std::vector<std::string> nvidiaDeviceNodes(const std::string& root = "/");
+
+// Scans the host. Throws a one-line ctr::Error when the driver is not loaded ("no NVIDIA
+// driver on this host: ...") or the list or cache cannot be read. With `cacheDir`, the scan
+// (all but the device nodes) is kept there, keyed by the ld.so cache's identity (device,
+// inode, size, mtime), the driver version, the list file's identity and the search path, so
+// that the next launch on the node reads one file instead of scanning.
+[[nodiscard]] NvidiaDriver scanNvidiaDriver(const NvidiaScanInputs& inputs);
+
+[[nodiscard]] nlohmann::json toJson(const NvidiaDriver& driver);
+[[nodiscard]] NvidiaDriver nvidiaDriverFromJson(const nlohmann::json& json);
+
+}  // namespace ctr::host
