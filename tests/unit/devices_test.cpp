@@ -11,7 +11,10 @@
 #include "ctr/cdi.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/inventory.hpp"
 #include "ctr/launch.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -330,6 +333,63 @@ TEST(NvPlan, AUserBindAtTheSameDestinationWins) {
   ASSERT_NE(smi, nullptr);
   EXPECT_EQ(smi->source, "/opt/my-nvidia-smi");
   EXPECT_EQ(smi->origin, MountOrigin::User);
+}
+
+}  // namespace
+
+namespace {
+
+// ctr check --host on a fixture node: an H100 behind the NVIDIA driver, a ConnectX HCA, an
+// MI250 through KFD, written where the kernel puts them.
+TEST(HostInventory, ReadsGpusHcasAndMemoryWhereTheKernelPutsThem) {
+  char tmpl[] = "/tmp/ctr-inventory.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  auto put = [&](const std::string& rel, const std::string& content) {
+    std::filesystem::create_directories(std::filesystem::path(root + rel).parent_path());
+    ctr::writeFile(root + rel, content);
+  };
+  put("/proc/meminfo", "MemTotal:       263921556 kB\nMemFree:        1 kB\n");
+  put("/proc/cpuinfo", "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n");
+  put("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build\n");
+  put("/proc/driver/nvidia/gpus/0000:1b:00.0/information",
+      "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 42\nGPU UUID: \t GPU-5f1a\nDevice Minor: \t 0\nBus Location: \t 0000:1b:00.0\n");
+  put("/sys/bus/pci/devices/0000:1b:00.0/numa_node", "1\n");
+  put("/dev/nvidiactl", "");
+  put("/dev/nvidia0", "");
+  put("/sys/class/infiniband/mlx5_0/node_type", "1: CA\n");
+  put("/sys/class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n");
+  put("/sys/class/infiniband/mlx5_0/ports/1/link_layer", "InfiniBand\n");
+  put("/sys/class/infiniband/mlx5_0/ports/1/rate", "400 Gb/sec (4X NDR)\n");
+  put("/sys/class/infiniband/mlx5_0/device/numa_node", "0\n");
+  put("/etc/libibverbs.d/mlx5.driver", "driver mlx5\n");
+  put("/dev/kfd", "");
+  put("/sys/class/kfd/kfd/topology/nodes/0/properties", "cpu_cores_count 64\ngfx_target_version 0\n");
+  put("/sys/class/kfd/kfd/topology/nodes/1/properties", "gfx_target_version 90010\nlocation_id 49664\ndomain 0\n");
+  ctr::config::Policy policy;
+  policy.cdiSpecDirs = {root + "/etc/cdi"};
+  const auto inv = ctr::host::hostInventory(policy, root);
+  std::filesystem::remove_all(root);
+
+  EXPECT_EQ(inv["memory_total_bytes"], 263921556ull * 1024);
+  EXPECT_EQ(inv["cpu_model"], "Intel(R) Xeon(R) Platinum 8480+");
+  EXPECT_EQ(inv["nvidia"]["driver"], "550.54.15");
+  EXPECT_EQ(inv["nvidia"]["source"], "ld.so cache");
+  ASSERT_EQ(inv["nvidia"]["gpus"].size(), 1u);
+  EXPECT_EQ(inv["nvidia"]["gpus"][0]["model"], "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(inv["nvidia"]["gpus"][0]["uuid"], "GPU-5f1a");
+  EXPECT_EQ(inv["nvidia"]["gpus"][0]["numa_node"], 1);
+  EXPECT_EQ(inv["nvidia"]["devices"], (nlohmann::json{"/dev/nvidiactl", "/dev/nvidia0"}));
+  ASSERT_EQ(inv["rdma"]["devices"].size(), 1u);
+  EXPECT_EQ(inv["rdma"]["devices"][0]["ports"][0]["state"], "4: ACTIVE");
+  EXPECT_EQ(inv["rdma"]["devices"][0]["numa_node"], 0);
+  EXPECT_EQ(inv["rdma"]["providers"], nlohmann::json{"mlx5"});
+  EXPECT_EQ(inv["amd"]["kfd"], true);
+  ASSERT_EQ(inv["amd"]["gpus"].size(), 1u);
+  EXPECT_EQ(inv["amd"]["gpus"][0]["gfx_target_version"], "90010");
+  const std::string text = ctr::host::describeInventory(inv);
+  EXPECT_NE(text.find("driver 550.54.15"), std::string::npos) << text;
+  EXPECT_NE(text.find("0000:1b:00.0 NVIDIA H100 80GB HBM3 GPU-5f1a NUMA 1"), std::string::npos) << text;
 }
 
 }  // namespace
