@@ -62,6 +62,8 @@ struct Policy {
   // The list of driver programs and libraries for --nv without CDI ('nvidia library list');
   // empty = nvliblist.conf beside the ctr.conf in use.
   std::string nvidiaLibraryList;
+  // The same for --rocm ('rocm library list'); empty = rocmliblist.conf beside ctr.conf.
+  std::string rocmLibraryList;
 };
 
 // Parses `text`; `fileName` is only used in error messages ("FILE:LINE: ...").

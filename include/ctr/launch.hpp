@@ -54,6 +54,7 @@ struct LaunchOptions {
   bool net = false;                 // -n/--net: own network namespace
   std::string network;              // --network TYPE (only "none": loopback only)
   bool nv = false;                  // --nv: the host's NVIDIA driver (CDI, else the ld.so cache)
+  bool rocm = false;                // --rocm: the host's AMD GPU driver (likewise)
   std::vector<std::string> devices; // --device vendor.com/class=NAME (CDI), repeatable
 };
 
@@ -96,18 +97,25 @@ struct HostFacts {
   std::optional<LimitsHost> limits;
   // Gathered only for --nv and --device (discoverDevicesHost).
   std::optional<host::CdiRegistry> cdi;    // the specs of policy.cdiSpecDirs
-  std::optional<host::NvidiaDriver> nvidia;  // the ld.so cache scan (--nv without a CDI spec)
+  std::optional<host::GpuDriver> nvidia;   // the ld.so cache scans (--nv, --rocm without a CDI spec)
+  std::optional<host::GpuDriver> amd;
   std::string nvidiaMissing;               // why there is no scan (no driver loaded, ...)
+  std::string amdMissing;
 };
 
-// What --nv and --device inject, for --explain (the mounts and variables are in the plan).
+// A GPU driver injected from the ld.so cache (--nv, --rocm without CDI).
+struct InjectedDriver {
+  host::GpuVendor vendor = host::GpuVendor::Nvidia;
+  std::string version;
+  std::size_t libraries = 0;             // bound into /.singularity.d/libs
+  bool scanFromCache = false;            // the scan was read from the state directory's cache
+};
+
+// What --nv, --rocm and --device inject, for --explain (the mounts and variables are in the plan).
 struct DeviceInjection {
-  std::string source;                    // "CDI" or "ld.so cache"
   std::vector<std::string> cdiDevices;   // qualified names resolved
   std::vector<std::string> cdiSpecFiles;
-  std::string driverVersion;             // ld.so cache source
-  bool scanFromCache = false;            // ... read from the state directory's scan cache
-  std::size_t libraries = 0;             // libraries bound into /.singularity.d/libs
+  std::vector<InjectedDriver> drivers;
   std::vector<std::string> notes;        // what was left out and why (hooks, libraries)
 };
 
@@ -237,7 +245,7 @@ struct LaunchPlan {
   // a lock, right before it creates the cgroup.
   std::optional<limits::NodeCapacity> admitAgainst;
   std::string statsFile;                // --stats FILE (the runtime supervises the app)
-  std::optional<DeviceInjection> devices;  // --nv, --device
+  std::optional<DeviceInjection> devices;  // --nv, --rocm, --device
   // Whether the launch needs a supervisor (limits or --stats): run(plan), not execute(plan).
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }
 };
@@ -250,9 +258,9 @@ struct LaunchPlan {
 // user@UID.service when it exists).
 [[nodiscard]] LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate);
 
-// The CDI specs and, for --nv without a CDI spec for nvidia.com/gpu, the NVIDIA driver scan
-// (cached in host.stateDir). Errors of the scan are kept in host.nvidiaMissing: the planner
-// decides, by policy, whether they stop the launch.
+// The CDI specs and, for --nv (--rocm) without a CDI spec for nvidia.com/gpu (amd.com/gpu),
+// the driver scan (cached in host.stateDir). Errors of a scan are kept in
+// host.nvidiaMissing / amdMissing: the planner decides, by policy, whether they stop the launch.
 void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy);
 
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user

@@ -75,7 +75,8 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
                         BoolFlag{"--writable-tmpfs", &o.writableTmpfs, {"WRITABLE_TMPFS"}},
                         BoolFlag{"--no-eval", &o.noEval, {"NO_EVAL"}}, BoolFlag{"--pid", &o.pid, {"PID", "UNSHARE_PID"}},
                         BoolFlag{"--ipc", &o.ipc, {"IPC", "UNSHARE_IPC"}}, BoolFlag{"--uts", &o.uts, {"UTS", "UNSHARE_UTS"}},
-                        BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}, BoolFlag{"--nv", &o.nv, {"NV"}}}) {
+                        BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}, BoolFlag{"--nv", &o.nv, {"NV"}},
+                        BoolFlag{"--rocm", &o.rocm, {"ROCM"}}}) {
     if (given(f.option)) continue;
     if (auto v = flagVariable(f.keys)) *f.target = parseFlagBool(*v);
   }
@@ -197,6 +198,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   auto* devGroup = "Host devices";
   cmd->add_flag("--nv", o.nv, "The host's NVIDIA driver and GPUs (CDI spec for nvidia.com/gpu, else the ld.so cache)")
       ->group(devGroup);
+  cmd->add_flag("--rocm", o.rocm, "The host's AMD GPU driver (CDI spec for amd.com/gpu, else the ld.so cache)")->group(devGroup);
   cmd->add_option("--device", o.devices, "A CDI device vendor.com/class=NAME, e.g. nvidia.com/gpu=all (repeatable)")
       ->allow_extra_args(false)->group(devGroup);
   auto* nsGroup = "Namespaces (the host's unless asked for)";

@@ -124,6 +124,11 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
          p.nvidiaLibraryList = v;
        }},
+      {"rocm library list",
+       [](Policy& p, const std::string& v) {
+         if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
+         p.rocmLibraryList = v;
+       }},
       {"seccomp profile",
        [](Policy& p, const std::string& v) {
          if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");

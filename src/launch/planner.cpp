@@ -111,6 +111,7 @@ std::vector<std::string> namespaceLines(const Namespaces& ns) {
 }
 
 constexpr std::string_view kNvidiaKind = "nvidia.com/gpu";
+constexpr std::string_view kAmdKind = "amd.com/gpu";
 
 // NVIDIA_VISIBLE_DEVICES as the NVIDIA container runtime reads it: unset or "all" = every
 // GPU, "none"/"void" = none, else a list of indices (minor numbers). UUIDs need NVML to map:
@@ -190,22 +191,18 @@ void planCdiEdits(const host::CdiEdits& edits, bool privateDev, std::vector<Moun
     notes.push_back("CDI additionalGids skipped: a user namespace cannot add groups");
 }
 
-// --nv without CDI: the scanned driver into mounts. The libraries go into one directory,
-// /.singularity.d/libs (a tmpfs, so the prepared root needs one target for all of them),
-// which is appended to LD_LIBRARY_PATH, as images built for Apptainer expect.
-void planNvidiaDriver(const host::NvidiaDriver& driver, bool contain, const std::string& visible,
-                      std::vector<Mount>& mounts, std::vector<std::string>& libraryDirs,
-                      DeviceInjection& injection) {
-  injection.source = "ld.so cache";
-  injection.driverVersion = driver.version;
-  injection.scanFromCache = driver.fromCache;
+// --nv/--rocm without CDI: the scanned driver into mounts. The libraries go into one
+// directory, /.singularity.d/libs (a tmpfs, so the prepared root needs one target for all
+// of them), which is appended to LD_LIBRARY_PATH, as images built for Apptainer expect.
+void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::string& visible,
+                   std::vector<Mount>& mounts, std::vector<std::string>& libraryDirs, DeviceInjection& injection) {
+  injection.drivers.push_back({driver.vendor, driver.version, driver.libraries.size(), driver.fromCache});
   addMount(mounts, tmpfsMount(std::string(kContainerLibDir), MountOrigin::Host));
   for (const auto& lib : driver.libraries) {
     Mount m = bindMount(lib.path, joinPath(kContainerLibDir, lib.soname), true, MountOrigin::Host);
     m.recursive = false;
     addMount(mounts, std::move(m));
   }
-  injection.libraries = driver.libraries.size();
   for (const auto& [name, path] : driver.binaries) {
     Mount m = bindMount(path, "/usr/bin/" + name, true, MountOrigin::Host);
     m.recursive = false;
@@ -214,35 +211,53 @@ void planNvidiaDriver(const host::NvidiaDriver& driver, bool contain, const std:
   for (const auto& file : driver.files) addMount(mounts, bindMount(file, file, true, MountOrigin::Host));
   for (const auto& socket : driver.sockets) addMount(mounts, bindMount(socket, socket, false, MountOrigin::Host));
   if (contain) {
-    for (const auto& node : selectNvidiaDevices(driver.devices, visible, injection.notes)) {
+    // AMD: /dev/kfd and all of /dev/dri; HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES pass
+    // through and the ROCm runtime applies them.
+    const auto nodes = driver.vendor == host::GpuVendor::Nvidia ? selectNvidiaDevices(driver.devices, visible, injection.notes)
+                                                                : driver.devices;
+    for (const auto& node : nodes) {
       Mount m = bindMount(node, node, false, MountOrigin::Host);
-      m.recursive = node == "/dev/nvidia-caps";
+      m.recursive = node == "/dev/nvidia-caps" || node == "/dev/dri";
       addMount(mounts, std::move(m));
     }
   }
   for (const auto& s : driver.skipped)
     injection.notes.push_back(s.listed + (s.soname.empty() || s.soname == s.listed ? "" : " (" + s.soname + ")") +
                               ": " + s.reason);
-  libraryDirs.push_back(std::string(kContainerLibDir));
+  if (std::find(libraryDirs.begin(), libraryDirs.end(), kContainerLibDir) == libraryDirs.end())
+    libraryDirs.push_back(std::string(kContainerLibDir));
+}
+
+// The list of programs and libraries of a vendor: ctr.conf's, else beside ctr.conf.
+std::string libraryListPath(const config::Policy& policy, const std::string& configured, const char* fileName) {
+  if (!configured.empty()) return configured;
+  return ((policy.source.empty() ? sysconfPath() : policy.source).parent_path() / fileName).string();
 }
 
 }  // namespace
 
 void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy) {
-  if (!options.nv && options.devices.empty()) return;
+  if (!options.nv && !options.rocm && options.devices.empty()) return;
   host.cdi = host::loadCdiSpecs(policy.cdiSpecDirs);
-  if (!options.nv || host::hasCdiKind(*host.cdi, kNvidiaKind)) return;
-  host::NvidiaScanInputs in;
-  in.libraryList = !policy.nvidiaLibraryList.empty() ? policy.nvidiaLibraryList
-                   : !policy.source.empty()          ? (policy.source.parent_path() / "nvliblist.conf").string()
-                                                     : (sysconfPath().parent_path() / "nvliblist.conf").string();
-  in.searchPath = envValue(host.env, "PATH");
-  in.cacheDir = host.stateDir;
-  try {
-    host.nvidia = host::scanNvidiaDriver(in);
-  } catch (const Error& e) {
-    host.nvidiaMissing = e.what();
-  }
+  auto scan = [&](host::GpuVendor vendor, const std::string& list, std::optional<host::GpuDriver>& into,
+                  std::string& missing) {
+    host::GpuScanInputs in;
+    in.vendor = vendor;
+    in.libraryList = list;
+    in.searchPath = envValue(host.env, "PATH");
+    in.cacheDir = host.stateDir;
+    try {
+      into = host::scanGpuDriver(in);
+    } catch (const Error& e) {
+      missing = e.what();
+    }
+  };
+  if (options.nv && !host::hasCdiKind(*host.cdi, kNvidiaKind))
+    scan(host::GpuVendor::Nvidia, libraryListPath(policy, policy.nvidiaLibraryList, "nvliblist.conf"), host.nvidia,
+         host.nvidiaMissing);
+  if (options.rocm && !host::hasCdiKind(*host.cdi, kAmdKind))
+    scan(host::GpuVendor::Amd, libraryListPath(policy, policy.rocmLibraryList, "rocmliblist.conf"), host.amd,
+         host.amdMissing);
 }
 
 HostFacts discoverHost() {
@@ -493,38 +508,43 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     for (auto& b : withContext("in ctr.conf 'bind path'", [&] { return parseBindSpecs(spec); }))
       addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::Policy));
   }
-  // --nv and --device: the host's driver and devices, before the user's binds (which win).
+  // --nv, --rocm and --device: the host's drivers and devices, before the user's binds (which win).
   std::vector<EnvVar> deviceEnv;
   std::vector<std::string> libraryDirs;
-  if (options.nv || !options.devices.empty()) {
-    if (!host.cdi) throw Error("--nv/--device asked for, but the host's devices were not looked at");
+  if (options.nv || options.rocm || !options.devices.empty()) {
+    if (!host.cdi) throw Error("--nv/--rocm/--device asked for, but the host's devices were not looked at");
     for (const auto& warning : host.cdi->warnings) plan.warnings.push_back(warning);
     DeviceInjection injection;
     std::vector<std::string> cdiNames = options.devices;
-    const std::string visible = envValue(host.env, "NVIDIA_VISIBLE_DEVICES");
-    if (options.nv && host::hasCdiKind(*host.cdi, kNvidiaKind)) {
-      // The vendor's spec decides; NVIDIA_VISIBLE_DEVICES may name its devices ("0,1").
-      std::vector<std::string> named;
-      for (auto item : splitList(visible))
-        if (!item.empty() && item != "all") named.push_back(std::string(kNvidiaKind) + "=" + std::string(item));
-      if (visible == "none" || visible == "void") named.clear();
-      else if (named.empty()) named.push_back(std::string(kNvidiaKind) + "=all");
-      cdiNames.insert(cdiNames.end(), named.begin(), named.end());
-    } else if (options.nv && host.nvidia) {
-      planNvidiaDriver(*host.nvidia, contain, visible, mounts, libraryDirs, injection);
-    } else if (options.nv && policy.missingGpuDriverIsError) {
-      throw Error("--nv: " + host.nvidiaMissing);
-    } else if (options.nv) {
-      plan.warnings.push_back("--nv: " + host.nvidiaMissing + "; running without the GPU ('missing gpu driver = warn')");
-    }
+    // A vendor flag: the vendor's CDI spec when there is one (its devices named by the
+    // vendor's visibility variable, "0,1", else all), else the ld.so cache scan.
+    auto gpuFlag = [&](const char* flag, std::string_view kind, const char* visibleVar,
+                       const std::optional<host::GpuDriver>& driver, const std::string& missing) {
+      const std::string visible = envValue(host.env, visibleVar);
+      if (host::hasCdiKind(*host.cdi, kind)) {
+        std::vector<std::string> named;
+        for (auto item : splitList(visible))
+          if (!item.empty() && item != "all") named.push_back(std::string(kind) + "=" + std::string(item));
+        if (visible == "none" || visible == "void") named.clear();
+        else if (named.empty()) named.push_back(std::string(kind) + "=all");
+        cdiNames.insert(cdiNames.end(), named.begin(), named.end());
+      } else if (driver) {
+        planGpuDriver(*driver, contain, visible, mounts, libraryDirs, injection);
+      } else if (policy.missingGpuDriverIsError) {
+        throw Error(std::string(flag) + ": " + missing);
+      } else {
+        plan.warnings.push_back(std::string(flag) + ": " + missing + "; running without the GPU ('missing gpu driver = warn')");
+      }
+    };
+    if (options.nv) gpuFlag("--nv", kNvidiaKind, "NVIDIA_VISIBLE_DEVICES", host.nvidia, host.nvidiaMissing);
+    if (options.rocm) gpuFlag("--rocm", kAmdKind, "AMD_VISIBLE_DEVICES", host.amd, host.amdMissing);
     if (!cdiNames.empty()) {
       auto selection = host::resolveCdiDevices(*host.cdi, cdiNames, policy.cdiSpecDirs);
-      injection.source = injection.source.empty() ? "CDI" : injection.source + " and CDI";
       injection.cdiDevices = selection.devices;
       injection.cdiSpecFiles = selection.specFiles;
       planCdiEdits(selection.edits, contain, mounts, deviceEnv, libraryDirs, injection.notes);
     }
-    if (!injection.source.empty()) plan.devices = std::move(injection);
+    if (!injection.drivers.empty() || !injection.cdiDevices.empty()) plan.devices = std::move(injection);
   }
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
@@ -811,9 +831,11 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["refuse_overcommit"] = plan.admitAgainst.has_value();
   if (plan.devices) {
     const auto& d = *plan.devices;
-    j["devices"] = {{"source", d.source},           {"cdi_devices", d.cdiDevices},
-                    {"cdi_spec_files", d.cdiSpecFiles}, {"driver_version", d.driverVersion},
-                    {"scan_from_cache", d.scanFromCache}, {"libraries", d.libraries},
+    nlohmann::json drivers = nlohmann::json::array();
+    for (const auto& driver : d.drivers)
+      drivers.push_back({{"vendor", host::toString(driver.vendor)}, {"version", driver.version},
+                         {"libraries", driver.libraries}, {"scan_from_cache", driver.scanFromCache}});
+    j["devices"] = {{"cdi_devices", d.cdiDevices}, {"cdi_spec_files", d.cdiSpecFiles}, {"drivers", drivers},
                     {"left_out", d.notes}};
   } else {
     j["devices"] = nullptr;
@@ -849,12 +871,15 @@ std::string toText(const LaunchPlan& plan) {
   if (!plan.statsFile.empty()) out << "stats:      " << plan.statsFile << '\n';
   if (plan.devices) {
     const auto& d = *plan.devices;
-    out << "devices:    " << d.source;
-    if (!d.driverVersion.empty())
-      out << ", NVIDIA driver " << d.driverVersion << ", " << d.libraries << " libraries in " << kContainerLibDir
-          << (d.scanFromCache ? " (scan read from the state directory's cache)" : " (scanned now)");
-    for (const auto& name : d.cdiDevices) out << ", " << name;
-    out << '\n';
+    for (const auto& driver : d.drivers)
+      out << "devices:    " << host::toString(driver.vendor) << " driver " << driver.version << " from the ld.so cache, "
+          << driver.libraries << " libraries in " << kContainerLibDir
+          << (driver.scanFromCache ? " (scan read from the state directory's cache)" : " (scanned now)") << '\n';
+    if (!d.cdiDevices.empty()) {
+      out << "devices:    CDI";
+      for (const auto& name : d.cdiDevices) out << ", " << name;
+      out << '\n';
+    }
     for (const auto& file : d.cdiSpecFiles) out << "  CDI spec: " << file << '\n';
     for (const auto& note : d.notes) out << "  left out: " << note << '\n';
   }

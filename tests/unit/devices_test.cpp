@@ -213,8 +213,8 @@ LaunchOptions nv(bool contain = false) {
   return o;
 }
 
-NvidiaDriver scannedDriver() {
-  NvidiaDriver d;
+GpuDriver scannedDriver() {
+  GpuDriver d;
   d.version = "535.104.05";
   d.libraries = {{"libcuda.so", "libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0x0303},
                  {"libnvidia-ml.so", "libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", 0x0303}};
@@ -258,8 +258,9 @@ TEST(NvPlan, LibrariesGoIntoOneTmpfsDirectoryOnLdLibraryPathAndTheHoldersRoot) {
   for (const auto& m : plan.preparedRoot.mounts) prepared |= m.destination == "/.singularity.d/libs/libcuda.so.1";
   EXPECT_TRUE(prepared);
   ASSERT_TRUE(plan.devices.has_value());
-  EXPECT_EQ(plan.devices->source, "ld.so cache");
-  EXPECT_EQ(plan.devices->libraries, 2u);
+  ASSERT_EQ(plan.devices->drivers.size(), 1u);
+  EXPECT_EQ(plan.devices->drivers[0].version, "535.104.05");
+  EXPECT_EQ(plan.devices->drivers[0].libraries, 2u);
   EXPECT_EQ(plan.devices->notes, std::vector<std::string>{"libvdpau_nvidia.so: not in the ld.so cache"});
 }
 
@@ -306,7 +307,7 @@ TEST(NvPlan, ACdiSpecForNvidiaGpuWinsOverTheLdCacheAndItsHooksAreAccountedFor) {
   EXPECT_EQ(at(ctr::launch::planLaunch(nv(), ctr::config::Policy{}, image(), host), "/dev/nvidia1"), nullptr);
   const LaunchPlan plan = ctr::launch::planLaunch(nv(true), ctr::config::Policy{}, image(), host);
   ASSERT_TRUE(plan.devices.has_value());
-  EXPECT_EQ(plan.devices->source, "CDI");
+  EXPECT_TRUE(plan.devices->drivers.empty());
   EXPECT_EQ(plan.devices->cdiDevices, std::vector<std::string>{"nvidia.com/gpu=GPU-1b2c"});
   EXPECT_EQ(at(plan, "/.singularity.d/libs"), nullptr);
   const Mount* node = at(plan, "/dev/nvidia1");
@@ -321,6 +322,39 @@ TEST(NvPlan, ACdiSpecForNvidiaGpuWinsOverTheLdCacheAndItsHooksAreAccountedFor) {
   EXPECT_EQ(envOf(plan, "NVIDIA_VISIBLE_DEVICES"), "void");
   ASSERT_EQ(plan.devices->notes.size(), 1u);
   EXPECT_NE(plan.devices->notes[0].find("create-symlinks"), std::string::npos);
+}
+
+TEST(NvPlan, RocmBindsKfdAndDriWithContainAndSharesTheLibraryDirectoryWithNv) {
+  HostFacts host = bob();
+  host.nvidia = scannedDriver();
+  GpuDriver amd;
+  amd.vendor = GpuVendor::Amd;
+  amd.version = "in-tree";
+  amd.libraries = {{"libdrm_amdgpu.so", "libdrm_amdgpu.so.1", "/usr/lib/x86_64-linux-gnu/libdrm_amdgpu.so.1", 0x0303}};
+  amd.binaries = {{"rocm-smi", "/usr/bin/rocm-smi"}};
+  amd.devices = {"/dev/kfd", "/dev/dri"};
+  host.amd = amd;
+  LaunchOptions o = nv(true);
+  o.rocm = true;
+  const LaunchPlan plan = ctr::launch::planLaunch(o, ctr::config::Policy{}, image(), host);
+  ASSERT_NE(at(plan, "/.singularity.d/libs/libdrm_amdgpu.so.1"), nullptr);
+  ASSERT_NE(at(plan, "/.singularity.d/libs/libcuda.so.1"), nullptr);
+  ASSERT_NE(at(plan, "/dev/kfd"), nullptr);
+  const Mount* dri = at(plan, "/dev/dri");
+  ASSERT_NE(dri, nullptr);
+  EXPECT_TRUE(dri->recursive);
+  EXPECT_EQ(envOf(plan, "LD_LIBRARY_PATH"), "/.singularity.d/libs");
+  ASSERT_EQ(plan.devices->drivers.size(), 2u);
+  EXPECT_EQ(plan.devices->drivers[1].vendor, GpuVendor::Amd);
+  // Without a driver: the flag's own error.
+  host.amd.reset();
+  host.amdMissing = "no AMD GPU driver on this host (/dev/kfd is missing: the amdgpu kernel module is not loaded)";
+  try {
+    (void)ctr::launch::planLaunch(o, ctr::config::Policy{}, image(), host);
+    FAIL() << "--rocm without a driver was planned";
+  } catch (const ctr::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--rocm: " + host.amdMissing);
+  }
 }
 
 TEST(NvPlan, AUserBindAtTheSameDestinationWins) {

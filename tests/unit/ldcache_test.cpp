@@ -474,7 +474,7 @@ TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheCha
   std::string whyNot;
   const std::string cachePath = buildCache(GetParam(), whyNot);
   if (cachePath.empty()) CTR_SKIP_BECAUSE(whyNot);
-  ctr::host::NvidiaScanInputs in;
+  ctr::host::GpuScanInputs in;
   in.root = dir_;
   in.libraryList = dir_ + "/nvliblist.conf";
   in.searchPath = dir_ + "/usr/bin";
@@ -482,7 +482,7 @@ TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheCha
   write("/nvliblist.conf", "libcuda.so\nlibnvidia-ml.so\nnvidia-smi\n/etc/vulkan/icd.d/nvidia_icd.json\n");
   // No driver loaded: a clear error, whatever the rest of the node has.
   try {
-    (void)ctr::host::scanNvidiaDriver(in);
+    (void)ctr::host::scanGpuDriver(in);
     FAIL() << "scanned a node without the driver";
   } catch (const ctr::Error& e) {
     EXPECT_EQ(std::string(e.what()).find("no NVIDIA driver on this host ("), 0u) << e.what();
@@ -497,7 +497,7 @@ TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheCha
   write("/usr/bin/nvidia-smi", "#!/bin/sh\n");
   ASSERT_EQ(::chmod((dir_ + "/usr/bin/nvidia-smi").c_str(), 0755), 0);
 
-  const auto first = ctr::host::scanNvidiaDriver(in);
+  const auto first = ctr::host::scanGpuDriver(in);
   EXPECT_FALSE(first.fromCache);
   EXPECT_EQ(first.version, "535.104.05");
   ASSERT_EQ(first.libraries.size(), 2u);
@@ -508,14 +508,14 @@ TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheCha
   EXPECT_EQ(first.devices, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-caps",
                                                      "/dev/nvidia2", "/dev/nvidia10"}));
 
-  const auto second = ctr::host::scanNvidiaDriver(in);
+  const auto second = ctr::host::scanGpuDriver(in);
   EXPECT_TRUE(second.fromCache);
   EXPECT_EQ(ctr::host::toJson(second)["libraries"], ctr::host::toJson(first)["libraries"]);
   EXPECT_EQ(second.devices, first.devices);
 
   // A new list (or a new ld.so cache, or driver) is another key: scanned again.
   write("/nvliblist.conf", "libcuda.so\n");
-  const auto third = ctr::host::scanNvidiaDriver(in);
+  const auto third = ctr::host::scanGpuDriver(in);
   EXPECT_FALSE(third.fromCache);
   EXPECT_EQ(third.libraries.size(), 1u);
 }

@@ -1,4 +1,4 @@
-// The NVIDIA driver scan for --nv without CDI (ctr/gpu.hpp).
+// The GPU driver scan for --nv and --rocm without CDI (ctr/gpu.hpp).
 #include "ctr/gpu.hpp"
 
 #include <fcntl.h>
@@ -53,8 +53,9 @@ void writeCacheFile(const std::string& path, const std::string& content) {
   }
 }
 
-NvidiaDriver scanUncached(const NvidiaScanInputs& in, const std::string& version) {
-  NvidiaDriver driver;
+GpuDriver scanUncached(const GpuScanInputs& in, const std::string& version) {
+  GpuDriver driver;
+  driver.vendor = in.vendor;
   driver.version = version;
   const LibraryList list = readLibraryList(in.libraryList);
   const LdCache cache = readLdCache(under(in.root, in.ldCache));
@@ -75,6 +76,7 @@ NvidiaDriver scanUncached(const NvidiaScanInputs& in, const std::string& version
     else
       driver.skipped.push_back({file, "", "", "file not on the host"});
   }
+  if (in.vendor != GpuVendor::Nvidia) return driver;
   for (const char* socket : {"/var/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket"}) {
     struct stat st {};
     if (::stat(under(in.root, socket).c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
@@ -121,21 +123,39 @@ std::vector<std::string> nvidiaDeviceNodes(const std::string& root) {
   return nodes;
 }
 
-NvidiaDriver scanNvidiaDriver(const NvidiaScanInputs& in) {
-  const std::string version = nvidiaDriverVersion(in.root);
+std::string toString(GpuVendor vendor) { return vendor == GpuVendor::Nvidia ? "NVIDIA" : "AMD"; }
+
+std::string amdDriverVersion(const std::string& root) {
+  if (::access(under(root, "/dev/kfd").c_str(), F_OK) != 0) return "";
+  const std::string version = readFirstLine(under(root, "/sys/module/amdgpu/version"));
+  return version.empty() ? "in-tree" : version;
+}
+
+std::vector<std::string> amdDeviceNodes(const std::string& root) {
+  std::vector<std::string> nodes;
+  for (const char* node : {"/dev/kfd", "/dev/dri"})
+    if (::access(under(root, node).c_str(), F_OK) == 0) nodes.push_back(node);
+  return nodes;
+}
+
+GpuDriver scanGpuDriver(const GpuScanInputs& in) {
+  const bool nvidia = in.vendor == GpuVendor::Nvidia;
+  const std::string version = nvidia ? nvidiaDriverVersion(in.root) : amdDriverVersion(in.root);
   if (version.empty())
-    throw Error("no NVIDIA driver on this host (" + under(in.root, "/proc/driver/nvidia/version") +
-                " is missing: the nvidia kernel module is not loaded)");
-  NvidiaDriver driver;
+    throw Error(nvidia ? "no NVIDIA driver on this host (" + under(in.root, "/proc/driver/nvidia/version") +
+                             " is missing: the nvidia kernel module is not loaded)"
+                       : "no AMD GPU driver on this host (" + under(in.root, "/dev/kfd") +
+                             " is missing: the amdgpu kernel module is not loaded)");
+  GpuDriver driver;
   std::string cachePath;
   if (!in.cacheDir.empty()) {
-    const std::string key = fileIdentity(under(in.root, in.ldCache)) + "|" + version + "|" +
+    const std::string key = toString(in.vendor) + "|" + fileIdentity(under(in.root, in.ldCache)) + "|" + version + "|" +
                             fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + build::kVersion;
-    cachePath = launch::joinPath(in.cacheDir, fmt::format("nvidia-scan-{:016x}.json", fnv1a64(key)));
+    cachePath = launch::joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", nvidia ? "nvidia" : "amd", fnv1a64(key)));
     if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
       try {
-        driver = nvidiaDriverFromJson(json::parse(text));
-        driver.fromCache = true;
+        driver = gpuDriverFromJson(json::parse(text));
+        driver.fromCache = driver.vendor == in.vendor;
       } catch (const std::exception& e) {
         spdlog::debug("driver scan cache {} unusable ({}): scanning again", cachePath, e.what());
       }
@@ -151,21 +171,22 @@ NvidiaDriver scanNvidiaDriver(const NvidiaScanInputs& in) {
       }
     }
   }
-  driver.devices = nvidiaDeviceNodes(in.root);
+  driver.devices = nvidia ? nvidiaDeviceNodes(in.root) : amdDeviceNodes(in.root);
   return driver;
 }
 
-json toJson(const NvidiaDriver& d) {
+json toJson(const GpuDriver& d) {
   json libraries = json::array(), skipped = json::array(), binaries = json::array();
   for (const auto& l : d.libraries) libraries.push_back(libraryJson(l));
   for (const auto& l : d.skipped) skipped.push_back(skippedJson(l));
   for (const auto& [name, path] : d.binaries) binaries.push_back({{"name", name}, {"path", path}});
-  return {{"version", d.version},   {"libraries", libraries}, {"skipped", skipped}, {"binaries", binaries},
+  return {{"vendor", toString(d.vendor)}, {"version", d.version},   {"libraries", libraries}, {"skipped", skipped}, {"binaries", binaries},
           {"files", d.files},       {"sockets", d.sockets},   {"devices", d.devices}, {"from_cache", d.fromCache}};
 }
 
-NvidiaDriver nvidiaDriverFromJson(const json& j) {
-  NvidiaDriver d;
+GpuDriver gpuDriverFromJson(const json& j) {
+  GpuDriver d;
+  d.vendor = j.at("vendor").get<std::string>() == "AMD" ? GpuVendor::Amd : GpuVendor::Nvidia;
   d.version = j.at("version").get<std::string>();
   for (const auto& l : j.at("libraries"))
     d.libraries.push_back({l.at("listed"), l.at("soname"), l.at("path"), l.at("flags").get<std::int32_t>()});
