@@ -12,7 +12,6 @@
 //    empty source); a `#` word starts a comment (Apptainer copies to a file named `#`);
 //  - an app name must be one path component (it becomes /scif/apps/NAME);
 //  - two stages may not share a `Stage:` name;
-//  - a build arg used only inside another argument's default counts as used;
 //  - section names and labels split at a tab as well as at a space;
 //  - a header continuation at the end of the header is kept (Apptainer drops it).
 #pragma once
