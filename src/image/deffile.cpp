@@ -15,6 +15,8 @@ namespace ctr::image::deffile {
 namespace {
 
 constexpr std::string_view kBlanks = " \t";
+// Templating can repeat a long value many times; a real definition is a few KiB.
+constexpr size_t kMaxTemplatedSize = 16u << 20;
 
 // Apptainer's header keywords (validHeaders); "otherurl" takes a number ("OtherURL0").
 // Spelled as its documentation spells them, for the error message.
@@ -136,7 +138,12 @@ class Parser {
                         const std::map<std::string, std::string>& defaults,
                         std::vector<int>& origin);
   std::string nestedValue(const std::string& value,
-                          const std::map<std::string, std::string>& defaults);
+                          const std::map<std::string, std::string>& defaults, int line);
+  void checkTemplatedSize(size_t size, int line) const {
+    if (size > kMaxTemplatedSize)
+      fail(line, "the definition grows past " + std::to_string(kMaxTemplatedSize >> 20) +
+                     " MiB when templated");
+  }
   Definition parseStage(const std::vector<Line>& lines, int firstLine);
   void parseHeader(std::span<const Line> lines, Definition& def);
   void addHeaderField(Definition& def, std::string_view spelling, std::string value, int line);
@@ -199,7 +206,7 @@ size_t matchPlaceholder(std::string_view s, size_t pos, std::string_view& name) 
 // One level of {{ name }} inside a default value is replaced when the name is known;
 // an unknown one stays as written (Apptainer).
 std::string Parser::nestedValue(const std::string& value,
-                                const std::map<std::string, std::string>& defaults) {
+                                const std::map<std::string, std::string>& defaults, int line) {
   std::string out;
   for (size_t pos = 0; pos < value.size();) {
     std::string_view name;
@@ -217,6 +224,7 @@ std::string Parser::nestedValue(const std::string& value,
     } else {
       out.append(value, pos, end - pos);
     }
+    checkTemplatedSize(out.size(), line);
     pos = end;
   }
   return out;
@@ -240,6 +248,21 @@ std::string Parser::templated(std::string_view raw, int firstLine,
     }
     copied = to;
   };
+  // Whether the text from the line start (or the last substitution) up to `scanned` holds a
+  // '#' followed by something other than '!', kept up to date in one pass over the text.
+  size_t scanned = 0, regionStart = 0;
+  bool commentSeen = false;
+  auto scanTo = [&](size_t to) {
+    for (size_t k = scanned; k < to; ++k) {
+      if (raw[k] == '\n') {
+        regionStart = k;
+        commentSeen = false;
+      } else if (k > regionStart && raw[k - 1] == '#' && raw[k] != '!') {
+        commentSeen = true;
+      }
+    }
+    scanned = std::max(scanned, to);
+  };
   for (size_t pos = raw.find("{{"); pos != std::string_view::npos; pos = raw.find("{{", pos)) {
     std::string_view name;
     size_t end = matchPlaceholder(raw, pos, name);
@@ -247,14 +270,8 @@ std::string Parser::templated(std::string_view raw, int firstLine,
       ++pos;
       continue;
     }
-    size_t lineStart = raw.rfind('\n', pos);
-    lineStart = lineStart == std::string_view::npos ? copied : std::max(lineStart, copied);
-    std::string_view before = raw.substr(lineStart, pos - lineStart);
-    bool commented = false;
-    for (size_t i = before.find('#'); i != std::string_view::npos && !commented;
-         i = before.find('#', i + 1))
-      commented = i + 1 < before.size() && before[i + 1] != '!';
-    if (commented) {
+    scanTo(pos);
+    if (commentSeen) {
       pos = end;
       continue;
     }
@@ -263,21 +280,23 @@ std::string Parser::templated(std::string_view raw, int firstLine,
     std::string key(name);
     std::string value;
     if (auto it = buildArgs_.find(key); it != buildArgs_.end()) {
-      value = nestedValue(it->second, defaults);
+      value = nestedValue(it->second, defaults, line);
       usedBuildArgs_.insert(key);
     } else if (auto d = defaults.find(key); d != defaults.end()) {
-      value = nestedValue(d->second, defaults);
+      value = nestedValue(d->second, defaults, line);
     } else {
       fail(line, "build variable '" + key + "' is not defined (give --build-arg " + key +
                      "=VALUE or a default in %arguments)");
     }
+    checkTemplatedSize(out.size() + value.size(), line);
     for (char c : value) {
       out += c;
       if (c == '\n') origin.push_back(line);
     }
     for (size_t i = pos; i < end; ++i)
       if (raw[i] == '\n') ++sourceLine;
-    copied = end;
+    copied = scanned = regionStart = end;
+    commentSeen = false;
     pos = end;
   }
   copySource(raw.size());
@@ -403,18 +422,19 @@ std::vector<FileEntry> Parser::parseFileEntries(std::span<const Line> lines,
 }
 
 void Parser::parseLabels(std::span<const Line> lines, std::vector<Label>& labels) {
+  std::map<std::string, size_t, std::less<>> indexOf;
+  for (size_t i = 0; i < labels.size(); ++i) indexOf[labels[i].key] = i;
   for (const auto& line : lines) {
     std::string_view t = trim(line.text);
     if (t.empty() || t.front() == '#') continue;
     size_t blank = std::min(t.find_first_of(kBlanks), t.size());
-    std::string key(t.substr(0, blank));
-    std::string value(trim(t.substr(blank)));
-    auto same = std::find_if(labels.begin(), labels.end(),
-                             [&](const Label& l) { return l.key == key; });
-    if (same != labels.end())
-      *same = {std::move(key), std::move(value), line.number};
-    else
-      labels.push_back({std::move(key), std::move(value), line.number});
+    Label label{std::string(t.substr(0, blank)), std::string(trim(t.substr(blank))), line.number};
+    if (auto it = indexOf.find(label.key); it != indexOf.end()) {
+      labels[it->second] = std::move(label);
+    } else {
+      indexOf.emplace(label.key, labels.size());
+      labels.push_back(std::move(label));
+    }
   }
 }
 

@@ -2,7 +2,10 @@
 // the stored text, the script helpers, and every refusal with its "FILE:LINE:" message.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -356,10 +359,20 @@ TEST(DefFile, PlaceholderOnACommentedLineStaysAsWritten) {
       "%post\n"
       "  # uses {{ UNDEFINED }}\n"
       "  echo hi # {{ ALSO_UNDEFINED }}\n"
-      "  #!{{ X }}\n",
+      "  #!{{ X }}\n"
+      "  echo {{ X }} # {{ X }}\n"
+      "  #{{ X }}\n",  // Apptainer's test wants a character between '#' and the {{
       {{"X", "sh"}});
   EXPECT_EQ(file.stages[0].post.body,
-            "  # uses {{ UNDEFINED }}\n  echo hi # {{ ALSO_UNDEFINED }}\n  #!sh\n");
+            "  # uses {{ UNDEFINED }}\n  echo hi # {{ ALSO_UNDEFINED }}\n  #!sh\n"
+            "  echo sh # {{ X }}\n  #sh\n");
+}
+
+TEST(DefFile, RefusesATemplatedDefinitionThatGrowsPastSixteenMiB) {
+  std::string text = "Bootstrap: docker\nFrom: a\n%arguments\n  A=" + std::string(1 << 20, 'x') +
+                     "\n%post\n";
+  for (int i = 0; i < 20; ++i) text += "{{A}}";
+  EXPECT_EQ(errorOf(text), "recipe.def:6: the definition grows past 16 MiB when templated");
 }
 
 TEST(DefFile, UndefinedVariableIsAnErrorNamingItAndItsLine) {
@@ -584,6 +597,21 @@ TEST(DefFile, FormattedDefinitionParsesBackToTheSameData) {
       EXPECT_EQ(a.apps[p].labelEntries.size(), b.apps[p].labelEntries.size());
     }
   }
+}
+
+// The fuzzer's seeds are accepted definitions, so mutations start from valid ones.
+TEST(DefFile, FuzzSeedCorpusFilesAllParse) {
+  const std::filesystem::path dir = std::filesystem::path(CTR_SOURCE_DIR) / "tests/fuzz/corpus/deffile";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW((void)parse(text.str(), {{"VERSION", "1.2"}, {"MULTI", "a\nb"}}));
+    ++files;
+  }
+  EXPECT_GE(files, 5);
 }
 
 }  // namespace
