@@ -107,8 +107,10 @@ struct Label {
 struct App {
   std::string name;
   int line = 0;  // of its first section
-  Section install = namedSection("appinstall"), files = namedSection("appfiles"), env = namedSection("appenv"), run = namedSection("apprun"),
-      labels = namedSection("applabels"), help = namedSection("apphelp"), test = namedSection("apptest"), start = namedSection("appstart");
+  Section install = namedSection("appinstall"), files = namedSection("appfiles"),
+          env = namedSection("appenv"), run = namedSection("apprun"),
+          labels = namedSection("applabels"), help = namedSection("apphelp"),
+          test = namedSection("apptest"), start = namedSection("appstart");
   std::vector<FileEntry> fileEntries;  // %appfiles parsed
   std::vector<Label> labelEntries;     // %applabels parsed; a repeated key takes the later value
 
@@ -122,8 +124,10 @@ struct Definition {
   // %arguments parsed as written, before templating: name -> default value.
   std::map<std::string, std::string> arguments;
   Section argumentsSection = namedSection("arguments");
-  Section pre = namedSection("pre"), setup = namedSection("setup"), post = namedSection("post"), environment = namedSection("environment"),
-      runscript = namedSection("runscript"), startscript = namedSection("startscript"), test = namedSection("test"), help = namedSection("help");
+  Section pre = namedSection("pre"), setup = namedSection("setup"), post = namedSection("post"),
+          environment = namedSection("environment"), runscript = namedSection("runscript"),
+          startscript = namedSection("startscript"), test = namedSection("test"),
+          help = namedSection("help");
   std::vector<FilesSection> files;  // in order of each source's first %files section
   Section labelsSection = namedSection("labels");
   std::vector<Label> labels;  // %labels parsed; a repeated key takes the later value

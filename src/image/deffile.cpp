@@ -21,15 +21,15 @@ constexpr size_t kMaxTemplatedSize = 16u << 20;
 // Apptainer's header keywords (validHeaders); "otherurl" takes a number ("OtherURL0").
 // Spelled as its documentation spells them, for the error message.
 constexpr std::string_view kHeaderKeywords[] = {
-    "Bootstrap", "From",     "IncludeCmd", "MirrorURL",   "UpdateURL", "OSVersion", "Include",
-    "Library",   "Registry", "Namespace",  "Stage",       "Product",   "User",      "Regcode",
-    "ProductPGP", "RegisterURL", "Modules", "OtherURL<N>", "Fingerprints", "ConfURL", "Setopt",
-    "Target",    "Frontend", "Filename",   "BuildArgs"};
+    "Bootstrap",   "From",    "IncludeCmd",  "MirrorURL",    "UpdateURL",
+    "OSVersion",   "Include", "Library",     "Registry",     "Namespace",
+    "Stage",       "Product", "User",        "Regcode",      "ProductPGP",
+    "RegisterURL", "Modules", "OtherURL<N>", "Fingerprints", "ConfURL",
+    "Setopt",      "Target",  "Frontend",    "Filename",     "BuildArgs"};
 
-constexpr std::string_view kScriptSections[] = {"arguments", "pre",       "setup",
-                                                "files",     "post",      "environment",
-                                                "runscript", "startscript", "test",
-                                                "labels",    "help"};
+constexpr std::string_view kScriptSections[] = {
+    "arguments", "pre",         "setup", "files",  "post", "environment",
+    "runscript", "startscript", "test",  "labels", "help"};
 constexpr std::string_view kAppSections[] = {"appinstall", "appfiles", "appenv",  "apprun",
                                              "applabels",  "apphelp",  "apptest", "appstart"};
 
@@ -44,9 +44,7 @@ bool isSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-bool isWordChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-}
+bool isWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
 // `s` up to its first '#'.
 std::string_view beforeComment(std::string_view s) { return s.substr(0, s.find('#')); }
@@ -352,8 +350,8 @@ void Parser::parseHeader(std::span<const Line> lines, Definition& def) {
     if (pendingLine == 0) {
       size_t colon = t.find(':');
       if (colon == std::string_view::npos)
-        fail(line.number, "header line '" + std::string(t) +
-                              "' has no ':' (expected 'Keyword: value')");
+        fail(line.number,
+             "header line '" + std::string(t) + "' has no ':' (expected 'Keyword: value')");
       key = std::string(trim(t.substr(0, colon)));
       value = std::string(trim(t.substr(colon + 1)));
     } else {
@@ -438,10 +436,9 @@ void Parser::parseLabels(std::span<const Line> lines, std::vector<Label>& labels
   }
 }
 
-void Parser::addSection(Definition& def, const std::string& name, std::string_view args,
-                        int line, std::string_view body, std::span<const Line> bodyLines) {
-  if (std::find(std::begin(kAppSections), std::end(kAppSections), name) !=
-      std::end(kAppSections)) {
+void Parser::addSection(Definition& def, const std::string& name, std::string_view args, int line,
+                        std::string_view body, std::span<const Line> bodyLines) {
+  if (std::find(std::begin(kAppSections), std::end(kAppSections), name) != std::end(kAppSections)) {
     auto words = splitWords(args);
     if (words.empty())
       fail(line, "%" + name + " needs an app name (expected '%" + name + " NAME')");
@@ -459,14 +456,14 @@ void Parser::addSection(Definition& def, const std::string& name, std::string_vi
       app->name = appName;
       app->line = line;
     }
-    Section* section = name == "appinstall" ? &app->install
-                       : name == "appfiles" ? &app->files
-                       : name == "appenv"   ? &app->env
-                       : name == "apprun"   ? &app->run
+    Section* section = name == "appinstall"  ? &app->install
+                       : name == "appfiles"  ? &app->files
+                       : name == "appenv"    ? &app->env
+                       : name == "apprun"    ? &app->run
                        : name == "applabels" ? &app->labels
-                       : name == "apphelp"  ? &app->help
-                       : name == "apptest"  ? &app->test
-                                            : &app->start;
+                       : name == "apphelp"   ? &app->help
+                       : name == "apptest"   ? &app->test
+                                             : &app->start;
     appendTo(*section, {}, line, body);
     if (name == "appfiles") {
       auto entries = parseFileEntries(bodyLines, "%appfiles");
@@ -482,10 +479,12 @@ void Parser::addSection(Definition& def, const std::string& name, std::string_vi
     std::string fromStage;
     if (words.size() == 2 && words[0] == "from") {
       fromStage = std::string(words[1]);
-      bool earlier = std::any_of(result_.stages.begin(), result_.stages.end(),
-                                 [&](const Definition& d) { return d.header.stage() == fromStage; });
+      bool earlier =
+          std::any_of(result_.stages.begin(), result_.stages.end(),
+                      [&](const Definition& d) { return d.header.stage() == fromStage; });
       if (!earlier)
-        fail(line, "%files from " + fromStage + ": no earlier stage has 'Stage: " + fromStage + "'");
+        fail(line,
+             "%files from " + fromStage + ": no earlier stage has 'Stage: " + fromStage + "'");
     } else if (!words.empty()) {
       fail(line, "%files takes nothing or 'from STAGE', not '" + std::string(args) + "'");
     }
@@ -512,15 +511,14 @@ void Parser::addSection(Definition& def, const std::string& name, std::string_vi
                      : name == "help"        ? &def.help
                                              : nullptr;
   if (section == nullptr)
-    fail(line, "unknown section %" + name + " (expected one of " +
-                   joinNames("%", kScriptSections) + ", or an app section " +
-                   joinNames("%", kAppSections) + ")");
+    fail(line, "unknown section %" + name + " (expected one of " + joinNames("%", kScriptSections) +
+                   ", or an app section " + joinNames("%", kAppSections) + ")");
   // Apptainer runs these with `/bin/sh -ex ... -c "ARGS SCRIPT"`: -c needs a command.
   if (name == "pre" || name == "setup" || name == "post" || name == "test") {
     auto words = splitWords(beforeComment(args));
     if (!words.empty() && words.back() == "-c")
-      fail(line, "%" + name + " -c needs an interpreter (expected e.g. '%" + name +
-                     " -c /bin/bash')");
+      fail(line,
+           "%" + name + " -c needs an interpreter (expected e.g. '%" + name + " -c /bin/bash')");
   }
   appendTo(*section, args, line, body);
   if (name == "labels") parseLabels(bodyLines, def.labels);
@@ -544,14 +542,16 @@ Definition Parser::parseStage(const std::vector<Line>& lines, int firstLine) {
       body += lines[j].text;
       body += '\n';
     }
-    addSection(def, name, args, lines[i].number, body, std::span(lines).subspan(i + 1, end - i - 1));
+    addSection(def, name, args, lines[i].number, body,
+               std::span(lines).subspan(i + 1, end - i - 1));
     i = end;
   }
 
   if (auto name = def.header.stage(); !name.empty()) {
     for (const auto& earlier : result_.stages)
       if (earlier.header.stage() == name)
-        fail(def.header.find("stage")->line, "stage name '" + name + "' is already used by the stage at line " +
+        fail(def.header.find("stage")->line, "stage name '" + name +
+                                                 "' is already used by the stage at line " +
                                                  std::to_string(earlier.line));
   }
   return def;
@@ -559,7 +559,8 @@ Definition Parser::parseStage(const std::vector<Line>& lines, int firstLine) {
 
 bool startsStage(std::string_view line) {
   constexpr std::string_view kBootstrap = "bootstrap:";
-  return line.size() >= kBootstrap.size() && lowerCase(line.substr(0, kBootstrap.size())) == kBootstrap;
+  return line.size() >= kBootstrap.size() &&
+         lowerCase(line.substr(0, kBootstrap.size())) == kBootstrap;
 }
 
 DefinitionFile Parser::parse(std::string_view text) {
@@ -581,8 +582,9 @@ DefinitionFile Parser::parse(std::string_view text) {
   for (const auto& line : splitLines(text.substr(0, leadEnd), 1)) {
     std::string_view t = trim(line.text);
     if (!t.empty() && t.front() != '#')
-      fail(line.number, "missing 'Bootstrap:' header (each stage of a definition starts with a "
-                        "'Bootstrap:' line)");
+      fail(line.number,
+           "missing 'Bootstrap:' header (each stage of a definition starts with a "
+           "'Bootstrap:' line)");
   }
   if (chunks.empty()) fail(1, "missing 'Bootstrap:' header (the definition is empty)");
 
@@ -622,7 +624,8 @@ void formatEntries(std::string& out, const std::vector<FileEntry>& entries) {
 }
 
 void formatLabels(std::string& out, const std::vector<Label>& labels) {
-  for (const auto& l : labels) out += "    " + l.key + (l.value.empty() ? "" : " " + l.value) + "\n";
+  for (const auto& l : labels)
+    out += "    " + l.key + (l.value.empty() ? "" : " " + l.value) + "\n";
 }
 
 void formatBody(std::string& out, const Section& section, std::string_view appName = {}) {
@@ -669,7 +672,8 @@ std::string formatDefinition(const Definition& definition) {
   out += '\n';
   if (!definition.arguments.empty() || definition.argumentsSection.present()) {
     out += "%arguments\n";
-    for (const auto& [name, value] : definition.arguments) out += "    " + name + "=" + value + "\n";
+    for (const auto& [name, value] : definition.arguments)
+      out += "    " + name + "=" + value + "\n";
     out += '\n';
   }
   formatBody(out, definition.pre);
@@ -717,8 +721,8 @@ std::vector<std::string> scriptCommand(const Section& section, std::string_view 
     }
     // Everything after -c is the interpreter and its arguments; the script comes last.
     if (i + 1 == params.size())
-      throw Error("%" + section.name + " -c needs an interpreter (expected e.g. '%" +
-                  section.name + " -c /bin/bash')");
+      throw Error("%" + section.name + " -c needs an interpreter (expected e.g. '%" + section.name +
+                  " -c /bin/bash')");
     std::string command;
     for (size_t j = i + 1; j < params.size(); ++j) command += std::string(params[j]) + " ";
     argv.emplace_back("-c");
@@ -738,7 +742,8 @@ std::string shebangScript(const Section& section) {
   while (!rest.empty()) {
     size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
-    std::string_view after = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    std::string_view after =
+        nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
     if (trim(line).empty()) {
       rest = after;
       continue;
@@ -749,7 +754,8 @@ std::string shebangScript(const Section& section) {
     }
     break;
   }
-  if (auto args = trim(beforeComment(section.args)); !args.empty()) shebang += " " + std::string(args);
+  if (auto args = trim(beforeComment(section.args)); !args.empty())
+    shebang += " " + std::string(args);
   return shebang + "\n\n" + std::string(script) + "\n";
 }
 

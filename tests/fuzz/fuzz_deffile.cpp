@@ -27,8 +27,7 @@ void useSection(const deffile::Section& section) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  static const std::map<std::string, std::string> buildArgs{{"VERSION", "1.2"},
-                                                             {"MULTI", "a\nb"}};
+  static const std::map<std::string, std::string> buildArgs{{"VERSION", "1.2"}, {"MULTI", "a\nb"}};
   deffile::DefinitionFile file;
   try {
     file = deffile::parseDefinition(text, "fuzz.def", buildArgs);
@@ -42,8 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& stage : file.stages) {
     if (stage.header.bootstrap().empty()) std::abort();
     stored += stage.raw;
-    for (const auto* s : {&stage.pre, &stage.setup, &stage.post, &stage.test, &stage.runscript,
-                          &stage.startscript})
+    for (const auto* s :
+         {&stage.pre, &stage.setup, &stage.post, &stage.test, &stage.runscript, &stage.startscript})
       useSection(*s);
     for (const auto& app : stage.apps) useSection(app.install);
     const std::string formatted = deffile::formatDefinition(stage);

@@ -1,5 +1,7 @@
 // The Apptainer definition-file parser (issue 9): each section, apps, stages, templating,
 // the stored text, the script helpers, and every refusal with its "FILE:LINE:" message.
+#include "ctr/deffile.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "ctr/deffile.hpp"
 #include "ctr/error.hpp"
 
 namespace {
@@ -92,7 +93,8 @@ TEST(DefFile, HeaderValueEndingInBackslashContinuesOnTheNextLine) {
 }
 
 TEST(DefFile, NumberedOtherUrlAndFingerprintsAreAcceptedFingerprintsWithAWarning) {
-  auto file = parse("Bootstrap: localimage\nFrom: base.sif\nOtherURL0: http://x\nFingerprints: ABCD\n");
+  auto file =
+      parse("Bootstrap: localimage\nFrom: base.sif\nOtherURL0: http://x\nFingerprints: ABCD\n");
   EXPECT_EQ(file.stages[0].header.value("otherurl0"), "http://x");
   ASSERT_EQ(file.warnings.size(), 1u);
   EXPECT_EQ(file.warnings[0],
@@ -112,25 +114,25 @@ TEST(DefFile, HeaderOnlyFileIsOneStageWithoutSections) {
 
 TEST(DefFile, KeepsEveryScriptSectionBodyVerbatimWithItsLine) {
   auto file = parse(
-      "Bootstrap: docker\n"     // 1
-      "From: alpine\n"          // 2
-      "%pre\n"                  // 3
-      "  echo pre\n"            // 4
-      "%setup\n"                // 5
+      "Bootstrap: docker\n"  // 1
+      "From: alpine\n"       // 2
+      "%pre\n"               // 3
+      "  echo pre\n"         // 4
+      "%setup\n"             // 5
       "  touch ${APPTAINER_ROOTFS}/x # keep\n"
       "\n"
-      "%post\n"                 // 8
+      "%post\n"  // 8
       "  apk add gcc\n"
       "# not a section\n"
-      "%environment\n"          // 11
+      "%environment\n"  // 11
       "  export A=1\n"
-      "%runscript\n"            // 13
+      "%runscript\n"  // 13
       "  exec app \"$@\"\n"
-      "%startscript\n"          // 15
+      "%startscript\n"  // 15
       "  exec daemon\n"
-      "%test\n"                 // 17
+      "%test\n"  // 17
       "  app --version\n"
-      "%help\n"                 // 19
+      "%help\n"  // 19
       "Usage: run it\n");
   const auto& d = file.stages[0];
   EXPECT_EQ(d.pre.body, "  echo pre\n");
@@ -214,38 +216,37 @@ TEST(DefFile, ArgumentsGiveNamedDefaultsAndABadLineIsSkippedWithAWarning) {
 TEST(DefFile, FilesLinesGiveSourceAndOptionalDestinationWithQuotes) {
   auto file = parse(
       "Bootstrap: docker\nFrom: alpine\n"
-      "%files\n"                                  // 3
-      "  app.tar.gz /opt\n"                       // 4
+      "%files\n"             // 3
+      "  app.tar.gz /opt\n"  // 4
       "  # comment\n"
-      "  README\n"                                // 6
-      "  \"my file.txt\" '/opt/my dir/'\n"        // 7
-      "  conf /etc/app.conf # inline comment\n"   // 8
-      "%files\n"                                  // 9
-      "  later /srv\n");                          // 10
+      "  README\n"                               // 6
+      "  \"my file.txt\" '/opt/my dir/'\n"       // 7
+      "  conf /etc/app.conf # inline comment\n"  // 8
+      "%files\n"                                 // 9
+      "  later /srv\n");                         // 10
   const auto& files = file.stages[0].files;
   ASSERT_EQ(files.size(), 1u);
   EXPECT_EQ(files[0].fromStage, "");
   EXPECT_EQ(files[0].line, 3);
-  EXPECT_EQ(files[0].entries,
-            (std::vector<FileEntry>{{"app.tar.gz", "/opt", 4},
-                                    {"README", "", 6},
-                                    {"my file.txt", "/opt/my dir/", 7},
-                                    {"conf", "/etc/app.conf", 8},
-                                    {"later", "/srv", 10}}));
+  EXPECT_EQ(files[0].entries, (std::vector<FileEntry>{{"app.tar.gz", "/opt", 4},
+                                                      {"README", "", 6},
+                                                      {"my file.txt", "/opt/my dir/", 7},
+                                                      {"conf", "/etc/app.conf", 8},
+                                                      {"later", "/srv", 10}}));
 }
 
 TEST(DefFile, AppSectionsAreGroupedByAppInOrderOfFirstAppearance) {
   auto file = parse(
       "Bootstrap: docker\nFrom: alpine\n"
-      "%appinstall foo\n"       // 3
+      "%appinstall foo\n"  // 3
       "  make foo\n"
-      "%apprun bar\n"           // 5
+      "%apprun bar\n"  // 5
       "  exec bar\n"
       "%appenv foo\n"
       "  FOO=1\n"
       "%applabels foo\n"
       "  Author me\n"
-      "%appfiles foo\n"         // 11
+      "%appfiles foo\n"  // 11
       "  foo.conf etc/\n"
       "%apphelp foo\n"
       "  help\n"
@@ -273,16 +274,16 @@ TEST(DefFile, AppSectionsAreGroupedByAppInOrderOfFirstAppearance) {
 TEST(DefFile, StagesSplitAtBootstrapLinesAndFilesFromNamesAnEarlierStage) {
   const std::string text =
       "# builder first\n"
-      "Bootstrap: docker\n"        // 2
+      "Bootstrap: docker\n"  // 2
       "From: gcc:13\n"
       "Stage: build\n"
       "%post\n"
       "  make\n"
       "\n"
-      "bootstrap: docker\n"        // 8
+      "bootstrap: docker\n"  // 8
       "From: debian:12-slim\n"
       "Stage: final\n"
-      "%files from build\n"        // 11
+      "%files from build\n"  // 11
       "  /src/app /usr/local/bin/app\n"
       "%files\n"
       "  local.conf /etc/\n"
@@ -298,9 +299,8 @@ TEST(DefFile, StagesSplitAtBootstrapLinesAndFilesFromNamesAnEarlierStage) {
   ASSERT_EQ(final.files.size(), 2u);
   EXPECT_EQ(final.files[0].fromStage, "build");
   EXPECT_EQ(final.files[0].line, 11);
-  EXPECT_EQ(final.files[0].entries,
-            (std::vector<FileEntry>{{"/src/app", "/usr/local/bin/app", 12},
-                                    {"/src/lib.so", "/usr/lib/", 16}}));
+  EXPECT_EQ(final.files[0].entries, (std::vector<FileEntry>{{"/src/app", "/usr/local/bin/app", 12},
+                                                            {"/src/lib.so", "/usr/lib/", 16}}));
   EXPECT_EQ(final.files[1].fromStage, "");
   // What Apptainer stores: the stages' text, without what stands before the first one.
   EXPECT_EQ(file.storedText, text.substr(text.find("Bootstrap:")));
@@ -339,12 +339,14 @@ TEST(DefFile, TemplatingUsesArgumentDefaultsOverriddenByBuildArgs) {
 
 TEST(DefFile, ArgumentDefaultMayUseABuildArgButNotAnUndefinedName) {
   const std::string text =
-      "Bootstrap: docker\nFrom: alpine\n%arguments\n  DIR=/opt/{{ NAME }}\n%post\n  mkdir {{ DIR }}\n";
+      "Bootstrap: docker\nFrom: alpine\n%arguments\n  DIR=/opt/{{ NAME }}\n%post\n  mkdir {{ DIR "
+      "}}\n";
   auto file = parse(text, {{"NAME", "app"}});
   EXPECT_EQ(file.stages[0].post.body, "  mkdir /opt/app\n");
   EXPECT_TRUE(file.unusedBuildArgs.empty());
-  EXPECT_EQ(errorOf(text), "recipe.def:4: build variable 'NAME' is not defined (give --build-arg "
-                           "NAME=VALUE or a default in %arguments)");
+  EXPECT_EQ(errorOf(text),
+            "recipe.def:4: build variable 'NAME' is not defined (give --build-arg "
+            "NAME=VALUE or a default in %arguments)");
 }
 
 TEST(DefFile, ReportsBuildArgsNoStageUsesSorted) {
@@ -369,8 +371,8 @@ TEST(DefFile, PlaceholderOnACommentedLineStaysAsWritten) {
 }
 
 TEST(DefFile, RefusesATemplatedDefinitionThatGrowsPastSixteenMiB) {
-  std::string text = "Bootstrap: docker\nFrom: a\n%arguments\n  A=" + std::string(1 << 20, 'x') +
-                     "\n%post\n";
+  std::string text =
+      "Bootstrap: docker\nFrom: a\n%arguments\n  A=" + std::string(1 << 20, 'x') + "\n%post\n";
   for (int i = 0; i < 20; ++i) text += "{{A}}";
   EXPECT_EQ(errorOf(text), "recipe.def:6: the definition grows past 16 MiB when templated");
 }
@@ -385,8 +387,9 @@ TEST(DefFile, ArgumentDefaultsBelongToTheirStage) {
   const std::string text =
       "Bootstrap: docker\nFrom: alpine\nStage: one\n%arguments\n  V=1\n%post\n  echo {{ V }}\n"
       "Bootstrap: docker\nFrom: alpine\n%post\n  echo {{ V }}\n";
-  EXPECT_EQ(errorOf(text), "recipe.def:11: build variable 'V' is not defined (give --build-arg "
-                           "V=VALUE or a default in %arguments)");
+  EXPECT_EQ(errorOf(text),
+            "recipe.def:11: build variable 'V' is not defined (give --build-arg "
+            "V=VALUE or a default in %arguments)");
   auto file = parse(text, {{"V", "2"}});
   EXPECT_EQ(file.stages[0].post.body, "  echo 2\n");
   EXPECT_EQ(file.stages[1].post.body, "  echo 2\n");
@@ -440,8 +443,9 @@ TEST(DefFile, RefusesHeaderLineWithoutColon) {
 
 TEST(DefFile, RefusesUnknownHeaderKeyword) {
   std::string message = errorOf("Bootstrap: docker\nFrmo: alpine\n");
-  EXPECT_TRUE(message.starts_with("recipe.def:2: unknown header keyword 'Frmo' (expected one of "
-                                  "Bootstrap, From, "))
+  EXPECT_TRUE(
+      message.starts_with("recipe.def:2: unknown header keyword 'Frmo' (expected one of "
+                          "Bootstrap, From, "))
       << message;
   EXPECT_NE(errorOf("Bootstrap: docker\nOtherURL: x\n"), "");
   EXPECT_NE(errorOf("Bootstrap: docker\nOtherURLx1: x\n"), "");
@@ -486,8 +490,9 @@ TEST(DefFile, RefusesFilesFromAStageThatIsNotAnEarlierOne) {
 }
 
 TEST(DefFile, RefusesTwoStagesWithOneName) {
-  EXPECT_EQ(errorOf("Bootstrap: docker\nFrom: a\nStage: s\n\nBootstrap: docker\nFrom: b\nStage: s\n"),
-            "recipe.def:7: stage name 's' is already used by the stage at line 1");
+  EXPECT_EQ(
+      errorOf("Bootstrap: docker\nFrom: a\nStage: s\n\nBootstrap: docker\nFrom: b\nStage: s\n"),
+      "recipe.def:7: stage name 's' is already used by the stage at line 1");
 }
 
 TEST(DefFile, RefusesMalformedFilesLines) {
@@ -601,7 +606,8 @@ TEST(DefFile, FormattedDefinitionParsesBackToTheSameData) {
 
 // The fuzzer's seeds are accepted definitions, so mutations start from valid ones.
 TEST(DefFile, FuzzSeedCorpusFilesAllParse) {
-  const std::filesystem::path dir = std::filesystem::path(CTR_SOURCE_DIR) / "tests/fuzz/corpus/deffile";
+  const std::filesystem::path dir =
+      std::filesystem::path(CTR_SOURCE_DIR) / "tests/fuzz/corpus/deffile";
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(entry.path(), std::ios::binary);
