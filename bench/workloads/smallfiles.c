@@ -142,7 +142,7 @@ static void list_files(const char *dir, struct file_list *l) {
     for (struct dirent *f; (f = readdir(d));) {
       if (f->d_name[0] == '.')
         continue;
-      char path[4096];
+      char path[sizeof sub + sizeof f->d_name + 1];
       snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
       list_add(l, path);
     }
