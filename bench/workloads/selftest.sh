@@ -3,11 +3,15 @@
 # with one JSON line {"workload":..., "foms":[...], "info":{...}} on stdout, or exit 77
 # with "skip: <reason>" on stderr. Exits 1 when any program breaks the contract.
 #   selftest.sh BUILD_DIR     (the programs are in BUILD_DIR/bench/workloads)
+#   selftest.sh PROGRAM_DIR   (an installed PREFIX/libexec/ctr/bench)
 # MPI programs run under mpirun -np 2; as root the OMPI_ALLOW_RUN_AS_ROOT pair is set.
 set -u
 
-[ $# -eq 1 ] || { echo "usage: selftest.sh BUILD_DIR" >&2; exit 2; }
-wl=$(cd "$1/bench/workloads" 2>/dev/null && pwd) || { echo "selftest: no $1/bench/workloads" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: selftest.sh BUILD_DIR|PROGRAM_DIR" >&2; exit 2; }
+if [ -d "$1/bench/workloads" ]; then wl=$(cd "$1/bench/workloads" && pwd)
+elif [ -x "$1/smallfiles-squashfs.sh" ]; then wl=$(cd "$1" && pwd)
+else echo "selftest: neither $1/bench/workloads nor workload programs in $1" >&2; exit 2
+fi
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/ctr-wl-selftest.XXXXXX")
 trap '"$wl/smallfiles-squashfs.sh" down "$scratch/sq" >/dev/null 2>&1; rm -rf "$scratch"' EXIT INT TERM
 if [ "$(id -u)" = 0 ]; then

@@ -44,7 +44,8 @@ up)
     exit 0
   fi
   "$reader" --prepare "$work/src" --count "$count" --size "$size"
-  if [ ! -s "$work/dataset.sqfs" ] || [ "$work/src/.ctr-wl-smallfiles" -nt "$work/dataset.sqfs" ]; then
+  if [ ! -s "$work/dataset.sqfs" ] ||
+     [ -n "$(find "$work/src/.ctr-wl-smallfiles" -newer "$work/dataset.sqfs")" ]; then
     rm -f "$work/dataset.sqfs"
     mksquashfs "$work/src" "$work/dataset.sqfs" -comp "$comp" -noappend -quiet -no-progress >&2 ||
       die "mksquashfs failed"
