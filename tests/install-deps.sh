@@ -12,6 +12,7 @@ packages="
   clang libclang-rt-14-dev
   charliecloud bubblewrap hyperfine
   snakemake
+  libopenblas-dev fio python3-torch python3-torchvision
 "
 
 missing=""
