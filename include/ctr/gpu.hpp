@@ -29,7 +29,14 @@ struct GpuDriver {
   std::vector<std::string> sockets;         // nvidia-persistenced's, when it runs
   std::vector<std::string> devices;         // /dev/nvidiactl, /dev/nvidia0 / /dev/kfd, /dev/dri (not cached)
   bool fromCache = false;                   // the scan was read from the state directory
+  // Where the node's files are: "/" on a node; a fixture tree in tests and benchmarks
+  // (CTR_HOST_ROOT). Libraries and programs above are already under it; files, sockets and
+  // devices are the paths the container sees, found on the host at hostPath().
+  std::string root = "/";
 };
+
+// `path` (a file, socket or device of `driver`) on the host.
+[[nodiscard]] std::string hostPath(const GpuDriver& driver, const std::string& path);
 
 // Where a scan looks. Tests point `root` at a fixture tree; everything else is under it.
 struct GpuScanInputs {

@@ -62,8 +62,19 @@ GpuDriver scanUncached(const GpuScanInputs& in, const std::string& version) {
   LibrarySelection selection = selectLibraries(cache, list.libraries, hostElfIdentity(), in.root);
   driver.libraries = std::move(selection.selected);
   driver.skipped = std::move(selection.skipped);
+  std::string searchPath = in.searchPath;
+  if (in.root != "/") {
+    searchPath.clear();
+    for (size_t start = 0; start <= in.searchPath.size();) {
+      size_t colon = in.searchPath.find(':', start);
+      if (colon == std::string::npos) colon = in.searchPath.size();
+      const std::string dir = in.searchPath.substr(start, colon - start);
+      if (!dir.empty() && dir[0] == '/') searchPath += (searchPath.empty() ? "" : ":") + under(in.root, dir);
+      start = colon + 1;
+    }
+  }
   for (const auto& name : list.binaries) {
-    std::string path = findInSearchPath(name, in.searchPath);
+    std::string path = findInSearchPath(name, searchPath);
     if (path.empty()) {
       driver.skipped.push_back({name, "", "", "program not found on the host's PATH"});
       continue;
@@ -123,6 +134,8 @@ std::vector<std::string> nvidiaDeviceNodes(const std::string& root) {
   return nodes;
 }
 
+std::string hostPath(const GpuDriver& driver, const std::string& path) { return under(driver.root, path); }
+
 std::string toString(GpuVendor vendor) { return vendor == GpuVendor::Nvidia ? "NVIDIA" : "AMD"; }
 
 std::string amdDriverVersion(const std::string& root) {
@@ -172,6 +185,7 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
     }
   }
   driver.devices = nvidia ? nvidiaDeviceNodes(in.root) : amdDeviceNodes(in.root);
+  driver.root = in.root;
   return driver;
 }
 

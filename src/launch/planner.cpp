@@ -208,15 +208,16 @@ void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::strin
     m.recursive = false;
     addMount(mounts, std::move(m));
   }
-  for (const auto& file : driver.files) addMount(mounts, bindMount(file, file, true, MountOrigin::Host));
-  for (const auto& socket : driver.sockets) addMount(mounts, bindMount(socket, socket, false, MountOrigin::Host));
+  for (const auto& file : driver.files) addMount(mounts, bindMount(host::hostPath(driver, file), file, true, MountOrigin::Host));
+  for (const auto& socket : driver.sockets)
+    addMount(mounts, bindMount(host::hostPath(driver, socket), socket, false, MountOrigin::Host));
   if (contain) {
     // AMD: /dev/kfd and all of /dev/dri; HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES pass
     // through and the ROCm runtime applies them.
     const auto nodes = driver.vendor == host::GpuVendor::Nvidia ? selectNvidiaDevices(driver.devices, visible, injection.notes)
                                                                 : driver.devices;
     for (const auto& node : nodes) {
-      Mount m = bindMount(node, node, false, MountOrigin::Host);
+      Mount m = bindMount(host::hostPath(driver, node), node, false, MountOrigin::Host);
       m.recursive = node == "/dev/nvidia-caps" || node == "/dev/dri";
       addMount(mounts, std::move(m));
     }
@@ -243,6 +244,9 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
                   std::string& missing) {
     host::GpuScanInputs in;
     in.vendor = vendor;
+    // The node's driver files under another root: for tests and benchmarks of --nv on
+    // machines without a GPU (a fixture tree); never needed on a real node.
+    if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
     in.libraryList = list;
     in.searchPath = envValue(host.env, "PATH");
     in.cacheDir = host.stateDir;

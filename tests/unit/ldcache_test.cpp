@@ -477,7 +477,7 @@ TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheCha
   ctr::host::GpuScanInputs in;
   in.root = dir_;
   in.libraryList = dir_ + "/nvliblist.conf";
-  in.searchPath = dir_ + "/usr/bin";
+  in.searchPath = "/usr/bin:/sbin";  // the node's PATH, looked up under the root
   in.cacheDir = dir_ + "/state";
   write("/nvliblist.conf", "libcuda.so\nlibnvidia-ml.so\nnvidia-smi\n/etc/vulkan/icd.d/nvidia_icd.json\n");
   // No driver loaded: a clear error, whatever the rest of the node has.
@@ -507,6 +507,8 @@ TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheCha
   EXPECT_TRUE(first.files.empty());
   EXPECT_EQ(first.devices, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-caps",
                                                      "/dev/nvidia2", "/dev/nvidia10"}));
+
+  EXPECT_EQ(ctr::host::hostPath(first, "/dev/nvidia2"), dir_ + "/dev/nvidia2");
 
   const auto second = ctr::host::scanGpuDriver(in);
   EXPECT_TRUE(second.fromCache);
