@@ -19,6 +19,7 @@ struct CdiDeviceNode {
   std::string hostPath;  // on the host; empty = same as path
   std::string type;      // "c", "b", ... (informative: ctr binds the host node)
   std::string permissions;
+  std::string from;      // set by resolveCdiDevices: "FILE:LINE device NAME" (for --explain)
 };
 
 struct CdiMount {
@@ -26,6 +27,7 @@ struct CdiMount {
   std::string containerPath;
   std::string type;                  // "bind" or empty
   std::vector<std::string> options;  // "ro", "nosuid", "nodev", "bind", "rbind", ...
+  std::string from;                  // as CdiDeviceNode::from
 };
 
 struct CdiHook {
@@ -45,6 +47,7 @@ struct CdiEdits {
 
 struct CdiDevice {
   std::string name;  // "0", "GPU-1b2c...", "all"
+  int line = 0;      // where it is defined (YAML; 0 for JSON, whose parser gives no positions)
   CdiEdits edits;
 };
 

@@ -173,6 +173,9 @@ struct Mount {
   // Bind only: the runtime creates the source directory (as the user, with this mode)
   // when it is missing (--workdir's tmp, var_tmp and scratch directories).
   std::optional<unsigned> createSourceMode;
+  // Host mounts: where the planner got it ("nvliblist.conf libcuda.so: ld.so cache
+  // libcuda.so.1 (libc6,x86-64)", "/etc/cdi/nvidia.yaml:12 device 0"), for --explain.
+  std::string from;
 };
 
 // Run, shell and test start the first of these whose program is executable in the

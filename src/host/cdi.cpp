@@ -151,10 +151,16 @@ const std::regex& deviceNamePattern() {
   return pattern;
 }
 
-void appendEdits(CdiEdits& into, const CdiEdits& from) {
+void appendEdits(CdiEdits& into, const CdiEdits& from, const std::string& label) {
   into.env.insert(into.env.end(), from.env.begin(), from.env.end());
-  into.deviceNodes.insert(into.deviceNodes.end(), from.deviceNodes.begin(), from.deviceNodes.end());
-  into.mounts.insert(into.mounts.end(), from.mounts.begin(), from.mounts.end());
+  for (auto node : from.deviceNodes) {
+    node.from = label;
+    into.deviceNodes.push_back(std::move(node));
+  }
+  for (auto mount : from.mounts) {
+    mount.from = label;
+    into.mounts.push_back(std::move(mount));
+  }
   into.hooks.insert(into.hooks.end(), from.hooks.begin(), from.hooks.end());
   into.additionalGids.insert(into.additionalGids.end(), from.additionalGids.begin(), from.additionalGids.end());
 }
@@ -163,11 +169,15 @@ void appendEdits(CdiEdits& into, const CdiEdits& from) {
 
 CdiSpec parseCdiSpec(std::string_view text, const std::string& file) {
   json doc;
+  std::vector<int> deviceLines;
   try {
     if (file.ends_with(".json")) {
       doc = json::parse(text);
     } else {
-      doc = yamlToJson(YAML::Load(std::string(text)));
+      const YAML::Node root = YAML::Load(std::string(text));
+      doc = yamlToJson(root);
+      if (root.IsMap() && root["devices"] && root["devices"].IsSequence())
+        for (const auto& d : root["devices"]) deviceLines.push_back(d.Mark().line + 1);
     }
   } catch (const json::exception& e) {
     throw Error(file + ": not valid JSON: " + e.what());
@@ -190,6 +200,7 @@ CdiSpec parseCdiSpec(std::string_view text, const std::string& file) {
     if (!d.is_object()) throw Error(at + ": expected a mapping");
     CdiDevice device;
     device.name = stringMember(d, "name", at, true);
+    if (i < deviceLines.size()) device.line = deviceLines[i];
     if (!std::regex_match(device.name, deviceNamePattern()))
       throw Error(at + ": device name '" + device.name + "' has characters CDI does not allow");
     const json* edits = member(d, "containerEdits");
@@ -272,9 +283,11 @@ CdiSelection resolveCdiDevices(const CdiRegistry& registry, std::span<const std:
   }
   for (const CdiSpec* spec : specsUsed) {
     selection.specFiles.push_back(spec->file);
-    appendEdits(selection.edits, spec->edits);
+    appendEdits(selection.edits, spec->edits, spec->file + " (for every " + spec->kind + " device)");
   }
-  for (const auto& [spec, device] : chosen) appendEdits(selection.edits, device->edits);
+  for (const auto& [spec, device] : chosen)
+    appendEdits(selection.edits, device->edits,
+                spec->file + (device->line ? ":" + std::to_string(device->line) : "") + " device " + device->name);
   return selection;
 }
 

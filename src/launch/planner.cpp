@@ -155,6 +155,7 @@ void planCdiEdits(const host::CdiEdits& edits, bool privateDev, std::vector<Moun
     Mount m = bindMount(node.hostPath.empty() ? node.path : node.hostPath, node.path, false, MountOrigin::Host);
     m.recursive = false;
     m.required = true;
+    m.from = "CDI " + node.from;
     addMount(mounts, std::move(m));
   }
   for (const auto& cdiMount : edits.mounts) {
@@ -166,6 +167,7 @@ void planCdiEdits(const host::CdiEdits& edits, bool privateDev, std::vector<Moun
     Mount m = bindMount(cdiMount.hostPath, cdiMount.containerPath, readOnly, MountOrigin::Host);
     m.recursive = std::find(cdiMount.options.begin(), cdiMount.options.end(), "rbind") != cdiMount.options.end();
     m.required = true;
+    m.from = "CDI " + cdiMount.from;
     addMount(mounts, std::move(m));
   }
   for (const auto& entry : edits.env) {
@@ -198,19 +200,25 @@ void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::strin
                    std::vector<Mount>& mounts, std::vector<std::string>& libraryDirs, DeviceInjection& injection) {
   injection.drivers.push_back({driver.vendor, driver.version, driver.libraries.size(), driver.fromCache});
   addMount(mounts, tmpfsMount(std::string(kContainerLibDir), MountOrigin::Host));
+  const std::string list = driver.vendor == host::GpuVendor::Nvidia ? "nvliblist.conf " : "rocmliblist.conf ";
+  auto add = [&](Mount m, std::string from) {
+    m.from = std::move(from);
+    addMount(mounts, std::move(m));
+  };
   for (const auto& lib : driver.libraries) {
     Mount m = bindMount(lib.path, joinPath(kContainerLibDir, lib.soname), true, MountOrigin::Host);
     m.recursive = false;
-    addMount(mounts, std::move(m));
+    add(std::move(m), list + lib.listed + ": ld.so cache " + lib.soname + " (" + host::describeLdCacheFlags(lib.flags) + ")");
   }
   for (const auto& [name, path] : driver.binaries) {
     Mount m = bindMount(path, "/usr/bin/" + name, true, MountOrigin::Host);
     m.recursive = false;
-    addMount(mounts, std::move(m));
+    add(std::move(m), list + name + ": the host's PATH");
   }
-  for (const auto& file : driver.files) addMount(mounts, bindMount(host::hostPath(driver, file), file, true, MountOrigin::Host));
+  for (const auto& file : driver.files)
+    add(bindMount(host::hostPath(driver, file), file, true, MountOrigin::Host), list + file);
   for (const auto& socket : driver.sockets)
-    addMount(mounts, bindMount(host::hostPath(driver, socket), socket, false, MountOrigin::Host));
+    add(bindMount(host::hostPath(driver, socket), socket, false, MountOrigin::Host), "nvidia-persistenced runs");
   if (contain) {
     // AMD: /dev/kfd and all of /dev/dri; HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES pass
     // through and the ROCm runtime applies them.
@@ -219,7 +227,8 @@ void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::strin
     for (const auto& node : nodes) {
       Mount m = bindMount(host::hostPath(driver, node), node, false, MountOrigin::Host);
       m.recursive = node == "/dev/nvidia-caps" || node == "/dev/dri";
-      addMount(mounts, std::move(m));
+      add(std::move(m), host::toString(driver.vendor) + " driver device" +
+                            (visible.empty() ? "" : " (visible devices: " + visible + ")"));
     }
   }
   for (const auto& s : driver.skipped)
@@ -796,6 +805,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                          {"required", m.required}};
     if (m.kind == MountKind::Bind || m.kind == MountKind::Symlink) mj["source"] = m.source;
     if (m.createSourceMode) mj["create_source_mode"] = *m.createSourceMode;
+    if (!m.from.empty()) mj["from"] = m.from;
     j["mounts"].push_back(std::move(mj));
   }
   j["environment"] = plan.environment;
@@ -895,7 +905,8 @@ std::string toText(const LaunchPlan& plan) {
     if (m.kind == MountKind::Symlink) out << m.source << " <- ";
     out << m.destination << (m.readOnly ? " (ro)" : " (rw)") << " [" << toString(m.origin)
         << (m.kind == MountKind::Bind && !m.required && !m.createSourceMode ? ", skipped if absent" : "")
-        << (m.createSourceMode ? ", source created if absent" : "") << "]\n";
+        << (m.createSourceMode ? ", source created if absent" : "") << "]"
+        << (m.from.empty() ? "" : " from " + m.from) << '\n';
   }
   out << "workdir:    " << plan.workdir << (plan.workdirRequired ? " (--pwd: must exist)" : "") << '\n';
   for (const auto& c : plan.commandChoices) {

@@ -174,8 +174,8 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
         UniqueFd targetFd = target();
         const char* mode = (m.destination == "/tmp" || m.destination == "/var/tmp" || m.destination == "/dev/shm")
                                ? "mode=1777"
-                           : m.destination == "/dev" ? "mode=0755"
-                                                     : "mode=0700";
+                           : m.destination == "/dev" || m.origin == launch::MountOrigin::Host ? "mode=0755"
+                                                                                              : "mode=0700";
         if (::mount("tmpfs", fdPath(targetFd.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, mode) != 0)
           throw sysError("mount tmpfs on " + m.destination);
         break;
@@ -225,8 +225,9 @@ void pivotInto(const std::string& rootPath) {
   if (::chdir("/") != 0) throw sysError("chdir /");
 }
 
-// One bind the holder made in the prepared root, as baseDir/bound lists it.
+// One bind (or host tmpfs) the holder made in the prepared root, as baseDir/bound lists it.
 std::string preboundLine(const Mount& m) {
+  if (m.kind == MountKind::Tmpfs) return m.destination + "\ttmpfs";
   return m.destination + '\t' + m.source + '\t' + (m.readOnly ? "ro" : "rw") + '\t' + (m.recursive ? "rbind" : "bind");
 }
 
@@ -234,6 +235,7 @@ std::string preboundLine(const Mount& m) {
 // index), after detaching, in this launch's copy, those the plan does not have at all.
 std::vector<bool> reconcilePrebound(const LaunchPlan& plan, const std::string& rootPath, const std::string& bound) {
   std::vector<bool> satisfied(plan.mounts.size(), false);
+  std::vector<std::string> detached;
   size_t start = 0;
   while (start < bound.size()) {
     size_t end = bound.find('\n', start);
@@ -241,15 +243,21 @@ std::vector<bool> reconcilePrebound(const LaunchPlan& plan, const std::string& r
     const std::string line = bound.substr(start, end - start);
     start = end + 1;
     const std::string destination = line.substr(0, line.find('\t'));
+    // Gone with a detached parent (a host tmpfs and the binds in it).
+    if (std::any_of(detached.begin(), detached.end(), [&](const std::string& d) { return isUnder(destination, d); }))
+      continue;
     bool present = false;
     for (size_t i = 0; i < plan.mounts.size(); ++i) {
       const Mount& m = plan.mounts[i];
       if (m.destination != destination) continue;
       present = true;
-      if (m.kind == MountKind::Bind && preboundLine(m) == line) satisfied[i] = true;
+      if ((m.kind == MountKind::Bind || m.kind == MountKind::Tmpfs) && preboundLine(m) == line) satisfied[i] = true;
     }
-    if (!present && ::umount2((rootPath + destination).c_str(), MNT_DETACH) != 0)
-      throw sysError("detach the prepared bind of " + destination);
+    if (!present) {
+      if (::umount2((rootPath + destination).c_str(), MNT_DETACH) != 0)
+        throw sysError("detach the prepared bind of " + destination);
+      detached.push_back(destination);
+    }
   }
   return satisfied;
 }
@@ -368,15 +376,34 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
   // /dev, /tmp, home, ...): a launch whose plan has the same bind skips it, one without it
   // detaches it in its own copy, one with another mount there mounts over it.
   const std::string hideDir = baseDir.substr(0, baseDir.find_last_of('/'));  // <state>/mnt
+  // Injected host files (--nv's libraries in their tmpfs, the driver's programs) too: they
+  // are the same for every launch of the image that asks for them, and 60 binds per launch
+  // would cost milliseconds. The host tmpfs is read-only once filled.
   std::string bound;
+  std::vector<std::string> hostTmpfs;
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
     struct stat st {};
-    if (m.kind != MountKind::Bind || (m.origin != launch::MountOrigin::Default && m.origin != launch::MountOrigin::Policy) ||
-        underEarlierMount(spec.mounts, i) || ::stat(m.source.c_str(), &st) != 0)
-      continue;
+    const bool host = m.origin == launch::MountOrigin::Host;
+    if (!host && m.origin != launch::MountOrigin::Default && m.origin != launch::MountOrigin::Policy) continue;
+    const bool inHostTmpfs = std::any_of(hostTmpfs.begin(), hostTmpfs.end(),
+                                         [&](const std::string& d) { return isUnder(m.destination, d); });
+    if (underEarlierMount(spec.mounts, i) && !inHostTmpfs) continue;
     try {
+      if (host && m.kind == MountKind::Tmpfs) {
+        UniqueFd target = openTarget(rootFd.get(), m.destination);
+        if (::mount("tmpfs", fdPath(target.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
+          throw sysError("mount tmpfs on " + m.destination);
+        hostTmpfs.push_back(m.destination);
+        bound += preboundLine(m) + '\n';
+        continue;
+      }
+      if (m.kind != MountKind::Bind || ::stat(m.source.c_str(), &st) != 0) continue;
       auto resolved = launch::resolveInRoot(rootFd.get(), m.destination, "mount target");
+      if (resolved.kind == launch::PathKind::Missing && inHostTmpfs) {
+        createUnder(root, resolved.path, S_ISDIR(st.st_mode));
+        resolved = launch::resolveInRoot(rootFd.get(), m.destination, "mount target");
+      }
       if (resolved.kind == launch::PathKind::Missing) continue;
       bindInto(m.source, resolved.fd.get(), m.readOnly, m.recursive, m.destination);
       if (m.recursive && isUnder(hideDir, m.source) && hideDir != m.source) {
@@ -387,6 +414,12 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
     } catch (const Error& e) {
       spdlog::debug("not pre-binding {}: {}", m.destination, e.oneLine());
     }
+  }
+  for (const auto& dir : hostTmpfs) {
+    mount_attr ro{};
+    ro.attr_set = MOUNT_ATTR_RDONLY;
+    UniqueFd fd = openTarget(rootFd.get(), dir);
+    if (::mount_setattr(fd.get(), "", AT_EMPTY_PATH, &ro, sizeof ro) != 0) throw sysError("make " + dir + " read-only");
   }
   writeFile(baseDir + "/bound", bound);
   writeFile(baseDir + "/created", created);

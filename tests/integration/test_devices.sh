@@ -78,7 +78,8 @@ out=$(as_user "$CTR_BIN" exec --nv --contain --explain "$WORK/demo.sif" true)
 expect_contains "explain: source" "devices:    CDI, nvidia.com/gpu=0, nvidia.com/gpu=1" "$out"
 expect_contains "explain: spec" "CDI spec: $WORK/cdi/nvidia.yaml" "$out"
 expect_contains "explain: skipped hook" "left out: CDI hook skipped (createContainer: /usr/bin/nvidia-cdi-hook create-symlinks" "$out"
-expect_contains "explain: host mount" "/opt/vendor/lib/libvendor.so.1 (ro) [host]" "$out"
+expect_contains "explain: host mount" "/opt/vendor/lib/libvendor.so.1 (ro) [host] from CDI $WORK/cdi/nvidia.yaml (for every nvidia.com/gpu device)" "$out"
+expect_contains "explain: device line" "/dev/nvidia1 (rw) [host] from CDI $WORK/cdi/nvidia.yaml:8 device 1" "$out"
 
 note "--device takes any CDI kind (JSON spec); unknown names are one-line errors"
 out=$(as_user "$CTR_BIN" exec --contain --device vendor.example/fpga=card0 "$WORK/demo.sif" sh -c 'head -c 2 /dev/fpga0 | od -An -tx1')

@@ -1,0 +1,104 @@
+#!/bin/bash
+# What --nv adds to a warm launch (issue 8: <= 0.3 ms), and what the first, scanning launch
+# costs. Runs on machines without a GPU: the NVIDIA driver is a fixture node under
+# CTR_HOST_ROOT -- 60 real shared libraries of this machine listed in its own nvliblist, an
+# ld.so cache of them made by ldconfig, 8 GPU device files, and a driver version file -- so
+# the launch does exactly what it does on a GPU node: read the cached scan, bind 60
+# libraries into /.singularity.d/libs and, with --contain, the device nodes.
+#
+#   bench/startup/nv-overhead.sh BUILD_DIR        (as root it measures as user ctrbench)
+#
+# Cases (held images: another launch keeps each one mounted, as for ranks 2..N of a job;
+# a copy of the image per case, so that each case has a holder whose prepared root matches):
+#   plain       ctr exec plain.sif /bin/true
+#   nv          ctr exec --nv nv.sif /bin/true            (the GPU job's rank: the target)
+#   contain     ctr exec --contain plainc.sif /bin/true
+#   contain-nv  ctr exec --contain --nv nvc.sif /bin/true  (also binds the 8 device nodes)
+# Prints launch-timer's table (median, min, ratio to the first case with a 90% interval)
+# and the difference of the medians; then the cold scan: the first --nv launch of a node
+# (no scan cache) against a warm one.
+set -euo pipefail
+build=$(cd "${1:?usage: nv-overhead.sh BUILD_DIR}" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+ctr=$build/bin/ctr
+timer=$build/bin/launch-timer
+BLOCKS=${BLOCKS:-20} REPS=${REPS:-10}
+if [ "$(id -u)" = 0 ] && [ -z "${CTR_BENCH_AS_USER:-}" ]; then
+  id ctrbench >/dev/null 2>&1 || useradd -m ctrbench
+  d=$build; while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
+  [ -c /dev/fuse ] && chmod 666 /dev/fuse
+  exec runuser -u ctrbench -- env CTR_BENCH_AS_USER=1 BLOCKS="$BLOCKS" REPS="$REPS" PATH=/usr/bin:/bin:/usr/sbin:/sbin "$0" "$build"
+fi
+work=$(mktemp -d /tmp/ctr-nv-bench.XXXXXX)
+holders=()
+cleanup() { for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+root=$work/node
+mkdir -p "$root/usr/lib64" "$root/etc" "$root/proc/driver/nvidia" "$root/dev/nvidia-caps" "$root/usr/bin"
+: > "$work/list.conf"
+n=0
+for lib in /usr/lib/x86_64-linux-gnu/lib*.so.[0-9]*; do
+  [ -f "$lib" ] && [ ! -L "$lib" ] || continue
+  soname=$(objdump -p "$lib" 2>/dev/null | awk '/SONAME/ {print $2}')
+  case "$soname" in lib*.so.*) ;; *) continue;; esac
+  [ -e "$root/usr/lib64/$soname" ] && continue
+  cp "$lib" "$root/usr/lib64/$soname"
+  echo "${soname%%.so.*}.so" >> "$work/list.conf"
+  n=$((n + 1)); [ "$n" = 60 ] && break
+done
+echo /usr/lib64 > "$root/etc/ld.so.conf"
+unshare -r ldconfig -r "$root" -C /etc/ld.so.cache -f /etc/ld.so.conf -X 2>/dev/null ||
+  ldconfig -r "$root" -C /etc/ld.so.cache -f /etc/ld.so.conf -X
+echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  fixture" > "$root/proc/driver/nvidia/version"
+for dev in nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset nvidia0 nvidia1 nvidia2 nvidia3; do : > "$root/dev/$dev"; done
+printf 'nvidia library list = %s\nimage linger = 5\ncdi spec dirs = %s/no-cdi\n' "$work/list.conf" "$work" > "$work/ctr.conf"
+export CTR_CONFIG=$work/ctr.conf CTR_HOST_ROOT=$root
+
+sh "$src/images/demo/make-rootfs.sh" "$work/rootfs" >/dev/null
+"$ctr" build "$work/plain.sif" "$work/rootfs" >/dev/null
+for copy in nv plainc nvc cold; do cp "$work/plain.sif" "$work/$copy.sif"; done
+cd "$work"  # a current directory the default /tmp bind covers, as in a job's scratch
+libs=$("$ctr" exec --contain --nv --explain "$work/nv.sif" /bin/true | grep -c 'singularity.d/libs/' || true)
+echo "fixture node: $n libraries listed, $libs bound by --nv, 8 device files; $(nproc) CPUs, $(uname -r)"
+
+"$ctr" exec "$work/plain.sif" sleep 100000 & holders+=($!)
+"$ctr" exec --nv "$work/nv.sif" sleep 100000 & holders+=($!)
+"$ctr" exec --contain "$work/plainc.sif" sleep 100000 & holders+=($!)
+"$ctr" exec --contain --nv "$work/nvc.sif" sleep 100000 & holders+=($!)
+sleep 1
+"$timer" -b "$BLOCKS" -r "$REPS" -c 1 -j "$work/warm.json" \
+  "plain=$ctr exec $work/plain.sif /bin/true" \
+  "nv=$ctr exec --nv $work/nv.sif /bin/true" \
+  "contain=$ctr exec --contain $work/plainc.sif /bin/true" \
+  "contain-nv=$ctr exec --contain --nv $work/nvc.sif /bin/true"
+/usr/bin/python3 - "$work/warm.json" "$BLOCKS" "$REPS" <<'PY'
+import json, statistics, sys
+r, blocks, reps = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
+cases = {c["name"]: c["samples_ms"] for c in r["cases"]}
+def added(a, b):
+    # per block: median(B) - median(A); then the median over blocks
+    d = [statistics.median(cases[b][k*reps:(k+1)*reps]) - statistics.median(cases[a][k*reps:(k+1)*reps]) for k in range(blocks)]
+    return statistics.median(d), min(d), max(d)
+for a, b in (("plain", "nv"), ("contain", "contain-nv")):
+    m, lo, hi = added(a, b)
+    print(f"--nv adds {m:.3f} ms to a warm launch ({a} -> {b}; per-block differences from {lo:.3f} to {hi:.3f} ms)")
+PY
+
+# The cold scan: the first --nv launch with no scan cache in the state directory, against
+# a warm --nv launch; each sample removes the cache first (both cases, so that the removal
+# is not what differs).
+state=$("$ctr" exec --nv --explain "$work/cold.sif" /bin/true | awk '/^state dir:/ {print $3}')
+cat > "$work/scan.sh" <<SH
+#!/bin/sh
+rm -f "$state"/nvidia-scan-*.json
+exec "$ctr" exec --nv "$work/nv.sif" /bin/true
+SH
+cat > "$work/noscan.sh" <<SH
+#!/bin/sh
+rm -f "$state"/nvidia-scan-none.json
+exec "$ctr" exec --nv "$work/nv.sif" /bin/true
+SH
+chmod +x "$work/scan.sh" "$work/noscan.sh"
+"$work/noscan.sh"
+"$timer" -b "$BLOCKS" -r 3 -c 1 "nv-cached=$work/noscan.sh" "nv-scanning=$work/scan.sh"
