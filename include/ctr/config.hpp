@@ -62,6 +62,9 @@ struct Policy {
   // The list of driver programs and libraries for --nv without CDI ('nvidia library list');
   // empty = nvliblist.conf beside the ctr.conf in use.
   std::string nvidiaLibraryList;
+  // /dev/infiniband (the verbs and RDMA CM devices) in --contain's private /dev as well
+  // ('rdma with contain'); without --contain /dev is the host's and has them anyway.
+  bool rdmaWithContain = false;
   // The same for --rocm ('rocm library list'); empty = rocmliblist.conf beside ctr.conf.
   std::string rocmLibraryList;
 };

@@ -56,6 +56,7 @@ struct LaunchOptions {
   bool nv = false;                  // --nv: the host's NVIDIA driver (CDI, else the ld.so cache)
   bool rocm = false;                // --rocm: the host's AMD GPU driver (likewise)
   std::vector<std::string> devices; // --device vendor.com/class=NAME (CDI), repeatable
+  bool rdma = false;                // --rdma: /dev/infiniband also with --contain
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).

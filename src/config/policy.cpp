@@ -124,6 +124,7 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
          p.nvidiaLibraryList = v;
        }},
+      {"rdma with contain", [](Policy& p, const std::string& v) { p.rdmaWithContain = parseBool(v); }},
       {"rocm library list",
        [](Policy& p, const std::string& v) {
          if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");

@@ -521,6 +521,14 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     for (auto& b : withContext("in ctr.conf 'bind path'", [&] { return parseBindSpecs(spec); }))
       addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::Policy));
   }
+  // The fabric: with a private /dev, the verbs and RDMA CM devices on request or by policy
+  // (/sys/class/infiniband is there with /sys). The whole directory, recursively: its
+  // uverbsN and rdma_cm nodes, whatever the HCAs.
+  if (contain && (options.rdma || policy.rdmaWithContain)) {
+    Mount m = bindMount("/dev/infiniband", "/dev/infiniband", false, MountOrigin::Host);
+    m.from = options.rdma ? "--rdma" : "ctr.conf 'rdma with contain = yes'";
+    addMount(mounts, std::move(m));
+  }
   // --nv, --rocm and --device: the host's drivers and devices, before the user's binds (which win).
   std::vector<EnvVar> deviceEnv;
   std::vector<std::string> libraryDirs;

@@ -357,6 +357,29 @@ TEST(NvPlan, RocmBindsKfdAndDriWithContainAndSharesTheLibraryDirectoryWithNv) {
   }
 }
 
+TEST(RdmaPlan, ContainBindsDevInfinibandOnRequestOrByPolicyOnly) {
+  HostFacts host = bob();
+  LaunchOptions o;
+  o.image = "/images/app.sif";
+  o.args = {"ibv_devinfo"};
+  o.contain = true;
+  EXPECT_EQ(at(ctr::launch::planLaunch(o, ctr::config::Policy{}, image(), host), "/dev/infiniband"), nullptr);
+  o.rdma = true;
+  const Mount* ib = at(ctr::launch::planLaunch(o, ctr::config::Policy{}, image(), host), "/dev/infiniband");
+  ASSERT_NE(ib, nullptr);
+  EXPECT_TRUE(ib->recursive);
+  EXPECT_FALSE(ib->required);  // a node without HCAs runs on
+  EXPECT_EQ(ib->from, "--rdma");
+  o.rdma = false;
+  ctr::config::Policy policy;
+  policy.rdmaWithContain = true;
+  EXPECT_NE(at(ctr::launch::planLaunch(o, policy, image(), host), "/dev/infiniband"), nullptr);
+  // Without --contain the host's /dev has it already.
+  o.contain = false;
+  o.rdma = true;
+  EXPECT_EQ(at(ctr::launch::planLaunch(o, policy, image(), host), "/dev/infiniband"), nullptr);
+}
+
 TEST(NvPlan, AUserBindAtTheSameDestinationWins) {
   HostFacts host = bob();
   host.nvidia = scannedDriver();
