@@ -57,6 +57,7 @@ struct LaunchOptions {
   bool rocm = false;                // --rocm: the host's AMD GPU driver (likewise)
   std::vector<std::string> devices; // --device vendor.com/class=NAME (CDI), repeatable
   bool rdma = false;                // --rdma: /dev/infiniband also with --contain
+  std::string gpus;                 // --gpus all|LIST: these NVIDIA GPUs only (implies --nv)
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).

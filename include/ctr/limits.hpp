@@ -75,6 +75,7 @@ struct Caps {
   std::optional<double> cpus;
   std::optional<std::uint64_t> memory;
   std::optional<std::int64_t> pids;
+  std::optional<std::int64_t> gpus;  // 'max gpus': the most GPUs one --gpus may name
 };
 
 // Refuses (ctr::Error, one line with the numbers) a request the node cannot hold, that the

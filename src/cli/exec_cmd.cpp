@@ -199,6 +199,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   cmd->add_flag("--nv", o.nv, "The host's NVIDIA driver and GPUs (CDI spec for nvidia.com/gpu, else the ld.so cache)")
       ->group(devGroup);
   cmd->add_flag("--rocm", o.rocm, "The host's AMD GPU driver (CDI spec for amd.com/gpu, else the ld.so cache)")->group(devGroup);
+  cmd->add_option("--gpus", o.gpus, "Only these NVIDIA GPUs: all or a list of indices, e.g. 0,2 (implies --nv)")->group(devGroup);
   cmd->add_flag("--rdma", o.rdma, "With --contain, bind /dev/infiniband too (InfiniBand/RoCE verbs, RDMA CM)")->group(devGroup);
   cmd->add_option("--device", o.devices, "A CDI device vendor.com/class=NAME, e.g. nvidia.com/gpu=all (repeatable)")
       ->allow_extra_args(false)->group(devGroup);

@@ -107,6 +107,7 @@ const std::map<std::string, Setter, std::less<>>& setters() {
       {"max memory", [](Policy& p, const std::string& v) { p.limitCaps.memory = limits::parseSize(v, "size"); }},
       {"refuse overcommit", [](Policy& p, const std::string& v) { p.refuseOvercommit = parseBool(v); }},
       {"max pids", [](Policy& p, const std::string& v) { p.limitCaps.pids = parsePositiveInt(v); }},
+      {"max gpus", [](Policy& p, const std::string& v) { p.limitCaps.gpus = parsePositiveInt(v); }},
       {"cgroup delegate",
        [](Policy& p, const std::string& v) {
          if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");

@@ -247,7 +247,7 @@ std::string libraryListPath(const config::Policy& policy, const std::string& con
 }  // namespace
 
 void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy) {
-  if (!options.nv && !options.rocm && options.devices.empty()) return;
+  if (!options.nv && !options.rocm && options.gpus.empty() && options.devices.empty()) return;
   host.cdi = host::loadCdiSpecs(policy.cdiSpecDirs);
   auto scan = [&](host::GpuVendor vendor, const std::string& list, std::optional<host::GpuDriver>& into,
                   std::string& missing) {
@@ -265,7 +265,7 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
       missing = e.what();
     }
   };
-  if (options.nv && !host::hasCdiKind(*host.cdi, kNvidiaKind))
+  if ((options.nv || !options.gpus.empty()) && !host::hasCdiKind(*host.cdi, kNvidiaKind))
     scan(host::GpuVendor::Nvidia, libraryListPath(policy, policy.nvidiaLibraryList, "nvliblist.conf"), host.nvidia,
          host.nvidiaMissing);
   if (options.rocm && !host::hasCdiKind(*host.cdi, kAmdKind))
@@ -532,16 +532,48 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   // --nv, --rocm and --device: the host's drivers and devices, before the user's binds (which win).
   std::vector<EnvVar> deviceEnv;
   std::vector<std::string> libraryDirs;
-  if (options.nv || options.rocm || !options.devices.empty()) {
-    if (!host.cdi) throw Error("--nv/--rocm/--device asked for, but the host's devices were not looked at");
+  if (options.nv || options.rocm || !options.gpus.empty() || !options.devices.empty()) {
+    if (!host.cdi) throw Error("--nv/--rocm/--gpus/--device asked for, but the host's devices were not looked at");
     for (const auto& warning : host.cdi->warnings) plan.warnings.push_back(warning);
     DeviceInjection injection;
     std::vector<std::string> cdiNames = options.devices;
+    // --gpus LIST: these GPUs only, by index (nvidia-smi's, which is the PCI order CUDA then
+    // follows too with CUDA_DEVICE_ORDER=PCI_BUS_ID). Checked against the node's GPUs.
+    std::string gpuSelection;
+    if (!options.gpus.empty()) {
+      std::vector<unsigned> present;
+      if (host.nvidia) {
+        for (const auto& node : host.nvidia->devices)
+          if (node.size() > 11 && std::isdigit(static_cast<unsigned char>(node[11])))
+            present.push_back(static_cast<unsigned>(std::stoul(node.substr(11))));
+      } else if (host::hasCdiKind(*host.cdi, kNvidiaKind)) {
+        for (const auto& spec : host.cdi->specs)
+          if (spec.kind == kNvidiaKind)
+            for (const auto& d : spec.devices)
+              if (!d.name.empty() && std::all_of(d.name.begin(), d.name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+                present.push_back(static_cast<unsigned>(std::stoul(d.name)));
+      }
+      std::sort(present.begin(), present.end());
+      present.erase(std::unique(present.begin(), present.end()), present.end());
+      if (present.empty() && !host.nvidia && !host::hasCdiKind(*host.cdi, kNvidiaKind))
+        throw Error("--gpus " + options.gpus + ": " + (host.nvidiaMissing.empty() ? "no NVIDIA GPU on this node" : host.nvidiaMissing));
+      const std::vector<unsigned> wanted = options.gpus == "all" ? present : limits::parseIdList(options.gpus, "--gpus");
+      for (unsigned id : wanted)
+        if (!std::binary_search(present.begin(), present.end(), id))
+          throw Error("--gpus " + options.gpus + ": this node has no GPU " + std::to_string(id) + " (it has " +
+                      std::to_string(present.size()) + (present.empty() ? "" : ": " + limits::formatIdList(present)) + ")");
+      if (policy.limitCaps.gpus && static_cast<std::int64_t>(wanted.size()) > *policy.limitCaps.gpus)
+        throw Error("--gpus " + options.gpus + ": " + std::to_string(wanted.size()) + " GPUs asked for, the site allows " +
+                    std::to_string(*policy.limitCaps.gpus) + " per container ('max gpus')");
+      std::string csv;
+      for (unsigned id : wanted) csv += (csv.empty() ? "" : ",") + std::to_string(id);
+      gpuSelection = csv.empty() ? "none" : csv;
+    }
     // A vendor flag: the vendor's CDI spec when there is one (its devices named by the
     // vendor's visibility variable, "0,1", else all), else the ld.so cache scan.
     auto gpuFlag = [&](const char* flag, std::string_view kind, const char* visibleVar,
                        const std::optional<host::GpuDriver>& driver, const std::string& missing) {
-      const std::string visible = envValue(host.env, visibleVar);
+      const std::string visible = kind == kNvidiaKind && !gpuSelection.empty() ? gpuSelection : envValue(host.env, visibleVar);
       if (host::hasCdiKind(*host.cdi, kind)) {
         std::vector<std::string> named;
         for (auto item : splitList(visible))
@@ -557,13 +589,25 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
         plan.warnings.push_back(std::string(flag) + ": " + missing + "; running without the GPU ('missing gpu driver = warn')");
       }
     };
-    if (options.nv) gpuFlag("--nv", kNvidiaKind, "NVIDIA_VISIBLE_DEVICES", host.nvidia, host.nvidiaMissing);
+    if (options.nv || !options.gpus.empty())
+      gpuFlag(options.nv ? "--nv" : "--gpus", kNvidiaKind, "NVIDIA_VISIBLE_DEVICES", host.nvidia, host.nvidiaMissing);
     if (options.rocm) gpuFlag("--rocm", kAmdKind, "AMD_VISIBLE_DEVICES", host.amd, host.amdMissing);
     if (!cdiNames.empty()) {
       auto selection = host::resolveCdiDevices(*host.cdi, cdiNames, policy.cdiSpecDirs);
       injection.cdiDevices = selection.devices;
       injection.cdiSpecFiles = selection.specFiles;
       planCdiEdits(selection.edits, contain, mounts, deviceEnv, libraryDirs, injection.notes);
+    }
+    if (!gpuSelection.empty() && !contain)
+      injection.notes.push_back("--gpus without --contain: the other GPUs stay in the host's /dev (CUDA_VISIBLE_DEVICES "
+                                "hides them from CUDA; --contain leaves their device nodes out)");
+    if (!gpuSelection.empty()) {  // after the CDI spec's variables: the selection wins
+      for (const auto& [var, value] : {EnvVar{"NVIDIA_VISIBLE_DEVICES", gpuSelection},
+                                       EnvVar{"CUDA_VISIBLE_DEVICES", gpuSelection == "none" ? "" : gpuSelection},
+                                       EnvVar{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}}) {
+        std::erase_if(deviceEnv, [&](const EnvVar& v) { return v.first == var; });
+        deviceEnv.emplace_back(var, value);
+      }
     }
     if (!injection.drivers.empty() || !injection.cdiDevices.empty()) plan.devices = std::move(injection);
   }

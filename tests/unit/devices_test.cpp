@@ -357,6 +357,42 @@ TEST(NvPlan, RocmBindsKfdAndDriWithContainAndSharesTheLibraryDirectoryWithNv) {
   }
 }
 
+TEST(GpusPlan, SelectsTheNamedGpusChecksThemAgainstTheNodeAndTheSitesCap) {
+  HostFacts host = bob();
+  host.nvidia = scannedDriver();  // GPUs 0, 1 and 2
+  LaunchOptions o;
+  o.image = "/images/app.sif";
+  o.args = {"./train"};
+  o.contain = true;
+  o.gpus = "0,2";
+  const LaunchPlan plan = ctr::launch::planLaunch(o, ctr::config::Policy{}, image(), host);
+  EXPECT_EQ(envOf(plan, "NVIDIA_VISIBLE_DEVICES"), "0,2");
+  EXPECT_EQ(envOf(plan, "CUDA_VISIBLE_DEVICES"), "0,2");
+  EXPECT_EQ(envOf(plan, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+  EXPECT_NE(at(plan, "/dev/nvidia0"), nullptr);
+  EXPECT_EQ(at(plan, "/dev/nvidia1"), nullptr);
+  EXPECT_NE(at(plan, "/dev/nvidia2"), nullptr);
+  EXPECT_NE(at(plan, "/.singularity.d/libs/libcuda.so.1"), nullptr);  // --gpus implies --nv
+  auto error = [&](const std::string& gpus, const ctr::config::Policy& policy) {
+    LaunchOptions bad = o;
+    bad.gpus = gpus;
+    try {
+      (void)ctr::launch::planLaunch(bad, policy, image(), host);
+    } catch (const ctr::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error("3", {}), "--gpus 3: this node has no GPU 3 (it has 3: 0-2)");
+  EXPECT_EQ(error("x", {}).find("--gpus"), 0u);
+  ctr::config::Policy capped;
+  capped.limitCaps.gpus = 1;
+  EXPECT_EQ(error("all", capped), "--gpus all: 3 GPUs asked for, the site allows 1 per container ('max gpus')");
+  host.nvidia.reset();
+  host.nvidiaMissing = "no NVIDIA driver on this host (...)";
+  EXPECT_EQ(error("0", {}), "--gpus 0: no NVIDIA driver on this host (...)");
+}
+
 TEST(RdmaPlan, ContainBindsDevInfinibandOnRequestOrByPolicyOnly) {
   HostFacts host = bob();
   LaunchOptions o;
