@@ -73,6 +73,14 @@ out=$(as_user env NVIDIA_VISIBLE_DEVICES=1 "$CTR_BIN" exec --nv --contain "$WORK
 expect_contains "NVIDIA_VISIBLE_DEVICES=1" "has /dev/nvidia1" "$out"
 case "$out" in *"has /dev/nvidia0"*) fail "NVIDIA_VISIBLE_DEVICES=1 still has /dev/nvidia0: $out";; esac
 
+note "--gpus 1 --contain: that GPU only, numbered in PCI order; a GPU the node lacks is refused"
+out=$(as_user "$CTR_BIN" exec --gpus 1 --contain "$WORK/demo.sif" sh -c "$probe; echo CUDA=\$CUDA_VISIBLE_DEVICES/\$CUDA_DEVICE_ORDER" 2>&1) || fail "--gpus 1: $out"
+expect_contains "--gpus 1" "has /dev/nvidia1" "$out"
+expect_contains "--gpus 1: CUDA" "CUDA=1/PCI_BUS_ID" "$out"
+case "$out" in *"has /dev/nvidia0"*) fail "--gpus 1 still has /dev/nvidia0: $out";; esac
+rc=0; out=$(as_user "$CTR_BIN" exec --gpus 0,5 "$WORK/demo.sif" true 2>&1) || rc=$?
+expect_eq "--gpus 0,5" "ctr: error: --gpus 0,5: this node has no GPU 5 (it has 2: 0-1)" "$out"
+
 note "--explain says where the devices come from and which hooks ctr left out"
 out=$(as_user "$CTR_BIN" exec --nv --contain --explain "$WORK/demo.sif" true)
 expect_contains "explain: source" "devices:    CDI, nvidia.com/gpu=0, nvidia.com/gpu=1" "$out"
