@@ -27,6 +27,8 @@ struct GpuDriver {
   std::vector<std::pair<std::string, std::string>> binaries;  // name, host path
   std::vector<std::string> files;           // listed absolute files that exist (ICD json)
   std::vector<std::string> sockets;         // nvidia-persistenced's, when it runs
+  std::string needsGlibc;                   // the highest GLIBC_x.y a library needs ("2.34")
+  std::string needsGlibcLibrary;            // ... which library
   std::vector<std::string> devices;         // /dev/nvidiactl, /dev/nvidia0 / /dev/kfd, /dev/dri (not cached)
   bool fromCache = false;                   // the scan was read from the state directory
   // Where the node's files are: "/" on a node; a fixture tree in tests and benchmarks

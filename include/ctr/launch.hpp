@@ -109,6 +109,10 @@ struct HostFacts {
 struct InjectedDriver {
   host::GpuVendor vendor = host::GpuVendor::Nvidia;
   std::string version;
+  // The image's glibc must be at least this (the runtime checks the image's libc.so.6
+  // before the app starts, and names both versions when it is older).
+  std::string needsGlibc;
+  std::string needsGlibcLibrary;
   std::size_t libraries = 0;             // bound into /.singularity.d/libs
   bool scanFromCache = false;            // the scan was read from the state directory's cache
 };

@@ -18,6 +18,7 @@
 #include "ctr/build_config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/glibc_version.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/programs.hpp"
@@ -62,6 +63,18 @@ GpuDriver scanUncached(const GpuScanInputs& in, const std::string& version) {
   LibrarySelection selection = selectLibraries(cache, list.libraries, hostElfIdentity(), in.root);
   driver.libraries = std::move(selection.selected);
   driver.skipped = std::move(selection.skipped);
+  std::optional<GlibcVersion> newest;
+  for (const auto& lib : driver.libraries) {
+    try {
+      if (auto v = glibcNeededBy(lib.path); v && (!newest || *v > *newest)) {
+        newest = v;
+        driver.needsGlibcLibrary = lib.soname;
+      }
+    } catch (const Error& e) {
+      spdlog::debug("glibc needs of {} not known: {}", lib.path, e.what());
+    }
+  }
+  if (newest) driver.needsGlibc = toString(*newest);
   std::string searchPath = in.searchPath;
   if (in.root != "/") {
     searchPath.clear();
@@ -195,7 +208,7 @@ json toJson(const GpuDriver& d) {
   for (const auto& l : d.skipped) skipped.push_back(skippedJson(l));
   for (const auto& [name, path] : d.binaries) binaries.push_back({{"name", name}, {"path", path}});
   return {{"vendor", toString(d.vendor)}, {"version", d.version},   {"libraries", libraries}, {"skipped", skipped}, {"binaries", binaries},
-          {"files", d.files},       {"sockets", d.sockets},   {"devices", d.devices}, {"from_cache", d.fromCache}};
+          {"files", d.files},       {"sockets", d.sockets}, {"needs_glibc", d.needsGlibc}, {"needs_glibc_library", d.needsGlibcLibrary},   {"devices", d.devices}, {"from_cache", d.fromCache}};
 }
 
 GpuDriver gpuDriverFromJson(const json& j) {
@@ -208,6 +221,8 @@ GpuDriver gpuDriverFromJson(const json& j) {
   for (const auto& b : j.at("binaries")) d.binaries.emplace_back(b.at("name"), b.at("path"));
   d.files = j.at("files").get<std::vector<std::string>>();
   d.sockets = j.at("sockets").get<std::vector<std::string>>();
+  d.needsGlibc = j.at("needs_glibc").get<std::string>();
+  d.needsGlibcLibrary = j.at("needs_glibc_library").get<std::string>();
   return d;
 }
 

@@ -198,7 +198,8 @@ void planCdiEdits(const host::CdiEdits& edits, bool privateDev, std::vector<Moun
 // of them), which is appended to LD_LIBRARY_PATH, as images built for Apptainer expect.
 void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::string& visible,
                    std::vector<Mount>& mounts, std::vector<std::string>& libraryDirs, DeviceInjection& injection) {
-  injection.drivers.push_back({driver.vendor, driver.version, driver.libraries.size(), driver.fromCache});
+  injection.drivers.push_back(
+      {driver.vendor, driver.version, driver.needsGlibc, driver.needsGlibcLibrary, driver.libraries.size(), driver.fromCache});
   addMount(mounts, tmpfsMount(std::string(kContainerLibDir), MountOrigin::Host));
   const std::string list = driver.vendor == host::GpuVendor::Nvidia ? "nvliblist.conf " : "rocmliblist.conf ";
   auto add = [&](Mount m, std::string from) {
@@ -900,7 +901,8 @@ nlohmann::json toJson(const LaunchPlan& plan) {
     nlohmann::json drivers = nlohmann::json::array();
     for (const auto& driver : d.drivers)
       drivers.push_back({{"vendor", host::toString(driver.vendor)}, {"version", driver.version},
-                         {"libraries", driver.libraries}, {"scan_from_cache", driver.scanFromCache}});
+                         {"libraries", driver.libraries}, {"scan_from_cache", driver.scanFromCache},
+                         {"needs_glibc", driver.needsGlibc}, {"needs_glibc_library", driver.needsGlibcLibrary}});
     j["devices"] = {{"cdi_devices", d.cdiDevices}, {"cdi_spec_files", d.cdiSpecFiles}, {"drivers", drivers},
                     {"left_out", d.notes}};
   } else {
@@ -940,7 +942,9 @@ std::string toText(const LaunchPlan& plan) {
     for (const auto& driver : d.drivers)
       out << "devices:    " << host::toString(driver.vendor) << " driver " << driver.version << " from the ld.so cache, "
           << driver.libraries << " libraries in " << kContainerLibDir
-          << (driver.scanFromCache ? " (scan read from the state directory's cache)" : " (scanned now)") << '\n';
+          << (driver.scanFromCache ? " (scan read from the state directory's cache)" : " (scanned now)")
+          << (driver.needsGlibc.empty() ? "" : "; needs glibc >= " + driver.needsGlibc + " (" + driver.needsGlibcLibrary + ")")
+          << '\n';
     if (!d.cdiDevices.empty()) {
       out << "devices:    CDI";
       for (const auto& name : d.cdiDevices) out << ", " << name;

@@ -30,6 +30,7 @@
 #include "ctr/envscript.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/glibc_version.hpp"
 #include "ctr/process.hpp"
 #include "ctr/handover.hpp"
 #include "ctr/limits.hpp"
@@ -42,6 +43,32 @@
 namespace ctr::runtime {
 
 namespace {
+
+// A host driver built against a newer glibc than the image's fails in the loader with a
+// message that names a symbol, not the driver: say it before the app starts (issue 8). The
+// root is the container's now. An image without glibc (musl, static) is not checked.
+void checkInjectedDriversGlibc(const launch::LaunchPlan& plan) {
+  if (!plan.devices) return;
+  for (const auto& driver : plan.devices->drivers) {
+    if (driver.needsGlibc.empty()) continue;
+    const auto needed = host::parseGlibcVersionName("GLIBC_" + driver.needsGlibc);
+    for (const char* libc : {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
+                             "/lib/powerpc64le-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6",
+                             "/lib/libc.so.6", "/usr/lib/libc.so.6"}) {
+      std::optional<host::GlibcVersion> image;
+      try {
+        image = host::glibcDefinedBy(libc);
+      } catch (const Error&) {
+        continue;
+      }
+      if (image && needed && *image < *needed)
+        throw Error("the host's " + host::toString(driver.vendor) + " driver " + driver.version + " needs glibc " +
+                    driver.needsGlibc + " (" + driver.needsGlibcLibrary + "), but the image has glibc " +
+                    host::toString(*image) + " (" + libc + "): use an image with a newer glibc, or a host driver built for an older one");
+      break;
+    }
+  }
+}
 
 // Env scripts larger than this are not interpreted (nor anything else read from an image
 // unbounded): stock ones are under 1 KiB.
@@ -323,6 +350,7 @@ namespace {
   bool foreground = false;
   if (plan.namespaces.pid) enterPidNamespace(initSignals, &previousMask, &foreground);
   assembleRoot(plan, image);
+  checkInjectedDriversGlibc(plan);
 
   log::StepTimer handover("hand-over");
   if (::chdir(plan.workdir.c_str()) != 0) {

@@ -107,5 +107,33 @@ echo 'cdiVersion: [' > "$WORK/cdi/broken.yaml"; chmod 644 "$WORK/cdi/broken.yaml
 out=$(as_user "$CTR_BIN" exec --contain --device vendor.example/fpga=card0 "$WORK/demo.sif" echo ok 2>&1)
 expect_contains "broken spec: still runs" "ok" "$out"
 expect_contains "broken spec: warning" "CDI spec skipped: $WORK/cdi/broken.yaml: not valid YAML" "$out"
+note "--nv without CDI, on a fixture node (CTR_HOST_ROOT): the driver's glibc needs against the image's glibc"
+node=$WORK/node
+mkdir -p "$node/usr/lib64" "$node/etc" "$node/proc/driver/nvidia" "$node/dev" "$WORK/list"
+for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+  cp "$(readlink -f /usr/lib/x86_64-linux-gnu/$lib)" "$node/usr/lib64/$lib" 2>/dev/null || true
+done
+ls "$node/usr/lib64" | sed 's/\.so\..*/.so/' > "$WORK/list/nvliblist.conf"
+echo /usr/lib64 > "$node/etc/ld.so.conf"
+ldconfig -r "$node" -C /etc/ld.so.cache -f /etc/ld.so.conf -X
+echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  fixture" > "$node/proc/driver/nvidia/version"
+: > "$node/dev/nvidiactl"; : > "$node/dev/nvidia0"
+# An image whose glibc is 2.17: a libc.so.6 that defines the GLIBC_2.17 version node, as
+# CentOS 7's does (made here with a linker version script; only its version table matters).
+mkdir -p "$WORK/old/lib64"; cp -a "$WORK/demo/." "$WORK/old/"
+printf 'GLIBC_2.2.5 { global: ctr_old_a; local: *; };\nGLIBC_2.17 { global: ctr_old_b; } GLIBC_2.2.5;\n' > "$WORK/v.map"
+printf 'int ctr_old_a(void) { return 1; }\nint ctr_old_b(void) { return 2; }\n' > "$WORK/v.c"
+cc -shared -fPIC -nostdlib -Wl,-soname,libc.so.6 -Wl,--version-script="$WORK/v.map" -o "$WORK/old/lib64/libc.so.6" "$WORK/v.c"
+mkdir -p "$WORK/new/lib64"; cp -a "$WORK/demo/." "$WORK/new/"; cp /lib/x86_64-linux-gnu/libc.so.6 "$WORK/new/lib64/libc.so.6"
+chmod -R a+rX "$WORK"
+conf "cdi spec dirs = $WORK/no-cdi" "nvidia library list = $WORK/list/nvliblist.conf"
+needs=$(as_user env CTR_HOST_ROOT="$node" "$CTR_BIN" exec --nv --explain "$WORK/old" true | grep 'NVIDIA driver 535.104.05')
+expect_contains "explain: glibc needs" "needs glibc >= 2." "$needs"
+rc=0; out=$(as_user env CTR_HOST_ROOT="$node" "$CTR_BIN" exec --nv "$WORK/old" true 2>&1) || rc=$?
+expect_eq "old glibc: status" 255 "$rc"
+expect_contains "old glibc" "ctr: error: the host's NVIDIA driver 535.104.05 needs glibc 2." "$out"
+expect_contains "old glibc: the image's" "but the image has glibc 2.17 (/lib64/libc.so.6)" "$out"
+out=$(as_user env CTR_HOST_ROOT="$node" "$CTR_BIN" exec --nv "$WORK/new" sh -c 'ls /.singularity.d/libs') || fail "new glibc: $out"
+expect_contains "new glibc: libraries injected" "libopenblas.so.0" "$out"
 assert_nothing_left "devices"
 echo "PASS: $TEST_NAME"

@@ -2,6 +2,7 @@
 // of an NVIDIA driver scan (ctr/gpu.hpp, ctr/launch.hpp).
 #include <gtest/gtest.h>
 
+#include <gnu/libc-version.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "ctr/cdi.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/glibc_version.hpp"
 #include "ctr/inventory.hpp"
 #include "ctr/launch.hpp"
 
@@ -483,6 +485,35 @@ TEST(HostInventory, ReadsGpusHcasAndMemoryWhereTheKernelPutsThem) {
   const std::string text = ctr::host::describeInventory(inv);
   EXPECT_NE(text.find("driver 550.54.15"), std::string::npos) << text;
   EXPECT_NE(text.find("0000:1b:00.0 NVIDIA H100 80GB HBM3 GPU-5f1a NUMA 1"), std::string::npos) << text;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(GlibcVersion, ParsesVersionNamesAndComparesNumerically) {
+  using ctr::host::parseGlibcVersionName;
+  ASSERT_TRUE(parseGlibcVersionName("GLIBC_2.34"));
+  EXPECT_EQ(ctr::host::toString(*parseGlibcVersionName("GLIBC_2.2.5")), "2.2.5");
+  EXPECT_LT(*parseGlibcVersionName("GLIBC_2.9"), *parseGlibcVersionName("GLIBC_2.10"));
+  EXPECT_FALSE(parseGlibcVersionName("GLIBC_PRIVATE"));
+  EXPECT_FALSE(parseGlibcVersionName("GLIBCXX_3.4"));
+  EXPECT_FALSE(parseGlibcVersionName("GLIBC_2."));
+  EXPECT_FALSE(parseGlibcVersionName("GLIBC_2.3x"));
+}
+
+TEST(GlibcVersion, ReadsThisMachinesLibcAndWhatItsProgramsNeed) {
+  const std::string libc = "/lib/x86_64-linux-gnu/libc.so.6";
+  if (::access(libc.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << libc;
+  const auto defined = ctr::host::glibcDefinedBy(libc);
+  ASSERT_TRUE(defined);
+  // gnu_get_libc_version() of the libc this test runs on is that file's.
+  EXPECT_EQ(ctr::host::toString(*defined), std::string(gnu_get_libc_version()));
+  const auto needed = ctr::host::glibcNeededBy("/proc/self/exe");
+  ASSERT_TRUE(needed);
+  EXPECT_LE(*needed, *defined);
+  EXPECT_FALSE(ctr::host::glibcNeededBy(libc));  // libc needs nothing from itself
+  EXPECT_THROW((void)ctr::host::glibcNeededBy("/proc/self/status"), ctr::Error);
 }
 
 }  // namespace
