@@ -416,9 +416,11 @@ void Build::run() {
     pack.force = options_.force;
     pack.deterministic = options_.deterministic;
     pack.definition = def.storedText;
-    ApptainerMetadata metadata;
-    const nlohmann::json labels = nlohmann::json::parse(readFileIfPresent((rootfs / ".singularity.d/labels.json").string()));
-    for (const auto& [key, value] : labels.items()) metadata.image.labels[key] = value.get<std::string>();
+    // Apptainer records `inspect --json --labels --deffile`; ctr records every part (what
+    // `ctr inspect` then reads without unpacking the image), in the same JSON form.
+    ApptainerQuery everything;
+    everything.all = true;
+    ApptainerMetadata metadata = inspectLikeApptainer(rootfs, everything);
     metadata.deffile = def.storedText;
     pack.inspectMetadataJson = metadata.toJson().dump();
     pack.installSignalCleanup = false;
