@@ -245,6 +245,8 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
     return;
   }
   if (::mkdir(rootfs.c_str(), 0755) != 0) throw sysError("mkdir " + rootfs.string());
+  if (stage.pre.present())
+    note(prefix + "warning: %pre is not run (Apptainer deprecated it; use %setup)");
 
   note(prefix + "bootstrap " + agentName + (stage.header.from().empty() ? "" : " from " + stage.header.from()));
   BootstrapContext ctx;

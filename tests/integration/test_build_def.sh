@@ -118,6 +118,19 @@ left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
 [ -z "$left" ] || fail "a failed build left temporary directories: $left"
 assert_no_leftovers
 
+note "SIGINT during %post: the build stops, nothing left behind"
+printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%post\n    sleep 60\n' > "$WORK/slow.def"
+"$ctr" build "$WORK/slow.sif" "$WORK/slow.def" 2>/dev/null &
+pid=$!
+for _ in $(seq 100); do grep -q '+ sleep 60' "$WORK/slow.sif.build.log" 2>/dev/null && break; sleep 0.1; done
+kill -INT "$pid"
+set +e; wait "$pid"; status=$?; set -e
+expect_eq "status after SIGINT" 130 "$status"
+[ ! -e "$WORK/slow.sif" ] || fail "an interrupted build left its output"
+left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
+[ -z "$left" ] || fail "an interrupted build left temporary directories: $left"
+assert_no_leftovers
+
 note "--deterministic: the same inputs give the same bytes"
 "$ctr" build --deterministic "$WORK/det1.sif" "$WORK/full.def" 2>/dev/null
 sleep 1
