@@ -13,6 +13,7 @@ packages="
   charliecloud bubblewrap hyperfine
   snakemake
   libopenblas-dev fio python3-torch python3-torchvision
+  mmdebstrap uidmap
 "
 
 missing=""

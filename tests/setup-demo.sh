@@ -1,6 +1,7 @@
 #!/bin/sh
-# README command 1: install what is missing, build ctr, build the embedded demo image
-# (busybox-static, no network) into a SIF, show it and run a container from it.
+# README command 1: install what is missing, build ctr, build the demo image from its
+# definition file (images/demo/demo.def: busybox-static, no network) with `ctr build`, show
+# it and run a container from it.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 cd "$src"
@@ -11,10 +12,9 @@ cmake --build --preset release -j"$(nproc)" --target ctr   # the tests build in 
 ctr=build/release/bin/ctr
 
 demo=build/demo
-rm -rf "$demo/rootfs"
 mkdir -p "$demo"
-sh images/demo/make-rootfs.sh "$demo/rootfs"
-"$ctr" build --force --deterministic "$demo/demo.sif" "$demo/rootfs"
+echo "== ctr build --force --deterministic $demo/demo.sif images/demo/demo.def"
+"$ctr" build --force --deterministic "$demo/demo.sif" images/demo/demo.def
 echo "== ctr inspect --ctr-summary $demo/demo.sif"
 "$ctr" inspect --ctr-summary "$demo/demo.sif"
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,11 +47,25 @@ struct BuildOptions {
   std::filesystem::path rootfs;  // directory tree to pack
   bool force = false;            // replace an existing output
   bool deterministic = false;    // nil UUID, sentinel times, reproducible squashfs
+  // Definition builds (ctr/build.hpp): the SIF's definition object (else the tree's
+  // /.singularity.d/Singularity) and its JSON.Generic "inspect-metadata.json" object
+  // (`apptainer inspect --json --labels --deffile` of the image; none when empty).
+  std::string definition;
+  std::string inspectMetadataJson;
+  // Runs mksquashfs (its argv) and returns its exit status; empty: as the caller, with
+  // -all-root when unprivileged. A definition build runs it as the build's root instead.
+  std::function<int(const std::vector<std::string>&)> runMksquashfs;
+  // A definition build installs its own SIGINT/SIGTERM cleanup around the whole build.
+  bool installSignalCleanup = true;
 };
 
 // Builds the SIF, writing only temporary files next to the output until a final rename.
 // Temporary files are removed on any error and on SIGINT/SIGTERM/SIGHUP. Throws ctr::Error.
 void buildSif(const BuildOptions& options);
+
+// `ctr build OUT.sif IMAGE.sif`: the image's squashfs unpacked (unsquashfs) into a temporary
+// directory next to the output and packed again with `options` (rootfs is ignored).
+void repackImage(const std::filesystem::path& image, const BuildOptions& options);
 
 // One partition or object of an image, for `ctr inspect`.
 struct ObjectSummary {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -203,6 +204,54 @@ enum class RootMode {
   Bind,             // the image itself, read-only; fails over to Overlay at run time
                     // when a mount target is missing in the image
   Overlay,          // overlayfs: image below, a private tmpfs above (--writable-tmpfs)
+  Sandbox,          // a build step: the writable sandbox directory itself (plan.build)
+};
+
+// One line of /proc/PID/uid_map or gid_map: `count` ids from `inside` map to `outside`.
+struct IdRange {
+  std::uint32_t inside = 0;
+  std::uint32_t outside = 0;
+  std::uint32_t count = 0;
+
+  friend bool operator==(const IdRange&, const IdRange&) = default;
+};
+
+// The caller's subordinate ids (/etc/subuid, /etc/subgid): the first range of each, if any.
+struct SubordinateIds {
+  std::optional<IdRange> uids;  // inside = 0 (unused), outside = first id, count
+  std::optional<IdRange> gids;
+};
+
+// "NAME-or-UID:START:COUNT" lines of /etc/subuid or /etc/subgid: the first range for the
+// user (by name or by id), or nullopt. Malformed lines are skipped, as shadow-utils does.
+[[nodiscard]] std::optional<IdRange> parseSubordinateRange(std::string_view text, std::string_view name,
+                                                           std::uint32_t id);
+// Reads /etc/subuid and /etc/subgid for the user (an unreadable file: no ranges).
+[[nodiscard]] SubordinateIds discoverSubordinateIds(const HostUser& user);
+
+// How a build step (%post, %test while building) gets its root and its identity: a private
+// user namespace with these maps, in which the caller is root, over a writable directory.
+struct BuildRoot {
+  std::string sandbox;                // host directory: the container's root, read-write
+  std::string stageDir;               // an empty host directory the runtime mounts its stage on
+  std::vector<IdRange> uidMap, gidMap;
+  // The maps are written by newuidmap/newgidmap (subordinate ranges); otherwise directly
+  // (one id, setgroups denied, or the caller is root).
+  bool mapHelpers = false;
+  std::string newuidmap, newgidmap;   // their paths, when mapHelpers
+  bool keepCapabilities = true;       // root in the namespace keeps them (dpkg chowns files)
+  bool seccomp = false;               // Apptainer's builds load no filter
+  std::string mapNote;                // why these maps, for --explain and failure messages
+};
+
+enum class BuildSection { Post, Test };
+
+struct BuildStepOptions {
+  BuildSection section = BuildSection::Post;
+  std::string sandbox;                // the stage's rootfs
+  std::string stageDir;               // empty directory in the build's temporary directory
+  std::vector<std::string> argv;      // deffile::scriptCommand of the section
+  std::vector<std::string> hostEnv;   // the caller's environment (TERM, http_proxy, ... kept)
 };
 
 // The root the image's holder prepares once and every launch of this user and image can
@@ -255,6 +304,7 @@ struct LaunchPlan {
   std::optional<limits::NodeCapacity> admitAgainst;
   std::string statsFile;                // --stats FILE (the runtime supervises the app)
   std::optional<DeviceInjection> devices;  // --nv, --rocm, --device
+  std::optional<BuildRoot> build;       // a build step: private user namespace, sandbox root
   // Whether the launch needs a supervisor (limits or --stats): run(plan), not execute(plan).
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }
 };
@@ -276,6 +326,15 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...
 [[nodiscard]] LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy,
                                     const image::ImageSource& image, const HostFacts& host);
+
+// The identity of a build's root (id maps and how they are written), for the build steps
+// and for what the builder runs in the same namespace (unpacking, packing, cleaning up).
+[[nodiscard]] BuildRoot planBuildRoot(const HostFacts& host, const SubordinateIds& subordinate);
+
+// A build step's plan (see docs/architecture.md, "Builds"): pure, from the options, the
+// caller and its subordinate ids. Throws ctr::Error when the policy forbids user namespaces.
+[[nodiscard]] LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& policy,
+                                       const HostFacts& host, const SubordinateIds& subordinate);
 
 // The per-user state directory, chosen once (the plan carries it; the runtime opens exactly
 // that one): $XDG_RUNTIME_DIR/ctr when $XDG_RUNTIME_DIR is a directory owned by the user,

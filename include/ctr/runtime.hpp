@@ -96,4 +96,9 @@ int holderMain(const HolderArgs& args);
 // builds (%post), limits that need cleanup afterwards, and the benchmark harness.
 [[nodiscard]] int run(const launch::LaunchPlan& plan);
 
+// Runs the host program `argv` as root of a build's user namespace (build's id maps; the
+// host's file system, no mount changes): how a build unpacks, packs and removes trees whose
+// files belong to the mapped ids. Returns its status as a shell reports it.
+[[nodiscard]] int runAsBuildRoot(const launch::BuildRoot& build, const std::vector<std::string>& argv);
+
 }  // namespace ctr::runtime

@@ -1,24 +1,101 @@
-// `ctr build OUT.sif DIR`: pack a directory tree into a SIF image.
+// `ctr build [options] OUT INPUT`: INPUT a definition file (an image built by its stages,
+// ctr/build.hpp), a directory (packed as it is) or a SIF/squashfs image (unpacked, repacked).
 #include <memory>
 
 #include "commands.hpp"
+#include "ctr/build.hpp"
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 
 namespace ctr::cli {
 
+namespace {
+
+struct BuildArgs {
+  image::DefinitionBuildOptions def;
+  std::string input;
+  std::vector<std::string> buildArgs;
+  std::string buildArgFile;
+};
+
+// "K=V" into the map; a value may hold '='.
+void addBuildArg(std::map<std::string, std::string>& into, const std::string& item, const std::string& where) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error(where + ": '" + item + "' is not KEY=VALUE").withStatus(1);
+  into[item.substr(0, eq)] = item.substr(eq + 1);
+}
+
+int runBuild(BuildArgs& args) {
+  std::error_code ec;
+  if (!std::filesystem::exists(args.input, ec)) throw Error(args.input + ": no such file or directory").withStatus(1);
+  if (!args.buildArgFile.empty()) {
+    // One KEY=VALUE a line; blank lines and '#' comments skipped (Apptainer's format).
+    const std::string text = readCheckedFile(args.buildArgFile, 1u << 20, args.buildArgFile);
+    std::size_t start = 0, line = 0;
+    while (start < text.size()) {
+      auto end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      std::string item = text.substr(start, end - start);
+      start = end + 1;
+      ++line;
+      if (item.empty() || item[0] == '#') continue;
+      addBuildArg(args.def.buildArgs, item, args.buildArgFile + ":" + std::to_string(line));
+    }
+  }
+  for (const auto& item : args.buildArgs) addBuildArg(args.def.buildArgs, item, "--build-arg");
+
+  const bool isDirectory = std::filesystem::is_directory(args.input, ec);
+  bool isImage = false;
+  if (!isDirectory) {
+    try {
+      isImage = image::resolveImage(args.input).kind != image::ImageKind::Directory;
+    } catch (const Error&) {
+      isImage = false;  // not an image: a definition file
+    }
+  }
+  if (isDirectory || isImage) {
+    if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty())
+      throw Error("--sandbox, --explain, --notest and --build-arg apply to definition files; " + args.input +
+                  " is " + (isDirectory ? "a directory" : "an image"))
+          .withStatus(1);
+    image::BuildOptions options;
+    options.output = args.def.output;
+    options.force = args.def.force;
+    options.deterministic = args.def.deterministic;
+    if (isDirectory) {
+      options.rootfs = args.input;
+      image::buildSif(options);
+    } else {
+      image::repackImage(args.input, options);
+    }
+    return 0;
+  }
+  args.def.recipe = args.input;
+  image::buildDefinition(args.def);
+  return 0;
+}
+
+}  // namespace
+
 void registerBuild(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("build", "Build a SIF image from a directory");
-  auto options = std::make_shared<image::BuildOptions>();
-  cmd->add_option("output", options->output, "SIF image to write")->required();
-  cmd->add_option("rootfs", options->rootfs, "Directory holding the root filesystem")->required();
-  cmd->add_flag("--force,-F", options->force, "Overwrite an existing output file");
-  cmd->add_flag("--deterministic", options->deterministic,
-                "Reproducible output: nil UUID, fixed times, reproducible squashfs");
-  cmd->callback([&ctx, options] {
-    ctx.action = [options] {
-      image::buildSif(*options);
-      return 0;
-    };
+  auto* cmd = app.add_subcommand("build", "Build an image from a definition file, a directory or an image");
+  auto args = std::make_shared<BuildArgs>();
+  cmd->add_option("output", args->def.output, "SIF image to write (a directory with --sandbox)")->required();
+  cmd->add_option("input", args->input, "Definition file, root filesystem directory, or SIF/squashfs image")
+      ->required();
+  cmd->add_flag("--force,-F", args->def.force, "Overwrite an existing output");
+  cmd->add_flag("--sandbox,-s", args->def.sandbox, "Write a writable directory image instead of a SIF");
+  cmd->add_flag("--notest,-T", args->def.noTest, "Do not run the %test section after the build");
+  cmd->add_flag("--deterministic", args->def.deterministic,
+                "Reproducible output: nil UUID, fixed times (SOURCE_DATE_EPOCH or 0), reproducible squashfs");
+  cmd->add_option("--build-arg", args->buildArgs, "KEY=VALUE for {{ KEY }} in the definition (repeatable)");
+  cmd->add_option("--build-arg-file", args->buildArgFile, "File of KEY=VALUE lines for the definition");
+  cmd->add_flag("--warn-unused-build-args", args->def.warnUnusedBuildArgs,
+                "Warn about --build-arg values no stage uses, instead of failing");
+  cmd->add_flag("--explain", args->def.explain, "Print the plan of each build step and exit");
+  cmd->callback([&ctx, args] {
+    ctx.action = [args] { return runBuild(*args); };
   });
 }
 

@@ -16,6 +16,7 @@
 #include "ctr/log.hpp"
 #include "ctr/process.hpp"
 #include "ctr/sif.hpp"
+#include "build_signals.hpp"
 
 namespace ctr::image {
 
@@ -28,6 +29,8 @@ constexpr std::size_t kMaxPath = 4096;
 char gTempPaths[kMaxTemps][kMaxPath];
 volatile sig_atomic_t gTempUsed[kMaxTemps];
 char gChildrenFile[64];
+
+}  // namespace
 
 // Our children (mksquashfs) are told to stop too, so that none keeps writing into a file
 // we have just unlinked. /proc/PID/task/TID/children lists them (proc(5)).
@@ -50,6 +53,13 @@ void terminateChildren(int sig) {
   }
 }
 
+void prepareChildTermination() {
+  std::snprintf(gChildrenFile, sizeof gChildrenFile, "/proc/self/task/%d/children",
+                static_cast<int>(::getpid()));
+}
+
+namespace {
+
 extern "C" void onFatalSignal(int sig) {
   for (std::size_t i = 0; i < kMaxTemps; ++i) {
     if (gTempUsed[i]) ::unlink(gTempPaths[i]);
@@ -60,8 +70,7 @@ extern "C" void onFatalSignal(int sig) {
 }
 
 void installSignalCleanup() {
-  std::snprintf(gChildrenFile, sizeof gChildrenFile, "/proc/self/task/%d/children",
-                static_cast<int>(::getpid()));
+  prepareChildTermination();
   struct sigaction sa {};
   sa.sa_handler = onFatalSignal;
   sigemptyset(&sa.sa_mask);
@@ -136,7 +145,7 @@ void buildSif(const BuildOptions& options) {
     throw Error(options.output.string() + ": already exists (use --force to overwrite)");
   }
   if (std::filesystem::is_directory(output, ec)) throw Error(options.output.string() + ": is a directory");
-  installSignalCleanup();
+  if (options.installSignalCleanup) installSignalCleanup();
 
   TempFile squashfs(output, ".squashfs");
   {
@@ -145,21 +154,26 @@ void buildSif(const BuildOptions& options) {
                                   "-noappend", "-quiet", "-no-progress"};
     // Run unprivileged, file owners would be the builder's uid, which means nothing inside
     // a container on another node; Apptainer's unprivileged builds make them root as well.
-    if (::geteuid() != 0) argv.emplace_back("-all-root");
+    if (::geteuid() != 0 && !options.runMksquashfs) argv.emplace_back("-all-root");
     if (options.deterministic) {
       argv.insert(argv.end(), {"-reproducible", "-mkfs-time", "0", "-all-time", "0"});
     }
-    ProcessOptions po;
-    po.captureStdout = true;
-    po.captureStderr = true;
-    runProcessChecked(argv, po);
+    if (options.runMksquashfs) {
+      if (const int status = options.runMksquashfs(argv); status != 0)
+        throw Error("mksquashfs " + options.rootfs.string() + " failed (exit status " + std::to_string(status) + ")");
+    } else {
+      ProcessOptions po;
+      po.captureStdout = true;
+      po.captureStderr = true;
+      runProcessChecked(argv, po);
+    }
   }
   struct stat st {};
   if (::fstat(squashfs.fd(), &st) != 0) throw sysError("stat " + squashfs.path());
 
-  std::string deffile;
+  std::string deffile = options.definition;
   const auto deffilePath = options.rootfs / ".singularity.d" / "Singularity";
-  if (std::filesystem::is_regular_file(deffilePath, ec)) deffile = readSmallFile(deffilePath);
+  if (deffile.empty() && std::filesystem::is_regular_file(deffilePath, ec)) deffile = readSmallFile(deffilePath);
 
   std::vector<sif::ObjectInput> objects;
   if (!deffile.empty()) {
@@ -168,6 +182,15 @@ void buildSif(const BuildOptions& options) {
     def.data = sif::DataSource::fromBytes(
         std::span(reinterpret_cast<const std::uint8_t*>(deffile.data()), deffile.size()));
     objects.push_back(def);
+  }
+  if (!options.inspectMetadataJson.empty()) {
+    // Apptainer's name for it (pkg/image/sif.go), between the definition and the partition.
+    sif::ObjectInput metadata;
+    metadata.type = sif::DataType::GenericJson;
+    metadata.name = "inspect-metadata.json";
+    metadata.data = sif::DataSource::fromBytes(std::span(
+        reinterpret_cast<const std::uint8_t*>(options.inspectMetadataJson.data()), options.inspectMetadataJson.size()));
+    objects.push_back(metadata);
   }
   const std::string arch = sif::hostArch();
   if (!sif::archCode(arch)) throw Error("cannot build a SIF on an unknown architecture");

@@ -822,6 +822,7 @@ std::string toString(RootMode mode) {
   switch (mode) {
     case RootMode::Bind: return "image (read-only; overlay if a mount target is missing)";
     case RootMode::Overlay: return "overlay (image + private tmpfs)";
+    case RootMode::Sandbox: return "sandbox (the build's writable directory)";
   }
   return "?";
 }
@@ -848,7 +849,18 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["driver"] = toString(plan.driver);
   j["driver_reason"] = plan.driverReason;
   j["driver_fallback"] = plan.driverFallback ? nlohmann::json(toString(*plan.driverFallback)) : nlohmann::json();
-  j["root"] = plan.rootMode == RootMode::Overlay ? "overlay" : "image";
+  j["root"] = plan.rootMode == RootMode::Overlay ? "overlay" : plan.rootMode == RootMode::Sandbox ? "sandbox" : "image";
+  if (plan.build) {
+    auto maps = [](const std::vector<IdRange>& ranges) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& r : ranges) a.push_back({r.inside, r.outside, r.count});
+      return a;
+    };
+    j["build"] = {{"sandbox", plan.build->sandbox}, {"uid_map", maps(plan.build->uidMap)},
+                  {"gid_map", maps(plan.build->gidMap)}, {"map_helpers", plan.build->mapHelpers},
+                  {"keep_capabilities", plan.build->keepCapabilities}, {"seccomp", plan.build->seccomp},
+                  {"map_note", plan.build->mapNote}};
+  }
   j["mounts"] = nlohmann::json::array();
   for (const auto& m : plan.mounts) {
     nlohmann::json mj = {{"kind", toString(m.kind)},
@@ -919,7 +931,7 @@ std::string toText(const LaunchPlan& plan) {
     out << ", squashfs at offset " << plan.image.offset << ", " << plan.image.size << " bytes";
   out << ")\n"
       << "driver:     " << toString(plan.driver) << " (" << plan.driverReason << ")\n"
-      << "root:       " << toString(plan.rootMode) << '\n'
+      << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n'
       << "identity:   uid " << plan.user.uid << ", gid " << plan.user.gid << " (" << plan.user.name
       << ")\n"
       << "namespaces:";
@@ -952,6 +964,20 @@ std::string toText(const LaunchPlan& plan) {
     }
     for (const auto& file : d.cdiSpecFiles) out << "  CDI spec: " << file << '\n';
     for (const auto& note : d.notes) out << "  left out: " << note << '\n';
+  }
+  if (plan.build) {
+    auto maps = [](const std::vector<IdRange>& ranges) {
+      std::string text;
+      for (const auto& r : ranges)
+        text += (text.empty() ? "" : ", ") + std::to_string(r.inside) + " -> " + std::to_string(r.outside) +
+                " (" + std::to_string(r.count) + ")";
+      return text;
+    };
+    out << "uid map:    " << maps(plan.build->uidMap) << (plan.build->mapHelpers ? " (newuidmap)" : "") << '\n'
+        << "gid map:    " << maps(plan.build->gidMap) << (plan.build->mapHelpers ? " (newgidmap)" : "") << '\n'
+        << "            " << plan.build->mapNote << '\n'
+        << "hand-over:  " << (plan.build->keepCapabilities ? "root keeps its capabilities" : "capabilities dropped")
+        << ", " << (plan.build->seccomp ? "seccomp" : "no seccomp filter") << '\n';
   }
   out
       << "mounts (in order):\n";

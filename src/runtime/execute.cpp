@@ -36,6 +36,7 @@
 #include "ctr/limits.hpp"
 #include "ctr/log.hpp"
 #include "ctr/runtime.hpp"
+#include "build_namespace.hpp"
 #include "cgroup.hpp"
 #include "rootfs.hpp"
 #include "shared_mount.hpp"
@@ -336,13 +337,14 @@ namespace {
 [[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup) {
   // Read on the host, before any namespace change.
   SeccompProgram seccomp;
-  {
+  const bool applySeccomp = !plan.build || plan.build->seccomp;
+  if (applySeccomp) {
     log::StepTimer timer("loading the seccomp filter");
     seccomp = withContext("seccomp profile",
                           [&] { return loadSeccompProgram(plan.seccompProfile, plan.stateDir); });
   }
 
-  SharedImage image = joinSharedImage(plan);
+  SharedImage image = plan.build ? enterBuildNamespaces(*plan.build) : joinSharedImage(plan);
   enterOwnNamespaces(plan.namespaces);
   UniqueFd initSignals;  // PID 1 only
   sigset_t previousMask;
@@ -413,8 +415,8 @@ namespace {
 
   if (cgroup) cgroup->enter();
   setNoNewPrivs();
-  dropAllCapabilities();
-  installSeccomp(seccomp);
+  if (!plan.build || !plan.build->keepCapabilities) dropAllCapabilities();
+  if (applySeccomp) installSeccomp(seccomp);
   handover.stop();
   log::logStepSummary();
   if (initSignals)

@@ -486,7 +486,13 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
       missing.emplace_back(resolved.path, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode));
     }
   }
-  if (overlay) {
+  if (plan.rootMode == launch::RootMode::Sandbox) {
+    // The sandbox is the image being built: its missing targets are created in it, as
+    // Apptainer's sandbox builds do, and it is bound read-write.
+    for (const auto& [path, directory] : missing) createUnder(image.imageDir, path, directory);
+    UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
+    bindInto(image.imageDir, rootTarget.get(), false, true, "/");
+  } else if (overlay) {
     const std::string upper = image.stageDir + "/upper", work = image.stageDir + "/work";
     if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0)
       throw sysError("mkdir in " + image.stageDir);
@@ -503,7 +509,7 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
 
   mountPlan(plan, image, rootPath, rootFd.get(), nullptr);
 
-  if (overlay && plan.rootMode != launch::RootMode::Overlay) {
+  if (overlay && plan.rootMode == launch::RootMode::Bind) {
     // The overlay only exists to hold mount targets: the root stays read-only.
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_RDONLY;

@@ -1,0 +1,486 @@
+// buildDefinition: `ctr build OUT RECIPE.def` (see ctr/build.hpp and docs/architecture.md,
+// "Builds"). Orchestration only: the parser is deffile.cpp, the steps' plans come from
+// launch::planBuildStep, runtime::run executes them, buildSif packs.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+
+#include "build_signals.hpp"
+#include "ctr/build.hpp"
+#include "ctr/config.hpp"
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/image.hpp"
+#include "ctr/launch.hpp"
+#include "ctr/log.hpp"
+#include "ctr/programs.hpp"
+#include "ctr/process.hpp"
+#include "ctr/runtime.hpp"
+#include "ctr/sif.hpp"
+
+namespace ctr::image {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+volatile sig_atomic_t gInterrupted = 0;
+
+extern "C" void onBuildSignal(int sig) {
+  gInterrupted = sig;
+  terminateChildren(sig);
+}
+
+// SIGINT/SIGTERM/SIGHUP: children are stopped and the build unwinds (RAII removes the
+// temporary directory) at the next check; a step run through runtime::run gets the signal
+// forwarded and fails.
+void installBuildSignals() {
+  prepareChildTermination();
+  struct sigaction sa {};
+  sa.sa_handler = onBuildSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    if (::sigaction(sig, &sa, nullptr) != 0) throw sysError("sigaction");
+}
+
+void checkInterrupted() {
+  if (gInterrupted) throw Error(std::string("interrupted by ") + sigabbrev_np(gInterrupted)).withStatus(128 + gInterrupted);
+}
+
+// stdout and stderr into the build log while a step runs (its programs inherit them).
+class LogRedirect {
+ public:
+  explicit LogRedirect(int logFd) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    out_.reset(::fcntl(1, F_DUPFD_CLOEXEC, 3));
+    err_.reset(::fcntl(2, F_DUPFD_CLOEXEC, 3));
+    if (!out_ || !err_ || ::dup2(logFd, 1) < 0 || ::dup2(logFd, 2) < 0) throw sysError("redirect output to the build log");
+  }
+  ~LogRedirect() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::dup2(out_.get(), 1);
+    ::dup2(err_.get(), 2);
+  }
+  LogRedirect(const LogRedirect&) = delete;
+  LogRedirect& operator=(const LogRedirect&) = delete;
+
+ private:
+  UniqueFd out_, err_;
+};
+
+std::string lastLines(const std::string& text, std::size_t count) {
+  std::size_t pos = text.size();
+  if (pos > 0 && text[pos - 1] == '\n') --pos;
+  for (std::size_t n = 0; n < count && pos > 0; ++n) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+  }
+  return text.substr(pos + 1);
+}
+
+// A path of %files inside a rootfs: relative to its "/", never above it.
+fs::path inRoot(const fs::path& rootfs, const std::string& path, const std::string& where) {
+  fs::path relative = fs::path(path).relative_path().lexically_normal();
+  if (relative.empty() || *relative.begin() == "..") throw Error(where + ": '" + path + "' leaves the image's root");
+  return rootfs / relative;
+}
+
+class Build {
+ public:
+  explicit Build(const DefinitionBuildOptions& options) : options_(options) {
+    output_ = fs::absolute(options.output).lexically_normal();
+    if (output_.filename().empty()) output_ = output_.parent_path();
+    logPath_ = output_.string() + ".build.log";
+    host_ = launch::discoverHost();
+    root_ = launch::planBuildRoot(host_, launch::discoverSubordinateIds(host_.user));
+    fullIds_ = host_.user.uid == 0 || root_.mapHelpers;
+    cacheDir_ = options.cacheDir;
+    if (cacheDir_.empty()) {
+      const char* env = std::getenv("CTR_CACHE_DIR");
+      cacheDir_ = env && *env ? fs::path(env) : fs::path(host_.home) / ".cache" / "ctr";
+    }
+  }
+  ~Build() { removeTemp(); }
+  Build(const Build&) = delete;
+  Build& operator=(const Build&) = delete;
+
+  void run();
+
+ private:
+  void note(const std::string& line) {
+    std::fprintf(stderr, "ctr build: %s\n", line.c_str());
+    if (log_) {
+      const std::string text = "==> " + line + "\n";
+      (void)!::write(log_.get(), text.data(), text.size());
+    }
+  }
+  int runAsUser(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
+    LogRedirect redirect(log_.get());
+    ProcessOptions po;
+    if (!env.empty()) po.env = env;
+    auto result = runProcess(argv, po);
+    return result.signal ? 128 + result.signal : result.exitCode;
+  }
+  // As root of the build's namespace; with one id mapped, that root is the caller on the
+  // host, so the program runs as the caller (the files come out the same).
+  int runAsRoot(const std::vector<std::string>& argv) {
+    if (!fullIds_ || host_.user.uid == 0) return runAsUser(argv);
+    LogRedirect redirect(log_.get());
+    return runtime::runAsBuildRoot(root_, argv);
+  }
+  [[noreturn]] void failStep(const std::string& what, int status) {
+    const std::string tail = lastLines(readFileIfPresent(logPath_), 15);
+    throw Error(what + " failed with exit status " + std::to_string(status) + "; last lines of its output:\n" +
+                tail + "\n(full log: " + logPath_ + ")")
+        .withStatus(status > 0 && status < 256 ? status : 1);
+  }
+  void removeTemp() {
+    if (temp_.empty()) return;
+    // Files %post made for other mapped ids are removed as the namespace's root.
+    try {
+      if (fullIds_ && host_.user.uid != 0) (void)runtime::runAsBuildRoot(root_, {"/bin/rm", "-rf", "--", temp_.string()});
+    } catch (const Error&) {
+    }
+    std::error_code ec;
+    fs::remove_all(temp_, ec);
+    if (ec) std::fprintf(stderr, "ctr build: warning: could not remove %s: %s\n", temp_.c_str(), ec.message().c_str());
+    temp_.clear();
+  }
+  void runStep(const deffile::Definition& stage, const fs::path& rootfs, launch::BuildSection section,
+               const std::vector<std::string>& argv, const std::string& what);
+  void copyFiles(const std::vector<deffile::FileEntry>& entries, const fs::path& sourceRoot, const fs::path& rootfs,
+                 const fs::path& destBase, bool fromHost);
+  void buildStage(std::size_t index, const deffile::DefinitionFile& def);
+
+  DefinitionBuildOptions options_;
+  fs::path output_;
+  std::string logPath_;
+  launch::HostFacts host_;
+  launch::BuildRoot root_;
+  bool fullIds_ = false;
+  fs::path cacheDir_;
+  fs::path temp_;
+  UniqueFd log_;
+  std::vector<fs::path> rootfses_;
+  std::int64_t epoch_ = 0;
+};
+
+void Build::runStep(const deffile::Definition& stage, const fs::path& rootfs, launch::BuildSection section,
+                    const std::vector<std::string>& argv, const std::string& what) {
+  (void)stage;
+  launch::BuildStepOptions step;
+  step.section = section;
+  step.sandbox = rootfs.string();
+  step.stageDir = (temp_ / "mnt").string();
+  step.argv = argv;
+  step.hostEnv = host_.env;
+  auto plan = launch::planBuildStep(step, config::loadDefaultPolicy(), host_, launch::discoverSubordinateIds(host_.user));
+  if (options_.explain) {
+    std::cout << "== " << what << '\n' << launch::toText(plan);
+    return;
+  }
+  note(what);
+  int status = 0;
+  {
+    LogRedirect redirect(log_.get());
+    status = runtime::run(plan);
+  }
+  checkInterrupted();
+  if (status != 0) {
+    if (!fullIds_ && host_.user.uid != 0)
+      note("note: only root is mapped in the build's user namespace (" + root_.mapNote + ")");
+    failStep(what, status);
+  }
+}
+
+void Build::copyFiles(const std::vector<deffile::FileEntry>& entries, const fs::path& sourceRoot,
+                      const fs::path& rootfs, const fs::path& destBase, bool fromHost) {
+  for (const auto& entry : entries) {
+    const std::string where = options_.recipe.string() + ":" + std::to_string(entry.line);
+    fs::path source = fromHost ? fs::absolute(entry.source) : inRoot(sourceRoot, entry.source, where);
+    const std::string destination = entry.destination.empty() ? entry.source : entry.destination;
+    fs::path target = inRoot(destBase, destination, where);
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(source, ec))) throw Error(where + ": %files source " + source.string() + " does not exist");
+    // Into an existing directory (or a path ending in '/'), else onto that name.
+    if (destination.ends_with('/')) fs::create_directories(target, ec);
+    else fs::create_directories(target.parent_path(), ec);
+    const int status = (fromHost ? runAsUser({"/bin/cp", "-a", "--", source.string(), target.string()})
+                                 : runAsRoot({"/bin/cp", "-a", "--", source.string(), target.string()}));
+    if (status != 0) failStep(where + ": copying " + entry.source, status);
+  }
+  (void)rootfs;
+}
+
+void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
+  const auto& stage = def.stages[index];
+  const bool last = index + 1 == def.stages.size();
+  const std::string name = stage.header.stage().empty() ? std::to_string(index + 1) : stage.header.stage();
+  const std::string prefix = def.stages.size() > 1 ? "stage " + name + ": " : "";
+  const fs::path rootfs = temp_ / ("rootfs-" + std::to_string(index));
+  rootfses_.push_back(rootfs);
+  const fs::path recipeDir = fs::absolute(options_.recipe).parent_path();
+
+  const std::string agentName = stage.header.bootstrap();
+  const BootstrapAgent* agent = findBootstrapAgent(agentName);
+  if (!agent) {
+    std::string known;
+    for (const auto& n : bootstrapAgentNames()) known += (known.empty() ? "" : ", ") + n;
+    throw Error(options_.recipe.string() + ":" + std::to_string(stage.line) + ": Bootstrap: " + agentName +
+                " is not supported by ctr (supported: " + known + ")");
+  }
+  if (options_.explain) {
+    std::cout << "== " << prefix << "bootstrap " << agentName << " into " << rootfs.string() << '\n';
+    if (stage.post.present())
+      runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(stage.post, "/.post.script"), prefix + "%post");
+    return;
+  }
+  if (::mkdir(rootfs.c_str(), 0755) != 0) throw sysError("mkdir " + rootfs.string());
+  if (stage.pre.present())
+    note(prefix + "warning: %pre is not run (Apptainer deprecated it; use %setup)");
+
+  note(prefix + "bootstrap " + agentName + (stage.header.from().empty() ? "" : " from " + stage.header.from()));
+  BootstrapContext ctx;
+  ctx.stage = &stage;
+  ctx.rootfs = rootfs;
+  ctx.recipeDir = recipeDir;
+  ctx.tempDir = temp_;
+  ctx.cacheDir = cacheDir_;
+  ctx.runAsRoot = [this](const std::vector<std::string>& argv) { return runAsRoot(argv); };
+  ctx.runAsUser = [this](const std::vector<std::string>& argv) { return runAsUser(argv); };
+  ctx.note = [this, &prefix](const std::string& line) { note(prefix + line); };
+  withContext(options_.recipe.string() + ":" + std::to_string(stage.line) + ": Bootstrap: " + agentName,
+              [&] { (*agent)(ctx); });
+  checkInterrupted();
+  // Apptainer's base layout, so that %post can write $APPTAINER_ENVIRONMENT.
+  for (const char* dir : {".singularity.d", ".singularity.d/env", ".singularity.d/actions", ".singularity.d/libs"}) {
+    std::error_code ec;
+    fs::create_directories(rootfs / dir, ec);
+  }
+
+  // %files from STAGE first, then %setup, then the host's %files (Apptainer's order).
+  for (const auto& files : stage.files) {
+    if (files.fromStage.empty()) continue;
+    std::size_t from = index;
+    for (std::size_t j = 0; j < index; ++j)
+      if (def.stages[j].header.stage() == files.fromStage) from = j;
+    if (from == index)
+      throw Error(options_.recipe.string() + ":" + std::to_string(files.line) + ": %files from " + files.fromStage +
+                  ": no earlier stage has that name");
+    note(prefix + "%files from " + files.fromStage);
+    copyFiles(files.entries, rootfses_[from], rootfs, rootfs, false);
+  }
+  if (stage.setup.present()) {
+    note(prefix + "%setup (on the host)");
+    const fs::path script = temp_ / "setup";
+    writeFile(script.string(), stage.setup.body);
+    std::vector<std::string> env = host_.env;
+    for (const char* n : {"APPTAINER_ROOTFS=", "SINGULARITY_ROOTFS="}) env.push_back(n + rootfs.string());
+    for (const char* n : {"APPTAINER_ENVIRONMENT=", "SINGULARITY_ENVIRONMENT="})
+      env.push_back(std::string(n) + "/.singularity.d/env/91-environment.sh");
+    if (const int status = runAsUser(deffile::scriptCommand(stage.setup, script.string()), env); status != 0)
+      failStep(prefix + "%setup", status);
+    checkInterrupted();
+  }
+  for (const auto& files : stage.files) {
+    if (!files.fromStage.empty()) continue;
+    note(prefix + "%files");
+    copyFiles(files.entries, {}, rootfs, rootfs, true);
+  }
+  for (const auto& app : stage.apps) {
+    std::error_code ec;
+    const fs::path appRoot = rootfs / "scif" / "apps" / app.name;
+    for (const char* dir : {"bin", "lib", "scif/env"}) fs::create_directories(appRoot / dir, ec);
+    for (const char* dir : {"input", "output"}) fs::create_directories(rootfs / "scif" / "data" / app.name / dir, ec);
+    if (!app.fileEntries.empty()) {
+      note(prefix + "%appfiles " + app.name);
+      copyFiles(app.fileEntries, {}, rootfs, appRoot, true);
+    }
+  }
+
+  if (stage.post.present()) {
+    const fs::path script = rootfs / ".post.script";
+    writeFile(script.string(), stage.post.body);
+    ::chmod(script.c_str(), 0755);
+    runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(stage.post, "/.post.script"), prefix + "%post");
+    ::unlink(script.c_str());
+  }
+
+  note(prefix + "metadata (/.singularity.d" + (stage.apps.empty() ? "" : ", /scif/apps") + ")");
+  for (const auto& file : metadataFiles(stage, def.storedText)) {
+    const fs::path path = rootfs / file.path;
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    if (file.path == ".singularity.d/Singularity" && fs::exists(path, ec)) {
+      // The base image's definition goes to bootstrap_history, as Apptainer keeps it.
+      const fs::path history = rootfs / ".singularity.d" / "bootstrap_history";
+      fs::create_directories(history, ec);
+      int n = 0;
+      while (fs::exists(history / ("Singularity" + std::to_string(n)), ec)) ++n;
+      fs::rename(path, history / ("Singularity" + std::to_string(n)), ec);
+    }
+    std::string content = file.content;
+    if (file.appendIfPresent && fs::exists(path, ec)) content = readFileIfPresent(path.string()) + "\n" + content.substr(content.find("\n\n") + 2);
+    ::unlink(path.c_str());
+    writeFile(path.string(), content);
+    ::chmod(path.c_str(), file.mode);
+  }
+  nlohmann::json existing = nlohmann::json::object();
+  const fs::path labelsPath = rootfs / ".singularity.d" / "labels.json";
+  if (const std::string text = readFileIfPresent(labelsPath.string()); !text.empty()) {
+    existing = nlohmann::json::parse(text, nullptr, false);
+    if (existing.is_discarded()) throw Error("the base image's /.singularity.d/labels.json is not JSON");
+  }
+  const fs::path buildLabels = rootfs / ".build.labels";
+  const std::string labels = labelsJson(existing, readFileIfPresent(buildLabels.string()), stage, epoch_, sif::hostArch());
+  ::unlink(buildLabels.c_str());
+  ::unlink(labelsPath.c_str());
+  writeFile(labelsPath.string(), labels);
+
+  for (const auto& app : stage.apps) {
+    if (!app.install.present()) continue;
+    const fs::path script = rootfs / ".appinstall.script";
+    writeFile(script.string(), ". /scif/apps/" + app.name + "/scif/env/01-base.sh\ncd /scif/apps/" + app.name + "\n" +
+                                   app.install.body);
+    runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(app.install, "/.appinstall.script"),
+            prefix + "%appinstall " + app.name);
+    ::unlink(script.c_str());
+  }
+
+  if (stage.test.present() && !options_.noTest) {
+    runStep(stage, rootfs, launch::BuildSection::Test, {"/.singularity.d/test"}, prefix + "%test");
+  } else if (stage.test.present()) {
+    note(prefix + "%test skipped (--notest)");
+  }
+  (void)last;
+}
+
+void Build::run() {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string text = readCheckedFile(options_.recipe.string(), 16u << 20, options_.recipe.string());
+  const auto def = deffile::parseDefinition(text, options_.recipe.string(), options_.buildArgs);
+  for (const auto& warning : def.warnings) std::fprintf(stderr, "ctr build: warning: %s\n", warning.c_str());
+  if (!def.unusedBuildArgs.empty()) {
+    std::string names;
+    for (const auto& n : def.unusedBuildArgs) names += (names.empty() ? "" : ", ") + n;
+    if (!options_.warnUnusedBuildArgs)
+      throw Error("unused --build-arg: " + names + " (no stage uses them; --warn-unused-build-args makes this a warning)");
+    std::fprintf(stderr, "ctr build: warning: unused --build-arg: %s\n", names.c_str());
+  }
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(output_, ec)) && !options_.force && !options_.explain)
+    throw Error(options_.output.string() + ": already exists (use --force to overwrite)");
+  if (!options_.sandbox && fs::is_directory(output_, ec)) throw Error(options_.output.string() + ": is a directory");
+
+  if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde) epoch_ = std::strtoll(sde, nullptr, 10);
+  else epoch_ = options_.deterministic ? 0 : static_cast<std::int64_t>(std::time(nullptr));
+
+  installBuildSignals();
+  // The temporary directory lives next to the output: the final rename stays on one file system.
+  std::string tmpl = (output_.parent_path() / ("." + output_.filename().string() + ".build.XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data())) throw sysError("create a temporary directory in " + output_.parent_path().string());
+  temp_ = tmpl;
+  if (::mkdir((temp_ / "mnt").c_str(), 0700) != 0) throw sysError("mkdir in " + temp_.string());
+  if (!options_.explain) {
+    log_.reset(::open(logPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!log_) throw sysError("create the build log " + logPath_);
+    note("building " + output_.string() + " from " + options_.recipe.string() + " (log: " + logPath_ + ")");
+  }
+
+  for (std::size_t i = 0; i < def.stages.size(); ++i) {
+    buildStage(i, def);
+    checkInterrupted();
+  }
+  if (options_.explain) return;
+
+  const fs::path& rootfs = rootfses_.back();
+  if (options_.sandbox) {
+    if (fs::exists(fs::symlink_status(output_, ec))) {
+      if (fullIds_ && host_.user.uid != 0) (void)runtime::runAsBuildRoot(root_, {"/bin/rm", "-rf", "--", output_.string()});
+      fs::remove_all(output_, ec);
+      if (ec) throw Error("cannot replace " + output_.string() + ": " + ec.message());
+    }
+    if (::rename(rootfs.c_str(), output_.c_str()) != 0) throw sysError("rename " + rootfs.string() + " to " + output_.string());
+  } else {
+    note("packing " + output_.string() + " (mksquashfs" + (options_.deterministic ? ", deterministic" : "") + ")");
+    BuildOptions pack;
+    pack.output = output_;
+    pack.rootfs = rootfs;
+    pack.force = options_.force;
+    pack.deterministic = options_.deterministic;
+    pack.definition = def.storedText;
+    // Apptainer records `inspect --json --labels --deffile`; ctr records every part (what
+    // `ctr inspect` then reads without unpacking the image), in the same JSON form.
+    ApptainerQuery everything;
+    everything.all = true;
+    ApptainerMetadata metadata = inspectLikeApptainer(rootfs, everything);
+    metadata.deffile = def.storedText;
+    pack.inspectMetadataJson = metadata.toJson().dump();
+    pack.installSignalCleanup = false;
+    // Packed as the build's root, so files keep the owners they have in the container.
+    pack.runMksquashfs = [this](std::vector<std::string> argv) {
+      if (!fullIds_) argv.emplace_back("-all-root");
+      argv.insert(argv.end(), {"-quiet", "-no-progress"});
+      return runAsRoot(argv);
+    };
+    {
+      LogRedirect redirect(log_.get());
+      buildSif(pack);
+    }
+  }
+  checkInterrupted();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  char took[32];
+  std::snprintf(took, sizeof took, "%.1f", seconds);
+  note("built " + output_.string() + " in " + took + " s");
+}
+
+}  // namespace
+
+void buildDefinition(const DefinitionBuildOptions& options) {
+  Build build(options);
+  build.run();
+}
+
+}  // namespace ctr::image
+
+namespace ctr::image {
+
+void repackImage(const std::filesystem::path& image, const BuildOptions& options) {
+  const ImageSource source = resolveImage(image);
+  const auto output = std::filesystem::absolute(options.output);
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !options.force)
+    throw Error(options.output.string() + ": already exists (use --force to overwrite)");
+  std::string tmpl = (output.parent_path() / ("." + output.filename().string() + ".unpack.XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data())) throw sysError("create a temporary directory in " + output.parent_path().string());
+  struct Remove {
+    std::string path;
+    ~Remove() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } remove{tmpl};
+  const std::string root = tmpl + "/root";
+  std::vector<std::string> argv{findProgram(Program::Unsquashfs), "-n", "-d", root};
+  if (source.offset != 0) argv.insert(argv.end(), {"-o", std::to_string(source.offset)});
+  argv.push_back(source.path.string());
+  ProcessOptions po;
+  po.captureStdout = true;
+  po.captureStderr = true;
+  runProcessChecked(argv, po);
+  BuildOptions pack = options;
+  pack.rootfs = root;
+  buildSif(pack);
+}
+
+}  // namespace ctr::image

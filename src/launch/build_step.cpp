@@ -1,0 +1,155 @@
+// planBuildStep: the plan of one build step (%post, %test while building), see
+// docs/architecture.md, "Builds". Pure, apart from discoverSubordinateIds.
+#include <unistd.h>
+
+#include <charconv>
+
+#include "ctr/error.hpp"
+#include "ctr/launch.hpp"
+#include "ctr/fd.hpp"
+
+namespace ctr::launch {
+
+namespace {
+
+std::optional<std::uint32_t> parseId(std::string_view text) {
+  std::uint32_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    auto end = text.find(separator, start);
+    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) return parts;
+    start = end + 1;
+  }
+}
+
+Mount defaultBind(std::string path, bool recursive) {
+  Mount m;
+  m.kind = MountKind::Bind;
+  m.source = path;
+  m.destination = std::move(path);
+  m.recursive = recursive;
+  m.origin = MountOrigin::Default;
+  return m;
+}
+
+// What the caller's root in the namespace maps to, and how the maps get written.
+}  // namespace
+
+BuildRoot planBuildRoot(const HostFacts& host, const SubordinateIds& subordinate) {
+  BuildRoot root;
+  const std::uint32_t uid = host.user.uid, gid = host.user.gid;
+  if (uid == 0) {
+    // Root may write any map itself: the namespace sees the host's ids unchanged.
+    root.uidMap = {{0, 0, 4294967295u}};
+    root.gidMap = {{0, 0, 4294967295u}};
+    root.mapNote = "the caller is root: ids map to themselves";
+    return root;
+  }
+  root.uidMap = {{0, uid, 1}};
+  root.gidMap = {{0, gid, 1}};
+  if (subordinate.uids && subordinate.gids && subordinate.uids->count > 0 && subordinate.gids->count > 0) {
+    root.uidMap.push_back({1, subordinate.uids->outside, subordinate.uids->count});
+    root.gidMap.push_back({1, subordinate.gids->outside, subordinate.gids->count});
+    root.mapHelpers = true;
+    root.newuidmap = "/usr/bin/newuidmap";
+    root.newgidmap = "/usr/bin/newgidmap";
+    root.mapNote = "root is " + host.user.name + "; ids 1.." + std::to_string(subordinate.uids->count) +
+                   " are the subordinate ranges of /etc/subuid and /etc/subgid";
+  } else {
+    root.mapNote = "root is " + host.user.name + " and no other id is mapped: " + host.user.name +
+                   " has no range in /etc/subuid and /etc/subgid, so programs that switch to another "
+                   "user (apt-get's _apt) fail";
+  }
+  return root;
+}
+
+std::optional<IdRange> parseSubordinateRange(std::string_view text, std::string_view name, std::uint32_t id) {
+  const std::string idText = std::to_string(id);
+  for (auto line : split(text, '\n')) {
+    auto fields = split(line, ':');
+    if (fields.size() != 3 || (fields[0] != name && fields[0] != idText)) continue;
+    auto start = parseId(fields[1]);
+    auto count = parseId(fields[2]);
+    if (!start || !count || *count == 0) continue;
+    return IdRange{0, *start, *count};
+  }
+  return std::nullopt;
+}
+
+SubordinateIds discoverSubordinateIds(const HostUser& user) {
+  SubordinateIds ids;
+  auto read = [&](const char* path, std::uint32_t id) -> std::optional<IdRange> {
+    std::string text;
+    try {
+      text = readCheckedFile(path, 4u << 20, path);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    return parseSubordinateRange(text, user.name, id);
+  };
+  ids.uids = read("/etc/subuid", user.uid);
+  ids.gids = read("/etc/subgid", user.uid);
+  return ids;
+}
+
+LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& policy, const HostFacts& host,
+                         const SubordinateIds& subordinate) {
+  if (!policy.allowUserNamespaces)
+    throw Error("user namespaces are disabled by the administrator ('allow user namespaces = no' in " +
+                policy.source.string() + "); ctr cannot run build steps here");
+  if (options.argv.empty()) throw Error("internal error: a build step without a command");
+  LaunchPlan plan;
+  plan.command = options.section == BuildSection::Post ? Command::Exec : Command::Test;
+  plan.image.path = options.sandbox;
+  plan.image.kind = image::ImageKind::Directory;
+  plan.driver = ImageDriver::Directory;
+  plan.driverReason = "a build step runs in the stage's sandbox directory";
+  plan.rootMode = RootMode::Sandbox;
+  plan.namespaces.sharedUser = false;
+  plan.build = planBuildRoot(host, subordinate);
+  plan.build->sandbox = options.sandbox;
+  plan.build->stageDir = options.stageDir;
+  plan.user = host.user;
+  plan.user.uid = 0;
+  plan.user.gid = 0;
+  plan.user.name = "root";
+  plan.user.home = "/root";
+  plan.user.groups.clear();
+  plan.stateDir = host.stateDir;
+
+  // Apptainer's mounts during %post and %test: the kernel's file systems and the host's
+  // name resolution (apt needs it), nothing of the user's.
+  plan.mounts = {defaultBind("/proc", true), defaultBind("/sys", true), defaultBind("/dev", true),
+                 defaultBind("/etc/resolv.conf", false), defaultBind("/etc/hosts", false)};
+
+  // A clean environment (Apptainer: --cleanenv), the build's variables, and what a user
+  // sets for network access and the terminal.
+  std::vector<std::string> env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                  "HOME=/root", "LANG=C",
+                                  "APPTAINER_ROOTFS=/", "SINGULARITY_ROOTFS=/",
+                                  "APPTAINER_ENVIRONMENT=/.singularity.d/env/91-environment.sh",
+                                  "SINGULARITY_ENVIRONMENT=/.singularity.d/env/91-environment.sh",
+                                  "APPTAINER_LABELS=/.build.labels", "SINGULARITY_LABELS=/.build.labels",
+                                  "APPTAINER_CONTAINER=" + options.sandbox,
+                                  "SINGULARITY_CONTAINER=" + options.sandbox};
+  for (const auto& kv : options.hostEnv) {
+    const std::string name = kv.substr(0, kv.find('='));
+    if (name == "TERM" || name == "http_proxy" || name == "https_proxy" || name == "no_proxy" ||
+        name == "HTTP_PROXY" || name == "HTTPS_PROXY" || name == "NO_PROXY" || name == "SOURCE_DATE_EPOCH")
+      env.push_back(kv);
+  }
+  plan.environment = std::move(env);
+  plan.sourceEnvScripts = options.section == BuildSection::Test;
+  plan.workdir = "/";
+  plan.argv = options.argv;
+  return plan;
+}
+
+}  // namespace ctr::launch

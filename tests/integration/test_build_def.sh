@@ -1,0 +1,178 @@
+#!/bin/bash
+# ctr build OUT RECIPE.def (issue 9): demo.def as root and as the test user, every section,
+# an app, multi-stage %files from, a failing %post, --sandbox, --deterministic, Apptainer's
+# layout through `ctr inspect`, and (slow, cached) a debootstrap build with apt-get in %post.
+. "$(dirname "$0")/lib.sh"
+ensure_test_user
+ctr=$CTR_BIN
+cd "$CTR_SOURCE_DIR"   # demo.def's %setup runs images/demo/make-rootfs.sh from here
+
+note "demo.def as root"
+start=$(date +%s.%N)
+"$ctr" build "$WORK/demo.sif" images/demo/demo.def 2> "$WORK/demo.err" || { cat "$WORK/demo.err"; fail "demo.def build as root"; }
+note "demo.def built in $(echo "$(date +%s.%N) - $start" | bc) s"
+expect_contains "phases on stderr" "ctr build: %post" "$(cat "$WORK/demo.err")"
+[ -s "$WORK/demo.sif.build.log" ] || fail "no build log beside the output"
+expect_contains "run" "Hello from the ctr demo container" "$("$ctr" run "$WORK/demo.sif")"
+expect_contains "%post ran" "built by ctr build" "$("$ctr" exec "$WORK/demo.sif" cat /etc/ctr-demo-build)"
+expect_contains "labels (from %labels and \$APPTAINER_LABELS)" 'org.label-schema.description: busybox demo image' \
+  "$("$ctr" inspect --labels "$WORK/demo.sif")"
+expect_contains "definition" "Bootstrap: scratch" "$("$ctr" inspect --deffile "$WORK/demo.sif")"
+expect_contains "SIF objects" "JSON.Generic" "$("$ctr" sif list "$WORK/demo.sif")"
+
+note "demo.def as $CTR_TEST_USER"
+chmod 777 "$WORK"
+as_user sh -c "cd '$CTR_SOURCE_DIR' && '$ctr' build '$WORK/demo-user.sif' images/demo/demo.def" 2> "$WORK/user.err" ||
+  { cat "$WORK/user.err"; fail "demo.def build as $CTR_TEST_USER"; }
+expect_contains "run (user build)" "Hello from the ctr demo container" "$(as_user "$ctr" run "$WORK/demo-user.sif")"
+expect_eq "files %post made belong to root in the image" "0:0" "$("$ctr" exec "$WORK/demo-user.sif" stat -c %u:%g /etc/ctr-demo-build)"
+
+note "every section, an app, --sandbox"
+mkdir -p "$WORK/hostdir" && echo "from the host" > "$WORK/hostdir/data.txt"
+cat > "$WORK/full.def" <<EOF
+Bootstrap: localimage
+From: demo.sif
+
+%files
+    $WORK/hostdir/data.txt /opt/data.txt
+
+%post
+    echo post-was-here > /opt/post.txt
+    echo 'export FROM_POST=yes' >> "\$APPTAINER_ENVIRONMENT"
+
+%environment
+    export GREETING=hello-env
+
+%runscript
+    echo "runscript: \$GREETING" "\$@"
+
+%startscript
+    echo start
+
+%labels
+    Maintainer ctr-tests
+    Version 2
+
+%help
+    Help text of full.def.
+
+%test
+    test "\$GREETING" = hello-env
+    grep -q post-was-here /opt/post.txt
+
+%apprun tool
+    echo "tool runs \$*"
+
+%appinstall tool
+    echo installed > installed.txt
+
+%applabels tool
+    Tool-Version 1.0
+EOF
+"$ctr" build "$WORK/full.sif" "$WORK/full.def" 2>/dev/null || { tail -20 "$WORK/full.sif.build.log"; fail "full.def build"; }
+expect_eq "runscript" "runscript: hello-env a b" "$("$ctr" run "$WORK/full.sif" a b)"
+expect_eq "%files" "from the host" "$("$ctr" exec "$WORK/full.sif" cat /opt/data.txt)"
+expect_eq "%post + \$APPTAINER_ENVIRONMENT" "yes" "$("$ctr" exec "$WORK/full.sif" sh -c 'echo $FROM_POST')"
+expect_eq "app run" "tool runs x" "$("$ctr" run --app tool "$WORK/full.sif" x)"
+expect_eq "%appinstall ran in the app's directory" "installed" "$("$ctr" exec "$WORK/full.sif" cat /scif/apps/tool/installed.txt)"
+inspect=$("$ctr" inspect --all "$WORK/full.sif")
+for want in '"Maintainer": "ctr-tests"' 'Help text of full.def.' 'echo start' '"Tool-Version": "1.0"' 'GREETING=hello-env'; do
+  expect_contains "inspect --all" "$want" "$inspect"
+done
+"$ctr" build --sandbox "$WORK/full-sandbox" "$WORK/full.def" 2>/dev/null || fail "--sandbox build"
+[ -f "$WORK/full-sandbox/opt/post.txt" ] && [ -x "$WORK/full-sandbox/.singularity.d/runscript" ] ||
+  fail "--sandbox: the directory lacks what %post and the metadata wrote"
+expect_eq "run a sandbox" "runscript: hello-env" "$("$ctr" run "$WORK/full-sandbox")"
+
+note "multi-stage: %files from an earlier stage"
+cat > "$WORK/multi.def" <<'EOF'
+Bootstrap: localimage
+From: demo.sif
+Stage: builder
+
+%post
+    echo artifact-of-builder > /artifact
+
+Bootstrap: localimage
+From: demo.sif
+Stage: final
+
+%files from builder
+    /artifact /opt/artifact
+EOF
+"$ctr" build "$WORK/multi.sif" "$WORK/multi.def" 2>/dev/null || { tail "$WORK/multi.sif.build.log"; fail "multi-stage build"; }
+expect_eq "%files from builder" "artifact-of-builder" "$("$ctr" exec "$WORK/multi.sif" cat /opt/artifact)"
+"$ctr" exec "$WORK/multi.sif" test -e /artifact && fail "the final stage has the builder's /artifact"
+
+note "a failing %post: its status, its output, nothing left behind"
+printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%post\n    echo marker-before-failure\n    exit 3\n' > "$WORK/fail.def"
+set +e
+err=$("$ctr" build "$WORK/fail.sif" "$WORK/fail.def" 2>&1)
+status=$?
+set -e
+expect_eq "exit status of the failed %post" 3 "$status"
+expect_contains "output tail in the error" "marker-before-failure" "$err"
+expect_contains "log named in the error" "fail.sif.build.log" "$err"
+[ ! -e "$WORK/fail.sif" ] || fail "a failed build left its output"
+left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
+[ -z "$left" ] || fail "a failed build left temporary directories: $left"
+! grep -q "$WORK" /proc/self/mountinfo || fail "mounts left under $WORK: $(grep "$WORK" /proc/self/mountinfo)"
+
+note "SIGINT during %post: the build stops, nothing left behind"
+printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%post\n    sleep 60\n' > "$WORK/slow.def"
+"$ctr" build "$WORK/slow.sif" "$WORK/slow.def" 2>/dev/null &
+pid=$!
+for _ in $(seq 100); do grep -q '+ sleep 60' "$WORK/slow.sif.build.log" 2>/dev/null && break; sleep 0.1; done
+kill -INT "$pid"
+set +e; wait "$pid"; status=$?; set -e
+expect_eq "status after SIGINT" 130 "$status"
+[ ! -e "$WORK/slow.sif" ] || fail "an interrupted build left its output"
+left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
+[ -z "$left" ] || fail "an interrupted build left temporary directories: $left"
+! grep -q "$WORK" /proc/self/mountinfo || fail "mounts left under $WORK: $(grep "$WORK" /proc/self/mountinfo)"
+
+note "--deterministic: the same inputs give the same bytes"
+"$ctr" build --deterministic "$WORK/det1.sif" "$WORK/full.def" 2>/dev/null
+sleep 1
+"$ctr" build --deterministic "$WORK/det2.sif" "$WORK/full.def" 2>/dev/null
+expect_eq "sha256 of two deterministic builds" "$(sha256sum < "$WORK/det1.sif")" "$(sha256sum < "$WORK/det2.sif")"
+
+note "SIF input: unpacked and repacked"
+"$ctr" build "$WORK/repacked.sif" "$WORK/demo.sif" 2>/dev/null
+expect_contains "repacked runs" "Hello from the ctr demo container" "$("$ctr" run "$WORK/repacked.sif")"
+
+# ---- slow: debootstrap (mmdebstrap), apt-get install in %post, as root and as the user.
+command -v mmdebstrap >/dev/null || skip "mmdebstrap is not installed (the rest passed)"
+mirror_host=deb.debian.org
+timeout 10 bash -c "exec 3<>/dev/tcp/$mirror_host/80" 2>/dev/null || skip "the Debian mirror $mirror_host is unreachable (the rest passed)"
+export CTR_CACHE_DIR=/tmp/ctr-build-test-cache   # shared by root and the user: bootstrapped once
+mkdir -p "$CTR_CACHE_DIR" && chmod 1777 "$CTR_CACHE_DIR"
+cat > "$WORK/deb.def" <<'EOF'
+Bootstrap: debootstrap
+OSVersion: bookworm
+
+%post
+    apt-get update -qq
+    apt-get install -y --no-install-recommends hello
+
+%test
+    hello
+EOF
+note "debootstrap + apt-get as root"
+start=$(date +%s)
+"$ctr" build "$WORK/deb.sif" "$WORK/deb.def" 2>/dev/null || { tail -20 "$WORK/deb.sif.build.log"; fail "debootstrap build as root"; }
+note "built in $(( $(date +%s) - start )) s"
+expect_eq "hello from apt" "Hello, world!" "$("$ctr" exec "$WORK/deb.sif" hello)"
+
+note "debootstrap + apt-get as $CTR_TEST_USER with subordinate ids"
+added=
+if ! grep -q "^$CTR_TEST_USER:" /etc/subuid; then echo "$CTR_TEST_USER:300000:65536" >> /etc/subuid; added=1; fi
+if ! grep -q "^$CTR_TEST_USER:" /etc/subgid; then echo "$CTR_TEST_USER:300000:65536" >> /etc/subgid; added=1; fi
+cleanup_ids() { [ -z "$added" ] || sed -i "/^$CTR_TEST_USER:300000:65536\$/d" /etc/subuid /etc/subgid; rm -rf "$WORK"; }
+trap cleanup_ids EXIT
+as_user env CTR_CACHE_DIR="$CTR_CACHE_DIR" "$ctr" build "$WORK/deb-user.sif" "$WORK/deb.def" 2>/dev/null ||
+  { tail -20 "$WORK/deb-user.sif.build.log"; fail "debootstrap build as $CTR_TEST_USER"; }
+expect_eq "hello from apt (user build)" "Hello, world!" "$(as_user "$ctr" exec "$WORK/deb-user.sif" hello)"
+left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
+[ -z "$left" ] || fail "temporary directories left: $left"
+echo "PASS: $TEST_NAME"

@@ -1,0 +1,225 @@
+// Definition builds (issue 9), the pure parts: a build step's plan (identity, mounts,
+// environment), the subordinate id ranges, the metadata layout, the labels, the host's apt
+// mirror, and the bootstrap agent table.
+#include "ctr/build.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "ctr/config.hpp"
+#include "ctr/error.hpp"
+#include "ctr/launch.hpp"
+
+namespace {
+
+using namespace ctr;
+namespace deffile = ctr::image::deffile;
+
+launch::HostFacts userHost(uid_t uid = 1001) {
+  launch::HostFacts host;
+  host.user.uid = uid;
+  host.user.gid = uid;
+  host.user.name = uid == 0 ? "root" : "alice";
+  host.user.home = "/home/alice";
+  host.env = {"TERM=xterm", "HOME=/home/alice", "SECRET_TOKEN=x", "http_proxy=http://proxy:3128"};
+  return host;
+}
+
+launch::BuildStepOptions postStep() {
+  launch::BuildStepOptions step;
+  step.sandbox = "/tmp/out.build/rootfs-0";
+  step.stageDir = "/tmp/out.build/mnt";
+  step.argv = {"/bin/sh", "-ex", "/.post.script"};
+  return step;
+}
+
+launch::SubordinateIds ranges() {
+  return {launch::IdRange{0, 100000, 65536}, launch::IdRange{0, 200000, 65536}};
+}
+
+bool hasEnv(const launch::LaunchPlan& plan, const std::string& kv) {
+  return std::find(plan.environment.begin(), plan.environment.end(), kv) != plan.environment.end();
+}
+
+TEST(BuildStepPlan, CallerIsRootOfAPrivateNamespaceOverTheSandbox) {
+  auto plan = launch::planBuildStep(postStep(), config::Policy{}, userHost(), {});
+  ASSERT_TRUE(plan.build);
+  EXPECT_EQ(plan.rootMode, launch::RootMode::Sandbox);
+  EXPECT_FALSE(plan.namespaces.sharedUser);
+  EXPECT_EQ(plan.build->sandbox, "/tmp/out.build/rootfs-0");
+  EXPECT_EQ(plan.build->uidMap, (std::vector<launch::IdRange>{{0, 1001, 1}}));
+  EXPECT_EQ(plan.build->gidMap, (std::vector<launch::IdRange>{{0, 1001, 1}}));
+  EXPECT_FALSE(plan.build->mapHelpers);
+  EXPECT_NE(plan.build->mapNote.find("/etc/subuid"), std::string::npos) << plan.build->mapNote;
+  EXPECT_EQ(plan.user.uid, 0u);
+  EXPECT_TRUE(plan.build->keepCapabilities);
+  EXPECT_EQ(plan.argv, postStep().argv);
+  EXPECT_EQ(plan.workdir, "/");
+}
+
+TEST(BuildStepPlan, SubordinateRangesAreMappedAboveRootThroughTheHelpers) {
+  auto plan = launch::planBuildStep(postStep(), config::Policy{}, userHost(), ranges());
+  ASSERT_TRUE(plan.build);
+  EXPECT_TRUE(plan.build->mapHelpers);
+  EXPECT_EQ(plan.build->uidMap, (std::vector<launch::IdRange>{{0, 1001, 1}, {1, 100000, 65536}}));
+  EXPECT_EQ(plan.build->gidMap, (std::vector<launch::IdRange>{{0, 1001, 1}, {1, 200000, 65536}}));
+}
+
+TEST(BuildStepPlan, RootMapsTheWholeIdSpaceToItself) {
+  auto plan = launch::planBuildStep(postStep(), config::Policy{}, userHost(0), ranges());
+  ASSERT_TRUE(plan.build);
+  EXPECT_FALSE(plan.build->mapHelpers);
+  EXPECT_EQ(plan.build->uidMap, (std::vector<launch::IdRange>{{0, 0, 4294967295u}}));
+}
+
+TEST(BuildStepPlan, ApptainersMountsAndNothingOfTheUsers) {
+  auto plan = launch::planBuildStep(postStep(), config::Policy{}, userHost(), {});
+  std::vector<std::string> destinations;
+  for (const auto& m : plan.mounts) destinations.push_back(m.destination);
+  EXPECT_EQ(destinations, (std::vector<std::string>{"/proc", "/sys", "/dev", "/etc/resolv.conf", "/etc/hosts"}));
+  for (const auto& m : plan.mounts) EXPECT_FALSE(m.required) << m.destination;
+}
+
+TEST(BuildStepPlan, CleanEnvironmentWithTheBuildVariables) {
+  auto step = postStep();
+  step.hostEnv = userHost().env;
+  auto plan = launch::planBuildStep(step, config::Policy{}, userHost(), {});
+  EXPECT_TRUE(hasEnv(plan, "APPTAINER_ENVIRONMENT=/.singularity.d/env/91-environment.sh"));
+  EXPECT_TRUE(hasEnv(plan, "SINGULARITY_ENVIRONMENT=/.singularity.d/env/91-environment.sh"));
+  EXPECT_TRUE(hasEnv(plan, "APPTAINER_LABELS=/.build.labels"));
+  EXPECT_TRUE(hasEnv(plan, "APPTAINER_ROOTFS=/"));
+  EXPECT_TRUE(hasEnv(plan, "TERM=xterm"));
+  EXPECT_TRUE(hasEnv(plan, "http_proxy=http://proxy:3128"));
+  EXPECT_FALSE(hasEnv(plan, "SECRET_TOKEN=x"));
+  EXPECT_TRUE(hasEnv(plan, "HOME=/root"));
+  EXPECT_FALSE(plan.sourceEnvScripts);  // %environment applies at run time, not in %post
+}
+
+TEST(BuildStepPlan, TestSectionSourcesTheImagesEnvironment) {
+  auto step = postStep();
+  step.section = launch::BuildSection::Test;
+  step.argv = {"/.singularity.d/test"};
+  auto plan = launch::planBuildStep(step, config::Policy{}, userHost(), {});
+  EXPECT_TRUE(plan.sourceEnvScripts);
+}
+
+TEST(BuildStepPlan, RefusedWhenUserNamespacesAreDisabled) {
+  config::Policy policy;
+  policy.allowUserNamespaces = false;
+  EXPECT_THROW((void)launch::planBuildStep(postStep(), policy, userHost(), {}), Error);
+}
+
+TEST(BuildStepPlan, ExplainShowsTheMapsAndTheSandbox) {
+  auto text = launch::toText(launch::planBuildStep(postStep(), config::Policy{}, userHost(), ranges()));
+  EXPECT_NE(text.find("sandbox"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 -> 100000 (65536)"), std::string::npos) << text;
+  EXPECT_NE(text.find("newuidmap"), std::string::npos) << text;
+}
+
+TEST(SubordinateIds, FirstRangeOfTheUserByNameOrUid) {
+  const std::string text = "bob:100000:65536\nalice:165536:1000\n1001:300000:5\n";
+  EXPECT_EQ(launch::parseSubordinateRange(text, "alice", 1001), (launch::IdRange{0, 165536, 1000}));
+  EXPECT_EQ(launch::parseSubordinateRange("1001:300000:5\n", "alice", 1001), (launch::IdRange{0, 300000, 5}));
+  EXPECT_FALSE(launch::parseSubordinateRange(text, "carol", 1002));
+}
+
+TEST(SubordinateIds, MalformedLinesAreSkipped) {
+  EXPECT_FALSE(launch::parseSubordinateRange("alice:x:65536\nalice:1:0\nalice:5\n", "alice", 1001));
+  EXPECT_EQ(launch::parseSubordinateRange("alice:x:1\nalice:7:9", "alice", 1001), (launch::IdRange{0, 7, 9}));
+}
+
+deffile::Definition stageOf(const std::string& text) {
+  return deffile::parseDefinition(text, "t.def", {}).stages.back();
+}
+
+const image::MetadataFile* findFile(const std::vector<image::MetadataFile>& files, const std::string& path) {
+  for (const auto& f : files)
+    if (f.path == path) return &f;
+  return nullptr;
+}
+
+TEST(MetadataLayout, ApptainersSingularityDirectory) {
+  auto stage = stageOf(
+      "Bootstrap: scratch\n%runscript\n    echo run\n%environment\n    export A=1\n%test\n    true\n"
+      "%startscript\n    echo start\n%help\n    Some help.\n");
+  auto files = image::metadataFiles(stage, "STORED");
+  const auto* run = findFile(files, ".singularity.d/runscript");
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->mode, 0755u);
+  EXPECT_EQ(run->content.rfind("#!/bin/sh\n", 0), 0u);
+  EXPECT_NE(run->content.find("echo run"), std::string::npos);
+  const auto* env = findFile(files, ".singularity.d/env/90-environment.sh");
+  ASSERT_TRUE(env);
+  EXPECT_EQ(env->content, "#!/bin/sh\n\n    export A=1\n");
+  EXPECT_TRUE(env->appendIfPresent);
+  ASSERT_TRUE(findFile(files, ".singularity.d/Singularity"));
+  EXPECT_EQ(findFile(files, ".singularity.d/Singularity")->content, "STORED");
+  EXPECT_TRUE(findFile(files, ".singularity.d/test"));
+  EXPECT_TRUE(findFile(files, ".singularity.d/startscript"));
+  ASSERT_TRUE(findFile(files, ".singularity.d/runscript.help"));
+  EXPECT_EQ(findFile(files, ".singularity.d/runscript.help")->mode, 0644u);
+}
+
+TEST(MetadataLayout, AbsentSectionsWriteNothing) {
+  auto files = image::metadataFiles(stageOf("Bootstrap: scratch\n"), "S");
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].path, ".singularity.d/Singularity");
+}
+
+TEST(MetadataLayout, AppsUnderScif) {
+  auto stage = stageOf("Bootstrap: scratch\n%apprun tool\n    echo tool\n%applabels tool\n    V 1\n"
+                       "%appenv tool\n    export T=1\n");
+  auto files = image::metadataFiles(stage, "S");
+  EXPECT_TRUE(findFile(files, "scif/apps/tool/scif/runscript"));
+  EXPECT_TRUE(findFile(files, "scif/apps/tool/scif/env/01-base.sh"));
+  EXPECT_TRUE(findFile(files, "scif/apps/tool/scif/env/90-environment.sh"));
+  ASSERT_TRUE(findFile(files, "scif/apps/tool/scif/labels.json"));
+  EXPECT_NE(findFile(files, "scif/apps/tool/scif/labels.json")->content.find("\"V\": \"1\""), std::string::npos);
+  const auto* base = findFile(files, ".singularity.d/env/94-appsbase.sh");
+  ASSERT_TRUE(base);
+  EXPECT_NE(base->content.find("SCIF_APPRUN_tool"), std::string::npos);
+}
+
+TEST(Labels, ImageThenPostThenBuildThenDefinitionSortedAndTabIndented) {
+  auto stage = stageOf("Bootstrap: scratch\n%labels\n    Owner def\n    Shared from-def\n");
+  nlohmann::json existing = {{"Base", "image"}, {"Shared", "image"}};
+  auto text = image::labelsJson(existing, "Posted value with spaces\nShared from-post\n", stage, 0, "amd64");
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["Base"], "image");
+  EXPECT_EQ(j["Posted"], "value with spaces");
+  EXPECT_EQ(j["Shared"], "from-def");
+  EXPECT_EQ(j["org.label-schema.build-date"], "1970-01-01T00:00:00Z");
+  EXPECT_EQ(j["org.label-schema.usage.singularity.deffile.bootstrap"], "scratch");
+  EXPECT_EQ(j["org.label-schema.build-arch"], "amd64");
+  EXPECT_NE(text.find("\n\t\""), std::string::npos) << text;
+  EXPECT_LT(text.find("\"Base\""), text.find("\"Owner\""));
+}
+
+TEST(AptMirror, OneLineSourcesFirst) {
+  EXPECT_EQ(image::hostAptMirror("# comment\ndeb [arch=amd64] http://mirror.example/debian bookworm main\n", {}),
+            "http://mirror.example/debian");
+}
+
+TEST(AptMirror, Deb822SkipsSecurity) {
+  const std::string sources =
+      "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n\n"
+      "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n";
+  EXPECT_EQ(image::hostAptMirror("", {sources}), "http://deb.debian.org/debian");
+  EXPECT_EQ(image::hostAptMirror("", {}), "");
+}
+
+TEST(BootstrapAgents, TableHoldsTheBuiltInsAndTakesMore) {
+  auto names = image::bootstrapAgentNames();
+  for (const char* name : {"debootstrap", "localimage", "scratch"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  EXPECT_EQ(image::findBootstrapAgent("no-such-agent"), nullptr);
+  bool called = false;
+  image::registerBootstrapAgent("unit-test-agent", [&called](const image::BootstrapContext&) { called = true; });
+  const auto* agent = image::findBootstrapAgent("unit-test-agent");
+  ASSERT_NE(agent, nullptr);
+  (*agent)(image::BootstrapContext{});
+  EXPECT_TRUE(called);
+}
+
+}  // namespace
