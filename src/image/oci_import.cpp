@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <cstdio>
 #include <thread>
 
@@ -69,6 +70,40 @@ std::string layerLabel(std::size_t i, std::size_t n, const std::string& digest) 
   return "layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + digest.substr(0, 19);
 }
 
+std::string fileDigest(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw sysError("open " + path.string());
+  Digester d;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw sysError("read " + path.string());
+    if (n == 0) break;
+    d.update(buf.data(), static_cast<std::size_t>(n));
+  }
+  return d.digest();
+}
+
+// Applies a layer blob whose digest must be `expected`. A damaged blob usually fails to
+// decompress before its digest is known: then the digest decides which error is reported.
+// Returns false (after `onMismatch`) where the digest is wrong.
+void applyChecked(LayerApplier& applier, const std::filesystem::path& file, const std::string& label,
+                  const std::string& expected, const std::string& image, const std::function<void()>& onMismatch = {}) {
+  std::string got;
+  try {
+    got = applier.apply(file, label).digest;
+  } catch (const Error& e) {
+    if (cancelled()) throw;
+    got = fileDigest(file);
+    if (got == expected) throw;
+  }
+  if (got != expected) {
+    if (onMismatch) onMismatch();
+    throw Error(digestMismatch("blob", expected, got, image));
+  }
+}
+
 void finishApplying(LayerApplier& applier) {
   applier.finish();
   if (applier.devicesSkipped() > 0)
@@ -106,13 +141,9 @@ ImageConfig unpackFromRegistry(const std::string& reference, const std::filesyst
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string label = layerLabel(i, layers.size(), layers[i].digest) + " of " + image;
     log::StepTimer step("apply " + label);
-    LayerStats stats = applier.apply(files[i], label);
-    // A cached blob is checked as it is read: a cache damaged since is found here.
-    if (stats.digest != layers[i].digest) {
-      client.evict(layers[i].digest);
-      throw Error(digestMismatch("blob", layers[i].digest, stats.digest, image) + " (removed from the cache " +
-                  files[i].parent_path().string() + ")");
-    }
+    // A cached blob is checked as it is read: a cache damaged since is found here, and
+    // the entry dropped so that the next pull fetches it again.
+    applyChecked(applier, files[i], label, layers[i].digest, image, [&] { client.evict(layers[i].digest); });
   }
   finishApplying(applier);
   return config;
@@ -164,8 +195,7 @@ ImageConfig unpackLayout(const std::filesystem::path& layout, const std::string&
   LayerApplier applier(rootfs);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string label = layerLabel(i, layers.size(), layers[i].digest) + " of " + image;
-    LayerStats stats = applier.apply(layout / "blobs" / "sha256" / layers[i].digest.substr(7), label);
-    if (stats.digest != layers[i].digest) throw Error(digestMismatch("blob", layers[i].digest, stats.digest, image));
+    applyChecked(applier, layout / "blobs" / "sha256" / layers[i].digest.substr(7), label, layers[i].digest, image);
   }
   finishApplying(applier);
   return config;
@@ -236,14 +266,13 @@ ImageConfig unpackDockerArchive(const std::string& path, const std::filesystem::
   for (std::size_t i = 0; i < n; ++i) {
     const std::string rel = inside(m["Layers"][i], "layer");
     const std::string label = "layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + rel + " of " + path;
-    LayerStats stats = applier.apply(dir / rel, label);
     // `docker save` and skopeo name layers by their digest (blobs/sha256/HEX, HEX.tar,
     // HEX/layer.tar is an ID instead): where a name is one, it is checked.
     std::filesystem::path p(rel);
     std::string stem = p.filename() == "layer.tar" ? "" : p.stem().string();
     if (p.parent_path().filename() == "sha256") stem = p.filename().string();
-    if (isHexDigest(stem) && stats.digest != "sha256:" + stem)
-      throw Error(digestMismatch("layer", "sha256:" + stem, stats.digest, path));
+    if (isHexDigest(stem)) applyChecked(applier, dir / rel, label, "sha256:" + stem, path);
+    else applier.apply(dir / rel, label);
   }
   finishApplying(applier);
   return config;
