@@ -8,7 +8,7 @@ CTR_BIN=${1:?usage: run.sh CTR_BIN [REPETITIONS]}
 REPS=${2:-5}
 WORK=$(mktemp -d /tmp/ctr-bench-pull.XXXXXX)
 registry_pid=
-trap '[ -n "$registry_pid" ] && kill $registry_pid 2>/dev/null; rm -rf "$WORK"' EXIT
+trap '[ -z "$registry_pid" ] || kill $registry_pid 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 # The image: two gzip layers, 100 MB of incompressible data in 4 files, and a small one.
 mkdir -p "$WORK/root1/data" "$WORK/root2/etc" "$WORK/layout/blobs/sha256"

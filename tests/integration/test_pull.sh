@@ -59,7 +59,7 @@ http: {addr: 127.0.0.1:$port}
 YML
 docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
 registry_pid=$!
-trap 'kill $registry_pid 2>/dev/null; wait $registry_pid 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'kill $registry_pid 2>/dev/null || true; wait $registry_pid 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
 curl -fs "http://127.0.0.1:$port/v2/" >/dev/null || fail "docker-registry did not start: $(cat "$WORK/registry.log")"
 reg=127.0.0.1:$port
