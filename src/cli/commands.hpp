@@ -26,6 +26,7 @@ std::string versionFlagText(const Context& ctx);
 void registerExec(CLI::App& app, Context& ctx, std::string_view only = {});
 void registerSif(CLI::App& app, Context& ctx);
 void registerBuild(CLI::App& app, Context& ctx);
+void registerPull(CLI::App& app, Context& ctx);     // pull: Docker/OCI image -> SIF
 void registerInspect(CLI::App& app, Context& ctx);
 void registerCheck(CLI::App& app, Context& ctx);    // check: which image mode, and why
 

@@ -30,7 +30,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   using namespace ctr::cli;
   static const std::pair<std::string_view, Register> single[] = {
       {"version", registerVersion}, {"sif", registerSif},         {"build", registerBuild},
-      {"inspect", registerInspect}, {"check", registerCheck},
+      {"inspect", registerInspect}, {"check", registerCheck},     {"pull", registerPull},
   };
   if (command == "exec" || command == "run" || command == "shell" || command == "test" || command == "__holder") {
     registerExec(app, ctx, command);
@@ -46,6 +46,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   registerExec(app, ctx);
   registerSif(app, ctx);
   registerBuild(app, ctx);
+  registerPull(app, ctx);
   registerInspect(app, ctx);
   registerCheck(app, ctx);
 }

@@ -1,0 +1,149 @@
+// Docker and OCI images: fetching them (a registry over the OCI distribution API, a
+// `docker save` tarball, an OCI layout or its tar), applying their layers to a directory,
+// and the /.singularity.d metadata Apptainer derives from their config. `ctr pull` and the
+// `docker`, `docker-archive`, `oci-archive` and `oci` bootstrap agents of `ctr build` use it.
+//
+// libcurl, libarchive and libcrypto are loaded with dlopen when an image is fetched, never
+// linked: ctr runs once per MPI rank and its launch path loads only libc.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ctr::image::oci {
+
+// What Apptainer takes from an image config (the OCI image spec's "config" object).
+struct ImageConfig {
+  std::vector<std::string> env;  // "NAME=value"
+  std::vector<std::string> entrypoint;
+  std::vector<std::string> cmd;
+  std::string workingDir;
+  std::map<std::string, std::string> labels;
+  std::string architecture;
+  std::string os;
+
+  [[nodiscard]] nlohmann::json toJson() const;
+};
+
+struct PullOptions {
+  std::string username;  // registry credentials; else $CTR_DOCKER_USERNAME/PASSWORD, then
+  std::string password;  // $APPTAINER_DOCKER_USERNAME/PASSWORD
+  std::filesystem::path cacheDir;  // empty: $CTR_CACHE_DIR, else ~/.cache/ctr
+  bool noHttps = false;  // plain http for every registry (127.0.0.1 and localhost always)
+  std::string platformOs;    // empty: "linux"
+  std::string platformArch;  // empty: the host's (uname, as a Go name: amd64, arm64)
+};
+
+// Fetches the image `reference` with `agent` ("docker": [host[:port]/]name[:tag|@digest];
+// "docker-archive": PATH; "oci-archive": PATH[:tag]; "oci": DIR[:tag]) and applies its
+// layers in order to the existing empty directory `rootfs`. Throws ctr::Error, one line
+// naming the image, and the blob or layer path, on any failure.
+ImageConfig unpackImage(std::string_view agent, const std::string& reference,
+                        const std::filesystem::path& rootfs, const PullOptions& options);
+
+// Writes /.singularity.d as Apptainer does for an OCI image: the base environment files
+// and actions, env/10-docker2singularity.sh from Env, the runscript from Entrypoint and
+// Cmd (and WorkingDir), labels.json.
+void writeApptainerMetadata(const ImageConfig& config, const std::filesystem::path& rootfs);
+
+// `ctr pull`: SOURCE is docker://REF, docker-archive:PATH, oci-archive:PATH[:tag] or
+// oci:DIR[:tag]. Unpacks into a temporary directory next to `output`, writes the metadata
+// and packs a SIF; on any error or SIGINT/SIGTERM/SIGHUP nothing is left behind and an
+// existing output is untouched.
+struct PullRequest {
+  std::filesystem::path output;
+  std::string source;
+  bool force = false;
+  bool deterministic = false;
+  PullOptions options;
+};
+void pullToSif(const PullRequest& request);
+
+// ---- the pure parts, exposed for the unit tests
+
+// "docker://host:5000/a/b:tag" split as the distribution API needs it.
+struct Reference {
+  std::string registry;  // "host:port"; "registry-1.docker.io" for Docker Hub names
+  std::string repository;  // "library/busybox"
+  std::string tag;         // empty when `digest` is set
+  std::string digest;      // "sha256:..."
+  // "name:tag" or "name@sha256:..." for messages
+  [[nodiscard]] std::string shortName() const;
+};
+Reference parseReference(std::string_view text);
+
+// The config object of an image config blob.
+ImageConfig parseImageConfig(const nlohmann::json& configBlob);
+
+// One entry of a manifest list / OCI index.
+struct Platform {
+  std::string os;
+  std::string architecture;
+  std::string variant;
+};
+// The index of the manifest in `index` ("manifests" array) that runs on `want`, or throws
+// ctr::Error listing the platforms the image has.
+std::size_t choosePlatform(const nlohmann::json& index, const Platform& want);
+// The host's platform as Go names ("linux", "amd64"/"arm64"/..., variant "v8" etc.).
+Platform hostPlatform();
+
+// Streaming SHA-256 (libcrypto when it can be loaded, else ctr's own).
+class Digester {
+ public:
+  Digester();
+  ~Digester();
+  Digester(const Digester&) = delete;
+  Digester& operator=(const Digester&) = delete;
+  void update(const void* data, std::size_t size);
+  std::string digest();  // "sha256:<hex>"
+ private:
+  struct State;
+  State* state_;
+};
+
+// Checks "sha256:<64 hex>" syntax; throws ctr::Error naming `what` otherwise. Other
+// algorithms are refused (every registry and tool writes sha256).
+void checkDigestSyntax(const std::string& digest, const std::string& what);
+
+// Applies layer tars (any compression libarchive reads) to `rootfs`, in order: whiteouts
+// and opaque directories remove what earlier layers made; paths that leave the root (`..`,
+// absolute names, a parent that is a symlink) are refused with an error naming the layer
+// and the path. Directories stay owner-writable until finish(), which sets their modes.
+struct LayerStats {
+  std::string digest;  // "sha256:..." of the bytes read, for the caller to compare
+  std::uint64_t compressedBytes = 0;
+};
+class LayerApplier {
+ public:
+  explicit LayerApplier(const std::filesystem::path& rootfs);
+  ~LayerApplier();
+  LayerApplier(const LayerApplier&) = delete;
+  LayerApplier& operator=(const LayerApplier&) = delete;
+
+  // `onBytes` (may be empty) is told the compressed bytes read so far.
+  LayerStats apply(const std::filesystem::path& layerFile, const std::string& layerName,
+                   const std::function<void(std::uint64_t)>& onBytes = {});
+  LayerStats applyFromMemory(std::string_view layer, const std::string& layerName);
+  void finish();
+  [[nodiscard]] std::size_t devicesSkipped() const;
+
+ private:
+  struct State;
+  State* state_;
+};
+
+// Removes a tree even where its directories are not writable by their owner.
+void removeTree(const std::filesystem::path& path) noexcept;
+
+// Set by the SIGINT/SIGTERM/SIGHUP watcher of pullToSif; long loops poll it.
+bool cancelled();
+
+}  // namespace ctr::image::oci

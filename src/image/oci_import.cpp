@@ -1,0 +1,401 @@
+// unpackImage for each agent, and `ctr pull`: fetch, apply layers, write the Apptainer
+// metadata, pack a SIF, with nothing left behind on an error or a signal.
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <cstdio>
+#include <thread>
+
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/image.hpp"
+#include "ctr/log.hpp"
+#include "ctr/oci.hpp"
+#include "oci_internal.hpp"
+
+namespace ctr::image::oci {
+
+namespace {
+
+std::atomic<int> gCancelSignal{0};
+
+constexpr std::string_view kIndexTypes[] = {"application/vnd.oci.image.index.v1+json",
+                                            "application/vnd.docker.distribution.manifest.list.v2+json"};
+
+bool isIndex(const nlohmann::json& doc, const std::string& contentType) {
+  std::string type = doc.value("mediaType", contentType);
+  for (auto t : kIndexTypes)
+    if (type == t) return true;
+  return !doc.contains("layers") && doc.contains("manifests");
+}
+
+nlohmann::json parseJson(const std::string& text, const std::string& what) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw Error(what + ": not a JSON object");
+  return j;
+}
+
+struct Descriptor {
+  std::string digest;
+  std::uint64_t size = 0;
+};
+
+Descriptor descriptor(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_object() || !j.contains("digest") || !j["digest"].is_string())
+    throw Error(what + ": descriptor without a digest");
+  Descriptor d{j["digest"].get<std::string>(), 0};
+  checkDigestSyntax(d.digest, what);
+  if (j.contains("size") && j["size"].is_number_unsigned()) d.size = j["size"].get<std::uint64_t>();
+  return d;
+}
+
+// The layers of an image manifest, checked before anything is fetched.
+std::vector<Descriptor> layersOf(const nlohmann::json& manifest, const std::string& image) {
+  if (manifest.value("schemaVersion", 0) != 2)
+    throw Error(image + ": manifest schema version " + std::to_string(manifest.value("schemaVersion", 0)) +
+                " is not supported (only version 2)");
+  if (!manifest.contains("layers") || !manifest["layers"].is_array()) throw Error(image + ": manifest lists no layers");
+  std::vector<Descriptor> out;
+  for (const auto& l : manifest["layers"]) out.push_back(descriptor(l, image + " layer"));
+  return out;
+}
+
+std::string layerLabel(std::size_t i, std::size_t n, const std::string& digest) {
+  return "layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + digest.substr(0, 19);
+}
+
+std::string fileDigest(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw sysError("open " + path.string());
+  Digester d;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw sysError("read " + path.string());
+    if (n == 0) break;
+    d.update(buf.data(), static_cast<std::size_t>(n));
+  }
+  return d.digest();
+}
+
+// Applies a layer blob whose digest must be `expected`. A damaged blob usually fails to
+// decompress before its digest is known: then the digest decides which error is reported.
+// Returns false (after `onMismatch`) where the digest is wrong.
+void applyChecked(LayerApplier& applier, const std::filesystem::path& file, const std::string& label,
+                  const std::string& expected, const std::string& image, const std::function<void()>& onMismatch = {}) {
+  std::string got;
+  try {
+    got = applier.apply(file, label).digest;
+  } catch (const Error& e) {
+    if (cancelled()) throw;
+    got = fileDigest(file);
+    if (got == expected) throw;
+  }
+  if (got != expected) {
+    if (onMismatch) onMismatch();
+    throw Error(digestMismatch("blob", expected, got, image));
+  }
+}
+
+void finishApplying(LayerApplier& applier) {
+  applier.finish();
+  if (applier.devicesSkipped() > 0)
+    spdlog::warn("{} device file(s) in the layers were skipped: creating devices needs root (the runtime binds /dev)",
+                 applier.devicesSkipped());
+}
+
+// ---- docker://
+
+ImageConfig unpackFromRegistry(const std::string& reference, const std::filesystem::path& rootfs,
+                               const PullOptions& options) {
+  Reference ref = parseReference(reference);
+  const std::string image = ref.shortName();
+  RegistryClient client(ref, options);
+  FetchedDocument doc = client.manifest(ref.digest.empty() ? ref.tag : ref.digest);
+  auto manifest = parseJson(doc.body, "manifest of " + image);
+  if (isIndex(manifest, doc.mediaType)) {
+    Platform want = hostPlatform();
+    if (!options.platformOs.empty()) want.os = options.platformOs;
+    if (!options.platformArch.empty()) want = Platform{want.os, options.platformArch, ""};
+    std::size_t chosen = withContext(image, [&] { return choosePlatform(manifest, want); });
+    Descriptor d = descriptor(manifest["manifests"][chosen], "index of " + image);
+    doc = client.manifest(d.digest);
+    manifest = parseJson(doc.body, "manifest " + d.digest + " of " + image);
+  }
+  const auto layers = layersOf(manifest, image);
+  Descriptor configRef = descriptor(manifest.value("config", nlohmann::json{}), "config of " + image);
+  ImageConfig config = parseImageConfig(parseJson(client.smallBlob(configRef.digest), "config of " + image));
+
+  Progress progress;
+  std::vector<std::filesystem::path> files;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    files.push_back(client.blobToCache(layers[i].digest, layers[i].size, progress, layerLabel(i, layers.size(), layers[i].digest)));
+  LayerApplier applier(rootfs);
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const std::string label = layerLabel(i, layers.size(), layers[i].digest) + " of " + image;
+    log::StepTimer step("apply " + label);
+    // A cached blob is checked as it is read: a cache damaged since is found here, and
+    // the entry dropped so that the next pull fetches it again.
+    applyChecked(applier, files[i], label, layers[i].digest, image, [&] { client.evict(layers[i].digest); });
+  }
+  finishApplying(applier);
+  return config;
+}
+
+// ---- OCI layouts (oci:DIR, and oci-archive: once unpacked)
+
+std::string readBlob(const std::filesystem::path& layout, const Descriptor& d, const std::string& image) {
+  const auto path = layout / "blobs" / "sha256" / d.digest.substr(7);
+  std::string text = readCheckedFile(path.string(), 16u << 20, image + ": blob " + d.digest);
+  Digester digester;
+  digester.update(text.data(), text.size());
+  std::string got = digester.digest();
+  if (got != d.digest) throw Error(digestMismatch("blob", d.digest, got, image));
+  return text;
+}
+
+ImageConfig unpackLayout(const std::filesystem::path& layout, const std::string& tag, const std::string& image,
+                         const std::filesystem::path& rootfs, const PullOptions& options) {
+  const auto indexPath = layout / "index.json";
+  auto index = parseJson(readCheckedFile(indexPath.string(), 16u << 20, indexPath.string()), indexPath.string());
+  if (!index.contains("manifests") || !index["manifests"].is_array() || index["manifests"].empty())
+    throw Error(image + ": index.json lists no images");
+  nlohmann::json chosen;
+  std::string names;
+  for (const auto& m : index["manifests"]) {
+    std::string name;
+    if (m.contains("annotations") && m["annotations"].is_object())
+      name = m["annotations"].value("org.opencontainers.image.ref.name", "");
+    names += (names.empty() ? "" : ", ") + (name.empty() ? std::string("(untagged)") : name);
+    if (tag.empty() || name == tag) {
+      if (!chosen.is_null() && tag.empty())
+        throw Error(image + ": the layout holds several images; name one with :TAG");
+      if (chosen.is_null()) chosen = m;
+    }
+  }
+  if (chosen.is_null()) throw Error("manifest unknown: " + image + " (the layout has: " + names + ")");
+  Descriptor d = descriptor(chosen, image);
+  auto manifest = parseJson(readBlob(layout, d, image), "manifest of " + image);
+  if (isIndex(manifest, chosen.value("mediaType", ""))) {
+    Platform want = hostPlatform();
+    if (!options.platformArch.empty()) want = Platform{"linux", options.platformArch, ""};
+    d = descriptor(manifest["manifests"][withContext(image, [&] { return choosePlatform(manifest, want); })], image);
+    manifest = parseJson(readBlob(layout, d, image), "manifest of " + image);
+  }
+  const auto layers = layersOf(manifest, image);
+  ImageConfig config = parseImageConfig(
+      parseJson(readBlob(layout, descriptor(manifest.value("config", nlohmann::json{}), image), image), "config of " + image));
+  LayerApplier applier(rootfs);
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const std::string label = layerLabel(i, layers.size(), layers[i].digest) + " of " + image;
+    applyChecked(applier, layout / "blobs" / "sha256" / layers[i].digest.substr(7), label, layers[i].digest, image);
+  }
+  finishApplying(applier);
+  return config;
+}
+
+// A scratch directory beside `near`, removed with everything in it.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::filesystem::path& near, const std::string& what) {
+    std::string tmpl = (near.parent_path() / ("." + near.filename().string() + "." + what + ".XXXXXX")).string();
+    if (!::mkdtemp(tmpl.data())) throw sysError("create a temporary directory beside " + near.string());
+    path_ = tmpl;
+  }
+  ~ScratchDir() { removeTree(path_); }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// An archive's members into `dir`, through the layer code: the same refusal of paths
+// that leave the directory.
+void extractArchive(const std::filesystem::path& archivePath, const std::filesystem::path& dir, const std::string& image) {
+  LayerApplier applier(dir);
+  applier.apply(archivePath, image);
+  applier.finish();
+}
+
+// "PATH:TAG" or "PATH": the tag only if PATH alone does not exist.
+std::pair<std::string, std::string> splitTag(const std::string& reference) {
+  std::error_code ec;
+  if (std::filesystem::exists(reference, ec)) return {reference, ""};
+  auto colon = reference.rfind(':');
+  if (colon == std::string::npos || reference.find('/', colon) != std::string::npos) return {reference, ""};
+  return {reference.substr(0, colon), reference.substr(colon + 1)};
+}
+
+bool isHexDigest(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+ImageConfig unpackDockerArchive(const std::string& path, const std::filesystem::path& rootfs) {
+  ScratchDir scratch(rootfs, "docker-archive");
+  extractArchive(path, scratch.path(), "docker-archive " + path);
+  const auto dir = scratch.path();
+  auto top = nlohmann::json::parse(readCheckedFile((dir / "manifest.json").string(), 16u << 20, path + ": manifest.json"),
+                                   nullptr, false);
+  if (!top.is_array() || top.empty() || !top[0].is_object()) throw Error(path + ": manifest.json lists no image");
+  const auto& m = top[0];
+  if (top.size() > 1) spdlog::warn("{}: holds {} images, importing the first", path, top.size());
+  auto inside = [&](const nlohmann::json& v, const std::string& what) {
+    if (!v.is_string()) throw Error(path + ": manifest.json: " + what + " is not a path");
+    std::string p = v.get<std::string>();
+    if (p.starts_with('/') || p.find("..") != std::string::npos) throw Error(path + ": manifest.json: " + what + " " + p + " leaves the archive");
+    return p;
+  };
+  ImageConfig config = parseImageConfig(parseJson(
+      readCheckedFile((dir / inside(m.value("Config", nlohmann::json{}), "Config")).string(), 16u << 20, path + ": config"),
+      path + ": config"));
+  if (!m.contains("Layers") || !m["Layers"].is_array()) throw Error(path + ": manifest.json lists no layers");
+  LayerApplier applier(rootfs);
+  const std::size_t n = m["Layers"].size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string rel = inside(m["Layers"][i], "layer");
+    const std::string label = "layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + rel + " of " + path;
+    // `docker save` and skopeo name layers by their digest (blobs/sha256/HEX, HEX.tar,
+    // HEX/layer.tar is an ID instead): where a name is one, it is checked.
+    std::filesystem::path p(rel);
+    std::string stem = p.filename() == "layer.tar" ? "" : p.stem().string();
+    if (p.parent_path().filename() == "sha256") stem = p.filename().string();
+    if (isHexDigest(stem)) applyChecked(applier, dir / rel, label, "sha256:" + stem, path);
+    else applier.apply(dir / rel, label);
+  }
+  finishApplying(applier);
+  return config;
+}
+
+void killChildren() {
+  char file[64];
+  std::snprintf(file, sizeof file, "/proc/self/task/%d/children", static_cast<int>(::getpid()));
+  std::string text = readFileIfPresent(file);
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    int pid = std::atoi(text.substr(pos, end - pos).c_str());
+    if (pid > 0) ::kill(pid, SIGKILL);
+    pos = end + 1;
+  }
+}
+
+// SIGINT/SIGTERM/SIGHUP while a pull runs: blocked in every thread and taken by this
+// watcher, which records it (curl, the layer loop and the pull poll cancelled()) and kills
+// our children (mksquashfs); the pull then unwinds and its destructors remove every
+// temporary file. A handler could not remove a directory tree safely.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    thread_ = std::thread([this] {
+      const timespec tick{0, 100'000'000};
+      while (!stop_.load()) {
+        int sig = ::sigtimedwait(&set_, nullptr, &tick);
+        if (sig > 0) {
+          gCancelSignal.store(sig);
+          killChildren();
+        }
+      }
+    });
+  }
+  ~SignalWatcher() {
+    stop_.store(true);
+    thread_.join();
+    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+ private:
+  sigset_t set_{}, old_{};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+bool cancelled() { return gCancelSignal.load(std::memory_order_relaxed) != 0; }
+
+ImageConfig unpackImage(std::string_view agent, const std::string& reference, const std::filesystem::path& rootfs,
+                        const PullOptions& options) {
+  log::StepTimer step("unpack " + std::string(agent) + ":" + reference);
+  if (agent == "docker") return unpackFromRegistry(reference, rootfs, options);
+  if (agent == "oci") {
+    auto [dir, tag] = splitTag(reference);
+    if (!std::filesystem::is_directory(dir)) throw Error("oci:" + dir + ": not an OCI layout directory");
+    return unpackLayout(dir, tag, "oci:" + reference, rootfs, options);
+  }
+  if (agent == "oci-archive") {
+    auto [path, tag] = splitTag(reference);
+    ScratchDir scratch(rootfs, "oci-archive");
+    extractArchive(path, scratch.path(), "oci-archive " + path);
+    return unpackLayout(scratch.path(), tag, "oci-archive:" + reference, rootfs, options);
+  }
+  if (agent == "docker-archive") return unpackDockerArchive(splitTag(reference).first, rootfs);
+  throw Error("unknown image source '" + std::string(agent) + "' (docker, docker-archive, oci-archive, oci)");
+}
+
+void pullToSif(const PullRequest& request) {
+  log::StepTimer timer("pull " + request.source);
+  std::string agent, reference;
+  for (std::string_view prefix : {"docker://", "docker-archive:", "oci-archive:", "oci:"}) {
+    if (request.source.starts_with(prefix)) {
+      agent = prefix.substr(0, prefix.find(':'));
+      reference = request.source.substr(prefix.size());
+      break;
+    }
+  }
+  if (agent.empty() || reference.empty())
+    throw Error("unsupported source '" + request.source +
+                "' (docker://REF, docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG])").withStatus(1);
+  const auto output = std::filesystem::absolute(request.output);
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !request.force)
+    throw Error(request.output.string() + ": already exists (use --force to overwrite)");
+  if (std::filesystem::is_directory(output, ec)) throw Error(request.output.string() + ": is a directory");
+
+  SignalWatcher watcher;
+  ScratchDir work(output, "pull");
+  const auto rootfs = work.path() / "rootfs";
+  if (::mkdir(rootfs.c_str(), 0755) != 0) throw sysError("mkdir " + rootfs.string());
+  auto check = [] {
+    if (int sig = gCancelSignal.load(); sig != 0) throw Error("interrupted").withStatus(128 + sig);
+  };
+  try {
+    ImageConfig config = unpackImage(agent, reference, rootfs, request.options);
+    check();
+    writeApptainerMetadata(config, rootfs);
+    BuildOptions build;
+    build.output = work.path() / "image.sif";
+    build.rootfs = rootfs;
+    build.force = true;
+    build.deterministic = request.deterministic;
+    buildSif(build);
+    check();
+    // Without --force, an output that appeared meanwhile is not replaced.
+    unsigned flags = request.force ? 0 : RENAME_NOREPLACE;
+    if (::renameat2(AT_FDCWD, build.output.c_str(), AT_FDCWD, output.c_str(), flags) != 0)
+      throw sysError("rename to " + output.string());
+  } catch (const Error& e) {
+    check();
+    throw;
+  }
+  spdlog::info("pulled {} to {}", request.source, output.string());
+}
+
+}  // namespace ctr::image::oci

@@ -1,0 +1,77 @@
+// Shared between the OCI sources: the registry client, the blob cache and the progress
+// display. Not part of libctr's interface.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ctr/oci.hpp"
+
+namespace ctr::image::oci {
+
+// One line per blob: on a terminal it is rewritten as bytes arrive; otherwise a line when
+// a blob starts and one when it is done. Silent with -q.
+class Progress {
+ public:
+  Progress();
+  void start(std::string label, std::uint64_t total);
+  void update(std::uint64_t bytes);
+  void done(const std::string& what);
+  void note(const std::string& line);
+
+ private:
+  bool enabled_;
+  bool tty_;
+  std::string label_;
+  std::uint64_t total_ = 0;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// A manifest or config: the body and the digest it was checked against.
+struct FetchedDocument {
+  std::string body;
+  std::string mediaType;
+  std::string digest;  // sha256 of body
+};
+
+// The distribution API (https://github.com/opencontainers/distribution-spec) for one
+// repository: GET /v2/ challenges, bearer tokens, manifests, blobs into the cache.
+class RegistryClient {
+ public:
+  RegistryClient(Reference ref, const PullOptions& options);
+  ~RegistryClient();
+  RegistryClient(const RegistryClient&) = delete;
+  RegistryClient& operator=(const RegistryClient&) = delete;
+
+  // By tag or digest; a digest reference is checked against the body.
+  FetchedDocument manifest(const std::string& tagOrDigest);
+  // A small blob (the config) into memory, its digest checked.
+  std::string smallBlob(const std::string& digest);
+  // A layer into the cache (no download when it is there with the right size); returns its
+  // path. The digest of a download is checked before it enters the cache.
+  std::filesystem::path blobToCache(const std::string& digest, std::uint64_t size, Progress& progress,
+                                    const std::string& label);
+  // Drops a cache entry whose content turned out wrong.
+  void evict(const std::string& digest);
+
+  [[nodiscard]] const Reference& reference() const { return ref_; }
+
+ private:
+  struct Impl;
+  Reference ref_;
+  std::filesystem::path cacheDir_;
+  Impl* impl_;
+};
+
+// $CTR_CACHE_DIR, else ~/.cache/ctr (XDG_CACHE_HOME honoured), with options.cacheDir first.
+std::filesystem::path cacheRoot(const PullOptions& options);
+
+// "blob sha256:... of name:tag: digest mismatch (got sha256:...)"
+[[nodiscard]] std::string digestMismatch(const std::string& what, const std::string& expected,
+                                         const std::string& got, const std::string& image);
+
+}  // namespace ctr::image::oci

@@ -1,0 +1,105 @@
+#include "oci_libs.hpp"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <string>
+
+#include "ctr/error.hpp"
+
+namespace ctr::image::oci {
+
+namespace {
+
+void* openLibrary(const char* soname, const char* package) {
+  void* handle = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = ::dlerror();
+    throw Error(std::string("cannot load ") + soname + " (install the Debian package " + package +
+                "): " + (why ? why : "unknown error"));
+  }
+  return handle;
+}
+
+template <typename T>
+void bind(void* handle, const char* soname, const char* symbol, T& slot) {
+  void* address = ::dlsym(handle, symbol);
+  if (!address) throw Error(std::string(soname) + ": no symbol " + symbol);
+  slot = reinterpret_cast<T>(address);
+}
+
+}  // namespace
+
+const CurlApi& curlApi() {
+  static CurlApi api;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* so = "libcurl.so.4";
+    void* h = openLibrary(so, "libcurl4");
+    bind(h, so, "curl_global_init", api.global_init);
+    bind(h, so, "curl_easy_init", api.easy_init);
+    bind(h, so, "curl_easy_setopt", api.easy_setopt);
+    bind(h, so, "curl_easy_perform", api.easy_perform);
+    bind(h, so, "curl_easy_getinfo", api.easy_getinfo);
+    bind(h, so, "curl_easy_cleanup", api.easy_cleanup);
+    bind(h, so, "curl_easy_reset", api.easy_reset);
+    bind(h, so, "curl_easy_strerror", api.easy_strerror);
+    bind(h, so, "curl_slist_append", api.slist_append);
+    bind(h, so, "curl_slist_free_all", api.slist_free_all);
+    if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw Error("curl_global_init failed");
+  });
+  return api;
+}
+
+const ArchiveApi& archiveApi() {
+  static ArchiveApi api;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* so = "libarchive.so.13";
+    void* h = openLibrary(so, "libarchive13");
+    bind(h, so, "archive_read_new", api.read_new);
+    bind(h, so, "archive_read_support_filter_all", api.read_support_filter_all);
+    bind(h, so, "archive_read_support_format_tar", api.read_support_format_tar);
+    bind(h, so, "archive_read_open", api.read_open);
+    bind(h, so, "archive_read_open_memory", api.read_open_memory);
+    bind(h, so, "archive_read_next_header", api.read_next_header);
+    bind(h, so, "archive_read_data_block", api.read_data_block);
+    bind(h, so, "archive_read_free", api.read_free);
+    bind(h, so, "archive_error_string", api.error_string);
+    bind(h, so, "archive_entry_pathname", api.entry_pathname);
+    bind(h, so, "archive_entry_filetype", api.entry_filetype);
+    bind(h, so, "archive_entry_perm", api.entry_perm);
+    bind(h, so, "archive_entry_uid", api.entry_uid);
+    bind(h, so, "archive_entry_gid", api.entry_gid);
+    bind(h, so, "archive_entry_symlink", api.entry_symlink);
+    bind(h, so, "archive_entry_hardlink", api.entry_hardlink);
+    bind(h, so, "archive_entry_mtime", api.entry_mtime);
+    bind(h, so, "archive_entry_mtime_nsec", api.entry_mtime_nsec);
+    bind(h, so, "archive_entry_rdev", api.entry_rdev);
+    bind(h, so, "archive_entry_size", api.entry_size);
+  });
+  return api;
+}
+
+const CryptoApi* cryptoApi() {
+  static CryptoApi api;
+  static const CryptoApi* loaded = [] () -> const CryptoApi* {
+    void* h = ::dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return nullptr;
+    const char* so = "libcrypto.so.3";
+    try {
+      bind(h, so, "EVP_MD_CTX_new", api.md_ctx_new);
+      bind(h, so, "EVP_MD_CTX_free", api.md_ctx_free);
+      bind(h, so, "EVP_sha256", api.sha256);
+      bind(h, so, "EVP_DigestInit_ex", api.digest_init_ex);
+      bind(h, so, "EVP_DigestUpdate", api.digest_update);
+      bind(h, so, "EVP_DigestFinal_ex", api.digest_final_ex);
+    } catch (const Error&) {
+      return nullptr;
+    }
+    return &api;
+  }();
+  return loaded;
+}
+
+}  // namespace ctr::image::oci

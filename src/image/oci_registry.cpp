@@ -1,0 +1,466 @@
+// The registry client: libcurl (loaded on first use), one connection reused for every
+// request of a pull, token and basic authentication, a blob cache keyed by digest.
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/log.hpp"
+#include "oci_internal.hpp"
+#include "oci_libs.hpp"
+
+namespace ctr::image::oci {
+
+// ---- progress
+
+Progress::Progress()
+    : enabled_(spdlog::default_logger_raw()->should_log(spdlog::level::warn)), tty_(::isatty(STDERR_FILENO) == 1) {}
+
+namespace {
+std::string megabytes(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+}  // namespace
+
+void Progress::start(std::string label, std::uint64_t total) {
+  label_ = std::move(label);
+  total_ = total;
+  last_ = {};
+  if (!enabled_) return;
+  if (tty_) {
+    update(0);
+  } else {
+    std::fprintf(stderr, "%s: fetching %s\n", label_.c_str(), megabytes(total_).c_str());
+  }
+}
+
+void Progress::update(std::uint64_t bytes) {
+  if (!enabled_ || !tty_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (bytes != 0 && bytes != total_ && now - last_ < std::chrono::milliseconds(100)) return;
+  last_ = now;
+  std::fprintf(stderr, "\r\033[K%s: %s / %s", label_.c_str(), megabytes(bytes).c_str(), megabytes(total_).c_str());
+  std::fflush(stderr);
+}
+
+void Progress::done(const std::string& what) {
+  if (!enabled_) return;
+  if (tty_) std::fprintf(stderr, "\r\033[K");
+  std::fprintf(stderr, "%s: %s\n", label_.c_str(), what.c_str());
+}
+
+void Progress::note(const std::string& line) {
+  if (enabled_) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// ---- cache and messages
+
+std::filesystem::path cacheRoot(const PullOptions& options) {
+  if (!options.cacheDir.empty()) return options.cacheDir;
+  if (const char* dir = std::getenv("CTR_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "ctr";
+  const char* home = std::getenv("HOME");
+  std::string h = home && *home ? home : "";
+  if (h.empty()) {
+    if (passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir) h = pw->pw_dir;
+  }
+  if (h.empty()) throw Error("no cache directory: set CTR_CACHE_DIR or HOME");
+  return std::filesystem::path(h) / ".cache" / "ctr";
+}
+
+std::string digestMismatch(const std::string& what, const std::string& expected, const std::string& got,
+                           const std::string& image) {
+  return what + " " + expected + " of " + image + ": digest mismatch (got " + got + ")";
+}
+
+// ---- the client
+
+namespace {
+
+constexpr const char* kManifestAccept =
+    "Accept: application/vnd.oci.image.index.v1+json, "
+    "application/vnd.docker.distribution.manifest.list.v2+json, "
+    "application/vnd.oci.image.manifest.v1+json, "
+    "application/vnd.docker.distribution.manifest.v2+json";
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// WWW-Authenticate: Bearer realm="https://auth/token",service="registry",scope="repository:x:pull"
+std::map<std::string, std::string> parseChallenge(const std::string& header, std::string& scheme) {
+  std::map<std::string, std::string> params;
+  auto space = header.find(' ');
+  scheme = lower(header.substr(0, space));
+  std::size_t pos = space == std::string::npos ? header.size() : space + 1;
+  while (pos < header.size()) {
+    while (pos < header.size() && (header[pos] == ' ' || header[pos] == ',')) ++pos;
+    auto eq = header.find('=', pos);
+    if (eq == std::string::npos) break;
+    std::string key = lower(header.substr(pos, eq - pos));
+    std::string value;
+    pos = eq + 1;
+    if (pos < header.size() && header[pos] == '"') {
+      ++pos;
+      while (pos < header.size() && header[pos] != '"') {
+        if (header[pos] == '\\' && pos + 1 < header.size()) ++pos;
+        value += header[pos++];
+      }
+      ++pos;
+    } else {
+      auto end = header.find(',', pos);
+      value = header.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+      pos = end == std::string::npos ? header.size() : end;
+    }
+    params[key] = value;
+  }
+  return params;
+}
+
+std::string firstEnv(std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (const char* v = std::getenv(n); v && *v) return v;
+  return {};
+}
+
+bool isLocalRegistry(const std::string& registry) {
+  std::string host = registry;
+  if (host.starts_with('[')) host = host.substr(0, host.find(']') + 1);
+  else host = host.substr(0, host.find(':'));
+  return host == "localhost" || host == "[::1]" || host.starts_with("127.");
+}
+
+}  // namespace
+
+struct RegistryClient::Impl {
+  const CurlApi& curl = curlApi();
+  CURL* handle = nullptr;
+  std::string base;  // "https://host:port/v2/"
+  std::string username, password;
+  std::string authorization;  // "Authorization: Bearer ..." once known
+  bool useBasic = false;
+  const Reference* ref = nullptr;
+
+  // Per request
+  std::map<std::string, std::string> headers;
+  std::string body;
+  std::size_t bodyLimit = 0;
+  bool bodyOverflow = false;
+  int sinkFd = -1;
+  Digester* digester = nullptr;
+  std::uint64_t received = 0;
+  Progress* progress = nullptr;
+  std::string errorBody;
+  bool writeFailed = false;
+
+  static size_t onHeader(char* data, size_t size, size_t n, void* user) {
+    auto* self = static_cast<Impl*>(user);
+    std::string line(data, size * n);
+    if (line.starts_with("HTTP/")) self->headers.clear();  // each redirect hop starts anew
+    auto colon = line.find(':');
+    if (colon != std::string::npos) {
+      std::string value = line.substr(colon + 1);
+      while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
+      while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+      self->headers[lower(line.substr(0, colon))] = value;
+    }
+    return size * n;
+  }
+
+  static size_t onData(char* data, size_t size, size_t n, void* user) {
+    auto* self = static_cast<Impl*>(user);
+    const size_t len = size * n;
+    long status = 0;
+    self->curl.easy_getinfo(self->handle, CURLINFO_RESPONSE_CODE, &status);
+    if (status < 200 || status >= 300) {  // an error document or a redirect's body
+      if (self->errorBody.size() < 4096) self->errorBody.append(data, std::min<size_t>(len, 4096));
+      return len;
+    }
+    if (self->sinkFd >= 0) {
+      const char* p = data;
+      size_t left = len;
+      while (left > 0) {
+        ssize_t w = ::write(self->sinkFd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+          self->writeFailed = true;
+          return 0;
+        }
+        p += w;
+        left -= static_cast<size_t>(w);
+      }
+    } else {
+      if (self->body.size() + len > self->bodyLimit) {
+        self->bodyOverflow = true;
+        return 0;
+      }
+      self->body.append(data, len);
+    }
+    if (self->digester) self->digester->update(data, len);
+    self->received += len;
+    if (self->progress) self->progress->update(self->received);
+    return len;
+  }
+
+  static int onProgress(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) { return cancelled() ? 1 : 0; }
+
+  void prepare() {
+    headers.clear();
+    body.clear();
+    errorBody.clear();
+    bodyOverflow = writeFailed = false;
+    received = 0;
+    sinkFd = -1;
+    digester = nullptr;
+    progress = nullptr;
+    curl.easy_reset(handle);
+    curl.easy_setopt(handle, CURLOPT_USERAGENT, "ctr");
+    curl.easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
+    curl.easy_setopt(handle, CURLOPT_MAXREDIRS, 10L);
+    curl.easy_setopt(handle, CURLOPT_CONNECTTIMEOUT, 30L);
+    // A stalled transfer (under 1 KiB/s for a minute) fails instead of hanging a job.
+    curl.easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl.easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl.easy_setopt(handle, CURLOPT_HEADERFUNCTION, &Impl::onHeader);
+    curl.easy_setopt(handle, CURLOPT_HEADERDATA, this);
+    curl.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &Impl::onData);
+    curl.easy_setopt(handle, CURLOPT_WRITEDATA, this);
+    curl.easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
+    curl.easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, &Impl::onProgress);
+    curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+  }
+
+  // Performs GET `url`; returns the HTTP status. Throws for transport errors.
+  long get(const std::string& url, const char* accept, bool authenticate = true) {
+    curl_slist* list = nullptr;
+    if (accept) list = curl.slist_append(list, accept);
+    if (authenticate && !authorization.empty()) list = curl.slist_append(list, authorization.c_str());
+    curl.easy_setopt(handle, CURLOPT_URL, url.c_str());
+    curl.easy_setopt(handle, CURLOPT_HTTPHEADER, list);
+    if (authenticate && useBasic) {
+      curl.easy_setopt(handle, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BASIC));
+      curl.easy_setopt(handle, CURLOPT_USERNAME, username.c_str());
+      curl.easy_setopt(handle, CURLOPT_PASSWORD, password.c_str());
+    }
+    CURLcode rc = curl.easy_perform(handle);
+    curl.easy_setopt(handle, CURLOPT_HTTPHEADER, nullptr);
+    curl.slist_free_all(list);
+    if (rc == CURLE_ABORTED_BY_CALLBACK && cancelled()) throw Error("interrupted");
+    if (rc == CURLE_WRITE_ERROR && bodyOverflow) throw Error(url + ": response too large");
+    if (rc == CURLE_WRITE_ERROR && writeFailed) throw sysError("writing to the blob cache");
+    if (rc != CURLE_OK) {
+      // CURLE_PARTIAL_FILE: fewer bytes than Content-Length, the caller says "truncated".
+      if (rc == CURLE_PARTIAL_FILE) return -1;
+      throw Error("cannot reach registry " + ref->registry + ": " + curl.easy_strerror(rc));
+    }
+    long status = 0;
+    curl.easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+  }
+
+  // After a 401: follows the challenge (a bearer token from the realm, or basic auth).
+  // Returns false when there is nothing more to try.
+  bool authenticate() {
+    auto it = headers.find("www-authenticate");
+    if (it == headers.end()) return false;
+    std::string scheme;
+    auto params = parseChallenge(it->second, scheme);
+    if (scheme == "basic") {
+      if (useBasic || username.empty()) return false;
+      useBasic = true;
+      return true;
+    }
+    if (scheme != "bearer" || !authorization.empty() || params["realm"].empty()) return false;
+    std::string url = params["realm"];
+    char sep = url.find('?') == std::string::npos ? '?' : '&';
+    auto addParam = [&](const char* key, const std::string& value) {
+      if (value.empty()) return;
+      // Percent-encoding of the query value (RFC 3986: unreserved characters kept).
+      std::string out;
+      for (unsigned char c : value) {
+        if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == ':' || c == '/') out += static_cast<char>(c);
+        else {
+          char hex[4];
+          std::snprintf(hex, sizeof hex, "%%%02X", c);
+          out += hex;
+        }
+      }
+      url += sep;
+      url += key;
+      url += '=';
+      url += out;
+      sep = '&';
+    };
+    addParam("service", params["service"]);
+    addParam("scope", params.count("scope") ? params["scope"] : "repository:" + ref->repository + ":pull");
+    prepare();
+    bodyLimit = 1 << 20;
+    const bool basicForToken = !username.empty();
+    if (basicForToken) {
+      curl.easy_setopt(handle, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BASIC));
+      curl.easy_setopt(handle, CURLOPT_USERNAME, username.c_str());
+      curl.easy_setopt(handle, CURLOPT_PASSWORD, password.c_str());
+    }
+    long status = get(url, nullptr, false);
+    if (status != 200) throw Error("token request to " + params["realm"] + " for " + ref->registry + " failed: HTTP " + std::to_string(status));
+    auto json = nlohmann::json::parse(body, nullptr, false);
+    std::string token;
+    if (json.is_object()) {
+      if (json.contains("token") && json["token"].is_string()) token = json["token"];
+      else if (json.contains("access_token") && json["access_token"].is_string()) token = json["access_token"];
+    }
+    if (token.empty()) throw Error("token response from " + params["realm"] + " holds no token");
+    authorization = "Authorization: Bearer " + token;
+    return true;
+  }
+
+  // GET with one round of authentication. The caller has set the sink.
+  template <typename Setup>
+  long getAuthenticated(const std::string& url, const char* accept, Setup setup) {
+    for (int attempt = 0;; ++attempt) {
+      prepare();
+      setup();
+      long status = get(url, accept);
+      if (status != 401 || attempt > 0) return status;
+      if (!authenticate()) return status;
+    }
+  }
+
+  // "MANIFEST_UNKNOWN: manifest unknown" from the registry's error document, if any.
+  [[nodiscard]] std::string registryError() const {
+    auto j = nlohmann::json::parse(errorBody, nullptr, false);
+    if (!j.is_object() || !j.contains("errors") || !j["errors"].is_array() || j["errors"].empty()) return {};
+    const auto& e = j["errors"][0];
+    std::string code = e.value("code", ""), msg = e.value("message", "");
+    return code + (msg.empty() ? "" : ": " + msg);
+  }
+};
+
+RegistryClient::RegistryClient(Reference ref, const PullOptions& options)
+    : ref_(std::move(ref)), cacheDir_(cacheRoot(options)), impl_(new Impl) {
+  impl_->ref = &ref_;
+  impl_->handle = impl_->curl.easy_init();
+  if (!impl_->handle) {
+    delete impl_;
+    throw Error("curl_easy_init failed");
+  }
+  const bool plain = options.noHttps || isLocalRegistry(ref_.registry);
+  impl_->base = std::string(plain ? "http://" : "https://") + ref_.registry + "/v2/";
+  impl_->username = !options.username.empty() ? options.username
+                                              : firstEnv({"CTR_DOCKER_USERNAME", "APPTAINER_DOCKER_USERNAME", "SINGULARITY_DOCKER_USERNAME"});
+  impl_->password = !options.password.empty() ? options.password
+                                              : firstEnv({"CTR_DOCKER_PASSWORD", "APPTAINER_DOCKER_PASSWORD", "SINGULARITY_DOCKER_PASSWORD"});
+}
+
+RegistryClient::~RegistryClient() {
+  if (impl_->handle) impl_->curl.easy_cleanup(impl_->handle);
+  delete impl_;
+}
+
+FetchedDocument RegistryClient::manifest(const std::string& tagOrDigest) {
+  auto& I = *impl_;
+  const std::string url = I.base + ref_.repository + "/manifests/" + tagOrDigest;
+  long status = I.getAuthenticated(url, kManifestAccept, [&] { I.bodyLimit = 4 << 20; });
+  const std::string name = ref_.repository + (tagOrDigest.starts_with("sha256:") ? "@" : ":") + tagOrDigest;
+  if (status == 404) {
+    throw Error("manifest unknown: " + name + " not in " + ref_.registry);
+  }
+  if (status == 401 || status == 403)
+    throw Error(name + ": access denied by " + ref_.registry + " (HTTP " + std::to_string(status) +
+                "; credentials: CTR_DOCKER_USERNAME/CTR_DOCKER_PASSWORD)");
+  if (status != 200) {
+    std::string why = I.registryError();
+    throw Error("manifest of " + name + " from " + ref_.registry + ": HTTP " + std::to_string(status) + (why.empty() ? "" : " (" + why + ")"));
+  }
+  Digester d;
+  d.update(I.body.data(), I.body.size());
+  FetchedDocument doc{std::move(I.body), "", d.digest()};
+  if (auto it = I.headers.find("content-type"); it != I.headers.end()) doc.mediaType = it->second.substr(0, it->second.find(';'));
+  std::string expected = tagOrDigest.starts_with("sha256:") ? tagOrDigest : "";
+  if (expected.empty()) {
+    if (auto it = I.headers.find("docker-content-digest"); it != I.headers.end()) expected = it->second;
+  }
+  if (!expected.empty() && expected != doc.digest) throw Error(digestMismatch("manifest", expected, doc.digest, name));
+  return doc;
+}
+
+std::string RegistryClient::smallBlob(const std::string& digest) {
+  auto& I = *impl_;
+  Digester d;
+  long status = I.getAuthenticated(I.base + ref_.repository + "/blobs/" + digest, nullptr, [&] {
+    I.bodyLimit = 16 << 20;
+    I.digester = &d;
+  });
+  I.digester = nullptr;
+  if (status != 200)
+    throw Error("blob " + digest + " of " + ref_.shortName() + ": HTTP " + std::to_string(status) + " from " + ref_.registry);
+  std::string got = d.digest();
+  if (got != digest) throw Error(digestMismatch("blob", digest, got, ref_.shortName()));
+  return std::move(I.body);
+}
+
+std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std::uint64_t size, Progress& progress,
+                                                  const std::string& label) {
+  auto& I = *impl_;
+  const auto dir = cacheDir_ / "blobs" / "sha256";
+  const auto path = dir / digest.substr(7);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size) {
+    progress.start(label, size);
+    progress.done("cached (" + std::to_string(size) + " bytes)");
+    return path;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("create the blob cache " + dir.string() + ": " + ec.message());
+  std::string tmpl = (dir / (".download-" + digest.substr(7, 12) + ".XXXXXX")).string();
+  UniqueFd fd(::mkostemp(tmpl.data(), O_CLOEXEC));
+  if (!fd) throw sysError("create a file in the blob cache " + dir.string());
+  struct Unlink {
+    std::string p;
+    bool keep = false;
+    ~Unlink() {
+      if (!keep) ::unlink(p.c_str());
+    }
+  } guard{tmpl};
+  Digester d;
+  progress.start(label, size);
+  long status = I.getAuthenticated(I.base + ref_.repository + "/blobs/" + digest, nullptr, [&] {
+    I.sinkFd = fd.get();
+    I.digester = &d;
+    I.progress = &progress;
+    if (::ftruncate(fd.get(), 0) != 0 || ::lseek(fd.get(), 0, SEEK_SET) != 0) throw sysError("truncate " + tmpl);
+  });
+  I.sinkFd = -1;
+  I.digester = nullptr;
+  I.progress = nullptr;
+  const std::string what = "blob " + digest + " of " + ref_.shortName();
+  if (status == -1 || (status == 200 && I.received < size))
+    throw Error(what + ": truncated (got " + std::to_string(I.received) + " of " + std::to_string(size) + " bytes)");
+  if (status == 404) throw Error(what + ": blob unknown to " + ref_.registry);
+  if (status != 200) throw Error(what + ": HTTP " + std::to_string(status) + " from " + ref_.registry);
+  if (I.received > size)
+    throw Error(what + ": larger than its manifest says (" + std::to_string(I.received) + " > " + std::to_string(size) + " bytes)");
+  std::string got = d.digest();
+  if (got != digest) throw Error(digestMismatch("blob", digest, got, ref_.shortName()));
+  if (::fchmod(fd.get(), 0644) != 0 || ::rename(tmpl.c_str(), path.c_str()) != 0) throw sysError("store " + path.string());
+  guard.keep = true;
+  progress.done("done (" + std::to_string(size) + " bytes)");
+  return path;
+}
+
+void RegistryClient::evict(const std::string& digest) {
+  ::unlink((cacheDir_ / "blobs" / "sha256" / digest.substr(7)).c_str());
+}
+
+}  // namespace ctr::image::oci

@@ -1,0 +1,272 @@
+// Docker/OCI images: config mapping, the Apptainer metadata, layer application (whiteouts,
+// opaque directories, refusals of paths that leave the root), platform choice, digests.
+// Layers are tar archives built in memory by the small ustar writer below and read by
+// libarchive, as a pull reads them.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ctr/error.hpp"
+#include "ctr/oci.hpp"
+#include "ctr/process.hpp"
+
+namespace oci = ctr::image::oci;
+namespace fs = std::filesystem;
+
+namespace {
+
+// One ustar member: type '0' file, '5' directory, '2' symlink, '1' hard link.
+struct Member {
+  std::string name;
+  char type = '0';
+  std::string data;  // content, or the link target
+  unsigned mode = 0644;
+};
+
+std::string tarOf(const std::vector<Member>& members) {
+  std::string out;
+  for (const auto& m : members) {
+    std::string h(512, '\0');
+    auto put = [&](std::size_t off, std::size_t len, const std::string& v) { h.replace(off, std::min(len, v.size()), v.substr(0, len)); };
+    auto octal = [&](std::size_t off, std::size_t len, unsigned long long v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), v);
+      put(off, len - 1, buf);
+    };
+    const bool link = m.type == '1' || m.type == '2';
+    const std::size_t size = m.type == '0' ? m.data.size() : 0;
+    put(0, 100, m.name);
+    octal(100, 8, m.type == '5' ? 0755 : m.mode);
+    octal(108, 8, 0);
+    octal(116, 8, 0);
+    octal(124, 12, size);
+    octal(136, 12, 1700000000);
+    h.replace(148, 8, "        ");
+    h[156] = m.type;
+    if (link) put(157, 100, m.data);
+    put(257, 6, "ustar");
+    put(263, 2, "00");
+    unsigned sum = 0;
+    for (unsigned char c : h) sum += c;
+    octal(148, 7, sum);
+    out += h;
+    if (size) {
+      out += m.data;
+      out.append((512 - size % 512) % 512, '\0');
+    }
+  }
+  out.append(1024, '\0');
+  return out;
+}
+
+ctr::ProcessOptions capture() {
+  ctr::ProcessOptions o;
+  o.captureStdout = true;
+  return o;
+}
+
+std::string readText(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+class OciLayers : public ::testing::Test {
+ protected:
+  fs::path root;
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "/oci-root.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root = tmpl;
+  }
+  void TearDown() override { oci::removeTree(root); }
+  std::string errorOf(oci::LayerApplier& applier, const std::vector<Member>& layer, const std::string& name) {
+    try {
+      applier.applyFromMemory(tarOf(layer), name);
+    } catch (const ctr::Error& e) {
+      return e.oneLine();
+    }
+    return "no error";
+  }
+};
+
+TEST_F(OciLayers, WhiteoutsAndOpaqueDirectoriesHideEarlierLayers) {
+  oci::LayerApplier applier(root);
+  applier.applyFromMemory(tarOf({{"a/", '5', ""}, {"a/old", '0', "old"}, {"a/sub/", '5', ""}, {"a/sub/deep", '0', "deep"},
+                                 {"b/", '5', ""}, {"b/gone", '0', "x"}, {"b/stays", '0', "y"}}),
+                          "layer 1");
+  // Opaque marker after an entry of its own layer: that entry stays, lower content goes,
+  // also under a subdirectory this layer names again.
+  applier.applyFromMemory(tarOf({{"a/new", '0', "new"}, {"a/sub/", '5', ""}, {"a/.wh..wh..opq", '0', ""}, {"b/.wh.gone", '0', ""}}),
+                          "layer 2");
+  applier.finish();
+  EXPECT_EQ(readText(root / "a/new"), "new");
+  EXPECT_FALSE(fs::exists(root / "a/old"));
+  EXPECT_TRUE(fs::is_directory(root / "a/sub"));
+  EXPECT_FALSE(fs::exists(root / "a/sub/deep"));
+  EXPECT_FALSE(fs::exists(root / "b/gone"));
+  EXPECT_EQ(readText(root / "b/stays"), "y");
+  EXPECT_FALSE(fs::exists(root / "b/.wh.gone"));
+}
+
+TEST_F(OciLayers, LaterEntriesReplaceEarlierOnesAndHardLinksShareTheFile) {
+  oci::LayerApplier applier(root);
+  applier.applyFromMemory(tarOf({{"etc/", '5', ""}, {"etc/x", '2', "/etc/passwd"}, {"etc/dir/", '5', ""}, {"etc/dir/f", '0', "f"}}), "layer 1");
+  applier.applyFromMemory(tarOf({{"etc/x", '0', "file now"}, {"etc/dir", '0', "file too"}, {"etc/link", '1', "etc/x"}}), "layer 2");
+  applier.finish();
+  EXPECT_EQ(readText(root / "etc/x"), "file now");
+  EXPECT_EQ(readText(root / "etc/dir"), "file too");
+  struct stat a {}, b {};
+  ASSERT_EQ(::stat((root / "etc/x").c_str(), &a), 0);
+  ASSERT_EQ(::stat((root / "etc/link").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+}
+
+TEST_F(OciLayers, RefusesDotDotAndAbsolutePaths) {
+  oci::LayerApplier applier(root);
+  EXPECT_EQ(errorOf(applier, {{"../etc/evil", '0', "x"}}, "layer 3"),
+            "layer 3: ../etc/evil: path with '..' refused (it would leave the image root)");
+  EXPECT_EQ(errorOf(applier, {{"a/../../evil", '0', "x"}}, "layer 3"),
+            "layer 3: a/../../evil: path with '..' refused (it would leave the image root)");
+  EXPECT_NE(errorOf(applier, {{"/etc/evil", '0', "x"}}, "layer 3").find("absolute path refused"), std::string::npos);
+  EXPECT_NE(errorOf(applier, {{"ok", '1', "../outside"}}, "layer 3").find("'..' refused"), std::string::npos);
+  EXPECT_FALSE(fs::exists(root.parent_path() / "evil"));
+}
+
+TEST_F(OciLayers, RefusesWritesThroughASymlinkOfAnEarlierLayer) {
+  const fs::path outside = root.string() + "-outside";
+  fs::create_directory(outside);
+  oci::LayerApplier applier(root);
+  applier.applyFromMemory(tarOf({{"escape", '2', outside.string()}}), "layer 1");
+  EXPECT_EQ(errorOf(applier, {{"escape/evil", '0', "x"}}, "layer 2"),
+            "layer 2: escape/evil: refused: it goes through the symlink escape (writing through a symlink could leave the image root)");
+  // The same within one layer, and a whiteout through it.
+  EXPECT_NE(errorOf(applier, {{"l", '2', "/"}, {"l/etc/passwd", '0', "x"}}, "layer 3").find("goes through the symlink l"),
+            std::string::npos);
+  EXPECT_NE(errorOf(applier, {{"escape/.wh.victim", '0', ""}}, "layer 4").find("goes through the symlink"), std::string::npos);
+  EXPECT_TRUE(fs::is_empty(outside));
+  fs::remove_all(outside);
+}
+
+TEST_F(OciLayers, ReportsTheDigestOfTheLayerBytes) {
+  oci::LayerApplier applier(root);
+  const std::string layer = tarOf({{"f", '0', "content"}});
+  oci::Digester d;
+  d.update(layer.data(), layer.size());
+  EXPECT_EQ(applier.applyFromMemory(layer, "layer 1").digest, d.digest());
+}
+
+TEST(OciDigest, MatchesTheFips180Vector) {
+  oci::Digester d;
+  d.update("abc", 3);
+  EXPECT_EQ(d.digest(), "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_NO_THROW(oci::checkDigestSyntax(d.digest(), "x"));
+  EXPECT_THROW(oci::checkDigestSyntax("sha512:abcd", "x"), ctr::Error);
+  EXPECT_THROW(oci::checkDigestSyntax("sha256:ABC", "x"), ctr::Error);
+}
+
+TEST(OciReference, SplitsRegistryRepositoryTagAndDigest) {
+  auto r = oci::parseReference("docker://127.0.0.1:5000/group/demo:1.0");
+  EXPECT_EQ(r.registry, "127.0.0.1:5000");
+  EXPECT_EQ(r.repository, "group/demo");
+  EXPECT_EQ(r.tag, "1.0");
+  EXPECT_EQ(r.shortName(), "group/demo:1.0");
+  r = oci::parseReference("busybox");
+  EXPECT_EQ(r.registry, "registry-1.docker.io");
+  EXPECT_EQ(r.repository, "library/busybox");
+  EXPECT_EQ(r.tag, "latest");
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  r = oci::parseReference("localhost:5000/demo@" + digest);
+  EXPECT_EQ(r.registry, "localhost:5000");
+  EXPECT_EQ(r.digest, digest);
+  EXPECT_TRUE(r.tag.empty());
+  EXPECT_THROW(oci::parseReference("host:5000/Demo:1"), ctr::Error);
+  EXPECT_THROW(oci::parseReference("demo@sha256:short"), ctr::Error);
+}
+
+TEST(OciPlatform, ChoosesTheHostsEntryOfAManifestList) {
+  auto index = nlohmann::json::parse(R"({"manifests":[
+    {"digest":"sha256:1","platform":{"os":"linux","architecture":"arm","variant":"v7"}},
+    {"digest":"sha256:2","platform":{"os":"linux","architecture":"arm64","variant":"v8"}},
+    {"digest":"sha256:3","platform":{"os":"windows","architecture":"amd64"}},
+    {"digest":"sha256:4","platform":{"os":"linux","architecture":"amd64"}}]})");
+  EXPECT_EQ(oci::choosePlatform(index, {"linux", "amd64", ""}), 3u);
+  EXPECT_EQ(oci::choosePlatform(index, {"linux", "arm64", "v8"}), 1u);
+  EXPECT_EQ(oci::choosePlatform(index, {"linux", "arm", "v7"}), 0u);
+  try {
+    oci::choosePlatform(index, {"linux", "riscv64", ""});
+    FAIL() << "no error";
+  } catch (const ctr::Error& e) {
+    EXPECT_EQ(e.oneLine(),
+              "no image for linux/riscv64 in the index (it has: linux/arm/v7, linux/arm64/v8, windows/amd64, linux/amd64)");
+  }
+}
+
+TEST(OciConfig, MapsTheImageConfig) {
+  auto blob = nlohmann::json::parse(R"({"architecture":"amd64","os":"linux","config":{
+    "Env":["PATH=/usr/bin:/bin","A=1"],"Entrypoint":["/bin/echo"],"Cmd":["x"],"WorkingDir":"/w",
+    "Labels":{"k":"v","n":3}}})");
+  auto c = oci::parseImageConfig(blob);
+  EXPECT_EQ(c.env, (std::vector<std::string>{"PATH=/usr/bin:/bin", "A=1"}));
+  EXPECT_EQ(c.entrypoint, std::vector<std::string>{"/bin/echo"});
+  EXPECT_EQ(c.cmd, std::vector<std::string>{"x"});
+  EXPECT_EQ(c.workingDir, "/w");
+  EXPECT_EQ(c.labels.at("k"), "v");
+  EXPECT_EQ(c.labels.at("n"), "3");
+  EXPECT_EQ(c.architecture, "amd64");
+  EXPECT_TRUE(oci::parseImageConfig(nlohmann::json::parse(R"({"os":"linux"})")).env.empty());
+}
+
+class OciMetadata : public OciLayers {};
+
+TEST_F(OciMetadata, EnvScriptKeepsUserValuesExceptPath) {
+  oci::ImageConfig c;
+  c.env = {"PATH=/opt/bin:/bin", "GREETING=say \"hi\" $HOME", "BARE", "1BAD=x"};
+  oci::writeApptainerMetadata(c, root);
+  EXPECT_EQ(readText(root / ".singularity.d/env/10-docker2singularity.sh"),
+            "#!/bin/sh\n"
+            "export PATH=\"/opt/bin:/bin\"\n"
+            "export GREETING=\"${GREETING:-\"say \\\"hi\\\" \\$HOME\"}\"\n"
+            "export BARE=\"${BARE:-}\"\n");
+  auto r = ctr::runProcess({"/bin/sh", "-c", ". " + (root / ".singularity.d/env/10-docker2singularity.sh").string() + "; echo \"$GREETING\""},
+                           capture());
+  EXPECT_EQ(r.capturedStdout, "say \"hi\" $HOME\n");
+  for (const char* f : {"env/01-base.sh", "env/90-environment.sh", "env/99-base.sh", "actions/run", "actions/exec", "runscript"})
+    EXPECT_TRUE(fs::is_regular_file(root / ".singularity.d" / f)) << f;
+  EXPECT_EQ(readText(root / ".singularity.d/labels.json"), "{}");
+}
+
+// The runscript as Apptainer's: ENTRYPOINT, then the arguments or else CMD.
+TEST_F(OciMetadata, RunscriptCombinesEntrypointCmdAndArguments) {
+  oci::ImageConfig c;
+  c.entrypoint = {"/bin/echo", "it's"};
+  c.cmd = {"default arg"};
+  c.labels = {{"org.example", "x"}};
+  oci::writeApptainerMetadata(c, root);
+  const std::string rs = (root / ".singularity.d/runscript").string();
+  EXPECT_EQ(ctr::runProcess({"/bin/sh", rs}, capture()).capturedStdout, "it's default arg\n");
+  EXPECT_EQ(ctr::runProcess({"/bin/sh", rs, "a b", "c"}, capture()).capturedStdout, "it's a b c\n");
+  EXPECT_EQ(ctr::runProcess({"/usr/bin/env", "SINGULARITY_NO_EVAL=1", "/bin/sh", rs}, capture()).capturedStdout,
+            "it's default arg\n");
+  c.entrypoint.clear();
+  c.cmd = {"/bin/echo", "only cmd"};
+  oci::writeApptainerMetadata(c, root);
+  EXPECT_EQ(ctr::runProcess({"/bin/sh", rs}, capture()).capturedStdout, "only cmd\n");
+  EXPECT_EQ(ctr::runProcess({"/bin/sh", rs, "/bin/echo", "override"}, capture()).capturedStdout, "override\n");
+  EXPECT_EQ(readText(root / ".singularity.d/labels.json"), "{\n\t\"org.example\": \"x\"\n}");
+}
+
+TEST_F(OciMetadata, RefusesToWriteThroughAPlantedSymlink) {
+  const fs::path outside = root.string() + "-meta-outside";
+  fs::create_directory(outside);
+  fs::create_symlink(outside, root / ".singularity.d");
+  EXPECT_THROW(oci::writeApptainerMetadata({}, root), ctr::Error);
+  EXPECT_TRUE(fs::is_empty(outside));
+  fs::remove_all(outside);
+}
+
+}  // namespace
