@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "ctr/build.hpp"
+#include "ctr/oci.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"
@@ -106,9 +107,28 @@ void debootstrapAgent(const BootstrapContext& ctx) {
              "extracting " + tarball.string());
 }
 
+// Bootstrap: docker (From: a registry reference), docker-archive (a `docker save` tar),
+// oci-archive (a tar of an OCI layout, optional :tag) and oci (a layout directory, optional
+// :tag): the image's layers and, as Apptainer maps them, its Env, Entrypoint/Cmd and labels
+// (ctr/oci.hpp). A relative path starts at the recipe's directory.
+BootstrapAgent ociAgent(std::string agent) {
+  return [agent](const BootstrapContext& ctx) {
+    std::string reference = ctx.stage->header.from();
+    if (reference.empty()) throw Error("Bootstrap: " + agent + " needs a From: line");
+    if (agent != "docker" && reference[0] != '/') reference = (ctx.recipeDir / reference).string();
+    oci::PullOptions options;
+    if (!ctx.cacheDir.empty()) options.cacheDir = ctx.cacheDir;
+    ctx.note("importing " + agent + " " + reference);
+    const oci::ImageConfig config = oci::unpackImage(agent, reference, ctx.rootfs, options);
+    oci::writeApptainerMetadata(config, ctx.rootfs);
+  };
+}
+
 std::map<std::string, BootstrapAgent, std::less<>>& agents() {
   static std::map<std::string, BootstrapAgent, std::less<>> table = {
-      {"scratch", scratchAgent}, {"localimage", localImageAgent}, {"debootstrap", debootstrapAgent}};
+      {"scratch", scratchAgent},          {"localimage", localImageAgent},          {"debootstrap", debootstrapAgent},
+      {"docker", ociAgent("docker")},     {"docker-archive", ociAgent("docker-archive")},
+      {"oci-archive", ociAgent("oci-archive")}, {"oci", ociAgent("oci")}};
   return table;
 }
 

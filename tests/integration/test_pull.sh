@@ -169,6 +169,17 @@ done
 expect_failure "layout without the tag" "manifest unknown" "$CTR_BIN" pull "$WORK/bad.sif" "oci:$WORK/oci-dir:2"
 rm -f "$WORK/import.sif"
 
+note "ctr build from a definition file with Bootstrap: docker, oci and docker-archive (%post on top of the image)"
+for agent_from in "docker|$reg/demo:1" "oci|oci-dir:1" "docker-archive|demo-docker.tar"; do
+  agent=${agent_from%%|*} from=${agent_from#*|}
+  printf 'Bootstrap: %s\nFrom: %s\n\n%%post\n    echo built-on-$GREETING > /posted\n' "$agent" "$from" > "$WORK/from-$agent.def"
+  (cd "$WORK" && "$CTR_BIN" -q build --force "$WORK/def-$agent.sif" "$WORK/from-$agent.def") >/dev/null 2>&1 ||
+    fail "build with Bootstrap: $agent: $(tail -5 "$WORK/def-$agent.sif.build.log" 2>/dev/null)"
+  expect_eq "Bootstrap: $agent: %post ran in the image" "built-on-" "$("$CTR_BIN" exec "$WORK/def-$agent.sif" cat /posted)"
+  expect_eq "Bootstrap: $agent: the image's runscript" "entry default cmd" "$("$CTR_BIN" run "$WORK/def-$agent.sif")"
+  rm -f "$WORK/def-$agent.sif" "$WORK/def-$agent.sif.build.log"
+done
+
 note "SIGINT during a pull leaves nothing"
 # An image with one 64 MiB uncompressed layer, so that the pull is still running.
 mkdir -p "$WORK/big/root" "$WORK/big/layout/blobs/sha256"
