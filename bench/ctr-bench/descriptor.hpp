@@ -1,0 +1,59 @@
+// Workload descriptors: the YAML file that tells ctr-bench how to run one workload bare and
+// in a container and where its figures of merit (FOMs) are (docs/benchmark-guide.md,
+// "Workload descriptors"). The suite's own workloads print the JSON contract; a site's
+// application gives regexes instead.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stats.hpp"
+
+namespace ctr::bench {
+
+enum class Profile { Quick, Full };
+std::string profileName(Profile p);
+
+struct FomSpec {
+  std::string name;
+  std::string regex;  // output: regex only; group 1 is the value
+  std::string unit;
+  std::optional<Direction> direction;  // required with regex; overrides the program's
+  std::optional<double> delta;         // overrides the program's
+};
+
+struct Descriptor {
+  std::filesystem::path file;  // where it was read from (for messages)
+  std::string name;
+  std::string description;
+  std::vector<std::string> command;                       // bare (A) and runtime-overhead B
+  std::map<Profile, std::vector<std::string>> args;       // appended per profile
+  std::vector<std::string> imageCommand;                  // image-vs-host B (the image's build)
+  std::vector<Profile> profiles{Profile::Quick, Profile::Full};  // profiles that run it
+  bool mpirun = false;
+  int ranks = 1;
+  std::vector<std::string> mpirunArgs;
+  std::map<std::string, std::string> env;
+  std::vector<std::string> requiredPrograms;  // programs that must be found, else skipped
+  bool requiresRoot = false;
+  std::string setup;     // sh -c, once before the blocks (cwd: the work directory)
+  std::string teardown;  // sh -c, always after
+  std::vector<std::string> binds;  // extra host paths the container needs
+  double timeoutS = 600;
+  std::map<Profile, int> blocks;  // initial blocks per profile
+  std::map<Profile, int> maxBlocks;
+  bool regexOutput = false;  // output: regex (else json)
+  std::vector<FomSpec> foms;
+
+  [[nodiscard]] std::vector<std::string> argv(Profile p, bool imageSide) const;
+};
+
+// Reads and validates one descriptor; throws ctr::Error "FILE: KEY: problem".
+Descriptor loadDescriptor(const std::filesystem::path& file);
+// Every *.yaml / *.yml of a directory, sorted by name.
+std::vector<Descriptor> loadDescriptorDir(const std::filesystem::path& dir);
+
+}  // namespace ctr::bench
