@@ -393,7 +393,14 @@ void Runner::analyse(FomRecord& f, const AnalysisOptions& ao) {
     note = std::to_string(f.errors.size()) + " failed launch(es); first: block " + e["block"].dump() + " side " +
            e["side"].get<std::string>() + ": " + e["message"].get<std::string>();
   } else if (auto noisy = noiseNote(cvA, f.delta)) {
-    note = note ? *note + "; " + *noisy : *noisy;
+    // Noise only matters where it kept the CI from deciding.
+    if (f.verdict == Verdict::Inconclusive) {
+      note = note ? *note + "; " + *noisy : *noisy;
+    } else if (!note) {
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "baseline CV %.1f%% is over delta/2; the CI decided all the same", cvA * 100);
+      note = buf;
+    }
   }
   if (f.verdict == Verdict::Pass && pa && pa->ci.hi < -f.delta && !note)
     note = "the container is faster beyond delta (CI wholly below -delta)";
@@ -599,8 +606,8 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
     for (const auto& side : order) {
       std::string eta = block < initial ? std::to_string(static_cast<int>(blockTime * (initial - block))) + " s" : "adaptive";
       progress_.status(d.name + " [" + std::to_string(index + 1) + "/" + std::to_string(count) + "]: block " +
-                       std::to_string(block + 1) + "/" + std::to_string(block < initial ? initial : cap) + " " +
-                       (side == "A" ? sides.labelA : sides.labelB) + ", ETA " + eta + progress_.verdictSummary(w));
+                       std::to_string(block + 1) + "/" + std::to_string(block < initial ? initial : cap) +
+                       ", ETA " + eta + progress_.verdictSummary(w));
       auto r = launch(side == "A" ? sides.a : sides.b, env, wdir, d.timeoutS);
       if (r.interrupted) {
         store();
