@@ -610,6 +610,7 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
                        ", ETA " + eta + progress_.verdictSummary(w));
       auto r = launch(side == "A" ? sides.a : sides.b, env, wdir, d.timeoutS);
       if (r.interrupted) {
+        w["reason"] = "interrupted in block " + std::to_string(block + 1) + "; that block's samples are partial";
         store();
         throw Interrupted{};
       }
