@@ -10,6 +10,7 @@
 #include "report.hpp"
 #include "result.hpp"
 #include "runner.hpp"
+#include "scenarios.hpp"
 
 namespace {
 
@@ -62,6 +63,9 @@ int main(int argc, char** argv) {
   run->add_option("--workdir", workdir, "Work directory (kept); default a temporary one, removed at the end");
   run->add_option("--mpirun-args", mpirunArgs, "Extra mpirun options for MPI workloads, both sides (one string)");
   run->add_flag("--no-cold-start", noCold, "Do not measure the cold start");
+  run->add_option("--scenario", ro.scenarios, "After the workloads: cpu-steps | memory-steps | concurrent; repeatable")
+      ->check(CLI::IsMember(kScenarios));
+  run->add_option("--scenario-workload", ro.scenarioWorkload, "The workload of the scenarios (default: the first single-process one that ran)");
   run->add_flag("--hodges-lehmann", hl, "Decide on the Hodges-Lehmann estimate and Wilcoxon CI instead of the bootstrap");
 
   std::string baseFile, newFile;

@@ -29,6 +29,7 @@
 #include "launch.hpp"
 #include "progress.hpp"
 #include "result.hpp"
+#include "scenarios.hpp"
 
 #ifndef CTR_BENCH_VERSION
 #define CTR_BENCH_VERSION "0.0.0"
@@ -243,9 +244,10 @@ class Runner {
 
   void save() { writeResultAtomic(opt_.out, result_); }
   std::vector<Descriptor> selectWorkloads();
-  Sides commandsFor(const Descriptor& d, const std::string& program);
+  Sides commandsFor(const Descriptor& d, const std::string& program, const std::vector<std::string>& extraCtrArgs = {});
   json runWorkload(const Descriptor& d, size_t index, size_t count);
   json coldStart(const std::map<std::string, std::string>& env);
+  json scenario(const std::string& name, const std::vector<Descriptor>& descriptors);
   void analyse(FomRecord& f, const AnalysisOptions& ao);
   json fomJson(const FomRecord& f) const;
   std::string coldConfig();
@@ -284,12 +286,13 @@ std::vector<Descriptor> Runner::selectWorkloads() {
   return picked;
 }
 
-Sides Runner::commandsFor(const Descriptor& d, const std::string& program) {
+Sides Runner::commandsFor(const Descriptor& d, const std::string& program, const std::vector<std::string>& extraCtrArgs) {
   Sides s;
   std::vector<std::string> argvA = d.argv(opt_.profile, false);
   argvA[0] = program;
   std::vector<std::string> ctrExec{ctr_, "exec"};
   ctrExec.insert(ctrExec.end(), opt_.ctrArgs.begin(), opt_.ctrArgs.end());
+  ctrExec.insert(ctrExec.end(), extraCtrArgs.begin(), extraCtrArgs.end());
   // The container's environment is the launch's (ctr passes it through) but for the
   // variables ctr sets itself: PATH is already the container default; LD_LIBRARY_PATH is
   // not passed in by ctr, so it is given explicitly.
@@ -704,6 +707,39 @@ json Runner::coldStart(const std::map<std::string, std::string>& baseEnv) {
           {"errors", errors}};
 }
 
+json Runner::scenario(const std::string& name, const std::vector<Descriptor>& descriptors) {
+  // The workload: --scenario-workload, else the first of this run that ran and is not MPI.
+  const Descriptor* d = nullptr;
+  for (const auto& w : result_["workloads"]) {
+    if (w["status"] != "ok") continue;
+    for (const auto& desc : descriptors)
+      if (desc.name == w["name"] && (opt_.scenarioWorkload.empty() ? !desc.mpirun : desc.name == opt_.scenarioWorkload))
+        d = &desc;
+    if (d) break;
+  }
+  if (!d) {
+    std::string why = opt_.scenarioWorkload.empty() ? "no single-process workload ran ok in this run"
+                                                    : "workload '" + opt_.scenarioWorkload + "' did not run ok in this run";
+    progress_.line("scenario " + name + ": skipped (" + why + ")");
+    return {{"name", name}, {"skipped", why}};
+  }
+  std::string program = resolveProgram(d->command[0]);
+  fs::path wdir = workdirPath_ / d->name;
+  ScenarioContext c;
+  c.workload = d;
+  c.containerCommand = [this, d, program](const std::vector<std::string>& extra) { return commandsFor(*d, program, extra).b; };
+  c.env = envList(baseEnvironment(d));
+  c.cwd = wdir;
+  c.profile = opt_.profile;
+  c.deltas = opt_.deltas;
+  c.progress = &progress_;
+  c.rng = rng_.get();
+  json out = runScenario(name, c);
+  progress_.line("scenario " + name + ": " + (out.contains("skipped") ? "skipped (" + out["skipped"].get<std::string>() + ")" : "done"));
+  if (interruptRequested()) throw Interrupted{};
+  return out;
+}
+
 int Runner::run() {
   seed_ = opt_.seed ? opt_.seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   rng_.reset(gsl_rng_alloc(gsl_rng_mt19937));
@@ -804,6 +840,11 @@ int Runner::run() {
       for (size_t i = 0; i < descriptors.size(); ++i) {
         if (interruptRequested()) throw Interrupted{};
         runWorkload(descriptors[i], i, descriptors.size());
+      }
+      for (const auto& s : opt_.scenarios) {
+        if (interruptRequested()) throw Interrupted{};
+        result_["scenarios"].push_back(scenario(s, descriptors));
+        save();
       }
     } catch (const Interrupted&) {
       interrupted = true;

@@ -39,7 +39,8 @@ struct RunOptions {
   std::vector<std::string> mpirunArgs;
   bool coldStart = true;
   CiMethod ciMethod = CiMethod::BootstrapMedian;
-  std::vector<std::string> scenarios;
+  std::vector<std::string> scenarios;  // cpu-steps, memory-steps, concurrent
+  std::string scenarioWorkload;        // default: the first single-process workload that ran
 };
 
 // Returns the exit status (docs/benchmark-guide.md: 0 all PASS, 1 a FAIL, 2 INCONCLUSIVE
