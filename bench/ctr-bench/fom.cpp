@@ -1,5 +1,6 @@
 #include "fom.hpp"
 
+#include <algorithm>
 #include <regex>
 
 namespace ctr::bench {
@@ -94,6 +95,8 @@ ParsedOutput parseRegex(const Descriptor& d, const std::string& out, const std::
     }
     p.foms.push_back(std::move(v));
   }
+  if (std::none_of(p.foms.begin(), p.foms.end(), [](const FomValue& f) { return f.value.has_value(); }))
+    p.error = "no FOM regex matched the output";
   return p;
 }
 
