@@ -157,9 +157,11 @@ class Keeper {
     if (rc != 0) throw sysError("cannot start " + argv[0], rc);
   }
   ~Keeper() {
+    if (reaped_) return;
     ::kill(-pid_, SIGTERM);
     for (int i = 0; i < 100; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      pid_t w = ::waitpid(pid_, nullptr, WNOHANG);
+      if (w == pid_ || w < 0) return;
       ::usleep(20000);
     }
     ::kill(-pid_, SIGKILL);
@@ -167,10 +169,14 @@ class Keeper {
   }
   Keeper(const Keeper&) = delete;
   Keeper& operator=(const Keeper&) = delete;
-  [[nodiscard]] bool alive() const { return ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+  [[nodiscard]] bool alive() {
+    if (!reaped_ && ::waitpid(pid_, nullptr, WNOHANG) != 0) reaped_ = true;
+    return !reaped_;
+  }
 
  private:
   pid_t pid_ = -1;
+  bool reaped_ = false;
 };
 
 // The temporary work directory, removed at the end unless the user named it.
@@ -393,7 +399,8 @@ void Runner::analyse(FomRecord& f, const AnalysisOptions& ao) {
   if (!f.errors.empty()) {
     f.verdict = Verdict::Error;
     const auto& e = f.errors[0];
-    note = std::to_string(f.errors.size()) + " failed launch(es); first: block " + e["block"].dump() + " side " +
+    std::string where = e["block"].get<int>() < 0 ? std::string("warm-up") : "block " + e["block"].dump();
+    note = std::to_string(f.errors.size()) + " failed launch(es); first: " + where + " side " +
            e["side"].get<std::string>() + ": " + e["message"].get<std::string>();
   } else if (auto noisy = noiseNote(cvA, f.delta)) {
     // Noise only matters where it kept the CI from deciding.
@@ -577,7 +584,7 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
   if (!warmB.ok() || parseOutput(d, warmB.out, warmB.err, deltas).error) {
     std::string message = warmB.ok() ? "no FOM in its output" : warmB.describe();
     for (auto& f : foms)
-      f.errors.push_back({{"block", "warm-up"}, {"side", "B"}, {"message", message}, {"stderr_tail", warmB.stderrTail()}});
+      f.errors.push_back({{"block", -1}, {"phase", "warm-up"}, {"side", "B"}, {"message", message}, {"stderr_tail", warmB.stderrTail()}});
     publish();
     workloads.back() = w;
     auto out = finish("error", "the " + sides.labelB + " launch failed at warm-up (" +
@@ -657,9 +664,15 @@ json Runner::coldStart(const std::map<std::string, std::string>& baseEnv) {
   // unmounts it at exit. The warm case runs while the keeper holds the original.
   fs::path cold = workdirPath_ / "cold-start.sif";
   std::error_code ec;
-  if (fs::file_size(imageB_, ec) > (1ull << 30)) return {{"skipped", "the image is over 1 GiB: not copied for the cold case"}};
+  auto skipped = [](const std::string& why) {
+    return json{{"skipped", why},
+                {"samples_s", {{"bare", json::array()}, {"warm", json::array()}, {"cold", json::array()}}},
+                {"median_s", {{"bare", nullptr}, {"warm", nullptr}, {"cold", nullptr}}}};
+  };
+  if (fs::is_directory(imageB_)) return skipped("the image is a directory: nothing to mount");
+  if (fs::file_size(imageB_, ec) > (1ull << 30)) return skipped("the image is over 1 GiB: not copied for the cold case");
   fs::copy_file(imageB_, cold, fs::copy_options::overwrite_existing, ec);
-  if (ec) return {{"skipped", "cannot copy the image: " + ec.message()}};
+  if (ec) return skipped("cannot copy the image: " + ec.message());
   ::chmod(cold.c_str(), 0644);
   auto env = envList(baseEnv);
   auto coldEnv = baseEnv;
@@ -831,9 +844,12 @@ int Runner::run() {
       k.insert(k.end(), {img, "/bin/sleep", "2147483647"});
       keepers.push_back(std::make_unique<Keeper>(k, env));
     }
+    ::usleep(300000);  // let the keepers mount their images
+    bool held = std::all_of(keepers.begin(), keepers.end(), [](const auto& k) { return k->alive(); });
+    result_["config"]["image_held"] = held;
+    if (!held) progress_.line("warning: the image could not be kept mounted (no /bin/sleep in it?): B launches may mount it afresh");
     try {
       if (opt_.coldStart) {
-        ::usleep(300000);  // let the keepers mount their images
         result_["cold_start"] = coldStart(baseEnv);
         save();
       }
