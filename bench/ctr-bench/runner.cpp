@@ -179,6 +179,34 @@ class Keeper {
   bool reaped_ = false;
 };
 
+// Waits (up to `limitS`) until no process of ours has one of `images` open: ctr's holder
+// keeps an image mounted for `image linger` seconds after its last launch, and ctr-bench
+// should leave no mount of its own images behind when it exits.
+void waitForImagesReleased(const std::vector<std::string>& images, double limitS) {
+  const double end = now() + limitS;
+  for (;;) {
+    bool inUse = false;
+    std::error_code ec;
+    for (const auto& proc : fs::directory_iterator("/proc", ec)) {
+      const std::string pid = proc.path().filename().string();
+      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::error_code fdEc;
+      for (const auto& fd : fs::directory_iterator(proc.path() / "fd", fdEc)) {
+        std::error_code linkEc;
+        auto target = fs::read_symlink(fd.path(), linkEc).string();
+        if (target.ends_with(" (deleted)")) target.resize(target.size() - 10);
+        if (!linkEc && std::find(images.begin(), images.end(), target) != images.end()) {
+          inUse = true;
+          break;
+        }
+      }
+      if (inUse) break;
+    }
+    if (!inUse || now() > end) return;
+    ::usleep(100000);
+  }
+}
+
 // The temporary work directory, removed at the end unless the user named it.
 class WorkDir {
  public:
@@ -865,6 +893,11 @@ int Runner::run() {
     } catch (const Interrupted&) {
       interrupted = true;
     }
+    keepers.clear();
+    // The images ctr-bench made (host-stack, the cold-start copy) must not stay mounted.
+    std::vector<std::string> own{(workdirPath_ / "host-stack.sif").string(), (workdirPath_ / "cold-start.sif").string()};
+    progress_.status("waiting for ctr to release the images (image linger)");
+    waitForImagesReleased(own, 15);
   }
 
   json summary = {{"PASS", 0}, {"FAIL", 0}, {"INCONCLUSIVE", 0}, {"ERROR", 0}, {"SKIPPED", 0}};

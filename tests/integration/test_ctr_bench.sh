@@ -100,6 +100,11 @@ set -e
 case $rc in 0|1|2) ;; *) fail "root run: exit $rc: $(tail -5 "$WORK/root.err")";; esac
 check_result "$WORK/root.json" "$rc"
 grep -q '^dd-zero  *copy_rate' "$WORK/root.out" || fail "no summary table: $(cat "$WORK/root.out")"
+# Nothing may keep the run's images (host-stack, the cold-start copy) open or mounted.
+wd=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["workdir"])' "$WORK/root.json")
+held=$(ls -l /proc/[0-9]*/fd 2>/dev/null | grep -F "$wd/" || true)
+[ -z "$held" ] || fail "images of the run still open after it ended: $held"
+! grep -qF "$wd" /proc/self/mountinfo || fail "a mount of the run's work directory is left: $(grep -F "$wd" /proc/self/mountinfo)"
 
 note "test user: ctr-bench run --quick"
 chmod 777 "$WORK"
