@@ -468,11 +468,15 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
             {"status", "ok"},         {"reason", nullptr},            {"stderr_tail", nullptr},
             {"commands", nullptr},    {"labels", nullptr},            {"duration_s", 0},
             {"plan", json::array()},  {"foms", json::array()}};
+  // The workload's entry in the result, rewritten as it goes (skips and errors included).
+  result_["workloads"].push_back(w);
   auto finish = [&](const std::string& status, const std::string& reason, const std::string& tail = "") {
     w["status"] = status;
     w["reason"] = reason.empty() ? json(nullptr) : json(reason);
     w["stderr_tail"] = tail.empty() ? json(nullptr) : json(tail);
     w["duration_s"] = now() - started;
+    result_["workloads"].back() = w;
+    save();
     progress_.line(d.name + ": " + status + (reason.empty() ? "" : " (" + reason + ")"));
     return w;
   };
@@ -565,11 +569,9 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
     }
     w["duration_s"] = now() - started;
   };
-  auto& workloads = result_["workloads"];
-  workloads.push_back(w);
   auto store = [&] {
     publish();
-    workloads.back() = w;
+    result_["workloads"].back() = w;
     save();
   };
 
@@ -614,13 +616,7 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
     for (auto& f : foms)
       f.errors.push_back({{"block", -1}, {"phase", "warm-up"}, {"side", "B"}, {"message", message}, {"stderr_tail", warmB.stderrTail()}});
     publish();
-    workloads.back() = w;
-    auto out = finish("error", "the " + sides.labelB + " launch failed at warm-up (" +
-                                   (warmB.ok() ? std::string("no FOM in its output") : warmB.describe()) + ")",
-                      warmB.stderrTail());
-    workloads.back() = out;
-    save();
-    return out;
+    return finish("error", "the " + sides.labelB + " launch failed at warm-up (" + message + ")", warmB.stderrTail());
   }
 
   const int initial = opt_.blocks.value_or(
@@ -659,12 +655,8 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
     blockTime = now() - blockStart;
     store();
   }
-  auto out = finish("ok", "");
   publish();
-  out["foms"] = w["foms"];
-  workloads.back() = out;
-  save();
-  return out;
+  return finish("ok", "");
 }
 
 std::string Runner::coldConfig() {
@@ -726,6 +718,9 @@ json Runner::coldStart(const std::map<std::string, std::string>& baseEnv) {
     for (int i : idx) order.push_back(cases[static_cast<size_t>(i)]);
     for (const auto& which : order) {
       progress_.status("cold start: round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + " " + which);
+      // The previous cold launch's holder must be gone (linger 0 ends it, but not at once),
+      // or this launch would join it instead of mounting afresh.
+      if (which == "cold") waitForImagesReleased({cold.string()}, 10);
       auto r = launch(cmds[which], which == "cold" ? coldEnvList : env, workdirPath_, 60);
       if (r.interrupted) throw Interrupted{};
       if (r.ok()) {
