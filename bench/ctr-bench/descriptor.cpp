@@ -12,6 +12,17 @@ namespace ctr::bench {
 
 std::string profileName(Profile p) { return p == Profile::Quick ? "quick" : "full"; }
 
+std::vector<std::string> splitOnBlanks(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = text.find_first_not_of(" \t", pos)) != std::string::npos) {
+    size_t end = text.find_first_of(" \t", pos);
+    out.push_back(text.substr(pos, end - pos));
+    pos = end;
+  }
+  return out;
+}
+
 std::vector<std::string> Descriptor::argv(Profile p, bool imageSide) const {
   std::vector<std::string> out = imageSide && !imageCommand.empty() ? imageCommand : command;
   if (auto it = args.find(p); it != args.end()) out.insert(out.end(), it->second.begin(), it->second.end());
@@ -36,16 +47,7 @@ struct Reader {
   // A list of strings, or one string split on blanks (no shell quoting: use a list).
   std::vector<std::string> words(const YAML::Node& n, const std::string& key) const {
     std::vector<std::string> out;
-    if (n.IsScalar()) {
-      std::string s = n.Scalar();
-      size_t pos = 0;
-      while ((pos = s.find_first_not_of(" \t", pos)) != std::string::npos) {
-        size_t end = s.find_first_of(" \t", pos);
-        out.push_back(s.substr(pos, end - pos));
-        pos = end;
-      }
-      return out;
-    }
+    if (n.IsScalar()) return splitOnBlanks(n.Scalar());
     if (!n.IsSequence()) fail(key, "must be a list of strings or one string");
     for (size_t i = 0; i < n.size(); ++i) out.push_back(scalar(n[i], key + "[" + std::to_string(i) + "]"));
     return out;

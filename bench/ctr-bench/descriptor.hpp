@@ -51,6 +51,9 @@ struct Descriptor {
   [[nodiscard]] std::vector<std::string> argv(Profile p, bool imageSide) const;
 };
 
+// "a b  c" -> {"a", "b", "c"}: commands and options given as one string (no shell quoting).
+std::vector<std::string> splitOnBlanks(const std::string& text);
+
 // Reads and validates one descriptor; throws ctr::Error "FILE: KEY: problem".
 Descriptor loadDescriptor(const std::filesystem::path& file);
 // Every *.yaml / *.yml of a directory, sorted by name.

@@ -16,17 +16,6 @@ namespace {
 
 constexpr int kUsage = 3;
 
-std::vector<std::string> splitWords(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while ((pos = s.find_first_not_of(" \t", pos)) != std::string::npos) {
-    size_t end = s.find_first_of(" \t", pos);
-    out.push_back(s.substr(pos, end - pos));
-    pos = end;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,8 +83,8 @@ int main(int argc, char** argv) {
       for (auto w : ctr::splitList(workloads)) ro.workloads.emplace_back(w);
       if (mode == "image-vs-host") ro.mode = Mode::ImageVsHost;
       if (mode == "image-vs-image") ro.mode = Mode::ImageVsImage;
-      ro.ctrArgs = splitWords(ctrArgs);
-      ro.mpirunArgs = splitWords(mpirunArgs);
+      ro.ctrArgs = splitOnBlanks(ctrArgs);
+      ro.mpirunArgs = splitOnBlanks(mpirunArgs);
       for (const auto& d : deltas) ro.deltas.insert(parseDeltaOption(d));
       if (descriptorDir) ro.descriptorDir = *descriptorDir;
       if (workdir) ro.workdir = *workdir;

@@ -641,7 +641,8 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
       std::string eta = block < initial ? std::to_string(static_cast<int>(blockTime * (initial - block))) + " s" : "adaptive";
       progress_.status(d.name + " [" + std::to_string(index + 1) + "/" + std::to_string(count) + "]: block " +
                        std::to_string(block + 1) + "/" + std::to_string(block < initial ? initial : cap) +
-                       ", ETA " + eta + progress_.verdictSummary(w));
+                       ", ETA " + eta + ", run budget left " + std::to_string(std::max(0, static_cast<int>(deadline_ - now()))) +
+                       " s" + progress_.verdictSummary(w));
       auto r = launch(side == "A" ? sides.a : sides.b, env, wdir, d.timeoutS);
       if (r.interrupted) {
         w["reason"] = "interrupted in block " + std::to_string(block + 1) + "; that block's samples are partial";

@@ -36,6 +36,14 @@ output: regex
 foms:
   - {name: x, regex: '([0-9]+)', unit: 1, direction: higher, delta: 0.05}
 Y
+cat > "$WORK/hang.yaml" <<'Y'
+name: hang
+command: [sh, -c, 'sleep 30; echo "t: 1"']
+timeout: 1
+output: regex
+foms:
+  - {name: t, regex: 't: ([0-9.]+)', unit: s, direction: lower, delta: 0.05}
+Y
 cat > "$WORK/slow.yaml" <<'Y'
 name: slow
 command: [sh, -c, 'sleep 0.2; echo "t: 0.2"']
@@ -119,17 +127,20 @@ check_result "$WORK/user.json" "$rc"
 $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); assert not r["host"]["is_root"] and "OMPI_ALLOW_RUN_AS_ROOT" not in r["config"]["env"]' \
   "$WORK/user.json" || fail "test user's run recorded as root"
 
-note "a workload failing in the container: ERROR with its stderr tail, exit 3"
+note "a workload failing in the container: ERROR with its stderr tail; a hanging one times out; exit 3"
 set +e
-"$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/broken.yaml" --no-cold-start --blocks 3 \
+"$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/broken.yaml" --workload-file "$WORK/hang.yaml" --no-cold-start --blocks 3 \
   --out "$WORK/broken.json" > "$WORK/broken.out" 2>&1
 rc=$?
 set -e
 expect_eq "exit status with an ERROR FOM" 3 "$rc"
 $PY - "$WORK/broken.json" <<'PY' || fail "broken workload: $(cat "$WORK/broken.json")"
 import json, sys
-w = json.load(open(sys.argv[1]))["workloads"][0]
+ws = json.load(open(sys.argv[1]))["workloads"]
+w = ws[0]
 f = w["foms"][0]
+h = ws[1]
+assert h["name"] == "hang" and h["status"] == "error" and "timed out after 1 s" in h["reason"], h
 assert w["status"] == "error" and f["analysis"]["verdict"] == "ERROR", w
 assert "cannot open /data/mesh.h5" in f["errors"][0]["stderr_tail"], f["errors"]
 assert all(x is None for x in f["samples"]["B"])
