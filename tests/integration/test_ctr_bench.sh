@@ -91,6 +91,14 @@ if sys.argv[1].endswith("root.json"):
     s = names["skipper"]
     assert s["status"] == "skipped" and s["reason"] == "no InfiniBand HCA here", s
     assert r["summary"]["SKIPPED"] >= 1, r["summary"]
+    sc = {s["name"]: s for s in r["scenarios"]}
+    conc = sc["concurrent"]
+    assert [p["copies"] for p in conc["points"]] == [1, 2, 4], conc
+    assert all(len(p["samples"]) == 2 * p["copies"] and not p["errors"] for p in conc["points"]), conc
+    steps = sc["cpu-steps"]
+    # Limits need cgroups the runtime can use; where ctr refuses them the scenario says why.
+    assert "skipped" in steps or [p["limit"] for p in steps["points"]][:2] == ["--cpus 0.5", "--cpus 1"], steps
+    assert "skipped" in steps or all(len(p["samples"]) == 3 for p in steps["points"]), steps
 for w in r["workloads"]:
     if w["name"] in ("dd-zero", "skipper"):
         continue
@@ -103,7 +111,8 @@ PY
 note "root: ctr-bench run --quick"
 set +e
 "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" --workload-file "$WORK/skipper.yaml" \
-  "${suite_args[@]}" --blocks 3 --budget 90 --seed 5 --out "$WORK/root.json" > "$WORK/root.out" 2> "$WORK/root.err"
+  "${suite_args[@]}" --blocks 3 --budget 90 --seed 5 --scenario concurrent --scenario cpu-steps \
+  --scenario-workload dd-zero --out "$WORK/root.json" > "$WORK/root.out" 2> "$WORK/root.err"
 rc=$?
 set -e
 case $rc in 0|1|2) ;; *) fail "root run: exit $rc: $(tail -5 "$WORK/root.err")";; esac
