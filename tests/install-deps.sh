@@ -6,13 +6,14 @@ set -eu
 packages="
   build-essential cmake pkg-config git
   libseccomp-dev libmount-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev libhwloc-dev hwloc libtomlplusplus-dev
-  libyaml-cpp-dev libgsl-dev
+  libgtest-dev libgmock-dev libhwloc-dev hwloc libtomlplusplus-dev libyaml-cpp-dev
+  libgsl-dev
   squashfs-tools squashfuse fuse3 util-linux busybox-static
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev
   charliecloud bubblewrap hyperfine
   snakemake
+  libopenblas-dev fio python3-torch python3-torchvision
 "
 
 missing=""

@@ -54,6 +54,16 @@ struct Policy {
   // A cgroup v2 directory the admin delegates to users ('cgroup delegate'; "%u" is the uid):
   // limits go into a new cgroup below it. Empty: systemd's user@UID.service where present.
   std::string cgroupDelegate;
+  // Where CDI specifications are read, in order of rising priority ('cdi spec dirs').
+  std::vector<std::string> cdiSpecDirs{"/etc/cdi", "/var/run/cdi"};
+  // --nv on a node without the NVIDIA driver: an error, or a warning and no GPU
+  // ('missing gpu driver = error | warn'; warn suits images run on mixed partitions).
+  bool missingGpuDriverIsError = true;
+  // The list of driver programs and libraries for --nv without CDI ('nvidia library list');
+  // empty = nvliblist.conf beside the ctr.conf in use.
+  std::string nvidiaLibraryList;
+  // The same for --rocm ('rocm library list'); empty = rocmliblist.conf beside ctr.conf.
+  std::string rocmLibraryList;
 };
 
 // Parses `text`; `fileName` is only used in error messages ("FILE:LINE: ...").

@@ -53,7 +53,8 @@ struct EnvironmentInputs {
   std::vector<EnvVar> cli;        // parseEnvOption results of every --env, in order
   std::string home;               // container HOME; empty = keep the host's HOME
   std::string imagePath;          // CTR_CONTAINER (absolute image path)
-  std::string libraryDir;         // appended to LD_LIBRARY_PATH when set (injected host libs)
+  std::vector<std::string> libraryDirs;  // appended to LD_LIBRARY_PATH (injected host libraries)
+  std::vector<EnvVar> devices;    // from --nv/--device (CDI): after the image's, before the user's
 };
 
 // Layer 4: what the user set, applied in the container (see above).

@@ -12,8 +12,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ctr/cdi.hpp"
 #include "ctr/config.hpp"
 #include "ctr/environment.hpp"
+#include "ctr/gpu.hpp"
 #include "ctr/identity.hpp"
 #include "ctr/image.hpp"
 
@@ -51,6 +53,9 @@ struct LaunchOptions {
   std::string hostname;             // --hostname NAME
   bool net = false;                 // -n/--net: own network namespace
   std::string network;              // --network TYPE (only "none": loopback only)
+  bool nv = false;                  // --nv: the host's NVIDIA driver (CDI, else the ld.so cache)
+  bool rocm = false;                // --rocm: the host's AMD GPU driver (likewise)
+  std::vector<std::string> devices; // --device vendor.com/class=NAME (CDI), repeatable
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -90,6 +95,28 @@ struct HostFacts {
   pid_t pid = 0;                       // the launcher's pid (names its cgroup)
   // Gathered only when a launch asks for limits or --stats (discoverLimitsHost).
   std::optional<LimitsHost> limits;
+  // Gathered only for --nv and --device (discoverDevicesHost).
+  std::optional<host::CdiRegistry> cdi;    // the specs of policy.cdiSpecDirs
+  std::optional<host::GpuDriver> nvidia;   // the ld.so cache scans (--nv, --rocm without a CDI spec)
+  std::optional<host::GpuDriver> amd;
+  std::string nvidiaMissing;               // why there is no scan (no driver loaded, ...)
+  std::string amdMissing;
+};
+
+// A GPU driver injected from the ld.so cache (--nv, --rocm without CDI).
+struct InjectedDriver {
+  host::GpuVendor vendor = host::GpuVendor::Nvidia;
+  std::string version;
+  std::size_t libraries = 0;             // bound into /.singularity.d/libs
+  bool scanFromCache = false;            // the scan was read from the state directory's cache
+};
+
+// What --nv, --rocm and --device inject, for --explain (the mounts and variables are in the plan).
+struct DeviceInjection {
+  std::vector<std::string> cdiDevices;   // qualified names resolved
+  std::vector<std::string> cdiSpecFiles;
+  std::vector<InjectedDriver> drivers;
+  std::vector<std::string> notes;        // what was left out and why (hooks, libraries)
 };
 
 // How the image's root filesystem gets mounted.
@@ -218,6 +245,7 @@ struct LaunchPlan {
   // a lock, right before it creates the cgroup.
   std::optional<limits::NodeCapacity> admitAgainst;
   std::string statsFile;                // --stats FILE (the runtime supervises the app)
+  std::optional<DeviceInjection> devices;  // --nv, --rocm, --device
   // Whether the launch needs a supervisor (limits or --stats): run(plan), not execute(plan).
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }
 };
@@ -229,6 +257,11 @@ struct LaunchPlan {
 // cgroup v2 directory for `uid` (`delegate` from ctr.conf, "%u" replaced; else systemd's
 // user@UID.service when it exists).
 [[nodiscard]] LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate);
+
+// The CDI specs and, for --nv (--rocm) without a CDI spec for nvidia.com/gpu (amd.com/gpu),
+// the driver scan (cached in host.stateDir). Errors of a scan are kept in
+// host.nvidiaMissing / amdMissing: the planner decides, by policy, whether they stop the launch.
+void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy);
 
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...

@@ -13,7 +13,7 @@
 
 namespace ctr {
 
-enum class Program { Squashfuse, Mksquashfs, Unsquashfs };
+enum class Program { Squashfuse, Mksquashfs, Unsquashfs, Topology };
 
 // PREFIX of the running ctr when it runs from an installed layout (its directory is
 // PREFIX/bin), else empty (a build tree's bin/ counts as PREFIX/bin too: it simply holds

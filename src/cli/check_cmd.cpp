@@ -22,8 +22,10 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
+#include "ctr/inventory.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/limits.hpp"
+#include "ctr/process.hpp"
 #include "ctr/programs.hpp"
 
 namespace ctr::cli {
@@ -216,13 +218,48 @@ int runCheck(bool json) {
   return mode == "none" ? kExitFailure : 0;
 }
 
+// ctr check --host: the node's inventory, the hwloc topology (from ctr-topology) and the
+// mode ctr would use; the benchmark harness records the JSON as its host fingerprint.
+int runHostCheck(bool json) {
+  Findings f;
+  checkUserNamespaces(f);
+  checkFuse(f);
+  checkHelper(f);
+  checkConfig(f);
+  auto [mode, reason] = decideMode(f);
+  nlohmann::json out = host::hostInventory(f.policy);
+  try {
+    ProcessOptions options;
+    options.captureStdout = options.captureStderr = true;
+    options.captureLimit = 4u << 20;
+    const auto result = runProcess({findProgram(Program::Topology)}, options);
+    if (!result.ok()) throw Error("ctr-topology " + result.describe() + ": " + result.capturedStderr);
+    out["topology"] = nlohmann::json::parse(result.capturedStdout);
+  } catch (const std::exception& e) {
+    out["topology"] = {{"error", std::string("no topology: ") + e.what()}};
+  }
+  out["ctr"] = {{"version", build::kVersion}, {"mode", mode}, {"mode_reason", reason}};
+  if (json) {
+    std::cout << out.dump(2) << '\n';
+  } else {
+    std::cout << host::describeInventory(out) << "ctr:      " << build::kVersion << ", mode " << mode << " (" << reason
+              << ")\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 void registerCheck(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("check", "Tell which image mode ctr uses on this host, and why");
   auto json = std::make_shared<bool>(false);
+  auto hostReport = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print the checks as JSON");
-  cmd->callback([&ctx, json] { ctx.action = [json] { return runCheck(*json); }; });
+  cmd->add_flag("--host", *hostReport,
+                "Report the node instead: GPUs, RDMA, MPI libraries, hwloc topology (the benchmark's host fingerprint)");
+  cmd->callback([&ctx, json, hostReport] {
+    ctx.action = [json, hostReport] { return *hostReport ? runHostCheck(*json) : runCheck(*json); };
+  });
 }
 
 }  // namespace ctr::cli

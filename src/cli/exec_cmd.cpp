@@ -75,7 +75,8 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
                         BoolFlag{"--writable-tmpfs", &o.writableTmpfs, {"WRITABLE_TMPFS"}},
                         BoolFlag{"--no-eval", &o.noEval, {"NO_EVAL"}}, BoolFlag{"--pid", &o.pid, {"PID", "UNSHARE_PID"}},
                         BoolFlag{"--ipc", &o.ipc, {"IPC", "UNSHARE_IPC"}}, BoolFlag{"--uts", &o.uts, {"UTS", "UNSHARE_UTS"}},
-                        BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}}) {
+                        BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}, BoolFlag{"--nv", &o.nv, {"NV"}},
+                        BoolFlag{"--rocm", &o.rocm, {"ROCM"}}}) {
     if (given(f.option)) continue;
     if (auto v = flagVariable(f.keys)) *f.target = parseFlagBool(*v);
   }
@@ -160,6 +161,7 @@ int runLaunch(RunCommandState& state) {
     auto host = launch::discoverHost();
     if (!options.limits.empty() || !options.statsFile.empty())
       host.limits = launch::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
+    launch::discoverDevicesHost(host, options, policy);
     plan = launch::planLaunch(options, policy, image, host);
   }
   for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
@@ -193,6 +195,12 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   cmd->add_option("--scratch", o.scratch, "An empty writable directory at DIR (repeatable, comma lists)")
       ->allow_extra_args(false);
   cmd->add_option("--app", o.app, "Run a SCIF app of the image (/scif/apps/NAME)");
+  auto* devGroup = "Host devices";
+  cmd->add_flag("--nv", o.nv, "The host's NVIDIA driver and GPUs (CDI spec for nvidia.com/gpu, else the ld.so cache)")
+      ->group(devGroup);
+  cmd->add_flag("--rocm", o.rocm, "The host's AMD GPU driver (CDI spec for amd.com/gpu, else the ld.so cache)")->group(devGroup);
+  cmd->add_option("--device", o.devices, "A CDI device vendor.com/class=NAME, e.g. nvidia.com/gpu=all (repeatable)")
+      ->allow_extra_args(false)->group(devGroup);
   auto* nsGroup = "Namespaces (the host's unless asked for)";
   cmd->add_flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)")->group(nsGroup);
   cmd->add_flag("-i,--ipc", o.ipc, "Own IPC namespace")->group(nsGroup);

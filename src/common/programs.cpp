@@ -31,6 +31,7 @@ ProgramInfo infoOf(Program program) {
       return {{"squashfuse_ll", "squashfuse"}, "install squashfuse (apt/dnf install squashfuse)"};
     case Program::Mksquashfs: return {{"mksquashfs", nullptr}, "install squashfs-tools"};
     case Program::Unsquashfs: return {{"unsquashfs", nullptr}, "install squashfs-tools"};
+    case Program::Topology: return {{"ctr-topology", nullptr}, "it is built with ctr (needs libhwloc)"};
   }
   return {{"", nullptr}, ""};
 }
@@ -46,6 +47,9 @@ std::vector<fs::path> libexecDirs() {
   if (!relocatedPrefix().empty()) dirs.push_back(relocatedPrefix() / build::kLibexecDir / "ctr");
   fs::path configured = fs::path(build::kInstallPrefix) / build::kLibexecDir / "ctr";
   if (dirs.empty() || dirs.front() != configured) dirs.push_back(std::move(configured));
+  // A build tree keeps ctr's own programs beside it (bin/ctr-topology).
+  std::error_code ec;
+  if (fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec) dirs.push_back(std::move(self));
   return dirs;
 }
 

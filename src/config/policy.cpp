@@ -112,6 +112,23 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
          p.cgroupDelegate = v;
        }},
+      {"cdi spec dirs", [](Policy& p, const std::string& v) { p.cdiSpecDirs = parseAbsolutePaths(v); }},
+      {"missing gpu driver",
+       [](Policy& p, const std::string& v) {
+         if (v == "error") p.missingGpuDriverIsError = true;
+         else if (v == "warn") p.missingGpuDriverIsError = false;
+         else throw Error("expected error or warn, got '" + v + "'");
+       }},
+      {"nvidia library list",
+       [](Policy& p, const std::string& v) {
+         if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
+         p.nvidiaLibraryList = v;
+       }},
+      {"rocm library list",
+       [](Policy& p, const std::string& v) {
+         if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
+         p.rocmLibraryList = v;
+       }},
       {"seccomp profile",
        [](Policy& p, const std::string& v) {
          if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");

@@ -109,6 +109,7 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
 
   // 3. image
   for (const auto& [name, value] : in.image) vars[name] = value;
+  for (const auto& [name, value] : in.devices) vars[name] = value;
 
   // 4. user settings, applied in the container after the image's scripts
   UserEnvironment& user = env.user;
@@ -153,9 +154,9 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
   }
   for (const auto& [name, value] : env.fixed) vars[name] = value;
 
-  if (!in.libraryDir.empty()) {
+  if (!in.libraryDirs.empty()) {
     std::string list = vars.contains("LD_LIBRARY_PATH") ? vars["LD_LIBRARY_PATH"] : "";
-    appendPathList(list, in.libraryDir);
+    for (const auto& dir : in.libraryDirs) appendPathList(list, dir);
     vars["LD_LIBRARY_PATH"] = list;
   }
   return env;

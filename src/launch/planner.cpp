@@ -22,6 +22,7 @@
 #include "ctr/strings.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/pathutil.hpp"
+#include "ctr/programs.hpp"
 
 extern char** environ;
 
@@ -109,7 +110,159 @@ std::vector<std::string> namespaceLines(const Namespaces& ns) {
   return lines;
 }
 
+constexpr std::string_view kNvidiaKind = "nvidia.com/gpu";
+constexpr std::string_view kAmdKind = "amd.com/gpu";
+
+// NVIDIA_VISIBLE_DEVICES as the NVIDIA container runtime reads it: unset or "all" = every
+// GPU, "none"/"void" = none, else a list of indices (minor numbers). UUIDs need NVML to map:
+// every GPU then, with a note.
+std::vector<std::string> selectNvidiaDevices(const std::vector<std::string>& nodes, const std::string& visible,
+                                             std::vector<std::string>& notes) {
+  std::vector<std::string> out;
+  const bool all = visible.empty() || visible == "all";
+  const bool none = visible == "none" || visible == "void";
+  std::vector<std::string> wanted;
+  bool byUuid = false;
+  for (auto item : splitList(visible)) {
+    if (item.empty()) continue;
+    if (std::all_of(item.begin(), item.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      wanted.push_back("/dev/nvidia" + std::string(item));
+    else if (!all && !none)
+      byUuid = true;
+  }
+  if (byUuid) notes.push_back("NVIDIA_VISIBLE_DEVICES names GPUs by UUID: every GPU's device node is bound (CUDA applies the selection)");
+  for (const auto& node : nodes) {
+    const bool numbered = node.size() > 11 && node.starts_with("/dev/nvidia") &&
+                          std::isdigit(static_cast<unsigned char>(node[11]));
+    if (!numbered || all || byUuid || std::find(wanted.begin(), wanted.end(), node) != wanted.end()) {
+      if (!numbered || !none) out.push_back(node);
+    }
+  }
+  return out;
+}
+
+// The parts of a CDI selection ctr can honour without root, into mounts and variables;
+// what it cannot honour goes into the notes.
+void planCdiEdits(const host::CdiEdits& edits, bool privateDev, std::vector<Mount>& mounts, std::vector<EnvVar>& env,
+                  std::vector<std::string>& libraryDirs, std::vector<std::string>& notes) {
+  for (const auto& node : edits.deviceNodes) {
+    // Without --contain the container's /dev is the host's: a node at its host path is there
+    // already, and one the spec puts elsewhere could only be made by writing the host's /dev.
+    if (!privateDev && (node.hostPath.empty() || node.hostPath == node.path)) continue;
+    if (!privateDev && node.path.starts_with("/dev/"))
+      throw Error("the CDI device node " + node.path + " (host " + node.hostPath +
+                  ") needs a private /dev: add --contain");
+    Mount m = bindMount(node.hostPath.empty() ? node.path : node.hostPath, node.path, false, MountOrigin::Host);
+    m.recursive = false;
+    m.required = true;
+    addMount(mounts, std::move(m));
+  }
+  for (const auto& cdiMount : edits.mounts) {
+    const bool readOnly = std::find(cdiMount.options.begin(), cdiMount.options.end(), "ro") != cdiMount.options.end();
+    if (!cdiMount.type.empty() && cdiMount.type != "bind") {
+      notes.push_back("CDI mount of type '" + cdiMount.type + "' at " + cdiMount.containerPath + " skipped (only binds)");
+      continue;
+    }
+    Mount m = bindMount(cdiMount.hostPath, cdiMount.containerPath, readOnly, MountOrigin::Host);
+    m.recursive = std::find(cdiMount.options.begin(), cdiMount.options.end(), "rbind") != cdiMount.options.end();
+    m.required = true;
+    addMount(mounts, std::move(m));
+  }
+  for (const auto& entry : edits.env) {
+    const auto eq = entry.find('=');
+    std::erase_if(env, [&](const EnvVar& v) { return v.first == entry.substr(0, eq); });
+    env.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  for (const auto& hook : edits.hooks) {
+    // nvidia-ctk's update-ldcache runs ldconfig in the container's root as root; the same
+    // effect without writing the image: its folders go on LD_LIBRARY_PATH.
+    const auto verb = std::find(hook.args.begin(), hook.args.end(), "update-ldcache");
+    if (verb != hook.args.end()) {
+      for (auto it = verb; it != hook.args.end(); ++it)
+        if (*it == "--folder" && it + 1 != hook.args.end()) libraryDirs.push_back(*(it + 1));
+      continue;
+    }
+    std::string what = hook.path;
+    for (size_t i = 1; i < hook.args.size() && i < 3; ++i) what += " " + hook.args[i];
+    notes.push_back("CDI hook skipped (" + hook.hookName + ": " + what +
+                    "): ctr runs no hooks; they need root or a writable image");
+  }
+  if (!edits.additionalGids.empty())
+    notes.push_back("CDI additionalGids skipped: a user namespace cannot add groups");
+}
+
+// --nv/--rocm without CDI: the scanned driver into mounts. The libraries go into one
+// directory, /.singularity.d/libs (a tmpfs, so the prepared root needs one target for all
+// of them), which is appended to LD_LIBRARY_PATH, as images built for Apptainer expect.
+void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::string& visible,
+                   std::vector<Mount>& mounts, std::vector<std::string>& libraryDirs, DeviceInjection& injection) {
+  injection.drivers.push_back({driver.vendor, driver.version, driver.libraries.size(), driver.fromCache});
+  addMount(mounts, tmpfsMount(std::string(kContainerLibDir), MountOrigin::Host));
+  for (const auto& lib : driver.libraries) {
+    Mount m = bindMount(lib.path, joinPath(kContainerLibDir, lib.soname), true, MountOrigin::Host);
+    m.recursive = false;
+    addMount(mounts, std::move(m));
+  }
+  for (const auto& [name, path] : driver.binaries) {
+    Mount m = bindMount(path, "/usr/bin/" + name, true, MountOrigin::Host);
+    m.recursive = false;
+    addMount(mounts, std::move(m));
+  }
+  for (const auto& file : driver.files) addMount(mounts, bindMount(host::hostPath(driver, file), file, true, MountOrigin::Host));
+  for (const auto& socket : driver.sockets)
+    addMount(mounts, bindMount(host::hostPath(driver, socket), socket, false, MountOrigin::Host));
+  if (contain) {
+    // AMD: /dev/kfd and all of /dev/dri; HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES pass
+    // through and the ROCm runtime applies them.
+    const auto nodes = driver.vendor == host::GpuVendor::Nvidia ? selectNvidiaDevices(driver.devices, visible, injection.notes)
+                                                                : driver.devices;
+    for (const auto& node : nodes) {
+      Mount m = bindMount(host::hostPath(driver, node), node, false, MountOrigin::Host);
+      m.recursive = node == "/dev/nvidia-caps" || node == "/dev/dri";
+      addMount(mounts, std::move(m));
+    }
+  }
+  for (const auto& s : driver.skipped)
+    injection.notes.push_back(s.listed + (s.soname.empty() || s.soname == s.listed ? "" : " (" + s.soname + ")") +
+                              ": " + s.reason);
+  if (std::find(libraryDirs.begin(), libraryDirs.end(), kContainerLibDir) == libraryDirs.end())
+    libraryDirs.push_back(std::string(kContainerLibDir));
+}
+
+// The list of programs and libraries of a vendor: ctr.conf's, else beside ctr.conf.
+std::string libraryListPath(const config::Policy& policy, const std::string& configured, const char* fileName) {
+  if (!configured.empty()) return configured;
+  return ((policy.source.empty() ? sysconfPath() : policy.source).parent_path() / fileName).string();
+}
+
 }  // namespace
+
+void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy) {
+  if (!options.nv && !options.rocm && options.devices.empty()) return;
+  host.cdi = host::loadCdiSpecs(policy.cdiSpecDirs);
+  auto scan = [&](host::GpuVendor vendor, const std::string& list, std::optional<host::GpuDriver>& into,
+                  std::string& missing) {
+    host::GpuScanInputs in;
+    in.vendor = vendor;
+    // The node's driver files under another root: for tests and benchmarks of --nv on
+    // machines without a GPU (a fixture tree); never needed on a real node.
+    if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
+    in.libraryList = list;
+    in.searchPath = envValue(host.env, "PATH");
+    in.cacheDir = host.stateDir;
+    try {
+      into = host::scanGpuDriver(in);
+    } catch (const Error& e) {
+      missing = e.what();
+    }
+  };
+  if (options.nv && !host::hasCdiKind(*host.cdi, kNvidiaKind))
+    scan(host::GpuVendor::Nvidia, libraryListPath(policy, policy.nvidiaLibraryList, "nvliblist.conf"), host.nvidia,
+         host.nvidiaMissing);
+  if (options.rocm && !host::hasCdiKind(*host.cdi, kAmdKind))
+    scan(host::GpuVendor::Amd, libraryListPath(policy, policy.rocmLibraryList, "rocmliblist.conf"), host.amd,
+         host.amdMissing);
+}
 
 HostFacts discoverHost() {
   HostFacts host;
@@ -359,6 +512,44 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     for (auto& b : withContext("in ctr.conf 'bind path'", [&] { return parseBindSpecs(spec); }))
       addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::Policy));
   }
+  // --nv, --rocm and --device: the host's drivers and devices, before the user's binds (which win).
+  std::vector<EnvVar> deviceEnv;
+  std::vector<std::string> libraryDirs;
+  if (options.nv || options.rocm || !options.devices.empty()) {
+    if (!host.cdi) throw Error("--nv/--rocm/--device asked for, but the host's devices were not looked at");
+    for (const auto& warning : host.cdi->warnings) plan.warnings.push_back(warning);
+    DeviceInjection injection;
+    std::vector<std::string> cdiNames = options.devices;
+    // A vendor flag: the vendor's CDI spec when there is one (its devices named by the
+    // vendor's visibility variable, "0,1", else all), else the ld.so cache scan.
+    auto gpuFlag = [&](const char* flag, std::string_view kind, const char* visibleVar,
+                       const std::optional<host::GpuDriver>& driver, const std::string& missing) {
+      const std::string visible = envValue(host.env, visibleVar);
+      if (host::hasCdiKind(*host.cdi, kind)) {
+        std::vector<std::string> named;
+        for (auto item : splitList(visible))
+          if (!item.empty() && item != "all") named.push_back(std::string(kind) + "=" + std::string(item));
+        if (visible == "none" || visible == "void") named.clear();
+        else if (named.empty()) named.push_back(std::string(kind) + "=all");
+        cdiNames.insert(cdiNames.end(), named.begin(), named.end());
+      } else if (driver) {
+        planGpuDriver(*driver, contain, visible, mounts, libraryDirs, injection);
+      } else if (policy.missingGpuDriverIsError) {
+        throw Error(std::string(flag) + ": " + missing);
+      } else {
+        plan.warnings.push_back(std::string(flag) + ": " + missing + "; running without the GPU ('missing gpu driver = warn')");
+      }
+    };
+    if (options.nv) gpuFlag("--nv", kNvidiaKind, "NVIDIA_VISIBLE_DEVICES", host.nvidia, host.nvidiaMissing);
+    if (options.rocm) gpuFlag("--rocm", kAmdKind, "AMD_VISIBLE_DEVICES", host.amd, host.amdMissing);
+    if (!cdiNames.empty()) {
+      auto selection = host::resolveCdiDevices(*host.cdi, cdiNames, policy.cdiSpecDirs);
+      injection.cdiDevices = selection.devices;
+      injection.cdiSpecFiles = selection.specFiles;
+      planCdiEdits(selection.edits, contain, mounts, deviceEnv, libraryDirs, injection.notes);
+    }
+    if (!injection.drivers.empty() || !injection.cdiDevices.empty()) plan.devices = std::move(injection);
+  }
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
   std::vector<std::string> userBinds;
@@ -456,6 +647,8 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     envInputs.cli.insert(envInputs.cli.end(), vars.begin(), vars.end());
   }
   envInputs.envFiles = options.envFileVars;
+  envInputs.devices = std::move(deviceEnv);
+  envInputs.libraryDirs = std::move(libraryDirs);
   if (!image.environment.empty()) {
     envInputs.image = parseEnvFile(image.environment, image.path.string() + " (SIF environment object)");
   }
@@ -477,7 +670,7 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   plan.environment = toEnvp(env);
   plan.userEnvironment = std::move(env.user);
   plan.fixedEnvironment = std::move(env.fixed);
-  plan.warnings = std::move(env.warnings);
+  plan.warnings.insert(plan.warnings.end(), env.warnings.begin(), env.warnings.end());
 
   plan.argv = options.args;
   const std::string appDir = options.app.empty() ? "" : "/scif/apps/" + options.app + "/scif";
@@ -640,6 +833,17 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                  {"directories", plan.cgroup.dirs}};
   j["stats_file"] = plan.statsFile;
   j["refuse_overcommit"] = plan.admitAgainst.has_value();
+  if (plan.devices) {
+    const auto& d = *plan.devices;
+    nlohmann::json drivers = nlohmann::json::array();
+    for (const auto& driver : d.drivers)
+      drivers.push_back({{"vendor", host::toString(driver.vendor)}, {"version", driver.version},
+                         {"libraries", driver.libraries}, {"scan_from_cache", driver.scanFromCache}});
+    j["devices"] = {{"cdi_devices", d.cdiDevices}, {"cdi_spec_files", d.cdiSpecFiles}, {"drivers", drivers},
+                    {"left_out", d.notes}};
+  } else {
+    j["devices"] = nullptr;
+  }
   return j;
 }
 
@@ -669,6 +873,20 @@ std::string toText(const LaunchPlan& plan) {
       out << "  " << (controller.empty() ? "" : controller + ": ") << dir << '\n';
   }
   if (!plan.statsFile.empty()) out << "stats:      " << plan.statsFile << '\n';
+  if (plan.devices) {
+    const auto& d = *plan.devices;
+    for (const auto& driver : d.drivers)
+      out << "devices:    " << host::toString(driver.vendor) << " driver " << driver.version << " from the ld.so cache, "
+          << driver.libraries << " libraries in " << kContainerLibDir
+          << (driver.scanFromCache ? " (scan read from the state directory's cache)" : " (scanned now)") << '\n';
+    if (!d.cdiDevices.empty()) {
+      out << "devices:    CDI";
+      for (const auto& name : d.cdiDevices) out << ", " << name;
+      out << '\n';
+    }
+    for (const auto& file : d.cdiSpecFiles) out << "  CDI spec: " << file << '\n';
+    for (const auto& note : d.notes) out << "  left out: " << note << '\n';
+  }
   out
       << "mounts (in order):\n";
   for (const auto& m : plan.mounts) {

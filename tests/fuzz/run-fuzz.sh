@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with the "fuzz" preset (clang, ASan + UBSan) and runs each
 # on a copy of its seed corpus. Fails on any crash, leak or sanitizer report.
 #   FUZZ_SECONDS   time for the SIF reader (default 60); the helper's parser and the
-#                  ld.so cache reader get half each.
+#                  ld.so cache reader and the definition-file parser get half each.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build/fuzz}
@@ -12,10 +12,11 @@ targets=(
   "fuzz_sif_reader sif $seconds"
   "fuzz_helper_parse helper $(( (seconds + 1) / 2 ))"
   "fuzz_ldcache ldcache $(( (seconds + 1) / 2 ))"
+  "fuzz_deffile deffile $(( (seconds + 1) / 2 ))"
 )
 
 cmake --preset fuzz -S "$src" -B "$build" >/dev/null
-cmake --build "$build" --target fuzz_sif_reader fuzz_helper_parse fuzz_ldcache -j"${FUZZ_JOBS:-2}"
+cmake --build "$build" --target fuzz_sif_reader fuzz_helper_parse fuzz_ldcache fuzz_deffile -j"${FUZZ_JOBS:-2}"
 
 work=$(mktemp -d /tmp/ctr-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT

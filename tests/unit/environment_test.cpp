@@ -56,7 +56,7 @@ TEST(Environment, HostLdLibraryPathIsNotPassed) {
 TEST(Environment, LibraryDirIsAppendedToLdLibraryPath) {
   EnvironmentInputs in;
   in.host = {"LD_LIBRARY_PATH=/opt/host/lib"};
-  in.libraryDir = "/.singularity.d/libs";
+  in.libraryDirs = {"/.singularity.d/libs"};
   EXPECT_EQ(computeEnvironment(in).vars.at("LD_LIBRARY_PATH"), "/.singularity.d/libs");
   in.cli = {{"LD_LIBRARY_PATH", "/opt/app/lib"}};
   EXPECT_EQ(computeEnvironment(in).user.vars,

@@ -18,6 +18,9 @@
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/gpu.hpp"
+
+#include <nlohmann/json.hpp>
 #include "ctr/ldcache.hpp"
 #include "ctr/process.hpp"
 #include "platform_probes.hpp"
@@ -463,6 +466,60 @@ TEST_P(NvLibSelection, EveryTruncationOfAFixtureCacheIsAnError) {
     } catch (const ctr::Error&) {
     }
   }
+}
+
+// --nv without CDI on a fixture node: the scan of a loaded driver, kept in the state
+// directory and read back by the next launch until the ld.so cache or the list changes.
+TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheChanges) {
+  std::string whyNot;
+  const std::string cachePath = buildCache(GetParam(), whyNot);
+  if (cachePath.empty()) CTR_SKIP_BECAUSE(whyNot);
+  ctr::host::GpuScanInputs in;
+  in.root = dir_;
+  in.libraryList = dir_ + "/nvliblist.conf";
+  in.searchPath = "/usr/bin:/sbin";  // the node's PATH, looked up under the root
+  in.cacheDir = dir_ + "/state";
+  write("/nvliblist.conf", "libcuda.so\nlibnvidia-ml.so\nnvidia-smi\n/etc/vulkan/icd.d/nvidia_icd.json\n");
+  // No driver loaded: a clear error, whatever the rest of the node has.
+  try {
+    (void)ctr::host::scanGpuDriver(in);
+    FAIL() << "scanned a node without the driver";
+  } catch (const ctr::Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("no NVIDIA driver on this host ("), 0u) << e.what();
+  }
+  mkdirs("/proc/driver/nvidia");
+  write("/proc/driver/nvidia/version",
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n");
+  mkdirs("/dev/nvidia-caps");
+  mkdirs("/state");
+  mkdirs("/usr/bin");
+  for (const char* node : {"/dev/nvidia10", "/dev/nvidia2", "/dev/nvidiactl", "/dev/nvidia-uvm"}) write(node, "");
+  write("/usr/bin/nvidia-smi", "#!/bin/sh\n");
+  ASSERT_EQ(::chmod((dir_ + "/usr/bin/nvidia-smi").c_str(), 0755), 0);
+
+  const auto first = ctr::host::scanGpuDriver(in);
+  EXPECT_FALSE(first.fromCache);
+  EXPECT_EQ(first.version, "535.104.05");
+  ASSERT_EQ(first.libraries.size(), 2u);
+  EXPECT_EQ(first.libraries[0].soname, "libcuda.so.1");
+  ASSERT_EQ(first.binaries.size(), 1u);
+  EXPECT_EQ(first.binaries[0].second, dir_ + "/usr/bin/nvidia-smi");
+  EXPECT_TRUE(first.files.empty());
+  EXPECT_EQ(first.devices, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-caps",
+                                                     "/dev/nvidia2", "/dev/nvidia10"}));
+
+  EXPECT_EQ(ctr::host::hostPath(first, "/dev/nvidia2"), dir_ + "/dev/nvidia2");
+
+  const auto second = ctr::host::scanGpuDriver(in);
+  EXPECT_TRUE(second.fromCache);
+  EXPECT_EQ(ctr::host::toJson(second)["libraries"], ctr::host::toJson(first)["libraries"]);
+  EXPECT_EQ(second.devices, first.devices);
+
+  // A new list (or a new ld.so cache, or driver) is another key: scanned again.
+  write("/nvliblist.conf", "libcuda.so\n");
+  const auto third = ctr::host::scanGpuDriver(in);
+  EXPECT_FALSE(third.fromCache);
+  EXPECT_EQ(third.libraries.size(), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(LdCacheFormats, NvLibSelection, ::testing::Values("new", "compat", "old"),

@@ -1,0 +1,214 @@
+// The GPU driver scan for --nv and --rocm without CDI (ctr/gpu.hpp).
+#include "ctr/gpu.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "ctr/build_config.hpp"
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/hash.hpp"
+#include "ctr/pathutil.hpp"
+#include "ctr/programs.hpp"
+
+namespace ctr::host {
+namespace {
+
+using nlohmann::json;
+
+std::string under(const std::string& root, const std::string& path) {
+  return root == "/" ? path : launch::joinPath(root, path);
+}
+
+// What a cached scan is valid for: the files it was made from, unchanged.
+std::string fileIdentity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return path + ":missing";
+  return fmt::format("{}:{}:{}:{}:{}.{}", path, st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+
+// Atomically: a reader sees the old file, the new one, or none.
+void writeCacheFile(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) throw sysError("cannot write the driver scan cache " + tmp);
+  if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
+    ::unlink(tmp.c_str());
+    throw sysError("cannot write the driver scan cache " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw sysError("cannot rename the driver scan cache to " + path);
+  }
+}
+
+GpuDriver scanUncached(const GpuScanInputs& in, const std::string& version) {
+  GpuDriver driver;
+  driver.vendor = in.vendor;
+  driver.version = version;
+  const LibraryList list = readLibraryList(in.libraryList);
+  const LdCache cache = readLdCache(under(in.root, in.ldCache));
+  LibrarySelection selection = selectLibraries(cache, list.libraries, hostElfIdentity(), in.root);
+  driver.libraries = std::move(selection.selected);
+  driver.skipped = std::move(selection.skipped);
+  std::string searchPath = in.searchPath;
+  if (in.root != "/") {
+    searchPath.clear();
+    for (size_t start = 0; start <= in.searchPath.size();) {
+      size_t colon = in.searchPath.find(':', start);
+      if (colon == std::string::npos) colon = in.searchPath.size();
+      const std::string dir = in.searchPath.substr(start, colon - start);
+      if (!dir.empty() && dir[0] == '/') searchPath += (searchPath.empty() ? "" : ":") + under(in.root, dir);
+      start = colon + 1;
+    }
+  }
+  for (const auto& name : list.binaries) {
+    std::string path = findInSearchPath(name, searchPath);
+    if (path.empty()) {
+      driver.skipped.push_back({name, "", "", "program not found on the host's PATH"});
+      continue;
+    }
+    driver.binaries.emplace_back(name, path);
+  }
+  for (const auto& file : list.files) {
+    if (::access(under(in.root, file).c_str(), R_OK) == 0)
+      driver.files.push_back(file);
+    else
+      driver.skipped.push_back({file, "", "", "file not on the host"});
+  }
+  if (in.vendor != GpuVendor::Nvidia) return driver;
+  for (const char* socket : {"/var/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket"}) {
+    struct stat st {};
+    if (::stat(under(in.root, socket).c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      driver.sockets.push_back(socket);
+      break;
+    }
+  }
+  return driver;
+}
+
+json libraryJson(const SelectedLibrary& l) {
+  return {{"listed", l.listed}, {"soname", l.soname}, {"path", l.path}, {"flags", l.flags}};
+}
+json skippedJson(const SkippedLibrary& l) {
+  return {{"listed", l.listed}, {"soname", l.soname}, {"path", l.path}, {"reason", l.reason}};
+}
+
+}  // namespace
+
+std::string nvidiaDriverVersion(const std::string& root) {
+  const std::string line = readFirstLine(under(root, "/proc/driver/nvidia/version"));
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 ..." or
+  // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build ..."
+  static const std::regex versionPattern(R"((^|\s)(\d+\.\d+(\.\d+)?)(\s|$))");
+  std::smatch m;
+  if (std::regex_search(line, m, versionPattern)) return m[2];
+  return line.empty() ? "" : "unknown";
+}
+
+std::vector<std::string> nvidiaDeviceNodes(const std::string& root) {
+  std::vector<std::string> nodes;
+  for (const char* fixed : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia-caps"})
+    if (::access(under(root, fixed).c_str(), F_OK) == 0) nodes.push_back(fixed);
+  std::vector<std::pair<unsigned long, std::string>> numbered;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(under(root, "/dev"), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 6 && name.starts_with("nvidia") &&
+        std::all_of(name.begin() + 6, name.end(), [](char c) { return c >= '0' && c <= '9'; }) && name.size() < 16)
+      numbered.emplace_back(std::stoul(name.substr(6)), "/dev/" + name);
+  }
+  std::sort(numbered.begin(), numbered.end());
+  for (auto& [n, path] : numbered) nodes.push_back(std::move(path));
+  return nodes;
+}
+
+std::string hostPath(const GpuDriver& driver, const std::string& path) { return under(driver.root, path); }
+
+std::string toString(GpuVendor vendor) { return vendor == GpuVendor::Nvidia ? "NVIDIA" : "AMD"; }
+
+std::string amdDriverVersion(const std::string& root) {
+  if (::access(under(root, "/dev/kfd").c_str(), F_OK) != 0) return "";
+  const std::string version = readFirstLine(under(root, "/sys/module/amdgpu/version"));
+  return version.empty() ? "in-tree" : version;
+}
+
+std::vector<std::string> amdDeviceNodes(const std::string& root) {
+  std::vector<std::string> nodes;
+  for (const char* node : {"/dev/kfd", "/dev/dri"})
+    if (::access(under(root, node).c_str(), F_OK) == 0) nodes.push_back(node);
+  return nodes;
+}
+
+GpuDriver scanGpuDriver(const GpuScanInputs& in) {
+  const bool nvidia = in.vendor == GpuVendor::Nvidia;
+  const std::string version = nvidia ? nvidiaDriverVersion(in.root) : amdDriverVersion(in.root);
+  if (version.empty())
+    throw Error(nvidia ? "no NVIDIA driver on this host (" + under(in.root, "/proc/driver/nvidia/version") +
+                             " is missing: the nvidia kernel module is not loaded)"
+                       : "no AMD GPU driver on this host (" + under(in.root, "/dev/kfd") +
+                             " is missing: the amdgpu kernel module is not loaded)");
+  GpuDriver driver;
+  std::string cachePath;
+  if (!in.cacheDir.empty()) {
+    const std::string key = toString(in.vendor) + "|" + fileIdentity(under(in.root, in.ldCache)) + "|" + version + "|" +
+                            fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + build::kVersion;
+    cachePath = launch::joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", nvidia ? "nvidia" : "amd", fnv1a64(key)));
+    if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
+      try {
+        driver = gpuDriverFromJson(json::parse(text));
+        driver.fromCache = driver.vendor == in.vendor;
+      } catch (const std::exception& e) {
+        spdlog::debug("driver scan cache {} unusable ({}): scanning again", cachePath, e.what());
+      }
+    }
+  }
+  if (!driver.fromCache) {
+    driver = scanUncached(in, version);
+    if (!cachePath.empty()) {
+      try {
+        writeCacheFile(cachePath, toJson(driver).dump());
+      } catch (const Error& e) {
+        spdlog::debug("{} (the scan is not cached)", e.what());
+      }
+    }
+  }
+  driver.devices = nvidia ? nvidiaDeviceNodes(in.root) : amdDeviceNodes(in.root);
+  driver.root = in.root;
+  return driver;
+}
+
+json toJson(const GpuDriver& d) {
+  json libraries = json::array(), skipped = json::array(), binaries = json::array();
+  for (const auto& l : d.libraries) libraries.push_back(libraryJson(l));
+  for (const auto& l : d.skipped) skipped.push_back(skippedJson(l));
+  for (const auto& [name, path] : d.binaries) binaries.push_back({{"name", name}, {"path", path}});
+  return {{"vendor", toString(d.vendor)}, {"version", d.version},   {"libraries", libraries}, {"skipped", skipped}, {"binaries", binaries},
+          {"files", d.files},       {"sockets", d.sockets},   {"devices", d.devices}, {"from_cache", d.fromCache}};
+}
+
+GpuDriver gpuDriverFromJson(const json& j) {
+  GpuDriver d;
+  d.vendor = j.at("vendor").get<std::string>() == "AMD" ? GpuVendor::Amd : GpuVendor::Nvidia;
+  d.version = j.at("version").get<std::string>();
+  for (const auto& l : j.at("libraries"))
+    d.libraries.push_back({l.at("listed"), l.at("soname"), l.at("path"), l.at("flags").get<std::int32_t>()});
+  for (const auto& l : j.at("skipped")) d.skipped.push_back({l.at("listed"), l.at("soname"), l.at("path"), l.at("reason")});
+  for (const auto& b : j.at("binaries")) d.binaries.emplace_back(b.at("name"), b.at("path"));
+  d.files = j.at("files").get<std::vector<std::string>>();
+  d.sockets = j.at("sockets").get<std::vector<std::string>>();
+  return d;
+}
+
+}  // namespace ctr::host
