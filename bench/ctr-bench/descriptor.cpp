@@ -25,7 +25,26 @@ std::vector<std::string> splitOnBlanks(const std::string& text) {
 
 std::vector<std::string> Descriptor::argv(Profile p, bool imageSide) const {
   std::vector<std::string> out = imageSide && !imageCommand.empty() ? imageCommand : command;
-  if (auto it = args.find(p); it != args.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  if (p == Profile::Quick && quickArgs) {
+    out.resize(1);
+    out.insert(out.end(), quickArgs->begin(), quickArgs->end());
+  }
+  return out;
+}
+
+std::string expand(const std::string& word, const Placeholders& p) {
+  std::string out = word;
+  for (const auto& [key, value] : {std::pair<std::string, const std::string&>{"{bindir}", p.bindir},
+                                   {"{workdir}", p.workdir}, {"{datadir}", p.datadir}}) {
+    for (size_t pos = 0; (pos = out.find(key, pos)) != std::string::npos; pos += value.size())
+      out.replace(pos, key.size(), value);
+  }
+  return out;
+}
+
+std::vector<std::string> expand(const std::vector<std::string>& words, const Placeholders& p) {
+  std::vector<std::string> out;
+  for (const auto& w : words) out.push_back(expand(w, p));
   return out;
 }
 
@@ -132,9 +151,9 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
     throw Error(file.string() + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
   }
   if (!root.IsMap()) r.fail("(top level)", "must be a mapping of keys");
-  r.onlyKeys(root, "", {"name", "description", "command", "args", "image_command", "profiles",
+  r.onlyKeys(root, "", {"name", "description", "command", "quick_args", "image_command", "profiles",
                         "launcher", "ranks", "mpirun_args", "env", "requires", "requires_root",
-                        "setup", "teardown", "binds", "timeout", "blocks", "max_blocks", "output",
+                        "setup", "teardown", "binds", "timeout_s", "blocks", "max_blocks", "output",
                         "foms"});
   Descriptor d;
   d.file = file;
@@ -146,18 +165,7 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
   if (!root["command"]) r.fail("command", "missing");
   d.command = r.words(root["command"], "command");
   if (d.command.empty()) r.fail("command", "is empty");
-  if (auto a = root["args"]) {
-    if (a.IsMap()) {
-      for (const auto& kv : a) {
-        std::string p = kv.first.Scalar();
-        if (p != "quick" && p != "full") r.fail("args." + p, "unknown profile (quick, full)");
-        d.args[p == "quick" ? Profile::Quick : Profile::Full] = r.words(kv.second, "args." + p);
-      }
-    } else {
-      auto w = r.words(a, "args");
-      d.args = {{Profile::Quick, w}, {Profile::Full, w}};
-    }
-  }
+  if (root["quick_args"]) d.quickArgs = r.words(root["quick_args"], "quick_args");
   if (root["image_command"]) d.imageCommand = r.words(root["image_command"], "image_command");
   if (root["profiles"]) {
     d.profiles.clear();
@@ -168,7 +176,7 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
   }
   if (root["launcher"]) {
     std::string l = r.scalar(root["launcher"], "launcher");
-    if (l != "mpirun" && l != "none") r.fail("launcher", "must be 'mpirun' or 'none', not '" + l + "'");
+    if (l != "mpirun" && l != "direct") r.fail("launcher", "must be 'direct' or 'mpirun', not '" + l + "'");
     d.mpirun = l == "mpirun";
   }
   if (root["ranks"]) {
@@ -187,14 +195,19 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
   }
   if (root["requires"]) d.requiredPrograms = r.words(root["requires"], "requires");
   if (root["requires_root"]) d.requiresRoot = r.boolean(root["requires_root"], "requires_root");
-  if (root["setup"]) d.setup = r.scalar(root["setup"], "setup");
-  if (root["teardown"]) d.teardown = r.scalar(root["teardown"], "teardown");
+  // setup/teardown: a command (list), or shell text run with sh -c.
+  for (auto [key, target] : {std::pair<const char*, std::vector<std::string>*>{"setup", &d.setup}, {"teardown", &d.teardown}}) {
+    if (!root[key]) continue;
+    if (root[key].IsScalar()) *target = {"/bin/sh", "-c", root[key].Scalar()};
+    else *target = r.words(root[key], key);
+    if (target->empty()) r.fail(key, "is empty");
+  }
   if (root["binds"]) d.binds = r.words(root["binds"], "binds");
   for (const auto& b : d.binds)
     if (b.empty() || b[0] != '/') r.fail("binds", "'" + b + "' is not an absolute path");
-  if (root["timeout"]) {
-    d.timeoutS = r.number(root["timeout"], "timeout");
-    if (d.timeoutS <= 0) r.fail("timeout", "must be > 0 seconds");
+  if (root["timeout_s"]) {
+    d.timeoutS = r.number(root["timeout_s"], "timeout_s");
+    if (d.timeoutS <= 0) r.fail("timeout_s", "must be > 0 seconds");
   }
   if (root["blocks"]) d.blocks = r.perProfileInt(root["blocks"], "blocks");
   if (root["max_blocks"]) d.maxBlocks = r.perProfileInt(root["max_blocks"], "max_blocks");

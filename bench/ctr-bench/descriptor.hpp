@@ -29,8 +29,11 @@ struct Descriptor {
   std::filesystem::path file;  // where it was read from (for messages)
   std::string name;
   std::string description;
+  // Words may hold the placeholders {bindir} (the suite's programs), {workdir} (the
+  // workload's scratch directory, bound into the container at the same path) and {datadir}
+  // (the descriptor's directory), replaced by expand().
   std::vector<std::string> command;                       // bare (A) and runtime-overhead B
-  std::map<Profile, std::vector<std::string>> args;       // appended per profile
+  std::optional<std::vector<std::string>> quickArgs;      // --quick: command[0] + these
   std::vector<std::string> imageCommand;                  // image-vs-host B (the image's build)
   std::vector<Profile> profiles{Profile::Quick, Profile::Full};  // profiles that run it
   bool mpirun = false;
@@ -39,8 +42,8 @@ struct Descriptor {
   std::map<std::string, std::string> env;
   std::vector<std::string> requiredPrograms;  // programs that must be found, else skipped
   bool requiresRoot = false;
-  std::string setup;     // sh -c, once before the blocks (cwd: the work directory)
-  std::string teardown;  // sh -c, always after
+  std::vector<std::string> setup;     // argv (a string is run with sh -c), once before the blocks
+  std::vector<std::string> teardown;  // the same, always after
   std::vector<std::string> binds;  // extra host paths the container needs
   double timeoutS = 600;
   std::map<Profile, int> blocks;  // initial blocks per profile
@@ -50,6 +53,13 @@ struct Descriptor {
 
   [[nodiscard]] std::vector<std::string> argv(Profile p, bool imageSide) const;
 };
+
+struct Placeholders {
+  std::string bindir, workdir, datadir;
+};
+// `words` with {bindir}, {workdir} and {datadir} replaced.
+std::vector<std::string> expand(const std::vector<std::string>& words, const Placeholders& p);
+std::string expand(const std::string& word, const Placeholders& p);
 
 // "a b  c" -> {"a", "b", "c"}: commands and options given as one string (no shell quoting).
 std::vector<std::string> splitOnBlanks(const std::string& text);

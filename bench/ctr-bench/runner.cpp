@@ -279,7 +279,8 @@ class Runner {
   void save() { writeResultAtomic(opt_.out, result_); }
   std::vector<Descriptor> selectWorkloads();
   Sides commandsFor(const Descriptor& d, const std::string& program, const std::vector<std::string>& extraCtrArgs = {});
-  json runWorkload(const Descriptor& d, size_t index, size_t count);
+  json runWorkload(const Descriptor& raw, size_t index, size_t count);
+  Descriptor expanded(const Descriptor& raw) const;
   json coldStart(const std::map<std::string, std::string>& env);
   json scenario(const std::string& name, const std::vector<Descriptor>& descriptors);
   void analyse(FomRecord& f, const AnalysisOptions& ao);
@@ -462,7 +463,29 @@ json Runner::fomJson(const FomRecord& f) const {
           {"analysis", f.analysis}};
 }
 
-json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
+Descriptor Runner::expanded(const Descriptor& raw) const {
+  Placeholders p;
+  for (const auto& dir : programDirs())
+    if (fs::is_directory(dir)) {
+      p.bindir = dir.string();
+      break;
+    }
+  p.workdir = (workdirPath_ / raw.name).string();
+  p.datadir = raw.file.parent_path().string();
+  Descriptor d = raw;
+  d.command = expand(raw.command, p);
+  if (raw.quickArgs) d.quickArgs = expand(*raw.quickArgs, p);
+  d.imageCommand = expand(raw.imageCommand, p);
+  d.setup = expand(raw.setup, p);
+  d.teardown = expand(raw.teardown, p);
+  d.mpirunArgs = expand(raw.mpirunArgs, p);
+  d.binds = expand(raw.binds, p);
+  for (auto& [k, v] : d.env) v = expand(v, p);
+  return d;
+}
+
+json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
+  const Descriptor d = expanded(raw);
   const double started = now();
   json w = {{"name", d.name},         {"description", d.description}, {"descriptor", d.file.string()},
             {"status", "ok"},         {"reason", nullptr},            {"stderr_tail", nullptr},
@@ -509,7 +532,7 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
     ~Teardown() {
       if (armed && !d.teardown.empty()) {
         try {
-          launch({"/bin/sh", "-c", d.teardown}, env, dir, 120);
+          launch(d.teardown, env, dir, 120);
         } catch (const std::exception&) {
         }
       }
@@ -517,7 +540,7 @@ json Runner::runWorkload(const Descriptor& d, size_t index, size_t count) {
   } teardown{d, env, wdir};
   if (!d.setup.empty()) {
     progress_.status(d.name + ": setup");
-    auto r = launch({"/bin/sh", "-c", d.setup}, env, wdir, d.timeoutS);
+    auto r = launch(d.setup, env, wdir, d.timeoutS);
     teardown.armed = true;
     if (r.interrupted) throw Interrupted{};
     if (!r.ok()) return finish("error", "setup failed (" + r.describe() + ")", r.stderrTail());
@@ -760,12 +783,13 @@ json Runner::scenario(const std::string& name, const std::vector<Descriptor>& de
     progress_.line("scenario " + name + ": skipped (" + why + ")");
     return {{"name", name}, {"skipped", why}};
   }
-  std::string program = resolveProgram(d->command[0]);
-  fs::path wdir = workdirPath_ / d->name;
+  auto ex = std::make_shared<Descriptor>(expanded(*d));
+  std::string program = resolveProgram(ex->command[0]);
+  fs::path wdir = workdirPath_ / ex->name;
   ScenarioContext c;
-  c.workload = d;
-  c.containerCommand = [this, d, program](const std::vector<std::string>& extra) { return commandsFor(*d, program, extra).b; };
-  c.env = envList(baseEnvironment(d));
+  c.workload = ex.get();
+  c.containerCommand = [this, ex, program](const std::vector<std::string>& extra) { return commandsFor(*ex, program, extra).b; };
+  c.env = envList(baseEnvironment(ex.get()));
   c.cwd = wdir;
   c.profile = opt_.profile;
   c.deltas = opt_.deltas;
@@ -925,6 +949,9 @@ int Runner::run() {
 fs::path defaultDescriptorDir() {
   fs::path installed = exeDir().parent_path() / "share/ctr/bench/workloads";
   if (fs::is_directory(installed)) return installed;
+  // A build tree: bench/workloads copies its descriptors beside the programs.
+  fs::path built = exeDir().parent_path() / "bench/workloads/descriptors";
+  if (fs::is_directory(built)) return built;
   fs::path source = fs::path(CTR_BENCH_SOURCE_DIR) / "bench/workloads";
   if (!std::string(CTR_BENCH_SOURCE_DIR).empty() && fs::is_directory(source) &&
       fs::exists(exeDir().parent_path() / "CMakeCache.txt"))

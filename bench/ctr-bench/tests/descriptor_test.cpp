@@ -63,15 +63,35 @@ TEST_F(Descriptors, ReadsASiteWorkloadWithRegexes) {
   EXPECT_DOUBLE_EQ(*d.foms[1].delta, 0.05);
 }
 
-TEST_F(Descriptors, ReadsProfilesArgsAndMpi) {
-  auto d = loadDescriptor(write("g.yaml", "name: osu\ncommand: ctr-wl-osu\nargs: {quick: [--quick], full: []}\n"
-                                          "launcher: mpirun\nranks: 2\nblocks: {quick: 5, full: 20}\nprofiles: [quick]\n"));
+TEST_F(Descriptors, ReadsQuickArgsMpiAndPlaceholders) {
+  auto d = loadDescriptor(write("g.yaml",
+                                "name: osu\ncommand: ['{bindir}/ctr-wl-osu', all]\nquick_args: [--quick, latency]\n"
+                                "launcher: mpirun\nranks: 2\nmpirun_args: [--mca, plm_rsh_agent, '{bindir}/hosts.sh agent']\n"
+                                "blocks: {quick: 5, full: 20}\nprofiles: [quick]\ntimeout_s: 30\n"
+                                "setup: ['{bindir}/hosts.sh', up]\nteardown: rm -rf '{workdir}/x'\n"));
   EXPECT_TRUE(d.mpirun);
   EXPECT_EQ(d.ranks, 2);
-  EXPECT_EQ(d.argv(Profile::Quick, false), (std::vector<std::string>{"ctr-wl-osu", "--quick"}));
-  EXPECT_EQ(d.argv(Profile::Full, false), (std::vector<std::string>{"ctr-wl-osu"}));
+  // quick_args replace the arguments of command.
+  EXPECT_EQ(d.argv(Profile::Quick, false), (std::vector<std::string>{"{bindir}/ctr-wl-osu", "--quick", "latency"}));
+  EXPECT_EQ(d.argv(Profile::Full, false), (std::vector<std::string>{"{bindir}/ctr-wl-osu", "all"}));
   EXPECT_EQ(d.blocks.at(Profile::Full), 20);
   EXPECT_EQ(d.profiles, (std::vector<Profile>{Profile::Quick}));
+  EXPECT_DOUBLE_EQ(d.timeoutS, 30);
+  Placeholders p{"/opt/bench", "/tmp/w/osu", "/share"};
+  EXPECT_EQ(expand(d.mpirunArgs, p)[2], "/opt/bench/hosts.sh agent");
+  EXPECT_EQ(expand(d.setup, p), (std::vector<std::string>{"/opt/bench/hosts.sh", "up"}));
+  EXPECT_EQ(expand(d.teardown, p), (std::vector<std::string>{"/bin/sh", "-c", "rm -rf '/tmp/w/osu/x'"}));
+}
+
+TEST_F(Descriptors, ReadsEverySuiteDescriptor) {
+  // The suite's own files (bench/workloads) and its site example must load.
+  fs::path suite = fs::path(CTR_BENCH_SOURCE_DIR) / "bench/workloads";
+  if (!fs::is_directory(suite)) GTEST_SKIP() << "no " << suite;
+  auto all = loadDescriptorDir(suite);
+  EXPECT_GE(all.size(), 5u);
+  for (const auto& d : all) EXPECT_FALSE(d.command.empty()) << d.file;
+  auto site = loadDescriptor(suite / "examples/site-example.yaml");
+  EXPECT_TRUE(site.regexOutput);
 }
 
 TEST_F(Descriptors, RefusesBadInputNamingFileAndKey) {
@@ -88,7 +108,8 @@ TEST_F(Descriptors, RefusesBadInputNamingFileAndKey) {
   EXPECT_NE(errorOf("name: x\ncommand: y\nfoms: [{name: f, delta: 2}]\n").find("foms[0].delta: must be a fraction"),
             std::string::npos);
   EXPECT_NE(errorOf("name: [x\n").find("bad.yaml:"), std::string::npos);
-  EXPECT_NE(errorOf("name: x\ncommand: y\ntimeout: soon\n").find("timeout: 'soon' is not a number"), std::string::npos);
+  EXPECT_NE(errorOf("name: x\ncommand: y\ntimeout_s: soon\n").find("timeout_s: 'soon' is not a number"), std::string::npos);
+  EXPECT_NE(errorOf("name: x\ncommand: y\nlauncher: srun\n").find("launcher: must be 'direct' or 'mpirun'"), std::string::npos);
 }
 
 TEST_F(Descriptors, RegexOutputTakesTheLastMatchAndOverrides) {
