@@ -275,6 +275,13 @@ class Runner {
   std::uint64_t seed_ = 0;
   Progress progress_;
   double deadline_ = 0;
+  std::map<std::string, std::string> baseEnv_;
+  std::vector<std::unique_ptr<Keeper>> keepers_;
+
+  // Keeps the run's images mounted (what the ranks of a job find), or lets them go and
+  // waits until ctr has unmounted them.
+  bool holdImages();
+  void releaseImages();
 
   void save() { writeResultAtomic(opt_.out, result_); }
   std::vector<Descriptor> selectWorkloads();
@@ -539,9 +546,14 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
     }
   } teardown{d, env, wdir};
   if (!d.setup.empty()) {
+    // A container joining a holder that started before setup's mounts (a FUSE dataset, a
+    // scratch file system) does not see them, even through --bind: so the images are let
+    // go during setup and held again after it.
+    releaseImages();
     progress_.status(d.name + ": setup");
     auto r = launch(d.setup, env, wdir, d.timeoutS);
     teardown.armed = true;
+    holdImages();
     if (r.interrupted) throw Interrupted{};
     if (!r.ok()) return finish("error", "setup failed (" + r.describe() + ")", r.stderrTail());
   }
@@ -801,6 +813,32 @@ json Runner::scenario(const std::string& name, const std::vector<Descriptor>& de
   return out;
 }
 
+bool Runner::holdImages() {
+  auto env = envList(baseEnv_);
+  for (const auto& img : {imageA_, imageB_}) {
+    if (img.empty()) continue;
+    std::vector<std::string> k{ctr_, "exec"};
+    k.insert(k.end(), opt_.ctrArgs.begin(), opt_.ctrArgs.end());
+    if (opt_.image.empty() && opt_.mode == Mode::RuntimeOverhead) {
+      auto b = hostStackBindArgs();
+      k.insert(k.end(), b.begin(), b.end());
+    }
+    k.insert(k.end(), {img, "/bin/sleep", "2147483647"});
+    keepers_.push_back(std::make_unique<Keeper>(k, env));
+  }
+  ::usleep(300000);  // let the keepers mount their images
+  return std::all_of(keepers_.begin(), keepers_.end(), [](const auto& k) { return k->alive(); });
+}
+
+void Runner::releaseImages() {
+  keepers_.clear();
+  std::vector<std::string> images;
+  for (const auto& img : {imageA_, imageB_})
+    if (!img.empty()) images.push_back(img);
+  progress_.status("waiting for ctr to release the images (image linger)");
+  waitForImagesReleased(images, 15);
+}
+
 int Runner::run() {
   seed_ = opt_.seed ? opt_.seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   rng_.reset(gsl_rng_alloc(gsl_rng_mt19937));
@@ -856,6 +894,7 @@ int Runner::run() {
     imageNote = "host-stack: a skeleton root with the host's /usr, /etc (and /opt) bound read-only";
   }
   auto baseEnv = baseEnvironment(nullptr);
+  baseEnv_ = baseEnv;
   result_["config"] = {{"ctr", ctr_},
                        {"ctr_args", opt_.ctrArgs},
                        {"image", imageB_},
@@ -879,21 +918,7 @@ int Runner::run() {
   {
     // Keep the images mounted for the whole run (what the ranks of a job find); the cold
     // start is measured on a copy.
-    std::vector<std::unique_ptr<Keeper>> keepers;
-    auto env = envList(baseEnv);
-    for (const auto& img : {imageA_, imageB_}) {
-      if (img.empty()) continue;
-      std::vector<std::string> k{ctr_, "exec"};
-      k.insert(k.end(), opt_.ctrArgs.begin(), opt_.ctrArgs.end());
-      if (opt_.image.empty() && opt_.mode == Mode::RuntimeOverhead) {
-        auto b = hostStackBindArgs();
-        k.insert(k.end(), b.begin(), b.end());
-      }
-      k.insert(k.end(), {img, "/bin/sleep", "2147483647"});
-      keepers.push_back(std::make_unique<Keeper>(k, env));
-    }
-    ::usleep(300000);  // let the keepers mount their images
-    bool held = std::all_of(keepers.begin(), keepers.end(), [](const auto& k) { return k->alive(); });
+    bool held = holdImages();
     result_["config"]["image_held"] = held;
     if (!held) progress_.line("warning: the image could not be kept mounted (no /bin/sleep in it?): B launches may mount it afresh");
     try {
@@ -913,11 +938,9 @@ int Runner::run() {
     } catch (const Interrupted&) {
       interrupted = true;
     }
-    keepers.clear();
     // The images ctr-bench made (host-stack, the cold-start copy) must not stay mounted.
-    std::vector<std::string> own{(workdirPath_ / "host-stack.sif").string(), (workdirPath_ / "cold-start.sif").string()};
-    progress_.status("waiting for ctr to release the images (image linger)");
-    waitForImagesReleased(own, 15);
+    releaseImages();
+    waitForImagesReleased({(workdirPath_ / "cold-start.sif").string()}, 15);
   }
 
   json summary = {{"PASS", 0}, {"FAIL", 0}, {"INCONCLUSIVE", 0}, {"ERROR", 0}, {"SKIPPED", 0}};
