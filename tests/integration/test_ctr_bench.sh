@@ -39,7 +39,7 @@ Y
 cat > "$WORK/hang.yaml" <<'Y'
 name: hang
 command: [sh, -c, 'sleep 30; echo "t: 1"']
-timeout: 1
+timeout_s: 1
 output: regex
 foms:
   - {name: t, regex: 't: ([0-9.]+)', unit: s, direction: lower, delta: 0.05}
@@ -58,8 +58,10 @@ suite=()
 for name in ${CTR_BENCH_TEST_WORKLOADS:-gemm-cpu gemm stream}; do
   if grep -qs "^name: *$name *$" "$CTR_SOURCE_DIR"/bench/workloads/*.yaml; then suite+=("$name"); break; fi
 done
-suite_args=()
-[ ${#suite[@]} -gt 0 ] && suite_args=(--workloads "$(IFS=,; echo "${suite[*]}"),dd-zero,skipper")
+# --workloads always: with the suite's descriptors built, a run would otherwise take them all.
+suite_list=$(IFS=,; echo "${suite[*]}")
+suite_args=(--workloads "${suite_list:+$suite_list,}dd-zero,skipper")
+user_args=(--workloads "${suite_list:+$suite_list,}dd-zero")
 note "suite workloads in this run: ${suite[*]:-none (no descriptors built yet)}"
 
 # check_result FILE EXPECTED_STATUS: the result file keeps the contract.
@@ -127,7 +129,7 @@ held=$(ls -l /proc/[0-9]*/fd 2>/dev/null | grep -F "$wd/" || true)
 note "test user: ctr-bench run --quick"
 chmod 777 "$WORK"
 set +e
-as_user "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" --blocks 3 --budget 60 \
+as_user "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" "${user_args[@]}" --blocks 3 --budget 60 \
   --out "$WORK/user.json" > "$WORK/user.out" 2> "$WORK/user.err"
 rc=$?
 set -e
@@ -138,7 +140,8 @@ $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); assert not r["host"]["i
 
 note "a workload failing in the container: ERROR with its stderr tail; a hanging one times out; exit 3"
 set +e
-"$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/broken.yaml" --workload-file "$WORK/hang.yaml" --no-cold-start --blocks 3 \
+"$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/broken.yaml" --workload-file "$WORK/hang.yaml" \
+  --workloads broken,hang --no-cold-start --blocks 3 \
   --out "$WORK/broken.json" > "$WORK/broken.out" 2>&1
 rc=$?
 set -e
@@ -156,7 +159,7 @@ assert all(x is None for x in f["samples"]["B"])
 PY
 
 note "Ctrl-C keeps the samples so far"
-"$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/slow.yaml" --no-cold-start --blocks 100 \
+"$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/slow.yaml" --workloads slow --no-cold-start --blocks 100 \
   --out "$WORK/int.json" > "$WORK/int.out" 2>&1 &
 pid=$!
 for i in $(seq 100); do
