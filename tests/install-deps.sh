@@ -7,6 +7,7 @@ packages="
   build-essential cmake pkg-config git
   libseccomp-dev libmount-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libhwloc-dev hwloc libtomlplusplus-dev libyaml-cpp-dev
+  libgsl-dev
   squashfs-tools squashfuse fuse3 util-linux busybox-static
   libcurl4-openssl-dev libarchive-dev skopeo docker-registry
   openmpi-bin libopenmpi-dev

@@ -1,0 +1,1015 @@
+#include "runner.hpp"
+
+#include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "ctr/error.hpp"
+#include "ctr/process.hpp"
+#include "fom.hpp"
+#include "host.hpp"
+#include "hoststack.hpp"
+#include "launch.hpp"
+#include "progress.hpp"
+#include "result.hpp"
+#include "scenarios.hpp"
+
+#ifndef CTR_BENCH_VERSION
+#define CTR_BENCH_VERSION "0.0.0"
+#endif
+#ifndef CTR_BENCH_SOURCE_DIR
+#define CTR_BENCH_SOURCE_DIR ""
+#endif
+
+namespace ctr::bench {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string modeName(Mode m) {
+  switch (m) {
+    case Mode::RuntimeOverhead: return "runtime-overhead";
+    case Mode::ImageVsHost: return "image-vs-host";
+    case Mode::ImageVsImage: return "image-vs-image";
+  }
+  return "runtime-overhead";
+}
+
+namespace {
+
+fs::path exeDir() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : p.parent_path();
+}
+
+std::string isoNow() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The container's default PATH (docs/user-guide-run.md): bare launches get the same one.
+constexpr const char* kPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// The fixed base environment of every launch, A and B alike. Open MPI's settings follow
+// host-notes.md section 1: root needs the two ALLOW variables; ranks must not be bound
+// (a fake multi-host run would share core 0), and the same placement holds both ways.
+std::map<std::string, std::string> baseEnvironment(const Descriptor* d) {
+  std::map<std::string, std::string> env;
+  struct passwd* pw = ::getpwuid(::getuid());
+  env["PATH"] = kPath;
+  env["HOME"] = pw ? pw->pw_dir : "/";
+  env["USER"] = pw ? pw->pw_name : std::to_string(::getuid());
+  env["LOGNAME"] = env["USER"];
+  env["LANG"] = "C";
+  env["LC_ALL"] = "C";
+  env["TMPDIR"] = "/tmp";
+  env["OMPI_MCA_rmaps_base_oversubscribe"] = "1";
+  env["OMPI_MCA_hwloc_base_binding_policy"] = "none";
+  env["OMPI_MCA_btl_base_warn_component_unused"] = "0";
+  if (::geteuid() == 0) {
+    env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+    env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  }
+  if (d)
+    for (const auto& [k, v] : d->env) env[k] = v;
+  return env;
+}
+
+std::vector<std::string> envList(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::string resolveProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return fs::absolute(program).string();
+  for (const auto& dir : programDirs()) {
+    fs::path p = dir / program;
+    if (::access(p.c_str(), X_OK) == 0 && !fs::is_directory(p)) return p.string();
+  }
+  return findInPath(program, kPath);
+}
+
+std::string resolveCtr(const std::string& requested) {
+  if (!requested.empty()) {
+    std::string p = requested.find('/') != std::string::npos ? fs::absolute(requested).string()
+                                                              : findInPath(requested, getenv("PATH") ? getenv("PATH") : kPath);
+    if (p.empty() || ::access(p.c_str(), X_OK) != 0) throw Error("--ctr " + requested + ": not an executable");
+    return p;
+  }
+  fs::path beside = exeDir() / "ctr";
+  if (::access(beside.c_str(), X_OK) == 0) return beside.string();
+  std::string p = findInPath("ctr", getenv("PATH") ? getenv("PATH") : kPath);
+  if (p.empty()) throw Error("no ctr found beside ctr-bench or in PATH (give --ctr PATH)");
+  return p;
+}
+
+// A long-running process in its own group, ended (the whole group) when this goes away.
+// It keeps an image mounted so that B's launches find it as the ranks of a job do.
+class Keeper {
+ public:
+  Keeper(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    std::vector<char*> args, envp;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setpgroup(&attr, 0);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
+    int rc = ::posix_spawn(&pid_, argv[0].c_str(), &fa, &attr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw sysError("cannot start " + argv[0], rc);
+  }
+  ~Keeper() {
+    if (reaped_) return;
+    ::kill(-pid_, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+      pid_t w = ::waitpid(pid_, nullptr, WNOHANG);
+      if (w == pid_ || w < 0) return;
+      ::usleep(20000);
+    }
+    ::kill(-pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  Keeper(const Keeper&) = delete;
+  Keeper& operator=(const Keeper&) = delete;
+  [[nodiscard]] bool alive() {
+    if (!reaped_ && ::waitpid(pid_, nullptr, WNOHANG) != 0) reaped_ = true;
+    return !reaped_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+// Waits (up to `limitS`) until no process of ours has one of `images` open: ctr's holder
+// keeps an image mounted for `image linger` seconds after its last launch, and ctr-bench
+// should leave no mount of its own images behind when it exits.
+void waitForImagesReleased(const std::vector<std::string>& images, double limitS) {
+  const double end = now() + limitS;
+  for (;;) {
+    bool inUse = false;
+    std::error_code ec;
+    for (const auto& proc : fs::directory_iterator("/proc", ec)) {
+      const std::string pid = proc.path().filename().string();
+      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::error_code fdEc;
+      for (const auto& fd : fs::directory_iterator(proc.path() / "fd", fdEc)) {
+        std::error_code linkEc;
+        auto target = fs::read_symlink(fd.path(), linkEc).string();
+        if (target.ends_with(" (deleted)")) target.resize(target.size() - 10);
+        if (!linkEc && std::find(images.begin(), images.end(), target) != images.end()) {
+          inUse = true;
+          break;
+        }
+      }
+      if (inUse) break;
+    }
+    if (!inUse || now() > end) return;
+    ::usleep(100000);
+  }
+}
+
+// The temporary work directory, removed at the end unless the user named it.
+class WorkDir {
+ public:
+  explicit WorkDir(const std::optional<fs::path>& given) {
+    if (given) {
+      path_ = fs::absolute(*given);
+      fs::create_directories(path_);
+      return;
+    }
+    std::string tmpl = "/tmp/ctr-bench.XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw sysError("mkdtemp /tmp/ctr-bench.XXXXXX");
+    ::chmod(tmpl.c_str(), 0755);
+    path_ = tmpl;
+    owned_ = true;
+  }
+  ~WorkDir() {
+    std::error_code ec;
+    if (owned_) fs::remove_all(path_, ec);
+  }
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  bool owned_ = false;
+};
+
+struct RngDeleter {
+  void operator()(gsl_rng* r) const { gsl_rng_free(r); }
+};
+
+struct Sides {
+  std::vector<std::string> a;
+  std::vector<std::string> b;
+  std::string labelA = "bare";
+  std::string labelB = "ctr";
+};
+
+// Per-FOM record of one workload, kept in the order the FOMs first appeared.
+struct FomRecord {
+  std::string name;
+  std::string unit;
+  Direction direction = Direction::Higher;
+  double delta = kDefaultDelta;
+  std::vector<std::optional<double>> a, b;  // index = block
+  json errors = json::array();
+  Verdict verdict = Verdict::Inconclusive;
+  json analysis;
+};
+
+struct Interrupted {};
+
+class Runner {
+ public:
+  explicit Runner(const RunOptions& o) : opt_(o) {}
+  int run();
+
+ private:
+  const RunOptions& opt_;
+  std::string ctr_;
+  fs::path workdirPath_;
+  std::string imageA_, imageB_;
+  json result_;
+  std::unique_ptr<gsl_rng, RngDeleter> rng_;
+  std::uint64_t seed_ = 0;
+  Progress progress_;
+  double deadline_ = 0;
+  std::map<std::string, std::string> baseEnv_;
+  std::vector<std::unique_ptr<Keeper>> keepers_;
+
+  // Keeps the run's images mounted (what the ranks of a job find), or lets them go and
+  // waits until ctr has unmounted them.
+  bool holdImages();
+  void releaseImages();
+
+  void save() { writeResultAtomic(opt_.out, result_); }
+  std::vector<Descriptor> selectWorkloads();
+  Sides commandsFor(const Descriptor& d, const std::string& program, const std::vector<std::string>& extraCtrArgs = {});
+  json runWorkload(const Descriptor& raw, size_t index, size_t count);
+  Descriptor expanded(const Descriptor& raw) const;
+  json coldStart(const std::map<std::string, std::string>& env);
+  json scenario(const std::string& name, const std::vector<Descriptor>& descriptors);
+  void analyse(FomRecord& f, const AnalysisOptions& ao);
+  json fomJson(const FomRecord& f) const;
+  std::string coldConfig();
+};
+
+std::vector<Descriptor> Runner::selectWorkloads() {
+  std::vector<Descriptor> all;
+  fs::path dir = opt_.descriptorDir ? *opt_.descriptorDir : defaultDescriptorDir();
+  bool haveSuite = !dir.empty() && fs::is_directory(dir);
+  if (haveSuite)
+    for (auto& d : loadDescriptorDir(dir))
+      if (opt_.workloads.empty() ? std::find(d.profiles.begin(), d.profiles.end(), opt_.profile) != d.profiles.end()
+                                 : true)
+        all.push_back(std::move(d));
+  std::vector<Descriptor> site;
+  for (const auto& sd : opt_.siteDirs)
+    for (auto& d : loadDescriptorDir(sd)) site.push_back(std::move(d));
+  for (const auto& f : opt_.workloadFiles) site.push_back(loadDescriptor(f));
+  // Site workloads run whenever given; --workloads then picks among suite and site ones.
+  all.insert(all.end(), std::make_move_iterator(site.begin()), std::make_move_iterator(site.end()));
+  std::set<std::string> seen;
+  for (const auto& d : all)
+    if (!seen.insert(d.name).second) throw Error(d.file.string() + ": name: workload '" + d.name + "' is defined twice");
+  if (opt_.workloads.empty()) return all;
+  std::vector<Descriptor> picked;
+  for (const auto& name : opt_.workloads) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const Descriptor& d) { return d.name == name; });
+    if (it == all.end()) {
+      std::string known;
+      for (const auto& d : all) known += (known.empty() ? "" : ", ") + d.name;
+      throw Error("--workloads: no workload named '" + name + "' (known: " + (known.empty() ? "none" : known) +
+                  (haveSuite ? "" : "; no suite descriptors found, looked in '" + dir.string() + "'") + ")");
+    }
+    picked.push_back(*it);
+  }
+  return picked;
+}
+
+Sides Runner::commandsFor(const Descriptor& d, const std::string& program, const std::vector<std::string>& extraCtrArgs) {
+  Sides s;
+  std::vector<std::string> argvA = d.argv(opt_.profile, false);
+  argvA[0] = program;
+  std::vector<std::string> ctrExec{ctr_, "exec"};
+  ctrExec.insert(ctrExec.end(), opt_.ctrArgs.begin(), opt_.ctrArgs.end());
+  ctrExec.insert(ctrExec.end(), extraCtrArgs.begin(), extraCtrArgs.end());
+  // The container's environment is the launch's (ctr passes it through) but for the
+  // variables ctr sets itself: PATH is already the container default; LD_LIBRARY_PATH is
+  // not passed in by ctr, so it is given explicitly.
+  if (auto it = d.env.find("LD_LIBRARY_PATH"); it != d.env.end())
+    ctrExec.insert(ctrExec.end(), {"--env", "LD_LIBRARY_PATH=" + it->second});
+  auto withBinds = [&](std::vector<std::string> cmd, bool hostStack) {
+    if (hostStack) {
+      auto binds = hostStackBindArgs();
+      cmd.insert(cmd.end(), binds.begin(), binds.end());
+      addBindFor(cmd, fs::path(program).parent_path());
+    }
+    addBindFor(cmd, workdirPath_);
+    for (const auto& b : d.binds) addBindFor(cmd, b);
+    return cmd;
+  };
+  std::vector<std::string> argvB;
+  switch (opt_.mode) {
+    case Mode::RuntimeOverhead: {
+      // The default image is host-stack (binds the host's trees); a user image gets the
+      // workload's directory bound, so its libraries must match the host's.
+      argvB = withBinds(ctrExec, opt_.image.empty());
+      if (!opt_.image.empty()) addBindFor(argvB, fs::path(program).parent_path());
+      argvB.push_back(imageB_);
+      argvB.insert(argvB.end(), argvA.begin(), argvA.end());
+      break;
+    }
+    case Mode::ImageVsHost: {
+      s.labelA = "host";
+      s.labelB = "image";
+      argvB = withBinds(ctrExec, false);
+      argvB.push_back(imageB_);
+      auto inImage = d.argv(opt_.profile, true);
+      argvB.insert(argvB.end(), inImage.begin(), inImage.end());
+      break;
+    }
+    case Mode::ImageVsImage: {
+      s.labelA = fs::path(imageA_).filename().string();
+      s.labelB = fs::path(imageB_).filename().string();
+      auto inImage = d.argv(opt_.profile, true);
+      auto cmdA = withBinds(ctrExec, false);
+      cmdA.push_back(imageA_);
+      cmdA.insert(cmdA.end(), inImage.begin(), inImage.end());
+      argvA = cmdA;
+      argvB = withBinds(ctrExec, false);
+      argvB.push_back(imageB_);
+      argvB.insert(argvB.end(), inImage.begin(), inImage.end());
+      break;
+    }
+  }
+  // One ctr per rank under mpirun, the same mpirun line both ways (same placement).
+  if (d.mpirun) {
+    std::vector<std::string> mpi{findInPath("mpirun", kPath), "-np", std::to_string(d.ranks)};
+    mpi.insert(mpi.end(), opt_.mpirunArgs.begin(), opt_.mpirunArgs.end());
+    mpi.insert(mpi.end(), d.mpirunArgs.begin(), d.mpirunArgs.end());
+    argvA.insert(argvA.begin(), mpi.begin(), mpi.end());
+    argvB.insert(argvB.begin(), mpi.begin(), mpi.end());
+  }
+  s.a = argvA;
+  s.b = argvB;
+  return s;
+}
+
+void Runner::analyse(FomRecord& f, const AnalysisOptions& ao) {
+  std::vector<double> a, b;
+  for (const auto& v : f.a)
+    if (v) a.push_back(*v);
+  for (const auto& v : f.b)
+    if (v) b.push_back(*v);
+  json an;
+  auto pa = analysePairs(f.a, f.b, f.direction, ao);
+  double cvA = coefficientOfVariation(a), cvB = coefficientOfVariation(b);
+  auto best = [&](const std::vector<double>& v) -> json {
+    if (v.empty()) return nullptr;
+    return f.direction == Direction::Higher ? *std::max_element(v.begin(), v.end()) : *std::min_element(v.begin(), v.end());
+  };
+  auto med = [](const std::vector<double>& v) -> json { return v.empty() ? json(nullptr) : json(median(v)); };
+  an["n_pairs"] = pa ? pa->nPairs : 0;
+  an["cv_a"] = cvA;
+  an["cv_b"] = cvB;
+  an["min"] = {{"A", best(a)}, {"B", best(b)}};
+  an["median"] = {{"A", med(a)}, {"B", med(b)}};
+  std::optional<std::string> note;
+  if (pa) {
+    an["overhead"] = pa->overhead;
+    an["ci"] = {pa->ci.lo, pa->ci.hi};
+    an["ci_method"] = pa->ciMethod;
+    an["hodges_lehmann"] = {{"overhead", pa->hlOverhead},
+                            {"ci", pa->hlCi ? json{pa->hlCi->lo, pa->hlCi->hi} : json(nullptr)}};
+    f.verdict = pa->nPairs < 3 ? Verdict::Inconclusive : decide(pa->ci, f.delta);
+    if (pa->nPairs < 3) note = "only " + std::to_string(pa->nPairs) + " pair(s): too few to decide";
+  } else {
+    an["overhead"] = nullptr;
+    an["ci"] = nullptr;
+    an["ci_method"] = ao.method == CiMethod::HodgesLehmann ? "hodges-lehmann-wilcoxon" : "bootstrap-median";
+    f.verdict = Verdict::Error;
+    note = "no complete pair of samples";
+  }
+  if (!f.errors.empty()) {
+    f.verdict = Verdict::Error;
+    const auto& e = f.errors[0];
+    std::string where = e["block"].get<int>() < 0 ? std::string("warm-up") : "block " + e["block"].dump();
+    note = std::to_string(f.errors.size()) + " failed launch(es); first: " + where + " side " +
+           e["side"].get<std::string>() + ": " + e["message"].get<std::string>();
+  } else if (auto noisy = noiseNote(cvA, f.delta)) {
+    // Noise only matters where it kept the CI from deciding.
+    if (f.verdict == Verdict::Inconclusive) {
+      note = note ? *note + "; " + *noisy : *noisy;
+    } else if (!note) {
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "baseline CV %.1f%% is over delta/2; the CI decided all the same", cvA * 100);
+      note = buf;
+    }
+  }
+  if (f.verdict == Verdict::Pass && pa && pa->ci.hi < -f.delta && !note)
+    note = "the container is faster beyond delta (CI wholly below -delta)";
+  an["verdict"] = verdictName(f.verdict);
+  an["note"] = note ? json(*note) : json(nullptr);
+  f.analysis = an;
+}
+
+json Runner::fomJson(const FomRecord& f) const {
+  auto samples = [](const std::vector<std::optional<double>>& v) {
+    json arr = json::array();
+    for (const auto& x : v) arr.push_back(x ? json(*x) : json(nullptr));
+    return arr;
+  };
+  return {{"name", f.name},
+          {"unit", f.unit},
+          {"direction", f.direction == Direction::Higher ? "higher" : "lower"},
+          {"delta", f.delta},
+          {"samples", {{"A", samples(f.a)}, {"B", samples(f.b)}}},
+          {"errors", f.errors},
+          {"analysis", f.analysis}};
+}
+
+Descriptor Runner::expanded(const Descriptor& raw) const {
+  Placeholders p;
+  for (const auto& dir : programDirs())
+    if (fs::is_directory(dir)) {
+      p.bindir = dir.string();
+      break;
+    }
+  p.workdir = (workdirPath_ / raw.name).string();
+  p.datadir = raw.file.parent_path().string();
+  Descriptor d = raw;
+  d.command = expand(raw.command, p);
+  if (raw.quickArgs) d.quickArgs = expand(*raw.quickArgs, p);
+  d.imageCommand = expand(raw.imageCommand, p);
+  d.setup = expand(raw.setup, p);
+  d.teardown = expand(raw.teardown, p);
+  d.mpirunArgs = expand(raw.mpirunArgs, p);
+  d.binds = expand(raw.binds, p);
+  for (auto& [k, v] : d.env) v = expand(v, p);
+  return d;
+}
+
+json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
+  const Descriptor d = expanded(raw);
+  const double started = now();
+  json w = {{"name", d.name},         {"description", d.description}, {"descriptor", d.file.string()},
+            {"status", "ok"},         {"reason", nullptr},            {"stderr_tail", nullptr},
+            {"commands", nullptr},    {"labels", nullptr},            {"duration_s", 0},
+            {"plan", json::array()},  {"foms", json::array()}};
+  // The workload's entry in the result, rewritten as it goes (skips and errors included).
+  result_["workloads"].push_back(w);
+  auto finish = [&](const std::string& status, const std::string& reason, const std::string& tail = "") {
+    w["status"] = status;
+    w["reason"] = reason.empty() ? json(nullptr) : json(reason);
+    w["stderr_tail"] = tail.empty() ? json(nullptr) : json(tail);
+    w["duration_s"] = now() - started;
+    result_["workloads"].back() = w;
+    save();
+    progress_.line(d.name + ": " + status + (reason.empty() ? "" : " (" + reason + ")"));
+    return w;
+  };
+  if (d.requiresRoot && ::geteuid() != 0) return finish("skipped", "needs root (requires_root)");
+  if (d.mpirun && findInPath("mpirun", kPath).empty()) return finish("skipped", "mpirun not found (launcher: mpirun)");
+  for (const auto& p : d.requiredPrograms)
+    if (resolveProgram(p).empty()) return finish("skipped", "required program '" + p + "' not found");
+  if ((opt_.mode != Mode::RuntimeOverhead) && d.imageCommand.empty() && opt_.mode == Mode::ImageVsHost)
+    return finish("skipped", "no image_command: the descriptor does not say how to run the image's own build");
+  std::string program = resolveProgram(d.command[0]);
+  if (program.empty() && opt_.mode != Mode::ImageVsImage)
+    return finish("skipped", "program '" + d.command[0] + "' not found (looked beside ctr-bench and in PATH)");
+
+  fs::path wdir = workdirPath_ / d.name;
+  fs::create_directories(wdir);
+  ::chmod(wdir.c_str(), 0777);
+  auto baseEnv = baseEnvironment(&d);
+  auto env = envList(baseEnv);
+  Sides sides = commandsFor(d, program);
+  w["commands"] = {{"A", sides.a}, {"B", sides.b}};
+  w["labels"] = {{"A", sides.labelA}, {"B", sides.labelB}};
+  w["env"] = baseEnv;
+
+  // teardown runs whatever happens after a successful setup.
+  struct Teardown {
+    const Descriptor& d;
+    const std::vector<std::string>& env;
+    const fs::path& dir;
+    bool armed = false;
+    ~Teardown() {
+      if (armed && !d.teardown.empty()) {
+        try {
+          launch(d.teardown, env, dir, 120);
+        } catch (const std::exception&) {
+        }
+      }
+    }
+  } teardown{d, env, wdir};
+  if (!d.setup.empty()) {
+    // A container joining a holder that started before setup's mounts (a FUSE dataset, a
+    // scratch file system) does not see them, even through --bind: so the images are let
+    // go during setup and held again after it.
+    releaseImages();
+    progress_.status(d.name + ": setup");
+    auto r = launch(d.setup, env, wdir, d.timeoutS);
+    teardown.armed = true;
+    holdImages();
+    if (r.interrupted) throw Interrupted{};
+    if (!r.ok()) return finish("error", "setup failed (" + r.describe() + ")", r.stderrTail());
+  }
+
+  // The probe is A's warm-up: a workload that cannot run here says so with exit 77.
+  progress_.status(d.name + ": probe and warm-up");
+  auto probe = launch(sides.a, env, wdir, d.timeoutS);
+  if (probe.interrupted) throw Interrupted{};
+  if (probe.exitCode == 77 && !probe.timedOut && probe.signal == 0) {
+    std::string reason = "exit 77 without a reason";
+    for (size_t pos = 0; pos < probe.err.size();) {
+      size_t nl = probe.err.find('\n', pos);
+      std::string l = probe.err.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+      if (l.starts_with("skip: ")) reason = l.substr(6);
+      if (nl == std::string::npos) break;
+      pos = nl + 1;
+    }
+    return finish("skipped", reason);
+  }
+  std::map<std::string, double> deltas = opt_.deltas;
+  auto parsedProbe = parseOutput(d, probe.out, probe.err, deltas);
+  if (!probe.ok()) return finish("error", "the bare launch failed (" + probe.describe() + ")", probe.stderrTail());
+  if (parsedProbe.error) return finish("error", "the bare launch printed no FOM: " + *parsedProbe.error, probe.stderrTail());
+
+  std::vector<FomRecord> foms;
+  auto recordFor = [&](const FomValue& v) -> FomRecord& {
+    for (auto& f : foms)
+      if (f.name == v.name) return f;
+    FomRecord f;
+    f.name = v.name;
+    f.unit = v.unit;
+    f.direction = v.direction;
+    f.delta = v.delta;
+    foms.push_back(std::move(f));
+    return foms.back();
+  };
+  for (const auto& v : parsedProbe.foms) recordFor(v);
+  if (!parsedProbe.info.is_null()) w["info"] = parsedProbe.info;
+
+  AnalysisOptions ao;
+  ao.method = opt_.ciMethod;
+  ao.seed = seed_;
+  auto publish = [&] {
+    w["foms"] = json::array();
+    for (auto& f : foms) {
+      analyse(f, ao);
+      w["foms"].push_back(fomJson(f));
+    }
+    w["duration_s"] = now() - started;
+  };
+  auto store = [&] {
+    publish();
+    result_["workloads"].back() = w;
+    save();
+  };
+
+  // Records one launch's outcome into block `block` for side `side`.
+  auto record = [&](int block, const std::string& side, const LaunchResult& r) {
+    auto parsed = parseOutput(d, r.out, r.err, deltas);
+    std::set<std::string> seenNames;
+    for (const auto& v : parsed.foms) seenNames.insert(v.name);
+    if (r.ok() && !parsed.error)
+      for (const auto& v : parsed.foms) recordFor(v);
+    for (auto& f : foms) {
+      auto& samples = side == "A" ? f.a : f.b;
+      if (samples.size() <= static_cast<size_t>(block)) samples.resize(static_cast<size_t>(block) + 1);
+      std::optional<double> value;
+      for (const auto& v : parsed.foms)
+        if (v.name == f.name) value = v.value;
+      std::string problem;
+      if (!r.ok()) {
+        problem = r.describe();
+      } else if (parsed.error) {
+        problem = *parsed.error;
+      } else if (!seenNames.contains(f.name) || !value) {
+        problem = "printed no value for " + f.name;
+      } else if (!std::isfinite(*value) || *value <= 0) {
+        problem = "value " + std::to_string(*value) + " is not a positive number";
+      }
+      if (problem.empty() && r.ok()) {
+        samples[static_cast<size_t>(block)] = value;
+      } else {
+        f.errors.push_back({{"block", block}, {"side", side}, {"message", problem}, {"stderr_tail", r.stderrTail()}});
+      }
+    }
+  };
+
+  // B's warm-up. A container that cannot run the workload at all is an ERROR for every
+  // FOM, with ctr's message, and no blocks are spent on it.
+  progress_.status(d.name + ": warm-up (" + sides.labelB + ")");
+  auto warmB = launch(sides.b, env, wdir, d.timeoutS);
+  if (warmB.interrupted) throw Interrupted{};
+  if (!warmB.ok() || parseOutput(d, warmB.out, warmB.err, deltas).error) {
+    std::string message = warmB.ok() ? "no FOM in its output" : warmB.describe();
+    for (auto& f : foms)
+      f.errors.push_back({{"block", -1}, {"phase", "warm-up"}, {"side", "B"}, {"message", message}, {"stderr_tail", warmB.stderrTail()}});
+    publish();
+    return finish("error", "the " + sides.labelB + " launch failed at warm-up (" + message + ")", warmB.stderrTail());
+  }
+
+  const int initial = opt_.blocks.value_or(
+      d.blocks.contains(opt_.profile) ? d.blocks.at(opt_.profile) : (opt_.profile == Profile::Quick ? 5 : 10));
+  const int cap = std::max(initial, d.maxBlocks.contains(opt_.profile) ? d.maxBlocks.at(opt_.profile)
+                                                                        : (opt_.profile == Profile::Quick ? 10 : 40));
+  // This workload's share of what is left of the run's budget.
+  const double share = (deadline_ - now()) / static_cast<double>(count - index);
+  const double ownDeadline = now() + std::max(0.0, share);
+  double blockTime = 0;
+  for (int block = 0;; ++block) {
+    bool anyOpen = std::any_of(foms.begin(), foms.end(), [](const FomRecord& f) { return f.verdict == Verdict::Inconclusive; });
+    if (block >= initial) {
+      if (!anyOpen || block >= cap) break;
+      if (now() + blockTime > ownDeadline) break;
+    }
+    const double blockStart = now();
+    std::vector<std::string> order = gsl_rng_uniform_int(rng_.get(), 2) ? std::vector<std::string>{"B", "A"}
+                                                                          : std::vector<std::string>{"A", "B"};
+    json wall = json::object();
+    for (const auto& side : order) {
+      std::string eta = block < initial ? std::to_string(static_cast<int>(blockTime * (initial - block))) + " s" : "adaptive";
+      progress_.status(d.name + " [" + std::to_string(index + 1) + "/" + std::to_string(count) + "]: block " +
+                       std::to_string(block + 1) + "/" + std::to_string(block < initial ? initial : cap) +
+                       ", ETA " + eta + ", run budget left " + std::to_string(std::max(0, static_cast<int>(deadline_ - now()))) +
+                       " s" + progress_.verdictSummary(w));
+      auto r = launch(side == "A" ? sides.a : sides.b, env, wdir, d.timeoutS);
+      if (r.interrupted) {
+        w["reason"] = "interrupted in block " + std::to_string(block + 1) + "; that block's samples are partial";
+        store();
+        throw Interrupted{};
+      }
+      wall[side] = r.wallS;
+      record(block, side, r);
+    }
+    w["plan"].push_back({{"block", block}, {"order", order}, {"wall_s", wall}});
+    blockTime = now() - blockStart;
+    store();
+  }
+  publish();
+  return finish("ok", "");
+}
+
+std::string Runner::coldConfig() {
+  // The site's configuration with 'image linger = 0', so that every launch mounts afresh.
+  std::string text;
+  std::vector<std::string> candidates;
+  if (const char* c = getenv("CTR_CONFIG")) candidates.push_back(c);
+  candidates.push_back((fs::path(ctr_).parent_path().parent_path() / "etc/ctr/ctr.conf").string());
+  candidates.push_back("/etc/ctr/ctr.conf");
+  for (const auto& c : candidates) {
+    std::ifstream in(c);
+    if (in) {
+      text.assign(std::istreambuf_iterator<char>(in), {});
+      break;
+    }
+  }
+  fs::path conf = workdirPath_ / "cold-start.conf";
+  std::ofstream(conf) << text << "\nimage linger = 0\n";
+  ::chmod(conf.c_str(), 0644);
+  return conf.string();
+}
+
+json Runner::coldStart(const std::map<std::string, std::string>& baseEnv) {
+  // A copy of the image that nothing holds: each cold launch mounts it and, with linger 0,
+  // unmounts it at exit. The warm case runs while the keeper holds the original.
+  fs::path cold = workdirPath_ / "cold-start.sif";
+  std::error_code ec;
+  auto skipped = [](const std::string& why) {
+    return json{{"skipped", why},
+                {"samples_s", {{"bare", json::array()}, {"warm", json::array()}, {"cold", json::array()}}},
+                {"median_s", {{"bare", nullptr}, {"warm", nullptr}, {"cold", nullptr}}}};
+  };
+  if (fs::is_directory(imageB_)) return skipped("the image is a directory: nothing to mount");
+  if (fs::file_size(imageB_, ec) > (1ull << 30)) return skipped("the image is over 1 GiB: not copied for the cold case");
+  fs::copy_file(imageB_, cold, fs::copy_options::overwrite_existing, ec);
+  if (ec) return skipped("cannot copy the image: " + ec.message());
+  ::chmod(cold.c_str(), 0644);
+  auto env = envList(baseEnv);
+  auto coldEnv = baseEnv;
+  coldEnv["CTR_CONFIG"] = coldConfig();
+  auto coldEnvList = envList(coldEnv);
+  std::vector<std::string> binds = opt_.image.empty() && opt_.mode == Mode::RuntimeOverhead ? hostStackBindArgs()
+                                                                                             : std::vector<std::string>{};
+  std::vector<std::string> warmCmd{ctr_, "exec"};
+  warmCmd.insert(warmCmd.end(), opt_.ctrArgs.begin(), opt_.ctrArgs.end());
+  warmCmd.insert(warmCmd.end(), binds.begin(), binds.end());
+  std::vector<std::string> coldCmd = warmCmd;
+  warmCmd.insert(warmCmd.end(), {imageB_, "/bin/true"});
+  coldCmd.insert(coldCmd.end(), {cold.string(), "/bin/true"});
+  std::map<std::string, std::vector<std::string>> cmds{{"bare", {"/bin/true"}}, {"warm", warmCmd}, {"cold", coldCmd}};
+  std::map<std::string, json> samples{{"bare", json::array()}, {"warm", json::array()}, {"cold", json::array()}};
+  const int rounds = opt_.profile == Profile::Quick ? 5 : 15;
+  json errors = json::array();
+  for (int round = 0; round < rounds; ++round) {
+    const std::array<const char*, 3> cases{"bare", "warm", "cold"};
+    std::array<int, 3> idx{0, 1, 2};
+    gsl_ran_shuffle(rng_.get(), idx.data(), idx.size(), sizeof(int));
+    std::vector<std::string> order;
+    for (int i : idx) order.push_back(cases[static_cast<size_t>(i)]);
+    for (const auto& which : order) {
+      progress_.status("cold start: round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + " " + which);
+      // The previous cold launch's holder must be gone (linger 0 ends it, but not at once),
+      // or this launch would join it instead of mounting afresh.
+      if (which == "cold") waitForImagesReleased({cold.string()}, 10);
+      auto r = launch(cmds[which], which == "cold" ? coldEnvList : env, workdirPath_, 60);
+      if (r.interrupted) throw Interrupted{};
+      if (r.ok()) {
+        samples[which].push_back(r.wallS);
+      } else {
+        errors.push_back({{"case", which}, {"message", r.describe()}, {"stderr_tail", r.stderrTail()}});
+      }
+    }
+  }
+  fs::remove(cold, ec);
+  json med = json::object();
+  for (auto& [k, v] : samples) {
+    std::vector<double> x = v.get<std::vector<double>>();
+    med[k] = x.empty() ? json(nullptr) : json(median(x));
+  }
+  return {{"rounds", rounds},
+          {"commands", {{"bare", cmds["bare"]}, {"warm", warmCmd}, {"cold", coldCmd}}},
+          {"samples_s", samples},
+          {"median_s", med},
+          {"errors", errors}};
+}
+
+json Runner::scenario(const std::string& name, const std::vector<Descriptor>& descriptors) {
+  // The workload: --scenario-workload, else the first of this run that ran and is not MPI.
+  const Descriptor* d = nullptr;
+  for (const auto& w : result_["workloads"]) {
+    if (w["status"] != "ok") continue;
+    for (const auto& desc : descriptors)
+      if (desc.name == w["name"] && (opt_.scenarioWorkload.empty() ? !desc.mpirun : desc.name == opt_.scenarioWorkload))
+        d = &desc;
+    if (d) break;
+  }
+  if (!d) {
+    std::string why = opt_.scenarioWorkload.empty() ? "no single-process workload ran ok in this run"
+                                                    : "workload '" + opt_.scenarioWorkload + "' did not run ok in this run";
+    progress_.line("scenario " + name + ": skipped (" + why + ")");
+    return {{"name", name}, {"skipped", why}};
+  }
+  auto ex = std::make_shared<Descriptor>(expanded(*d));
+  std::string program = resolveProgram(ex->command[0]);
+  fs::path wdir = workdirPath_ / ex->name;
+  ScenarioContext c;
+  c.workload = ex.get();
+  c.containerCommand = [this, ex, program](const std::vector<std::string>& extra) { return commandsFor(*ex, program, extra).b; };
+  c.env = envList(baseEnvironment(ex.get()));
+  c.cwd = wdir;
+  c.profile = opt_.profile;
+  c.deltas = opt_.deltas;
+  c.progress = &progress_;
+  c.rng = rng_.get();
+  json out = runScenario(name, c);
+  progress_.line("scenario " + name + ": " + (out.contains("skipped") ? "skipped (" + out["skipped"].get<std::string>() + ")" : "done"));
+  if (interruptRequested()) throw Interrupted{};
+  return out;
+}
+
+bool Runner::holdImages() {
+  auto env = envList(baseEnv_);
+  for (const auto& img : {imageA_, imageB_}) {
+    if (img.empty()) continue;
+    std::vector<std::string> k{ctr_, "exec"};
+    k.insert(k.end(), opt_.ctrArgs.begin(), opt_.ctrArgs.end());
+    if (opt_.image.empty() && opt_.mode == Mode::RuntimeOverhead) {
+      auto b = hostStackBindArgs();
+      k.insert(k.end(), b.begin(), b.end());
+    }
+    k.insert(k.end(), {img, "/bin/sleep", "2147483647"});
+    keepers_.push_back(std::make_unique<Keeper>(k, env));
+  }
+  ::usleep(300000);  // let the keepers mount their images
+  return std::all_of(keepers_.begin(), keepers_.end(), [](const auto& k) { return k->alive(); });
+}
+
+void Runner::releaseImages() {
+  keepers_.clear();
+  std::vector<std::string> images;
+  for (const auto& img : {imageA_, imageB_})
+    if (!img.empty()) images.push_back(img);
+  progress_.status("waiting for ctr to release the images (image linger)");
+  waitForImagesReleased(images, 15);
+}
+
+int Runner::run() {
+  seed_ = opt_.seed ? opt_.seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+  rng_.reset(gsl_rng_alloc(gsl_rng_mt19937));
+  gsl_rng_set(rng_.get(), static_cast<unsigned long>(seed_));
+  ctr_ = resolveCtr(opt_.ctr);
+  auto descriptors = selectWorkloads();
+  if (descriptors.empty()) throw Error("no workload to run (none in this profile; give --workloads or --workload-file)");
+  switch (opt_.mode) {
+    case Mode::RuntimeOverhead: break;
+    case Mode::ImageVsHost:
+      if (opt_.image.empty()) throw Error("--mode image-vs-host needs --image (the image whose own build is B)");
+      break;
+    case Mode::ImageVsImage:
+      if (opt_.image.empty() || opt_.imageB.empty()) throw Error("--mode image-vs-image needs --image (A) and --image-b (B)");
+      break;
+  }
+  for (const auto& img : {opt_.image, opt_.imageB})
+    if (!img.empty() && !fs::exists(img)) throw Error("image " + img + ": no such file or directory");
+
+  WorkDir workdir(opt_.workdir);
+  workdirPath_ = workdir.path();
+  const double budget = opt_.budgetS.value_or(opt_.profile == Profile::Quick ? 300 : 7200);
+  deadline_ = now() + budget;
+
+  result_ = {{"format", kResultFormat},
+             {"version", kResultVersion},
+             {"ctr_bench_version", CTR_BENCH_VERSION},
+             {"started", isoNow()},
+             {"finished", nullptr},
+             {"interrupted", false},
+             {"profile", profileName(opt_.profile)},
+             {"mode", modeName(opt_.mode)},
+             {"seed", seed_},
+             {"host", nullptr},
+             {"config", nullptr},
+             {"cold_start", nullptr},
+             {"workloads", json::array()},
+             {"scenarios", json::array()},
+             {"summary", nullptr}};
+  progress_.status("host fingerprint");
+  result_["host"] = collectHostFingerprint(ctr_);
+  save();
+
+  std::string imageNote;
+  if (opt_.mode == Mode::ImageVsImage) {
+    imageA_ = fs::absolute(opt_.image).string();
+    imageB_ = fs::absolute(opt_.imageB).string();
+  } else if (!opt_.image.empty()) {
+    imageB_ = fs::absolute(opt_.image).string();
+  } else {
+    progress_.status("building the host-stack image");
+    imageB_ = buildHostStackImage(ctr_, workdirPath_).string();
+    imageNote = "host-stack: a skeleton root with the host's /usr, /etc (and /opt) bound read-only";
+  }
+  auto baseEnv = baseEnvironment(nullptr);
+  baseEnv_ = baseEnv;
+  result_["config"] = {{"ctr", ctr_},
+                       {"ctr_args", opt_.ctrArgs},
+                       {"image", imageB_},
+                       {"image_a", imageA_.empty() ? json(nullptr) : json(imageA_)},
+                       {"image_b", opt_.mode == Mode::ImageVsImage ? json(imageB_) : json(nullptr)},
+                       {"image_note", imageNote.empty() ? json(nullptr) : json(imageNote)},
+                       {"image_held", true},
+                       {"budget_s", budget},
+                       {"confidence", 0.90},
+                       {"bootstrap_resamples", 10000},
+                       {"ci_method", opt_.ciMethod == CiMethod::HodgesLehmann ? "hodges-lehmann-wilcoxon" : "bootstrap-median"},
+                       {"blocks", opt_.blocks ? json(*opt_.blocks) : json(nullptr)},
+                       {"deltas", opt_.deltas},
+                       {"mpirun_args", opt_.mpirunArgs},
+                       {"workdir", workdirPath_.string()},
+                       {"env", baseEnv}};
+  save();
+
+  int status = 0;
+  bool interrupted = false;
+  {
+    // Keep the images mounted for the whole run (what the ranks of a job find); the cold
+    // start is measured on a copy.
+    bool held = holdImages();
+    result_["config"]["image_held"] = held;
+    if (!held) progress_.line("warning: the image could not be kept mounted (no /bin/sleep in it?): B launches may mount it afresh");
+    try {
+      if (opt_.coldStart) {
+        result_["cold_start"] = coldStart(baseEnv);
+        save();
+      }
+      for (size_t i = 0; i < descriptors.size(); ++i) {
+        if (interruptRequested()) throw Interrupted{};
+        runWorkload(descriptors[i], i, descriptors.size());
+      }
+      for (const auto& s : opt_.scenarios) {
+        if (interruptRequested()) throw Interrupted{};
+        result_["scenarios"].push_back(scenario(s, descriptors));
+        save();
+      }
+    } catch (const Interrupted&) {
+      interrupted = true;
+    }
+    // The images ctr-bench made (host-stack, the cold-start copy) must not stay mounted.
+    releaseImages();
+    waitForImagesReleased({(workdirPath_ / "cold-start.sif").string()}, 15);
+  }
+
+  json summary = {{"PASS", 0}, {"FAIL", 0}, {"INCONCLUSIVE", 0}, {"ERROR", 0}, {"SKIPPED", 0}};
+  for (const auto& w : result_["workloads"]) {
+    if (w["status"] == "skipped") summary["SKIPPED"] = summary["SKIPPED"].get<int>() + 1;
+    if (w["status"] == "error" && w["foms"].empty()) summary["ERROR"] = summary["ERROR"].get<int>() + 1;
+    for (const auto& f : w["foms"]) {
+      std::string v = f["analysis"]["verdict"];
+      summary[v] = summary[v].get<int>() + 1;
+    }
+  }
+  if (summary["ERROR"].get<int>() > 0) status = 3;
+  else if (summary["FAIL"].get<int>() > 0) status = 1;
+  else if (summary["INCONCLUSIVE"].get<int>() > 0) status = 2;
+  if (interrupted) status = 130;
+  summary["exit_status"] = status;
+  result_["summary"] = summary;
+  result_["interrupted"] = interrupted;
+  result_["finished"] = isoNow();
+  save();
+  progress_.done();
+  printSummaryTable(result_, std::cout);
+  if (interrupted) std::cerr << "ctr-bench: interrupted; the samples so far are in " << opt_.out.string() << "\n";
+  return status;
+}
+
+}  // namespace
+
+fs::path defaultDescriptorDir() {
+  fs::path installed = exeDir().parent_path() / "share/ctr/bench/workloads";
+  if (fs::is_directory(installed)) return installed;
+  // A build tree: bench/workloads copies its descriptors beside the programs.
+  fs::path built = exeDir().parent_path() / "bench/workloads/descriptors";
+  if (fs::is_directory(built)) return built;
+  fs::path source = fs::path(CTR_BENCH_SOURCE_DIR) / "bench/workloads";
+  if (!std::string(CTR_BENCH_SOURCE_DIR).empty() && fs::is_directory(source) &&
+      fs::exists(exeDir().parent_path() / "CMakeCache.txt"))
+    return source;
+  return installed;
+}
+
+std::vector<fs::path> programDirs() {
+  fs::path e = exeDir();
+  return {e.parent_path() / "bench/workloads", e.parent_path() / "libexec/ctr/bench", e};
+}
+
+std::pair<std::string, double> parseDeltaOption(const std::string& text) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error("--delta " + text + ": expected NAME=X (X a fraction, or a percentage with %)");
+  std::string name = text.substr(0, eq), value = text.substr(eq + 1);
+  bool percent = !value.empty() && value.back() == '%';
+  if (percent) value.pop_back();
+  double v = 0;
+  try {
+    size_t used = 0;
+    v = std::stod(value, &used);
+    if (used != value.size()) throw std::invalid_argument(value);
+  } catch (const std::exception&) {
+    throw Error("--delta " + text + ": '" + value + "' is not a number");
+  }
+  if (percent) v /= 100;
+  if (!(v > 0 && v < 1)) throw Error("--delta " + text + ": delta must be between 0 and 1 (or 0% and 100%)");
+  return {name, v};
+}
+
+int runBench(const RunOptions& options) {
+  installInterruptHandlers();
+  Runner runner(options);
+  return runner.run();
+}
+
+}  // namespace ctr::bench
