@@ -12,6 +12,7 @@ packages="
   clang libclang-rt-14-dev
   charliecloud bubblewrap hyperfine
   snakemake
+  libjs-vega chromium fonts-dejavu-core
 "
 
 missing=""

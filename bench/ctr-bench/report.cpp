@@ -508,13 +508,15 @@ std::string hostSummary(const json& host) {
   add(pick({"cores", "cpu.cores", "cpus", "ncpus"}), " cores");
   add(pick({"numa_nodes", "numa.nodes", "numa"}), " NUMA nodes");
   add(pick({"memory", "mem_total", "memory_total", "memory.total"}));
-  add(pick({"kernel", "os.kernel"}), "");
+  if (std::string kernel = pick({"kernel", "os.kernel"}); !kernel.empty()) add("kernel " + kernel);
   std::string gpu = pick({"gpu.model", "gpu_model", "gpu.name"});
   if (!gpu.empty()) {
     std::string driver = pick({"gpu.driver", "gpu_driver", "driver"});
     add(gpu + (driver.empty() ? "" : " (driver " + driver + ")"));
+  } else if (host.contains("gpu")) {
+    add("no GPU");
   }
-  add(pick({"ctr_version", "ctr.version"}), "");
+  if (std::string ctr = pick({"ctr_version", "ctr.version"}); !ctr.empty()) add("ctr " + ctr);
   if (parts.empty()) return "see the fingerprint below";
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
@@ -1004,7 +1006,7 @@ json overviewSpec(const Result& r) {
     }
   }
   int height = std::max(60, 30 * static_cast<int>(rows.size()));
-  json spec = baseSpec(560, height, "Overhead of B against A, every figure of merit",
+  json spec = baseSpec(760, height, "Overhead of B against A, every figure of merit",
                        {"dot: median overhead · bar: " + confidenceLabel(r) + " · green band: ±delta (PASS when the bar lies inside it)",
                         "positive = B worse"});
   spec["data"] = {{{"name", "rows"}, {"values", rows}},
@@ -1212,6 +1214,8 @@ th { background: #eef0f3; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.verdict span { display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff; font-weight: bold; font-size: 12px; }
 .grid { display: flex; flex-wrap: wrap; gap: 14px; }
+.workloads { display: flex; flex-wrap: wrap; gap: 6px 30px; align-items: flex-start; }
+.workload .desc { min-width: 100%; width: 0; }
 .card { background: #fff; border: 1px solid #d8dbe0; border-radius: 6px; padding: 8px; }
 .plot { min-height: 60px; }
 .plot-failed { color: var(--fail); font-weight: bold; padding: 12px; }
@@ -1305,10 +1309,11 @@ std::string renderHtml(const json& resultJson) {
     h << "<section id=\"overview\">\n<h2>Overhead per figure of merit</h2>\n" << plotDiv("plot-overview") << "</section>\n";
     h << "<section id=\"distributions\">\n<h2>Distributions, A against B</h2>\n<p class=\"desc\">One dot per launch "
          "(block); box: quartiles; black bar: median; whiskers: range.</p>\n";
+    h << "<div class=\"workloads\">\n";
     for (size_t wi = 0; wi < r.workloads.size(); ++wi) {
       const Workload& w = r.workloads[wi];
       if (w.status == "skipped" || w.foms.empty()) continue;
-      h << "<h3>" << esc(w.name) << "</h3>\n";
+      h << "<div class=\"workload\">\n<h3>" << esc(w.name) << "</h3>\n";
       std::string about = w.description;
       if (w.durationS) about += (about.empty() ? "" : " · ") + std::string("took ") + formatDuration(*w.durationS);
       if (!about.empty()) h << "<p class=\"desc\">" << esc(about) << "</p>\n";
@@ -1318,9 +1323,9 @@ std::string renderHtml(const json& resultJson) {
         plots.push_back({id, distributionSpec(w, w.foms[fi])});
         h << plotDiv(id);
       }
-      h << "</div>\n";
+      h << "</div>\n</div>\n";
     }
-    h << "</section>\n";
+    h << "</div>\n</section>\n";
   }
 
   std::vector<const Workload*> skipped;
