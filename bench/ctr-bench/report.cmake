@@ -15,6 +15,6 @@ if(CTR_BUILD_TESTS)
     PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 
   # tests/integration/test_ctr_bench_report.sh renders with it until ctr-bench has `report`.
-  add_executable(ctr-bench-report-render "${CMAKE_CURRENT_LIST_DIR}/tests/report_render_main.cpp")
+  add_executable(ctr-bench-report-render "${CMAKE_CURRENT_LIST_DIR}/tests/report_render/main.cpp")
   target_link_libraries(ctr-bench-report-render PRIVATE ctr-bench-report)
 endif()

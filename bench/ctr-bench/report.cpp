@@ -127,7 +127,7 @@ struct Analysis {
 };
 
 struct FomError {
-  std::optional<int> block;
+  std::string block;  // a block number, or a phase such as "warm-up"
   std::string side, message, stderrTail;
 };
 
@@ -172,13 +172,14 @@ struct Result {
   std::optional<int> exitStatus;
   json host, config;
   std::vector<Series> coldStart;  // empty: not measured
+  std::vector<FomError> coldStartErrors;
   std::vector<Workload> workloads;
   std::vector<Scenario> scenarios;
 };
 
 std::string scalarText(const json& v) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_null()) return "null";
+  if (v.is_null()) return "—";
   return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -222,6 +223,16 @@ Analysis readAnalysis(const Fields& f) {
   return a;
 }
 
+// sideKey: "side" (A or B) for a FOM's launches, "case" (bare, warm, cold) for cold start.
+FomError readError(const Fields& e, std::string_view sideKey) {
+  FomError err;
+  if (const json* block = e.find("block")) err.block = scalarText(*block);
+  err.side = e.optText(sideKey).value_or("");
+  err.message = e.optText("message").value_or("");
+  err.stderrTail = e.optText("stderr_tail").value_or("");
+  return err;
+}
+
 Fom readFom(const Fields& f) {
   Fom fom;
   fom.name = f.text("name");
@@ -234,13 +245,7 @@ Fom readFom(const Fields& f) {
   }
   const json& errors = f.optArray("errors");
   for (size_t i = 0; i < errors.size(); ++i) {
-    Fields e(errors[i], indexed(f.path(), "errors", i));
-    FomError err;
-    if (auto b = e.optNumber("block")) err.block = static_cast<int>(*b);
-    err.side = e.optText("side").value_or("");
-    err.message = e.optText("message").value_or("");
-    err.stderrTail = e.optText("stderr_tail").value_or("");
-    fom.errors.push_back(std::move(err));
+    fom.errors.push_back(readError(Fields(errors[i], indexed(f.path(), "errors", i)), "side"));
   }
   if (auto a = f.optObject("analysis")) fom.analysis = readAnalysis(*a);
   return fom;
@@ -282,7 +287,8 @@ std::vector<Series> readColdStart(const Fields& f) {
     Series s{name, {}, std::nullopt};
     if (samples && samples->find(name)) s.samples = validSamples(readSamples(samples->raw()[name], samples->pathOf(name)));
     if (medians) s.median = medians->optNumber(name);
-    if (!s.samples.empty() || s.median) out.push_back(std::move(s));
+    // A launch kind that was tried and never succeeded stays in, with no value: its errors say why.
+    if ((samples && samples->raw().contains(name)) || (medians && medians->raw().contains(name))) out.push_back(std::move(s));
   }
   return out;
 }
@@ -333,7 +339,12 @@ Result readResult(const json& doc) {
   }
   if (auto summary = top.optObject("summary"))
     if (auto status = summary->optNumber("exit_status")) r.exitStatus = static_cast<int>(*status);
-  if (auto cold = top.optObject("cold_start")) r.coldStart = readColdStart(*cold);
+  if (auto cold = top.optObject("cold_start")) {
+    r.coldStart = readColdStart(*cold);
+    const json& errors = cold->optArray("errors");
+    for (size_t i = 0; i < errors.size(); ++i)
+      r.coldStartErrors.push_back(readError(Fields(errors[i], indexed("cold_start", "errors", i)), "case"));
+  }
   if (top.find("workloads") == nullptr) top.fail("workloads", "missing");
   const json& workloads = top.optArray("workloads");
   for (size_t i = 0; i < workloads.size(); ++i) r.workloads.push_back(readWorkload(Fields(workloads[i], indexed("", "workloads", i))));
@@ -477,12 +488,32 @@ std::vector<std::pair<std::string, std::string>> flatten(const json& value, cons
   if (value.is_object()) {
     for (const auto& [key, v] : value.items()) {
       std::string name = prefix.empty() ? key : prefix + "." + key;
-      if (v.is_object() && !v.empty()) {
+      if ((v.is_object() || v.is_array()) && !v.empty()) {
         auto inner = flatten(v, name);
         out.insert(out.end(), inner.begin(), inner.end());
       } else {
         out.emplace_back(name, scalarText(v));
       }
+    }
+  } else if (value.is_array()) {
+    // A list of records ("checks": [{"name": ..., "status": ...}]) reads best keyed by name;
+    // a list of plain values as one line.
+    bool records = std::all_of(value.begin(), value.end(), [](const json& e) { return e.is_object(); });
+    if (!records) {
+      std::string line;
+      for (const auto& e : value) line += (line.empty() ? "" : ", ") + scalarText(e);
+      out.emplace_back(prefix, line);
+      return out;
+    }
+    for (size_t i = 0; i < value.size(); ++i) {
+      json record = value[i];
+      std::string label = std::to_string(i);
+      if (record.contains("name") && record["name"].is_string()) {
+        label = record["name"].get<std::string>();
+        record.erase("name");
+      }
+      auto inner = flatten(record, prefix + "[" + label + "]");
+      out.insert(out.end(), inner.begin(), inner.end());
     }
   } else if (!value.is_null()) {
     out.emplace_back(prefix.empty() ? "value" : prefix, scalarText(value));
@@ -496,7 +527,7 @@ std::string hostSummary(const json& host) {
   auto pick = [&](std::initializer_list<std::string_view> keys) -> std::string {
     for (auto key : keys)
       for (const auto& [k, v] : flat)
-        if (k == key && v != "null" && !v.empty()) return v;
+        if (k == key && v != "—" && !v.empty()) return v.substr(0, v.find('\n'));  // a tool's first line
     return "";
   };
   std::vector<std::string> parts;
@@ -506,8 +537,12 @@ std::string hostSummary(const json& host) {
   add(pick({"hostname", "host"}));
   add(pick({"cpu_model", "cpu.model", "cpu"}));
   add(pick({"cores", "cpu.cores", "cpus", "ncpus"}), " cores");
-  add(pick({"numa_nodes", "numa.nodes", "numa"}), " NUMA nodes");
-  add(pick({"memory", "mem_total", "memory_total", "memory.total"}));
+  if (std::string numa = pick({"numa_nodes", "numa.nodes", "numa"}); !numa.empty())
+    add(numa + (numa == "1" ? " NUMA node" : " NUMA nodes"));
+  if (std::string bytes = pick({"memory_bytes"}); !bytes.empty() && bytes.find_first_not_of("0123456789") == std::string::npos)
+    add(fixed(std::stod(bytes) / (1024.0 * 1024 * 1024), 1) + " GiB");
+  else
+    add(pick({"memory", "mem_total", "memory_total", "memory.total"}));
   if (std::string kernel = pick({"kernel", "os.kernel"}); !kernel.empty()) add("kernel " + kernel);
   std::string gpu = pick({"gpu.model", "gpu_model", "gpu.name"});
   if (!gpu.empty()) {
@@ -516,7 +551,7 @@ std::string hostSummary(const json& host) {
   } else if (host.contains("gpu")) {
     add("no GPU");
   }
-  if (std::string ctr = pick({"ctr_version", "ctr.version"}); !ctr.empty()) add("ctr " + ctr);
+  if (std::string ctr = pick({"ctr_version", "ctr.version"}); !ctr.empty()) add(ctr.rfind("ctr", 0) == 0 ? ctr : "ctr " + ctr);
   if (parts.empty()) return "see the fingerprint below";
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
@@ -565,10 +600,11 @@ std::string describeCounts(const Counts& c) {
   return s;
 }
 
-std::string errorHeading(const FomError& e) {
+std::string errorHeading(const FomError& e, std::string_view sideWord = "side") {
   std::string where;
-  if (e.block) where += "block " + std::to_string(*e.block);
-  if (!e.side.empty()) where += (where.empty() ? "side " : ", side ") + e.side;
+  if (!e.block.empty())
+    where = e.block.find_first_not_of("0123456789") == std::string::npos ? "block " + e.block : e.block;
+  if (!e.side.empty()) where += (where.empty() ? "" : ", ") + std::string(sideWord) + " " + e.side;
   return where;
 }
 
@@ -651,6 +687,11 @@ std::string renderMarkdown(const json& resultJson) {
       }
     }
   }
+  for (const auto& e : r.coldStartErrors) {
+    errors << "### cold start (" << mdText(errorHeading(e, "launch")) << ")\n\n" << mdText(e.message.empty() ? "failed" : e.message)
+           << "\n\n";
+    if (!e.stderrTail.empty()) errors << mdCodeBlock(e.stderrTail) << "\n";
+  }
   if (!errors.str().empty()) md << "## Errors\n\n" << errors.str();
 
   md << "## Cold start\n\n";
@@ -701,7 +742,10 @@ std::string renderMarkdown(const json& resultJson) {
   md << "## Host fingerprint\n\n";
   auto flat = flatten(r.host);
   if (flat.empty()) md << "Not recorded.\n";
-  for (const auto& [k, v] : flat) md << "- " << mdText(k) << ": " << mdText(v) << "\n";
+  for (const auto& [k, v] : flat) {
+    if (v.find('\n') == std::string::npos) md << "- " << mdText(k) << ": " << mdText(v) << "\n";
+    else md << "- " << mdText(k) << ":\n\n" << mdCodeBlock(v) << "\n";
+  }
   return md.str();
 }
 
@@ -1211,6 +1255,7 @@ dl.facts dd { margin: 0; }
 table { border-collapse: collapse; background: #fff; width: 100%; }
 th, td { border: 1px solid #d8dbe0; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #eef0f3; }
+td.name { white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.verdict span { display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff; font-weight: bold; font-size: 12px; }
 .grid { display: flex; flex-wrap: wrap; gap: 14px; }
@@ -1222,6 +1267,8 @@ td.verdict span { display: inline-block; padding: 1px 8px; border-radius: 10px; 
 .desc { color: var(--muted); margin: 0 0 8px; }
 pre { background: #1f2328; color: #e6edf3; padding: 10px; overflow-x: auto; border-radius: 4px; font-size: 12px; }
 code { font-size: 12px; }
+td.pre { white-space: pre-wrap; font: 12px/1.3 "DejaVu Sans Mono", monospace; }
+#host th { width: 18%; }
 footer { color: var(--muted); margin-top: 30px; font-size: 12px; }
 )CSS";
 
@@ -1291,7 +1338,7 @@ std::string renderHtml(const json& resultJson) {
     }
     for (const auto& f : w.foms) {
       const Analysis& a = f.analysis;
-      h << "<tr><td>" << esc(w.name) << "</td><td>" << esc(f.name) << "</td><td>" << esc(f.unit) << "</td><td class=\"num\">"
+      h << "<tr><td class=\"name\">" << esc(w.name) << "</td><td class=\"name\">" << esc(f.name) << "</td><td>" << esc(f.unit) << "</td><td class=\"num\">"
         << formatValue(a.medianA) << "</td><td class=\"num\">" << formatValue(a.medianB) << "</td><td class=\"num\">"
         << formatPercent(a.overhead) << "</td><td class=\"num\">" << formatCi(a) << "</td><td class=\"num\">"
         << formatDelta(f.delta) << "</td><td class=\"num\">" << (a.nPairs ? std::to_string(*a.nPairs) : "—")
@@ -1352,6 +1399,11 @@ std::string renderHtml(const json& resultJson) {
         if (!e.stderrTail.empty()) errors << "<pre>" << esc(e.stderrTail) << "</pre>\n";
       }
   }
+  for (const auto& e : r.coldStartErrors) {
+    errors << "<h3>cold start (" << esc(errorHeading(e, "launch")) << ")</h3>\n<p>" << esc(e.message.empty() ? "failed" : e.message)
+           << "</p>\n";
+    if (!e.stderrTail.empty()) errors << "<pre>" << esc(e.stderrTail) << "</pre>\n";
+  }
   if (!errors.str().empty()) h << "<section id=\"errors\">\n<h2>Errors</h2>\n" << errors.str() << "</section>\n";
 
   h << "<section id=\"cold-start\">\n<h2>Cold start</h2>\n";
@@ -1378,7 +1430,9 @@ std::string renderHtml(const json& resultJson) {
   if (flatHost.empty()) h << "<p>Not recorded.</p>\n";
   else {
     h << "<table>\n";
-    for (const auto& [k, v] : flatHost) h << "<tr><th>" << esc(k) << "</th><td>" << esc(v) << "</td></tr>\n";
+    for (const auto& [k, v] : flatHost)
+      h << "<tr><th>" << esc(k) << "</th><td" << (v.find('\n') == std::string::npos ? "" : " class=\"pre\"") << ">" << esc(v)
+        << "</td></tr>\n";
     h << "</table>\n";
   }
   auto flatConfig = flatten(r.config);

@@ -14,6 +14,12 @@
 #include "ctr/error.hpp"
 #include "report.hpp"
 
+// report.cmake names the fixture; ctr-bench's own test binary (tests/CMakeLists.txt takes
+// every tests/*.cpp) knows only the source tree.
+#ifndef CTR_BENCH_REPORT_FIXTURE
+#define CTR_BENCH_REPORT_FIXTURE CTR_BENCH_SOURCE_DIR "/bench/ctr-bench/tests/report_fixture.json"
+#endif
+
 namespace ctr::bench {
 namespace {
 
@@ -265,6 +271,42 @@ TEST_F(ReportTest, MissingOptionalPartsStillMakeAReport) {
   json empty = {{"mode", "runtime-overhead"}, {"workloads", json::array()}};
   EXPECT_NE(renderMarkdown(empty).find("(no workload ran)"), std::string::npos);
   EXPECT_EQ(plotsOf(renderHtml(empty)).size(), 0u);
+}
+
+// Shapes that `ctr-bench run` writes besides the schema's example: a warm-up failure has a
+// block name, cold start has its own errors, the host carries ctr check's list of checks.
+TEST_F(ReportTest, ReadsWhatCtrBenchRunWrites) {
+  json result = json::parse(R"J({
+    "format": "ctr-bench-result", "version": 1, "mode": "runtime-overhead",
+    "host": {"hostname": "vm", "cpu_model": "AMD EPYC", "cores": 2, "numa_nodes": 1, "memory_bytes": 25232932864,
+             "gpu": null, "ctr_version": "ctr version 0.1.0",
+             "hwloc_topology": "Machine (23GB total)\n  Package L#0",
+             "ctr_check": {"checks": [{"name": "/dev/fuse", "status": "ok", "detail": "present"}]}},
+    "cold_start": {"rounds": 5, "samples_s": {"bare": [0.0007], "warm": [0.0035], "cold": []},
+                   "median_s": {"bare": 0.0007, "warm": 0.0035, "cold": null},
+                   "errors": [{"case": "cold", "message": "exit status 255", "stderr_tail": "squashfuse_ll: not found"}]},
+    "workloads": [{"name": "broken", "status": "error", "reason": "the ctr launch failed at warm-up (exit status 3)",
+      "stderr_tail": "cannot open /data/input", "labels": {"A": "bare", "B": "ctr"},
+      "foms": [{"name": "rate", "unit": "x/s", "direction": "higher", "delta": 0.05,
+        "samples": {"A": [], "B": []},
+        "errors": [{"block": "warm-up", "side": "B", "message": "exit status 3", "stderr_tail": "cannot open /data/input"}],
+        "analysis": {"n_pairs": 0, "cv_a": 0, "cv_b": 0, "min": {"A": null, "B": null}, "median": {"A": null, "B": null},
+                     "overhead": null, "ci": null, "ci_method": "bootstrap-median", "verdict": "ERROR",
+                     "note": "no complete pair of samples"}}]}],
+    "scenarios": []
+  })J");
+  std::string md = renderMarkdown(result);
+  EXPECT_NE(md.find("- Host: vm, AMD EPYC, 2 cores, 1 NUMA node, 23.5 GiB, no GPU, ctr version 0.1.0\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("### broken / rate (warm-up, side B)\n\nexit status 3"), std::string::npos);
+  EXPECT_NE(md.find("### cold start (launch cold)\n\nexit status 255"), std::string::npos);
+  EXPECT_NE(md.find("```text\nsquashfuse_ll: not found\n```"), std::string::npos) << "stderr is in a code block, verbatim";
+  EXPECT_NE(md.find("| cold | — | 0 |"), std::string::npos);
+  EXPECT_NE(md.find("- ctr\\_check.checks\\[/dev/fuse\\].status: ok"), std::string::npos);
+  EXPECT_NE(md.find("- hwloc\\_topology:\n\n```text\nMachine (23GB total)\n  Package L#0\n```"), std::string::npos);
+  EXPECT_NE(rowOf(md, "broken", "rate").find("**ERROR**"), std::string::npos);
+  std::string html = renderHtml(result);
+  EXPECT_NE(html.find("<h3>cold start (launch cold)</h3>"), std::string::npos);
+  EXPECT_EQ(plotsOf(html).size(), 3u) << "overview, the FOM, cold start";
 }
 
 TEST_F(ReportTest, AWrongFieldIsNamed) {
