@@ -157,11 +157,14 @@ struct ScenarioPoint {
   std::string label;
   std::vector<double> samples;
   std::optional<double> median;
+  std::optional<double> aggregate;  // concurrent copies: the node's total (copies x median)
+  std::vector<FomError> errors;
   std::vector<std::pair<std::string, std::string>> extras;  // other scalar fields, as written
 };
 
 struct Scenario {
   std::string name, kind, workload, fom, unit;
+  std::string skipped;  // why it did not run
   std::vector<ScenarioPoint> points;
 };
 
@@ -293,6 +296,8 @@ std::vector<Series> readColdStart(const Fields& f) {
   return out;
 }
 
+std::string formatValue(std::optional<double> v);
+
 Scenario readScenario(const Fields& f) {
   Scenario sc;
   sc.name = f.text("name");
@@ -300,6 +305,7 @@ Scenario readScenario(const Fields& f) {
   sc.workload = f.optText("workload").value_or("");
   sc.fom = f.optText("fom").value_or("");
   sc.unit = f.optText("unit").value_or("");
+  sc.skipped = f.optText("skipped").value_or("");
   const json& points = f.optArray("points");
   for (size_t i = 0; i < points.size(); ++i) {
     Fields p(points[i], indexed(f.path(), "points", i));
@@ -311,9 +317,13 @@ Scenario readScenario(const Fields& f) {
     else pt.label = "point " + std::to_string(i);
     if (p.find("samples")) pt.samples = validSamples(readSamples(p.raw()["samples"], p.pathOf("samples")));
     pt.median = p.optNumber("median");
+    pt.aggregate = p.optNumber("aggregate");
+    const json& errors = p.optArray("errors");
+    for (size_t e = 0; e < errors.size(); ++e) pt.errors.push_back(readError(Fields(errors[e], indexed(p.path(), "errors", e)), "side"));
     for (const auto& [key, value] : p.raw().items()) {
       if (key == "limit" || key == "copies" || key == "label" || key == "samples" || key == "median") continue;
-      if (value.is_primitive()) pt.extras.emplace_back(key, scalarText(value));
+      if (value.is_number()) pt.extras.emplace_back(key, formatValue(value.get<double>()));
+      else if (value.is_primitive()) pt.extras.emplace_back(key, scalarText(value));
     }
     sc.points.push_back(std::move(pt));
   }
@@ -350,6 +360,11 @@ Result readResult(const json& doc) {
   for (size_t i = 0; i < workloads.size(); ++i) r.workloads.push_back(readWorkload(Fields(workloads[i], indexed("", "workloads", i))));
   const json& scenarios = top.optArray("scenarios");
   for (size_t i = 0; i < scenarios.size(); ++i) r.scenarios.push_back(readScenario(Fields(scenarios[i], indexed("", "scenarios", i))));
+  // A scenario names its FOM; the unit is the workload's.
+  for (auto& sc : r.scenarios)
+    for (const auto& w : r.workloads)
+      for (const auto& f : w.foms)
+        if (sc.unit.empty() && f.name == sc.fom && (sc.workload.empty() || w.name == sc.workload)) sc.unit = f.unit;
   return r;
 }
 
@@ -687,6 +702,13 @@ std::string renderMarkdown(const json& resultJson) {
       }
     }
   }
+  for (const auto& sc : r.scenarios)
+    for (const auto& p : sc.points)
+      for (const auto& e : p.errors) {
+        errors << "### scenario " << mdText(sc.name) << ", " << mdText(p.label) << "\n\n"
+               << mdText(e.message.empty() ? "failed" : e.message) << "\n\n";
+        if (!e.stderrTail.empty()) errors << mdCodeBlock(e.stderrTail) << "\n";
+      }
   for (const auto& e : r.coldStartErrors) {
     errors << "### cold start (" << mdText(errorHeading(e, "launch")) << ")\n\n" << mdText(e.message.empty() ? "failed" : e.message)
            << "\n\n";
@@ -718,6 +740,10 @@ std::string renderMarkdown(const json& resultJson) {
         about += (about.empty() ? "" : "; ") + mdText(sc.workload) + (sc.fom.empty() ? "" : " / " + mdText(sc.fom));
       if (!sc.unit.empty()) about += (about.empty() ? "" : "; ") + mdText(sc.unit);
       if (!about.empty()) md << about << "\n\n";
+      if (!sc.skipped.empty()) {
+        md << "Skipped: " << mdText(sc.skipped) << "\n\n";
+        continue;
+      }
       std::vector<std::string> extraKeys;
       for (const auto& p : sc.points)
         for (const auto& [k, v] : p.extras)
@@ -1181,7 +1207,8 @@ json scenarioSpec(const Scenario& sc) {
     std::string label = p.label;
     while (std::find(order.begin(), order.end(), label) != order.end()) label += " ";
     order.push_back(label);
-    if (p.median) medians.push_back({{"step", label}, {"value", *p.median}});
+    if (p.median) medians.push_back({{"step", label}, {"value", *p.median}, {"series", "median"}});
+    if (p.aggregate) medians.push_back({{"step", label}, {"value", *p.aggregate}, {"series", "node aggregate"}});
     for (size_t i = 0; i < p.samples.size(); ++i)
       samples.push_back({{"step", label}, {"value", p.samples[i]}, {"j", jitter(i)}});
   }
@@ -1194,7 +1221,11 @@ json scenarioSpec(const Scenario& sc) {
   json y = {{"name", "y"}, {"type", "linear"}, {"range", "height"}, {"zero", true}, {"nice", true}};
   if (medians.empty() && samples.empty()) y["domain"] = {0, 1};
   else y["domain"] = {{"fields", {{{"data", "medians"}, {"field", "value"}}, {{"data", "samples"}, {"field", "value"}}}}};
-  spec["scales"] = {{{"name", "x"}, {"type", "point"}, {"domain", order}, {"range", "width"}, {"padding", 0.5}}, y};
+  spec["scales"] = {{{"name", "x"}, {"type", "point"}, {"domain", order}, {"range", "width"}, {"padding", 0.5}},
+                    y,
+                    {{"name", "series"}, {"type", "ordinal"}, {"domain", {"median", "node aggregate"}}, {"range", {"#4c78a8", "#e45756"}}}};
+  bool aggregates = std::any_of(sc.points.begin(), sc.points.end(), [](const ScenarioPoint& p) { return p.aggregate.has_value(); });
+  if (aggregates) spec["legends"] = {{{"stroke", "series"}, {"fill", "series"}, {"orient", "top-left"}, {"symbolType", "circle"}}};
   spec["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"labelAngle", order.size() > 6 ? -30 : 0}, {"labelAlign", order.size() > 6 ? "right" : "center"}},
                   {{"orient", "left"}, {"scale", "y"}, {"title", sc.unit}, {"grid", true}}};
   spec["marks"] = {
@@ -1207,14 +1238,17 @@ json scenarioSpec(const Scenario& sc) {
            {"size", {{"value", 22}}},
            {"fill", {{"value", "#9c755f"}}},
            {"fillOpacity", {{"value", 0.6}}}}}}}},
-      {{"type", "line"},
-       {"from", {{"data", "medians"}}},
-       {"encode",
-        {{"enter",
-          {{"x", {{"scale", "x"}, {"field", "step"}}},
-           {"y", {{"scale", "y"}, {"field", "value"}}},
-           {"stroke", {{"value", "#4c78a8"}}},
-           {"strokeWidth", {{"value", 2}}}}}}}},
+      {{"type", "group"},
+       {"from", {{"facet", {{"name", "series_points"}, {"data", "medians"}, {"groupby", "series"}}}}},
+       {"marks",
+        {{{"type", "line"},
+          {"from", {{"data", "series_points"}}},
+          {"encode",
+           {{"enter",
+             {{"x", {{"scale", "x"}, {"field", "step"}}},
+              {"y", {{"scale", "y"}, {"field", "value"}}},
+              {"stroke", {{"scale", "series"}, {"field", "series"}}},
+              {"strokeWidth", {{"value", 2}}}}}}}}}}},
       {{"type", "symbol"},
        {"from", {{"data", "medians"}}},
        {"encode",
@@ -1222,8 +1256,8 @@ json scenarioSpec(const Scenario& sc) {
           {{"x", {{"scale", "x"}, {"field", "step"}}},
            {"y", {{"scale", "y"}, {"field", "value"}}},
            {"size", {{"value", 70}}},
-           {"fill", {{"value", "#4c78a8"}}},
-           {"tooltip", {{"signal", "{'step': datum.step, 'median': format(datum.value, '.4~g')}"}}}}}}}}};
+           {"fill", {{"scale", "series"}, {"field", "series"}}},
+           {"tooltip", {{"signal", "{'step': datum.step, 'value': datum.series, 'median': format(datum.value, '.4~g')}"}}}}}}}}};
   if (medians.empty() && samples.empty())
     spec["marks"].push_back({{"type", "text"},
                              {"encode",
@@ -1399,6 +1433,13 @@ std::string renderHtml(const json& resultJson) {
         if (!e.stderrTail.empty()) errors << "<pre>" << esc(e.stderrTail) << "</pre>\n";
       }
   }
+  for (const auto& sc : r.scenarios)
+    for (const auto& p : sc.points)
+      for (const auto& e : p.errors) {
+        errors << "<h3>scenario " << esc(sc.name) << ", " << esc(p.label) << "</h3>\n<p>"
+               << esc(e.message.empty() ? "failed" : e.message) << "</p>\n";
+        if (!e.stderrTail.empty()) errors << "<pre>" << esc(e.stderrTail) << "</pre>\n";
+      }
   for (const auto& e : r.coldStartErrors) {
     errors << "<h3>cold start (" << esc(errorHeading(e, "launch")) << ")</h3>\n<p>" << esc(e.message.empty() ? "failed" : e.message)
            << "</p>\n";
@@ -1416,8 +1457,12 @@ std::string renderHtml(const json& resultJson) {
   h << "</section>\n";
 
   if (!r.scenarios.empty()) {
-    h << "<section id=\"scenarios\">\n<h2>Scenarios</h2>\n<div class=\"grid\">\n";
+    h << "<section id=\"scenarios\">\n<h2>Scenarios</h2>\n";
+    for (const auto& sc : r.scenarios)
+      if (!sc.skipped.empty()) h << "<p><strong>" << esc(sc.name) << "</strong> skipped: " << esc(sc.skipped) << "</p>\n";
+    h << "<div class=\"grid\">\n";
     for (size_t i = 0; i < r.scenarios.size(); ++i) {
+      if (!r.scenarios[i].skipped.empty()) continue;
       std::string id = "plot-scenario-" + std::to_string(i);
       plots.push_back({id, scenarioSpec(r.scenarios[i])});
       h << plotDiv(id);

@@ -293,7 +293,13 @@ TEST_F(ReportTest, ReadsWhatCtrBenchRunWrites) {
         "analysis": {"n_pairs": 0, "cv_a": 0, "cv_b": 0, "min": {"A": null, "B": null}, "median": {"A": null, "B": null},
                      "overhead": null, "ci": null, "ci_method": "bootstrap-median", "verdict": "ERROR",
                      "note": "no complete pair of samples"}}]}],
-    "scenarios": []
+    "scenarios": [
+      {"name": "cpu-steps", "kind": "limit-steps", "workload": "osu", "skipped": "an MPI workload: limits apply per rank"},
+      {"name": "concurrent", "kind": "concurrent-copies", "workload": "broken", "fom": "rate", "rounds": 2, "points": [
+        {"limit": "1 concurrent", "copies": 1, "ctr_args": [], "samples": [10.0, 10.2], "median": 10.1, "aggregate": 10.1,
+         "foms": {"rate": {"samples": [10.0, 10.2], "median": 10.1}}, "wall_s": [1.0, 1.1], "errors": []},
+        {"limit": "2 concurrent", "copies": 2, "ctr_args": [], "samples": [6.0], "median": 6.0, "aggregate": 12.0,
+         "errors": [{"message": "exit status 137", "stderr_tail": "Killed"}]}]}]
   })J");
   std::string md = renderMarkdown(result);
   EXPECT_NE(md.find("- Host: vm, AMD EPYC, 2 cores, 1 NUMA node, 23.5 GiB, no GPU, ctr version 0.1.0\n"), std::string::npos) << md;
@@ -304,9 +310,19 @@ TEST_F(ReportTest, ReadsWhatCtrBenchRunWrites) {
   EXPECT_NE(md.find("- ctr\\_check.checks\\[/dev/fuse\\].status: ok"), std::string::npos);
   EXPECT_NE(md.find("- hwloc\\_topology:\n\n```text\nMachine (23GB total)\n  Package L#0\n```"), std::string::npos);
   EXPECT_NE(rowOf(md, "broken", "rate").find("**ERROR**"), std::string::npos);
+  EXPECT_NE(md.find("### cpu-steps\n\nlimit-steps; osu\n\nSkipped: an MPI workload: limits apply per rank\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("concurrent-copies; broken / rate; x/s"), std::string::npos) << "the unit is the workload's FOM's";
+  EXPECT_NE(md.find("| 2 concurrent | 6.000 | 1 | 12.00 |"), std::string::npos);
+  EXPECT_NE(md.find("### scenario concurrent, 2 concurrent\n\nexit status 137"), std::string::npos);
   std::string html = renderHtml(result);
   EXPECT_NE(html.find("<h3>cold start (launch cold)</h3>"), std::string::npos);
-  EXPECT_EQ(plotsOf(html).size(), 3u) << "overview, the FOM, cold start";
+  EXPECT_NE(html.find("<strong>cpu-steps</strong> skipped: an MPI workload"), std::string::npos);
+  json plots = plotsOf(html);
+  ASSERT_EQ(plots.size(), 4u) << "overview, the FOM, cold start, the scenario that ran";
+  EXPECT_EQ(plots[3]["id"], "plot-scenario-1");
+  json lines = plots[3]["spec"]["data"][0]["values"];
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[3], json({{"step", "2 concurrent"}, {"value", 12.0}, {"series", "node aggregate"}}));
 }
 
 TEST_F(ReportTest, AWrongFieldIsNamed) {
