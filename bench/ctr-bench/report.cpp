@@ -1289,7 +1289,8 @@ dl.facts dd { margin: 0; }
 table { border-collapse: collapse; background: #fff; width: 100%; }
 th, td { border: 1px solid #d8dbe0; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #eef0f3; }
-td.name { white-space: nowrap; }
+td.name { min-width: 6em; }
+td.note { min-width: 13em; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.verdict span { display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff; font-weight: bold; font-size: 12px; }
 .grid { display: flex; flex-wrap: wrap; gap: 14px; }
@@ -1378,7 +1379,7 @@ std::string renderHtml(const json& resultJson) {
         << formatDelta(f.delta) << "</td><td class=\"num\">" << (a.nPairs ? std::to_string(*a.nPairs) : "—")
         << "</td><td class=\"num\">" << formatPercent(a.cvA).substr(a.cvA ? 1 : 0) << " / "
         << formatPercent(a.cvB).substr(a.cvB ? 1 : 0) << "</td><td class=\"verdict\">" << verdictBadge(rowVerdict(w, f))
-        << "</td><td>" << esc(a.note) << "</td></tr>\n";
+        << "</td><td class=\"note\">" << esc(a.note) << "</td></tr>\n";
     }
   }
   h << "</tbody>\n</table>\n</section>\n";
