@@ -16,6 +16,7 @@ packages="
   snakemake
   libopenblas-dev fio python3-torch python3-torchvision
   mmdebstrap uidmap
+  libjs-vega chromium fonts-dejavu-core
 "
 
 missing=""

@@ -1,15 +1,29 @@
-// `ctr-bench report`: Markdown and a self-contained HTML page from a result file.
-// (Placeholder until the report branch lands: this version writes the Markdown summary
-// table, and the same table as a plain HTML page, without plots.)
+// `ctr-bench report`: turns a result file (format "ctr-bench-result", version 1; see
+// docs/benchmark-guide.md) into a Markdown summary and one self-contained HTML page whose
+// plots are drawn by Vega (Debian's libjs-vega, inlined when the report is written).
 #pragma once
+
+#include <filesystem>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
-
 namespace ctr::bench {
 
+// Writes a Markdown summary and one self-contained HTML page for a ctr-bench result (format
+// "ctr-bench-result", version 1). The caller has checked format and version. Optional parts
+// (cold start, scenarios, samples, analyses) may be absent or null; a required field that is
+// missing or of the wrong type throws ctr::Error naming it ("workloads[2].foms[0].name").
+// Throws ctr::Error when Vega is not installed (see vegaDirectory()).
 void writeReport(const nlohmann::json& result, const std::filesystem::path& markdownOut,
                  const std::filesystem::path& htmlOut);
+
+// The pieces of writeReport, for tests and for callers that want the text.
+[[nodiscard]] std::string renderMarkdown(const nlohmann::json& result);
+[[nodiscard]] std::string renderHtml(const nlohmann::json& result);
+
+// Where Vega's browser modules are read from: $CTR_BENCH_VEGA_DIR, else
+// /usr/share/javascript/vega (Debian 12's libjs-vega).
+[[nodiscard]] std::filesystem::path vegaDirectory();
 
 }  // namespace ctr::bench
