@@ -33,6 +33,12 @@ std::vector<std::string> parseAbsolutePaths(const std::string& value) {
   return paths;
 }
 
+// One absolute path, or empty for "the default".
+std::string parseOptionalPath(const std::string& value) {
+  if (!value.empty() && value[0] != '/') throw Error("'" + value + "' is not an absolute path");
+  return value;
+}
+
 int parsePositiveInt(const std::string& value) {
   size_t used = 0;
   long n = 0;
@@ -108,11 +114,7 @@ const std::map<std::string, Setter, std::less<>>& setters() {
       {"refuse overcommit", [](Policy& p, const std::string& v) { p.refuseOvercommit = parseBool(v); }},
       {"max pids", [](Policy& p, const std::string& v) { p.limitCaps.pids = parsePositiveInt(v); }},
       {"max gpus", [](Policy& p, const std::string& v) { p.limitCaps.gpus = parsePositiveInt(v); }},
-      {"cgroup delegate",
-       [](Policy& p, const std::string& v) {
-         if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
-         p.cgroupDelegate = v;
-       }},
+      {"cgroup delegate", [](Policy& p, const std::string& v) { p.cgroupDelegate = parseOptionalPath(v); }},
       {"cdi spec dirs", [](Policy& p, const std::string& v) { p.cdiSpecDirs = parseAbsolutePaths(v); }},
       {"missing gpu driver",
        [](Policy& p, const std::string& v) {
@@ -120,22 +122,10 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          else if (v == "warn") p.missingGpuDriverIsError = false;
          else throw Error("expected error or warn, got '" + v + "'");
        }},
-      {"nvidia library list",
-       [](Policy& p, const std::string& v) {
-         if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
-         p.nvidiaLibraryList = v;
-       }},
+      {"nvidia library list", [](Policy& p, const std::string& v) { p.nvidiaLibraryList = parseOptionalPath(v); }},
       {"rdma with contain", [](Policy& p, const std::string& v) { p.rdmaWithContain = parseBool(v); }},
-      {"rocm library list",
-       [](Policy& p, const std::string& v) {
-         if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
-         p.rocmLibraryList = v;
-       }},
-      {"seccomp profile",
-       [](Policy& p, const std::string& v) {
-         if (!v.empty() && v[0] != '/') throw Error("'" + v + "' is not an absolute path");
-         p.seccompProfile = v;
-       }},
+      {"rocm library list", [](Policy& p, const std::string& v) { p.rocmLibraryList = parseOptionalPath(v); }},
+      {"seccomp profile", [](Policy& p, const std::string& v) { p.seccompProfile = parseOptionalPath(v); }},
   };
   return table;
 }

@@ -15,6 +15,7 @@
 #include "ctr/glibc_version.hpp"
 #include "ctr/inventory.hpp"
 #include "ctr/launch.hpp"
+#include "plan_helpers.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -227,17 +228,8 @@ GpuDriver scannedDriver() {
   return d;
 }
 
-const Mount* at(const LaunchPlan& plan, const std::string& destination) {
-  for (const auto& m : plan.mounts)
-    if (m.destination == destination) return &m;
-  return nullptr;
-}
-
-std::string envOf(const LaunchPlan& plan, const std::string& key) {
-  for (const auto& kv : plan.environment)
-    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
-  return "<unset>";
-}
+const Mount* at(const LaunchPlan& plan, const std::string& destination) { return ctr::testing::findMount(plan, destination); }
+using ctr::testing::envOf;
 
 TEST(NvPlan, LibrariesGoIntoOneTmpfsDirectoryOnLdLibraryPathAndTheHoldersRoot) {
   HostFacts host = bob();

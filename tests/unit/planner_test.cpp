@@ -7,6 +7,7 @@
 
 #include "ctr/error.hpp"
 #include "ctr/launch.hpp"
+#include "plan_helpers.hpp"
 
 namespace {
 
@@ -46,17 +47,8 @@ std::vector<std::string> destinations(const LaunchPlan& plan) {
   return d;
 }
 
-const Mount* findMount(const LaunchPlan& plan, const std::string& destination) {
-  for (const auto& m : plan.mounts)
-    if (m.destination == destination) return &m;
-  return nullptr;
-}
-
-std::string envOf(const LaunchPlan& plan, const std::string& key) {
-  for (const auto& kv : plan.environment)
-    if (kv.rfind(key + "=", 0) == 0) return kv.substr(key.size() + 1);
-  return "<unset>";
-}
+using ctr::testing::envOf;
+using ctr::testing::findMount;
 
 }  // namespace
 
