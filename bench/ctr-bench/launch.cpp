@@ -10,7 +10,11 @@
 
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -28,6 +32,33 @@ constexpr size_t kKeep = 8u << 20;
 void appendKeepingTail(std::string& s, const char* data, size_t n) {
   s.append(data, n);
   if (s.size() > kKeep) s.erase(0, s.size() - kKeep / 2);
+}
+
+// `pid` and its descendants. A timed-out launch is signalled as its process group and as
+// every one of these: mpirun puts the ranks it starts into process groups of their own, so
+// a group kill alone would leave them running (and holding their ports).
+std::vector<pid_t> processTree(pid_t pid) {
+  std::vector<std::pair<pid_t, pid_t>> parentOf;  // (pid, ppid) of every process
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = readFirstLine("/proc/" + name + "/stat");
+    const auto close = stat.rfind(')');  // comm may hold spaces and parentheses
+    if (close == std::string::npos || close + 4 >= stat.size()) continue;
+    parentOf.emplace_back(static_cast<pid_t>(std::stol(name)), static_cast<pid_t>(std::atol(stat.c_str() + close + 4)));
+  }
+  std::vector<pid_t> tree{pid};
+  for (size_t i = 0; i < tree.size(); ++i)
+    for (const auto& [child, parent] : parentOf)
+      if (parent == tree[i]) tree.push_back(child);
+  return tree;
+}
+
+// The tree is taken once, at the timeout: once a parent dies its children belong to init.
+void signalTree(pid_t pid, const std::vector<pid_t>& tree, int sig) {
+  ::kill(-pid, sig);
+  for (pid_t p : tree) ::kill(p, sig);
 }
 
 }  // namespace
@@ -143,16 +174,18 @@ LaunchResult launch(const std::vector<std::string>& argv, const std::vector<std:
   std::array<char, 65536> buf{};
   bool killed = false;
   double killedAt = 0;
+  std::vector<pid_t> doomed;
   int status = 0;
   for (;;) {
     if (!killed && (gInterrupted || elapsed() > timeoutS)) {
       r.interrupted = gInterrupted != 0;
       r.timedOut = !r.interrupted;
-      ::kill(-pid, SIGTERM);
+      doomed = processTree(pid);
+      signalTree(pid, doomed, SIGTERM);
       killed = true;
       killedAt = elapsed();
     } else if (killed && elapsed() - killedAt > 3) {
-      ::kill(-pid, SIGKILL);
+      signalTree(pid, doomed, SIGKILL);
     }
     int n = ::poll(pfds.data(), pfds.size(), 100);
     if (n < 0 && errno != EINTR) throw sysError("poll");

@@ -38,7 +38,7 @@ foms:
 Y
 cat > "$WORK/hang.yaml" <<'Y'
 name: hang
-command: [sh, -c, 'sleep 30; echo "t: 1"']
+command: [sh, -c, 'setsid sleep 31 & sleep 30; echo "t: 1"']
 timeout_s: 1
 output: regex
 foms:
@@ -146,6 +146,8 @@ set +e
 rc=$?
 set -e
 expect_eq "exit status with an ERROR FOM" 3 "$rc"
+# The timed-out launch's whole tree is gone, also what left its process group (as mpirun's ranks do).
+if pgrep -f 'sleep 3[01]$' >/dev/null; then fail "a timed-out launch left processes: $(pgrep -af 'sleep 3[01]$')"; fi
 $PY - "$WORK/broken.json" <<'PY' || fail "broken workload: $(cat "$WORK/broken.json")"
 import json, sys
 ws = json.load(open(sys.argv[1]))["workloads"]
