@@ -47,9 +47,6 @@ std::vector<fs::path> libexecDirs() {
   if (!relocatedPrefix().empty()) dirs.push_back(relocatedPrefix() / build::kLibexecDir / "ctr");
   fs::path configured = fs::path(build::kInstallPrefix) / build::kLibexecDir / "ctr";
   if (dirs.empty() || dirs.front() != configured) dirs.push_back(std::move(configured));
-  // A build tree keeps ctr's own programs beside it (bin/ctr-topology).
-  std::error_code ec;
-  if (fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec) dirs.push_back(std::move(self));
   return dirs;
 }
 
@@ -87,7 +84,11 @@ std::string findProgram(Program program) {
   const ProgramInfo info = infoOf(program);
   const char* envPath = std::getenv("PATH");
   const std::string searchPath = envPath ? envPath : kDefaultSearchPath;
-  const auto dirs = libexecDirs();
+  auto dirs = libexecDirs();
+  // ctr's own programs: a build tree keeps them beside ctr (bin/ctr-topology).
+  std::error_code ec;
+  if (program == Program::Topology)
+    if (fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec) dirs.push_back(std::move(self));
   for (const char* name : info.names) {
     if (name == nullptr) break;
     for (const auto& dir : dirs)
