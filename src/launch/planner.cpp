@@ -603,11 +603,11 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
       injection.notes.push_back("--gpus without --contain: the other GPUs stay in the host's /dev (CUDA_VISIBLE_DEVICES "
                                 "hides them from CUDA; --contain leaves their device nodes out)");
     if (!gpuSelection.empty()) {  // after the CDI spec's variables: the selection wins
-      for (const auto& [var, value] : {EnvVar{"NVIDIA_VISIBLE_DEVICES", gpuSelection},
-                                       EnvVar{"CUDA_VISIBLE_DEVICES", gpuSelection == "none" ? "" : gpuSelection},
-                                       EnvVar{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}}) {
-        std::erase_if(deviceEnv, [&](const EnvVar& v) { return v.first == var; });
-        deviceEnv.emplace_back(var, value);
+      for (const EnvVar& setting : {EnvVar{"NVIDIA_VISIBLE_DEVICES", gpuSelection},
+                                    EnvVar{"CUDA_VISIBLE_DEVICES", gpuSelection == "none" ? "" : gpuSelection},
+                                    EnvVar{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}}) {
+        std::erase_if(deviceEnv, [&](const EnvVar& v) { return v.first == setting.first; });
+        deviceEnv.push_back(setting);
       }
     }
     if (!injection.drivers.empty() || !injection.cdiDevices.empty()) plan.devices = std::move(injection);
