@@ -54,6 +54,12 @@ ImageConfig unpackImage(std::string_view agent, const std::string& reference,
 // Cmd (and WorkingDir), labels.json.
 void writeApptainerMetadata(const ImageConfig& config, const std::filesystem::path& rootfs);
 
+// The part of that layout every Apptainer image has, whatever built it: env/01-base.sh,
+// 90-environment.sh, 95-apps.sh, 99-base.sh, 99-runtimevars.sh, actions/*, startscript, the
+// /singularity and /.exec-style links and the runtime's mount points; each only where the
+// image lacks it. `ctr build` from a definition file writes it too.
+void writeApptainerBaseFiles(const std::filesystem::path& rootfs);
+
 // `ctr pull`: SOURCE is docker://REF, docker-archive:PATH, oci-archive:PATH[:tag] or
 // oci:DIR[:tag]. Unpacks into a temporary directory next to `output`, writes the metadata
 // and packs a SIF; on any error or SIGINT/SIGTERM/SIGHUP nothing is left behind and an

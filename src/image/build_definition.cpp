@@ -14,6 +14,7 @@
 
 #include "build_signals.hpp"
 #include "ctr/build.hpp"
+#include "ctr/oci.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -334,6 +335,9 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
     writeFile(path.string(), content);
     ::chmod(path.c_str(), file.mode);
   }
+  // The files every Apptainer image has (base env scripts, actions), where the recipe and
+  // its base image did not bring them: the same writer as for pulled images.
+  oci::writeApptainerBaseFiles(rootfs);
   nlohmann::json existing = nlohmann::json::object();
   const fs::path labelsPath = rootfs / ".singularity.d" / "labels.json";
   if (const std::string text = readFileIfPresent(labelsPath.string()); !text.empty()) {

@@ -367,7 +367,7 @@ std::string environmentScript(const ImageConfig& c) {
 
 }  // namespace
 
-void writeApptainerMetadata(const ImageConfig& config, const std::filesystem::path& rootfs) {
+void writeApptainerBaseFiles(const std::filesystem::path& rootfs) {
   const auto meta = rootfs / ".singularity.d";
   std::error_code ec;
   for (const char* dir : {"env", "actions", "libs"}) {
@@ -402,16 +402,21 @@ void writeApptainerMetadata(const ImageConfig& config, const std::filesystem::pa
       "if [ -x /.singularity.d/test ]; then\n    exec /.singularity.d/test \"$@\"\nfi\n"
       "echo \"No test script found in the container, exiting\" >&2\nexit 0\n"));
   writeIfMissing(meta / "startscript", "#!/bin/sh\n");
+  linkIfMissing(rootfs / "singularity", ".singularity.d/runscript");
+  linkIfMissing(rootfs / "environment", ".singularity.d/env/90-environment.sh");
+  for (const char* a : {"exec", "run", "shell", "test"})
+    linkIfMissing(rootfs / (std::string(".") + a), std::string(".singularity.d/actions/") + a);
+}
+
+void writeApptainerMetadata(const ImageConfig& config, const std::filesystem::path& rootfs) {
+  writeApptainerBaseFiles(rootfs);
+  const auto meta = rootfs / ".singularity.d";
   // What the image config says replaces what a layer may have brought.
   writeExecutable(meta / "env/10-docker2singularity.sh", environmentScript(config));
   writeExecutable(meta / "runscript", runscript(config));
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [k, v] : config.labels) labels[k] = v;
   writeExecutable(meta / "labels.json", labels.dump(1, '\t'), 0644);
-  linkIfMissing(rootfs / "singularity", ".singularity.d/runscript");
-  linkIfMissing(rootfs / "environment", ".singularity.d/env/90-environment.sh");
-  for (const char* a : {"exec", "run", "shell", "test"})
-    linkIfMissing(rootfs / (std::string(".") + a), std::string(".singularity.d/actions/") + a);
 }
 
 }  // namespace ctr::image::oci

@@ -82,6 +82,9 @@ done
 "$ctr" build --sandbox "$WORK/full-sandbox" "$WORK/full.def" 2>/dev/null || fail "--sandbox build"
 [ -f "$WORK/full-sandbox/opt/post.txt" ] && [ -x "$WORK/full-sandbox/.singularity.d/runscript" ] ||
   fail "--sandbox: the directory lacks what %post and the metadata wrote"
+for f in env/01-base.sh env/95-apps.sh env/99-base.sh env/99-runtimevars.sh actions/exec actions/run; do
+  [ -f "$WORK/full-sandbox/.singularity.d/$f" ] || fail "--sandbox: no /.singularity.d/$f (every Apptainer image has it)"
+done
 expect_eq "run a sandbox" "runscript: hello-env" "$("$ctr" run "$WORK/full-sandbox")"
 
 note "multi-stage: %files from an earlier stage"
