@@ -116,6 +116,13 @@ constexpr std::string_view kAmdKind = "amd.com/gpu";
 // NVIDIA_VISIBLE_DEVICES as the NVIDIA container runtime reads it: unset or "all" = every
 // GPU, "none"/"void" = none, else a list of indices (minor numbers). UUIDs need NVML to map:
 // every GPU then, with a note.
+// The GPU index of /dev/nvidiaN (not of nvidiactl, nvidia-uvm, ...).
+std::optional<unsigned> nvidiaGpuIndex(const std::string& node) {
+  if (node.size() <= 11 || !node.starts_with("/dev/nvidia") || !std::isdigit(static_cast<unsigned char>(node[11])))
+    return std::nullopt;
+  return static_cast<unsigned>(std::stoul(node.substr(11)));
+}
+
 std::vector<std::string> selectNvidiaDevices(const std::vector<std::string>& nodes, const std::string& visible,
                                              std::vector<std::string>& notes) {
   std::vector<std::string> out;
@@ -132,8 +139,7 @@ std::vector<std::string> selectNvidiaDevices(const std::vector<std::string>& nod
   }
   if (byUuid) notes.push_back("NVIDIA_VISIBLE_DEVICES names GPUs by UUID: every GPU's device node is bound (CUDA applies the selection)");
   for (const auto& node : nodes) {
-    const bool numbered = node.size() > 11 && node.starts_with("/dev/nvidia") &&
-                          std::isdigit(static_cast<unsigned char>(node[11]));
+    const bool numbered = nvidiaGpuIndex(node).has_value();
     if (!numbered || all || byUuid || std::find(wanted.begin(), wanted.end(), node) != wanted.end()) {
       if (!numbered || !none) out.push_back(node);
     }
@@ -545,8 +551,7 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
       std::vector<unsigned> present;
       if (host.nvidia) {
         for (const auto& node : host.nvidia->devices)
-          if (node.size() > 11 && std::isdigit(static_cast<unsigned char>(node[11])))
-            present.push_back(static_cast<unsigned>(std::stoul(node.substr(11))));
+          if (auto index = nvidiaGpuIndex(node)) present.push_back(*index);
       } else if (host::hasCdiKind(*host.cdi, kNvidiaKind)) {
         for (const auto& spec : host.cdi->specs)
           if (spec.kind == kNvidiaKind)
