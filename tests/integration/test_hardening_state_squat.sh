@@ -13,7 +13,7 @@ use_linger 0
 SQUATTER=${CTR_TEST_USER2:-ctrtest2}
 id "$SQUATTER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$SQUATTER"
 uid=$(id -u "$CTR_TEST_USER")
-pgrep -U "$uid" >/dev/null && skip "$CTR_TEST_USER has processes running: cannot clear its state directories"
+[ -n "$(live_processes_of "$uid")" ] && skip "$CTR_TEST_USER has processes running: cannot clear its state directories"
 rm -rf /tmp/ctr-"$uid" /tmp/ctr-"$uid".* /tmp/ctr-"$uid"-*
 RUNDIR=$WORK/run-user
 trap 'pkill -KILL -U "$uid" || true; rm -rf /tmp/ctr-"$uid" /tmp/ctr-"$uid".* /tmp/ctr-"$uid"-* "$WORK"' EXIT

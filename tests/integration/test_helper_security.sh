@@ -28,6 +28,14 @@ helper_install() {
   flock 9
   mkdir -p "$PREFIX" "$build"
   chmod 755 "$PREFIX" "$build"
+  # A build directory left by a run from another checkout (a clean clone in /tmp that is gone
+  # since) points at that checkout's sources: it is started afresh for this one.
+  if [ "$build" != "${CTR_BUILD_DIR:-}" ] && [ -f "$build/CMakeCache.txt" ] &&
+     [ "$(realpath -m "$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")")" != "$(realpath "$CTR_SOURCE_DIR")" ]; then
+    rm -rf "$build"
+    mkdir -p "$build"
+    chmod 755 "$build"
+  fi
   if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$CTR_SOURCE_DIR" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTR_BUILD_TESTS=OFF \
       -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCTR_INSTALL_SUID_HELPER=ON >"$build/configure.log" 2>&1 ||

@@ -12,7 +12,7 @@ chmod -R a+rX "$WORK"
 uid=$(id -u "$CTR_TEST_USER")
 state=/tmp/ctr-$uid
 # Lock files of earlier ctr versions (which kept them) are not this version's leftovers.
-if ! pgrep -u "$CTR_TEST_USER" >/dev/null; then rm -f "$state"/*.users "$state"/*.setup "$state"/*.sock "$state"/*.pid; fi
+if [ -z "$(live_processes_of "$(id -u "$CTR_TEST_USER")")" ]; then rm -f "$state"/*.users "$state"/*.setup "$state"/*.sock "$state"/*.pid; fi
 
 image_squashfuse() { squashfuse_of "$WORK/demo.sqfs"; }
 live_squashfuse() { image_squashfuse | wc -l; }
