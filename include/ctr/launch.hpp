@@ -104,6 +104,11 @@ struct HostFacts {
   std::optional<host::GpuDriver> amd;
   std::string nvidiaMissing;               // why there is no scan (no driver loaded, ...)
   std::string amdMissing;
+  // For --gpus: each NVIDIA GPU's device nodes (/dev/nvidiaN from the scan, or the nodes of
+  // CDI device "N"), by index, with the numbers the host's nodes have (stat): what the
+  // device cgroup denies for the GPUs left out. A node that is not a device (a fixture's
+  // plain file) is absent.
+  std::map<unsigned, std::vector<limits::DeviceRule>> gpuDeviceNodes;
 };
 
 // A GPU driver injected from the ld.so cache (--nv, --rocm without CDI).

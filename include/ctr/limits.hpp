@@ -16,6 +16,16 @@
 
 namespace ctr::limits {
 
+// One device the container must not open (a GPU that --gpus left out): its node's type
+// ('c' or 'b') and numbers, and the path it has on the host (for --explain).
+struct DeviceRule {
+  char type = 'c';
+  unsigned major = 0;
+  unsigned minor = 0;
+  std::string path;
+  bool operator==(const DeviceRule&) const = default;
+};
+
 // The limits as the user asked for them (Apptainer's flag names and units).
 struct Request {
   std::optional<double> cpus;                // --cpus: CFS quota, in cores
@@ -25,6 +35,11 @@ struct Request {
   std::optional<std::int64_t> memorySwap;    // --memory-swap: memory + swap, bytes; -1 unlimited
   std::optional<std::int64_t> pids;          // --pids-limit
   std::optional<std::uint32_t> blkioWeight;  // --blkio-weight, 10..1000
+  // Not a user flag: the planner fills it from --gpus (the node's GPUs it left out). Applied
+  // where a device controller can be used (v1 devices.deny as root, a v2 BPF device program
+  // as root), else only noted; empty() does not count it.
+  std::vector<DeviceRule> denyDevices;
+  // Whether the user asked for a limit (the device rules are not a user limit).
   [[nodiscard]] bool empty() const {
     return !cpus && cpusetCpus.empty() && cpusetMems.empty() && !memory && !memorySwap && !pids &&
            !blkioWeight;
@@ -92,9 +107,14 @@ struct Placement {
   Backend backend = Backend::None;
   std::string reason;                       // for --explain and `ctr check`
   std::map<std::string, std::string> dirs;  // controller ("" on v2) -> the directory to create
+  // The request's denyDevices: enforced (v1: the "devices" directory in `dirs` gets them in
+  // devices.deny; v2: a BPF device program attached to the directory) or not, and why.
+  bool devicesEnforced = false;
+  std::string devicesReason;
 };
 
-// The backend for `uid`: v2 when its root offers the controllers the request needs and a
+// The backend for `uid` (the request's denyDevices alone ask for a cgroup only where they can
+// be enforced: as root): v2 when its root offers the controllers the request needs and a
 // delegated directory (`delegated`, from ctr.conf or systemd's user@UID.service) is writable
 // by the user; else v1 when its controllers are mounted and the caller is root; else None
 // with the reason. `name` is the new cgroup's name (unique per launch).
@@ -103,8 +123,8 @@ struct Placement {
                                         const std::string& delegated, bool delegatedWritable, uid_t uid,
                                         const std::string& name);
 
-// The controllers a request needs on v1 (memory, cpuacct and pids are always taken for the
-// OOM report and --stats).
-[[nodiscard]] std::vector<std::string> v1Controllers(const Request& request);
+// The controllers a request needs on v1 (memory and cpuacct are always taken for the OOM
+// report and --stats; devices for denyDevices where it is mounted).
+[[nodiscard]] std::vector<std::string> v1Controllers(const Request& request, const CgroupMounts& mounts);
 
 }  // namespace ctr::limits

@@ -159,7 +159,7 @@ int runLaunch(RunCommandState& state) {
     const auto policy = config::loadDefaultPolicy();
     const auto image = image::resolveImage(options.image);
     auto host = launch::discoverHost();
-    if (!options.limits.empty() || !options.statsFile.empty())
+    if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
       host.limits = launch::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
     launch::discoverDevicesHost(host, options, policy);
     plan = launch::planLaunch(options, policy, image, host);

@@ -232,8 +232,9 @@ std::string toString(Backend backend) {
   return "none";
 }
 
-std::vector<std::string> v1Controllers(const Request& request) {
+std::vector<std::string> v1Controllers(const Request& request, const CgroupMounts& mounts) {
   std::vector<std::string> controllers = {"memory", "cpuacct"};
+  if (!request.denyDevices.empty() && mounts.v1.count("devices")) controllers.push_back("devices");
   if (request.cpus) controllers.push_back("cpu");
   if (!request.cpusetCpus.empty() || !request.cpusetMems.empty()) controllers.push_back("cpuset");
   if (request.pids) controllers.push_back("pids");
@@ -263,9 +264,20 @@ Placement decidePlacement(const Request& request, bool wantStats, const CgroupMo
                           const std::map<std::string, std::string>& own, const std::string& delegated,
                           bool delegatedWritable, uid_t uid, const std::string& name) {
   Placement placement;
-  if (request.empty() && !wantStats) {
+  const bool devices = !request.denyDevices.empty();
+  if (request.empty() && !wantStats && !devices) {
     placement.reason = "no limits asked for";
     return placement;
+  }
+  // Device rules need root on either backend: a v1 devices hierarchy cannot be delegated,
+  // and loading a BPF device program needs CAP_SYS_ADMIN (CAP_BPF) in the initial namespace.
+  if (devices && uid != 0) {
+    placement.devicesReason = "device access is not enforced: it needs root (a v1 devices cgroup or a v2 BPF "
+                              "device program); CUDA_VISIBLE_DEVICES hides the other GPUs from CUDA";
+    if (request.empty() && !wantStats) {
+      placement.reason = "no limits asked for";
+      return placement;
+    }
   }
   // v2, where its root has the controllers and a delegated directory is ours to write.
   std::string v2Problem;
@@ -290,25 +302,37 @@ Placement decidePlacement(const Request& request, bool wantStats, const CgroupMo
     placement.backend = Backend::V2;
     placement.reason = "cgroup v2, below the delegated " + delegated;
     placement.dirs[""] = joinPath(delegated, name);
+    if (devices && uid == 0) {
+      placement.devicesEnforced = true;
+      placement.devicesReason = "a BPF device program on the cgroup v2 directory denies them";
+    }
     return placement;
   }
   // v1 (the controllers mounted separately), root only: nobody delegates v1 hierarchies.
   std::string v1Problem;
-  for (const auto& c : v1Controllers(request))
+  const auto controllers = v1Controllers(request, mounts);
+  for (const auto& c : controllers)
     if (!mounts.v1.count(c)) v1Problem = "the cgroup v1 " + c + " controller is not mounted";
   if (v1Problem.empty() && uid != 0)
     v1Problem = "cgroup v1 limits need root (v1 hierarchies cannot be delegated to users)";
   if (v1Problem.empty()) {
     placement.backend = Backend::V1;
     placement.reason = "as root, below this process's own v1 cgroups; not v2: " + v2Problem;
-    for (const auto& c : v1Controllers(request)) {
+    for (const auto& c : controllers) {
       auto it = own.find(c);
       // "cpu" and "cpuacct" may share one hierarchy ("cpu,cpuacct"): the same directory.
       placement.dirs[c] = joinPath(joinPath(mounts.v1.at(c), it == own.end() ? "/" : it->second), name);
     }
+    if (devices && placement.dirs.count("devices")) {
+      placement.devicesEnforced = true;
+      placement.devicesReason = "the cgroup v1 devices controller denies them (devices.deny)";
+    } else if (devices) {
+      placement.devicesReason = "device access is not enforced: the cgroup v1 devices controller is not mounted";
+    }
     return placement;
   }
   placement.reason = "no usable cgroup backend: " + v2Problem + "; " + v1Problem;
+  if (devices && placement.devicesReason.empty()) placement.devicesReason = "device access is not enforced: " + placement.reason;
   return placement;
 }
 

@@ -2,6 +2,7 @@
 // discoverHost(), which gathers the host facts once.
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -278,6 +279,28 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
   if (options.rocm && !host::hasCdiKind(*host.cdi, kAmdKind))
     scan(host::GpuVendor::Amd, libraryListPath(policy, policy.rocmLibraryList, "rocmliblist.conf"), host.amd,
          host.amdMissing);
+  if (!options.gpus.empty()) {
+    auto addNode = [&](unsigned index, const std::string& containerPath, const std::string& hostPath) {
+      struct stat st {};
+      if (::stat(hostPath.c_str(), &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) return;
+      host.gpuDeviceNodes[index].push_back(
+          {S_ISCHR(st.st_mode) ? 'c' : 'b', ::major(st.st_rdev), ::minor(st.st_rdev), containerPath});
+    };
+    if (host.nvidia) {
+      for (const auto& node : host.nvidia->devices)
+        if (auto index = nvidiaGpuIndex(node)) addNode(*index, node, host::hostPath(*host.nvidia, node));
+    }
+    for (const auto& spec : host.cdi->specs) {
+      if (spec.kind != kNvidiaKind) continue;
+      for (const auto& device : spec.devices) {
+        if (device.name.empty() || !std::all_of(device.name.begin(), device.name.end(),
+                                                [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+          continue;
+        for (const auto& node : device.edits.deviceNodes)
+          addNode(static_cast<unsigned>(std::stoul(device.name)), node.path, node.hostPath.empty() ? node.path : node.hostPath);
+      }
+    }
+  }
 }
 
 HostFacts discoverHost() {
@@ -419,20 +442,6 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   plan.limits = options.limits;
   if (!options.statsFile.empty())
     plan.statsFile = options.statsFile[0] == '/' ? options.statsFile : joinPath(host.cwd, options.statsFile);
-  if (!options.limits.empty() || !options.statsFile.empty()) {
-    if (!host.limits) throw Error("resource limits asked for, but the node's cgroups were not looked at");
-    limits::checkCapacity(options.limits, host.limits->capacity, policy.limitCaps);
-    plan.cgroup = limits::decidePlacement(options.limits, !options.statsFile.empty(), host.limits->mounts,
-                                          host.limits->own, host.limits->delegated,
-                                          host.limits->delegatedWritable, host.user.uid,
-                                          "ctr-" + std::to_string(host.pid));
-    if (!options.limits.empty() && plan.cgroup.backend == limits::Backend::None)
-      throw Error("cannot apply the resource limits: " + plan.cgroup.reason);
-    if (policy.refuseOvercommit && plan.cgroup.backend != limits::Backend::None &&
-        (options.limits.cpus || options.limits.memory))
-      plan.admitAgainst = host.limits->capacity;
-  }
-
   const bool contain = options.contain || options.containAll;
   const bool cleanEnv = options.cleanEnv || options.containAll;
 
@@ -574,6 +583,10 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
       std::string csv;
       for (unsigned id : wanted) csv += (csv.empty() ? "" : ",") + std::to_string(id);
       gpuSelection = csv.empty() ? "none" : csv;
+      // The GPUs left out: their device nodes go to the device cgroup's deny list.
+      for (const auto& [index, nodes] : host.gpuDeviceNodes)
+        if (!std::binary_search(wanted.begin(), wanted.end(), index))
+          plan.limits.denyDevices.insert(plan.limits.denyDevices.end(), nodes.begin(), nodes.end());
     }
     // A vendor flag: the vendor's CDI spec when there is one (its devices named by the
     // vendor's visibility variable, "0,1", else all), else the ld.so cache scan.
@@ -617,6 +630,21 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
     }
     if (!injection.drivers.empty() || !injection.cdiDevices.empty()) plan.devices = std::move(injection);
   }
+  // Limits, after the devices: --gpus adds the device rules of the GPUs it left out.
+  if (!plan.limits.empty() || !plan.limits.denyDevices.empty() || !options.statsFile.empty()) {
+    if (!host.limits) throw Error("resource limits asked for, but the node's cgroups were not looked at");
+    limits::checkCapacity(options.limits, host.limits->capacity, policy.limitCaps);
+    plan.cgroup = limits::decidePlacement(plan.limits, !options.statsFile.empty(), host.limits->mounts,
+                                          host.limits->own, host.limits->delegated,
+                                          host.limits->delegatedWritable, host.user.uid,
+                                          "ctr-" + std::to_string(host.pid));
+    if (!options.limits.empty() && plan.cgroup.backend == limits::Backend::None)
+      throw Error("cannot apply the resource limits: " + plan.cgroup.reason);
+    if (policy.refuseOvercommit && plan.cgroup.backend != limits::Backend::None &&
+        (options.limits.cpus || options.limits.memory))
+      plan.admitAgainst = host.limits->capacity;
+  }
+
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
   std::vector<std::string> userBinds;
@@ -911,6 +939,14 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["cgroup"] = {{"backend", limits::toString(plan.cgroup.backend)},
                  {"reason", plan.cgroup.reason},
                  {"directories", plan.cgroup.dirs}};
+  if (!plan.limits.denyDevices.empty()) {
+    nlohmann::json denied = nlohmann::json::array();
+    for (const auto& rule : plan.limits.denyDevices)
+      denied.push_back({{"path", rule.path}, {"type", std::string(1, rule.type)}, {"major", rule.major}, {"minor", rule.minor}});
+    j["cgroup"]["deny_devices"] = {{"devices", denied},
+                                   {"enforced", plan.cgroup.devicesEnforced},
+                                   {"reason", plan.cgroup.devicesReason}};
+  }
   j["stats_file"] = plan.statsFile;
   j["refuse_overcommit"] = plan.admitAgainst.has_value();
   if (plan.devices) {
@@ -952,6 +988,12 @@ std::string toText(const LaunchPlan& plan) {
     out << "cgroup:     " << limits::toString(plan.cgroup.backend) << " (" << plan.cgroup.reason << ")\n";
     for (const auto& [controller, dir] : plan.cgroup.dirs)
       out << "  " << (controller.empty() ? "" : controller + ": ") << dir << '\n';
+  }
+  if (!plan.limits.denyDevices.empty()) {
+    out << "denied:    ";
+    for (const auto& rule : plan.limits.denyDevices)
+      out << ' ' << rule.path << " (" << rule.type << ' ' << rule.major << ':' << rule.minor << ')';
+    out << "\n  " << (plan.cgroup.devicesEnforced ? "enforced: " : "") << plan.cgroup.devicesReason << '\n';
   }
   if (!plan.statsFile.empty()) out << "stats:      " << plan.statsFile << '\n';
   if (plan.devices) {

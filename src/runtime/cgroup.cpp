@@ -15,6 +15,7 @@
 
 #include "ctr/error.hpp"
 #include "ctr/log.hpp"
+#include "ctr/device_filter.hpp"
 
 namespace ctr::runtime {
 
@@ -76,6 +77,11 @@ void writeV1(const std::string& controller, const std::string& dir, const limits
     const std::string parent = dir.substr(0, dir.find_last_of('/'));
     writeControl(dir, "cpuset.cpus", r.cpusetCpus.empty() ? readFirstLine(parent + "/cpuset.cpus") : r.cpusetCpus);
     writeControl(dir, "cpuset.mems", r.cpusetMems.empty() ? readFirstLine(parent + "/cpuset.mems") : r.cpusetMems);
+  } else if (controller == "devices") {
+    // The new cgroup starts with its parent's list; each left-out GPU's node is taken off it.
+    for (const auto& rule : r.denyDevices)
+      writeControl(dir, "devices.deny",
+                   std::string(1, rule.type) + " " + std::to_string(rule.major) + ":" + std::to_string(rule.minor) + " rwm");
   } else if (controller == "pids") {
     if (r.pids) writeControl(dir, "pids.max", std::to_string(*r.pids));
   } else if (controller == "blkio") {
@@ -246,8 +252,16 @@ LaunchCgroup LaunchCgroup::create(const launch::LaunchPlan& plan) {
         if (!procs) throw sysError("cgroup: open " + dir + "/cgroup.procs");
         cg.procs_.push_back(std::move(procs));
       }
-      if (cg.v2_) writeV2(dir, plan.limits);
-      else writeV1(controller, dir, plan.limits);
+      if (cg.v2_) {
+        writeV2(dir, plan.limits);
+        if (plan.cgroup.devicesEnforced && !plan.limits.denyDevices.empty()) {
+          UniqueFd dirFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+          if (!dirFd) throw sysError("cgroup: open " + dir);
+          attachDeviceDenyFilter(dirFd.get(), plan.limits.denyDevices);
+        }
+      } else {
+        writeV1(controller, dir, plan.limits);
+      }
     }
   } catch (const Error&) {
     cg.remove();

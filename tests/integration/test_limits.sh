@@ -146,6 +146,44 @@ note "left by the SIGKILLed ctr: $(stale_cgroups | tr '\n' ' ')"
 "$CTR" exec --memory 64M demo.sqfs true || fail "the next limited launch"
 no_cgroups "after the next launch"
 
+note "GpusDeniesTheLeftOutGpusDevices"
+# Two "GPUs" from a CDI spec whose nodes are real character devices (195:0 and 195:1, the
+# NVIDIA numbers; no driver here, so opening one says ENXIO) made with mknod. --gpus 0 as
+# root (with --contain: the spec puts the nodes at other paths): the devices cgroup refuses the other GPU's node (EPERM) and lets this one through;
+# as the test user nothing can enforce that, and --explain says so.
+if grep -qE ' - cgroup cgroup [^ ]*devices' /proc/self/mountinfo; then
+  mkdir -p "$WORK/gpudev" "$WORK/cdi"
+  mknod -m 666 "$WORK/gpudev/nvidia0" c 195 0
+  mknod -m 666 "$WORK/gpudev/nvidia1" c 195 1
+  cat > "$WORK/cdi/gpus.yaml" <<SPEC
+cdiVersion: "0.6.0"
+kind: nvidia.com/gpu
+devices:
+- {name: "0", containerEdits: {deviceNodes: [{path: /dev/nvidia0, hostPath: $WORK/gpudev/nvidia0}]}}
+- {name: "1", containerEdits: {deviceNodes: [{path: /dev/nvidia1, hostPath: $WORK/gpudev/nvidia1}]}}
+SPEC
+  chmod -R a+rX "$WORK/cdi"
+  printf 'image linger = 0\ncdi spec dirs = %s\n' "$WORK/cdi" > "$WORK/gpus.conf"
+  chmod 644 "$WORK/gpus.conf"
+  probe='for n in 0 1; do m=$(cat /mnt/gpudev/nvidia$n 2>&1 >/dev/null) && echo "nvidia$n: opened" || echo "nvidia$n: ${m##*: }"; done'
+  out=$(CTR_CONFIG=$WORK/gpus.conf "$CTR" exec --gpus 0 --contain --explain -B "$WORK/gpudev:/mnt/gpudev" demo.sqfs true)
+  expect_contains "--gpus 0 --explain: the denied node" "denied:     /dev/nvidia1 (c 195:1)" "$out"
+  expect_contains "--gpus 0 --explain: how" "enforced: the cgroup v1 devices controller denies them" "$out"
+  out=$(CTR_CONFIG=$WORK/gpus.conf "$CTR" exec --gpus 0 --contain -B "$WORK/gpudev:/mnt/gpudev" demo.sqfs sh -c "$probe" 2>&1) ||
+    fail "--gpus 0 as root: $out"
+  note "--gpus 0 as root: $(echo $out)"
+  expect_contains "--gpus 0: the left-out GPU" "nvidia1: Operation not permitted" "$out"
+  case "$out" in *"nvidia0: Operation not permitted"*) fail "--gpus 0 denied GPU 0 too: $out";; esac
+  out=$(CTR_CONFIG=$WORK/gpus.conf "$CTR" exec --gpus all --contain -B "$WORK/gpudev:/mnt/gpudev" demo.sqfs sh -c "$probe" 2>&1) ||
+    fail "--gpus all as root: $out"
+  case "$out" in *"Operation not permitted"*) fail "--gpus all denied a GPU: $out";; esac
+  no_cgroups "after --gpus"
+  out=$(as_user env CTR_CONFIG="$WORK/gpus.conf" "$CTR" exec --gpus 0 --contain --explain "$WORK/demo.sqfs" true 2>&1)
+  expect_contains "--gpus 0 as the user: not enforced, and why" "device access is not enforced: it needs root" "$out"
+else
+  note "SKIP part: no cgroup v1 devices controller here; the v2 BPF filter is DeviceFilter.* in the unit tests"
+fi
+
 note "UserWithoutDelegationIsRefused"
 set +e; out=$(as_user "$CTR" exec --memory 64M "$WORK/demo.sqfs" true 2>&1); rc=$?; set -e
 expect_eq "user limits: exit status" 255 "$rc"

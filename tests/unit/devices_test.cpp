@@ -367,6 +367,29 @@ TEST(GpusPlan, SelectsTheNamedGpusChecksThemAgainstTheNodeAndTheSitesCap) {
   EXPECT_EQ(at(plan, "/dev/nvidia1"), nullptr);
   EXPECT_NE(at(plan, "/dev/nvidia2"), nullptr);
   EXPECT_NE(at(plan, "/.singularity.d/libs/libcuda.so.1"), nullptr);  // --gpus implies --nv
+  EXPECT_TRUE(plan.limits.denyDevices.empty());  // no device numbers known: nothing to deny
+  // With the nodes' numbers (discovery stats them) and the node's cgroups: GPU 1's node is
+  // denied; a user cannot have that enforced (no cgroup for it alone), root gets v1 devices.
+  HostFacts numbered = host;
+  for (unsigned i = 0; i < 3; ++i) numbered.gpuDeviceNodes[i] = {{'c', 195, i, "/dev/nvidia" + std::to_string(i)}};
+  ctr::launch::LimitsHost cgroups;
+  cgroups.mounts = ctr::limits::parseCgroupMounts(
+      "33 30 0:29 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+      "35 30 0:31 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n"
+      "36 30 0:32 / /sys/fs/cgroup/devices rw - cgroup cgroup rw,devices\n");
+  numbered.limits = cgroups;
+  const LaunchPlan users = ctr::launch::planLaunch(o, ctr::config::Policy{}, image(), numbered);
+  ASSERT_EQ(users.limits.denyDevices.size(), 1u);
+  EXPECT_EQ(users.limits.denyDevices[0], (ctr::limits::DeviceRule{'c', 195, 1, "/dev/nvidia1"}));
+  EXPECT_EQ(users.cgroup.backend, ctr::limits::Backend::None);
+  EXPECT_FALSE(users.cgroup.devicesEnforced);
+  EXPECT_NE(ctr::launch::toText(users).find("denied:     /dev/nvidia1 (c 195:1)"), std::string::npos);
+  numbered.user.uid = 0;
+  const LaunchPlan roots = ctr::launch::planLaunch(o, ctr::config::Policy{}, image(), numbered);
+  EXPECT_EQ(roots.cgroup.backend, ctr::limits::Backend::V1);
+  EXPECT_TRUE(roots.cgroup.devicesEnforced);
+  EXPECT_EQ(roots.cgroup.dirs.count("devices"), 1u);
+  EXPECT_TRUE(roots.supervised());
   auto error = [&](const std::string& gpus, const ctr::config::Policy& policy) {
     LaunchOptions bad = o;
     bad.gpus = gpus;

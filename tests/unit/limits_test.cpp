@@ -122,6 +122,44 @@ TEST(Limits, PlacesTheCgroupWhereTheHostAllows) {
   EXPECT_EQ(decidePlacement({}, false, hybrid, own, "", false, 0, "ctr-42").backend, Backend::None);
 }
 
+TEST(Limits, DeniesLeftOutGpusWhereADeviceCgroupCanBeUsed) {
+  Request gpus;  // --gpus 0 on a node with GPUs 0 and 1: only the device rule, no user limit
+  gpus.denyDevices = {{'c', 195, 1, "/dev/nvidia1"}};
+  ASSERT_TRUE(gpus.empty());
+  const std::map<std::string, std::string> own = {{"memory", "/job"}, {"devices", "/job"}, {"", "/"}};
+  auto withDevices = parseCgroupMounts(std::string(kHybrid) +
+                                       "38 30 0:34 / /sys/fs/cgroup/devices rw,nosuid - cgroup cgroup rw,devices\n");
+  // Root on v1: a cgroup with the devices controller, below the caller's own.
+  auto root = decidePlacement(gpus, false, withDevices, own, "", false, 0, "ctr-42");
+  EXPECT_EQ(root.backend, Backend::V1);
+  EXPECT_EQ(root.dirs.at("devices"), "/sys/fs/cgroup/devices/job/ctr-42");
+  EXPECT_TRUE(root.devicesEnforced);
+  EXPECT_NE(root.devicesReason.find("devices.deny"), std::string::npos) << root.devicesReason;
+  // Root where v1 has no devices controller: the other limits' cgroup, the rule only noted.
+  auto noController = decidePlacement(gpus, false, parseCgroupMounts(kHybrid), own, "", false, 0, "ctr-42");
+  EXPECT_EQ(noController.dirs.count("devices"), 0u);
+  EXPECT_FALSE(noController.devicesEnforced);
+  EXPECT_NE(noController.devicesReason.find("devices controller is not mounted"), std::string::npos);
+  // A user: no cgroup for the rule alone (nothing could enforce it), and why.
+  auto user = decidePlacement(gpus, false, withDevices, own, "", false, 1000, "ctr-42");
+  EXPECT_EQ(user.backend, Backend::None);
+  EXPECT_FALSE(user.devicesEnforced);
+  EXPECT_NE(user.devicesReason.find("needs root"), std::string::npos) << user.devicesReason;
+  // A user with a real limit on delegated v2: the limit applies, the rule cannot (BPF is root's).
+  Request both = gpus;
+  both.memory = 64u << 20;
+  auto unified = parseCgroupMounts(kUnified);
+  unified.v2Controllers = {"cpuset", "cpu", "io", "memory", "pids"};
+  auto v2user = decidePlacement(both, false, unified, own, "/sys/fs/cgroup/user.slice/u", true, 1000, "ctr-42");
+  EXPECT_EQ(v2user.backend, Backend::V2);
+  EXPECT_FALSE(v2user.devicesEnforced);
+  // Root on v2: the BPF device program.
+  auto v2root = decidePlacement(gpus, false, unified, own, "/sys/fs/cgroup", true, 0, "ctr-42");
+  EXPECT_EQ(v2root.backend, Backend::V2);
+  EXPECT_TRUE(v2root.devicesEnforced);
+  EXPECT_NE(v2root.devicesReason.find("BPF"), std::string::npos);
+}
+
 TEST(Limits, ReadsApptainerCgroupsToml) {
   auto r = parseCgroupsToml(R"([memory]
     limit = 67108864
