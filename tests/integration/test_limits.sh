@@ -146,6 +146,23 @@ note "left by the SIGKILLed ctr: $(stale_cgroups | tr '\n' ' ')"
 "$CTR" exec --memory 64M demo.sqfs true || fail "the next limited launch"
 no_cgroups "after the next launch"
 
+note "BlkioWeightIsWritten"
+# The weight goes to blkio.weight (CFQ) or blkio.bfq.weight (BFQ, which these kernels have);
+# it only shapes I/O on a device whose scheduler is BFQ, so the test reads the value back.
+if grep -qE ' - cgroup cgroup [^ ]*blkio' /proc/self/mountinfo && cat /sys/block/*/queue/scheduler 2>/dev/null | grep -qwE 'bfq|cfq'; then
+  "$CTR" exec --blkio-weight 300 demo.sqfs sleep 2 &
+  launcher=$!
+  dir=""
+  for _ in $(seq 50); do dir=$(find /sys/fs/cgroup/blkio -maxdepth 4 -type d -name "ctr-$launcher" 2>/dev/null | head -1); [ -n "$dir" ] && break; sleep 0.1; done
+  [ -n "$dir" ] || fail "no blkio cgroup ctr-$launcher while the app runs"
+  weight=$(cat "$dir/blkio.weight" 2>/dev/null || cat "$dir/blkio.bfq.weight")
+  expect_eq "--blkio-weight 300: the cgroup's weight" 300 "${weight##* }"
+  wait "$launcher" || fail "--blkio-weight 300: the launch failed"
+  no_cgroups "after --blkio-weight"
+else
+  note "SKIP part: no cgroup v1 blkio controller or no weight-capable I/O scheduler (BFQ/CFQ) here"
+fi
+
 note "GpusDeniesTheLeftOutGpusDevices"
 # Two "GPUs" from a CDI spec whose nodes are real character devices (195:0 and 195:1, the
 # NVIDIA numbers; no driver here, so opening one says ENXIO) made with mknod. --gpus 0 as
