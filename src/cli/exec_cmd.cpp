@@ -7,6 +7,9 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -65,10 +68,16 @@ bool parseFlagBool(const FlagVariable& v) {
 // its variable; the bind variables are read by the planner, with CTR_BIND).
 void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
   auto& o = s.options;
-  auto given = [cmd](const char* option) {
-    const auto* opt = cmd->get_option_no_throw(option);
-    return opt && opt->count() > 0;
-  };
+  // One pass over the options (CLI11's lookup by name compares against every option: a
+  // few dozen lookups were a tenth of a launch's instructions).
+  std::set<std::string, std::less<>> known, givenNames;
+  for (const CLI::Option* opt : cmd->get_options()) {
+    for (const auto& name : opt->get_lnames()) {
+      known.insert("--" + name);
+      if (opt->count() > 0) givenNames.insert("--" + name);
+    }
+  }
+  auto given = [&givenNames](const char* option) { return givenNames.count(std::string_view(option)) > 0; };
   struct BoolFlag { const char* option; bool* target; std::initializer_list<const char*> keys; };
   for (const auto& f : {BoolFlag{"--contain", &o.contain, {"CONTAIN"}}, BoolFlag{"--containall", &o.containAll, {"CONTAINALL"}},
                         BoolFlag{"--cleanenv", &o.cleanEnv, {"CLEANENV"}}, BoolFlag{"--no-home", &o.noHome, {"NO_HOME"}},
@@ -85,7 +94,7 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
                         StringFlag{"--workdir", &o.workdir, {"WORKDIR"}}, StringFlag{"--app", &o.app, {"APP", "APPNAME"}},
                         StringFlag{"--shell", &o.shell, {"SHELL"}}, StringFlag{"--hostname", &o.hostname, {"HOSTNAME"}},
                         StringFlag{"--network", &o.network, {"NETWORK"}}}) {
-    if (given(f.option) || (f.target == &o.pwd && given("--cwd")) || !cmd->get_option_no_throw(f.option)) continue;
+    if (given(f.option) || (f.target == &o.pwd && given("--cwd")) || !known.count(std::string_view(f.option))) continue;
     if (auto v = flagVariable(f.keys)) *f.target = v->value;
   }
   if (!given("--no-env"))
