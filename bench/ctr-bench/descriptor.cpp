@@ -153,7 +153,7 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
   if (!root.IsMap()) r.fail("(top level)", "must be a mapping of keys");
   r.onlyKeys(root, "", {"name", "description", "command", "quick_args", "image_command", "profiles",
                         "launcher", "ranks", "mpirun_args", "env", "requires", "requires_root",
-                        "setup", "teardown", "binds", "timeout_s", "blocks", "max_blocks", "output",
+                        "setup", "quick_setup", "teardown", "binds", "timeout_s", "blocks", "max_blocks", "output",
                         "foms"});
   Descriptor d;
   d.file = file;
@@ -201,6 +201,10 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
     if (root[key].IsScalar()) *target = {"/bin/sh", "-c", root[key].Scalar()};
     else *target = r.words(root[key], key);
     if (target->empty()) r.fail(key, "is empty");
+  }
+  if (auto q = root["quick_setup"]) {
+    d.quickSetup = q.IsScalar() ? std::vector<std::string>{"/bin/sh", "-c", q.Scalar()} : r.words(q, "quick_setup");
+    if (d.quickSetup->empty()) r.fail("quick_setup", "is empty");
   }
   if (root["binds"]) d.binds = r.words(root["binds"], "binds");
   for (const auto& b : d.binds)

@@ -43,6 +43,7 @@ struct Descriptor {
   std::vector<std::string> requiredPrograms;  // programs that must be found, else skipped
   bool requiresRoot = false;
   std::vector<std::string> setup;     // argv (a string is run with sh -c), once before the blocks
+  std::optional<std::vector<std::string>> quickSetup;  // --quick: replaces setup (a smaller data set)
   std::vector<std::string> teardown;  // the same, always after
   std::vector<std::string> binds;  // extra host paths the container needs
   double timeoutS = 600;
@@ -52,6 +53,10 @@ struct Descriptor {
   std::vector<FomSpec> foms;
 
   [[nodiscard]] std::vector<std::string> argv(Profile p, bool imageSide) const;
+  // The setup of profile `p`: quick_setup with --quick when given, else setup.
+  [[nodiscard]] const std::vector<std::string>& setupFor(Profile p) const {
+    return p == Profile::Quick && quickSetup ? *quickSetup : setup;
+  }
 };
 
 struct Placeholders {

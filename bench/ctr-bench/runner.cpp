@@ -207,6 +207,22 @@ void waitForImagesReleased(const std::vector<std::string>& images, double limitS
   }
 }
 
+// Exit 77 is the suite's "cannot run here" (a missing GPU, fio, squashfuse).
+bool isSkip(const LaunchResult& r) { return r.exitCode == 77 && !r.timedOut && !r.interrupted && r.signal == 0; }
+
+// The reason of a skip: the last "skip: REASON" line on stderr.
+std::string skipReason(const LaunchResult& r) {
+  std::string reason = "exit 77 without a reason";
+  for (size_t pos = 0; pos < r.err.size();) {
+    size_t nl = r.err.find('\n', pos);
+    std::string l = r.err.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    if (l.starts_with("skip: ")) reason = l.substr(6);
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  return reason;
+}
+
 // The temporary work directory, removed at the end unless the user named it.
 class WorkDir {
  public:
@@ -484,6 +500,7 @@ Descriptor Runner::expanded(const Descriptor& raw) const {
   if (raw.quickArgs) d.quickArgs = expand(*raw.quickArgs, p);
   d.imageCommand = expand(raw.imageCommand, p);
   d.setup = expand(raw.setup, p);
+  if (raw.quickSetup) d.quickSetup = expand(*raw.quickSetup, p);
   d.teardown = expand(raw.teardown, p);
   d.mpirunArgs = expand(raw.mpirunArgs, p);
   d.binds = expand(raw.binds, p);
@@ -545,16 +562,19 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
       }
     }
   } teardown{d, env, wdir};
-  if (!d.setup.empty()) {
+  if (const auto& setup = d.setupFor(opt_.profile); !setup.empty()) {
     // A container joining a holder that started before setup's mounts (a FUSE dataset, a
     // scratch file system) does not see them, even through --bind: so the images are let
     // go during setup and held again after it.
     releaseImages();
     progress_.status(d.name + ": setup");
-    auto r = launch(d.setup, env, wdir, d.timeoutS);
+    auto r = launch(setup, env, wdir, d.timeoutS);
     teardown.armed = true;
     holdImages();
     if (r.interrupted) throw Interrupted{};
+    // A setup that cannot make its prerequisites here (no squashfuse, say) says so with
+    // exit 77, as a workload's probe does.
+    if (isSkip(r)) return finish("skipped", "setup: " + skipReason(r));
     if (!r.ok()) return finish("error", "setup failed (" + r.describe() + ")", r.stderrTail());
   }
 
@@ -562,17 +582,7 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
   progress_.status(d.name + ": probe and warm-up");
   auto probe = launch(sides.a, env, wdir, d.timeoutS);
   if (probe.interrupted) throw Interrupted{};
-  if (probe.exitCode == 77 && !probe.timedOut && probe.signal == 0) {
-    std::string reason = "exit 77 without a reason";
-    for (size_t pos = 0; pos < probe.err.size();) {
-      size_t nl = probe.err.find('\n', pos);
-      std::string l = probe.err.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-      if (l.starts_with("skip: ")) reason = l.substr(6);
-      if (nl == std::string::npos) break;
-      pos = nl + 1;
-    }
-    return finish("skipped", reason);
-  }
+  if (isSkip(probe)) return finish("skipped", skipReason(probe));
   std::map<std::string, double> deltas = opt_.deltas;
   auto parsedProbe = parseOutput(d, probe.out, probe.err, deltas);
   if (!probe.ok()) return finish("error", "the bare launch failed (" + probe.describe() + ")", probe.stderrTail());
@@ -654,10 +664,12 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
     return finish("error", "the " + sides.labelB + " launch failed at warm-up (" + message + ")", warmB.stderrTail());
   }
 
+  // --quick proves the path (3 pairs: the fewest that can decide) and adds no blocks unless
+  // the descriptor's max_blocks asks for them; --full adds blocks while a FOM is undecided.
   const int initial = opt_.blocks.value_or(
-      d.blocks.contains(opt_.profile) ? d.blocks.at(opt_.profile) : (opt_.profile == Profile::Quick ? 5 : 10));
+      d.blocks.contains(opt_.profile) ? d.blocks.at(opt_.profile) : (opt_.profile == Profile::Quick ? 3 : 10));
   const int cap = std::max(initial, d.maxBlocks.contains(opt_.profile) ? d.maxBlocks.at(opt_.profile)
-                                                                        : (opt_.profile == Profile::Quick ? 10 : 40));
+                                                                        : (opt_.profile == Profile::Quick ? initial : 40));
   // This workload's share of what is left of the run's budget.
   const double share = (deadline_ - now()) / static_cast<double>(count - index);
   const double ownDeadline = now() + std::max(0.0, share);
@@ -744,7 +756,7 @@ json Runner::coldStart(const std::map<std::string, std::string>& baseEnv) {
   coldCmd.insert(coldCmd.end(), {cold.string(), "/bin/true"});
   std::map<std::string, std::vector<std::string>> cmds{{"bare", {"/bin/true"}}, {"warm", warmCmd}, {"cold", coldCmd}};
   std::map<std::string, json> samples{{"bare", json::array()}, {"warm", json::array()}, {"cold", json::array()}};
-  const int rounds = opt_.profile == Profile::Quick ? 5 : 15;
+  const int rounds = opt_.profile == Profile::Quick ? 3 : 15;
   json errors = json::array();
   for (int round = 0; round < rounds; ++round) {
     const std::array<const char*, 3> cases{"bare", "warm", "cold"};

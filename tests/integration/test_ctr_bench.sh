@@ -53,22 +53,44 @@ foms:
 Y
 chmod 644 "$WORK"/*.yaml
 
-# A fast subset of the suite's own workloads, where their descriptors and programs exist.
+# The suite: every descriptor of the quick profile that the build copied beside the
+# programs (ctr-bench finds them there). CTR_BENCH_TEST_WORKLOADS=a,b narrows the runs to
+# those (for a quick local check); CI runs them all.
+DESCRIPTORS=${CTR_BUILD_DIR:-$(dirname "$(dirname "$CTR_BIN")")}/bench/workloads/descriptors
 suite=()
-for name in ${CTR_BENCH_TEST_WORKLOADS:-gemm-cpu gemm stream}; do
-  if grep -qs "^name: *$name *$" "$CTR_SOURCE_DIR"/bench/workloads/*.yaml; then suite+=("$name"); break; fi
+for f in "$DESCRIPTORS"/*.yaml; do
+  [ -f "$f" ] || continue
+  if grep -q '^profiles:' "$f" && ! grep -q '^profiles:.*quick' "$f"; then continue; fi
+  suite+=("$(sed -n 's/^name: *\([^ ]*\) *$/\1/p' "$f")")
 done
-# --workloads always: with the suite's descriptors built, a run would otherwise take them all.
+if [ -n "${CTR_BENCH_TEST_WORKLOADS:-}" ]; then
+  IFS=, read -ra suite <<<"$CTR_BENCH_TEST_WORKLOADS"
+  root_args=(--workloads "$CTR_BENCH_TEST_WORKLOADS,dd-zero,skipper")
+  user_args=(--workloads "$CTR_BENCH_TEST_WORKLOADS,dd-zero")
+else
+  # No --workloads: the quick profile's every suite workload, and the site ones given.
+  root_args=() user_args=()
+fi
 suite_list=$(IFS=,; echo "${suite[*]}")
-suite_args=(--workloads "${suite_list:+$suite_list,}dd-zero,skipper")
-user_args=(--workloads "${suite_list:+$suite_list,}dd-zero")
-note "suite workloads in this run: ${suite[*]:-none (no descriptors built yet)}"
+note "suite workloads in this run: ${suite_list:-none (no descriptors built in $DESCRIPTORS)}"
+# The two-host OSU case needs root and iproute2 (netns-hosts.sh); with both it must run.
+need_2host=0
+if command -v ip >/dev/null && [[ ",$suite_list," == *,osu-tcp-2host,* ]]; then need_2host=1; fi
 
-# check_result FILE EXPECTED_STATUS: the result file keeps the contract.
+# check_result FILE EXIT_STATUS: the result file keeps the contract, every suite workload ran
+# (or was skipped with a reason), both sides of every block gave a number for every FOM,
+# and the exit status is the one the verdicts call for. What the quick profile decides is
+# not asserted: 3 pairs on a shared 2-core machine cannot resolve deltas of 2-5%, so PASS,
+# INCONCLUSIVE and FAIL are all honest outcomes (exit 0, 2, 1). A FAIL is printed, and fails
+# the test only when the container is at least twice as slow in every pair (the CI's lower
+# bound above +100%): no noise does that, a broken path does (ranks that lost shared memory,
+# a dataset read through the wrong mount). ERROR (exit 3) always fails the test.
 check_result() {
-  $PY - "$1" "$2" <<'PY' || fail "result file $1 breaks the contract"
+  $PY - "$1" "$2" "$suite_list" "$need_2host" <<'PY' || fail "result file $1 breaks the contract"
 import json, os, sys
-r = json.load(open(sys.argv[1]))
+path, rc, suite, need_2host = sys.argv[1], int(sys.argv[2]), [n for n in sys.argv[3].split(",") if n], sys.argv[4] == "1"
+is_root = path.endswith("root.json")
+r = json.load(open(path))
 assert r["format"] == "ctr-bench-result" and r["version"] == 1, r.get("format")
 assert r["profile"] == "quick" and r["mode"] == "runtime-overhead"
 for k in ("host", "config", "workloads", "summary", "started", "finished", "seed"):
@@ -76,22 +98,53 @@ for k in ("host", "config", "workloads", "summary", "started", "finished", "seed
 assert r["host"]["memory_bytes"] > 0 and r["host"]["cores"] >= 1
 assert r["config"]["env"]["LANG"] == "C"
 assert not os.path.exists(r["config"]["workdir"]), "work directory left behind"
-assert r["summary"]["exit_status"] == int(sys.argv[2]), r["summary"]
 cold = r["cold_start"]
-assert cold is None or all(len(cold["samples_s"][c]) > 0 for c in ("bare", "warm", "cold")), cold
+assert cold is not None and cold.get("rounds") == 3, cold
+assert all(len(cold["samples_s"][c]) > 0 for c in ("bare", "warm", "cold")), cold
 names = {w["name"]: w for w in r["workloads"]}
+missing = [n for n in suite + ["dd-zero"] if n not in names]
+assert not missing, f"workloads never attempted: {missing}"
 dd = names["dd-zero"]
 assert dd["status"] == "ok", dd
 assert dd["commands"]["B"][1] == "exec" and "--bind" in dd["commands"]["B"], dd["commands"]
-assert len(dd["plan"]) >= 3 and all(sorted(p["order"]) == ["A", "B"] for p in dd["plan"])
-for f in dd["foms"]:
-    a = f["analysis"]
-    assert a["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE"), a
-    assert len(f["samples"]["A"]) == len(f["samples"]["B"]) == len(dd["plan"])
-    assert all(isinstance(x, (int, float)) for x in f["samples"]["A"] + f["samples"]["B"])
-if sys.argv[1].endswith("root.json"):
-    s = names["skipper"]
-    assert s["status"] == "skipped" and s["reason"] == "no InfiniBand HCA here", s
+verdicts = []
+for w in r["workloads"]:
+    n = w["name"]
+    if n == "skipper":
+        assert w["status"] == "skipped" and w["reason"] == "no InfiniBand HCA here", w
+        continue
+    if w["status"] == "skipped":
+        assert w["reason"], (n, "skipped without a reason")
+        print(f"-- {os.path.basename(path)}: {n}: skipped ({w['reason']})")
+        continue
+    assert w["status"] == "ok", (n, w["status"], w.get("reason"), w.get("stderr_tail"))
+    plan = w["plan"]
+    assert len(plan) >= 2 and all(sorted(p["order"]) == ["A", "B"] and set(p["wall_s"]) == {"A", "B"} for p in plan), (n, plan)
+    assert w["commands"]["A"] and w["commands"]["B"] and "exec" in w["commands"]["B"], (n, w["commands"])
+    assert w["foms"], (n, "no FOM")
+    for f in w["foms"]:
+        a = f["analysis"]
+        assert not f["errors"], (n, f["name"], f["errors"])
+        assert len(f["samples"]["A"]) == len(f["samples"]["B"]) == len(plan), (n, f["name"], f["samples"])
+        assert all(isinstance(x, (int, float)) and x > 0 for x in f["samples"]["A"] + f["samples"]["B"]), (n, f["name"], f["samples"])
+        assert a["n_pairs"] == len(plan) and len(a["ci"]) == 2 and a["ci"][0] <= a["overhead"] <= a["ci"][1], (n, f["name"], a)
+        assert a["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE"), (n, f["name"], a)
+        verdicts.append(a["verdict"])
+        if a["verdict"] == "FAIL":
+            print(f"-- {os.path.basename(path)}: {n}/{f['name']}: FAIL, overhead {a['overhead']:+.1%} CI [{a['ci'][0]:+.1%}, {a['ci'][1]:+.1%}] ({a['note']})")
+            assert a["ci"][0] < 1.0, (n, f["name"], "the container is over twice as slow in every pair", a)
+    print(f"-- {os.path.basename(path)}: {n}: ok in {w['duration_s']:.0f} s, {len(plan)} blocks, "
+          + ", ".join(f"{f['name']} {f['analysis']['verdict']}" for f in w["foms"]))
+want = 1 if "FAIL" in verdicts else 2 if "INCONCLUSIVE" in verdicts else 0
+assert rc == want == r["summary"]["exit_status"], (rc, want, r["summary"])
+if "osu-tcp-2host" in names:
+    t = names["osu-tcp-2host"]
+    if is_root and need_2host:
+        assert t["status"] == "ok", ("the netns two-host case did not run as root", t["status"], t["reason"])
+        assert "-H" in t["commands"]["B"] and "10.99.0.1,10.99.0.2" in t["commands"]["B"], t["commands"]
+    if not is_root:
+        assert t["status"] == "skipped" and "root" in t["reason"], t
+if is_root:
     assert r["summary"]["SKIPPED"] >= 1, r["summary"]
     sc = {s["name"]: s for s in r["scenarios"]}
     conc = sc["concurrent"]
@@ -101,40 +154,58 @@ if sys.argv[1].endswith("root.json"):
     # Limits need cgroups the runtime can use; where ctr refuses them the scenario says why.
     assert "skipped" in steps or [p["limit"] for p in steps["points"]][:2] == ["--cpus 0.5", "--cpus 1"], steps
     assert "skipped" in steps or all(len(p["samples"]) == 3 for p in steps["points"]), steps
-for w in r["workloads"]:
-    if w["name"] in ("dd-zero", "skipper"):
-        continue
-    assert w["status"] in ("ok", "skipped"), (w["name"], w["status"], w.get("reason"), w.get("stderr_tail"))
-    for f in w["foms"]:
-        assert f["analysis"]["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE"), (w["name"], f["name"], f["analysis"])
 PY
 }
 
-note "root: ctr-bench run --quick"
-set +e
-"$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" --workload-file "$WORK/skipper.yaml" \
-  "${suite_args[@]}" --blocks 3 --budget 90 --seed 5 --scenario concurrent --scenario cpu-steps \
-  --scenario-workload dd-zero --out "$WORK/root.json" > "$WORK/root.out" 2> "$WORK/root.err"
-rc=$?
-set -e
-case $rc in 0|1|2) ;; *) fail "root run: exit $rc: $(tail -5 "$WORK/root.err")";; esac
-check_result "$WORK/root.json" "$rc"
+# run_quick NAME [as_user] ARGS...: ctr-bench run --quick, timed; exit 0, 1 or 2 (else the
+# test fails with the tail of its output), then the result file is checked.
+run_quick() {
+  local name=$1 start rc; shift
+  start=$(date +%s)
+  set +e
+  "$@" --out "$WORK/$name.json" > "$WORK/$name.out" 2> "$WORK/$name.err"
+  rc=$?
+  set -e
+  note "$name: ctr-bench run --quick took $(( $(date +%s) - start )) s, exit $rc"
+  case $rc in
+    0|1|2) ;;
+    3) fail "$name run: exit 3 (an ERROR): $(grep -E 'ERROR|error' "$WORK/$name.out" | head -20) $(tail -5 "$WORK/$name.err")";;
+    *) fail "$name run: exit $rc: $(tail -5 "$WORK/$name.err")";;
+  esac
+  check_result "$WORK/$name.json" "$rc"
+}
+
+note "root: ctr-bench run --quick (the whole quick profile, the two-host OSU case, scenarios)"
+run_quick root "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" --workload-file "$WORK/skipper.yaml" \
+  "${root_args[@]}" --seed 5 --scenario concurrent --scenario cpu-steps --scenario-workload dd-zero
 grep -q '^dd-zero  *copy_rate' "$WORK/root.out" || fail "no summary table: $(cat "$WORK/root.out")"
 # Nothing may keep the run's images (host-stack, the cold-start copy) open or mounted.
 wd=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["workdir"])' "$WORK/root.json")
 held=$(ls -l /proc/[0-9]*/fd 2>/dev/null | grep -F "$wd/" || true)
 [ -z "$held" ] || fail "images of the run still open after it ended: $held"
 ! grep -qF "$wd" /proc/self/mountinfo || fail "a mount of the run's work directory is left: $(grep -F "$wd" /proc/self/mountinfo)"
+if ip netns list 2>/dev/null | grep -qw '^n[12]'; then fail "the two-host case left its network namespaces: $(ip netns list)"; fi
 
-note "test user: ctr-bench run --quick"
+note "root: the run's HTML report in headless Chromium, every plot"
+"$BENCH" report "$WORK/root.json" --out-dir "$WORK/rep" > /dev/null
+grep -q 'dd-zero' "$WORK/rep/ctr-bench-report.md" || fail "report without the workload"
+if command -v chromium >/dev/null; then
+  . "$CTR_SOURCE_DIR/bench/ctr-bench/tests/chromium-page.sh"
+  # One distribution per FOM of every workload that ran, the overview, cold start, and
+  # each scenario that was not skipped.
+  plots=$($PY -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+foms = sum(len(w["foms"]) for w in r["workloads"] if w["status"] != "skipped")
+print(foms + (1 if foms else 0) + (1 if r["cold_start"] else 0) + sum("skipped" not in s for s in r["scenarios"]))' "$WORK/root.json")
+  check_html quick-root "$WORK/rep/ctr-bench-report.html" "$plots"
+else
+  note "chromium is not installed: the report's page is checked by test_ctr_bench_report where it is"
+fi
+
+note "test user: ctr-bench run --quick (the whole quick profile)"
 chmod 777 "$WORK"
-set +e
-as_user "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" "${user_args[@]}" --blocks 3 --budget 60 \
-  --out "$WORK/user.json" > "$WORK/user.out" 2> "$WORK/user.err"
-rc=$?
-set -e
-case $rc in 0|1|2) ;; *) fail "test user run: exit $rc: $(tail -5 "$WORK/user.err")";; esac
-check_result "$WORK/user.json" "$rc"
+run_quick user as_user "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" "${user_args[@]}"
 $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); assert not r["host"]["is_root"] and "OMPI_ALLOW_RUN_AS_ROOT" not in r["config"]["env"]' \
   "$WORK/user.json" || fail "test user's run recorded as root"
 
@@ -198,8 +269,6 @@ done
 set +e; out=$("$BENCH" report "$WORK/v99.json" --out-dir "$WORK/rep" 2>&1); rc=$?; set -e
 expect_eq "report of another version" 3 "$rc"
 expect_contains "report of another version" "version 99 is not supported" "$out"
-"$BENCH" report "$WORK/root.json" --out-dir "$WORK/rep" > /dev/null
-grep -q 'dd-zero' "$WORK/rep/ctr-bench-report.md" || fail "report without the workload"
 
 note "a bad descriptor is refused naming file and key"
 printf 'name: x\ncommand: [true]\noutput: regex\nfoms:\n  - {name: f, regex: "([0-9]+)", direction: sideways, delta: 0.1}\n' > "$WORK/bad.yaml"

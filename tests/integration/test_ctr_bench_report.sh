@@ -10,13 +10,7 @@ RENDER=${CTR_BUILD_DIR:?}/bin/ctr-bench-report-render
 [ -x "$RENDER" ] || fail "$RENDER is missing (build target ctr-bench-report-render)"
 FIXTURE=$CTR_SOURCE_DIR/bench/ctr-bench/tests/report_fixture.json
 
-# Chromium as root needs --no-sandbox; its own profile per test, so parallel runs do not
-# share a lock. The virtual time budget lets Vega's promises settle before the dump.
-browse() {
-  timeout 180 chromium --headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars \
-    --user-data-dir="$WORK/chromium-profile" --virtual-time-budget=15000 "$@" 2>"$WORK/chromium.log" ||
-    { cat "$WORK/chromium.log" >&2; fail "chromium failed ($*)"; }
-}
+. "$CTR_SOURCE_DIR/bench/ctr-bench/tests/chromium-page.sh"
 
 # The number of Vega symbols (dots) drawn inside each plot container, as "id count" lines.
 symbols_per_plot() {
@@ -26,31 +20,10 @@ symbols_per_plot() {
       print "$id $n\n"; }' "$1"
 }
 
-body_attr() { grep -o '<body[^>]*>' "$1" | sed -n "s/.*$2=\"\\([^\"]*\\)\".*/\\1/p"; }
-
 # check_page NAME RESULT.json EXPECTED_PLOTS: renders the result and checks it in Chromium.
 check_page() {
-  local name=$1 result=$2 expected=$3 dom=$WORK/$1.dom.html
-  "$RENDER" "$result" "$WORK/$name.md" "$WORK/$name.html" || fail "$name: the report was not written"
-  browse --dump-dom "file://$WORK/$name.html" >"$dom"
-  local rendered failed svgs
-  rendered=$(body_attr "$dom" data-plots-rendered)
-  failed=$(body_attr "$dom" data-plots-failed)
-  [ -n "$rendered" ] || fail "$name: the page never reported its plots (Vega did not finish): $(grep -o '<body[^>]*>' "$dom")"
-  [ "$rendered" = "$expected" ] || fail "$name: $rendered of $expected plots rendered; failed: $failed"
-  [ "$(body_attr "$dom" data-plots-expected)" = "$expected" ] || fail "$name: the page planned $(body_attr "$dom" data-plots-expected) plots, expected $expected"
-  [ -z "$failed" ] || fail "$name: plots failed: $failed"
-  svgs=$(grep -o '<svg[^>]*class="marks"' "$dom" | wc -l)
-  [ "$svgs" = "$expected" ] || fail "$name: $svgs Vega SVGs in the DOM, expected $expected"
-  if grep -q 'data-pwned' "$dom"; then fail "$name: a script from the result file ran"; fi
-  browse --window-size=1400,3000 --screenshot="$WORK/$name.png" "file://$WORK/$name.html"
-  [ "$(head -c 8 "$WORK/$name.png" | od -An -c | tr -d ' ')" = '211PNG\r\n032\n' ] || fail "$name: no PNG screenshot"
-  # A page whose plots or styles did not draw is a near-blank image of a few KiB.
-  [ "$(stat -c %s "$WORK/$name.png")" -gt 60000 ] || fail "$name: the screenshot is nearly blank ($(stat -c %s "$WORK/$name.png") bytes)"
-  if [ -n "${CTR_BENCH_REPORT_KEEP:-}" ]; then
-    mkdir -p "$CTR_BENCH_REPORT_KEEP" && cp "$WORK/$name".* "$CTR_BENCH_REPORT_KEEP/"
-  fi
-  note "$name: $rendered/$expected plots rendered in Chromium"
+  "$RENDER" "$2" "$WORK/$1.md" "$WORK/$1.html" || fail "$1: the report was not written"
+  check_html "$1" "$WORK/$1.html" "$3"
 }
 
 # The fixture: 6 FOM distributions + overview + cold start + 2 scenarios.

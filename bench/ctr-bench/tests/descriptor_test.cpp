@@ -83,6 +83,18 @@ TEST_F(Descriptors, ReadsQuickArgsMpiAndPlaceholders) {
   EXPECT_EQ(expand(d.teardown, p), (std::vector<std::string>{"/bin/sh", "-c", "rm -rf '/tmp/w/osu/x'"}));
 }
 
+TEST_F(Descriptors, QuickSetupReplacesSetupWithQuick) {
+  auto d = loadDescriptor(write("s.yaml",
+                                "name: files\ncommand: [reader, '{workdir}/d']\n"
+                                "setup: [prep, '{workdir}/d', --count, '20000']\nquick_setup: prep --count 2000\n"));
+  EXPECT_EQ(d.setupFor(Profile::Full), (std::vector<std::string>{"prep", "{workdir}/d", "--count", "20000"}));
+  // A string is shell text, as for setup.
+  EXPECT_EQ(d.setupFor(Profile::Quick), (std::vector<std::string>{"/bin/sh", "-c", "prep --count 2000"}));
+  auto plain = loadDescriptor(write("p.yaml", "name: p\ncommand: [x]\nsetup: [prep]\n"));
+  EXPECT_EQ(plain.setupFor(Profile::Quick), (std::vector<std::string>{"prep"}));
+  EXPECT_NE(errorOf("name: x\ncommand: [x]\nquick_setup: []\n").find("bad.yaml: quick_setup: is empty"), std::string::npos);
+}
+
 TEST_F(Descriptors, ReadsEverySuiteDescriptor) {
   // The suite's own files (bench/workloads) and its site example must load.
   fs::path suite = fs::path(CTR_BENCH_SOURCE_DIR) / "bench/workloads";
