@@ -121,12 +121,13 @@ class Build {
  private:
   // A phase: the terminal's updating line (a plain line when not a terminal) and the log.
   void note(const std::string& line) {
-    if (display_) display_->phase(line);
-    else std::fprintf(stderr, "ctr build: %s\n", line.c_str());
+    // The log first: the terminal's line shows the log's last line once it is not this marker.
     if (log_) {
       const std::string text = "==> " + line + "\n";
       (void)!::write(log_.get(), text.data(), text.size());
     }
+    if (display_) display_->phase(line);
+    else std::fprintf(stderr, "ctr build: %s\n", line.c_str());
   }
   // A line that stays on the terminal (warnings, notes, the result), and in the log.
   void say(const std::string& line) {
@@ -468,7 +469,7 @@ void Build::run() {
   if (!options_.explain) {
     log_.reset(::open(logPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!log_) throw sysError("create the build log " + logPath_);
-    note("building " + output_.string() + " from " + options_.recipe.string() + " (log: " + logPath_ + ")");
+    say("building " + output_.string() + " from " + options_.recipe.string() + " (log: " + logPath_ + ")");
   }
 
   for (std::size_t i = 0; i < def.stages.size(); ++i) {
@@ -516,6 +517,7 @@ void Build::run() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   char took[32];
   std::snprintf(took, sizeof took, "%.1f", seconds);
+  if (display_) display_->suspend();
   say("built " + output_.string() + " in " + took + " s");
   if (display_) display_->finish();
 }
