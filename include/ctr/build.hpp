@@ -59,6 +59,19 @@ struct MetadataFile {
                                      const deffile::Definition& stage, std::int64_t epoch,
                                      std::string_view arch);
 
+// %files and %appfiles sources as glob patterns, as Apptainer expands them: `*`, `?` and
+// `[...]` within a path component, `**` (a whole component) for any depth of directories,
+// a leading `.` only matched by a pattern that starts with one, `\` quoting the next
+// character. `base` is where the pattern's paths lie on this machine (the current
+// directory for the host's relative sources, "/" for its absolute ones, a stage's rootfs
+// for `%files from`); the matches are written as the pattern is (relative or absolute),
+// sorted, directories with a trailing '/' when the pattern ends in one. A source without
+// glob characters is returned as it is (whether it exists is the copy's check). Throws
+// ctr::Error "'PATTERN' matches nothing" when a pattern matches no path.
+[[nodiscard]] bool isFilesPattern(std::string_view source);
+[[nodiscard]] std::vector<std::string> expandFilesSource(std::string_view pattern,
+                                                         const std::filesystem::path& base);
+
 // Bootstrap agents, keyed by the `Bootstrap:` value. An agent fills `rootfs` (an empty
 // directory) from the stage's header.
 struct BootstrapContext {

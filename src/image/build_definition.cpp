@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <memory>
 
+#include "build_progress.hpp"
 #include "build_signals.hpp"
 #include "ctr/build.hpp"
 #include "ctr/oci.hpp"
@@ -117,8 +119,20 @@ class Build {
   void run();
 
  private:
+  // A phase: the terminal's updating line (a plain line when not a terminal) and the log.
   void note(const std::string& line) {
-    std::fprintf(stderr, "ctr build: %s\n", line.c_str());
+    // The log first: the terminal's line shows the log's last line once it is not this marker.
+    if (log_) {
+      const std::string text = "==> " + line + "\n";
+      (void)!::write(log_.get(), text.data(), text.size());
+    }
+    if (display_) display_->phase(line);
+    else std::fprintf(stderr, "ctr build: %s\n", line.c_str());
+  }
+  // A line that stays on the terminal (warnings, notes, the result), and in the log.
+  void say(const std::string& line) {
+    if (display_) display_->line("ctr build: " + line);
+    else std::fprintf(stderr, "ctr build: %s\n", line.c_str());
     if (log_) {
       const std::string text = "==> " + line + "\n";
       (void)!::write(log_.get(), text.data(), text.size());
@@ -160,6 +174,7 @@ class Build {
                const std::vector<std::string>& argv, const std::string& what);
   void copyFiles(const std::vector<deffile::FileEntry>& entries, const fs::path& sourceRoot, const fs::path& rootfs,
                  const fs::path& destBase, bool fromHost);
+  void runHostScript(const deffile::Section& section, const fs::path& rootfs, const std::string& what);
   void buildStage(std::size_t index, const deffile::DefinitionFile& def);
 
   DefinitionBuildOptions options_;
@@ -171,6 +186,7 @@ class Build {
   fs::path cacheDir_;
   fs::path temp_;
   UniqueFd log_;
+  std::unique_ptr<PhaseDisplay> display_;
   std::vector<fs::path> rootfses_;
   std::int64_t epoch_ = 0;
 };
@@ -198,7 +214,7 @@ void Build::runStep(const deffile::Definition& stage, const fs::path& rootfs, la
   checkInterrupted();
   if (status != 0) {
     if (!fullIds_ && host_.user.uid != 0)
-      note("note: only root is mapped in the build's user namespace (" + root_.mapNote + ")");
+      say("note: only root is mapped in the build's user namespace (" + root_.mapNote + ")");
     failStep(what, status);
   }
 }
@@ -207,19 +223,50 @@ void Build::copyFiles(const std::vector<deffile::FileEntry>& entries, const fs::
                       const fs::path& rootfs, const fs::path& destBase, bool fromHost) {
   for (const auto& entry : entries) {
     const std::string where = options_.recipe.string() + ":" + std::to_string(entry.line);
-    fs::path source = fromHost ? fs::absolute(entry.source) : inRoot(sourceRoot, entry.source, where);
-    const std::string destination = entry.destination.empty() ? entry.source : entry.destination;
-    fs::path target = inRoot(destBase, destination, where);
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(source, ec))) throw Error(where + ": %files source " + source.string() + " does not exist");
-    // Into an existing directory (or a path ending in '/'), else onto that name.
-    if (destination.ends_with('/')) fs::create_directories(target, ec);
-    else fs::create_directories(target.parent_path(), ec);
-    const int status = (fromHost ? runAsUser({"/bin/cp", "-a", "--", source.string(), target.string()})
-                                 : runAsRoot({"/bin/cp", "-a", "--", source.string(), target.string()}));
-    if (status != 0) failStep(where + ": copying " + entry.source, status);
+    // Glob patterns expand on the host (relative ones from the current directory) or in the
+    // earlier stage's root, as in Apptainer; each match is copied as its own source.
+    const fs::path patternBase = !fromHost ? sourceRoot : entry.source.starts_with('/') ? fs::path("/") : fs::current_path();
+    const std::vector<std::string> sources = withContext(where + ": %files source", [&] {
+      return expandFilesSource(entry.source, patternBase);
+    });
+    if (sources.size() > 1 && !entry.destination.empty() && !entry.destination.ends_with('/')) {
+      std::error_code ec;
+      if (!fs::is_directory(inRoot(destBase, entry.destination, where), ec))
+        throw Error(where + ": %files source '" + entry.source + "' matches " + std::to_string(sources.size()) +
+                    " paths, so its destination must be a directory: end '" + entry.destination + "' with '/'");
+    }
+    for (const auto& matched : sources) {
+      fs::path source = fromHost ? fs::absolute(matched) : inRoot(sourceRoot, matched, where);
+      const std::string destination = entry.destination.empty() ? matched : entry.destination;
+      fs::path target = inRoot(destBase, destination, where);
+      std::error_code ec;
+      if (!fs::exists(fs::symlink_status(source, ec)))
+        throw Error(where + ": %files source " + source.string() + " does not exist");
+      // Into an existing directory (or a path ending in '/'), else onto that name.
+      if (destination.ends_with('/')) fs::create_directories(target, ec);
+      else fs::create_directories(target.parent_path(), ec);
+      std::string from = source.string();
+      while (from.size() > 1 && from.back() == '/') from.pop_back();
+      const int status = (fromHost ? runAsUser({"/bin/cp", "-a", "--", from, target.string()})
+                                   : runAsRoot({"/bin/cp", "-a", "--", from, target.string()}));
+      if (status != 0) failStep(where + ": copying " + matched, status);
+    }
   }
   (void)rootfs;
+}
+
+void Build::runHostScript(const deffile::Section& section, const fs::path& rootfs, const std::string& what) {
+  note(what);
+  const fs::path script = temp_ / section.name;
+  writeFile(script.string(), section.body);
+  std::vector<std::string> env = host_.env;
+  for (const char* n : {"APPTAINER_ROOTFS=", "SINGULARITY_ROOTFS="}) env.push_back(n + rootfs.string());
+  for (const char* n : {"APPTAINER_ENVIRONMENT=", "SINGULARITY_ENVIRONMENT="})
+    env.push_back(std::string(n) + "/.singularity.d/env/91-environment.sh");
+  const int status = runAsUser(deffile::scriptCommand(section, script.string()), env);
+  ::unlink(script.c_str());
+  if (status != 0) failStep(what.substr(0, what.find(" (")), status);
+  checkInterrupted();
 }
 
 void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
@@ -241,13 +288,44 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
   }
   if (options_.explain) {
     std::cout << "== " << prefix << "bootstrap " << agentName << " into " << rootfs.string() << '\n';
+    // The host's %files as they would be copied: patterns expanded, a source that is
+    // missing or a pattern that matches nothing is the same error as in a build.
+    auto explainFiles = [&](const std::vector<deffile::FileEntry>& entries, const std::string& title,
+                            const std::string& destPrefix) {
+      std::cout << "== " << prefix << title << '\n';
+      for (const auto& entry : entries) {
+        const std::string where = options_.recipe.string() + ":" + std::to_string(entry.line);
+        const fs::path base = entry.source.starts_with('/') ? fs::path("/") : fs::current_path();
+        for (const auto& matched :
+             withContext(where + ": %files source", [&] { return expandFilesSource(entry.source, base); })) {
+          std::error_code ec;
+          if (!fs::exists(fs::symlink_status(fs::absolute(matched), ec)))
+            throw Error(where + ": %files source " + fs::absolute(matched).string() + " does not exist");
+          std::cout << "  " << matched << " -> " << destPrefix << (entry.destination.empty() ? matched : entry.destination)
+                    << '\n';
+        }
+      }
+    };
+    for (const auto& files : stage.files) {
+      if (!files.fromStage.empty()) {
+        std::cout << "== " << prefix << "%files from " << files.fromStage << '\n';
+        for (const auto& entry : files.entries)
+          std::cout << "  " << entry.source << " -> " << (entry.destination.empty() ? entry.source : entry.destination)
+                    << '\n';
+        continue;
+      }
+      explainFiles(files.entries, "%files", "");
+    }
+    for (const auto& app : stage.apps)
+      if (!app.fileEntries.empty()) explainFiles(app.fileEntries, "%appfiles " + app.name, "/scif/apps/" + app.name + "/");
     if (stage.post.present())
       runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(stage.post, "/.post.script"), prefix + "%post");
     return;
   }
   if (::mkdir(rootfs.c_str(), 0755) != 0) throw sysError("mkdir " + rootfs.string());
-  if (stage.pre.present())
-    note(prefix + "warning: %pre is not run (Apptainer deprecated it; use %setup)");
+  // %pre: on the host, as the caller, before the bootstrap (Apptainer's runHostScript):
+  // $APPTAINER_ROOTFS names the still empty root.
+  if (stage.pre.present()) runHostScript(stage.pre, rootfs, prefix + "%pre (on the host)");
 
   note(prefix + "bootstrap " + agentName + (stage.header.from().empty() ? "" : " from " + stage.header.from()));
   BootstrapContext ctx;
@@ -259,6 +337,8 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
   ctx.runAsRoot = [this](const std::vector<std::string>& argv) { return runAsRoot(argv); };
   ctx.runAsUser = [this](const std::vector<std::string>& argv) { return runAsUser(argv); };
   ctx.note = [this, &prefix](const std::string& line) { note(prefix + line); };
+  // Importers (docker, oci...) draw their own progress line on the terminal.
+  if (display_ && agentName != "scratch" && agentName != "localimage" && agentName != "debootstrap") display_->suspend();
   withContext(options_.recipe.string() + ":" + std::to_string(stage.line) + ": Bootstrap: " + agentName,
               [&] { (*agent)(ctx); });
   checkInterrupted();
@@ -280,18 +360,7 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
     note(prefix + "%files from " + files.fromStage);
     copyFiles(files.entries, rootfses_[from], rootfs, rootfs, false);
   }
-  if (stage.setup.present()) {
-    note(prefix + "%setup (on the host)");
-    const fs::path script = temp_ / "setup";
-    writeFile(script.string(), stage.setup.body);
-    std::vector<std::string> env = host_.env;
-    for (const char* n : {"APPTAINER_ROOTFS=", "SINGULARITY_ROOTFS="}) env.push_back(n + rootfs.string());
-    for (const char* n : {"APPTAINER_ENVIRONMENT=", "SINGULARITY_ENVIRONMENT="})
-      env.push_back(std::string(n) + "/.singularity.d/env/91-environment.sh");
-    if (const int status = runAsUser(deffile::scriptCommand(stage.setup, script.string()), env); status != 0)
-      failStep(prefix + "%setup", status);
-    checkInterrupted();
-  }
+  if (stage.setup.present()) runHostScript(stage.setup, rootfs, prefix + "%setup (on the host)");
   for (const auto& files : stage.files) {
     if (!files.fromStage.empty()) continue;
     note(prefix + "%files");
@@ -372,13 +441,16 @@ void Build::run() {
   const auto started = std::chrono::steady_clock::now();
   const std::string text = readCheckedFile(options_.recipe.string(), 16u << 20, options_.recipe.string());
   const auto def = deffile::parseDefinition(text, options_.recipe.string(), options_.buildArgs);
-  for (const auto& warning : def.warnings) std::fprintf(stderr, "ctr build: warning: %s\n", warning.c_str());
+  if (!options_.explain)
+    display_ = std::make_unique<PhaseDisplay>(STDERR_FILENO, "ctr build", logPath_,
+                                              !spdlog::default_logger_raw()->should_log(spdlog::level::warn));
+  for (const auto& warning : def.warnings) say("warning: " + warning);
   if (!def.unusedBuildArgs.empty()) {
     std::string names;
     for (const auto& n : def.unusedBuildArgs) names += (names.empty() ? "" : ", ") + n;
     if (!options_.warnUnusedBuildArgs)
       throw Error("unused --build-arg: " + names + " (no stage uses them; --warn-unused-build-args makes this a warning)");
-    std::fprintf(stderr, "ctr build: warning: unused --build-arg: %s\n", names.c_str());
+    say("warning: unused --build-arg: " + names);
   }
   std::error_code ec;
   if (fs::exists(fs::symlink_status(output_, ec)) && !options_.force && !options_.explain)
@@ -397,7 +469,7 @@ void Build::run() {
   if (!options_.explain) {
     log_.reset(::open(logPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!log_) throw sysError("create the build log " + logPath_);
-    note("building " + output_.string() + " from " + options_.recipe.string() + " (log: " + logPath_ + ")");
+    say("building " + output_.string() + " from " + options_.recipe.string() + " (log: " + logPath_ + ")");
   }
 
   for (std::size_t i = 0; i < def.stages.size(); ++i) {
@@ -445,7 +517,9 @@ void Build::run() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   char took[32];
   std::snprintf(took, sizeof took, "%.1f", seconds);
-  note("built " + output_.string() + " in " + took + " s");
+  if (display_) display_->suspend();
+  say("built " + output_.string() + " in " + took + " s");
+  if (display_) display_->finish();
 }
 
 }  // namespace

@@ -137,6 +137,7 @@ ImageConfig unpackFromRegistry(const std::string& reference, const std::filesyst
   std::vector<std::filesystem::path> files;
   for (std::size_t i = 0; i < layers.size(); ++i)
     files.push_back(client.blobToCache(layers[i].digest, layers[i].size, progress, layerLabel(i, layers.size(), layers[i].digest)));
+  progress.finish();
   LayerApplier applier(rootfs);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string label = layerLabel(i, layers.size(), layers[i].digest) + " of " + image;

@@ -18,14 +18,22 @@ namespace ctr::image::oci {
 class Progress {
  public:
   Progress();
+  ~Progress();  // on a terminal, ends a line left updating (an error comes next)
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
   void start(std::string label, std::uint64_t total);
   void update(std::uint64_t bytes);
-  void done(const std::string& what);
+  void done(const std::string& what, bool cached);
   void note(const std::string& line);
+  // On a terminal: replaces the updating line by one summing up the layers.
+  void finish();
 
  private:
   bool enabled_;
   bool tty_;
+  bool dirty_ = false;
+  std::size_t layers_ = 0, fetchedLayers_ = 0, cachedLayers_ = 0;
+  std::uint64_t fetchedBytes_ = 0;
   std::string label_;
   std::uint64_t total_ = 0;
   std::chrono::steady_clock::time_point last_{};

@@ -23,6 +23,10 @@ namespace ctr::image::oci {
 Progress::Progress()
     : enabled_(spdlog::default_logger_raw()->should_log(spdlog::level::warn)), tty_(::isatty(STDERR_FILENO) == 1) {}
 
+Progress::~Progress() {
+  if (enabled_ && tty_ && dirty_) std::fprintf(stderr, "\n");
+}
+
 namespace {
 std::string megabytes(std::uint64_t bytes) {
   char buf[32];
@@ -50,16 +54,37 @@ void Progress::update(std::uint64_t bytes) {
   last_ = now;
   std::fprintf(stderr, "\r\033[K%s: %s / %s", label_.c_str(), megabytes(bytes).c_str(), megabytes(total_).c_str());
   std::fflush(stderr);
+  dirty_ = true;
 }
 
-void Progress::done(const std::string& what) {
+// On a terminal the layers share one updating line (finish() sums them up); otherwise
+// each layer's end is a line of its own.
+void Progress::done(const std::string& what, bool cached) {
+  ++layers_;
+  (cached ? cachedLayers_ : fetchedLayers_) += 1;
+  if (!cached) fetchedBytes_ += total_;
   if (!enabled_) return;
-  if (tty_) std::fprintf(stderr, "\r\033[K");
+  if (tty_) {
+    std::fprintf(stderr, "\r\033[K%s: %s", label_.c_str(), what.c_str());
+    std::fflush(stderr);
+    dirty_ = true;
+    return;
+  }
   std::fprintf(stderr, "%s: %s\n", label_.c_str(), what.c_str());
 }
 
+void Progress::finish() {
+  if (!enabled_ || !tty_ || !dirty_) return;
+  std::fprintf(stderr, "\r\033[K%zu layer%s: %zu fetched (%s), %zu from the cache\n", layers_, layers_ == 1 ? "" : "s",
+               fetchedLayers_, megabytes(fetchedBytes_).c_str(), cachedLayers_);
+  dirty_ = false;
+}
+
 void Progress::note(const std::string& line) {
-  if (enabled_) std::fprintf(stderr, "%s\n", line.c_str());
+  if (!enabled_) return;
+  if (tty_ && dirty_) std::fprintf(stderr, "\r\033[K");
+  dirty_ = false;
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 // ---- cache and messages
@@ -417,7 +442,7 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size) {
     progress.start(label, size);
-    progress.done("cached (" + std::to_string(size) + " bytes)");
+    progress.done("cached (" + std::to_string(size) + " bytes)", true);
     return path;
   }
   std::error_code ec;
@@ -455,7 +480,7 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
   if (got != digest) throw Error(digestMismatch("blob", digest, got, ref_.shortName()));
   if (::fchmod(fd.get(), 0644) != 0 || ::rename(tmpl.c_str(), path.c_str()) != 0) throw sysError("store " + path.string());
   guard.keep = true;
-  progress.done("done (" + std::to_string(size) + " bytes)");
+  progress.done("done (" + std::to_string(size) + " bytes)", false);
   return path;
 }
 

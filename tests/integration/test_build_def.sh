@@ -107,6 +107,65 @@ EOF
 expect_eq "%files from builder" "artifact-of-builder" "$("$ctr" exec "$WORK/multi.sif" cat /opt/artifact)"
 "$ctr" exec "$WORK/multi.sif" test -e /artifact && fail "the final stage has the builder's /artifact"
 
+note "%files glob patterns (host and from a stage), %pre on the host"
+mkdir -p "$WORK/globsrc/sub"
+for f in a.c b.c c.h sub/d.c; do echo "$f" > "$WORK/globsrc/$f"; done
+cat > "$WORK/glob.def" <<EOF
+Bootstrap: localimage
+From: demo.sif
+Stage: one
+
+%post
+    mkdir -p /out && echo 1 > /out/x1 && echo 2 > /out/x2 && echo 3 > /out/y3
+
+Bootstrap: localimage
+From: demo.sif
+
+%pre
+    echo "pre ran before the bootstrap: \$(ls -A "\$APPTAINER_ROOTFS" | wc -l) entries in \$APPTAINER_ROOTFS" > "$WORK/pre.out"
+
+%files from one
+    /out/x* /opt/fromone/
+
+%files
+    $WORK/globsrc/*.c /opt/c/
+    $WORK/globsrc/**/*.c /opt/all/
+    $WORK/globsrc/c.?
+EOF
+"$ctr" build "$WORK/glob.sif" "$WORK/glob.def" 2>/dev/null || { tail -20 "$WORK/glob.sif.build.log"; fail "glob.def build"; }
+expect_eq "*.c into a directory" "a.c b.c" "$("$ctr" exec "$WORK/glob.sif" ls /opt/c | tr '\n' ' ' | sed 's/ $//')"
+expect_eq "**/*.c at any depth" "a.c b.c d.c" "$("$ctr" exec "$WORK/glob.sif" ls /opt/all | tr '\n' ' ' | sed 's/ $//')"
+expect_eq "a match without destination keeps its path" "c.h" "$("$ctr" exec "$WORK/glob.sif" cat "$WORK/globsrc/c.h")"
+expect_eq "%files from a stage with a pattern" "x1 x2" "$("$ctr" exec "$WORK/glob.sif" ls /opt/fromone | tr '\n' ' ' | sed 's/ $//')"
+expect_contains "%pre ran on the host with an empty root" "pre ran before the bootstrap: 0 entries in $WORK/.glob.sif.build." "$(cat "$WORK/pre.out")"
+explain=$("$ctr" build --explain "$WORK/glob-explain.sif" "$WORK/glob.def")
+expect_contains "--explain lists the matches" "$WORK/globsrc/b.c -> /opt/c/" "$explain"
+printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%files\n    %s/globsrc/*.f90 /opt/\n' "$WORK" > "$WORK/nomatch.def"
+set +e
+err=$("$ctr" build "$WORK/nomatch.sif" "$WORK/nomatch.def" 2>&1); status=$?
+err2=$("$ctr" build --explain "$WORK/nomatch.sif" "$WORK/nomatch.def" 2>&1); status2=$?
+set -e
+[ "$status" != 0 ] && [ "$status2" != 0 ] || fail "a pattern that matches nothing did not fail the build ($status, --explain $status2)"
+expect_contains "no match: file, line, pattern" "nomatch.def:5: %files source: '$WORK/globsrc/*.f90' matches nothing" "$err"
+expect_contains "no match under --explain" "matches nothing" "$err2"
+[ ! -e "$WORK/nomatch.sif" ] && [ -z "$(find "$WORK" -maxdepth 1 -name '.nomatch*')" ] || fail "a failed glob build left files"
+printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%files\n    %s/globsrc/*.c /opt/one-file\n' "$WORK" > "$WORK/multi-dest.def"
+set +e; err=$("$ctr" build "$WORK/multi-dest.sif" "$WORK/multi-dest.def" 2>&1); status=$?; set -e
+[ "$status" != 0 ] || fail "two matches onto one file name did not fail"
+expect_contains "several matches need a directory" "matches 2 paths, so its destination must be a directory" "$err"
+
+note "progress: plain lines when not a terminal, one updating line on a terminal"
+expect_contains "plain phase lines" "$(printf 'ctr build: %%post\nctr build: metadata')" "$(cat "$WORK/demo.err")"
+if command -v script >/dev/null && script -qec true /dev/null >/dev/null 2>&1; then
+  script -qec "'$ctr' build '$WORK/tty.sif' '$WORK/full.def'" /dev/null > "$WORK/tty.out" 2>&1 ||
+    { cat -v "$WORK/tty.out"; fail "build on a terminal"; }
+  grep -q $'\r\033\\[Kctr build: %post \\[' "$WORK/tty.out" || fail "no updating phase line on a terminal: $(cat -v "$WORK/tty.out" | head -5)"
+  grep -q 'ctr build: built ' "$WORK/tty.out" || fail "no final line on a terminal: $(cat -v "$WORK/tty.out" | tail -3)"
+  ! grep -q '^ctr build: %post.$' "$WORK/tty.out" || fail "phases as plain lines on a terminal"
+else
+  note "script(1) cannot make a terminal here: the terminal path is not checked"
+fi
+
 note "a failing %post: its status, its output, nothing left behind"
 printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%post\n    echo marker-before-failure\n    exit 3\n' > "$WORK/fail.def"
 set +e

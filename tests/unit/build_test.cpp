@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+
+#include "../../src/image/build_progress.hpp"
 
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
@@ -220,6 +223,118 @@ TEST(BootstrapAgents, TableHoldsTheBuiltInsAndTakesMore) {
   ASSERT_NE(agent, nullptr);
   (*agent)(image::BootstrapContext{});
   EXPECT_TRUE(called);
+}
+
+// ---- %files glob patterns (Apptainer expands a source as a shell word with globstar)
+
+class FilesGlob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ctr-unit-glob.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    for (const char* dir : {"src", "src/sub", "src/sub/deep", "src/.hidden", "docs"})
+      std::filesystem::create_directories(root_ / dir);
+    for (const char* file : {"src/a.c", "src/b.c", "src/b.h", "src/.dot.c", "src/sub/c.c", "src/sub/deep/d.c",
+                             "src/.hidden/e.c", "docs/x[1].txt", "docs/x1.txt"})
+      std::ofstream(root_ / file) << file;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  std::vector<std::string> expand(const std::string& pattern) { return image::expandFilesSource(pattern, root_); }
+  std::filesystem::path root_;
+};
+
+TEST_F(FilesGlob, PlainSourcesAreNotPatterns) {
+  EXPECT_FALSE(image::isFilesPattern("src/a.c"));
+  EXPECT_FALSE(image::isFilesPattern("src/x\\*.c"));
+  EXPECT_FALSE(image::isFilesPattern("a[b"));
+  EXPECT_TRUE(image::isFilesPattern("src/*.c"));
+  EXPECT_TRUE(image::isFilesPattern("src/?.c"));
+  EXPECT_TRUE(image::isFilesPattern("src/[ab].c"));
+  // Returned unchanged even when missing: the copy reports a missing plain source.
+  EXPECT_EQ(expand("no/such/file"), std::vector<std::string>{"no/such/file"});
+}
+
+TEST_F(FilesGlob, StarQuestionAndBracketsWithinOneComponentSorted) {
+  EXPECT_EQ(expand("src/*.c"), (std::vector<std::string>{"src/a.c", "src/b.c"}));
+  EXPECT_EQ(expand("src/b.?"), (std::vector<std::string>{"src/b.c", "src/b.h"}));
+  EXPECT_EQ(expand("src/[a-b].c"), (std::vector<std::string>{"src/a.c", "src/b.c"}));
+  EXPECT_EQ(expand("*/sub"), (std::vector<std::string>{"src/sub"}));
+  EXPECT_EQ(expand("s*/*/c.c"), (std::vector<std::string>{"src/sub/c.c"}));
+}
+
+TEST_F(FilesGlob, LeadingDotOnlyMatchedByAPatternWithOne) {
+  EXPECT_EQ(expand("src/.*.c"), (std::vector<std::string>{"src/.dot.c"}));
+  EXPECT_THROW((void)expand("src/*/e.c"), Error);  // src/.hidden is not matched by '*'
+  EXPECT_EQ(expand("src/.h*/e.c"), (std::vector<std::string>{"src/.hidden/e.c"}));
+}
+
+TEST_F(FilesGlob, GlobstarAnyDepthNotIntoHiddenDirectories) {
+  EXPECT_EQ(expand("src/**/*.c"),
+            (std::vector<std::string>{"src/a.c", "src/b.c", "src/sub/c.c", "src/sub/deep/d.c"}));
+  EXPECT_EQ(expand("**/d.c"), (std::vector<std::string>{"src/sub/deep/d.c"}));
+  EXPECT_EQ(expand("src/sub/**"),
+            (std::vector<std::string>{"src/sub/c.c", "src/sub/deep", "src/sub/deep/d.c"}));
+}
+
+TEST_F(FilesGlob, AbsolutePatternsStayAbsoluteAndTrailingSlashKeepsDirectories) {
+  // Apptainer's %files from STAGE: absolute paths in the stage's root.
+  EXPECT_EQ(expand("/src/s*"), (std::vector<std::string>{"/src/sub"}));
+  EXPECT_EQ(expand("/src/*/"), (std::vector<std::string>{"/src/sub/"}));
+  EXPECT_EQ(expand("/d*/x[[]1].txt"), (std::vector<std::string>{"/docs/x[1].txt"}));
+  EXPECT_EQ(expand("/docs/x\\[1].txt"), (std::vector<std::string>{"/docs/x\\[1].txt"}));  // not a pattern
+  EXPECT_EQ(expand("/docs/*\\[1].txt"), (std::vector<std::string>{"/docs/x[1].txt"}));
+}
+
+TEST_F(FilesGlob, APatternThatMatchesNothingIsAnError) {
+  try {
+    (void)expand("src/*.f90");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "'src/*.f90' matches nothing");
+  }
+  EXPECT_THROW((void)expand("nodir/*.c"), Error);
+  EXPECT_THROW((void)expand("src/a.c/*"), Error);  // a file is not a directory
+  EXPECT_THROW((void)expand("src/*.c/"), Error);   // only directories with a trailing '/'
+}
+
+// ---- the build's progress line
+
+TEST(PhaseDisplay, RenderShowsPhaseSecondsAndTheLogsLastLineCutToTheTerminal) {
+  EXPECT_EQ(image::PhaseDisplay::render("ctr build", "%post", 12.4, "Unpacking gcc (12.2)", 80),
+            "ctr build: %post [12 s]  Unpacking gcc (12.2)");
+  EXPECT_EQ(image::PhaseDisplay::render("ctr build", "%post", 3, "", 80), "ctr build: %post [3 s]");
+  EXPECT_EQ(image::PhaseDisplay::render("ctr build", "%post", 3, "a\tb\x1b[1mc", 80), "ctr build: %post [3 s]  a b[1mc");
+  EXPECT_EQ(image::PhaseDisplay::render("ctr build", "%post", 3, "0123456789", 25), "ctr build: %post [3 s]  ");
+  // Never half a UTF-8 character.
+  EXPECT_EQ(image::PhaseDisplay::render("b", "p", 0, "\xc3\xa9\xc3\xa9", 14), "b: p [0 s]  ");
+  EXPECT_EQ(image::PhaseDisplay::render("b", "p", 0, "\xc3\xa9\xc3\xa9", 15), "b: p [0 s]  \xc3\xa9");
+}
+
+TEST(PhaseDisplay, LastLineSkipsBlankLinesAndKeepsACarriageReturnsLastVersion) {
+  EXPECT_EQ(image::PhaseDisplay::lastLine("one\ntwo\n\n  \n"), "two");
+  EXPECT_EQ(image::PhaseDisplay::lastLine("Progress 10%\rProgress 50%\n"), "Progress 50%");
+  EXPECT_EQ(image::PhaseDisplay::lastLine("crlf\r\n"), "crlf\r");
+  EXPECT_EQ(image::PhaseDisplay::lastLine(""), "");
+}
+
+TEST(PhaseDisplay, NotATerminalGivesOnePlainLinePerPhase) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  {
+    image::PhaseDisplay display(fds[1], "ctr build", "/nonexistent.log");
+    EXPECT_FALSE(display.tty());
+    display.phase("%post");
+    display.line("ctr build: warning: w");
+    display.suspend();
+    display.phase("%test");
+  }
+  ::close(fds[1]);
+  char buf[256] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof buf - 1);
+  ::close(fds[0]);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0),
+            "ctr build: %post\nctr build: warning: w\nctr build: %test\n");
 }
 
 }  // namespace
