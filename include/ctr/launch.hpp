@@ -152,6 +152,7 @@ struct MpiInjection {
   host::MpiAbiCheck check = host::MpiAbiCheck::Strict;
   std::vector<MpiReplacement> replace;
   std::size_t dependencies = 0;          // bound into kContainerMpiDir
+  bool scanFromCache = false;            // the host MPI scan was read from the state directory
   std::string needsGlibc;                // the image's glibc must be at least this
   std::string needsGlibcLibrary;
   std::vector<std::string> notes;        // what was left out and why

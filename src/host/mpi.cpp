@@ -12,17 +12,24 @@
 #include <set>
 #include <span>
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/build_config.hpp"
 #include "ctr/glibc_version.hpp"
+#include "ctr/hash.hpp"
 #include "ctr/ldcache.hpp"
 #include "ctr/pathutil.hpp"
 
 namespace ctr::host {
 namespace {
+
+// Files looked at in the 'mpi path' directories for plugins' dependencies.
+constexpr std::size_t kMaxPlugins = 4096;
 
 std::string under(const std::string& root, const std::string& path) {
   return root == "/" ? path : launch::joinPath(root, path);
@@ -136,7 +143,7 @@ MpiAbiVerdict checkMpiAbi(std::string_view hostFile, std::string_view imageFile,
   return {true, ""};
 }
 
-HostMpi scanHostMpi(const MpiScanInputs& in) {
+static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
   if (in.libraries.empty())
     throw Error("no host MPI is configured (ctr.conf 'mpi library = libmpi.so.40' names one)");
   HostMpi mpi;
@@ -218,6 +225,7 @@ HostMpi scanHostMpi(const MpiScanInputs& in) {
     mpi.dependencies.push_back(*lib);
     needs(mpi.dependencies.back());
   }
+  auto drain = [&] {
   while (!queue.empty()) {
     auto [soname, by] = std::move(queue.front());
     queue.pop_front();
@@ -233,6 +241,8 @@ HostMpi scanHostMpi(const MpiScanInputs& in) {
                                                                    describeLdCacheFlags(found->flags) + ")"});
     needs(mpi.dependencies.back());
   }
+  };
+  drain();
   // Configuration the admin names, then the fabric's plugins and configuration.
   std::set<std::string> paths;
   auto addPath = [&](const std::string& path, const std::string& from, bool quiet) {
@@ -256,6 +266,30 @@ HostMpi scanHostMpi(const MpiScanInputs& in) {
   }
   addPath("/etc/ucx", "UCX configuration", true);
   addPath("/etc/libfabric.conf", "libfabric configuration", true);
+  // Plugins in those directories (Open MPI's components, PMIx's, the verbs providers, UCX's
+  // transports) are dlopen'd: what they need must be in the container too.
+  std::size_t plugins = 0;
+  for (const auto& path : mpi.paths) {
+    std::error_code ec;
+    const std::string dir = under(in.root, path.path);
+    if (!std::filesystem::is_directory(dir, ec)) continue;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator() && plugins < kMaxPlugins; it.increment(ec)) {
+      if (it.depth() >= 4) it.disable_recursion_pending();
+      const std::string name = it->path().filename().string();
+      if (!(name.ends_with(".so") || name.find(".so.") != std::string::npos) || !it->is_regular_file(ec) ||
+          it->is_symlink(ec))
+        continue;
+      ++plugins;
+      try {
+        const std::string by = "plugin " + path.path + it->path().string().substr(dir.size());
+        for (auto& n : elfNeeded(it->path().string())) queue.emplace_back(std::move(n), by);
+      } catch (const Error& e) {
+        spdlog::debug("{}", e.what());
+      }
+    }
+  }
+  drain();
   std::optional<GlibcVersion> newest;
   auto glibcOf = [&](const MpiLibrary& lib) {
     try {
@@ -270,6 +304,72 @@ HostMpi scanHostMpi(const MpiScanInputs& in) {
   for (const auto& lib : mpi.libraries) glibcOf(lib);
   for (const auto& lib : mpi.dependencies) glibcOf(lib);
   if (newest) mpi.needsGlibc = toString(*newest);
+  return mpi;
+}
+
+namespace {
+
+// What a cached scan was made from, unchanged: a file's or directory's identity.
+std::string identityOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return path + ":missing";
+  return fmt::format("{}:{}:{}:{}:{}.{}", path, st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+
+HostMpi fromJson(const nlohmann::json& j) {
+  HostMpi mpi;
+  const std::string abi = j.at("abi");
+  mpi.family = abi == "Open MPI" ? MpiFamily::OpenMpi : abi == "MPICH ABI" ? MpiFamily::Mpich : MpiFamily::Unknown;
+  for (const auto& l : j.at("libraries")) mpi.libraries.push_back({l.at("soname"), l.at("path"), l.at("from")});
+  for (const auto& l : j.at("dependencies")) mpi.dependencies.push_back({l.at("soname"), l.at("path"), l.at("from")});
+  for (const auto& p : j.at("paths")) mpi.paths.push_back({p.at("path"), p.at("from")});
+  mpi.skipped = j.at("skipped").get<std::vector<std::string>>();
+  mpi.needsGlibc = j.at("needs_glibc");
+  mpi.needsGlibcLibrary = j.at("needs_glibc_library");
+  return mpi;
+}
+
+// Atomically: a reader sees the old file, the new one, or none.
+void writeCache(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) throw sysError("cannot write the host MPI scan cache " + tmp);
+  const bool ok = ::write(fd.get(), content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
+                  ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw sysError("cannot write the host MPI scan cache " + path);
+  }
+}
+
+}  // namespace
+
+HostMpi scanHostMpi(const MpiScanInputs& in) {
+  if (in.cacheDir.empty()) return scanHostMpiUncached(in);
+  // Valid while the host's ld.so cache (rewritten by every library install), the list and
+  // the configured directories are unchanged.
+  std::string key = "mpi|" + std::string(build::kVersion) + "|" + in.root + "|" + identityOf(under(in.root, in.ldCache));
+  for (const auto* list : {&in.libraries, &in.dependencies, &in.paths}) {
+    key += "|";
+    for (const auto& item : *list) key += item + "," + (item.starts_with("/") ? identityOf(under(in.root, item)) : "") + ";";
+  }
+  const std::string cachePath = launch::joinPath(in.cacheDir, fmt::format("mpi-scan-{:016x}.json", fnv1a64(key)));
+  if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
+    try {
+      HostMpi mpi = fromJson(nlohmann::json::parse(text));
+      mpi.root = in.root;
+      mpi.fromCache = true;
+      return mpi;
+    } catch (const std::exception& e) {
+      spdlog::debug("host MPI scan cache {} unusable ({}): scanning again", cachePath, e.what());
+    }
+  }
+  HostMpi mpi = scanHostMpiUncached(in);
+  try {
+    writeCache(cachePath, toJson(mpi).dump());
+  } catch (const Error& e) {
+    spdlog::debug("{} (the scan is not cached)", e.what());
+  }
   return mpi;
 }
 

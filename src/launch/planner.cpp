@@ -257,6 +257,7 @@ MpiInjection planHostMpi(const host::HostMpi& mpi, bool strict, std::vector<Moun
   injection.needsGlibcLibrary = mpi.needsGlibcLibrary;
   injection.notes = mpi.skipped;
   injection.dependencies = mpi.dependencies.size();
+  injection.scanFromCache = mpi.fromCache;
   addMount(mounts, tmpfsMount(std::string(kContainerMpiDir), MountOrigin::Host));
   auto bindFile = [&](const host::MpiLibrary& lib) {
     Mount m = bindMount(lib.path, joinPath(kContainerMpiDir, lib.soname), true, MountOrigin::Host);
@@ -321,6 +322,7 @@ void discoverMpiHost(HostFacts& host, const LaunchOptions& options, const config
   in.libraries = policy.mpiLibraries;
   in.dependencies = policy.mpiDependencies;
   in.paths = policy.mpiPaths;
+  in.cacheDir = host.stateDir;
   try {
     host.mpi = host::scanHostMpi(in);
   } catch (const Error& e) {
@@ -989,7 +991,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
     nlohmann::json replace = nlohmann::json::array();
     for (const auto& r : plan.mpi->replace) replace.push_back({{"soname", r.soname}, {"host_path", r.hostPath}, {"from", r.from}});
     j["mpi"] = {{"mode", "bind"}, {"abi", host::toString(plan.mpi->family)}, {"abi_check", host::toString(plan.mpi->check)},
-                {"replace", replace}, {"dependencies", plan.mpi->dependencies}, {"needs_glibc", plan.mpi->needsGlibc},
+                {"replace", replace}, {"dependencies", plan.mpi->dependencies}, {"scan_from_cache", plan.mpi->scanFromCache}, {"needs_glibc", plan.mpi->needsGlibc},
                 {"needs_glibc_library", plan.mpi->needsGlibcLibrary}, {"left_out", plan.mpi->notes}};
   } else {
     j["mpi"] = nullptr;
@@ -1046,6 +1048,7 @@ std::string toText(const LaunchPlan& plan) {
     out << " after the ABI check ('mpi abi check = " << host::toString(mpi.check) << "': same family and major"
         << (mpi.check == host::MpiAbiCheck::Strict ? ", host minor >= image minor" : "") << "); " << mpi.dependencies
         << " dependencies in " << kContainerMpiDir << " (first on LD_LIBRARY_PATH)"
+        << (mpi.scanFromCache ? "; scan read from the state directory's cache" : "; scanned now")
         << (mpi.needsGlibc.empty() ? "" : "; needs glibc >= " + mpi.needsGlibc + " (" + mpi.needsGlibcLibrary + ")") << '\n';
     for (const auto& r : mpi.replace) out << "  replace: " << r.soname << " <- " << r.hostPath << " from " << r.from << '\n';
     for (const auto& note : mpi.notes) out << "  left out: " << note << '\n';

@@ -42,9 +42,9 @@ base_image() {
   make_demo_rootfs "$1"
   mkdir -p "$1/$libdir" "$1/lib64" "$1/etc"
   for l in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1 libutil.so.1 libresolv.so.2 ld-linux-x86-64.so.2; do
-    [ -e "$libdir/$l" ] && cp -L "$libdir/$l" "$1/$libdir/$l"
+    if [ -e "$libdir/$l" ]; then cp -L "$libdir/$l" "$1/$libdir/$l"; fi
   done
-  [ -e /lib64/ld-linux-x86-64.so.2 ] && cp -L /lib64/ld-linux-x86-64.so.2 "$1/lib64/"
+  if [ -e /lib64/ld-linux-x86-64.so.2 ]; then cp -L /lib64/ld-linux-x86-64.so.2 "$1/lib64/"; fi
   printf '%s\n' "$libdir" > "$1/etc/ld.so.conf"
   ldconfig -r "$1"
 }
@@ -71,10 +71,10 @@ mpi library = libmpi.so.$ompi_major, libopen-rte.so.$ompi_major, libopen-pal.so.
 mpi path = /etc/openmpi, $libdir/openmpi, /usr/share/openmpi
 EOF
 for d in "$libdir/pmix2" "$libdir/pmix" /usr/share/pmix; do
-  [ -d "$d" ] && echo "mpi path = $d" >> "$WORK/ompi.conf"
+  if [ -d "$d" ]; then echo "mpi path = $d" >> "$WORK/ompi.conf"; fi
 done
-libpmix=$(ldconfig -p | awk '$1 ~ /^libpmix\.so\.[0-9]+$/ { print $1; exit }')
-[ -n "$libpmix" ] && echo "mpi dependency = $libpmix" >> "$WORK/ompi.conf"
+libpmix=$(ldconfig -p | awk '$1 ~ /^libpmix\.so\.[0-9]+$/ && !n++ { print $1 }')
+if [ -n "$libpmix" ]; then echo "mpi dependency = $libpmix" >> "$WORK/ompi.conf"; fi
 sed 's/^image linger = 0$/image linger = 0\nmpi abi check = relaxed/' "$WORK/ompi.conf" > "$WORK/ompi-relaxed.conf"
 chmod -R a+rX "$WORK"
 
