@@ -209,4 +209,6 @@ fi
 
 sleep 0.3
 assert_no_leftovers
+# The host MPI scan caches this test's configurations made (state directory caches).
+rm -f "/tmp/ctr-$(id -u "$CTR_TEST_USER")"/mpi-scan-*.json /tmp/ctr-0/mpi-scan-*.json
 echo "PASS: $TEST_NAME"
