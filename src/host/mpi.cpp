@@ -260,7 +260,11 @@ static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
         std::tuple{"libfabric.so.1", "libfabric", "libfabric provider plugins"}}) {
     for (const auto& e : cache.entries) {
       if (e.soname != soname || e.path.empty() || e.path[0] != '/') continue;
-      addPath(launch::joinPath(dirName(e.path), dir), what + std::string(" (beside ") + e.path + ")", true);
+      // The library's real directory: plugins are looked for at the path the library was
+      // built for (/usr/lib/<multiarch>/libibverbs), not through /lib -> usr/lib.
+      std::string libDir = realFile(under(in.root, dirName(e.path)));
+      if (in.root != "/" && libDir.starts_with(in.root + "/")) libDir = libDir.substr(in.root.size());
+      addPath(launch::joinPath(libDir, dir), what + std::string(" (beside ") + e.path + ")", true);
       break;
     }
   }
@@ -283,7 +287,12 @@ static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
       ++plugins;
       try {
         const std::string by = "plugin " + path.path + it->path().string().substr(dir.size());
-        for (auto& n : elfNeeded(it->path().string())) queue.emplace_back(std::move(n), by);
+        for (auto& n : elfNeeded(it->path().string())) {
+          // Beside the plugin (its RUNPATH is $ORIGIN): in the bound directory already.
+          std::error_code missing;
+          if (!std::filesystem::exists(it->path().parent_path() / n, missing))
+            queue.emplace_back(std::move(n), by);
+        }
       } catch (const Error& e) {
         spdlog::debug("{}", e.what());
       }
