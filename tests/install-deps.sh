@@ -10,7 +10,7 @@ packages="
   libgsl-dev
   squashfs-tools squashfuse fuse3 util-linux busybox-static
   libcurl4-openssl-dev libarchive-dev skopeo docker-registry
-  openmpi-bin libopenmpi-dev
+  openmpi-bin libopenmpi-dev mpich libmpich-dev
   clang libclang-rt-14-dev
   charliecloud bubblewrap hyperfine
   snakemake

@@ -67,6 +67,16 @@ struct Policy {
   bool rdmaWithContain = false;
   // The same for --rocm ('rocm library list'); empty = rocmliblist.conf beside ctr.conf.
   std::string rocmLibraryList;
+  // The host MPI --mpi=bind injects (repeatable keys, comma lists): 'mpi library' names the
+  // libraries that replace the image's (a soname looked up in the ld.so cache, or an absolute
+  // path), 'mpi dependency' libraries they load that DT_NEEDED does not show (dlopen'd),
+  // 'mpi path' configuration files and directories bound at the same path (/etc/openmpi).
+  std::vector<std::string> mpiLibraries;
+  std::vector<std::string> mpiDependencies;
+  std::vector<std::string> mpiPaths;
+  // 'mpi abi check = strict | relaxed' (ctr/mpi.hpp): strict refuses an image whose MPI
+  // library has a higher minor version than the host's; relaxed warns and goes on.
+  bool mpiAbiStrict = true;
 };
 
 // Parses `text`; `fileName` is only used in error messages ("FILE:LINE: ...").

@@ -54,6 +54,7 @@ struct EnvironmentInputs {
   std::string home;               // container HOME; empty = keep the host's HOME
   std::string imagePath;          // CTR_CONTAINER (absolute image path)
   std::vector<std::string> libraryDirs;  // appended to LD_LIBRARY_PATH (injected host libraries)
+  std::vector<std::string> libraryDirsFirst;  // put first on LD_LIBRARY_PATH (--mpi=bind's dependencies)
   std::vector<EnvVar> devices;    // from --nv/--device (CDI): after the image's, before the user's
 };
 

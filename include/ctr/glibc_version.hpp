@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ctr::host {
 
@@ -26,5 +27,9 @@ struct GlibcVersion {
 
 // The highest GLIBC_x.y a libc.so.6 defines: the glibc it is.
 [[nodiscard]] std::optional<GlibcVersion> glibcDefinedBy(const std::string& path);
+
+// The sonames the file at `path` needs (its DT_NEEDED entries, in order), for the host MPI's
+// dependencies (--mpi=bind). Throws a one-line ctr::Error for a file that is not sound ELF.
+[[nodiscard]] std::vector<std::string> elfNeeded(const std::string& path);
 
 }  // namespace ctr::host

@@ -19,6 +19,7 @@
 #include "ctr/gpu.hpp"
 #include "ctr/identity.hpp"
 #include "ctr/image.hpp"
+#include "ctr/mpi.hpp"
 
 namespace ctr::launch {
 
@@ -59,6 +60,7 @@ struct LaunchOptions {
   std::vector<std::string> devices; // --device vendor.com/class=NAME (CDI), repeatable
   bool rdma = false;                // --rdma: /dev/infiniband also with --contain
   std::string gpus;                 // --gpus all|LIST: these NVIDIA GPUs only (implies --nv)
+  std::string mpi;                  // --mpi=bind|hybrid ("" = hybrid: the image's own MPI)
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -109,6 +111,9 @@ struct HostFacts {
   // device cgroup denies for the GPUs left out. A node that is not a device (a fixture's
   // plain file) is absent.
   std::map<unsigned, std::vector<limits::DeviceRule>> gpuDeviceNodes;
+  // Gathered only for --mpi=bind (discoverMpiHost): the configured host MPI, or why not.
+  std::optional<host::HostMpi> mpi;
+  std::string mpiMissing;
 };
 
 // A GPU driver injected from the ld.so cache (--nv, --rocm without CDI).
@@ -129,6 +134,33 @@ struct DeviceInjection {
   std::vector<std::string> cdiSpecFiles;
   std::vector<InjectedDriver> drivers;
   std::vector<std::string> notes;        // what was left out and why (hooks, libraries)
+};
+
+// Where --mpi=bind puts the host MPI's dependencies (and a second copy of its libraries):
+// one directory, first on LD_LIBRARY_PATH, so the prepared root needs one target for all.
+inline constexpr std::string_view kContainerMpiDir = "/.singularity.d/mpi";
+
+// One host library that replaces the image's library of the same soname (--mpi=bind).
+struct MpiReplacement {
+  std::string soname;    // the image's library of this soname (its ld.so cache, else its lib dirs)
+  std::string hostPath;  // is covered by this host file (read-only bind onto the image's real file)
+  std::string from;      // provenance, for --explain
+};
+
+// What --mpi=bind does beyond its mounts. The runtime, once the image's root is assembled
+// and before pivot_root, finds each soname in the image (host::findImageLibrary), compares
+// the two real file names (host::checkMpiAbi with `check`) and binds the host file over the
+// image's; an incompatible pair or an image without the library fails the launch, naming
+// both. It decides nothing else: every other mount is in plan.mounts.
+struct MpiInjection {
+  host::MpiFamily family = host::MpiFamily::Unknown;
+  host::MpiAbiCheck check = host::MpiAbiCheck::Strict;
+  std::vector<MpiReplacement> replace;
+  std::size_t dependencies = 0;          // bound into kContainerMpiDir
+  bool scanFromCache = false;            // the host MPI scan was read from the state directory
+  std::string needsGlibc;                // the image's glibc must be at least this
+  std::string needsGlibcLibrary;
+  std::vector<std::string> notes;        // what was left out and why
 };
 
 // How the image's root filesystem gets mounted.
@@ -309,6 +341,7 @@ struct LaunchPlan {
   std::optional<limits::NodeCapacity> admitAgainst;
   std::string statsFile;                // --stats FILE (the runtime supervises the app)
   std::optional<DeviceInjection> devices;  // --nv, --rocm, --device
+  std::optional<MpiInjection> mpi;         // --mpi=bind
   std::optional<BuildRoot> build;       // a build step: private user namespace, sandbox root
   // Whether the launch needs a supervisor (limits or --stats): run(plan), not execute(plan).
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }
@@ -326,6 +359,11 @@ struct LaunchPlan {
 // the driver scan (cached in host.stateDir). Errors of a scan are kept in
 // host.nvidiaMissing / amdMissing: the planner decides, by policy, whether they stop the launch.
 void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy);
+
+// For --mpi=bind: the host MPI of ctr.conf ('mpi library', 'mpi dependency', 'mpi path')
+// resolved through the host's ld.so cache (CTR_HOST_ROOT: a fixture tree, as for --nv).
+// A failure is kept in host.mpiMissing: the planner reports it.
+void discoverMpiHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy);
 
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...

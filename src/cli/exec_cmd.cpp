@@ -171,6 +171,7 @@ int runLaunch(RunCommandState& state) {
     if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
       host.limits = launch::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
     launch::discoverDevicesHost(host, options, policy);
+    launch::discoverMpiHost(host, options, policy);
     plan = launch::planLaunch(options, policy, image, host);
   }
   for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
@@ -210,6 +211,9 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   cmd->add_flag("--rocm", o.rocm, "The host's AMD GPU driver (CDI spec for amd.com/gpu, else the ld.so cache)")->group(devGroup);
   cmd->add_option("--gpus", o.gpus, "Only these NVIDIA GPUs: all or a list of indices, e.g. 0,2 (implies --nv)")->group(devGroup);
   cmd->add_flag("--rdma", o.rdma, "With --contain, bind /dev/infiniband too (InfiniBand/RoCE verbs, RDMA CM)")->group(devGroup);
+  cmd->add_option("--mpi", o.mpi, "bind: the site's MPI (ctr.conf 'mpi library') replaces the image's after an ABI "
+                  "check; hybrid (default): the image's own MPI")
+      ->group(devGroup);
   cmd->add_option("--device", o.devices, "A CDI device vendor.com/class=NAME, e.g. nvidia.com/gpu=all (repeatable)")
       ->allow_extra_args(false)->group(devGroup);
   auto* nsGroup = "Namespaces (the host's unless asked for)";

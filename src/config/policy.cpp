@@ -122,6 +122,30 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          else if (v == "warn") p.missingGpuDriverIsError = false;
          else throw Error("expected error or warn, got '" + v + "'");
        }},
+      {"mpi library",
+       [](Policy& p, const std::string& v) {
+         for (auto& l : parseList(v)) {
+           if (l.find('/') != std::string::npos && l[0] != '/') throw Error("'" + l + "' is neither a soname nor an absolute path");
+           p.mpiLibraries.push_back(l);
+         }
+       }},
+      {"mpi dependency",
+       [](Policy& p, const std::string& v) {
+         for (auto& l : parseList(v)) {
+           if (l.find('/') != std::string::npos && l[0] != '/') throw Error("'" + l + "' is neither a soname nor an absolute path");
+           p.mpiDependencies.push_back(l);
+         }
+       }},
+      {"mpi path",
+       [](Policy& p, const std::string& v) {
+         for (auto& path : parseAbsolutePaths(v)) p.mpiPaths.push_back(path);
+       }},
+      {"mpi abi check",
+       [](Policy& p, const std::string& v) {
+         if (v == "strict") p.mpiAbiStrict = true;
+         else if (v == "relaxed") p.mpiAbiStrict = false;
+         else throw Error("expected strict or relaxed, got '" + v + "'");
+       }},
       {"nvidia library list", [](Policy& p, const std::string& v) { p.nvidiaLibraryList = parseOptionalPath(v); }},
       {"rdma with contain", [](Policy& p, const std::string& v) { p.rdmaWithContain = parseBool(v); }},
       {"rocm library list", [](Policy& p, const std::string& v) { p.rocmLibraryList = parseOptionalPath(v); }},

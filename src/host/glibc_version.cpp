@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <bit>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -70,6 +71,30 @@ class ElfFile {
     return best;
   }
 
+  // DT_NEEDED of the dynamic section, in order (the string table is the one sh_link names).
+  std::vector<std::string> needed() const {
+    std::vector<std::string> out;
+    for (const Section& s : sections_) {
+      if (s.type != SHT_DYNAMIC || s.link >= sections_.size()) continue;
+      const Section& strings = sections_[s.link];
+      const std::uint64_t entry = is64_ ? sizeof(Elf64_Dyn) : sizeof(Elf32_Dyn);
+      for (std::uint64_t at = s.offset; at + entry <= s.offset + s.size && out.size() < 4096; at += entry) {
+        std::int64_t tag = 0;
+        std::uint64_t value = 0;
+        if (is64_) {
+          const auto d = get<Elf64_Dyn>(at);
+          tag = d.d_tag, value = d.d_un.d_val;
+        } else {
+          const auto d = get<Elf32_Dyn>(at);
+          tag = d.d_tag, value = d.d_un.d_val;
+        }
+        if (tag == DT_NULL) break;
+        if (tag == DT_NEEDED) out.push_back(name(strings, value));
+      }
+    }
+    return out;
+  }
+
  private:
   // Read where needed (a driver library can be 100 MiB; its version sections are small).
   template <typename T>
@@ -83,7 +108,7 @@ class ElfFile {
   }
 
   std::string name(const Section& strings, std::uint64_t index) const {
-    if (index >= strings.size) throw Error(path_ + ": a version name outside its string table");
+    if (index >= strings.size) throw Error(path_ + ": a name outside its string table");
     std::string out;
     std::array<char, 64> chunk{};
     for (std::uint64_t at = strings.offset + index; at < strings.offset + strings.size && out.size() < 4096; at += chunk.size()) {
@@ -108,7 +133,8 @@ class ElfFile {
     for (std::uint16_t i = 0; i < eh.e_shnum; ++i) {
       const auto sh = get<Shdr>(eh.e_shoff + std::uint64_t{i} * sizeof(Shdr));
       sections_.push_back({sh.sh_type, sh.sh_link, sh.sh_info, sh.sh_offset, sh.sh_size});
-      if (sh.sh_type == SHT_GNU_verneed || sh.sh_type == SHT_GNU_verdef || sh.sh_type == SHT_STRTAB)
+      if (sh.sh_type == SHT_GNU_verneed || sh.sh_type == SHT_GNU_verdef || sh.sh_type == SHT_STRTAB ||
+          sh.sh_type == SHT_DYNAMIC)
         if (sh.sh_offset > size_ || size_ - sh.sh_offset < sh.sh_size)
           throw Error(path_ + ": section " + std::to_string(i) + " runs past the end of the file");
     }
@@ -151,5 +177,7 @@ std::optional<GlibcVersion> parseGlibcVersionName(const std::string& name) {
 std::optional<GlibcVersion> glibcNeededBy(const std::string& path) { return ElfFile(path).maxGlibc(SHT_GNU_verneed); }
 
 std::optional<GlibcVersion> glibcDefinedBy(const std::string& path) { return ElfFile(path).maxGlibc(SHT_GNU_verdef); }
+
+std::vector<std::string> elfNeeded(const std::string& path) { return ElfFile(path).needed(); }
 
 }  // namespace ctr::host

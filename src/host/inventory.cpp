@@ -1,5 +1,6 @@
 // ctr check --host: the node's inventory from /proc and /sys (ctr/inventory.hpp).
 #include "ctr/inventory.hpp"
+#include "ctr/mpi.hpp"
 
 #include <dlfcn.h>
 #include <sys/utsname.h>
@@ -156,13 +157,29 @@ json rdmaInventory(const std::string& root) {
 
 // MPI libraries the ld.so cache knows, by the ABI their soname promises: libmpi.so.40 is
 // Open MPI 3-5; libmpi.so.12 / libmpich.so.12 the MPICH ABI (MPICH, Intel MPI, Cray MPICH).
-json mpiInventory(const std::string& root) {
+json mpiInventory(const config::Policy& policy, const std::string& root) {
   json libraries = json::array();
+  // The host MPI the admin configured for --mpi=bind ('mpi library'), resolved as a launch
+  // resolves it; null when none is configured, {"error": ...} when it does not resolve.
+  json configured = nullptr;
+  if (!policy.mpiLibraries.empty()) {
+    MpiScanInputs in;
+    in.root = root;
+    in.libraries = policy.mpiLibraries;
+    in.dependencies = policy.mpiDependencies;
+    in.paths = policy.mpiPaths;
+    try {
+      configured = toJson(scanHostMpi(in));
+      configured["abi_check"] = policy.mpiAbiStrict ? "strict" : "relaxed";
+    } catch (const Error& e) {
+      configured = {{"error", e.what()}};
+    }
+  }
   LdCache cache;
   try {
     cache = readLdCache(under(root, "/etc/ld.so.cache"));
   } catch (const Error& e) {
-    return {{"libraries", libraries}, {"error", e.what()}};
+    return {{"libraries", libraries}, {"error", e.what()}, {"configured_host_mpi", configured}};
   }
   const ElfIdentity hostId = hostElfIdentity();
   const auto flags = ldCacheFlagsFor(hostId);
@@ -178,7 +195,7 @@ json mpiInventory(const std::string& root) {
                          {"file", ec ? e.path : real.filename().string()},
                          {"abi", openMpi ? "Open MPI" : "MPICH ABI"}});
   }
-  return {{"libraries", libraries}, {"configured_host_mpi", nullptr}};
+  return {{"libraries", libraries}, {"configured_host_mpi", configured}};
 }
 
 }  // namespace
@@ -193,7 +210,7 @@ json hostInventory(const config::Policy& policy, const std::string& root) {
   out["nvidia"] = nvidiaInventory(policy, root);
   out["amd"] = amdInventory(root);
   out["rdma"] = rdmaInventory(root);
-  out["mpi"] = mpiInventory(root);
+  out["mpi"] = mpiInventory(policy, root);
   return out;
 }
 
@@ -229,7 +246,18 @@ std::string describeInventory(const json& inv) {
     const std::string s = str(l["soname"]);
     if (s.find("libmpi.so.") == 0 || s.find("libmpich.so.") == 0) seen += (seen.empty() ? "" : ", ") + s + " (" + str(l["abi"]) + ", " + str(l["file"]) + ")";
   }
-  o << (seen.empty() ? "none in the ld.so cache" : seen) << "; host MPI for --mpi=bind: not configured\n";
+  o << (seen.empty() ? "none in the ld.so cache" : seen) << "; host MPI for --mpi=bind: ";
+  const json& configured = inv["mpi"].contains("configured_host_mpi") ? inv["mpi"]["configured_host_mpi"] : json();
+  if (configured.is_null()) {
+    o << "not configured\n";
+  } else if (configured.contains("error")) {
+    o << str(configured["error"]) << '\n';
+  } else {
+    std::string libs;
+    for (const auto& l : configured["libraries"]) libs += (libs.empty() ? "" : ", ") + str(l["soname"]) + " " + str(l["version"]);
+    o << str(configured["abi"]) << " (" << libs << "), " << configured["dependencies"].size() << " dependencies, ABI check "
+      << str(configured["abi_check"]) << '\n';
+  }
   if (inv.contains("topology")) {
     const json& t = inv["topology"];
     if (t.contains("error")) {

@@ -154,9 +154,11 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
   }
   for (const auto& [name, value] : env.fixed) vars[name] = value;
 
-  if (!in.libraryDirs.empty()) {
+  if (!in.libraryDirs.empty() || !in.libraryDirsFirst.empty()) {
     std::string list = vars.contains("LD_LIBRARY_PATH") ? vars["LD_LIBRARY_PATH"] : "";
     for (const auto& dir : in.libraryDirs) appendPathList(list, dir);
+    for (auto dir = in.libraryDirsFirst.rbegin(); dir != in.libraryDirsFirst.rend(); ++dir)
+      list = list.empty() ? *dir : *dir + ":" + list;
     vars["LD_LIBRARY_PATH"] = list;
   }
   return env;

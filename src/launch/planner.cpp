@@ -246,6 +246,41 @@ void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::strin
     libraryDirs.push_back(std::string(kContainerLibDir));
 }
 
+// --mpi=bind: the host MPI's dependencies (and its libraries, for lookups through
+// LD_LIBRARY_PATH) into kContainerMpiDir, its configuration and the fabric's at their host
+// paths; the replacement of the image's libraries is data for the runtime (MpiInjection).
+MpiInjection planHostMpi(const host::HostMpi& mpi, bool strict, std::vector<Mount>& mounts,
+                         std::vector<std::string>& firstLibraryDirs) {
+  MpiInjection injection;
+  injection.family = mpi.family;
+  injection.check = strict ? host::MpiAbiCheck::Strict : host::MpiAbiCheck::Relaxed;
+  injection.needsGlibc = mpi.needsGlibc;
+  injection.needsGlibcLibrary = mpi.needsGlibcLibrary;
+  injection.notes = mpi.skipped;
+  injection.dependencies = mpi.dependencies.size();
+  injection.scanFromCache = mpi.fromCache;
+  addMount(mounts, tmpfsMount(std::string(kContainerMpiDir), MountOrigin::Host));
+  auto bindFile = [&](const host::MpiLibrary& lib) {
+    Mount m = bindMount(lib.path, joinPath(kContainerMpiDir, lib.soname), true, MountOrigin::Host);
+    m.recursive = false;
+    m.required = true;
+    m.from = lib.from;
+    addMount(mounts, std::move(m));
+  };
+  for (const auto& lib : mpi.libraries) {
+    injection.replace.push_back({lib.soname, lib.path, lib.from});
+    bindFile(lib);
+  }
+  for (const auto& lib : mpi.dependencies) bindFile(lib);
+  for (const auto& path : mpi.paths) {
+    Mount m = bindMount(mpi.root == "/" ? path.path : joinPath(mpi.root, path.path), path.path, true, MountOrigin::Host);
+    m.from = path.from;
+    addMount(mounts, std::move(m));
+  }
+  firstLibraryDirs.push_back(std::string(kContainerMpiDir));
+  return injection;
+}
+
 // The list of programs and libraries of a vendor: ctr.conf's, else beside ctr.conf.
 std::string libraryListPath(const config::Policy& policy, const std::string& configured, const char* fileName) {
   if (!configured.empty()) return configured;
@@ -300,6 +335,21 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
           addNode(static_cast<unsigned>(std::stoul(device.name)), node.path, node.hostPath.empty() ? node.path : node.hostPath);
       }
     }
+  }
+}
+
+void discoverMpiHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy) {
+  if (options.mpi != "bind") return;
+  host::MpiScanInputs in;
+  if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
+  in.libraries = policy.mpiLibraries;
+  in.dependencies = policy.mpiDependencies;
+  in.paths = policy.mpiPaths;
+  in.cacheDir = host.stateDir;
+  try {
+    host.mpi = host::scanHostMpi(in);
+  } catch (const Error& e) {
+    host.mpiMissing = e.what();
   }
 }
 
@@ -645,6 +695,17 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
       plan.admitAgainst = host.limits->capacity;
   }
 
+  // --mpi=bind: the site's MPI in place of the image's; hybrid (the default) needs nothing:
+  // mpirun's variables pass with the environment, /dev/shm and /tmp are the host's.
+  std::vector<std::string> firstLibraryDirs;
+  if (options.mpi == "bind") {
+    if (!host.mpi)
+      throw Error("--mpi=bind: " + (host.mpiMissing.empty() ? std::string("the host MPI was not looked at") : host.mpiMissing));
+    plan.mpi = planHostMpi(*host.mpi, policy.mpiAbiStrict, mounts, firstLibraryDirs);
+  } else if (!options.mpi.empty() && options.mpi != "hybrid") {
+    throw Error("bad --mpi '" + options.mpi + "': bind (the host's MPI replaces the image's) or hybrid (the image's own)")
+        .withStatus(1);
+  }
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
   std::vector<std::string> userBinds;
@@ -744,6 +805,7 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   envInputs.envFiles = options.envFileVars;
   envInputs.devices = std::move(deviceEnv);
   envInputs.libraryDirs = std::move(libraryDirs);
+  envInputs.libraryDirsFirst = std::move(firstLibraryDirs);
   if (!image.environment.empty()) {
     envInputs.image = parseEnvFile(image.environment, image.path.string() + " (SIF environment object)");
   }
@@ -961,6 +1023,15 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   } else {
     j["devices"] = nullptr;
   }
+  if (plan.mpi) {
+    nlohmann::json replace = nlohmann::json::array();
+    for (const auto& r : plan.mpi->replace) replace.push_back({{"soname", r.soname}, {"host_path", r.hostPath}, {"from", r.from}});
+    j["mpi"] = {{"mode", "bind"}, {"abi", host::toString(plan.mpi->family)}, {"abi_check", host::toString(plan.mpi->check)},
+                {"replace", replace}, {"dependencies", plan.mpi->dependencies}, {"scan_from_cache", plan.mpi->scanFromCache}, {"needs_glibc", plan.mpi->needsGlibc},
+                {"needs_glibc_library", plan.mpi->needsGlibcLibrary}, {"left_out", plan.mpi->notes}};
+  } else {
+    j["mpi"] = nullptr;
+  }
   return j;
 }
 
@@ -1011,6 +1082,18 @@ std::string toText(const LaunchPlan& plan) {
     }
     for (const auto& file : d.cdiSpecFiles) out << "  CDI spec: " << file << '\n';
     for (const auto& note : d.notes) out << "  left out: " << note << '\n';
+  }
+  if (plan.mpi) {
+    const auto& mpi = *plan.mpi;
+    out << "mpi:        bind: the host's " << host::toString(mpi.family) << " replaces the image's ";
+    for (size_t i = 0; i < mpi.replace.size(); ++i) out << (i ? ", " : "") << mpi.replace[i].soname;
+    out << " after the ABI check ('mpi abi check = " << host::toString(mpi.check) << "': same family and major"
+        << (mpi.check == host::MpiAbiCheck::Strict ? ", host minor >= image minor" : "") << "); " << mpi.dependencies
+        << " dependencies in " << kContainerMpiDir << " (first on LD_LIBRARY_PATH)"
+        << (mpi.scanFromCache ? "; scan read from the state directory's cache" : "; scanned now")
+        << (mpi.needsGlibc.empty() ? "" : "; needs glibc >= " + mpi.needsGlibc + " (" + mpi.needsGlibcLibrary + ")") << '\n';
+    for (const auto& r : mpi.replace) out << "  replace: " << r.soname << " <- " << r.hostPath << " from " << r.from << '\n';
+    for (const auto& note : mpi.notes) out << "  left out: " << note << '\n';
   }
   if (plan.build) {
     auto maps = [](const std::vector<IdRange>& ranges) {

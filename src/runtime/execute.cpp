@@ -49,9 +49,15 @@ namespace {
 // message that names a symbol, not the driver: say it before the app starts (issue 8). The
 // root is the container's now. An image without glibc (musl, static) is not checked.
 void checkInjectedDriversGlibc(const launch::LaunchPlan& plan) {
-  if (!plan.devices) return;
-  for (const auto& driver : plan.devices->drivers) {
+  std::vector<launch::InjectedDriver> drivers;
+  if (plan.devices) drivers = plan.devices->drivers;
+  if (plan.mpi && !plan.mpi->needsGlibc.empty())
+    drivers.push_back({host::GpuVendor::Nvidia, "", plan.mpi->needsGlibc, plan.mpi->needsGlibcLibrary, 0, false});
+  for (const auto& driver : drivers) {
     if (driver.needsGlibc.empty()) continue;
+    const std::string what = driver.version.empty() && plan.mpi
+                                 ? "host MPI (" + host::toString(plan.mpi->family) + ", --mpi=bind)"
+                                 : host::toString(driver.vendor) + " driver " + driver.version;
     const auto needed = host::parseGlibcVersionName("GLIBC_" + driver.needsGlibc);
     for (const char* libc : {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
                              "/lib/powerpc64le-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6",
@@ -63,9 +69,9 @@ void checkInjectedDriversGlibc(const launch::LaunchPlan& plan) {
         continue;
       }
       if (image && needed && *image < *needed)
-        throw Error("the host's " + host::toString(driver.vendor) + " driver " + driver.version + " needs glibc " +
+        throw Error("the host's " + what + " needs glibc " +
                     driver.needsGlibc + " (" + driver.needsGlibcLibrary + "), but the image has glibc " +
-                    host::toString(*image) + " (" + libc + "): use an image with a newer glibc, or a host driver built for an older one");
+                    host::toString(*image) + " (" + libc + "): use an image with a newer glibc, or a host build for an older one");
       break;
     }
   }

@@ -3,6 +3,8 @@
 // tmpfs "stage", mount the plan's mounts, pivot_root.
 #include "rootfs.hpp"
 
+#include "ctr/mpi.hpp"
+
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -213,6 +215,53 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
       }
     }
   }
+}
+
+// --mpi=bind: each host library over the image's library of its soname, after the ABI
+// check the plan names (launch::MpiInjection). In the assembled root, before pivot_root,
+// while the host's files are still reachable by path.
+void replaceImageMpi(const LaunchPlan& plan, int rootFd) {
+  if (!plan.mpi || plan.mpi->replace.empty()) return;
+  log::StepTimer timer("replacing the image's MPI");
+  auto fileOf = [](const std::string& path) { return path.substr(path.find_last_of('/') + 1); };
+  std::size_t replaced = 0;
+  for (const auto& r : plan.mpi->replace) {
+    const auto image = host::findImageLibrary(rootFd, r.soname);
+    if (!image) {
+      spdlog::debug("--mpi=bind: the image has no {}: the host's is only in {}", r.soname, launch::kContainerMpiDir);
+      continue;
+    }
+    const auto verdict = host::checkMpiAbi(fileOf(r.hostPath), fileOf(image->realPath), plan.mpi->check);
+    if (!verdict.compatible)
+      throw Error("--mpi=bind: " + r.soname + ": " + verdict.message + " (host " + r.hostPath + ", image " +
+                  image->realPath + ")");
+    if (!verdict.message.empty()) spdlog::warn("--mpi=bind: {}: {}", r.soname, verdict.message);
+    UniqueFd target = openTarget(rootFd, image->realPath);
+    bindInto(r.hostPath, target.get(), true, false, image->realPath);
+    spdlog::debug("--mpi=bind: {} ({}, via {}) covered by {}", image->path, image->realPath, image->how, r.hostPath);
+    ++replaced;
+  }
+  if (replaced > 0) return;
+  // Nothing of the host's MPI is in the image: say what the image has instead.
+  const std::string hostFile = fileOf(plan.mpi->replace.front().hostPath);
+  const host::MpiFamily family = host::mpiFamilyOf(hostFile);
+  std::string has;
+  bool sameFamily = false;
+  for (const auto& other : host::findImageMpiLibraries(rootFd)) {
+    const std::string file = fileOf(other.realPath);
+    sameFamily = sameFamily || host::mpiFamilyOf(file) == family;
+    has += (has.empty() ? "" : ", ") + host::toString(host::mpiFamilyOf(file)) + " " + file + " (" + other.path + ")";
+  }
+  std::string sonames;
+  for (const auto& r : plan.mpi->replace) sonames += (sonames.empty() ? "" : ", ") + r.soname;
+  throw Error("--mpi=bind: the image has no " + sonames + " to replace with the host's " + host::toString(family) + " " +
+              hostFile + "; " +
+              (has.empty() ? std::string("it has no MPI library (libmpi.so.*, libmpich.so.*) in its ld.so cache or "
+                                         "library directories: run it without --mpi=bind")
+                           : "it has " + has +
+                                 (!sameFamily && family != host::MpiFamily::Unknown
+                                      ? ": Open MPI and the MPICH ABI are never mixed"
+                                      : "")));
 }
 
 void pivotInto(const std::string& rootPath) {
@@ -449,6 +498,7 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
       if (!targets.empty()) {
         log::StepTimer prepared("using the prepared root");
         mountPlan(plan, image, rootPath, rootFd.get(), &targets);
+        replaceImageMpi(plan, rootFd.get());
         pivotInto(rootPath);
         return;
       }
@@ -516,6 +566,7 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
     if (::mount_setattr(rootFd.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
       throw sysError("make the root read-only");
   }
+  replaceImageMpi(plan, rootFd.get());
 
   pivotInto(rootPath);
 }

@@ -101,9 +101,9 @@ for _ in $(seq 40); do [ "$(live_squashfuse)" = 0 ] && break; sleep 0.1; done
 wait_gone "linger: after kills and the window"
 no_host_mounts "linger: after kills and the window"
 
-note "nothing but the state directory, its mnt/ and the caches (seccomp filters, GPU driver scans) remain"
+note "nothing but the state directory, its mnt/ and the caches (seccomp filters, GPU driver and host MPI scans) remain"
 left=$(find "$state" -mindepth 1 ! -path "$state/mnt" ! -regex "$state/seccomp-[0-9a-f]*\.bpf" \
-         ! -regex "$state/\(nvidia\|amd\)-scan-[0-9a-f]*\.json")
+         ! -regex "$state/\(nvidia\|amd\|mpi\)-scan-[0-9a-f]*\.json")
 [ -z "$left" ] || fail "left in $state: $left"
 assert_no_leftovers
 echo "PASS: $TEST_NAME"

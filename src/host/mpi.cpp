@@ -1,0 +1,471 @@
+// The host MPI for --mpi=bind and the ABI check against the image's (ctr/mpi.hpp).
+#include "ctr/mpi.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <deque>
+#include <filesystem>
+#include <set>
+#include <span>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/build_config.hpp"
+#include "ctr/glibc_version.hpp"
+#include "ctr/hash.hpp"
+#include "ctr/ldcache.hpp"
+#include "ctr/pathutil.hpp"
+
+namespace ctr::host {
+namespace {
+
+// Files looked at in the 'mpi path' directories for plugins' dependencies.
+constexpr std::size_t kMaxPlugins = 4096;
+
+std::string under(const std::string& root, const std::string& path) {
+  return root == "/" ? path : launch::joinPath(root, path);
+}
+
+std::string baseName(std::string_view path) {
+  const auto slash = path.find_last_of('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+std::string dirName(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+}
+
+// glibc's own libraries: the image's glibc serves the host MPI (binding the host's libc
+// into an image is not something to do behind the user's back).
+bool isGlibcLibrary(std::string_view soname) {
+  for (std::string_view name : {"libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so", "libutil.so",
+                                "libresolv.so", "libnsl.so", "libanl.so", "libmvec.so", "libBrokenLocale.so"})
+    if (soname.starts_with(name) && (soname.size() == name.size() || soname[name.size()] == '.')) return true;
+  return soname.starts_with("ld-linux") || soname.starts_with("ld64.so") || soname == "linux-vdso.so.1";
+}
+
+// The real path of `path` on the host (symlinks followed); `path` when that fails.
+std::string realFile(const std::string& path) {
+  std::error_code ec;
+  auto real = std::filesystem::canonical(path, ec);
+  return ec ? path : real.string();
+}
+
+// The cache entry ld.so would take for `soname` on this machine, as a selected library.
+std::optional<SelectedLibrary> lookUp(const LdCache& cache, const std::string& soname, const std::string& root,
+                                      std::string& why) {
+  const std::string names[] = {soname};
+  auto selection = selectLibraries(cache, names, hostElfIdentity(), root);
+  for (auto& s : selection.selected)
+    if (s.soname == soname) return std::move(s);
+  why = "not in the host's ld.so cache";
+  for (const auto& s : selection.skipped)
+    if (s.soname == soname) why = s.reason;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string toString(MpiFamily family) {
+  switch (family) {
+    case MpiFamily::OpenMpi: return "Open MPI";
+    case MpiFamily::Mpich: return "MPICH ABI";
+    case MpiFamily::Unknown: break;
+  }
+  return "unknown";
+}
+
+std::string toString(MpiAbiCheck mode) { return mode == MpiAbiCheck::Strict ? "strict" : "relaxed"; }
+
+MpiFamily mpiFamilyOf(std::string_view name) {
+  name = std::string_view(name).substr(name.find_last_of('/') == std::string_view::npos ? 0 : name.find_last_of('/') + 1);
+  if (name.starts_with("libmpich.so.") || name == "libmpich.so") return MpiFamily::Mpich;
+  if (name == "libmpi.so.12" || name.starts_with("libmpi.so.12.")) return MpiFamily::Mpich;
+  if (name.starts_with("libmpi.so.") && name.size() > 10 && std::isdigit(static_cast<unsigned char>(name[10])))
+    return MpiFamily::OpenMpi;
+  return MpiFamily::Unknown;
+}
+
+std::optional<LibraryVersion> parseLibraryVersion(std::string_view fileName) {
+  const auto at = fileName.find(".so");
+  if (at == std::string_view::npos || at == 0) return std::nullopt;
+  LibraryVersion v;
+  v.stem = std::string(fileName.substr(0, at + 3));
+  std::string_view rest = fileName.substr(at + 3);
+  while (!rest.empty()) {
+    if (rest[0] != '.' || rest.size() < 2) return std::nullopt;
+    rest.remove_prefix(1);
+    std::size_t digits = 0;
+    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) ++digits;
+    if (digits == 0 || digits > 6) return std::nullopt;
+    v.numbers.push_back(std::stoi(std::string(rest.substr(0, digits))));
+    rest.remove_prefix(digits);
+  }
+  return v;
+}
+
+std::string versionText(const LibraryVersion& version) {
+  std::string out;
+  for (int n : version.numbers) out += (out.empty() ? "" : ".") + std::to_string(n);
+  return out;
+}
+
+MpiAbiVerdict checkMpiAbi(std::string_view hostFile, std::string_view imageFile, MpiAbiCheck mode) {
+  const std::string host = "the host's " + std::string(hostFile), image = "the image's " + std::string(imageFile);
+  const MpiFamily hostFamily = mpiFamilyOf(hostFile), imageFamily = mpiFamilyOf(imageFile);
+  if (hostFamily != MpiFamily::Unknown && imageFamily != MpiFamily::Unknown && hostFamily != imageFamily)
+    return {false, host + " is " + toString(hostFamily) + ", " + image + " is " + toString(imageFamily) +
+                       ": the two ABIs are never mixed"};
+  const auto h = parseLibraryVersion(hostFile), i = parseLibraryVersion(imageFile);
+  if (!h || !i || h->stem != i->stem)
+    return {false, host + " and " + image + " are not versions of one library"};
+  if (h->numbers.empty() || i->numbers.empty())
+    return {false, (h->numbers.empty() ? host : image) + " has no version in its file name: the ABI cannot be checked"};
+  const std::string versions = " (host " + versionText(*h) + ", image " + versionText(*i) + ")";
+  if (h->major() != i->major())
+    return {false, host + " and " + image + " have different major versions" + versions + ": incompatible ABIs"};
+  if (h->minor() < i->minor()) {
+    if (mode == MpiAbiCheck::Strict)
+      return {false, image + " is newer than " + host + versions +
+                         ": the app may use what the older host library lacks ('mpi abi check = strict')"};
+    return {true, image + " is newer than " + host + versions + ": replaced anyway ('mpi abi check = relaxed')"};
+  }
+  return {true, ""};
+}
+
+static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
+  if (in.libraries.empty())
+    throw Error("no host MPI is configured (ctr.conf 'mpi library = libmpi.so.40' names one)");
+  HostMpi mpi;
+  mpi.root = in.root;
+  const LdCache cache = readLdCache(under(in.root, in.ldCache));
+  std::set<std::string> seen;  // sonames taken
+  auto resolve = [&](const std::string& name, std::string& why) -> std::optional<MpiLibrary> {
+    if (name.starts_with("/")) {
+      const std::string path = realFile(under(in.root, name));
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        why = "no such file on the host";
+        return std::nullopt;
+      }
+      try {
+        if (elfClassAndMachine(path) != hostElfIdentity()) {
+          why = "not built for " + describe(hostElfIdentity());
+          return std::nullopt;
+        }
+      } catch (const Error& e) {
+        why = e.oneLine();
+        return std::nullopt;
+      }
+      // The soname a path provides: its real name up to the major ("libmpi.so.40.30.4" ->
+      // "libmpi.so.40"), which is what ld.so looks for.
+      const auto v = parseLibraryVersion(baseName(path));
+      if (!v || v->numbers.empty()) {
+        why = "its file name carries no version (libNAME.so.MAJOR...)";
+        return std::nullopt;
+      }
+      return MpiLibrary{v->stem + "." + std::to_string(v->major()), path, "host file " + name};
+    }
+    auto found = lookUp(cache, name, in.root, why);
+    if (!found) return std::nullopt;
+    return MpiLibrary{found->soname, realFile(found->path), "ld.so cache " + found->soname + " (" +
+                                                                 describeLdCacheFlags(found->flags) + ")"};
+  };
+  for (const auto& name : in.libraries) {
+    std::string why;
+    auto lib = resolve(name, why);
+    if (!lib) throw Error("ctr.conf 'mpi library' " + name + ": " + why);
+    const MpiFamily family = mpiFamilyOf(baseName(lib->path));
+    if (family != MpiFamily::Unknown && mpi.family != MpiFamily::Unknown && family != mpi.family)
+      throw Error("ctr.conf 'mpi library' mixes " + toString(mpi.family) + " and " + toString(family) + " (" + name + ")");
+    if (mpi.family == MpiFamily::Unknown) mpi.family = family;
+    if (!seen.insert(lib->soname).second) continue;
+    lib->from = "ctr.conf 'mpi library' " + name + ": " + lib->from;
+    mpi.libraries.push_back(std::move(*lib));
+  }
+  // The fabric's libraries, when the host has them: the MPI's transport plugins (dlopen'd,
+  // so not in any DT_NEEDED) need them, and the host's provider plugins match the host's.
+  std::vector<std::pair<std::string, std::string>> extra;  // name, why
+  for (const auto& name : in.dependencies) extra.emplace_back(name, "ctr.conf 'mpi dependency' " + name);
+  for (const char* fabric : {"libibverbs.so.1", "librdmacm.so.1"})
+    for (const auto& e : cache.entries)
+      if (e.soname == fabric) {
+        extra.emplace_back(fabric, "the host's rdma-core");
+        break;
+      }
+  // Dependencies: breadth first through DT_NEEDED, resolved in the host's cache.
+  std::deque<std::pair<std::string, std::string>> queue;  // soname, needed by
+  auto needs = [&](const MpiLibrary& lib) {
+    try {
+      for (auto& n : elfNeeded(lib.path)) queue.emplace_back(std::move(n), lib.soname);
+    } catch (const Error& e) {
+      mpi.skipped.push_back(lib.soname + ": its dependencies are not known (" + e.oneLine() + ")");
+    }
+  };
+  for (const auto& lib : mpi.libraries) needs(lib);
+  for (const auto& [name, why] : extra) {
+    std::string problem;
+    auto lib = resolve(name, problem);
+    if (!lib) {
+      mpi.skipped.push_back(name + " (" + why + "): " + problem);
+      continue;
+    }
+    if (!seen.insert(lib->soname).second) continue;
+    lib->from = why + ": " + lib->from;
+    mpi.dependencies.push_back(*lib);
+    needs(mpi.dependencies.back());
+  }
+  auto drain = [&] {
+  while (!queue.empty()) {
+    auto [soname, by] = std::move(queue.front());
+    queue.pop_front();
+    if (isGlibcLibrary(soname) || seen.contains(soname)) continue;
+    seen.insert(soname);
+    std::string why;
+    auto found = lookUp(cache, soname, in.root, why);
+    if (!found) {
+      mpi.skipped.push_back(soname + " (needed by " + by + "): " + why);
+      continue;
+    }
+    mpi.dependencies.push_back({soname, realFile(found->path), "DT_NEEDED of " + by + ": ld.so cache " + soname + " (" +
+                                                                   describeLdCacheFlags(found->flags) + ")"});
+    needs(mpi.dependencies.back());
+  }
+  };
+  drain();
+  // Configuration the admin names, then the fabric's plugins and configuration.
+  std::set<std::string> paths;
+  auto addPath = [&](const std::string& path, const std::string& from, bool quiet) {
+    if (!paths.insert(path).second) return;
+    if (::access(under(in.root, path).c_str(), F_OK) == 0)
+      mpi.paths.push_back({path, from});
+    else if (!quiet)
+      mpi.skipped.push_back(path + " (" + from + "): not on the host");
+  };
+  for (const auto& path : in.paths) addPath(path, "ctr.conf 'mpi path'", false);
+  addPath("/etc/libibverbs.d", "rdma-core provider configuration", true);
+  for (const auto& [soname, dir, what] :
+       {std::tuple{"libibverbs.so.1", "libibverbs", "rdma-core provider plugins"},
+        std::tuple{"libucp.so.0", "ucx", "UCX transport plugins"},
+        std::tuple{"libfabric.so.1", "libfabric", "libfabric provider plugins"}}) {
+    for (const auto& e : cache.entries) {
+      if (e.soname != soname || e.path.empty() || e.path[0] != '/') continue;
+      // The library's real directory: plugins are looked for at the path the library was
+      // built for (/usr/lib/<multiarch>/libibverbs), not through /lib -> usr/lib.
+      std::string libDir = realFile(under(in.root, dirName(e.path)));
+      if (in.root != "/" && libDir.starts_with(in.root + "/")) libDir = libDir.substr(in.root.size());
+      addPath(launch::joinPath(libDir, dir), what + std::string(" (beside ") + e.path + ")", true);
+      break;
+    }
+  }
+  addPath("/etc/ucx", "UCX configuration", true);
+  addPath("/etc/libfabric.conf", "libfabric configuration", true);
+  // Plugins in those directories (Open MPI's components, PMIx's, the verbs providers, UCX's
+  // transports) are dlopen'd: what they need must be in the container too.
+  std::size_t plugins = 0;
+  for (const auto& path : mpi.paths) {
+    std::error_code ec;
+    const std::string dir = under(in.root, path.path);
+    if (!std::filesystem::is_directory(dir, ec)) continue;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator() && plugins < kMaxPlugins; it.increment(ec)) {
+      if (it.depth() >= 4) it.disable_recursion_pending();
+      const std::string name = it->path().filename().string();
+      if (!(name.ends_with(".so") || name.find(".so.") != std::string::npos) || !it->is_regular_file(ec) ||
+          it->is_symlink(ec))
+        continue;
+      ++plugins;
+      try {
+        const std::string by = "plugin " + path.path + it->path().string().substr(dir.size());
+        for (auto& n : elfNeeded(it->path().string())) {
+          // Beside the plugin (its RUNPATH is $ORIGIN): in the bound directory already.
+          std::error_code missing;
+          if (!std::filesystem::exists(it->path().parent_path() / n, missing))
+            queue.emplace_back(std::move(n), by);
+        }
+      } catch (const Error& e) {
+        spdlog::debug("{}", e.what());
+      }
+    }
+  }
+  drain();
+  std::optional<GlibcVersion> newest;
+  auto glibcOf = [&](const MpiLibrary& lib) {
+    try {
+      if (auto v = glibcNeededBy(lib.path); v && (!newest || *v > *newest)) {
+        newest = v;
+        mpi.needsGlibcLibrary = lib.soname;
+      }
+    } catch (const Error& e) {
+      spdlog::debug("glibc needs of {} not known: {}", lib.path, e.what());
+    }
+  };
+  for (const auto& lib : mpi.libraries) glibcOf(lib);
+  for (const auto& lib : mpi.dependencies) glibcOf(lib);
+  if (newest) mpi.needsGlibc = toString(*newest);
+  return mpi;
+}
+
+namespace {
+
+// What a cached scan was made from, unchanged: a file's or directory's identity.
+std::string identityOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return path + ":missing";
+  return fmt::format("{}:{}:{}:{}:{}.{}", path, st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+
+HostMpi fromJson(const nlohmann::json& j) {
+  HostMpi mpi;
+  const std::string abi = j.at("abi");
+  mpi.family = abi == "Open MPI" ? MpiFamily::OpenMpi : abi == "MPICH ABI" ? MpiFamily::Mpich : MpiFamily::Unknown;
+  for (const auto& l : j.at("libraries")) mpi.libraries.push_back({l.at("soname"), l.at("path"), l.at("from")});
+  for (const auto& l : j.at("dependencies")) mpi.dependencies.push_back({l.at("soname"), l.at("path"), l.at("from")});
+  for (const auto& p : j.at("paths")) mpi.paths.push_back({p.at("path"), p.at("from")});
+  mpi.skipped = j.at("skipped").get<std::vector<std::string>>();
+  mpi.needsGlibc = j.at("needs_glibc");
+  mpi.needsGlibcLibrary = j.at("needs_glibc_library");
+  return mpi;
+}
+
+// Atomically: a reader sees the old file, the new one, or none.
+void writeCache(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) throw sysError("cannot write the host MPI scan cache " + tmp);
+  const bool ok = ::write(fd.get(), content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
+                  ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw sysError("cannot write the host MPI scan cache " + path);
+  }
+}
+
+}  // namespace
+
+HostMpi scanHostMpi(const MpiScanInputs& in) {
+  if (in.cacheDir.empty()) return scanHostMpiUncached(in);
+  // Valid while the host's ld.so cache (rewritten by every library install), the list and
+  // the configured directories are unchanged.
+  std::string key = "mpi|" + std::string(build::kVersion) + "|" + in.root + "|" + identityOf(under(in.root, in.ldCache));
+  for (const auto* list : {&in.libraries, &in.dependencies, &in.paths}) {
+    key += "|";
+    for (const auto& item : *list) key += item + "," + (item.starts_with("/") ? identityOf(under(in.root, item)) : "") + ";";
+  }
+  const std::string cachePath = launch::joinPath(in.cacheDir, fmt::format("mpi-scan-{:016x}.json", fnv1a64(key)));
+  if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
+    try {
+      HostMpi mpi = fromJson(nlohmann::json::parse(text));
+      mpi.root = in.root;
+      mpi.fromCache = true;
+      return mpi;
+    } catch (const std::exception& e) {
+      spdlog::debug("host MPI scan cache {} unusable ({}): scanning again", cachePath, e.what());
+    }
+  }
+  HostMpi mpi = scanHostMpiUncached(in);
+  try {
+    writeCache(cachePath, toJson(mpi).dump());
+  } catch (const Error& e) {
+    spdlog::debug("{} (the scan is not cached)", e.what());
+  }
+  return mpi;
+}
+
+namespace {
+
+// The image's /etc/ld.so.cache, or an empty cache when it has none we can read.
+LdCache imageLdCache(int rootFd) {
+  try {
+    UniqueFd fd = launch::openInRoot(rootFd, "/etc/ld.so.cache", O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    const std::string text = readCheckedFile(fd.get(), 64u << 20, "the image's /etc/ld.so.cache");
+    return parseLdCache(std::as_bytes(std::span(text)), "the image's /etc/ld.so.cache");
+  } catch (const Error& e) {
+    spdlog::debug("{}", e.what());
+  }
+  return {};
+}
+
+std::optional<ImageLibrary> findIn(int rootFd, const LdCache& cache, const std::string& soname) {
+  auto resolved = [&](const std::string& path, std::string how) -> std::optional<ImageLibrary> {
+    try {
+      auto r = launch::resolveInRoot(rootFd, path, "image library");
+      if (r.kind != launch::PathKind::RegularFile) return std::nullopt;
+      return ImageLibrary{soname, path, r.path, std::move(how)};
+    } catch (const Error& e) {
+      spdlog::debug("{}", e.what());
+      return std::nullopt;
+    }
+  };
+  const auto hostFlags = ldCacheFlagsFor(hostElfIdentity());
+  for (const auto& e : cache.entries) {
+    if (e.soname != soname || !e.hwcapsName.empty() || e.path.empty() || e.path[0] != '/') continue;
+    if (hostFlags && e.flags != *hostFlags && e.flags != kLdFlagElf) continue;
+    if (auto found = resolved(e.path, "the image's ld.so cache")) return found;
+  }
+  for (std::string_view dir : kImageLibraryDirs)
+    if (auto found = resolved(launch::joinPath(dir, soname), std::string(dir))) return found;
+  return std::nullopt;
+}
+
+// An MPI library's soname: libmpi.so.N or libmpich.so.N (one number).
+bool isMpiSoname(const std::string& name) {
+  const auto v = parseLibraryVersion(name);
+  return mpiFamilyOf(name) != MpiFamily::Unknown && v && v->numbers.size() == 1;
+}
+
+}  // namespace
+
+std::optional<ImageLibrary> findImageLibrary(int rootFd, const std::string& soname) {
+  return findIn(rootFd, imageLdCache(rootFd), soname);
+}
+
+std::vector<ImageLibrary> findImageMpiLibraries(int rootFd) {
+  const LdCache cache = imageLdCache(rootFd);
+  std::vector<std::string> names;
+  for (const auto& e : cache.entries)
+    if (isMpiSoname(e.soname) && std::find(names.begin(), names.end(), e.soname) == names.end()) names.push_back(e.soname);
+  for (std::string_view dir : kImageLibraryDirs) {
+    try {
+      UniqueFd fd = launch::openInRoot(rootFd, std::string(dir), O_RDONLY | O_DIRECTORY);
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd/" + std::to_string(fd.get()), ec)) {
+        const std::string name = entry.path().filename().string();
+        if (isMpiSoname(name) && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+      }
+    } catch (const Error&) {
+    }
+  }
+  std::vector<ImageLibrary> out;
+  for (const auto& name : names)
+    if (auto found = findIn(rootFd, cache, name)) out.push_back(std::move(*found));
+  return out;
+}
+
+nlohmann::json toJson(const HostMpi& mpi) {
+  auto libs = [](const std::vector<MpiLibrary>& list) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& l : list) {
+      const auto v = parseLibraryVersion(baseName(l.path));
+      a.push_back({{"soname", l.soname}, {"path", l.path}, {"version", v ? versionText(*v) : ""}, {"from", l.from}});
+    }
+    return a;
+  };
+  nlohmann::json paths = nlohmann::json::array();
+  for (const auto& p : mpi.paths) paths.push_back({{"path", p.path}, {"from", p.from}});
+  return {{"abi", toString(mpi.family)}, {"libraries", libs(mpi.libraries)}, {"dependencies", libs(mpi.dependencies)},
+          {"paths", paths}, {"skipped", mpi.skipped}, {"needs_glibc", mpi.needsGlibc},
+          {"needs_glibc_library", mpi.needsGlibcLibrary}};
+}
+
+}  // namespace ctr::host
