@@ -209,6 +209,46 @@ TEST_F(MpiTree, ResolvesTheConfiguredLibrariesTheirDependenciesAndTheFabric) {
   EXPECT_EQ(j["libraries"][0]["version"], "40.30.4");
 }
 
+TEST_F(MpiTree, PluginsNeedsComeAlongAndTheScanIsCachedUntilTheLdCacheChanges) {
+  if (!hostTree()) CTR_SKIP_BECAUSE(why_);
+  // A component directory: a plugin that needs a library only the cache knows, and one that
+  // needs its neighbour (found through $ORIGIN, so in the bound directory already).
+  ASSERT_TRUE(library(host_, "/usr/lib64", "libfabric-fake.so.1.0.0", "libfabric-fake.so.1")) << why_;
+  ASSERT_TRUE(library(host_, "/usr/lib64/openmpi", "libmca_common_x.so.40", "libmca_common_x.so.40")) << why_;
+  ASSERT_TRUE(library(host_, "/usr/lib64/openmpi", "mca_mtl_fake.so", "mca_mtl_fake.so",
+                      {"../libfabric-fake.so.1.0.0", "libmca_common_x.so.40"}))
+      << why_;
+  ASSERT_TRUE(cache(host_, "/usr/lib64\n")) << why_;
+  const std::string state = dir_ + "/state";
+  std::filesystem::create_directories(state);
+  ctr::host::MpiScanInputs in;
+  in.root = host_;
+  in.libraries = {"libmpi.so.40"};
+  in.paths = {"/usr/lib64/openmpi"};
+  in.cacheDir = state;
+  const auto first = ctr::host::scanHostMpi(in);
+  EXPECT_FALSE(first.fromCache);
+  bool fabric = false;
+  for (const auto& d : first.dependencies)
+    if (d.soname == "libfabric-fake.so.1") {
+      fabric = true;
+      EXPECT_EQ(d.from.find("DT_NEEDED of plugin /usr/lib64/openmpi/mca_mtl_fake.so"), 0u) << d.from;
+    }
+  EXPECT_TRUE(fabric);
+  for (const auto& note : first.skipped) EXPECT_EQ(note.find("libmca_common_x"), std::string::npos) << note;
+  const auto second = ctr::host::scanHostMpi(in);
+  EXPECT_TRUE(second.fromCache);
+  EXPECT_EQ(second.dependencies, first.dependencies);
+  EXPECT_EQ(second.paths, first.paths);
+  EXPECT_EQ(second.skipped, first.skipped);
+  EXPECT_EQ(second.family, first.family);
+  // A library installed (ldconfig rewrites the cache): scanned again.
+  ::usleep(10000);
+  ASSERT_TRUE(cache(host_, "/usr/lib64\n")) << why_;
+  EXPECT_FALSE(ctr::host::scanHostMpi(in).fromCache);
+  EXPECT_TRUE(ctr::host::scanHostMpi(in).fromCache);
+}
+
 TEST_F(MpiTree, RefusesWhatIsNotThereAndMixedFamilies) {
   if (!hostTree()) CTR_SKIP_BECAUSE(why_);
   ASSERT_TRUE(library(host_, "/usr/lib64", "libmpich.so.12.2.2", "libmpich.so.12"));
