@@ -1,0 +1,100 @@
+#!/bin/bash
+# ctr pull from a registry that wants a bearer token (the distribution spec's token
+# authentication, as Docker Hub, GitLab and Harbor do it): Debian's docker-registry with
+# `auth: token`, and a token service on 127.0.0.1 (registry/token_server.py) that signs
+# JWTs with a key made here and grants a known user what it asks for. Without credentials,
+# with a wrong password, and with the right ones (CTR_DOCKER_USERNAME/PASSWORD), as root
+# and as the test user.
+. "$(dirname "$0")/lib.sh"
+
+command -v skopeo >/dev/null || skip "skopeo is not installed (apt-get install skopeo)"
+command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
+command -v openssl >/dev/null || skip "openssl is not installed"
+ensure_test_user
+require_fuse
+use_linger 0
+export CTR_CONFIG=$CTR_TEST_CONFIG  # root's launches too: no lingering holder at the end
+
+# ---- a one-layer OCI layout of the demo root, Env and Cmd in its config.
+mkdir -p "$WORK/root" "$WORK/layout/blobs/sha256"
+make_demo_rootfs "$WORK/root"
+blob() {  # blob FILE: moves FILE into the layout, prints "digest size"
+  local d s; d=$(sha256sum "$1" | cut -d' ' -f1); s=$(stat -c %s "$1")
+  mv "$1" "$WORK/layout/blobs/sha256/$d"; echo "sha256:$d $s"
+}
+tar -C "$WORK/root" --numeric-owner --owner=0 --group=0 -czf "$WORK/layer.tgz" .
+diff_id=$(gzip -dc "$WORK/layer.tgz" | sha256sum | cut -d' ' -f1)
+read -r layer layer_size < <(blob "$WORK/layer.tgz")
+printf '{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/bin","SECRET_IMAGE=yes"],"Cmd":["/bin/sh"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+  "$diff_id" > "$WORK/config.json"
+read -r config config_size < <(blob "$WORK/config.json")
+printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"%s","size":%s}]}' \
+  "$config" "$config_size" "$layer" "$layer_size" > "$WORK/manifest.json"
+read -r manifest manifest_size < <(blob "$WORK/manifest.json")
+echo '{"imageLayoutVersion":"1.0.0"}' > "$WORK/layout/oci-layout"
+printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"1"}}]}' \
+  "$manifest" "$manifest_size" > "$WORK/layout/index.json"
+
+# ---- the token service and the registry, on free ports of 127.0.0.1, killed at exit.
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ctr-test-token-issuer \
+  -keyout "$WORK/token.key" -out "$WORK/token.crt" >/dev/null 2>&1 || fail "openssl could not make the token key"
+token_port=$(free_port)
+/usr/bin/python3 "$(dirname "$0")/registry/token_server.py" "$token_port" "$WORK/token.key" "$WORK/token.crt" \
+  ctr-test-issuer alice:s3cret "$WORK/tokens.log" >"$WORK/token-server.log" 2>&1 &
+token_pid=$!
+port=$(free_port)
+cat > "$WORK/registry.yml" <<YML
+version: 0.1
+log: {level: error}
+storage: {filesystem: {rootdirectory: $WORK/registry}}
+http: {addr: 127.0.0.1:$port}
+auth:
+  token:
+    realm: http://127.0.0.1:$token_port/token
+    service: ctr-test-registry
+    issuer: ctr-test-issuer
+    rootcertbundle: $WORK/token.crt
+YML
+docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+registry_pid=$!
+trap 'kill $registry_pid $token_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 50); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" = 401 ] &&
+    curl -fs "http://127.0.0.1:$token_port/token?service=x" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" = 401 ] ||
+  fail "the registry did not start with token auth: $(cat "$WORK/registry.log")"
+curl -fs "http://127.0.0.1:$token_port/token?service=x" >/dev/null || fail "the token service did not start: $(cat "$WORK/token-server.log")"
+reg=127.0.0.1:$port
+skopeo copy -q --dest-tls-verify=false --dest-creds alice:s3cret "oci:$WORK/layout:1" "docker://$reg/team/app:1" ||
+  fail "skopeo could not push through the token service"
+chmod -R a+rX "$WORK"
+export CTR_CACHE_DIR=$WORK/cache
+
+note "without credentials: refused, naming the registry and the variables"
+rc=0; out=$("$CTR_BIN" pull "$WORK/anon.sif" "docker://$reg/team/app:1" 2>&1) || rc=$?
+[ "$rc" != 0 ] || fail "an anonymous pull worked"
+expect_contains "anonymous" "team/app:1: access denied by $reg (HTTP 401; credentials: CTR_DOCKER_USERNAME/CTR_DOCKER_PASSWORD)" "$out"
+[ ! -e "$WORK/anon.sif" ] || fail "a refused pull left its output"
+
+note "a wrong password: the token service's refusal is named"
+rc=0; out=$(CTR_DOCKER_USERNAME=alice CTR_DOCKER_PASSWORD=wrong "$CTR_BIN" pull "$WORK/wrong.sif" "docker://$reg/team/app:1" 2>&1) || rc=$?
+[ "$rc" != 0 ] || fail "a pull with a wrong password worked"
+expect_contains "wrong password" "token request to http://127.0.0.1:$token_port/token for $reg failed: HTTP 401" "$out"
+
+note "the right credentials: a token for repository:team/app:pull, then the image runs"
+CTR_DOCKER_USERNAME=alice CTR_DOCKER_PASSWORD=s3cret "$CTR_BIN" -q pull "$WORK/app.sif" "docker://$reg/team/app:1" ||
+  fail "pull with credentials"
+expect_contains "the token asked for" "token for alice: ['repository:team/app:pull']" "$(cat "$WORK/tokens.log")"
+expect_eq "exec in the pulled image" "yes" "$("$CTR_BIN" exec "$WORK/app.sif" sh -c 'echo $SECRET_IMAGE')"
+
+note "as $CTR_TEST_USER, with Apptainer's variable names"
+mkdir "$WORK/user-cache" && chown "$CTR_TEST_USER" "$WORK/user-cache"
+out=$(as_user env CTR_CACHE_DIR="$WORK/user-cache" APPTAINER_DOCKER_USERNAME=alice APPTAINER_DOCKER_PASSWORD=s3cret \
+  "$CTR_BIN" -q pull "/tmp/ctr-pull-auth-$$.sif" "docker://$reg/team/app:1" 2>&1) || fail "pull as the test user: $out"
+expect_eq "exec as the test user" "yes" "$(as_user "$CTR_BIN" exec "/tmp/ctr-pull-auth-$$.sif" sh -c 'echo $SECRET_IMAGE')"
+rm -f "/tmp/ctr-pull-auth-$$.sif"
+assert_nothing_left "pull with token auth"
+echo "PASS: $TEST_NAME"
