@@ -133,7 +133,7 @@ for w in r["workloads"]:
         assert a["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE"), (n, f["name"], a)
         verdicts.append(a["verdict"])
         if a["verdict"] == "FAIL":
-            print(f"-- {os.path.basename(path)}: {n}/{f['name']}: FAIL, overhead {a['overhead']:+.1%} CI [{a['ci'][0]:+.1%}, {a['ci'][1]:+.1%}] ({a['note']})")
+            print(f"-- {os.path.basename(path)}: {n}/{f['name']}: FAIL, overhead {a['overhead']:+.1%} CI [{a['ci'][0]:+.1%}, {a['ci'][1]:+.1%}]" + (f" ({a['note']})" if a['note'] else ""))
             assert a["ci"][0] < 1.0, (n, f["name"], "the container is over twice as slow in every pair", a)
     print(f"-- {os.path.basename(path)}: {n}: ok in {w['duration_s']:.0f} s, {len(plan)} blocks, "
           + ", ".join(f"{f['name']} {f['analysis']['verdict']}" for f in w["foms"]))
