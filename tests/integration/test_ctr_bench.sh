@@ -1,7 +1,9 @@
 #!/bin/bash
-# ctr-bench end to end (issue 10): a quick run as root and as the test user with site
-# workloads (regex output) and, when built, a fast subset of the suite's own workloads; the
-# result file's contract; a failing workload gives ERROR with its stderr tail; Ctrl-C keeps
+# ctr-bench end to end (issue 10): `ctr-bench run --quick` with every workload of the quick
+# profile plus site workloads (regex output), as root (with the netns two-host OSU case and
+# the scenarios) and as the test user, about 80 s each on 2 cores; the result file's
+# contract; the root run's HTML report in headless Chromium with every plot; a failing
+# workload gives ERROR with its stderr tail; a hanging one times out; Ctrl-C keeps
 # the samples; compare and report refuse corrupt or foreign result files; a bad descriptor
 # is refused with one line naming the file and the key.
 . "$(dirname "$0")/lib.sh"
@@ -131,7 +133,7 @@ for w in r["workloads"]:
         assert a["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE"), (n, f["name"], a)
         verdicts.append(a["verdict"])
         if a["verdict"] == "FAIL":
-            print(f"-- {os.path.basename(path)}: {n}/{f['name']}: FAIL, overhead {a['overhead']:+.1%} CI [{a['ci'][0]:+.1%}, {a['ci'][1]:+.1%}] ({a['note']})")
+            print(f"-- {os.path.basename(path)}: {n}/{f['name']}: FAIL, overhead {a['overhead']:+.1%} CI [{a['ci'][0]:+.1%}, {a['ci'][1]:+.1%}]" + (f" ({a['note']})" if a['note'] else ""))
             assert a["ci"][0] < 1.0, (n, f["name"], "the container is over twice as slow in every pair", a)
     print(f"-- {os.path.basename(path)}: {n}: ok in {w['duration_s']:.0f} s, {len(plan)} blocks, "
           + ", ".join(f"{f['name']} {f['analysis']['verdict']}" for f in w["foms"]))
@@ -181,7 +183,7 @@ run_quick root "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.y
 grep -q '^dd-zero  *copy_rate' "$WORK/root.out" || fail "no summary table: $(cat "$WORK/root.out")"
 # Nothing may keep the run's images (host-stack, the cold-start copy) open or mounted.
 wd=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["workdir"])' "$WORK/root.json")
-held=$(ls -l /proc/[0-9]*/fd 2>/dev/null | grep -F "$wd/" || true)
+held=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "$wd/*" -printf "%p -> %l\n" 2>/dev/null || true)
 [ -z "$held" ] || fail "images of the run still open after it ended: $held"
 ! grep -qF "$wd" /proc/self/mountinfo || fail "a mount of the run's work directory is left: $(grep -F "$wd" /proc/self/mountinfo)"
 if ip netns list 2>/dev/null | grep -qw '^n[12]'; then fail "the two-host case left its network namespaces: $(ip netns list)"; fi
@@ -235,7 +237,7 @@ note "Ctrl-C keeps the samples so far"
 "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/slow.yaml" --workloads slow --no-cold-start --blocks 100 \
   --out "$WORK/int.json" > "$WORK/int.out" 2>&1 &
 pid=$!
-for i in $(seq 100); do
+for _ in $(seq 100); do
   [ -s "$WORK/int.json" ] && $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["workloads"] and len(r["workloads"][0]["plan"]) >= 3 else 1)' "$WORK/int.json" 2>/dev/null && break
   sleep 0.2
 done

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by tests/integration/test_ctr_bench.sh and test_ctr_bench_report.sh (after lib.sh:
 # $WORK, note, fail): a ctr-bench HTML report checked in a real headless Chromium.
 #   check_html NAME PAGE.html EXPECTED_PLOTS
