@@ -347,6 +347,16 @@ struct LaunchPlan {
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }
 };
 
+// A glibc version that an injected host component needs of the image: the runtime checks
+// the image's libc.so.6 against each before the app starts, naming both versions.
+struct GlibcNeed {
+  std::string what;     // "NVIDIA driver 535.104.05", "host MPI (Open MPI, --mpi=bind)"
+  std::string version;  // "2.34"
+  std::string library;  // the injected library that needs it
+};
+// The plan's needs: of each ld.so-cache driver (--nv, --rocm) and of the host MPI.
+[[nodiscard]] std::vector<GlibcNeed> glibcNeeds(const LaunchPlan& plan);
+
 // Host facts for the calling process (lookupHostUser, getcwd, environ).
 [[nodiscard]] HostFacts discoverHost();
 

@@ -353,6 +353,19 @@ void discoverMpiHost(HostFacts& host, const LaunchOptions& options, const config
   }
 }
 
+std::vector<GlibcNeed> glibcNeeds(const LaunchPlan& plan) {
+  std::vector<GlibcNeed> needs;
+  if (plan.devices) {
+    for (const auto& driver : plan.devices->drivers)
+      if (!driver.needsGlibc.empty())
+        needs.push_back({host::toString(driver.vendor) + " driver " + driver.version, driver.needsGlibc, driver.needsGlibcLibrary});
+  }
+  if (plan.mpi && !plan.mpi->needsGlibc.empty())
+    needs.push_back({"host MPI (" + host::toString(plan.mpi->family) + ", --mpi=bind)", plan.mpi->needsGlibc,
+                     plan.mpi->needsGlibcLibrary});
+  return needs;
+}
+
 HostFacts discoverHost() {
   HostFacts host;
   host.user = lookupHostUser();

@@ -48,17 +48,9 @@ namespace {
 // A host driver built against a newer glibc than the image's fails in the loader with a
 // message that names a symbol, not the driver: say it before the app starts (issue 8). The
 // root is the container's now. An image without glibc (musl, static) is not checked.
-void checkInjectedDriversGlibc(const launch::LaunchPlan& plan) {
-  std::vector<launch::InjectedDriver> drivers;
-  if (plan.devices) drivers = plan.devices->drivers;
-  if (plan.mpi && !plan.mpi->needsGlibc.empty())
-    drivers.push_back({host::GpuVendor::Nvidia, "", plan.mpi->needsGlibc, plan.mpi->needsGlibcLibrary, 0, false});
-  for (const auto& driver : drivers) {
-    if (driver.needsGlibc.empty()) continue;
-    const std::string what = driver.version.empty() && plan.mpi
-                                 ? "host MPI (" + host::toString(plan.mpi->family) + ", --mpi=bind)"
-                                 : host::toString(driver.vendor) + " driver " + driver.version;
-    const auto needed = host::parseGlibcVersionName("GLIBC_" + driver.needsGlibc);
+void checkGlibcNeeds(const launch::LaunchPlan& plan) {
+  for (const auto& need : launch::glibcNeeds(plan)) {
+    const auto needed = host::parseGlibcVersionName("GLIBC_" + need.version);
     for (const char* libc : {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
                              "/lib/powerpc64le-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6",
                              "/lib/libc.so.6", "/usr/lib/libc.so.6"}) {
@@ -69,8 +61,8 @@ void checkInjectedDriversGlibc(const launch::LaunchPlan& plan) {
         continue;
       }
       if (image && needed && *image < *needed)
-        throw Error("the host's " + what + " needs glibc " +
-                    driver.needsGlibc + " (" + driver.needsGlibcLibrary + "), but the image has glibc " +
+        throw Error("the host's " + need.what + " needs glibc " + need.version + " (" + need.library +
+                    "), but the image has glibc " +
                     host::toString(*image) + " (" + libc + "): use an image with a newer glibc, or a host build for an older one");
       break;
     }
@@ -358,7 +350,7 @@ namespace {
   bool foreground = false;
   if (plan.namespaces.pid) enterPidNamespace(initSignals, &previousMask, &foreground);
   assembleRoot(plan, image);
-  checkInjectedDriversGlibc(plan);
+  checkGlibcNeeds(plan);
 
   log::StepTimer handover("hand-over");
   if (::chdir(plan.workdir.c_str()) != 0) {

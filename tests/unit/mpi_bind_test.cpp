@@ -369,6 +369,12 @@ TEST(MpiPlan, BindPutsTheHostMpiInThePlanWithProvenance) {
   EXPECT_TRUE(prepared);
   // First on LD_LIBRARY_PATH (the image's scripts and the user's settings come later).
   EXPECT_EQ(ctr::testing::envOf(plan, "LD_LIBRARY_PATH"), "/.singularity.d/mpi");
+  // What the runtime checks against the image's libc.so.6, named for its message.
+  const auto needs = ctr::launch::glibcNeeds(plan);
+  ASSERT_EQ(needs.size(), 1u);
+  EXPECT_EQ(needs[0].what, "host MPI (Open MPI, --mpi=bind)");
+  EXPECT_EQ(needs[0].version, "2.34");
+  EXPECT_EQ(needs[0].library, "libmpi.so.40");
   const std::string text = ctr::launch::toText(plan);
   EXPECT_NE(text.find("mpi:        bind: the host's Open MPI replaces the image's libmpi.so.40"), std::string::npos) << text;
   EXPECT_NE(text.find("left out: libgone.so.3"), std::string::npos) << text;
