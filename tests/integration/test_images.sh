@@ -25,6 +25,8 @@ done
 
 # ---- mpi.def built for real: on the cached debootstrap base, %post's apt-get and mpicc.
 ensure_test_user
+use_linger 0
+export CTR_CONFIG=$CTR_TEST_CONFIG  # root's launches too: no lingering holder at the end
 command -v mmdebstrap >/dev/null || skip "mmdebstrap is not installed (the recipes parse)"
 timeout 10 bash -c "exec 3<>/dev/tcp/deb.debian.org/80" 2>/dev/null || skip "the Debian mirror is unreachable (the recipes parse)"
 export CTR_CACHE_DIR=/tmp/ctr-build-test-cache   # test_build_def's: the bookworm base is made once per run

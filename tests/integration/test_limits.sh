@@ -28,6 +28,13 @@ cd "$WORK"
 CTR=$CTR_BIN
 stale_cgroups() { find /sys/fs/cgroup -maxdepth 6 -type d -name 'ctr-[0-9]*' 2>/dev/null || true; }
 no_cgroups() { local s; s=$(stale_cgroups); [ -z "$s" ] || fail "$1: cgroups left: $s"; }
+# A launch of an earlier run that was SIGKILLed before its cgroup could be swept leaves an
+# empty ctr-<pid> cgroup (the next limited launch would remove it, as ctr does): remove
+# those whose launcher is gone; a live launch's cgroup stops the test.
+for d in $(stale_cgroups); do
+  pid=${d##*/ctr-}
+  kill -0 "$pid" 2>/dev/null || { note "removing $d, left by an earlier run"; rmdir "$d" 2>/dev/null || true; }
+done
 no_cgroups "before the test"
 
 note "ExplainShowsTheLimitsAndTheCgroup"
@@ -137,11 +144,19 @@ as_user "$CTR" exec --stats "$WORK/user-stats.json" "$WORK/demo.sqfs" true 2>/de
 note "SigkillOfCtrLeavesNoCgroup"
 "$CTR" exec --memory 64M demo.sqfs sleep 30 &
 launcher=$!
-for _ in $(seq 50); do [ -n "$(stale_cgroups)" ] && break; sleep 0.1; done
-[ -n "$(stale_cgroups)" ] || fail "no cgroup while the limited app runs"
+# The app is the process in the launch's cgroup (it enters right before execve): that pid,
+# not any "sleep 30" on the machine, must die with ctr.
+app=""
+for _ in $(seq 100); do
+  for d in $(stale_cgroups); do app=$(head -1 "$d/cgroup.procs" 2>/dev/null || true); [ -n "$app" ] && break; done
+  [ -n "$app" ] && [ "$(cat "/proc/$app/comm" 2>/dev/null)" = sleep ] && break
+  app=""; sleep 0.05
+done
+[ -n "$app" ] || fail "the limited app never showed up in its cgroup: $(stale_cgroups | tr '\n' ' ')"
 kill -KILL "$launcher"; wait "$launcher" 2>/dev/null || true
-for _ in $(seq 50); do pgrep -f "^sleep 30" >/dev/null || break; sleep 0.1; done
-pgrep -f "^sleep 30" >/dev/null && fail "the app outlived its SIGKILLed ctr"
+alive() { [ -e "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+for _ in $(seq 50); do alive "$app" || break; sleep 0.1; done
+alive "$app" && fail "the app ($(ps -o pid=,ppid=,stat=,args= -p "$app")) outlived its SIGKILLed ctr"
 note "left by the SIGKILLed ctr: $(stale_cgroups | tr '\n' ' ')"
 "$CTR" exec --memory 64M demo.sqfs true || fail "the next limited launch"
 no_cgroups "after the next launch"
