@@ -22,44 +22,19 @@
 #include "ctr/hash.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/programs.hpp"
+#include "scan_files.hpp"
 
 namespace ctr::host {
 namespace {
 
 using nlohmann::json;
 
-std::string under(const std::string& root, const std::string& path) {
-  return root == "/" ? path : launch::joinPath(root, path);
-}
-
-// What a cached scan is valid for: the files it was made from, unchanged.
-std::string fileIdentity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return path + ":missing";
-  return fmt::format("{}:{}:{}:{}:{}.{}", path, st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-}
-
-// Atomically: a reader sees the old file, the new one, or none.
-void writeCacheFile(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) throw sysError("cannot write the driver scan cache " + tmp);
-  if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
-    ::unlink(tmp.c_str());
-    throw sysError("cannot write the driver scan cache " + tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw sysError("cannot rename the driver scan cache to " + path);
-  }
-}
-
 GpuDriver scanUncached(const GpuScanInputs& in, const std::string& version) {
   GpuDriver driver;
   driver.vendor = in.vendor;
   driver.version = version;
   const LibraryList list = readLibraryList(in.libraryList);
-  const LdCache cache = readLdCache(under(in.root, in.ldCache));
+  const LdCache cache = readLdCache(underRoot(in.root, in.ldCache));
   LibrarySelection selection = selectLibraries(cache, list.libraries, hostElfIdentity(), in.root);
   driver.libraries = std::move(selection.selected);
   driver.skipped = std::move(selection.skipped);
@@ -82,7 +57,7 @@ GpuDriver scanUncached(const GpuScanInputs& in, const std::string& version) {
       size_t colon = in.searchPath.find(':', start);
       if (colon == std::string::npos) colon = in.searchPath.size();
       const std::string dir = in.searchPath.substr(start, colon - start);
-      if (!dir.empty() && dir[0] == '/') searchPath += (searchPath.empty() ? "" : ":") + under(in.root, dir);
+      if (!dir.empty() && dir[0] == '/') searchPath += (searchPath.empty() ? "" : ":") + underRoot(in.root, dir);
       start = colon + 1;
     }
   }
@@ -95,7 +70,7 @@ GpuDriver scanUncached(const GpuScanInputs& in, const std::string& version) {
     driver.binaries.emplace_back(name, path);
   }
   for (const auto& file : list.files) {
-    if (::access(under(in.root, file).c_str(), R_OK) == 0)
+    if (::access(underRoot(in.root, file).c_str(), R_OK) == 0)
       driver.files.push_back(file);
     else
       driver.skipped.push_back({file, "", "", "file not on the host"});
@@ -103,7 +78,7 @@ GpuDriver scanUncached(const GpuScanInputs& in, const std::string& version) {
   if (in.vendor != GpuVendor::Nvidia) return driver;
   for (const char* socket : {"/var/run/nvidia-persistenced/socket", "/run/nvidia-persistenced/socket"}) {
     struct stat st {};
-    if (::stat(under(in.root, socket).c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+    if (::stat(underRoot(in.root, socket).c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
       driver.sockets.push_back(socket);
       break;
     }
@@ -121,7 +96,7 @@ json skippedJson(const SkippedLibrary& l) {
 }  // namespace
 
 std::string nvidiaDriverVersion(const std::string& root) {
-  const std::string line = readFirstLine(under(root, "/proc/driver/nvidia/version"));
+  const std::string line = readFirstLine(underRoot(root, "/proc/driver/nvidia/version"));
   // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 ..." or
   // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build ..."
   static const std::regex versionPattern(R"((^|\s)(\d+\.\d+(\.\d+)?)(\s|$))");
@@ -133,10 +108,10 @@ std::string nvidiaDriverVersion(const std::string& root) {
 std::vector<std::string> nvidiaDeviceNodes(const std::string& root) {
   std::vector<std::string> nodes;
   for (const char* fixed : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia-caps"})
-    if (::access(under(root, fixed).c_str(), F_OK) == 0) nodes.push_back(fixed);
+    if (::access(underRoot(root, fixed).c_str(), F_OK) == 0) nodes.push_back(fixed);
   std::vector<std::pair<unsigned long, std::string>> numbered;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(under(root, "/dev"), ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(underRoot(root, "/dev"), ec)) {
     const std::string name = entry.path().filename().string();
     if (name.size() > 6 && name.starts_with("nvidia") &&
         std::all_of(name.begin() + 6, name.end(), [](char c) { return c >= '0' && c <= '9'; }) && name.size() < 16)
@@ -147,20 +122,20 @@ std::vector<std::string> nvidiaDeviceNodes(const std::string& root) {
   return nodes;
 }
 
-std::string hostPath(const GpuDriver& driver, const std::string& path) { return under(driver.root, path); }
+std::string hostPath(const GpuDriver& driver, const std::string& path) { return underRoot(driver.root, path); }
 
 std::string toString(GpuVendor vendor) { return vendor == GpuVendor::Nvidia ? "NVIDIA" : "AMD"; }
 
 std::string amdDriverVersion(const std::string& root) {
-  if (::access(under(root, "/dev/kfd").c_str(), F_OK) != 0) return "";
-  const std::string version = readFirstLine(under(root, "/sys/module/amdgpu/version"));
+  if (::access(underRoot(root, "/dev/kfd").c_str(), F_OK) != 0) return "";
+  const std::string version = readFirstLine(underRoot(root, "/sys/module/amdgpu/version"));
   return version.empty() ? "in-tree" : version;
 }
 
 std::vector<std::string> amdDeviceNodes(const std::string& root) {
   std::vector<std::string> nodes;
   for (const char* node : {"/dev/kfd", "/dev/dri"})
-    if (::access(under(root, node).c_str(), F_OK) == 0) nodes.push_back(node);
+    if (::access(underRoot(root, node).c_str(), F_OK) == 0) nodes.push_back(node);
   return nodes;
 }
 
@@ -168,14 +143,14 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
   const bool nvidia = in.vendor == GpuVendor::Nvidia;
   const std::string version = nvidia ? nvidiaDriverVersion(in.root) : amdDriverVersion(in.root);
   if (version.empty())
-    throw Error(nvidia ? "no NVIDIA driver on this host (" + under(in.root, "/proc/driver/nvidia/version") +
+    throw Error(nvidia ? "no NVIDIA driver on this host (" + underRoot(in.root, "/proc/driver/nvidia/version") +
                              " is missing: the nvidia kernel module is not loaded)"
-                       : "no AMD GPU driver on this host (" + under(in.root, "/dev/kfd") +
+                       : "no AMD GPU driver on this host (" + underRoot(in.root, "/dev/kfd") +
                              " is missing: the amdgpu kernel module is not loaded)");
   GpuDriver driver;
   std::string cachePath;
   if (!in.cacheDir.empty()) {
-    const std::string key = toString(in.vendor) + "|" + fileIdentity(under(in.root, in.ldCache)) + "|" + version + "|" +
+    const std::string key = toString(in.vendor) + "|" + fileIdentity(underRoot(in.root, in.ldCache)) + "|" + version + "|" +
                             fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + build::kVersion;
     cachePath = launch::joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", nvidia ? "nvidia" : "amd", fnv1a64(key)));
     if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
@@ -191,7 +166,7 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
     driver = scanUncached(in, version);
     if (!cachePath.empty()) {
       try {
-        writeCacheFile(cachePath, toJson(driver).dump());
+        writeScanCache(cachePath, toJson(driver).dump(), "the driver scan cache");
       } catch (const Error& e) {
         spdlog::debug("{} (the scan is not cached)", e.what());
       }

@@ -19,16 +19,13 @@
 #include "ctr/ldcache.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/strings.hpp"
+#include "scan_files.hpp"
 
 namespace ctr::host {
 namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-std::string under(const std::string& root, const std::string& path) {
-  return root == "/" ? path : launch::joinPath(root, path);
-}
 
 std::vector<std::string> sortedEntries(const std::string& dir) {
   std::vector<std::string> names;
@@ -61,7 +58,7 @@ json numaOf(const std::string& sysDeviceDir) {
 }
 
 json memoryTotal(const std::string& root) {
-  const std::string kb = field(readFileIfPresent(under(root, "/proc/meminfo")), "MemTotal");
+  const std::string kb = field(readFileIfPresent(underRoot(root, "/proc/meminfo")), "MemTotal");
   try {
     return kb.empty() ? json(nullptr) : json(std::stoull(kb) * 1024);
   } catch (const std::exception&) {
@@ -86,14 +83,14 @@ json cudaDriverApiVersion() {
 json nvidiaInventory(const config::Policy& policy, const std::string& root) {
   const std::string version = nvidiaDriverVersion(root);
   json gpus = json::array();
-  const std::string gpuDir = under(root, "/proc/driver/nvidia/gpus");
+  const std::string gpuDir = underRoot(root, "/proc/driver/nvidia/gpus");
   for (const auto& bus : sortedEntries(gpuDir)) {
     const std::string info = readFileIfPresent(gpuDir + "/" + bus + "/information");
     gpus.push_back({{"model", field(info, "Model")},
                     {"uuid", field(info, "GPU UUID")},
                     {"bus", bus},
                     {"minor", field(info, "Device Minor")},
-                    {"numa_node", numaOf(under(root, "/sys/bus/pci/devices/" + bus))}});
+                    {"numa_node", numaOf(underRoot(root, "/sys/bus/pci/devices/" + bus))}});
   }
   const CdiRegistry cdi = loadCdiSpecs(policy.cdiSpecDirs);
   std::string source;
@@ -111,7 +108,7 @@ json nvidiaInventory(const config::Policy& policy, const std::string& root) {
 // AMD: /dev/kfd, and each KFD topology node with a GPU (gfx_target_version non-zero).
 json amdInventory(const std::string& root) {
   json gpus = json::array();
-  const std::string nodes = under(root, "/sys/class/kfd/kfd/topology/nodes");
+  const std::string nodes = underRoot(root, "/sys/class/kfd/kfd/topology/nodes");
   for (const auto& node : sortedEntries(nodes)) {
     const std::string props = readFileIfPresent(nodes + "/" + node + "/properties");
     std::istringstream in(props);
@@ -124,15 +121,15 @@ json amdInventory(const std::string& root) {
     if (gfx.empty() || gfx == "0") continue;
     gpus.push_back({{"node", node}, {"gfx_target_version", gfx}, {"location_id", location}, {"domain", domain}});
   }
-  const std::string version = readFirstLine(under(root, "/sys/module/amdgpu/version"));
-  return {{"kfd", ::access(under(root, "/dev/kfd").c_str(), F_OK) == 0},
+  const std::string version = readFirstLine(underRoot(root, "/sys/module/amdgpu/version"));
+  return {{"kfd", ::access(underRoot(root, "/dev/kfd").c_str(), F_OK) == 0},
           {"driver", version.empty() ? json(nullptr) : json(version)},
           {"gpus", gpus}};
 }
 
 json rdmaInventory(const std::string& root) {
   json devices = json::array();
-  const std::string ib = under(root, "/sys/class/infiniband");
+  const std::string ib = underRoot(root, "/sys/class/infiniband");
   for (const auto& name : sortedEntries(ib)) {
     json ports = json::array();
     for (const auto& port : sortedEntries(ib + "/" + name + "/ports")) {
@@ -148,10 +145,10 @@ json rdmaInventory(const std::string& root) {
                        {"numa_node", numaOf(ib + "/" + name + "/device")}});
   }
   json providers = json::array();
-  for (const auto& file : sortedEntries(under(root, "/etc/libibverbs.d")))
+  for (const auto& file : sortedEntries(underRoot(root, "/etc/libibverbs.d")))
     if (file.ends_with(".driver")) providers.push_back(file.substr(0, file.size() - 7));
   return {{"devices", devices},
-          {"uverbs", ::access(under(root, "/dev/infiniband").c_str(), F_OK) == 0},
+          {"uverbs", ::access(underRoot(root, "/dev/infiniband").c_str(), F_OK) == 0},
           {"providers", providers}};
 }
 
@@ -177,7 +174,7 @@ json mpiInventory(const config::Policy& policy, const std::string& root) {
   }
   LdCache cache;
   try {
-    cache = readLdCache(under(root, "/etc/ld.so.cache"));
+    cache = readLdCache(underRoot(root, "/etc/ld.so.cache"));
   } catch (const Error& e) {
     return {{"libraries", libraries}, {"error", e.what()}, {"configured_host_mpi", configured}};
   }
@@ -189,7 +186,7 @@ json mpiInventory(const config::Policy& policy, const std::string& root) {
     if (!openMpi && !mpich) continue;
     if (flags && e.flags != *flags) continue;
     std::error_code ec;
-    const fs::path real = fs::canonical(under(root, e.path), ec);
+    const fs::path real = fs::canonical(underRoot(root, e.path), ec);
     libraries.push_back({{"soname", e.soname},
                          {"path", e.path},
                          {"file", ec ? e.path : real.filename().string()},
@@ -204,7 +201,7 @@ json hostInventory(const config::Policy& policy, const std::string& root) {
   json out;
   struct utsname u {};
   if (::uname(&u) == 0) out["kernel"] = {{"release", u.release}, {"machine", u.machine}, {"hostname", u.nodename}};
-  out["cpu_model"] = field(readFileIfPresent(under(root, "/proc/cpuinfo")), "model name");
+  out["cpu_model"] = field(readFileIfPresent(underRoot(root, "/proc/cpuinfo")), "model name");
   out["online_cpus"] = ::sysconf(_SC_NPROCESSORS_ONLN);
   out["memory_total_bytes"] = memoryTotal(root);
   out["nvidia"] = nvidiaInventory(policy, root);

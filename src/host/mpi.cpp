@@ -24,16 +24,13 @@
 #include "ctr/hash.hpp"
 #include "ctr/ldcache.hpp"
 #include "ctr/pathutil.hpp"
+#include "scan_files.hpp"
 
 namespace ctr::host {
 namespace {
 
 // Files looked at in the 'mpi path' directories for plugins' dependencies.
 constexpr std::size_t kMaxPlugins = 4096;
-
-std::string under(const std::string& root, const std::string& path) {
-  return root == "/" ? path : launch::joinPath(root, path);
-}
 
 std::string baseName(std::string_view path) {
   const auto slash = path.find_last_of('/');
@@ -148,11 +145,11 @@ static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
     throw Error("no host MPI is configured (ctr.conf 'mpi library = libmpi.so.40' names one)");
   HostMpi mpi;
   mpi.root = in.root;
-  const LdCache cache = readLdCache(under(in.root, in.ldCache));
+  const LdCache cache = readLdCache(underRoot(in.root, in.ldCache));
   std::set<std::string> seen;  // sonames taken
   auto resolve = [&](const std::string& name, std::string& why) -> std::optional<MpiLibrary> {
     if (name.starts_with("/")) {
-      const std::string path = realFile(under(in.root, name));
+      const std::string path = realFile(underRoot(in.root, name));
       struct stat st {};
       if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
         why = "no such file on the host";
@@ -247,7 +244,7 @@ static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
   std::set<std::string> paths;
   auto addPath = [&](const std::string& path, const std::string& from, bool quiet) {
     if (!paths.insert(path).second) return;
-    if (::access(under(in.root, path).c_str(), F_OK) == 0)
+    if (::access(underRoot(in.root, path).c_str(), F_OK) == 0)
       mpi.paths.push_back({path, from});
     else if (!quiet)
       mpi.skipped.push_back(path + " (" + from + "): not on the host");
@@ -262,7 +259,7 @@ static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
       if (e.soname != soname || e.path.empty() || e.path[0] != '/') continue;
       // The library's real directory: plugins are looked for at the path the library was
       // built for (/usr/lib/<multiarch>/libibverbs), not through /lib -> usr/lib.
-      std::string libDir = realFile(under(in.root, dirName(e.path)));
+      std::string libDir = realFile(underRoot(in.root, dirName(e.path)));
       if (in.root != "/" && libDir.starts_with(in.root + "/")) libDir = libDir.substr(in.root.size());
       addPath(launch::joinPath(libDir, dir), what + std::string(" (beside ") + e.path + ")", true);
       break;
@@ -275,7 +272,7 @@ static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
   std::size_t plugins = 0;
   for (const auto& path : mpi.paths) {
     std::error_code ec;
-    const std::string dir = under(in.root, path.path);
+    const std::string dir = underRoot(in.root, path.path);
     if (!std::filesystem::is_directory(dir, ec)) continue;
     for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
          !ec && it != std::filesystem::recursive_directory_iterator() && plugins < kMaxPlugins; it.increment(ec)) {
@@ -318,13 +315,6 @@ static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
 
 namespace {
 
-// What a cached scan was made from, unchanged: a file's or directory's identity.
-std::string identityOf(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return path + ":missing";
-  return fmt::format("{}:{}:{}:{}:{}.{}", path, st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-}
-
 HostMpi fromJson(const nlohmann::json& j) {
   HostMpi mpi;
   const std::string abi = j.at("abi");
@@ -338,29 +328,16 @@ HostMpi fromJson(const nlohmann::json& j) {
   return mpi;
 }
 
-// Atomically: a reader sees the old file, the new one, or none.
-void writeCache(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) throw sysError("cannot write the host MPI scan cache " + tmp);
-  const bool ok = ::write(fd.get(), content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
-                  ::rename(tmp.c_str(), path.c_str()) == 0;
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    throw sysError("cannot write the host MPI scan cache " + path);
-  }
-}
-
 }  // namespace
 
 HostMpi scanHostMpi(const MpiScanInputs& in) {
   if (in.cacheDir.empty()) return scanHostMpiUncached(in);
   // Valid while the host's ld.so cache (rewritten by every library install), the list and
   // the configured directories are unchanged.
-  std::string key = "mpi|" + std::string(build::kVersion) + "|" + in.root + "|" + identityOf(under(in.root, in.ldCache));
+  std::string key = "mpi|" + std::string(build::kVersion) + "|" + in.root + "|" + fileIdentity(underRoot(in.root, in.ldCache));
   for (const auto* list : {&in.libraries, &in.dependencies, &in.paths}) {
     key += "|";
-    for (const auto& item : *list) key += item + "," + (item.starts_with("/") ? identityOf(under(in.root, item)) : "") + ";";
+    for (const auto& item : *list) key += item + "," + (item.starts_with("/") ? fileIdentity(underRoot(in.root, item)) : "") + ";";
   }
   const std::string cachePath = launch::joinPath(in.cacheDir, fmt::format("mpi-scan-{:016x}.json", fnv1a64(key)));
   if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
@@ -375,7 +352,7 @@ HostMpi scanHostMpi(const MpiScanInputs& in) {
   }
   HostMpi mpi = scanHostMpiUncached(in);
   try {
-    writeCache(cachePath, toJson(mpi).dump());
+    writeScanCache(cachePath, toJson(mpi).dump(), "the host MPI scan cache");
   } catch (const Error& e) {
     spdlog::debug("{} (the scan is not cached)", e.what());
   }
