@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <array>
 #include <cctype>
 #include <climits>
@@ -122,6 +123,14 @@ std::optional<unsigned> nvidiaGpuIndex(const std::string& node) {
   if (node.size() <= 11 || !node.starts_with("/dev/nvidia") || !std::isdigit(static_cast<unsigned char>(node[11])))
     return std::nullopt;
   return static_cast<unsigned>(std::stoul(node.substr(11)));
+}
+
+// A CDI device named by a GPU index ("0", "3"; not a UUID or "all"): that index.
+std::optional<unsigned> cdiGpuIndex(std::string_view name) {
+  unsigned index = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), index);
+  if (name.empty() || ec != std::errc() || end != name.data() + name.size()) return std::nullopt;
+  return index;
 }
 
 std::vector<std::string> selectNvidiaDevices(const std::vector<std::string>& nodes, const std::string& visible,
@@ -328,11 +337,10 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
     for (const auto& spec : host.cdi->specs) {
       if (spec.kind != kNvidiaKind) continue;
       for (const auto& device : spec.devices) {
-        if (device.name.empty() || !std::all_of(device.name.begin(), device.name.end(),
-                                                [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-          continue;
+        const auto index = cdiGpuIndex(device.name);
+        if (!index) continue;
         for (const auto& node : device.edits.deviceNodes)
-          addNode(static_cast<unsigned>(std::stoul(device.name)), node.path, node.hostPath.empty() ? node.path : node.hostPath);
+          addNode(*index, node.path, node.hostPath.empty() ? node.path : node.hostPath);
       }
     }
   }
@@ -628,8 +636,7 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
         for (const auto& spec : host.cdi->specs)
           if (spec.kind == kNvidiaKind)
             for (const auto& d : spec.devices)
-              if (!d.name.empty() && std::all_of(d.name.begin(), d.name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-                present.push_back(static_cast<unsigned>(std::stoul(d.name)));
+              if (auto index = cdiGpuIndex(d.name)) present.push_back(*index);
       }
       std::sort(present.begin(), present.end());
       present.erase(std::unique(present.begin(), present.end()), present.end());
