@@ -147,6 +147,7 @@ SeccompProgram compileSeccomp(const SeccompProfile& profile) {
   log::StepTimer timer("compiling seccomp profile " + profile.source);
   Filter filter(seccomp_init(toScmp(profile.defaultAction)));
   if (!filter) throw Error("seccomp_init failed");
+  check(seccomp_attr_set(filter.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2), "seccomp binary tree");
   // Other ABIs of this CPU (32-bit programs on a 64-bit host) get the same rules; any
   // architecture not added here hits the default bad-arch action, which kills.
   const uint32_t native = seccomp_arch_native();
@@ -198,7 +199,7 @@ std::string cacheKey(std::string_view text) {
   const scmp_version* v = seccomp_version();
   std::string input(text);
   input += '\0' + std::to_string(v->major) + '.' + std::to_string(v->minor) + '.' +
-           std::to_string(v->micro) + '/' + std::to_string(seccomp_arch_native());
+           std::to_string(v->micro) + '/' + std::to_string(seccomp_arch_native()) + "/tree";
   return toHex16(fnv1a64(input));
 }
 
