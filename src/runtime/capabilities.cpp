@@ -4,10 +4,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
+#include <charconv>
 #include <string>
 
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/handover.hpp"
 
 namespace ctr::runtime {
@@ -36,9 +37,10 @@ void setNoNewPrivs() {
 }
 
 int lastCapability() {
-  std::ifstream file("/proc/sys/kernel/cap_last_cap");
+  const std::string text = readFirstLine("/proc/sys/kernel/cap_last_cap");
   int last = -1;
-  if (file >> last && last >= 0) return last;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), last);
+  if (ec == std::errc{} && end != text.data() && last >= 0) return last;
   // No /proc (e.g. before it is mounted): PR_CAPBSET_READ fails with EINVAL past the end.
   last = 0;
   while (::prctl(PR_CAPBSET_READ, last + 1, 0, 0, 0) >= 0) ++last;
@@ -48,11 +50,9 @@ int lastCapability() {
 void dropAllCapabilities() {
   const int last = lastCapability();
   for (int cap = 0; cap <= last; ++cap) {
-    int inSet = ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
-    if (inSet < 0) throw sysError("prctl(PR_CAPBSET_READ, " + std::to_string(cap) + ")");
-    // Dropping needs CAP_SETPCAP; skip what is already gone so a process without it that
-    // has nothing left to drop does not fail.
-    if (inSet == 1 && ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+    // Dropping needs CAP_SETPCAP: a process without it passes if the capability is gone
+    // already (nothing left to drop).
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 0) {
       throw sysError("prctl(PR_CAPBSET_DROP, " + std::to_string(cap) + ")");
     }
   }
@@ -65,6 +65,8 @@ void dropAllCapabilities() {
   CapSets empty;
   if (::syscall(SYS_capset, &header, empty.data) != 0) throw sysError("capset(empty)");
 
+  // Checked, not assumed. The ambient set needs no check of its own: the kernel keeps it
+  // within permitted and inheritable, both read back empty here.
   CapSets now = readCaps();
   for (const auto& word : now.data) {
     if (word.effective != 0 || word.permitted != 0 || word.inheritable != 0) {
@@ -74,9 +76,6 @@ void dropAllCapabilities() {
   for (int cap = 0; cap <= last; ++cap) {
     if (::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 0) {
       throw Error("capability " + std::to_string(cap) + " still in the bounding set");
-    }
-    if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0) == 1) {
-      throw Error("capability " + std::to_string(cap) + " still in the ambient set");
     }
   }
 }
