@@ -2,9 +2,11 @@
 //
 // A launch (execute) does, in its own process, which then *becomes* the app:
 //   1. acquire the shared image mount (per node, per user, per image; see below),
-//   2. join its user namespace U and mount namespace M (setns), unshare a private copy of M,
-//   3. assemble the root (the holder's prepared root, else image bind or overlay; default
-//      and user binds), pivot_root,
+//   2. join its user namespace U and mount namespace M (setns),
+//   3. assemble the root: join the holder's ready namespace when the prepared root is
+//      exactly the plan's root; else unshare a private copy of M and assemble there (the
+//      holder's prepared root, else image bind or overlay; default and user binds),
+//      pivot_root,
 //   4. hand over (no_new_privs, capabilities dropped, seccomp, environment) and execve.
 // No supervisor stays behind: signals and the exit status go straight to mpirun/the
 // scheduler.
@@ -41,7 +43,11 @@
 // not mounted again. The holder also makes the spec's default and admin binds there once
 // (listed in <base>/bound): a launch skips those its plan has unchanged, detaches in its own
 // copy those its plan lacks, and mounts over the others. Any other launch builds its own
-// root exactly as without it.
+// root exactly as without it. Ready namespace: the holder keeps an nsfs fd of a copy of M
+// pivoted into the prepared root, named with its inode in K.pid ("PID USER-INO MNT-INO
+// READY-FD READY-INO"); a launch the prepared root fits exactly (nothing to detach, add or
+// replace) joins it through /proc/PID/fd/READY-FD instead of copying M. Nothing mounts in it
+// after the holder made it.
 //
 // Holder argv contract (hidden subcommand; also what the setuid helper execs):
 //   ctr __holder --state DIR --key K --driver squashfuse|directory|premounted

@@ -100,7 +100,7 @@ std::string limitsText(const limits::Request& r) {
 std::vector<std::string> namespaceLines(const Namespaces& ns) {
   std::vector<std::string> lines;
   if (ns.sharedUser) lines.emplace_back("user (shared by the user's launches of this image)");
-  if (ns.ownMount) lines.emplace_back("mount (own copy of the shared one)");
+  if (ns.ownMount) lines.emplace_back("mount (the holder's ready one if the prepared root is exactly this root, else an own copy)");
   if (ns.pid) lines.emplace_back("pid (own: ctr's init is PID 1, the app PID 2)");
   if (ns.ipc) lines.emplace_back("ipc (own)");
   if (ns.uts) lines.emplace_back("uts (own" + (ns.hostname.empty() ? std::string(")") : ", hostname " + ns.hostname + ")"));

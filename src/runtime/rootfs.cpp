@@ -1,11 +1,11 @@
-// Assembling the root: in the launch's private copy of the holder's mount namespace (so
-// nothing here is visible to other launches or to the host), build the root on a private
-// tmpfs "stage", mount the plan's mounts, pivot_root.
+// Assembling the root: join the holder's ready namespace when its prepared root is exactly
+// the plan's; otherwise, in the launch's private copy of the holder's mount namespace (so
+// nothing here is visible to other launches or to the host), mount the plan's mounts on the
+// prepared root or on a root built on a private tmpfs "stage", and pivot_root.
 #include "rootfs.hpp"
 
-#include "ctr/mpi.hpp"
-
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,10 +14,10 @@
 #include <optional>
 #include <unistd.h>
 
-
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/log.hpp"
+#include "ctr/mpi.hpp"
 #include "ctr/pathutil.hpp"
 
 namespace ctr::runtime {
@@ -281,10 +281,14 @@ std::string preboundLine(const Mount& m) {
 }
 
 // The prepared root's binds against this plan: which plan mounts they already are (by
-// index), after detaching, in this launch's copy, those the plan does not have at all.
-std::vector<bool> reconcilePrebound(const LaunchPlan& plan, const std::string& rootPath, const std::string& bound) {
-  std::vector<bool> satisfied(plan.mounts.size(), false);
-  std::vector<std::string> detached;
+// index), and which binds the plan does not have at all (to detach in a launch's copy).
+struct PreboundFit {
+  std::vector<bool> satisfied;
+  std::vector<std::string> unused;  // destinations, parents before what is inside them
+};
+
+PreboundFit fitPrebound(const LaunchPlan& plan, const std::string& bound) {
+  PreboundFit fit{std::vector<bool>(plan.mounts.size(), false), {}};
   size_t start = 0;
   while (start < bound.size()) {
     size_t end = bound.find('\n', start);
@@ -293,22 +297,25 @@ std::vector<bool> reconcilePrebound(const LaunchPlan& plan, const std::string& r
     start = end + 1;
     const std::string destination = line.substr(0, line.find('\t'));
     // Gone with a detached parent (a host tmpfs and the binds in it).
-    if (std::any_of(detached.begin(), detached.end(), [&](const std::string& d) { return isUnder(destination, d); }))
+    if (std::any_of(fit.unused.begin(), fit.unused.end(), [&](const std::string& d) { return isUnder(destination, d); }))
       continue;
     bool present = false;
     for (size_t i = 0; i < plan.mounts.size(); ++i) {
       const Mount& m = plan.mounts[i];
       if (m.destination != destination) continue;
       present = true;
-      if ((m.kind == MountKind::Bind || m.kind == MountKind::Tmpfs) && preboundLine(m) == line) satisfied[i] = true;
+      if ((m.kind == MountKind::Bind || m.kind == MountKind::Tmpfs) && preboundLine(m) == line) fit.satisfied[i] = true;
     }
-    if (!present) {
-      if (::umount2((rootPath + destination).c_str(), MNT_DETACH) != 0)
-        throw sysError("detach the prepared bind of " + destination);
-      detached.push_back(destination);
-    }
+    if (!present) fit.unused.push_back(destination);
   }
-  return satisfied;
+  return fit;
+}
+
+// In this launch's own copy of the holder's namespace.
+void detachUnused(const PreboundFit& fit, const std::string& rootPath) {
+  for (const auto& destination : fit.unused)
+    if (::umount2((rootPath + destination).c_str(), MNT_DETACH) != 0)
+      throw sysError("detach the prepared bind of " + destination);
 }
 
 // What the prepared root's identity files were built for: a launch uses them only when its
@@ -321,13 +328,10 @@ std::string identitySignature(const launch::HostUser& user) {
   return text;
 }
 
-// The plan's mounts applied to the prepared root, when every target is already there:
-// fds of the targets in mount order (-1 for a mount to skip), or empty for "fall back".
-// `created` lists the targets the holder added to the image (one a line): each must be
-// mounted over by this plan, else the container would show an empty directory the image
-// does not have (--no-home: no home directory).
-std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const std::string& created,
-                                      const std::vector<bool>& prebound) {
+// Whether the plan mounts over every target the holder added to the image (`created`, one
+// a line); else the container would show an empty directory the image does not have
+// (--no-home: no home directory).
+bool coversCreatedTargets(const LaunchPlan& plan, const std::string& created) {
   size_t start = 0;
   while (start < created.size()) {
     size_t end = created.find('\n', start);
@@ -343,9 +347,30 @@ std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const 
     }
     if (!mounted) {
       spdlog::debug("the prepared root has {}, which this launch does not mount: own root", target);
-      return {};
+      return false;
     }
   }
+  return true;
+}
+
+// The prepared root is exactly this plan's root: nothing to detach, every mount already
+// made there (or skipped: an absent default source), no image library to replace.
+bool preparedRootIsExact(const LaunchPlan& plan, const PreboundFit& fit, const std::string& created) {
+  if (!fit.unused.empty() || (plan.mpi && !plan.mpi->replace.empty()) || !coversCreatedTargets(plan, created))
+    return false;
+  for (size_t i = 0; i < plan.mounts.size(); ++i) {
+    struct stat st {};
+    if (plan.mounts[i].kind != MountKind::Identity && !fit.satisfied[i] && sourcePresent(plan.mounts[i], &st))
+      return false;
+  }
+  return true;
+}
+
+// The plan's mounts applied to the prepared root, when every target is already there:
+// fds of the targets in mount order (-1 for a mount to skip), or empty for "fall back".
+std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const std::string& created,
+                                      const std::vector<bool>& prebound) {
+  if (!coversCreatedTargets(plan, created)) return {};
   std::vector<UniqueFd> targets;
   for (size_t i = 0; i < plan.mounts.size(); ++i) {
     const Mount& m = plan.mounts[i];
@@ -476,7 +501,28 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
   writeFile(baseDir + "/identity", identitySignature(spec.user));
 }
 
-void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
+UniqueFd makeReadyNamespace(const std::string& root) {
+  UniqueFd home(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
+  UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));  // still there after the pivot
+  if (!home || !proc) throw sysError("open /proc/self/ns/mnt");
+  if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace) for the ready namespace");
+  UniqueFd ready;
+  std::optional<Error> failed;
+  try {
+    pivotInto(root);
+    ready.reset(::openat(proc.get(), "thread-self/ns/mnt", O_RDONLY | O_CLOEXEC));
+    if (!ready) throw sysError("open the ready namespace");
+  } catch (const Error& e) {
+    failed = e;
+  }
+  // Back home. Failing that, this process cannot serve its image: end it (its launch reports
+  // that the holder ended before it was ready; the kernel frees every mount).
+  if (::setns(home.get(), CLONE_NEWNS) != 0) ::_exit(kExitFailure);
+  if (failed) throw *failed;
+  return ready;
+}
+
+void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
   log::StepTimer timer("assembling the root");
   // Host directories the plan has ctr create (--workdir's tmp, var_tmp, scratch), as the
   // user, before anything looks at the sources.
@@ -487,23 +533,45 @@ void assembleRoot(const LaunchPlan& plan, const SharedImage& image) {
       ::chmod(m.source.c_str(), static_cast<mode_t>(*m.createSourceMode));
     if (ec) throw Error("cannot create " + m.source + " for " + m.destination + ": " + ec.message());
   }
-  if (plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty()) {
-    const std::string signature = readFileIfPresent(image.baseDir + "/identity");
-    if (!signature.empty() && signature == identitySignature(plan.user)) {
-      const std::string rootPath = image.baseDir + "/root";
-      UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-      if (!rootFd) throw sysError("open " + rootPath);
-      const auto prebound = reconcilePrebound(plan, rootPath, readFileIfPresent(image.baseDir + "/bound"));
-      auto targets = preparedTargets(plan, rootFd.get(), readFileIfPresent(image.baseDir + "/created"), prebound);
-      if (!targets.empty()) {
-        log::StepTimer prepared("using the prepared root");
-        mountPlan(plan, image, rootPath, rootFd.get(), &targets);
-        replaceImageMpi(plan, rootFd.get());
-        pivotInto(rootPath);
-        return;
-      }
-    } else {
-      spdlog::debug("no prepared root for this user and home: own root");
+  const bool preparedRoot = plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty() &&
+                            [&] {
+                              const std::string signature = readFileIfPresent(image.baseDir + "/identity");
+                              if (!signature.empty() && signature == identitySignature(plan.user)) return true;
+                              spdlog::debug("no prepared root for this user and home: own root");
+                              return false;
+                            }();
+  PreboundFit fit;
+  std::string created;
+  if (preparedRoot) {
+    fit = fitPrebound(plan, readFileIfPresent(image.baseDir + "/bound"));
+    created = readFileIfPresent(image.baseDir + "/created");
+    if (image.readyNamespace && preparedRootIsExact(plan, fit, created)) {
+      // Shared with the other launches like this one: nothing is mounted in it, and the app
+      // cannot (it has no capabilities left).
+      if (::setns(image.readyNamespace.get(), CLONE_NEWNS) != 0) throw sysError("setns(the prepared root's namespace)");
+      image.readyNamespace.reset();
+      image.sharedMountNamespace = false;
+      spdlog::debug("joined the prepared root's namespace");
+      return;
+    }
+  }
+  image.readyNamespace.reset();
+  if (image.sharedMountNamespace) {
+    if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace)");
+    image.sharedMountNamespace = false;
+  }
+  if (preparedRoot) {
+    const std::string rootPath = image.baseDir + "/root";
+    UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!rootFd) throw sysError("open " + rootPath);
+    detachUnused(fit, rootPath);
+    auto targets = preparedTargets(plan, rootFd.get(), created, fit.satisfied);
+    if (!targets.empty()) {
+      log::StepTimer prepared("using the prepared root");
+      mountPlan(plan, image, rootPath, rootFd.get(), &targets);
+      replaceImageMpi(plan, rootFd.get());
+      pivotInto(rootPath);
+      return;
     }
   }
   // Our mount namespace is a copy of the holder's, whose mounts are slaves of the host's

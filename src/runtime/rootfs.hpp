@@ -10,9 +10,12 @@ namespace ctr::runtime {
 
 // Builds the root from the shared image mount and the plan's mounts, then pivot_root()s
 // into it. Afterwards "/" is the container's root; the working directory is "/".
-// Uses the holder's prepared root (image.baseDir) when the plan's user matches it and every
-// mount target exists there; otherwise builds its own root on a private tmpfs.
-void assembleRoot(const launch::LaunchPlan& plan, const SharedImage& image);
+// When the holder's prepared root (image.baseDir) is exactly what the plan asks for (same
+// user, every plan mount already there, nothing to detach or add), joins the holder's ready
+// namespace instead: no copy, no mount, no pivot. Otherwise, in its own copy of the
+// holder's namespace, uses the prepared root when the plan's user matches it and every
+// mount target exists there, or builds its own root on a private tmpfs.
+void assembleRoot(const launch::LaunchPlan& plan, SharedImage& image);
 
 // Holder side, in the holder's mount namespace once the image is mounted at imageDir:
 // mounts a tmpfs on baseDir and prepares baseDir/root, read-only: an overlay of the image
@@ -22,5 +25,12 @@ void assembleRoot(const launch::LaunchPlan& plan, const SharedImage& image);
 // Throws ctr::Error; the caller then unmounts baseDir and launches build their own roots.
 void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
                      const launch::PreparedRootSpec& spec);
+
+// Holder side, once prepareBaseRoot() succeeded: a copy of the holder's mount namespace
+// pivoted into `root` (the prepared root, every host mount outside it gone), returned as an
+// nsfs fd. A launch whose plan the prepared root satisfies exactly joins it with setns()
+// instead of copying the holder's namespace and pivoting. The holder itself stays in its
+// own namespace (it enters the copy only to pivot, and returns).
+UniqueFd makeReadyNamespace(const std::string& root);
 
 }  // namespace ctr::runtime

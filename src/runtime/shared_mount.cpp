@@ -164,6 +164,7 @@ struct HolderNamespaces {
   UniqueFd user;
   UniqueFd mount;
   UniqueFd pidfd;  // the holder process
+  UniqueFd ready;  // its ready namespace (see SharedImage), if it has one
 };
 
 std::uint64_t nsInode(int fd) {
@@ -180,17 +181,24 @@ std::optional<HolderNamespaces> findHolder(int dirFd, const std::string& key) {
   ssize_t n = ::read(pidFile.get(), buf.data(), buf.size() - 1);
   if (n <= 0) return std::nullopt;
   long pid = 0;
-  unsigned long long userIno = 0, mountIno = 0;
-  if (std::sscanf(buf.data(), "%ld %llu %llu", &pid, &userIno, &mountIno) != 3 || pid <= 0)
-    return std::nullopt;
+  unsigned long long userIno = 0, mountIno = 0, readyIno = 0;
+  int readyFd = -1;
+  const int fields = std::sscanf(buf.data(), "%ld %llu %llu %d %llu", &pid, &userIno, &mountIno, &readyFd, &readyIno);
+  if (fields < 3 || pid <= 0) return std::nullopt;
   // The pidfd first: the namespaces checked below then prove it is the holder's process.
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)));
-  const std::string proc = "/proc/" + std::to_string(pid) + "/ns/";
-  HolderNamespaces ns{UniqueFd(::open((proc + "user").c_str(), O_RDONLY | O_CLOEXEC)),
-                      UniqueFd(::open((proc + "mnt").c_str(), O_RDONLY | O_CLOEXEC)), std::move(pidfd)};
+  const std::string proc = "/proc/" + std::to_string(pid) + "/";
+  HolderNamespaces ns{UniqueFd(::open((proc + "ns/user").c_str(), O_RDONLY | O_CLOEXEC)),
+                      UniqueFd(::open((proc + "ns/mnt").c_str(), O_RDONLY | O_CLOEXEC)), std::move(pidfd), {}};
   if (!ns.pidfd || !ns.user || !ns.mount || nsInode(ns.user.get()) != userIno ||
       nsInode(ns.mount.get()) != mountIno)
     return std::nullopt;
+  // The ready namespace is an fd the holder keeps open: reached through its /proc fd
+  // table, and used only if it is the namespace the holder recorded.
+  if (fields == 5 && readyFd >= 0) {
+    ns.ready.reset(::open((proc + "fd/" + std::to_string(readyFd)).c_str(), O_RDONLY | O_CLOEXEC));
+    if (ns.ready && nsInode(ns.ready.get()) != readyIno) ns.ready.reset();
+  }
   return ns;
 }
 
@@ -377,9 +385,10 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   if (::setns(joined.user.get(), CLONE_NEWUSER) != 0) throw sysError("setns(user namespace)");
   if (::setns(joined.mount.get(), CLONE_NEWNS) != 0) throw sysError("setns(mount namespace)");
   // Joined: the holder watches this process (registered, K.setup released when joinOrStart
-  // returned) and keeps the image mounted while it lives.
-  if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace)");
-  return {state.path + "/mnt/img", state.path + "/mnt/stage", state.path + "/mnt/base"};
+  // returned) and keeps the image mounted while it lives. Still in the holder's own mount
+  // namespace: assembleRoot joins the ready one or unshares before it mounts anything.
+  return {state.path + "/mnt/img", state.path + "/mnt/stage", state.path + "/mnt/base",
+          std::move(joined.ready), true};
 }
 
 // ---- the holder ----
@@ -468,12 +477,14 @@ void bindImageDirectory(const std::string& source, const std::string& imageDir) 
     throw sysError("make " + imageDir + " read-only");
 }
 
-void writePidFile(int dirFd, const std::string& key) {
+// "PID USER-NS-INODE MOUNT-NS-INODE [READY-FD READY-NS-INODE]".
+void writePidFile(int dirFd, const std::string& key, const UniqueFd& ready) {
   UniqueFd user(::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
   UniqueFd mnt(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
-  const std::string text = std::to_string(::getpid()) + ' ' +
-                           std::to_string(nsInode(user.get())) + ' ' +
-                           std::to_string(nsInode(mnt.get())) + '\n';
+  std::string text = std::to_string(::getpid()) + ' ' + std::to_string(nsInode(user.get())) + ' ' +
+                     std::to_string(nsInode(mnt.get()));
+  if (ready) text += ' ' + std::to_string(ready.get()) + ' ' + std::to_string(nsInode(ready.get()));
+  text += '\n';
   const std::string tmp = key + ".pid.tmp" + std::to_string(::getpid());
   UniqueFd fd(::openat(dirFd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
                        0600));
@@ -659,6 +670,7 @@ int holderMain(const HolderArgs& args) {
   const std::string baseDir = mntDir + "/base";
   Child server;
   ScopedMount imageMount, baseMount, baseRootMount;
+  UniqueFd ready;  // closed first: it holds copies of the mounts above
   try {
     // The launch's prepared-root spec comes first on the report channel, up to EOF.
     const auto spec = launch::preparedRootFromJson(readAllBounded(readyFd, 1 << 20, "prepared-root spec"));
@@ -698,8 +710,15 @@ int holderMain(const HolderArgs& args) {
       baseRootMount.reset();
       baseMount.reset();
     }
+    if (!baseRootMount.path().empty()) {
+      try {
+        ready = makeReadyNamespace(baseDir + "/root");
+      } catch (const Error& e) {
+        spdlog::debug("no ready namespace for {}: {}", args.image, e.oneLine());
+      }
+    }
     listenFd = listenForRegistrations(stateFd.get(), args.key);
-    writePidFile(stateFd.get(), args.key);
+    writePidFile(stateFd.get(), args.key, ready);
   } catch (const Error& e) {
     if (listenFd) ::unlinkat(stateFd.get(), (args.key + ".sock").c_str(), 0);
     report(readyFd, "error: " + e.oneLine());
@@ -714,7 +733,8 @@ int holderMain(const HolderArgs& args) {
   }
   removePidFile(stateFd.get(), args.key);
   removeStateFiles(stateFd.get(), args.stateDir, args.key);
-  // Detached and killed in this order by the destructors: base root, base, image, server.
+  // Closed, detached and killed in this order by the destructors: the ready namespace, base
+  // root, base, image, server.
   return 0;
 }
 

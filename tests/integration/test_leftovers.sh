@@ -1,4 +1,5 @@
-# Shared image mount: concurrent launches of one image share one squashfuse; a launch
+# Shared image mount: concurrent launches of one image share one squashfuse (and, when the
+# holder's prepared root is all they need, its ready mount namespace); a launch
 # SIGKILLed at any point leaves no FUSE server, mount or directory behind once the others end
 # (and the linger time has passed: these checks run with 'image linger = 0', then the
 # linger itself is tested with 1 s).
@@ -68,6 +69,33 @@ out=${out%%$'\n'*}
 expect_eq "launch after kills" 'NAME="ctr demo (busybox)"' "$out"
 wait_gone "after the SIGKILL loop"
 no_host_mounts "after the SIGKILL loop"
+
+note "the ready namespace: launches the prepared root fits share it; one with more mounts gets its own copy"
+as_user "$CTR_BIN" exec "$WORK/demo.sqfs" sleep 4 &
+p1=$!
+sleep 0.5
+ns_of() { as_user "$CTR_BIN" exec "$@" readlink /proc/self/ns/mnt; }
+mounts_of() { as_user "$CTR_BIN" exec "$@" cat /proc/self/mountinfo; }
+a=$(ns_of "$WORK/demo.sqfs")
+b=$(ns_of "$WORK/demo.sqfs")
+expect_eq "ready namespace: two plain launches share one mount namespace" "$a" "$b"
+mkdir -p "$WORK/extra"
+c=$(ns_of --bind "$WORK/extra:/mnt" "$WORK/demo.sqfs")
+[ -n "$c" ] && [ "$c" != "$a" ] || fail "ready namespace: a launch with a --bind shares it ($c, $a)"
+with_bind=$(mounts_of --bind "$WORK/extra:/mnt" "$WORK/demo.sqfs" | awk '$5 == "/mnt"' | wc -l)
+expect_eq "ready namespace: the --bind launch has its bind" 1 "$with_bind"
+ready=$(mounts_of "$WORK/demo.sqfs")
+expect_eq "ready namespace: no other launch's bind shows up in it" 0 "$(awk '$5 == "/mnt"' <<<"$ready" | wc -l)"
+# Only the container's mounts: the holder's state directory and the host's root are gone.
+leaked=$(awk -v s="$state" 'index($5, s) == 1 || $5 ~ "^/tmp/ctr-"' <<<"$ready")
+[ -z "$leaked" ] || fail "ready namespace: host mounts visible in it: $leaked"
+# The app cannot change what the others share: it holds no capability.
+as_user "$CTR_BIN" exec "$WORK/demo.sqfs" mount -t tmpfs none /mnt 2>/dev/null &&
+  fail "ready namespace: an app mounted a tmpfs"
+expect_eq "ready namespace: unchanged after the mount attempt" 0 "$(mounts_of "$WORK/demo.sqfs" | awk '$5 == "/mnt"' | wc -l)"
+wait $p1
+wait_gone "ready namespace: after the launches ended"
+no_host_mounts "ready namespace: after the launches ended"
 
 note "linger: sequential launches join the image's holder; nothing is left once it has passed"
 use_linger 1
