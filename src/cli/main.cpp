@@ -51,6 +51,16 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   registerCheck(app, ctx);
 }
 
+// Shows an option group (CLI::App::add_option_group, used for speed: exec_cmd.cpp) as a
+// plain help section, "Name:" and its options, as an option's ->group() would.
+class SectionFormatter : public CLI::Formatter {
+ public:
+  std::string make_expanded(const CLI::App* sub) const override {
+    if (!sub->get_name().empty()) return CLI::Formatter::make_expanded(sub);
+    return "\n" + make_group(sub->get_group(), false, sub->get_options());
+  }
+};
+
 // Invoked through the `apptainer` or `singularity` link (argv[0]'s last component), ctr
 // answers the version questions of tools that drive Apptainer in Apptainer's form.
 bool invokedAsApptainer(const char* argv0) {
@@ -64,6 +74,7 @@ bool invokedAsApptainer(const char* argv0) {
 int main(int argc, char** argv) {
   using namespace ctr;
   CLI::App app{"ctr: a container runtime for HPC clusters", "ctr"};
+  app.formatter(std::make_shared<SectionFormatter>());  // before the commands: they inherit it
   app.require_subcommand(1);
   app.fallthrough();
   bool verbose = false, debug = false, quiet = false;
