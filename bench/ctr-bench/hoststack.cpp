@@ -2,6 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "ctr/error.hpp"
 #include "ctr/process.hpp"
 
@@ -9,7 +13,54 @@ namespace ctr::bench {
 
 namespace fs = std::filesystem;
 
-fs::path buildHostStackImage(const std::string& ctr, const fs::path& workdir) {
+namespace {
+
+// The mount targets of `ctr exec EXEC_ARGS IMAGE true` (from --explain --json) that the
+// skeleton at `root` lacks, created there: a directory, or an empty file where the source
+// is a file (an identity file, /etc/hosts, ...). Returns how many it created.
+int addMissingTargets(const std::string& ctr, const fs::path& image, const fs::path& root,
+                      const std::vector<std::string>& execArgs, const std::vector<std::string>& env) {
+  std::vector<std::string> argv{ctr, "exec", "--explain", "--json"};
+  argv.insert(argv.end(), execArgs.begin(), execArgs.end());
+  argv.insert(argv.end(), {image.string(), "true"});
+  ProcessOptions o;
+  o.captureStdout = true;
+  o.captureStderr = true;
+  o.captureLimit = 4 << 20;
+  o.env = env;
+  o.replaceEnv = !env.empty();
+  auto r = runProcessChecked(argv, o);
+  nlohmann::json plan;
+  try {
+    plan = nlohmann::json::parse(r.capturedStdout);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("ctr exec --explain --json printed no plan for the host-stack image (" + std::string(e.what()) + ")");
+  }
+  int created = 0;
+  for (const auto& m : plan.value("mounts", nlohmann::json::array())) {
+    const std::string kind = m.value("kind", ""), destination = m.value("destination", "");
+    if (kind == "symlink" || destination.empty() || destination[0] != '/') continue;
+    fs::path target = root / fs::path(destination).relative_path();
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(target, ec))) continue;
+    bool file = kind == "identity" || kind == "file";
+    if (kind == "bind") {
+      struct stat st {};
+      if (::stat(m.value("source", "").c_str(), &st) != 0) continue;  // skipped by ctr too
+      file = !S_ISDIR(st.st_mode);
+    }
+    fs::create_directories(file ? target.parent_path() : target, ec);
+    if (ec) throw Error("host-stack image: cannot create the mount target " + destination + ": " + ec.message());
+    if (file && !std::ofstream(target)) throw Error("host-stack image: cannot create the mount target " + destination);
+    ++created;
+  }
+  return created;
+}
+
+}  // namespace
+
+fs::path buildHostStackImage(const std::string& ctr, const fs::path& workdir, const std::vector<std::string>& execArgs,
+                             const std::vector<std::string>& env) {
   fs::path root = workdir / "host-stack-root";
   fs::path image = workdir / "host-stack.sif";
   fs::create_directories(root);
@@ -25,6 +76,12 @@ fs::path buildHostStackImage(const std::string& ctr, const fs::path& workdir) {
   ::chmod((root / "tmp").c_str(), 01777);
   ::chmod((root / "var/tmp").c_str(), 01777);
   runProcessChecked({ctr, "-q", "build", "--force", image.string(), root.string()});
+  // Every mount target of the B launches in the image itself: a target the image lacks
+  // makes ctr lay an overlay over the image to create it, and every absolute path the
+  // workload opens then walks through the overlay's root (the smallfiles-dir finding in
+  // docs/benchmark-guide.md). A real image has /etc/hosts and the like; this one must too.
+  if (addMissingTargets(ctr, image, root, execArgs, env) > 0)
+    runProcessChecked({ctr, "-q", "build", "--force", image.string(), root.string()});
   fs::remove_all(root);
   return image;
 }

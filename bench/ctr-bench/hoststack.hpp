@@ -10,8 +10,12 @@
 
 namespace ctr::bench {
 
-// Builds WORKDIR/host-stack.sif with `ctr build` and returns its path.
-std::filesystem::path buildHostStackImage(const std::string& ctr, const std::filesystem::path& workdir);
+// Builds WORKDIR/host-stack.sif with `ctr build` and returns its path. The image holds every
+// mount target of `ctr exec EXEC_ARGS IMAGE ...` run with ENV (empty: this process's), as
+// ctr's plan lists them, so that ctr never needs an overlay to create one.
+std::filesystem::path buildHostStackImage(const std::string& ctr, const std::filesystem::path& workdir,
+                                          const std::vector<std::string>& execArgs,
+                                          const std::vector<std::string>& env);
 
 // The binds that make the host's stack visible: /usr and /etc (and /opt when present)
 // read-only, as `--bind` arguments.

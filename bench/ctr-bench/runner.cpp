@@ -902,7 +902,18 @@ int Runner::run() {
     imageB_ = fs::absolute(opt_.image).string();
   } else {
     progress_.status("building the host-stack image");
-    imageB_ = buildHostStackImage(ctr_, workdirPath_).string();
+    // The binds of every B launch of this run (commandsFor), so the image can hold their targets.
+    std::vector<std::string> execArgs = opt_.ctrArgs, binds = hostStackBindArgs();
+    for (const auto& raw : descriptors) {
+      const Descriptor d = expanded(raw);
+      if (d.command.empty()) continue;
+      if (std::string program = resolveProgram(d.command[0]); !program.empty())
+        addBindFor(binds, fs::path(program).parent_path());
+      for (const auto& b : d.binds) addBindFor(binds, b);
+    }
+    addBindFor(binds, workdirPath_);
+    execArgs.insert(execArgs.end(), binds.begin(), binds.end());
+    imageB_ = buildHostStackImage(ctr_, workdirPath_, execArgs, envList(baseEnvironment(nullptr))).string();
     imageNote = "host-stack: a skeleton root with the host's /usr, /etc (and /opt) bound read-only";
   }
   auto baseEnv = baseEnvironment(nullptr);
