@@ -19,7 +19,8 @@ void assembleRoot(const launch::LaunchPlan& plan, SharedImage& image);
 
 // Holder side, in the holder's mount namespace once the image is mounted at imageDir:
 // mounts a tmpfs on baseDir and prepares baseDir/root, read-only: an overlay of the image
-// with the missing targets of the planner's launch-independent mounts (spec.mounts) created,
+// with the missing targets of the planner's launch-independent mounts (spec.mounts) created
+// (the image itself, bound, when none is missing: an overlay slows every path lookup),
 // and the /etc/passwd and /etc/group generated for spec.user bound in; baseDir/identity
 // (written last) names the user they were built for. Decides nothing the spec does not say.
 // Throws ctr::Error; the caller then unmounts baseDir and launches build their own roots.

@@ -239,6 +239,11 @@ PY
 as_user "$CTR_BIN" -d "${hs_b[@]}" true > /dev/null 2> "$WORK/hs.err" || fail "ctr ${hs_b[*]} true: $(tail -3 "$WORK/hs.err")"
 ! grep -E 'missing in the (image|prepared root)|own root' "$WORK/hs.err" ||
   fail "ctr builds its own root for B (ctr ${hs_b[*]})"
+# With every target in the image, the holder's prepared root is the image itself, bound:
+# no overlay at / for the workload's path walks.
+as_user "$CTR_BIN" "${hs_b[@]}" cat /proc/self/mountinfo > "$WORK/hs-mi" || fail "ctr ${hs_b[*]} cat /proc/self/mountinfo"
+rootfs=$(awk '$5 == "/" { for (i = 7; i <= NF; i++) if ($i == "-") { print $(i + 1); exit } }' "$WORK/hs-mi")
+[ -n "$rootfs" ] && [ "$rootfs" != overlay ] || fail "B's root is '$rootfs' although the image has every target"
 
 note "a workload failing in the container: ERROR with its stderr tail; a hanging one times out; exit 3"
 set +e
