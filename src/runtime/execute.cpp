@@ -1,6 +1,5 @@
 // execute(): join the shared image, assemble the root, hand over, execve. No supervisor:
 // the process that mpirun or the scheduler started becomes the app.
-#include <dirent.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
@@ -38,6 +37,7 @@
 #include "ctr/runtime.hpp"
 #include "build_namespace.hpp"
 #include "cgroup.hpp"
+#include "env_scripts.hpp"
 #include "rootfs.hpp"
 #include "shared_mount.hpp"
 
@@ -69,10 +69,6 @@ void checkGlibcNeeds(const launch::LaunchPlan& plan) {
   }
 }
 
-// Env scripts larger than this are not interpreted (nor anything else read from an image
-// unbounded): stock ones are under 1 KiB.
-constexpr std::size_t kMaxEnvScript = 1 << 20;
-
 bool isExecutableFile(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
@@ -94,29 +90,13 @@ std::string findCommand(const std::string& name, const std::string& path) {
 
 // /.singularity.d/env/*.sh in the order the shell's glob gives (byte order); for images
 // built before Singularity 2.3, which have no such directory, their /environment.
-std::vector<std::string> envScripts() {
-  std::vector<std::string> names;
-  DIR* dir = ::opendir(std::string(launch::kEnvScriptDir).c_str());
-  if (!dir) {
-    struct stat st {};
-    if (::stat("/environment", &st) == 0 && S_ISREG(st.st_mode)) names.emplace_back("/environment");
-    return names;
-  }
-  while (dirent* e = ::readdir(dir)) {
-    size_t n = std::strlen(e->d_name);
-    if (n > 3 && std::strcmp(e->d_name + n - 3, ".sh") == 0 && e->d_name[0] != '.')
-      names.emplace_back(std::string(launch::kEnvScriptDir) + "/" + e->d_name);
-  }
-  ::closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // The environment the env program (launch::envProgramScript) gives when sh runs it,
 // computed without a shell, or nullopt when it is outside the interpreter's subset (the
 // reason is logged): a script's or a value's command substitution, a loop, ...
+// `copies`: the image's scripts as the holder read them (SharedImage::envScripts), if any.
 std::optional<std::vector<std::string>> interpretEnvProgram(const std::string& program,
-                                                            const launch::LaunchPlan& plan) {
+                                                            const launch::LaunchPlan& plan,
+                                                            const std::vector<EnvScript>* copies) {
   launch::ShellVars vars;
   for (const auto& kv : plan.environment) {
     auto eq = kv.find('=');
@@ -133,15 +113,12 @@ std::optional<std::vector<std::string>> interpretEnvProgram(const std::string& p
   // `[ -r F ]` then `. F` is how the program sources each script: one open answers both
   // (through squashfuse every file operation is a round trip to the server).
   std::map<std::string, std::optional<std::string>> read;
+  if (copies)
+    for (const auto& c : *copies) read.emplace(c.path, c.text);
   auto readScript = [&read](const std::string& path) -> const std::optional<std::string>& {
     auto it = read.find(path);
     if (it != read.end()) return it->second;
-    // A FIFO, a device or a script over 1 MiB is refused by name: it could hang or balloon
-    // the launch.
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    std::optional<std::string> text;
-    if (fd) text = readCheckedFile(fd.get(), kMaxEnvScript, "the image's " + path);
-    return read.emplace(path, std::move(text)).first->second;
+    return read.emplace(path, readEnvScript(path)).first->second;
   };
   launch::ShellHost host;
   host.readFile = [&](const std::string& path) { return readScript(path); };
@@ -375,7 +352,12 @@ namespace {
   }
 
   launch::EnvProgram program;
-  if (plan.sourceEnvScripts) program.scripts = envScripts();
+  if (plan.sourceEnvScripts) {
+    if (image.envScripts)
+      for (const auto& c : *image.envScripts) program.scripts.push_back(c.path);
+    else
+      program.scripts = listEnvScripts();
+  }
   program.user = plan.userEnvironment;
   program.fixed = plan.fixedEnvironment;
   program.fixed.insert(program.fixed.end(), chosenEnv.begin(), chosenEnv.end());
@@ -387,7 +369,7 @@ namespace {
   std::vector<std::string> environment;
   std::string resolved;
   log::StepTimer envTimer("environment");
-  auto interpreted = interpretEnvProgram(script, plan);
+  auto interpreted = interpretEnvProgram(script, plan, image.envScripts ? &*image.envScripts : nullptr);
   envTimer.stop();
   if (interpreted) {
     environment = std::move(*interpreted);

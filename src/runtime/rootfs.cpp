@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <unistd.h>
 
@@ -511,7 +512,7 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
   writeFile(baseDir + "/identity", identitySignature(spec.user));
 }
 
-UniqueFd makeReadyNamespace(const std::string& root) {
+UniqueFd makeReadyNamespace(const std::string& root, const std::function<void()>& inside) {
   UniqueFd home(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
   UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));  // still there after the pivot
   if (!home || !proc) throw sysError("open /proc/self/ns/mnt");
@@ -522,6 +523,7 @@ UniqueFd makeReadyNamespace(const std::string& root) {
     pivotInto(root);
     ready.reset(::openat(proc.get(), "thread-self/ns/mnt", O_RDONLY | O_CLOEXEC));
     if (!ready) throw sysError("open the ready namespace");
+    if (inside) inside();
   } catch (const Error& e) {
     failed = e;
   }
@@ -556,12 +558,16 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
     fit = fitPrebound(plan, readFileIfPresent(image.baseDir + "/bound"));
     created = readFileIfPresent(image.baseDir + "/created");
     if (image.readyNamespace && preparedRootIsExact(plan, fit, created)) {
+      // What the holder read of the image's env scripts in that namespace: the same files
+      // this launch would read there (nothing bound over them, image read-only).
+      image.envScripts = readEnvScriptCopy(image.baseDir + "/env-scripts");
       // Shared with the other launches like this one: nothing is mounted in it, and the app
       // cannot (it has no capabilities left).
       if (::setns(image.readyNamespace.get(), CLONE_NEWNS) != 0) throw sysError("setns(the prepared root's namespace)");
       image.readyNamespace.reset();
       image.sharedMountNamespace = false;
-      spdlog::debug("joined the prepared root's namespace");
+      spdlog::debug("joined the prepared root's namespace{}",
+                    image.envScripts ? " (env scripts: the holder's copy of " + std::to_string(image.envScripts->size()) + ")" : "");
       return;
     }
   }

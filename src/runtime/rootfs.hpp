@@ -1,6 +1,7 @@
 // Runtime-internal: assembling the container's root in the launch's own mount namespace.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "ctr/launch.hpp"
@@ -31,7 +32,7 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
 // pivoted into `root` (the prepared root, every host mount outside it gone), returned as an
 // nsfs fd. A launch whose plan the prepared root satisfies exactly joins it with setns()
 // instead of copying the holder's namespace and pivoting. The holder itself stays in its
-// own namespace (it enters the copy only to pivot, and returns).
-UniqueFd makeReadyNamespace(const std::string& root);
+// own namespace (it enters the copy only to pivot and to run `inside` there, and returns).
+UniqueFd makeReadyNamespace(const std::string& root, const std::function<void()>& inside = {});
 
 }  // namespace ctr::runtime

@@ -388,7 +388,7 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   // returned) and keeps the image mounted while it lives. Still in the holder's own mount
   // namespace: assembleRoot joins the ready one or unshares before it mounts anything.
   return {state.path + "/mnt/img", state.path + "/mnt/stage", state.path + "/mnt/base",
-          std::move(joined.ready), true};
+          std::move(joined.ready), true, std::nullopt};
 }
 
 // ---- the holder ----
@@ -625,6 +625,23 @@ void report(int fd, const std::string& line) {
   ::close(fd);
 }
 
+// Whether a bind of the prepared root (base/bound: "DESTINATION\t..." lines) is at or above
+// the env scripts: its content could change under the holder's copy.
+bool bindReachesEnvScripts(const std::string& bound) {
+  std::size_t start = 0;
+  while (start < bound.size()) {
+    std::size_t end = bound.find('\n', start);
+    if (end == std::string::npos) end = bound.size();
+    const std::string_view line(bound.data() + start, end - start);
+    const std::string_view destination = line.substr(0, line.find('\t'));
+    start = end + 1;
+    if (destination == "/environment" || destination == "/" || destination == "/.singularity.d" ||
+        destination.starts_with("/.singularity.d/"))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::string> holderArgv(const HolderArgs& args) {
@@ -711,8 +728,20 @@ int holderMain(const HolderArgs& args) {
       baseMount.reset();
     }
     if (!baseRootMount.path().empty()) {
+      std::optional<std::vector<EnvScript>> scripts;
       try {
-        ready = makeReadyNamespace(baseDir + "/root");
+        ready = makeReadyNamespace(baseDir + "/root", [&] {
+          if (args.driver == "directory") return;
+          try {
+            scripts = readAllEnvScripts();
+          } catch (const Error& e) {
+            spdlog::debug("no copy of the env scripts of {}: {}", args.image, e.oneLine());
+          }
+        });
+        // Only for what a read-only image alone decides: not for a directory image (the
+        // user may edit it while it is held), not if a bind reaches the scripts.
+        if (scripts && args.driver != "directory" && !bindReachesEnvScripts(readFileIfPresent(baseDir + "/bound")))
+          writeEnvScriptCopy(baseDir + "/env-scripts", *scripts);
       } catch (const Error& e) {
         spdlog::debug("no ready namespace for {}: {}", args.image, e.oneLine());
       }

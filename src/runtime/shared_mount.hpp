@@ -1,10 +1,13 @@
 // Runtime-internal: the per-node, per-user shared image mount (see ctr/runtime.hpp).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ctr/fd.hpp"
 #include "ctr/launch.hpp"
+#include "env_scripts.hpp"
 
 namespace ctr::runtime {
 
@@ -24,6 +27,9 @@ struct SharedImage {
   // Whether this process is still in a mount namespace it shares (the holder's): it must
   // unshare before mounting. False for a build step, which made its own.
   bool sharedMountNamespace = false;
+  // The image's env scripts as the holder read them in its ready namespace, when this
+  // launch joined it (assembleRoot); else empty, and the hand-over reads the image's files.
+  std::optional<std::vector<EnvScript>> envScripts;
 };
 
 SharedImage joinSharedImage(const launch::LaunchPlan& plan);

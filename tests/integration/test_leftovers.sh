@@ -86,6 +86,14 @@ with_bind=$(mounts_of --bind "$WORK/extra:/mnt" "$WORK/demo.sqfs" | awk '$5 == "
 expect_eq "ready namespace: the --bind launch has its bind" 1 "$with_bind"
 ready=$(mounts_of "$WORK/demo.sqfs")
 expect_eq "ready namespace: no other launch's bind shows up in it" 0 "$(awk '$5 == "/mnt"' <<<"$ready" | wc -l)"
+# The image's env scripts come from the holder's copy in the ready namespace, and give
+# the environment that reading them in an own copy gives.
+dbg=$(as_user "$CTR_BIN" -d exec "$WORK/demo.sqfs" true 2>&1)
+expect_contains "ready namespace: env scripts from the holder's copy" "env scripts: the holder's copy of 1" "$dbg"
+env_ready=$(as_user "$CTR_BIN" exec "$WORK/demo.sqfs" env | sort)
+env_own=$(as_user "$CTR_BIN" exec --bind "$WORK/extra:/mnt" "$WORK/demo.sqfs" env | sort)
+expect_contains "ready namespace: the image's env script applied" "CTR_DEMO=1" "$env_ready"
+expect_eq "ready namespace: the same environment as from an own copy" "$env_own" "$env_ready"
 # Only the container's mounts: the holder's state directory and the host's root are gone.
 leaked=$(awk -v s="$state" 'index($5, s) == 1 || $5 ~ "^/tmp/ctr-"' <<<"$ready")
 [ -z "$leaked" ] || fail "ready namespace: host mounts visible in it: $leaked"
