@@ -31,6 +31,19 @@ inline std::vector<std::string_view> splitList(std::string_view list) {
   return items;
 }
 
+// The lines of `text` without their '\n' (a last line without one counts; no empty line
+// after a final '\n'). The views point into `text`.
+inline std::vector<std::string_view> splitLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    lines.push_back(text.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return lines;
+}
+
 // One meaningful line of a "key = value" file (ctr.conf, seccomp profiles).
 struct ConfigLine {
   int number = 0;         // 1-based, for "FILE:LINE: ..." messages

@@ -20,6 +20,7 @@
 #include "ctr/log.hpp"
 #include "ctr/mpi.hpp"
 #include "ctr/pathutil.hpp"
+#include "ctr/strings.hpp"
 
 namespace ctr::runtime {
 
@@ -290,13 +291,8 @@ struct PreboundFit {
 
 PreboundFit fitPrebound(const LaunchPlan& plan, const std::string& bound) {
   PreboundFit fit{std::vector<bool>(plan.mounts.size(), false), {}};
-  size_t start = 0;
-  while (start < bound.size()) {
-    size_t end = bound.find('\n', start);
-    if (end == std::string::npos) end = bound.size();
-    const std::string line = bound.substr(start, end - start);
-    start = end + 1;
-    const std::string destination = line.substr(0, line.find('\t'));
+  for (const std::string_view line : splitLines(bound)) {
+    const std::string destination(line.substr(0, line.find('\t')));
     // Gone with a detached parent (a host tmpfs and the binds in it).
     if (std::any_of(fit.unused.begin(), fit.unused.end(), [&](const std::string& d) { return isUnder(destination, d); }))
       continue;
@@ -333,12 +329,7 @@ std::string identitySignature(const launch::HostUser& user) {
 // a line); else the container would show an empty directory the image does not have
 // (--no-home: no home directory).
 bool coversCreatedTargets(const LaunchPlan& plan, const std::string& created) {
-  size_t start = 0;
-  while (start < created.size()) {
-    size_t end = created.find('\n', start);
-    if (end == std::string::npos) end = created.size();
-    const std::string_view target(created.data() + start, end - start);
-    start = end + 1;
+  for (const std::string_view target : splitLines(created)) {
     bool mounted = false;
     for (const auto& m : plan.mounts) {
       struct stat st {};

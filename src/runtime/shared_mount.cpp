@@ -32,6 +32,7 @@
 #include "ctr/log.hpp"
 #include "ctr/programs.hpp"
 #include "ctr/runtime.hpp"
+#include "ctr/strings.hpp"
 #include "rootfs.hpp"
 
 namespace ctr::runtime {
@@ -628,13 +629,8 @@ void report(int fd, const std::string& line) {
 // Whether a bind of the prepared root (base/bound: "DESTINATION\t..." lines) is at or above
 // the env scripts: its content could change under the holder's copy.
 bool bindReachesEnvScripts(const std::string& bound) {
-  std::size_t start = 0;
-  while (start < bound.size()) {
-    std::size_t end = bound.find('\n', start);
-    if (end == std::string::npos) end = bound.size();
-    const std::string_view line(bound.data() + start, end - start);
+  for (const std::string_view line : splitLines(bound)) {
     const std::string_view destination = line.substr(0, line.find('\t'));
-    start = end + 1;
     if (destination == "/environment" || destination == "/" || destination == "/.singularity.d" ||
         destination.starts_with("/.singularity.d/"))
       return true;
