@@ -30,7 +30,16 @@ struct HostUser {
   std::vector<HostGroup> groups;    // supplementary groups, primary excluded
 };
 
-// The calling user: getuid/getgid/getgroups and getpwuid_r/getgrgid_r. When the host has no
+// Whether NSS answers `database` ("passwd", "group") from the /etc files first and stops
+// there when they hold the entry: its one line in `nsswitch` (nsswitch.conf's text) names
+// "files" first, with no action after it that could change SUCCESS=return. False when the
+// line is absent (glibc's built-in default applies) or appears twice.
+[[nodiscard]] bool filesAnswerFirst(std::string_view nsswitch, std::string_view database);
+
+// The calling user: getuid/getgid/getgroups, then the passwd and group entries. Where
+// filesAnswerFirst holds, entries are read from /etc/passwd and /etc/group with glibc's own
+// parser (what NSS would return, without its nscd probes and per-lookup set-up); anything
+// the files lack goes through getpwuid_r/getgrgid_r (LDAP, sssd, systemd). When the host has no
 // passwd entry (a uid from a container-less scheduler, broken LDAP) it falls back to
 // name "uid<N>", $HOME or "/", shell "/bin/sh", rather than failing the launch.
 [[nodiscard]] HostUser lookupHostUser();

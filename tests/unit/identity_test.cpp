@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include "ctr/identity.hpp"
@@ -117,4 +119,41 @@ TEST(HostUser, LookupDescribesTheCallingUser) {
   EXPECT_FALSE(user.shell.empty());
   EXPECT_EQ(user.primaryGroup.gid, getgid());
   for (const auto& g : user.groups) EXPECT_NE(g.gid, user.gid) << "primary group listed twice";
+}
+
+TEST(HostUser, LookupAgreesWithNss) {
+  // Whichever way lookupHostUser took (the files directly, or NSS), it must give what
+  // getpwuid/getgrgid give.
+  auto user = lookupHostUser();
+  struct passwd* pw = getpwuid(getuid());
+  ASSERT_NE(pw, nullptr) << "the test user has no passwd entry";
+  EXPECT_EQ(user.name, pw->pw_name);
+  EXPECT_EQ(user.gecos, pw->pw_gecos);
+  EXPECT_EQ(user.home, pw->pw_dir);
+  EXPECT_EQ(user.shell, *pw->pw_shell ? pw->pw_shell : "/bin/sh");
+  struct group* gr = getgrgid(getgid());
+  EXPECT_EQ(user.primaryGroup.name, gr ? gr->gr_name : "");
+  for (const auto& g : user.groups) {
+    struct group* e = getgrgid(g.gid);
+    EXPECT_EQ(g.name, e ? e->gr_name : "") << "gid " << g.gid;
+  }
+}
+
+TEST(NsswitchFiles, FilesFirstWithTheDefaultActionAnswers) {
+  EXPECT_TRUE(filesAnswerFirst("passwd: files\n", "passwd"));
+  EXPECT_TRUE(filesAnswerFirst("# c\npasswd:         files systemd\ngroup: files\n", "passwd"));
+  EXPECT_TRUE(filesAnswerFirst("passwd:files sss # comment", "passwd"));
+  EXPECT_TRUE(filesAnswerFirst("passwd: ldap\ngroup:\tfiles\tldap\n", "group"));
+}
+
+TEST(NsswitchFiles, AnythingElseAsksNss) {
+  EXPECT_FALSE(filesAnswerFirst("", "passwd")) << "no line: glibc's built-in default";
+  EXPECT_FALSE(filesAnswerFirst("group: files\n", "passwd"));
+  EXPECT_FALSE(filesAnswerFirst("passwd: sss files\n", "passwd"));
+  EXPECT_FALSE(filesAnswerFirst("passwd: compat\n", "passwd"));
+  EXPECT_FALSE(filesAnswerFirst("passwd: files [SUCCESS=continue] ldap\n", "passwd"));
+  EXPECT_FALSE(filesAnswerFirst("passwd: files\npasswd: ldap\n", "passwd")) << "said twice";
+  EXPECT_FALSE(filesAnswerFirst("#passwd: files\n", "passwd"));
+  EXPECT_FALSE(filesAnswerFirst("passwd: filesx\n", "passwd"));
+  EXPECT_FALSE(filesAnswerFirst("passwd:\n", "passwd"));
 }
