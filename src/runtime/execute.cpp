@@ -74,20 +74,6 @@ bool isExecutableFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// execvpe(3) semantics with the container's PATH (glibc's execvpe reads the caller's).
-std::string findCommand(const std::string& name, const std::string& path) {
-  if (name.find('/') != std::string::npos) return isExecutableFile(name) ? name : "";
-  size_t start = 0;
-  for (;;) {
-    size_t end = path.find(':', start);
-    std::string dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (isExecutableFile(candidate)) return candidate;
-    if (end == std::string::npos) return {};
-    start = end + 1;
-  }
-}
-
 // /.singularity.d/env/*.sh in the order the shell's glob gives (byte order); for images
 // built before Singularity 2.3, which have no such directory, their /environment.
 // The environment the env program (launch::envProgramScript) gives when sh runs it,
@@ -142,8 +128,13 @@ std::optional<std::vector<std::string>> interpretEnvProgram(const std::string& p
   return env;
 }
 
-[[noreturn]] void execCommand(const std::vector<std::string>& argv,
-                              const std::vector<std::string>& env, const std::string& resolved) {
+// execvpe(3) with the container's PATH (glibc's reads the caller's): `program` itself when
+// it holds a '/', else each PATH directory's `program` in turn. Each candidate is tried by
+// execve alone, with no stat or access before it: through squashfuse every path walk that
+// meets a symlink (/bin/true -> busybox, /bin -> usr/bin) is a round trip to the server.
+// A script without "#!" runs with /bin/sh, as execvp does. Throws when none can be run.
+[[noreturn]] void execCommand(const std::string& program, const std::vector<std::string>& argv,
+                              const std::vector<std::string>& env, const std::string& path) {
   auto toC = [](const std::vector<std::string>& v) {
     std::vector<char*> c;
     for (const auto& s : v) c.push_back(const_cast<char*>(s.c_str()));
@@ -152,14 +143,40 @@ std::optional<std::vector<std::string>> interpretEnvProgram(const std::string& p
   };
   auto cargv = toC(argv);
   auto cenv = toC(env);
-  ::execve(resolved.c_str(), cargv.data(), cenv.data());
-  if (errno == ENOEXEC) {  // a script without "#!": run it with /bin/sh, as execvp does
-    std::vector<std::string> shArgv = {"/bin/sh", resolved};
-    shArgv.insert(shArgv.end(), argv.begin() + 1, argv.end());
-    auto cshArgv = toC(shArgv);
-    ::execve("/bin/sh", cshArgv.data(), cenv.data());
+  std::vector<std::string> candidates;
+  if (program.find('/') != std::string::npos) {
+    candidates.push_back(program);
+  } else {
+    for (size_t start = 0;;) {
+      size_t end = path.find(':', start);
+      std::string dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      candidates.push_back((dir.empty() ? "." : dir) + "/" + program);
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
   }
-  throw sysError("cannot execute " + resolved + " in the container");
+  bool denied = false;
+  for (const auto& candidate : candidates) {
+    ::execve(candidate.c_str(), cargv.data(), cenv.data());
+    const int err = errno;
+    if (err == ENOEXEC) {
+      std::vector<std::string> shArgv = {"/bin/sh", candidate};
+      shArgv.insert(shArgv.end(), argv.begin() + 1, argv.end());
+      auto cshArgv = toC(shArgv);
+      ::execve("/bin/sh", cshArgv.data(), cenv.data());
+      throw sysError("cannot run the script " + candidate + " with /bin/sh in the container");
+    }
+    if (err == EACCES) {
+      denied = true;  // a directory, or no x permission: execvp goes on looking too
+      continue;
+    }
+    if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV || err == ETIMEDOUT) continue;
+    errno = err;
+    throw sysError("cannot execute " + candidate + " in the container");
+  }
+  if (denied)
+    throw Error("command '" + program + "' in the container is not an executable file (permission denied)");
+  throw Error("command '" + program + "' not found in the container");
 }
 
 [[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup);
@@ -287,7 +304,16 @@ void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foregrou
     ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
     const sigset_t forwarded = forwardedSignals();
     ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
-    app();
+    // A failed exec (command not found) is reported here: unwinding further would run the
+    // destructors of the init's objects in this copy of it.
+    try {
+      app();
+    } catch (const Error& e) {
+      std::fflush(stdout);
+      const std::string line = "ctr: error: " + e.oneLine() + "\n";
+      (void)!::write(STDERR_FILENO, line.data(), line.size());
+      ::_exit(e.status());
+    }
     ::_exit(kExitFailure);
   }
   ::prctl(PR_SET_NAME, "ctr-init");
@@ -367,15 +393,12 @@ namespace {
     if (kv.starts_with("PS1=")) program.ps1 = kv.substr(4);
   const std::string script = launch::envProgramScript(program);
   std::vector<std::string> environment;
-  std::string resolved;
+  std::string command = argv[0];
   log::StepTimer envTimer("environment");
   auto interpreted = interpretEnvProgram(script, plan, image.envScripts ? &*image.envScripts : nullptr);
   envTimer.stop();
   if (interpreted) {
     environment = std::move(*interpreted);
-    // The image's env scripts may have changed PATH (conda images do).
-    resolved = findCommand(argv[0], launch::envValue(environment, "PATH"));
-    if (resolved.empty()) throw Error("command '" + argv[0] + "' not found in the container");
   } else {
     environment = plan.environment;
     // The program may change PATH: let the shell look the command up after it, and keep
@@ -387,8 +410,8 @@ namespace {
         "ctr-check"};
     checked.insert(checked.end(), argv.begin(), argv.end());
     argv = launch::envProgramArgv(script, checked);
-    resolved = "/bin/sh";
-    if (!isExecutableFile(resolved))
+    command = "/bin/sh";
+    if (!isExecutableFile(command))
       throw Error("applying the environment needs /bin/sh (a command substitution or a script outside "
                   "what ctr interprets), and the image has none");
   }
@@ -399,9 +422,11 @@ namespace {
   if (applySeccomp) installSeccomp(seccomp);
   handover.stop();
   log::logStepSummary();
+  // Looked up in the PATH the image's env scripts left (conda images change it).
+  const std::string path = launch::envValue(environment, "PATH");
   if (initSignals)
-    initOf([&] { execCommand(argv, environment, resolved); }, initSignals.get(), previousMask, foreground);
-  execCommand(argv, environment, resolved);
+    initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground);
+  execCommand(command, argv, environment, path);
 }
 
 double secondsOf(const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6; }

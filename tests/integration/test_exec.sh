@@ -71,6 +71,27 @@ out=$(as_user "$CTR_BIN" -d exec --env CTR_DEMO=cli "$WORK/envdemo" sh -c 'echo 
 expect_eq "env scripts outside the subset, through /bin/sh; --env still wins" "cli sub /.singularity.d/libs" "$out"
 grep -q "applying the environment with /bin/sh" "$WORK/envdemo.log" || fail "no shell fallback logged"
 
+note "command lookup: execvp's rules in the container's PATH, one exec per candidate"
+rm "$WORK/envdemo/.singularity.d/env/95-sub.sh"  # plain scripts again: ctr itself looks the command up
+mkdir -p "$WORK/envdemo/opt/a" "$WORK/envdemo/opt/b"
+printf '#!/bin/sh\necho from-a\n' > "$WORK/envdemo/opt/a/tool" && chmod 644 "$WORK/envdemo/opt/a/tool"
+printf '#!/bin/sh\necho from-b "$0"\n' > "$WORK/envdemo/opt/b/tool" && chmod 755 "$WORK/envdemo/opt/b/tool"
+printf 'echo plain "$0" "$1"\n' > "$WORK/envdemo/opt/b/plain" && chmod 755 "$WORK/envdemo/opt/b/plain"
+chmod -R a+rX "$WORK/envdemo/opt"
+for pid in "" --pid; do
+  out=$(as_user "$CTR_BIN" exec $pid --env PATH=/opt/a:/opt/b "$WORK/envdemo" tool)
+  expect_eq "a non-executable match is skipped ($pid)" "from-b /opt/b/tool" "$out"
+  out=$(as_user "$CTR_BIN" exec $pid --env PATH=/opt/a:/opt/b "$WORK/envdemo" plain arg)
+  expect_eq "a script without #! runs with /bin/sh ($pid)" "plain /opt/b/plain arg" "$out"
+  set +e; err=$(as_user "$CTR_BIN" exec $pid "$WORK/envdemo" /opt/a/tool 2>&1); rc=$?; set -e
+  expect_eq "not executable: status ($pid)" 255 "$rc"
+  expect_eq "not executable: one line ($pid)" \
+    "ctr: error: command '/opt/a/tool' in the container is not an executable file (permission denied)" "$err"
+  set +e; err=$(as_user "$CTR_BIN" exec $pid --env PATH=/opt/a "$WORK/envdemo" missing 2>&1); rc=$?; set -e
+  expect_eq "not found: status ($pid)" 255 "$rc"
+  expect_eq "not found: one line ($pid)" "ctr: error: command 'missing' not found in the container" "$err"
+done
+
 note "hand-over: no_new_privs, capabilities, seccomp"
 out=$(as_user "$CTR_BIN" exec "$img" sh -c 'grep -E "^(NoNewPrivs|CapEff|CapPrm|CapBnd|Seccomp):" /proc/self/status | tr -d "\t"')
 expect_eq "status" "$(printf 'CapPrm:0000000000000000\nCapEff:0000000000000000\nCapBnd:0000000000000000\nNoNewPrivs:1\nSeccomp:2')" "$out"
