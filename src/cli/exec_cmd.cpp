@@ -21,6 +21,7 @@
 #include "ctr/launch.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/log.hpp"
+#include "ctr/option_filter.hpp"
 #include "ctr/runtime.hpp"
 #include "ctr/strings.hpp"
 
@@ -69,14 +70,13 @@ bool parseFlagBool(const FlagVariable& v) {
 void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
   auto& o = s.options;
   // One pass over the options (CLI11's lookup by name compares against every option: a
-  // few dozen lookups were a tenth of a launch's instructions).
-  std::set<std::string, std::less<>> known, givenNames;
+  // few dozen lookups were a tenth of a launch's instructions). Only the options the line
+  // names are registered (OptionFilter): the others were not given.
+  std::set<std::string, std::less<>> givenNames;
   auto collect = [&](const CLI::App* app) {
     for (const CLI::Option* opt : app->get_options()) {
-      for (const auto& name : opt->get_lnames()) {
-        known.insert("--" + name);
-        if (opt->count() > 0) givenNames.insert("--" + name);
-      }
+      if (opt->count() == 0) continue;
+      for (const auto& name : opt->get_lnames()) givenNames.insert("--" + name);
     }
   };
   collect(cmd);
@@ -100,7 +100,8 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
                         StringFlag{"--workdir", &o.workdir, {"WORKDIR"}}, StringFlag{"--app", &o.app, {"APP", "APPNAME"}},
                         StringFlag{"--shell", &o.shell, {"SHELL"}}, StringFlag{"--hostname", &o.hostname, {"HOSTNAME"}},
                         StringFlag{"--network", &o.network, {"NETWORK"}}}) {
-    if (given(f.option) || (f.target == &o.pwd && given("--cwd")) || !known.count(std::string_view(f.option))) continue;
+    if (given(f.option) || (f.target == &o.pwd && given("--cwd"))) continue;
+    if (f.target == &o.shell && o.command != launch::Command::Shell) continue;  // only `shell` has --shell
     if (auto v = flagVariable(f.keys)) *f.target = v->value;
   }
   if (!given("--no-env"))
@@ -192,73 +193,102 @@ int runLaunch(RunCommandState& state) {
   runtime::execute(plan);
 }
 
-// The launch options in CLI11 option groups (help sections). Grouped for speed too: CLI11
-// checks every new option's names against each option of its App, so 51 options in one
-// App cost 1275 comparisons, 0.8M instructions, 40% of a warm launch's user time
-// (callgrind); in groups of at most 14 it is a fifth of that.
-void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command) {
+// Adds the options that an OptionFilter wants to a command, in CLI11 option groups (help
+// sections) made when their first option comes. Grouped for speed too: CLI11 checks every
+// new option's names against each option of its App, so 51 options in one App cost 1275
+// comparisons, 0.8M instructions (callgrind); in groups of at most 14 it is a fifth of that.
+class OptionAdder {
+ public:
+  OptionAdder(CLI::App* cmd, const OptionFilter& filter) : cmd_(cmd), filter_(filter) {}
+
+  // The options added next go into the group `name` (nullptr: the command itself).
+  void section(const char* name) {
+    name_ = name;
+    group_ = nullptr;
+  }
+  template <typename T>
+  void option(const char* names, T& target, const char* help) {
+    if (filter_.wants(names)) where()->add_option(names, target, help);
+  }
+  // A repeatable option: each occurrence takes one value (`-B a -B b`, not `-B a b`).
+  void list(const char* names, std::vector<std::string>& target, const char* help) {
+    if (filter_.wants(names)) where()->add_option(names, target, help)->allow_extra_args(false);
+  }
+  void flag(const char* names, bool& target, const char* help) {
+    if (filter_.wants(names)) where()->add_flag(names, target, help);
+  }
+
+ private:
+  CLI::App* where() {
+    if (!name_) return cmd_;
+    if (!group_) {
+      group_ = cmd_->add_option_group(name_);
+      group_->set_help_flag();  // a group inherits -h,--help: the command's own is the one
+    }
+    return group_;
+  }
+
+  CLI::App* cmd_;
+  const OptionFilter& filter_;
+  const char* name_ = nullptr;
+  CLI::Option_group* group_ = nullptr;
+};
+
+void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command, const OptionFilter& filter) {
   auto& o = s.options;
-  auto group = [cmd](const char* name) {
-    auto* g = cmd->add_option_group(name);
-    g->set_help_flag();  // a group inherits -h,--help: the command's own is the one
-    return g;
-  };
-  auto* mounts = group("Mounts and working directory");
-  auto* env = group("Environment");
-  auto* dev = group("Host devices");
-  auto* ns = group("Namespaces (the host's unless asked for)");
-  auto* limits = group("Resource limits (a cgroup; cgroup v1 needs root)");
+  OptionAdder add(cmd, filter);
   if (command == launch::Command::Shell)
-    cmd->add_option("-s,--shell", o.shell, "The shell to start (default /bin/bash --norc, else /bin/sh)");
-  cmd->add_option("--app", o.app, "Run a SCIF app of the image (/scif/apps/NAME)");
-  cmd->add_option("--stats", o.statsFile, "Write wall/CPU time, peak memory, I/O and exit status as JSON to FILE");
-  cmd->add_flag("--explain", s.explain, "Print the launch plan and exit");
-  cmd->add_flag("--json", s.json, "With --explain: print the plan as JSON");
+    add.option("-s,--shell", o.shell, "The shell to start (default /bin/bash --norc, else /bin/sh)");
+  add.option("--app", o.app, "Run a SCIF app of the image (/scif/apps/NAME)");
+  add.option("--stats", o.statsFile, "Write wall/CPU time, peak memory, I/O and exit status as JSON to FILE");
+  add.flag("--explain", s.explain, "Print the launch plan and exit");
+  add.flag("--json", s.json, "With --explain: print the plan as JSON");
 
-  mounts->add_option("-B,--bind", o.binds, "Bind mount src[:dst[:ro|rw]] (repeatable, comma lists)")
-      ->allow_extra_args(false);
-  mounts->add_option("--mount", o.mounts, "Bind mount type=bind,source=SRC,destination=DST[,readonly] (repeatable)")
-      ->allow_extra_args(false);
-  mounts->add_option("-H,--home", o.home, "Home directory SRC[:DST] instead of $HOME");
-  mounts->add_option("--pwd,--cwd", o.pwd, "Working directory inside the container (must exist)");
-  mounts->add_option("-W,--workdir", o.workdir, "Host directory for /tmp and /var/tmp (with --contain) and --scratch");
-  mounts->add_option("--scratch", o.scratch, "An empty writable directory at DIR (repeatable, comma lists)")
-      ->allow_extra_args(false);
-  mounts->add_flag("-c,--contain", o.contain, "No home, cwd or /tmp from the host");
-  mounts->add_flag("-C,--containall", o.containAll, "--contain and --cleanenv");
-  mounts->add_flag("--no-home", o.noHome, "Do not mount the home directory");
-  mounts->add_flag("--writable-tmpfs", o.writableTmpfs, "Writable root (changes kept in memory)");
+  add.section("Mounts and working directory");
+  add.list("-B,--bind", o.binds, "Bind mount src[:dst[:ro|rw]] (repeatable, comma lists)");
+  add.list("--mount", o.mounts, "Bind mount type=bind,source=SRC,destination=DST[,readonly] (repeatable)");
+  add.option("-H,--home", o.home, "Home directory SRC[:DST] instead of $HOME");
+  add.option("--pwd,--cwd", o.pwd, "Working directory inside the container (must exist)");
+  add.option("-W,--workdir", o.workdir, "Host directory for /tmp and /var/tmp (with --contain) and --scratch");
+  add.list("--scratch", o.scratch, "An empty writable directory at DIR (repeatable, comma lists)");
+  add.flag("-c,--contain", o.contain, "No home, cwd or /tmp from the host");
+  add.flag("-C,--containall", o.containAll, "--contain and --cleanenv");
+  add.flag("--no-home", o.noHome, "Do not mount the home directory");
+  add.flag("--writable-tmpfs", o.writableTmpfs, "Writable root (changes kept in memory)");
 
-  env->add_option("--env", o.envs, "Set K=V in the container (repeatable)")->allow_extra_args(false);
-  env->add_option("--env-file", s.envFiles, "Read K=V lines from a file (repeatable)")->allow_extra_args(false);
-  env->add_option("--no-env", s.noEnv, "Do not pass these host variables (NAME[,NAME...])")->allow_extra_args(false);
-  env->add_flag("--no-eval", o.noEval, "Do not shell-evaluate --env, --env-file and APPTAINERENV_ values");
-  env->add_flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment");
+  add.section("Environment");
+  add.list("--env", o.envs, "Set K=V in the container (repeatable)");
+  add.list("--env-file", s.envFiles, "Read K=V lines from a file (repeatable)");
+  add.list("--no-env", s.noEnv, "Do not pass these host variables (NAME[,NAME...])");
+  add.flag("--no-eval", o.noEval, "Do not shell-evaluate --env, --env-file and APPTAINERENV_ values");
+  add.flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment");
 
-  dev->add_flag("--nv", o.nv, "The host's NVIDIA driver and GPUs (CDI spec for nvidia.com/gpu, else the ld.so cache)");
-  dev->add_flag("--rocm", o.rocm, "The host's AMD GPU driver (CDI spec for amd.com/gpu, else the ld.so cache)");
-  dev->add_option("--gpus", o.gpus, "Only these NVIDIA GPUs: all or a list of indices, e.g. 0,2 (implies --nv)");
-  dev->add_flag("--rdma", o.rdma, "With --contain, bind /dev/infiniband too (InfiniBand/RoCE verbs, RDMA CM)");
-  dev->add_option("--mpi", o.mpi, "bind: the site's MPI (ctr.conf 'mpi library') replaces the image's after an ABI "
-                  "check; hybrid (default): the image's own MPI");
-  dev->add_option("--device", o.devices, "A CDI device vendor.com/class=NAME, e.g. nvidia.com/gpu=all (repeatable)")
-      ->allow_extra_args(false);
+  add.section("Host devices");
+  add.flag("--nv", o.nv, "The host's NVIDIA driver and GPUs (CDI spec for nvidia.com/gpu, else the ld.so cache)");
+  add.flag("--rocm", o.rocm, "The host's AMD GPU driver (CDI spec for amd.com/gpu, else the ld.so cache)");
+  add.option("--gpus", o.gpus, "Only these NVIDIA GPUs: all or a list of indices, e.g. 0,2 (implies --nv)");
+  add.flag("--rdma", o.rdma, "With --contain, bind /dev/infiniband too (InfiniBand/RoCE verbs, RDMA CM)");
+  add.option("--mpi", o.mpi, "bind: the site's MPI (ctr.conf 'mpi library') replaces the image's after an ABI "
+             "check; hybrid (default): the image's own MPI");
+  add.list("--device", o.devices, "A CDI device vendor.com/class=NAME, e.g. nvidia.com/gpu=all (repeatable)");
 
-  ns->add_flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)");
-  ns->add_flag("-i,--ipc", o.ipc, "Own IPC namespace");
-  ns->add_flag("--uts", o.uts, "Own UTS namespace");
-  ns->add_option("--hostname", o.hostname, "Hostname in the container (own UTS namespace)");
-  ns->add_flag("-n,--net", o.net, "Own network namespace: loopback only");
-  ns->add_option("--network", o.network, "Network type: none (loopback only; implies --net)");
+  add.section("Namespaces (the host's unless asked for)");
+  add.flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)");
+  add.flag("-i,--ipc", o.ipc, "Own IPC namespace");
+  add.flag("--uts", o.uts, "Own UTS namespace");
+  add.option("--hostname", o.hostname, "Hostname in the container (own UTS namespace)");
+  add.flag("-n,--net", o.net, "Own network namespace: loopback only");
+  add.option("--network", o.network, "Network type: none (loopback only; implies --net)");
 
-  limits->add_option("--cpus", s.cpus, "CPU time as a number of CPUs (CFS quota), e.g. 0.5");
-  limits->add_option("--cpuset-cpus", o.limits.cpusetCpus, "CPUs the container may use, e.g. 0-3,8");
-  limits->add_option("--cpuset-mems", o.limits.cpusetMems, "Memory nodes the container may use");
-  limits->add_option("--memory", s.memory, "Memory limit, e.g. 512M or 4G");
-  limits->add_option("--memory-swap", s.memorySwap, "Memory plus swap limit (-1: unlimited swap)");
-  limits->add_option("--pids-limit", s.pidsLimit, "Most processes and threads at once");
-  limits->add_option("--blkio-weight", s.blkioWeight, "Block I/O weight, 10 to 1000");
-  limits->add_option("--apply-cgroups", s.applyCgroups, "Limits from an Apptainer cgroups TOML file");
+  add.section("Resource limits (a cgroup; cgroup v1 needs root)");
+  add.option("--cpus", s.cpus, "CPU time as a number of CPUs (CFS quota), e.g. 0.5");
+  add.option("--cpuset-cpus", o.limits.cpusetCpus, "CPUs the container may use, e.g. 0-3,8");
+  add.option("--cpuset-mems", o.limits.cpusetMems, "Memory nodes the container may use");
+  add.option("--memory", s.memory, "Memory limit, e.g. 512M or 4G");
+  add.option("--memory-swap", s.memorySwap, "Memory plus swap limit (-1: unlimited swap)");
+  add.option("--pids-limit", s.pidsLimit, "Most processes and threads at once");
+  add.option("--blkio-weight", s.blkioWeight, "Block I/O weight, 10 to 1000");
+  add.option("--apply-cgroups", s.applyCgroups, "Limits from an Apptainer cgroups TOML file");
 
   cmd->add_option("image", o.image, "SIF, squashfs image or directory")->required();
   cmd->add_option("args", o.args, "Command and arguments");
@@ -267,12 +297,19 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   cmd->prefix_command();
 }
 
+// `parsed`: this is the command on the line, so it gets only the options the line names.
 void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const char* help,
-                           launch::Command command) {
+                           launch::Command command, bool parsed) {
   auto state = std::make_shared<RunCommandState>();
   state->options.command = command;
   auto* cmd = app.add_subcommand(name, help);
-  addLaunchOptions(cmd, *state, command);
+  OptionFilter filter;
+  if (parsed) {
+    const auto& raw = ctx.rawArgs;
+    auto at = std::find(raw.begin(), raw.end(), name);
+    filter = OptionFilter(std::vector<std::string>(at == raw.end() ? raw.end() : at + 1, raw.end()));
+  }
+  addLaunchOptions(cmd, *state, command, filter);
   cmd->callback([&ctx, state, cmd, name] {
     auto rest = cmd->remaining();
     auto& args = state->options.args;
@@ -300,13 +337,13 @@ void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const 
 void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   auto wanted = [only](std::string_view name) { return only.empty() || only == name; };
   if (wanted("exec"))
-    registerLaunchCommand(app, ctx, "exec", "Run a command in a container", launch::Command::Exec);
+    registerLaunchCommand(app, ctx, "exec", "Run a command in a container", launch::Command::Exec, only == "exec");
   if (wanted("run"))
-    registerLaunchCommand(app, ctx, "run", "Run the image's runscript", launch::Command::Run);
+    registerLaunchCommand(app, ctx, "run", "Run the image's runscript", launch::Command::Run, only == "run");
   if (wanted("shell"))
-    registerLaunchCommand(app, ctx, "shell", "Start a shell in a container", launch::Command::Shell);
+    registerLaunchCommand(app, ctx, "shell", "Start a shell in a container", launch::Command::Shell, only == "shell");
   if (wanted("test"))
-    registerLaunchCommand(app, ctx, "test", "Run the image's test script (%test)", launch::Command::Test);
+    registerLaunchCommand(app, ctx, "test", "Run the image's test script (%test)", launch::Command::Test, only == "test");
   if (!wanted("__holder")) return;
 
   // Hidden: the shared image mount holder (contract in ctr/runtime.hpp).
