@@ -1,7 +1,6 @@
 // Text renderings of a SIF, identical to siftool's (internal/app/siftool/info.go).
 #include <algorithm>
 #include <cinttypes>
-#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <utility>
@@ -70,8 +69,8 @@ std::string readableSize(std::int64_t size) {
     ++exp;
   }
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.0f %ciB",
-                std::round(static_cast<double>(usize) / static_cast<double>(div)), kUnits[exp]);
+  // Rounded half up in integers (std::round alone made ctr load libm).
+  std::snprintf(buf, sizeof buf, "%llu %ciB", static_cast<unsigned long long>((usize + div / 2) / div), kUnits[exp]);
   return buf;
 }
 
