@@ -40,21 +40,37 @@ struct RunCommandState {
   std::vector<std::string> noEnv;  // --no-env NAME[,NAME...]
 };
 
-// Apptainer's flag variables: APPTAINER_<KEY>, then SINGULARITY_<KEY>, for each key in
-// order; the first non-blank one.
+// Apptainer's flag variables in the environment, collected in one pass: a launch asks for
+// some 30 keys, and a getenv per spelling scanned the whole environment 60 times.
 struct FlagVariable {
   std::string name, value;
 };
-std::optional<FlagVariable> flagVariable(std::initializer_list<const char*> keys) {
-  for (const char* key : keys) {
-    for (const char* prefix : {"APPTAINER_", "SINGULARITY_"}) {
-      const std::string name = std::string(prefix) + key;
-      const char* value = std::getenv(name.c_str());
-      if (value && !trim(value).empty()) return FlagVariable{name, std::string(trim(value))};
+class FlagVariables {
+ public:
+  FlagVariables() {
+    for (char** e = environ; e && *e; ++e) {
+      std::string_view kv = *e;
+      const size_t eq = kv.find('=');
+      if (eq != std::string_view::npos && (kv.starts_with("APPTAINER_") || kv.starts_with("SINGULARITY_")))
+        vars_.push_back({std::string(kv.substr(0, eq)), std::string(trim(kv.substr(eq + 1)))});
     }
   }
-  return std::nullopt;
-}
+  // APPTAINER_<KEY>, then SINGULARITY_<KEY>, for each key in order: the first non-blank one.
+  std::optional<FlagVariable> find(std::initializer_list<const char*> keys) const {
+    for (const char* key : keys) {
+      for (std::string_view prefix : {"APPTAINER_", "SINGULARITY_"}) {
+        for (const auto& v : vars_)
+          if (!v.value.empty() && v.name.size() == prefix.size() + std::strlen(key) &&
+              v.name.starts_with(prefix) && v.name.ends_with(key))
+            return v;
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<FlagVariable> vars_;
+};
 
 // A boolean as Apptainer reads its flag variables (Go's strconv.ParseBool).
 bool parseFlagBool(const FlagVariable& v) {
@@ -69,6 +85,8 @@ bool parseFlagBool(const FlagVariable& v) {
 // its variable; the bind variables are read by the planner, with CTR_BIND).
 void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
   auto& o = s.options;
+  const FlagVariables variables;
+  auto flagVariable = [&variables](std::initializer_list<const char*> keys) { return variables.find(keys); };
   // One pass over the options (CLI11's lookup by name compares against every option: a
   // few dozen lookups were a tenth of a launch's instructions). Only the options the line
   // names are registered (OptionFilter): the others were not given.
