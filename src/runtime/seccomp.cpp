@@ -195,13 +195,17 @@ bool validProgram(std::string_view bpf) {
 }
 
 // A hash of everything the compiled program depends on.
-std::string cacheKey(std::string_view text) {
+// `textHash`: fnv1a64 of the profile's text; the key hashes on from it (FNV-1a runs byte by
+// byte, so this is the hash of the text followed by the rest).
+std::string cacheKey(std::uint64_t textHash) {
   const scmp_version* v = seccomp_version();
-  std::string input(text);
-  input += '\0' + std::to_string(v->major) + '.' + std::to_string(v->minor) + '.' +
-           std::to_string(v->micro) + '/' + std::to_string(seccomp_arch_native()) + "/tree";
-  return toHex16(fnv1a64(input));
+  const std::string rest = '\0' + std::to_string(v->major) + '.' + std::to_string(v->minor) + '.' +
+                           std::to_string(v->micro) + '/' + std::to_string(seccomp_arch_native()) + "/tree";
+  return toHex16(fnv1a64(rest, textHash));
 }
+
+// The built-in profile's hash, computed by the compiler: not 5 KB hashed in every launch.
+constexpr std::uint64_t kDefaultProfileHash = fnv1a64(kDefaultProfileText);
 
 // The state directory is trusted for the cache only if it is the user's alone.
 bool usableCacheDir(const std::string& dir) {
@@ -242,9 +246,11 @@ void storeInCache(const std::string& dir, const std::string& path, const std::st
 
 SeccompProgram loadSeccompProgram(const std::filesystem::path& path, const std::string& cacheDir) {
   std::string source = path.empty() ? std::string("built-in default") : path.string();
-  const std::string text = path.empty() ? std::string(kDefaultProfileText) : readProfileFile(path);
+  const std::string fileText = path.empty() ? std::string() : readProfileFile(path);
+  const std::string_view text = path.empty() ? kDefaultProfileText : std::string_view(fileText);
   const bool cache = usableCacheDir(cacheDir);
-  const std::string cached = cacheDir + "/seccomp-" + cacheKey(text) + ".bpf";
+  const std::string cached =
+      cacheDir + "/seccomp-" + cacheKey(path.empty() ? kDefaultProfileHash : fnv1a64(text)) + ".bpf";
   if (cache) {
     std::string bpf = readWholeFile(cached);
     if (validProgram(bpf)) {
