@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,15 @@ struct HostUser {
 // "files" first, with no action after it that could change SUCCESS=return. False when the
 // line is absent (glibc's built-in default applies) or appears twice.
 [[nodiscard]] bool filesAnswerFirst(std::string_view nsswitch, std::string_view database);
+
+// The first entry for `uid` in a passwd file's text, read as NSS's files service reads it
+// (glibc's own parser; only lines whose uid field reads as `uid` are parsed): fills the
+// user's name, gecos, home and shell, or returns false.
+[[nodiscard]] bool passwdEntryFromText(std::string_view passwd, uid_t uid, HostUser& user);
+
+// For each gid of `names` still without a name: the name of its first entry in a group
+// file's text, read the same way.
+void groupNamesFromText(std::string_view group, std::map<gid_t, std::string>& names);
 
 // The calling user: getuid/getgid/getgroups, then the passwd and group entries. Where
 // filesAnswerFirst holds, entries are read from /etc/passwd and /etc/group with glibc's own

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "ctr/error.hpp"
@@ -65,65 +66,74 @@ HostGroup lookupGroup(gid_t gid) {
 
 using File = std::unique_ptr<FILE, int (*)(FILE*)>;
 
-// An /etc file read whole into `text`, as a stream over it: glibc's fget*ent_r ask a
-// stream for its position before every line, which on the file itself is an lseek each.
-File openEtc(const char* path, std::string& text) {
-  text = readFileIfPresent(path);
-  if (text.empty()) return File(nullptr, &std::fclose);
-  return File(fmemopen(text.data(), text.size(), "r"), &std::fclose);
+// The number in the `index`th ':'-separated field of an /etc line, read with strtoul as
+// glibc's parser reads ids, or nullopt. A cheap look to pick lines: a line it picks still
+// goes through glibc's parser, which has the last word.
+std::optional<unsigned long> lineId(std::string_view line, int index) {
+  size_t start = 0;
+  for (int i = 0; i < index; ++i) {
+    start = line.find(':', start);
+    if (start == std::string_view::npos) return std::nullopt;
+    ++start;
+  }
+  const std::string field(line.substr(start, line.find(':', start) - start));
+  char* end = nullptr;
+  const unsigned long value = std::strtoul(field.c_str(), &end, 10);
+  if (end == field.c_str()) return std::nullopt;
+  return value;
 }
 
-// The first entry of /etc/passwd for `uid`, read with glibc's parser for that format (the
-// one NSS's files service uses), or false.
-bool passwdFromFiles(uid_t uid, HostUser& user) {
-  std::string text;
-  File file = openEtc("/etc/passwd", text);
+// One line parsed with glibc's parser for its format (`parse`: fgetpwent_r, fgetgrent_r,
+// what NSS's files service uses), over a stream in memory. False when glibc skips the line
+// (a comment, a malformed entry).
+template <typename Entry, typename Parse>
+bool parseEtcLine(std::string_view line, Entry& entry, std::vector<char>& buf, Parse parse) {
+  std::string copy(line);
+  copy += '\n';
+  File file(fmemopen(copy.data(), copy.size(), "r"), &std::fclose);
   if (!file) return false;
-  struct passwd entry {};
-  std::vector<char> buf(4096);
   while (true) {
-    struct passwd* result = nullptr;
-    int rc = fgetpwent_r(file.get(), &entry, buf.data(), buf.size(), &result);
+    Entry* result = nullptr;
+    const int rc = parse(file.get(), &entry, buf.data(), buf.size(), &result);
     if (rc == ERANGE && buf.size() < (1U << 24)) {
       buf.resize(buf.size() * 2);  // glibc went back to the line's start: read it again
       continue;
     }
-    if (rc != 0 || result == nullptr) return false;
-    if (entry.pw_uid != uid) continue;
+    return rc == 0 && result != nullptr;
+  }
+}
+
+}  // namespace
+
+bool passwdEntryFromText(std::string_view text, uid_t uid, HostUser& user) {
+  struct passwd entry {};
+  std::vector<char> buf(4096);
+  for (std::string_view line : splitLines(text)) {
+    const auto id = lineId(line, 2);
+    if (!id || static_cast<uid_t>(*id) != uid || !parseEtcLine(line, entry, buf, fgetpwent_r) || entry.pw_uid != uid)
+      continue;
     user.name = entry.pw_name;
     user.gecos = entry.pw_gecos ? entry.pw_gecos : "";
     user.home = entry.pw_dir ? entry.pw_dir : "";
     user.shell = entry.pw_shell ? entry.pw_shell : "";
     return true;
   }
+  return false;
 }
 
-// Fills the empty names in `names` from /etc/group: the first entry per gid, as NSS's files
-// service answers.
-void groupNamesFromFiles(std::map<gid_t, std::string>& names) {
-  std::string text;
-  File file = openEtc("/etc/group", text);
-  if (!file) return;
+void groupNamesFromText(std::string_view text, std::map<gid_t, std::string>& names) {
   struct group entry {};
   std::vector<char> buf(4096);
-  size_t missing = names.size();
-  while (missing > 0) {
-    struct group* result = nullptr;
-    int rc = fgetgrent_r(file.get(), &entry, buf.data(), buf.size(), &result);
-    if (rc == ERANGE && buf.size() < (1U << 24)) {
-      buf.resize(buf.size() * 2);  // a group with very many members
+  for (std::string_view line : splitLines(text)) {
+    const auto id = lineId(line, 2);
+    if (!id) continue;
+    auto it = names.find(static_cast<gid_t>(*id));
+    if (it == names.end() || !it->second.empty() || !parseEtcLine(line, entry, buf, fgetgrent_r) ||
+        entry.gr_gid != it->first)
       continue;
-    }
-    if (rc != 0 || result == nullptr) return;
-    auto it = names.find(entry.gr_gid);
-    if (it != names.end() && it->second.empty()) {
-      it->second = entry.gr_name;
-      --missing;
-    }
+    it->second = entry.gr_name;
   }
 }
-
-}  // namespace
 
 bool filesAnswerFirst(std::string_view nsswitch, std::string_view database) {
   std::string_view services;
@@ -160,7 +170,7 @@ HostUser lookupHostUser() {
   // they hold the entry, NSS would return exactly that entry, so read it there directly.
   // Whatever the files lack still goes through NSS (LDAP, sssd, systemd).
   std::string nsswitch = readFileIfPresent("/etc/nsswitch.conf");
-  bool found = filesAnswerFirst(nsswitch, "passwd") && passwdFromFiles(user.uid, user);
+  bool found = filesAnswerFirst(nsswitch, "passwd") && passwdEntryFromText(readFileIfPresent("/etc/passwd"), user.uid, user);
   struct passwd entry {};
   std::vector<char> buf;
   uid_t uid = user.uid;
@@ -184,7 +194,7 @@ HostUser lookupHostUser() {
 
   std::map<gid_t, std::string> names{{user.gid, {}}};
   for (gid_t gid : gids) names.emplace(gid, std::string());
-  if (filesAnswerFirst(nsswitch, "group")) groupNamesFromFiles(names);
+  if (filesAnswerFirst(nsswitch, "group")) groupNamesFromText(readFileIfPresent("/etc/group"), names);
   for (auto& [gid, name] : names) {
     if (name.empty()) name = lookupGroup(gid).name;
   }

@@ -157,3 +157,59 @@ TEST(NsswitchFiles, AnythingElseAsksNss) {
   EXPECT_FALSE(filesAnswerFirst("passwd: filesx\n", "passwd"));
   EXPECT_FALSE(filesAnswerFirst("passwd:\n", "passwd"));
 }
+
+namespace {
+
+// What glibc's parser gives for `uid` reading the whole text line after line: the
+// reference passwdEntryFromText must agree with.
+std::string referencePasswdName(const std::string& text, uid_t uid) {
+  std::string copy = text;
+  FILE* f = fmemopen(copy.data(), copy.size(), "r");
+  struct passwd entry {};
+  char buf[4096];
+  struct passwd* result = nullptr;
+  std::string name = "<none>";
+  while (fgetpwent_r(f, &entry, buf, sizeof buf, &result) == 0 && result) {
+    if (entry.pw_uid == uid) {
+      name = entry.pw_name;
+      break;
+    }
+  }
+  fclose(f);
+  return name;
+}
+
+std::string passwdName(const std::string& text, uid_t uid) {
+  HostUser user;
+  return passwdEntryFromText(text, uid, user) ? user.name : "<none>";
+}
+
+}  // namespace
+
+TEST(EtcFiles, PasswdEntryAsGlibcReadsIt) {
+  const std::string text =
+      "# alice:x:1000:1000::/home/c:/bin/sh\n"
+      "broken:x:1000\n"
+      "   \n"
+      "zero:x:01000:1000:Zero:/home/zero:/bin/sh\n"
+      "alice:x:1000:1000:Alice:/home/alice:/bin/bash\n"
+      "bob:x:1001:1001::/home/bob:/bin/sh\n"
+      "bob2:x:1001:1001::/home/bob2:/bin/sh";
+  for (uid_t uid : {1000U, 1001U, 1002U, 0U}) EXPECT_EQ(passwdName(text, uid), referencePasswdName(text, uid)) << uid;
+  HostUser user;
+  ASSERT_TRUE(passwdEntryFromText("alice:x:1000:1000:Alice A:/home/alice:/bin/bash\n", 1000, user));
+  EXPECT_EQ(user.name, "alice");
+  EXPECT_EQ(user.gecos, "Alice A");
+  EXPECT_EQ(user.home, "/home/alice");
+  EXPECT_EQ(user.shell, "/bin/bash");
+  EXPECT_FALSE(passwdEntryFromText("", 1000, user));
+}
+
+TEST(EtcFiles, GroupNamesFirstEntryPerGid) {
+  std::map<gid_t, std::string> names{{27, ""}, {1000, ""}, {5000, ""}, {7, "kept"}};
+  groupNamesFromText("#sudo:x:27:\nsudo:x:27:alice\nusers:x:1000:\nother:x:1000:\nlp:x:7:\n", names);
+  EXPECT_EQ(names[27], "sudo");
+  EXPECT_EQ(names[1000], "users") << "the first entry";
+  EXPECT_EQ(names[5000], "") << "not in the file: left for NSS";
+  EXPECT_EQ(names[7], "kept") << "a name already known is kept";
+}
