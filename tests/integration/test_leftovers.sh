@@ -55,6 +55,21 @@ wait $p1 $p2
 wait_gone "after both ended"
 no_host_mounts "after both ended"
 
+note "a launch that came while another ran keeps the image once the first has ended"
+# The holder takes registrations that come while a known app lives only when that app
+# ends (or every second): the second launch must be found then, with no linger to cover it.
+as_user "$CTR_BIN" exec "$WORK/demo.sqfs" sleep 0.4 &
+p1=$!
+sleep 0.2
+as_user "$CTR_BIN" exec "$WORK/demo.sqfs" sh -c 'sleep 0.8; head -1 /etc/os-release >/dev/null' &
+p2=$!
+wait $p1
+sleep 0.2
+expect_eq "squashfuse kept for the second launch after the first ended" 1 "$(live_squashfuse)"
+wait $p2 || fail "the second launch failed after the first ended"
+wait_gone "after both ended, the second last"
+no_host_mounts "after both ended, the second last"
+
 note "the image goes with the app: a process it leaves behind is not tracked (test_no_fd_leak)"
 as_user "$CTR_BIN" exec "$WORK/demo.sqfs" sh -c 'sleep 3 >/dev/null 2>&1 </dev/null & exit 0'
 wait_gone "after the app ended, its background child still running"
