@@ -7,6 +7,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
+#include "ctr/strings.hpp"
 
 namespace ctr::cli {
 
@@ -32,15 +33,11 @@ int runBuild(BuildArgs& args) {
   if (!args.buildArgFile.empty()) {
     // One KEY=VALUE a line; blank lines and '#' comments skipped (Apptainer's format).
     const std::string text = readCheckedFile(args.buildArgFile, 1u << 20, args.buildArgFile);
-    std::size_t start = 0, line = 0;
-    while (start < text.size()) {
-      auto end = text.find('\n', start);
-      if (end == std::string::npos) end = text.size();
-      std::string item = text.substr(start, end - start);
-      start = end + 1;
+    std::size_t line = 0;
+    for (std::string_view item : splitLines(text)) {
       ++line;
       if (item.empty() || item[0] == '#') continue;
-      addBuildArg(args.def.buildArgs, item, args.buildArgFile + ":" + std::to_string(line));
+      addBuildArg(args.def.buildArgs, std::string(item), args.buildArgFile + ":" + std::to_string(line));
     }
   }
   for (const auto& item : args.buildArgs) addBuildArg(args.def.buildArgs, item, "--build-arg");

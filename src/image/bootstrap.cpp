@@ -6,12 +6,13 @@
 #include <mutex>
 
 #include "ctr/build.hpp"
-#include "ctr/oci.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/image.hpp"
+#include "ctr/oci.hpp"
 #include "ctr/programs.hpp"
+#include "ctr/strings.hpp"
 
 namespace ctr::image {
 
@@ -155,13 +156,8 @@ std::vector<std::string> bootstrapAgentNames() {
 
 std::string hostAptMirror(std::string_view sourcesList, const std::vector<std::string>& deb822Sources) {
   auto lines = [](std::string_view text, auto&& each) {
-    std::size_t start = 0;
-    while (start <= text.size()) {
-      auto end = text.find('\n', start);
-      if (end == std::string_view::npos) end = text.size();
-      if (each(trimmed(text.substr(start, end - start)))) return true;
-      start = end + 1;
-    }
+    for (std::string_view line : splitLines(text))
+      if (each(trimmed(line))) return true;
     return false;
   };
   std::string found;

@@ -4,6 +4,7 @@
 
 #include "ctr/build.hpp"
 #include "ctr/build_config.hpp"
+#include "ctr/strings.hpp"
 
 namespace ctr::image {
 
@@ -91,12 +92,8 @@ std::string labelsJson(const nlohmann::json& existing, std::string_view buildLab
     for (const auto& [key, value] : existing.items())
       labels[key] = value.is_string() ? value.get<std::string>() : value.dump();
   // $APPTAINER_LABELS: "KEY VALUE" lines written by %post.
-  std::size_t start = 0;
-  while (start < buildLabels.size()) {
-    auto end = buildLabels.find('\n', start);
-    if (end == std::string_view::npos) end = buildLabels.size();
-    std::string line(buildLabels.substr(start, end - start));
-    start = end + 1;
+  for (std::string_view text : splitLines(buildLabels)) {
+    std::string line(text);
     const auto first = line.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
     line = line.substr(first);

@@ -1,10 +1,10 @@
-#include "ctr/strings.hpp"
 #include "ctr/environment.hpp"
 
 #include <algorithm>
 #include <array>
 
 #include "ctr/error.hpp"
+#include "ctr/strings.hpp"
 
 namespace ctr::launch {
 namespace {
@@ -202,12 +202,8 @@ std::vector<EnvVar> parseEnvOption(std::string_view value) {
 std::vector<EnvVar> parseEnvFile(std::string_view text, const std::string& fileName) {
   std::vector<EnvVar> out;
   int lineNo = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = trim(text.substr(pos, nl - pos));
-    pos = nl + 1;
+  for (std::string_view raw : splitLines(text)) {
+    std::string_view line = trim(raw);
     ++lineNo;
     if (line.empty() || line[0] == '#') continue;
     if (startsWith(line, "export ")) line = trim(line.substr(7));
