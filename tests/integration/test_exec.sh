@@ -98,6 +98,14 @@ expect_eq "status" "$(printf 'CapPrm:0000000000000000\nCapEff:0000000000000000\n
 out=$(as_user "$CTR_BIN" exec -B "$WORK/probe:/probe" "$img" /probe)
 expect_eq "keyctl refused by seccomp" "errno=1" "$out"
 
+note "-d: one summary line of the launch's steps, just before the hand-over"
+err=$(as_user "$CTR_BIN" -d exec "$img" true 2>&1 >/dev/null)
+line=$(printf '%s\n' "$err" | grep "launch steps:" || true)
+expect_eq "-d: one summary line" 1 "$(printf '%s\n' "$line" | grep -c "launch steps:")"
+for step in "start-up and command line" "planning the launch" "joining the shared image mount" "hand-over" "ms since ctr started"; do
+  expect_contains "-d summary names '$step'" "$step" "$line"
+done
+
 note "--explain (text and JSON) runs nothing"
 out=$(as_user "$CTR_BIN" exec --explain -B "$WORK/data:/data:ro" "$img" true)
 expect_contains "--explain" "bind $WORK/data -> /data (ro) [user]" "$out"
