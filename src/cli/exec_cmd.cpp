@@ -190,13 +190,18 @@ int runLaunch(RunCommandState& state) {
   launch::LaunchPlan plan;
   {
     log::StepTimer timer("planning the launch");
+    log::StepTimer reading("reading ctr.conf and the image");
     const auto policy = config::loadDefaultPolicy();
     const auto image = image::resolveImage(options.image);
+    reading.stop();
+    log::StepTimer looking("looking at the host");
     auto host = launch::discoverHost();
     if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
       host.limits = launch::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
     launch::discoverDevicesHost(host, options, policy);
     launch::discoverMpiHost(host, options, policy);
+    looking.stop();
+    log::StepTimer deciding("deciding the plan");
     plan = launch::planLaunch(options, policy, image, host);
   }
   for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
