@@ -732,20 +732,21 @@ int holderMain(const HolderArgs& args) {
       baseMount.reset();
     }
     if (!baseRootMount.path().empty()) {
+      // A copy of the env scripts only for what a read-only image alone decides: not for a
+      // directory image (the user may edit it while it is held), not if a bind reaches them.
+      const bool copyScripts =
+          args.driver != "directory" && !bindReachesEnvScripts(readFileIfPresent(baseDir + "/bound"));
       std::optional<std::vector<EnvScript>> scripts;
       try {
         ready = makeReadyNamespace(baseDir + "/root", [&] {
-          if (args.driver == "directory") return;
+          if (!copyScripts) return;
           try {
             scripts = readAllEnvScripts();
           } catch (const Error& e) {
             spdlog::debug("no copy of the env scripts of {}: {}", args.image, e.oneLine());
           }
         });
-        // Only for what a read-only image alone decides: not for a directory image (the
-        // user may edit it while it is held), not if a bind reaches the scripts.
-        if (scripts && args.driver != "directory" && !bindReachesEnvScripts(readFileIfPresent(baseDir + "/bound")))
-          writeEnvScriptCopy(baseDir + "/env-scripts", *scripts);
+        if (scripts) writeEnvScriptCopy(baseDir + "/env-scripts", *scripts);
       } catch (const Error& e) {
         spdlog::debug("no ready namespace for {}: {}", args.image, e.oneLine());
       }
