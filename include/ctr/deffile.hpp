@@ -153,7 +153,8 @@ struct DefinitionFile {
 };
 
 // Parses a definition file. `fileName` names it in messages; `buildArgs` are the
-// --build-arg values, which override %arguments defaults. Throws ctr::Error
+// --build-arg values, which override %arguments defaults (each one line: a value with a
+// newline or another control character but tab is refused). Throws ctr::Error
 // "FILE:LINE: what was expected" for a malformed definition.
 [[nodiscard]] DefinitionFile parseDefinition(std::string_view text, std::string_view fileName,
                                              const std::map<std::string, std::string>& buildArgs);

@@ -3,6 +3,7 @@
 // ctr departs from Apptainer and why.
 #include "ctr/deffile.hpp"
 
+#include <cstdio>
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -653,6 +654,21 @@ std::string Header::value(std::string_view keyword) const {
 
 DefinitionFile parseDefinition(std::string_view text, std::string_view fileName,
                                const std::map<std::string, std::string>& buildArgs) {
+  // A value is one line of text: a newline would start a new line of the definition (a
+  // section header such as %setup, which runs on the host), and other control characters
+  // have no place in one either.
+  for (const auto& [name, value] : buildArgs) {
+    for (unsigned char c : value) {
+      if (c >= 0x20 && c != 0x7f) continue;
+      if (c == '\t') continue;
+      char code[8];
+      std::snprintf(code, sizeof code, "0x%02x", c);
+      throw Error("--build-arg " + name + ": the value holds a " +
+                  (c == '\n' ? std::string("newline") : c == '\r' ? std::string("carriage return") : "control character " + std::string(code)) +
+                  "; a build argument is one line of text")
+          .withStatus(1);
+    }
+  }
   return Parser(fileName, buildArgs).parse(text);
 }
 

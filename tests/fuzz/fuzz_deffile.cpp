@@ -27,7 +27,7 @@ void useSection(const deffile::Section& section) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  static const std::map<std::string, std::string> buildArgs{{"VERSION", "1.2"}, {"MULTI", "a\nb"}};
+  static const std::map<std::string, std::string> buildArgs{{"VERSION", "1.2"}, {"MULTI", "a b"}};
   deffile::DefinitionFile file;
   try {
     file = deffile::parseDefinition(text, "fuzz.def", buildArgs);
