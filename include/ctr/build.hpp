@@ -25,6 +25,9 @@ struct DefinitionBuildOptions {
   bool noTest = false;
   bool deterministic = false;
   bool explain = false;  // print each step's plan, run nothing
+  // A --sandbox keeps the image's setuid/setgid bits, file capabilities and device nodes
+  // (dropped by default: the directory stays on the host, where they would work).
+  bool keepPrivilegedFiles = false;
   bool warnUnusedBuildArgs = false;
   std::map<std::string, std::string> buildArgs;  // --build-arg and --build-arg-file
   std::filesystem::path cacheDir;                // empty: $CTR_CACHE_DIR or ~/.cache/ctr

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,9 +53,13 @@ struct BuildOptions {
   // (`apptainer inspect --json --labels --deffile` of the image; none when empty).
   std::string definition;
   std::string inspectMetadataJson;
-  // Runs mksquashfs (its argv) and returns its exit status; empty: as the caller, with
-  // -all-root when unprivileged. A definition build runs it as the build's root instead.
+  // Runs mksquashfs (its argv) and returns its exit status; empty: as the caller. A
+  // definition build runs it as the build's root instead.
   std::function<int(const std::vector<std::string>&)> runMksquashfs;
+  // Every file owned by root in the image (mksquashfs -all-root): what an unprivileged
+  // build does, whose own ids mean nothing on another node. Setuid/setgid bits are then
+  // cleared: a caller's own setuid file must not become root's. Unset: when unprivileged.
+  std::optional<bool> allRoot;
   // A definition build installs its own SIGINT/SIGTERM cleanup around the whole build.
   bool installSignalCleanup = true;
 };

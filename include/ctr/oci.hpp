@@ -18,6 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace ctr::image {
+class ImageTree;
+}
+
 namespace ctr::image::oci {
 
 // What Apptainer takes from an image config (the OCI image spec's "config" object).
@@ -57,8 +61,10 @@ void writeApptainerMetadata(const ImageConfig& config, const std::filesystem::pa
 // The part of that layout every Apptainer image has, whatever built it: env/01-base.sh,
 // 90-environment.sh, 95-apps.sh, 99-base.sh, 99-runtimevars.sh, actions/*, startscript, the
 // /singularity and /.exec-style links and the runtime's mount points; each only where the
-// image lacks it. `ctr build` from a definition file writes it too.
+// image lacks it. `ctr build` from a definition file writes it too. Paths are resolved
+// inside the image (ctr/image_tree.hpp).
 void writeApptainerBaseFiles(const std::filesystem::path& rootfs);
+void writeApptainerBaseFiles(const ImageTree& tree);
 
 // `ctr pull`: SOURCE is docker://REF, docker-archive:PATH, oci-archive:PATH[:tag] or
 // oci:DIR[:tag]. Unpacks into a temporary directory next to `output`, writes the metadata

@@ -63,6 +63,8 @@
 // then creates U and M itself and binds DIR instead of starting squashfuse.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -106,5 +108,11 @@ int holderMain(const HolderArgs& args);
 // host's file system, no mount changes): how a build unpacks, packs and removes trees whose
 // files belong to the mapped ids. Returns its status as a shell reports it.
 [[nodiscard]] int runAsBuildRoot(const launch::BuildRoot& build, const std::vector<std::string>& argv);
+
+// Runs `body` in a child process as root of a build's user namespace (as above): how a
+// build copies and inspects trees through descriptors where their files belong to the
+// mapped ids. Returns what the body returns; a ctr::Error it throws is thrown here with
+// the same message.
+std::string runAsBuildRoot(const launch::BuildRoot& build, const std::function<std::string()>& body);
 
 }  // namespace ctr::runtime

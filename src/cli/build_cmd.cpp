@@ -52,8 +52,9 @@ int runBuild(BuildArgs& args) {
     }
   }
   if (isDirectory || isImage) {
-    if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty())
-      throw Error("--sandbox, --explain, --notest and --build-arg apply to definition files; " + args.input +
+    if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
+        args.def.keepPrivilegedFiles)
+      throw Error("--sandbox, --keep-privileged-files, --explain, --notest and --build-arg apply to definition files; " + args.input +
                   " is " + (isDirectory ? "a directory" : "an image"))
           .withStatus(1);
     image::BuildOptions options;
@@ -68,6 +69,8 @@ int runBuild(BuildArgs& args) {
     }
     return 0;
   }
+  if (args.def.keepPrivilegedFiles && !args.def.sandbox)
+    throw Error("--keep-privileged-files applies to --sandbox builds (a SIF is mounted nosuid, nodev)").withStatus(1);
   args.def.recipe = args.input;
   image::buildDefinition(args.def);
   return 0;
@@ -83,6 +86,8 @@ void registerBuild(CLI::App& app, Context& ctx) {
       ->required();
   cmd->add_flag("--force,-F", args->def.force, "Overwrite an existing output");
   cmd->add_flag("--sandbox,-s", args->def.sandbox, "Write a writable directory image instead of a SIF");
+  cmd->add_flag("--keep-privileged-files", args->def.keepPrivilegedFiles,
+                "With --sandbox: keep the image's setuid/setgid bits, file capabilities and device nodes");
   cmd->add_flag("--notest,-T", args->def.noTest, "Do not run the %test section after the build");
   cmd->add_flag("--deterministic", args->def.deterministic,
                 "Reproducible output: nil UUID, fixed times (SOURCE_DATE_EPOCH or 0), reproducible squashfs");

@@ -10,6 +10,7 @@
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/image.hpp"
+#include "ctr/image_tree.hpp"
 #include "ctr/oci.hpp"
 #include "ctr/programs.hpp"
 #include "ctr/strings.hpp"
@@ -44,6 +45,11 @@ void localImageAgent(const BootstrapContext& ctx) {
   if (source.kind == ImageKind::Directory) {
     runChecked(ctx.runAsRoot, {"/bin/cp", "-a", "--", source.path.string() + "/.", ctx.rootfs.string()},
                "copying " + source.path.string());
+    // An ordinary caller's build maps it to root: its own setuid files would become root's.
+    if (::getuid() != 0) {
+      if (const std::size_t n = clearSetidBitsOf(ImageTree(ctx.rootfs), ::getuid()); n > 0)
+        ctx.note("cleared the setuid/setgid bits of " + std::to_string(n) + " of your files (they would be root's)");
+    }
     return;
   }
   std::vector<std::string> argv{findProgram(Program::Unsquashfs), "-f", "-n", "-d", ctx.rootfs.string()};

@@ -15,8 +15,11 @@
 
 #include "build_progress.hpp"
 #include "build_signals.hpp"
+#include "ctr/image_tree.hpp"
+#include "ctr/scratch.hpp"
 #include "ctr/build.hpp"
 #include "ctr/oci.hpp"
+#include "ctr/pathutil.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -90,11 +93,12 @@ std::string lastLines(const std::string& text, std::size_t count) {
   return text.substr(pos + 1);
 }
 
-// A path of %files inside a rootfs: relative to its "/", never above it.
-fs::path inRoot(const fs::path& rootfs, const std::string& path, const std::string& where) {
+// A path of %files inside an image, written relative to its "/" and never above it (the
+// copy resolves it inside the image: its symlinks cannot lead out either).
+std::string inImage(const std::string& path, const std::string& where) {
   fs::path relative = fs::path(path).relative_path().lexically_normal();
   if (relative.empty() || *relative.begin() == "..") throw Error(where + ": '" + path + "' leaves the image's root");
-  return rootfs / relative;
+  return "/" + relative.string();
 }
 
 class Build {
@@ -173,7 +177,20 @@ class Build {
   void runStep(const deffile::Definition& stage, const fs::path& rootfs, launch::BuildSection section,
                const std::vector<std::string>& argv, const std::string& what);
   void copyFiles(const std::vector<deffile::FileEntry>& entries, const fs::path& sourceRoot, const fs::path& rootfs,
-                 const fs::path& destBase, bool fromHost);
+                 const std::string& destBase);
+  // Runs `body` where the image trees' files can be read and changed: as the caller, or as
+  // root of the build's namespace when other ids are mapped (their files are theirs).
+  std::string asTreeOwner(const std::function<std::string()>& body) {
+    if (fullIds_ && host_.user.uid != 0) return runtime::runAsBuildRoot(root_, body);
+    return body();
+  }
+  void asTreeOwner(const std::function<void()>& body) {
+    (void)asTreeOwner(std::function<std::string()>([&] {
+      body();
+      return std::string();
+    }));
+  }
+  void writeMetadata(const deffile::Definition& stage, const std::string& storedText, const fs::path& rootfs);
   void runHostScript(const deffile::Section& section, const fs::path& rootfs, const std::string& what);
   void buildStage(std::size_t index, const deffile::DefinitionFile& def);
 
@@ -219,40 +236,84 @@ void Build::runStep(const deffile::Definition& stage, const fs::path& rootfs, la
   }
 }
 
+// %files: each source (a host path, or with `sourceRoot` a path in an earlier stage's
+// image) copied as `cp -a` would, through descriptors: the destination resolved inside the
+// image, so that a symlink the base image planted (opt -> /etc) leads to the image's /etc,
+// not the host's; the earlier stage's paths resolved inside that image likewise.
 void Build::copyFiles(const std::vector<deffile::FileEntry>& entries, const fs::path& sourceRoot,
-                      const fs::path& rootfs, const fs::path& destBase, bool fromHost) {
+                      const fs::path& rootfs, const std::string& destBase) {
+  const bool fromHost = sourceRoot.empty();
   for (const auto& entry : entries) {
     const std::string where = options_.recipe.string() + ":" + std::to_string(entry.line);
-    // Glob patterns expand on the host (relative ones from the current directory) or in the
-    // earlier stage's root, as in Apptainer; each match is copied as its own source.
-    const fs::path patternBase = !fromHost ? sourceRoot : entry.source.starts_with('/') ? fs::path("/") : fs::current_path();
-    const std::vector<std::string> sources = withContext(where + ": %files source", [&] {
-      return expandFilesSource(entry.source, patternBase);
-    });
-    if (sources.size() > 1 && !entry.destination.empty() && !entry.destination.ends_with('/')) {
-      std::error_code ec;
-      if (!fs::is_directory(inRoot(destBase, entry.destination, where), ec))
+    auto copyEntries = [&] {
+      const ImageTree tree(rootfs);
+      std::unique_ptr<ImageTree> source;
+      if (!fromHost) source = std::make_unique<ImageTree>(sourceRoot);
+      // Glob patterns expand on the host (relative ones from the current directory) or in the
+      // earlier stage's image, as in Apptainer; each match is copied as its own source.
+      const std::vector<std::string> sources = withContext(where + ": %files source", [&] {
+        if (!fromHost) return expandFilesSourceInImage(entry.source, *source);
+        return expandFilesSource(entry.source, entry.source.starts_with('/') ? fs::path("/") : fs::current_path());
+      });
+      const bool intoDirectory = entry.destination.ends_with('/');
+      if (sources.size() > 1 && !entry.destination.empty() && !intoDirectory &&
+          !tree.isDirectory(launch::joinPath(destBase, inImage(entry.destination, where))))
         throw Error(where + ": %files source '" + entry.source + "' matches " + std::to_string(sources.size()) +
                     " paths, so its destination must be a directory: end '" + entry.destination + "' with '/'");
-    }
-    for (const auto& matched : sources) {
-      fs::path source = fromHost ? fs::absolute(matched) : inRoot(sourceRoot, matched, where);
-      const std::string destination = entry.destination.empty() ? matched : entry.destination;
-      fs::path target = inRoot(destBase, destination, where);
-      std::error_code ec;
-      if (!fs::exists(fs::symlink_status(source, ec)))
-        throw Error(where + ": %files source " + source.string() + " does not exist");
-      // Into an existing directory (or a path ending in '/'), else onto that name.
-      if (destination.ends_with('/')) fs::create_directories(target, ec);
-      else fs::create_directories(target.parent_path(), ec);
-      std::string from = source.string();
-      while (from.size() > 1 && from.back() == '/') from.pop_back();
-      const int status = (fromHost ? runAsUser({"/bin/cp", "-a", "--", from, target.string()})
-                                   : runAsRoot({"/bin/cp", "-a", "--", from, target.string()}));
-      if (status != 0) failStep(where + ": copying " + matched, status);
-    }
+      for (const auto& matched : sources) {
+        const std::string destination = entry.destination.empty() ? matched : entry.destination;
+        // joinPath drops a trailing '/': whether the destination is a directory is kept apart.
+        const std::string target = launch::joinPath(destBase, inImage(destination, where));
+        const std::string shown = fromHost ? fs::absolute(matched).string() : inImage(matched, where);
+        auto [dir, name] = withContext(where + ": %files source " + shown, [&] {
+          return openSource(source.get(), fromHost ? matched : inImage(matched, where));
+        });
+        struct stat st {};
+        if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+          throw Error(where + ": %files source " + shown + " does not exist");
+        CopyOptions copy;
+        copy.preserveOwner = !fromHost || ::geteuid() == 0;
+        // An ordinary caller's files become root's in the image: not as setuid/setgid ones.
+        copy.dropSetid = fromHost && ::geteuid() != 0;
+        copyIntoTree(dir.get(), name, tree, target, intoDirectory, copy, where + ": copying " + matched);
+      }
+    };
+    // The host's files are read as the caller; an earlier stage's as the owner of its files.
+    if (fromHost) copyEntries();
+    else asTreeOwner(copyEntries);
   }
-  (void)rootfs;
+}
+
+// The definition's /.singularity.d and /scif files, the base files and labels.json, all
+// written inside the image (its symlinks cannot lead these writes to the host).
+void Build::writeMetadata(const deffile::Definition& stage, const std::string& storedText, const fs::path& rootfs) {
+  const ImageTree tree(rootfs);
+  for (const auto& file : metadataFiles(stage, storedText)) {
+    const std::string path = "/" + file.path;
+    if (file.path == ".singularity.d/Singularity" && tree.exists(path)) {
+      // The base image's definition goes to bootstrap_history, as Apptainer keeps it.
+      const std::string history = "/.singularity.d/bootstrap_history/Singularity";
+      int n = 0;
+      while (tree.exists(history + std::to_string(n))) ++n;
+      tree.rename(path, history + std::to_string(n));
+    }
+    std::string content = file.content;
+    if (file.appendIfPresent && tree.exists(path))
+      content = tree.readFile(path) + "\n" + content.substr(content.find("\n\n") + 2);
+    tree.writeFile(path, content, file.mode);
+  }
+  // The files every Apptainer image has (base env scripts, actions), where the recipe and
+  // its base image did not bring them: the same writer as for pulled images.
+  oci::writeApptainerBaseFiles(tree);
+  nlohmann::json existing = nlohmann::json::object();
+  const std::string labelsPath = "/.singularity.d/labels.json";
+  if (const std::string text = tree.readFile(labelsPath); !text.empty()) {
+    existing = nlohmann::json::parse(text, nullptr, false);
+    if (existing.is_discarded()) throw Error("the base image's /.singularity.d/labels.json is not JSON");
+  }
+  const std::string labels = labelsJson(existing, tree.readFile("/.build.labels"), stage, epoch_, sif::hostArch());
+  tree.remove("/.build.labels");
+  tree.writeFile(labelsPath, labels, 0644);
 }
 
 void Build::runHostScript(const deffile::Section& section, const fs::path& rootfs, const std::string& what) {
@@ -343,10 +404,11 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
               [&] { (*agent)(ctx); });
   checkInterrupted();
   // Apptainer's base layout, so that %post can write $APPTAINER_ENVIRONMENT.
-  for (const char* dir : {".singularity.d", ".singularity.d/env", ".singularity.d/actions", ".singularity.d/libs"}) {
-    std::error_code ec;
-    fs::create_directories(rootfs / dir, ec);
-  }
+  asTreeOwner([&] {
+    const ImageTree tree(rootfs);
+    for (const char* dir : {"/.singularity.d/env", "/.singularity.d/actions", "/.singularity.d/libs"})
+      (void)tree.directory(dir, true);
+  });
 
   // %files from STAGE first, then %setup, then the host's %files (Apptainer's order).
   for (const auto& files : stage.files) {
@@ -358,75 +420,45 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
       throw Error(options_.recipe.string() + ":" + std::to_string(files.line) + ": %files from " + files.fromStage +
                   ": no earlier stage has that name");
     note(prefix + "%files from " + files.fromStage);
-    copyFiles(files.entries, rootfses_[from], rootfs, rootfs, false);
+    copyFiles(files.entries, rootfses_[from], rootfs, "/");
   }
   if (stage.setup.present()) runHostScript(stage.setup, rootfs, prefix + "%setup (on the host)");
   for (const auto& files : stage.files) {
     if (!files.fromStage.empty()) continue;
     note(prefix + "%files");
-    copyFiles(files.entries, {}, rootfs, rootfs, true);
+    copyFiles(files.entries, {}, rootfs, "/");
   }
   for (const auto& app : stage.apps) {
-    std::error_code ec;
-    const fs::path appRoot = rootfs / "scif" / "apps" / app.name;
-    for (const char* dir : {"bin", "lib", "scif/env"}) fs::create_directories(appRoot / dir, ec);
-    for (const char* dir : {"input", "output"}) fs::create_directories(rootfs / "scif" / "data" / app.name / dir, ec);
+    const std::string appRoot = "/scif/apps/" + app.name;
+    asTreeOwner([&] {
+      const ImageTree tree(rootfs);
+      for (const char* dir : {"bin", "lib", "scif/env"}) (void)tree.directory(appRoot + "/" + dir, true);
+      for (const char* dir : {"input", "output"}) (void)tree.directory("/scif/data/" + app.name + "/" + dir, true);
+    });
     if (!app.fileEntries.empty()) {
       note(prefix + "%appfiles " + app.name);
-      copyFiles(app.fileEntries, {}, rootfs, appRoot, true);
+      copyFiles(app.fileEntries, {}, rootfs, appRoot);
     }
   }
 
   if (stage.post.present()) {
-    const fs::path script = rootfs / ".post.script";
-    writeFile(script.string(), stage.post.body);
-    ::chmod(script.c_str(), 0755);
+    asTreeOwner([&] { ImageTree(rootfs).writeFile("/.post.script", stage.post.body, 0755); });
     runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(stage.post, "/.post.script"), prefix + "%post");
-    ::unlink(script.c_str());
+    asTreeOwner([&] { ImageTree(rootfs).remove("/.post.script"); });
   }
 
   note(prefix + "metadata (/.singularity.d" + (stage.apps.empty() ? "" : ", /scif/apps") + ")");
-  for (const auto& file : metadataFiles(stage, def.storedText)) {
-    const fs::path path = rootfs / file.path;
-    std::error_code ec;
-    fs::create_directories(path.parent_path(), ec);
-    if (file.path == ".singularity.d/Singularity" && fs::exists(path, ec)) {
-      // The base image's definition goes to bootstrap_history, as Apptainer keeps it.
-      const fs::path history = rootfs / ".singularity.d" / "bootstrap_history";
-      fs::create_directories(history, ec);
-      int n = 0;
-      while (fs::exists(history / ("Singularity" + std::to_string(n)), ec)) ++n;
-      fs::rename(path, history / ("Singularity" + std::to_string(n)), ec);
-    }
-    std::string content = file.content;
-    if (file.appendIfPresent && fs::exists(path, ec)) content = readFileIfPresent(path.string()) + "\n" + content.substr(content.find("\n\n") + 2);
-    ::unlink(path.c_str());
-    writeFile(path.string(), content);
-    ::chmod(path.c_str(), file.mode);
-  }
-  // The files every Apptainer image has (base env scripts, actions), where the recipe and
-  // its base image did not bring them: the same writer as for pulled images.
-  oci::writeApptainerBaseFiles(rootfs);
-  nlohmann::json existing = nlohmann::json::object();
-  const fs::path labelsPath = rootfs / ".singularity.d" / "labels.json";
-  if (const std::string text = readFileIfPresent(labelsPath.string()); !text.empty()) {
-    existing = nlohmann::json::parse(text, nullptr, false);
-    if (existing.is_discarded()) throw Error("the base image's /.singularity.d/labels.json is not JSON");
-  }
-  const fs::path buildLabels = rootfs / ".build.labels";
-  const std::string labels = labelsJson(existing, readFileIfPresent(buildLabels.string()), stage, epoch_, sif::hostArch());
-  ::unlink(buildLabels.c_str());
-  ::unlink(labelsPath.c_str());
-  writeFile(labelsPath.string(), labels);
+  asTreeOwner([&] { writeMetadata(stage, def.storedText, rootfs); });
 
   for (const auto& app : stage.apps) {
     if (!app.install.present()) continue;
-    const fs::path script = rootfs / ".appinstall.script";
-    writeFile(script.string(), ". /scif/apps/" + app.name + "/scif/env/01-base.sh\ncd /scif/apps/" + app.name + "\n" +
-                                   app.install.body);
+    asTreeOwner([&] {
+      ImageTree(rootfs).writeFile("/.appinstall.script", ". /scif/apps/" + app.name + "/scif/env/01-base.sh\ncd /scif/apps/" +
+                                                            app.name + "\n" + app.install.body);
+    });
     runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(app.install, "/.appinstall.script"),
             prefix + "%appinstall " + app.name);
-    ::unlink(script.c_str());
+    asTreeOwner([&] { ImageTree(rootfs).remove("/.appinstall.script"); });
   }
 
   if (stage.test.present() && !options_.noTest) {
@@ -461,14 +493,13 @@ void Build::run() {
   else epoch_ = options_.deterministic ? 0 : static_cast<std::int64_t>(std::time(nullptr));
 
   installBuildSignals();
-  // The temporary directory lives next to the output: the final rename stays on one file system.
-  std::string tmpl = (output_.parent_path() / ("." + output_.filename().string() + ".build.XXXXXX")).string();
-  if (!::mkdtemp(tmpl.data())) throw sysError("create a temporary directory in " + output_.parent_path().string());
-  temp_ = tmpl;
+  // Next to the output where only root and the caller can change that directory (the final
+  // rename stays on one file system), else in a private temporary directory (scratch.hpp).
+  temp_ = makeScratchDir(output_, "build");
   if (::mkdir((temp_ / "mnt").c_str(), 0700) != 0) throw sysError("mkdir in " + temp_.string());
   if (!options_.explain) {
-    log_.reset(::open(logPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!log_) throw sysError("create the build log " + logPath_);
+    // A new file, whatever was there: a symlink in its place is replaced, not written through.
+    log_ = withContext("the build log", [&] { return createReplacing(logPath_, 0644); });
     say("building " + output_.string() + " from " + options_.recipe.string() + " (log: " + logPath_ + ")");
   }
 
@@ -480,12 +511,28 @@ void Build::run() {
 
   const fs::path& rootfs = rootfses_.back();
   if (options_.sandbox) {
+    // A sandbox stays on the host, readable by others: no setuid/setgid file, file
+    // capability or device node of the image goes with it unless the caller insists.
+    if (options_.keepPrivilegedFiles) {
+      say("warning: --keep-privileged-files: setuid/setgid files, file capabilities and device nodes stay in " +
+          output_.string() + "; anyone who can reach it can use them on this host");
+    } else {
+      note("dropping setuid/setgid bits, file capabilities and device nodes");
+      const std::string dropped = asTreeOwner(std::function<std::string()>([&] {
+        const PrivilegedFiles d = dropPrivilegedFiles(ImageTree(rootfs));
+        if (d.total() == 0) return std::string();
+        return std::to_string(d.setidBits) + " setuid/setgid bits, " + std::to_string(d.capabilities) +
+               " file capabilities, " + std::to_string(d.deviceNodes) + " device nodes";
+      }));
+      if (!dropped.empty()) say("dropped from the sandbox: " + dropped + " (--keep-privileged-files keeps them)");
+    }
     if (fs::exists(fs::symlink_status(output_, ec))) {
       if (fullIds_ && host_.user.uid != 0) (void)runtime::runAsBuildRoot(root_, {"/bin/rm", "-rf", "--", output_.string()});
       fs::remove_all(output_, ec);
       if (ec) throw Error("cannot replace " + output_.string() + ": " + ec.message());
     }
-    if (::rename(rootfs.c_str(), output_.c_str()) != 0) throw sysError("rename " + rootfs.string() + " to " + output_.string());
+    // Across file systems this copies: as the owner of the tree's files.
+    asTreeOwner([&] { moveIntoPlace(rootfs, output_, false); });
   } else {
     note("packing " + output_.string() + " (mksquashfs" + (options_.deterministic ? ", deterministic" : "") + ")");
     BuildOptions pack;
@@ -503,11 +550,8 @@ void Build::run() {
     pack.inspectMetadataJson = metadata.toJson().dump();
     pack.installSignalCleanup = false;
     // Packed as the build's root, so files keep the owners they have in the container.
-    pack.runMksquashfs = [this](std::vector<std::string> argv) {
-      if (!fullIds_) argv.emplace_back("-all-root");
-      argv.insert(argv.end(), {"-quiet", "-no-progress"});
-      return runAsRoot(argv);
-    };
+    pack.allRoot = !fullIds_;
+    pack.runMksquashfs = [this](std::vector<std::string> argv) { return runAsRoot(argv); };
     {
       LogRedirect redirect(log_.get());
       buildSif(pack);
@@ -539,16 +583,8 @@ void repackImage(const std::filesystem::path& image, const BuildOptions& options
   std::error_code ec;
   if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !options.force)
     throw Error(options.output.string() + ": already exists (use --force to overwrite)");
-  std::string tmpl = (output.parent_path() / ("." + output.filename().string() + ".unpack.XXXXXX")).string();
-  if (!::mkdtemp(tmpl.data())) throw sysError("create a temporary directory in " + output.parent_path().string());
-  struct Remove {
-    std::string path;
-    ~Remove() {
-      std::error_code ignored;
-      std::filesystem::remove_all(path, ignored);
-    }
-  } remove{tmpl};
-  const std::string root = tmpl + "/root";
+  const ScratchDir scratch(output, "unpack");
+  const std::string root = (scratch.path() / "root").string();
   std::vector<std::string> argv{findProgram(Program::Unsquashfs), "-n", "-d", root};
   if (source.offset != 0) argv.insert(argv.end(), {"-o", std::to_string(source.offset)});
   argv.push_back(source.path.string());

@@ -17,6 +17,8 @@
 #include "ctr/process.hpp"
 #include "ctr/sif.hpp"
 #include "build_signals.hpp"
+#include "ctr/image_tree.hpp"
+#include "ctr/scratch.hpp"
 
 namespace ctr::image {
 
@@ -61,8 +63,9 @@ void prepareChildTermination() {
 namespace {
 
 extern "C" void onFatalSignal(int sig) {
-  for (std::size_t i = 0; i < kMaxTemps; ++i) {
-    if (gTempUsed[i]) ::unlink(gTempPaths[i]);
+  // Newest first: files before the scratch directory that holds them.
+  for (std::size_t i = kMaxTemps; i-- > 0;) {
+    if (gTempUsed[i] && ::unlink(gTempPaths[i]) != 0) ::rmdir(gTempPaths[i]);
   }
   terminateChildren(sig);
   ::signal(sig, SIG_DFL);
@@ -132,6 +135,48 @@ std::string readSmallFile(const std::filesystem::path& p) {
   return readCheckedFile(p.string(), 16u << 20, p.string());
 }
 
+// A private scratch directory (scratch.hpp) that the signal handler removes too.
+class SignalSafeScratch {
+ public:
+  explicit SignalSafeScratch(const std::filesystem::path& output) : scratch_(output, "pack") {
+    for (slot_ = 0; slot_ < kMaxTemps && gTempUsed[slot_]; ++slot_) {
+    }
+    const std::string path = scratch_.path().string();
+    if (slot_ == kMaxTemps || path.size() >= kMaxPath) throw Error("internal error: too many temporary files");
+    std::memcpy(gTempPaths[slot_], path.c_str(), path.size() + 1);
+    gTempUsed[slot_] = 1;
+  }
+  ~SignalSafeScratch() { gTempUsed[slot_] = 0; }
+  SignalSafeScratch(const SignalSafeScratch&) = delete;
+  SignalSafeScratch& operator=(const SignalSafeScratch&) = delete;
+  [[nodiscard]] const std::filesystem::path& path() const { return scratch_.path(); }
+
+ private:
+  ScratchDir scratch_;
+  std::size_t slot_ = 0;
+};
+
+// mksquashfs pseudo definitions that clear the setuid/setgid bits of every such file of
+// `rootfs` (packed -all-root, they would otherwise become root's); "" when there are none.
+std::string clearSetidPseudoFile(const std::filesystem::path& rootfs) {
+  std::string text;
+  const ImageTree tree(rootfs);
+  for (const auto& path : setidFiles(tree)) {
+    struct stat st {};
+    auto [dir, name] = tree.parentOf(path);
+    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    std::string quoted = "\"";
+    for (char c : path.substr(1)) {
+      if (c == '"' || c == '\\') quoted += '\\';
+      quoted += c;
+    }
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 0777));
+    text += quoted + "\" m " + mode + " 0 0\n";
+  }
+  return text;
+}
+
 }  // namespace
 
 void buildSif(const BuildOptions& options) {
@@ -147,14 +192,23 @@ void buildSif(const BuildOptions& options) {
   if (std::filesystem::is_directory(output, ec)) throw Error(options.output.string() + ": is a directory");
   if (options.installSignalCleanup) installSignalCleanup();
 
-  TempFile squashfs(output, ".squashfs");
+  // mksquashfs writes by path: into a directory nobody else can change (scratch.hpp).
+  SignalSafeScratch scratch(output);
+  TempFile squashfs(scratch.path() / "image", ".squashfs");
   {
     log::StepTimer step("mksquashfs " + options.rootfs.string());
     std::vector<std::string> argv{findProgram(Program::Mksquashfs), options.rootfs.string(), squashfs.path(),
                                   "-noappend", "-quiet", "-no-progress"};
     // Run unprivileged, file owners would be the builder's uid, which means nothing inside
     // a container on another node; Apptainer's unprivileged builds make them root as well.
-    if (::geteuid() != 0 && !options.runMksquashfs) argv.emplace_back("-all-root");
+    if (options.allRoot.value_or(::geteuid() != 0)) {
+      argv.emplace_back("-all-root");
+      if (const std::string pseudo = clearSetidPseudoFile(options.rootfs); !pseudo.empty()) {
+        const auto pseudoPath = scratch.path() / "clear-setid.pseudo";
+        writeFile(pseudoPath.string(), pseudo);
+        argv.insert(argv.end(), {"-pf", pseudoPath.string()});
+      }
+    }
     if (options.deterministic) {
       argv.insert(argv.end(), {"-reproducible", "-mkfs-time", "0", "-all-time", "0"});
     }

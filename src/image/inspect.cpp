@@ -11,6 +11,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
+#include "ctr/image_tree.hpp"
 #include "ctr/log.hpp"
 #include "ctr/process.hpp"
 #include "ctr/sif.hpp"
@@ -27,7 +28,12 @@ constexpr std::size_t kMaxMetaFile = 16u << 20;  // one metadata file (or listin
 class MetaFiles {
  public:
   explicit MetaFiles(const ImageSource& source) : source_(source) {
-    if (source_.kind == ImageKind::Directory) return;
+    // A directory's paths are resolved inside it: its symlinks (.singularity.d/runscript ->
+    // /etc/shadow) lead to its own files, never the host's.
+    if (source_.kind == ImageKind::Directory) {
+      tree_.emplace(source_.path);
+      return;
+    }
     // One listing tells which files exist, so that absent ones cost no process.
     auto r = unsquashfs({"-lls", "-d", "", source_.path.string(), std::string("/") + kMetaDir, "/scif/apps"});
     std::istringstream lines(r.capturedStdout);
@@ -40,13 +46,10 @@ class MetaFiles {
   // directly in `dir`, sorted.
   [[nodiscard]] std::vector<std::string> list(const std::string& dir, char kind) const {
     std::vector<std::string> out;
-    if (source_.kind == ImageKind::Directory) {
-      std::error_code ec;
-      for (auto it = std::filesystem::directory_iterator(source_.path / dir, ec);
-           !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-        if (kind == '-' ? it->is_regular_file(ec) : it->is_directory(ec)) {
-          out.push_back(dir + "/" + it->path().filename().string());
-        }
+    if (tree_) {
+      for (const auto& name : tree_->entries(dir)) {
+        const std::string rel = dir + "/" + name;
+        if (kind == '-' ? tree_->isRegularFile(rel) : tree_->isDirectory(rel)) out.push_back(rel);
       }
     } else {
       for (const auto& [path, k] : listed_) {
@@ -60,19 +63,16 @@ class MetaFiles {
   }
 
   [[nodiscard]] bool isDirectory(const std::string& rel) const {
-    if (source_.kind != ImageKind::Directory) return listed_.contains(rel) && listed_.at(rel) == 'd';
-    std::error_code ec;
-    return std::filesystem::is_directory(source_.path / rel, ec);
+    if (!tree_) return listed_.contains(rel) && listed_.at(rel) == 'd';
+    return tree_->isDirectory(rel);
   }
 
   // Content of `rel`, or nullopt when the image has no such file.
   [[nodiscard]] std::optional<std::string> read(const std::string& rel) const {
-    if (source_.kind == ImageKind::Directory) {
-      std::error_code ec;
-      auto p = source_.path / rel;
-      if (!std::filesystem::is_regular_file(p, ec)) return std::nullopt;
+    if (tree_) {
+      if (!tree_->isRegularFile(rel)) return std::nullopt;
       try {
-        return readCheckedFile(p.string(), kMaxMetaFile, "the image's /" + rel);
+        return tree_->readFile(rel, kMaxMetaFile);
       } catch (const Error& e) {
         spdlog::warn("{}: ignored", e.what());
         return std::nullopt;
@@ -87,6 +87,7 @@ class MetaFiles {
   }
 
  private:
+  std::optional<ImageTree> tree_;
   // One line of `unsquashfs -lls`: "drwxr-xr-x root/root 3 2024-01-01 08:22 /path" (a
   // link adds " -> target") -> {"path", 'd'}. The path is what follows the fifth field.
   static std::optional<std::pair<std::string, char>> parseListing(const std::string& line) {

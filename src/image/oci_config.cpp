@@ -8,6 +8,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/oci.hpp"
+#include "ctr/image_tree.hpp"
 #include "ctr/sif.hpp"
 #include "oci_libs.hpp"
 #include "sha256.hpp"
@@ -232,40 +233,6 @@ bool validVariableName(std::string_view name) {
   return true;
 }
 
-// Whether `rel` under `rootfs` can be reached without passing a symlink: a layer may have
-// planted one (etc -> /etc), and these writes run with ctr's privileges.
-bool reachableWithoutSymlinks(const std::filesystem::path& rootfs, const std::filesystem::path& rel) {
-  std::filesystem::path p = rootfs;
-  for (const auto& part : rel.parent_path()) {
-    p /= part;
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0) return errno == ENOENT;
-    if (S_ISLNK(st.st_mode)) return false;
-  }
-  return true;
-}
-
-// Replaces whatever is at `path` (a symlink is removed, never followed).
-void writeExecutable(const std::filesystem::path& path, std::string_view content, mode_t mode = 0755) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && ::unlink(path.c_str()) != 0)
-    throw sysError("remove " + path.string());
-  writeFile(path.string(), content);
-  if (::chmod(path.c_str(), mode) != 0) throw sysError("chmod " + path.string());
-}
-
-void writeIfMissing(const std::filesystem::path& path, std::string_view content) {
-  std::error_code ec;
-  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) writeExecutable(path, content);
-}
-
-void linkIfMissing(const std::filesystem::path& link, const std::string& target) {
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::symlink_status(link, ec))) return;
-  std::filesystem::create_symlink(target, link, ec);
-  if (ec) throw Error("symlink " + link.string() + ": " + ec.message());
-}
-
 // The base files every Apptainer image carries. ctr reads the env scripts and the
 // runscript itself; the actions are there for Apptainer, which runs the same image.
 constexpr std::string_view kEnvBase = "#!/bin/sh\n# base environment of the image (ctr pull)\n";
@@ -367,56 +334,50 @@ std::string environmentScript(const ImageConfig& c) {
 
 }  // namespace
 
-void writeApptainerBaseFiles(const std::filesystem::path& rootfs) {
-  const auto meta = rootfs / ".singularity.d";
-  std::error_code ec;
-  for (const char* dir : {"env", "actions", "libs"}) {
-    const auto rel = std::filesystem::path(".singularity.d") / dir / "x";
-    if (!reachableWithoutSymlinks(rootfs, rel))
-      throw Error("the image's " + rel.parent_path().string() + " passes through a symlink: refusing to write its metadata");
-    std::filesystem::create_directories(meta / dir, ec);
-    if (ec) throw Error("create " + (meta / dir).string() + ": " + ec.message());
-  }
-  // Mount points the runtime binds onto, where the image has no symlink in their way.
-  for (const char* dir : {"etc", "proc", "sys", "dev", "tmp", "home", "root", "var/tmp"}) {
-    if (reachableWithoutSymlinks(rootfs, std::filesystem::path(dir) / "x")) std::filesystem::create_directories(rootfs / dir, ec);
-  }
-  for (const char* file : {"etc/hosts", "etc/resolv.conf"}) {
-    if (reachableWithoutSymlinks(rootfs, file) && std::filesystem::is_directory(std::filesystem::symlink_status(rootfs / "etc", ec)) &&
-        !std::filesystem::exists(std::filesystem::symlink_status(rootfs / file, ec)))
-      writeFile((rootfs / file).string(), "");
-  }
-  writeIfMissing(meta / "env/01-base.sh", kEnvBase);
-  writeIfMissing(meta / "env/90-environment.sh", kEnvEnvironment);
-  writeIfMissing(meta / "env/95-apps.sh", kEnvApps);
-  writeIfMissing(meta / "env/99-base.sh", kEnvBase99);
-  writeIfMissing(meta / "env/99-runtimevars.sh", kEnvRuntimeVars);
-  writeIfMissing(meta / "actions/exec", action("exec \"$@\"\n"));
-  writeIfMissing(meta / "actions/run", action(
+// Every path is resolved inside the image (ImageTree): a layer's symlink (etc -> /etc,
+// .singularity.d -> /root) leads to the image's own directory, never the host's, and a
+// symlink in a file's place is replaced, not written through.
+void writeApptainerBaseFiles(const ImageTree& tree) {
+  for (const char* dir : {"/.singularity.d/env", "/.singularity.d/actions", "/.singularity.d/libs"}) (void)tree.directory(dir, true);
+  // Mount points the runtime binds onto.
+  for (const char* dir : {"/etc", "/proc", "/sys", "/dev", "/tmp", "/home", "/root", "/var/tmp"})
+    if (!tree.exists(dir)) (void)tree.directory(dir, true);
+  for (const char* file : {"/etc/hosts", "/etc/resolv.conf"})
+    if (tree.isDirectory("/etc")) tree.writeIfMissing(file, "", 0644);
+  const std::string meta = "/.singularity.d/";
+  tree.writeIfMissing(meta + "env/01-base.sh", kEnvBase);
+  tree.writeIfMissing(meta + "env/90-environment.sh", kEnvEnvironment);
+  tree.writeIfMissing(meta + "env/95-apps.sh", kEnvApps);
+  tree.writeIfMissing(meta + "env/99-base.sh", kEnvBase99);
+  tree.writeIfMissing(meta + "env/99-runtimevars.sh", kEnvRuntimeVars);
+  tree.writeIfMissing(meta + "actions/exec", action("exec \"$@\"\n"));
+  tree.writeIfMissing(meta + "actions/run", action(
       "if [ -x /.singularity.d/runscript ]; then\n    exec /.singularity.d/runscript \"$@\"\nfi\n"
       "echo \"There is no runscript in the container\" >&2\nexit 1\n"));
-  writeIfMissing(meta / "actions/shell", action("exec /bin/sh \"$@\"\n"));
-  writeIfMissing(meta / "actions/start", action(
+  tree.writeIfMissing(meta + "actions/shell", action("exec /bin/sh \"$@\"\n"));
+  tree.writeIfMissing(meta + "actions/start", action(
       "if [ -x /.singularity.d/startscript ]; then\n    exec /.singularity.d/startscript \"$@\"\nfi\n"));
-  writeIfMissing(meta / "actions/test", action(
+  tree.writeIfMissing(meta + "actions/test", action(
       "if [ -x /.singularity.d/test ]; then\n    exec /.singularity.d/test \"$@\"\nfi\n"
       "echo \"No test script found in the container, exiting\" >&2\nexit 0\n"));
-  writeIfMissing(meta / "startscript", "#!/bin/sh\n");
-  linkIfMissing(rootfs / "singularity", ".singularity.d/runscript");
-  linkIfMissing(rootfs / "environment", ".singularity.d/env/90-environment.sh");
+  tree.writeIfMissing(meta + "startscript", "#!/bin/sh\n");
+  tree.linkIfMissing("/singularity", ".singularity.d/runscript");
+  tree.linkIfMissing("/environment", ".singularity.d/env/90-environment.sh");
   for (const char* a : {"exec", "run", "shell", "test"})
-    linkIfMissing(rootfs / (std::string(".") + a), std::string(".singularity.d/actions/") + a);
+    tree.linkIfMissing(std::string("/.") + a, std::string(".singularity.d/actions/") + a);
 }
 
+void writeApptainerBaseFiles(const std::filesystem::path& rootfs) { writeApptainerBaseFiles(ImageTree(rootfs)); }
+
 void writeApptainerMetadata(const ImageConfig& config, const std::filesystem::path& rootfs) {
-  writeApptainerBaseFiles(rootfs);
-  const auto meta = rootfs / ".singularity.d";
+  const ImageTree tree(rootfs);
+  writeApptainerBaseFiles(tree);
   // What the image config says replaces what a layer may have brought.
-  writeExecutable(meta / "env/10-docker2singularity.sh", environmentScript(config));
-  writeExecutable(meta / "runscript", runscript(config));
+  tree.writeFile("/.singularity.d/env/10-docker2singularity.sh", environmentScript(config), 0755);
+  tree.writeFile("/.singularity.d/runscript", runscript(config), 0755);
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [k, v] : config.labels) labels[k] = v;
-  writeExecutable(meta / "labels.json", labels.dump(1, '\t'), 0644);
+  tree.writeFile("/.singularity.d/labels.json", labels.dump(1, '\t'), 0644);
 }
 
 }  // namespace ctr::image::oci

@@ -18,6 +18,7 @@
 #include "ctr/log.hpp"
 #include "ctr/oci.hpp"
 #include "oci_internal.hpp"
+#include "ctr/scratch.hpp"
 
 namespace ctr::image::oci {
 
@@ -202,23 +203,6 @@ ImageConfig unpackLayout(const std::filesystem::path& layout, const std::string&
   return config;
 }
 
-// A scratch directory beside `near`, removed with everything in it.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::filesystem::path& near, const std::string& what) {
-    std::string tmpl = (near.parent_path() / ("." + near.filename().string() + "." + what + ".XXXXXX")).string();
-    if (!::mkdtemp(tmpl.data())) throw sysError("create a temporary directory beside " + near.string());
-    path_ = tmpl;
-  }
-  ~ScratchDir() { removeTree(path_); }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 // An archive's members into `dir`, through the layer code: the same refusal of paths
 // that leave the directory.
 void extractArchive(const std::filesystem::path& archivePath, const std::filesystem::path& dir, const std::string& image) {
@@ -389,9 +373,7 @@ void pullToSif(const PullRequest& request) {
     buildSif(build);
     check();
     // Without --force, an output that appeared meanwhile is not replaced.
-    unsigned flags = request.force ? 0 : RENAME_NOREPLACE;
-    if (::renameat2(AT_FDCWD, build.output.c_str(), AT_FDCWD, output.c_str(), flags) != 0)
-      throw sysError("rename to " + output.string());
+    moveIntoPlace(build.output, output, request.force);
   } catch (const Error& e) {
     check();
     throw;

@@ -112,4 +112,35 @@ int runAsBuildRoot(const launch::BuildRoot& build, const std::vector<std::string
   return shellStatus(child.wait());
 }
 
+std::string runAsBuildRoot(const launch::BuildRoot& build, const std::function<std::string()>& body) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw sysError("pipe");
+  UniqueFd readEnd(fds[0]), writeEnd(fds[1]);
+  // The child answers "r" and the body's result, or "e" and the error's one line.
+  Child child = Child::fork([&]() -> int {
+    readEnd.reset();
+    std::string answer;
+    try {
+      enterBuildUserNamespace(build);
+      answer = "r" + body();
+    } catch (const Error& e) {
+      answer = "e" + e.oneLine();
+    }
+    std::size_t done = 0;
+    while (done < answer.size()) {
+      const ssize_t n = ::write(writeEnd.get(), answer.data() + done, answer.size() - done);
+      if (n <= 0) return 1;
+      done += static_cast<std::size_t>(n);
+    }
+    return answer[0] == 'r' ? 0 : 1;
+  });
+  writeEnd.reset();
+  const std::string answer = readAll(readEnd.get());
+  const int status = shellStatus(child.wait());
+  if (!answer.empty() && answer[0] == 'e') throw Error(answer.substr(1));
+  if (status != 0 || answer.empty())
+    throw Error("a step as root of the build's user namespace failed (exit status " + std::to_string(status) + ")");
+  return answer.substr(1);
+}
+
 }  // namespace ctr::runtime

@@ -260,12 +260,17 @@ TEST_F(OciMetadata, RunscriptCombinesEntrypointCmdAndArguments) {
   EXPECT_EQ(readText(root / ".singularity.d/labels.json"), "{\n\t\"org.example\": \"x\"\n}");
 }
 
-TEST_F(OciMetadata, RefusesToWriteThroughAPlantedSymlink) {
+// A layer's .singularity.d -> /elsewhere leads the writes to the image's own /elsewhere.
+TEST_F(OciMetadata, PlantedSymlinksLeadInsideTheImageNeverToTheHost) {
   const fs::path outside = root.string() + "-meta-outside";
   fs::create_directory(outside);
   fs::create_symlink(outside, root / ".singularity.d");
-  EXPECT_THROW(oci::writeApptainerMetadata({}, root), ctr::Error);
+  fs::create_directories(root / "etc");
+  fs::create_symlink(outside / "hosts", root / "etc" / "hosts");
+  oci::writeApptainerMetadata({}, root);
   EXPECT_TRUE(fs::is_empty(outside));
+  EXPECT_TRUE(fs::is_regular_file(root / outside.relative_path() / "runscript"));
+  EXPECT_TRUE(fs::is_symlink(root / "etc" / "hosts"));  // present already: left as it is
   fs::remove_all(outside);
 }
 
