@@ -6,6 +6,7 @@
 // and pulling untrusted images").
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <filesystem>
@@ -63,6 +64,8 @@ class ImageTree {
 
  private:
   [[nodiscard]] UniqueFd directory(std::string_view path, bool create, int links) const;
+  // lstat of `path`: its directory resolved inside the image, its last component not followed.
+  bool lstatIn(std::string_view path, struct stat& st) const;
 
   std::filesystem::path root_;
   UniqueFd fd_;

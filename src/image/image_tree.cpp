@@ -277,14 +277,18 @@ bool ImageTree::isRegularFile(std::string_view path) const {
 }
 
 bool ImageTree::isRealDirectory(std::string_view path) const {
+  struct stat st {};
+  return lstatIn(path, st) && S_ISDIR(st.st_mode);
+}
+
+bool ImageTree::lstatIn(std::string_view path, struct stat& st) const {
   const std::string rel = relativeInImage(path);
-  if (rel.empty()) return true;
+  if (rel.empty()) return ::fstat(fd_.get(), &st) == 0;
   auto [parentRel, name] = splitLast(rel);
   const int parent = openIn(fd_.get(), parentRel, O_PATH | O_DIRECTORY);
   if (parent < 0) return false;
   UniqueFd hold(parent);
-  struct stat st {};
-  return ::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+  return ::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 std::pair<UniqueFd, std::string> ImageTree::parentOf(std::string_view path, bool create) const {
@@ -295,14 +299,8 @@ std::pair<UniqueFd, std::string> ImageTree::parentOf(std::string_view path, bool
 }
 
 bool ImageTree::exists(std::string_view path) const {
-  const std::string rel = relativeInImage(path);
-  if (rel.empty()) return true;
-  auto [parentRel, name] = splitLast(rel);
-  const int parent = openIn(fd_.get(), parentRel, O_PATH | O_DIRECTORY);
-  if (parent < 0) return false;
-  UniqueFd hold(parent);
   struct stat st {};
-  return ::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  return lstatIn(path, st);
 }
 
 bool ImageTree::isDirectory(std::string_view path) const {
