@@ -260,6 +260,23 @@ n=$((n + 1)); mapfile -t members < <(oci_members "blobs/sha256/$layer" "symlink:
 mktar "$U/o$n.tar" "${members[@]}"
 expect_refused "layer blob -> /dev/zero" "$leaves" "$CTR_BIN" pull "$WORK/out/x.sif" "oci-archive:$U/o$n.tar"
 
+note "ctr build's Bootstrap: agents take the same limits and refusals (ctr.conf read by the build too)"
+mkdir -p "$WORK/build"
+expect_build_refused() {  # expect_build_refused WHAT NEEDLE AGENT FROM
+  local rc=0
+  printf 'Bootstrap: %s\nFrom: %s\n\n%%post\n    true\n' "$3" "$4" > "$WORK/build/b.def"
+  timeout -k 5 60 "$CTR_BIN" -q build "$WORK/build/b.sif" "$WORK/build/b.def" >/dev/null 2>"$WORK/stderr" || rc=$?
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] || fail "$1: build exit status $rc"
+  expect_contains "$1" "$2" "$(cat "$WORK/stderr"; cat "$WORK/build/b.sif.build.log" 2>/dev/null)"
+  [ ! -e "$WORK/build/b.sif" ] || fail "$1: the build left its output"
+  rm -f "$WORK/build/b.sif.build.log"
+}
+expect_build_refused "Bootstrap: oci, a gzip bomb" "$bomb_msg" oci "$U/layout-bomb:1"
+expect_build_refused "Bootstrap: docker-archive, a layer linked to a root-only tar" "$leaves" docker-archive "$U/d3.tar"
+set_conf "{\"challenge\":\"Bearer realm=\\\"file:///dev/zero\\\"\",\"token\":\"t\"}"
+expect_build_refused "Bootstrap: docker, a file:// token realm" "refused: a token realm must be an https URL" docker "$reg/good:1"
+set_conf '{}'
+
 note "F9: links between an archive's own members still work (skopeo's <id>/layer.tar -> ../<digest>.tar)"
 mktar "$U/ok.tar" 'manifest.json=text:[{"Config":"config.json","Layers":["id/layer.tar"]}]' "$C" \
   "$layer.tar=file:$U/good.tar" "id/=dir:" "id/layer.tar=symlink:../$layer.tar"
