@@ -150,7 +150,7 @@ struct UrlAuthority {
 
 unsigned defaultPort(std::string_view scheme) { return scheme == "http" ? 80 : 443; }
 
-std::string lowerCopy(std::string_view s) {
+std::string lower(std::string_view s) {
   std::string out(s);
   for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
@@ -163,13 +163,13 @@ std::optional<UrlAuthority> parseAuthority(std::string_view text, std::string_vi
   if (text.starts_with('[')) {
     const auto close = text.find(']');
     if (close == std::string_view::npos) return std::nullopt;
-    a.host = lowerCopy(text.substr(0, close + 1));
+    a.host = lower(text.substr(0, close + 1));
     std::string_view rest = text.substr(close + 1);
     if (!rest.empty() && !rest.starts_with(':')) return std::nullopt;
     if (!rest.empty()) port = rest.substr(1);
   } else {
     const auto colon = text.find(':');
-    a.host = lowerCopy(text.substr(0, colon));
+    a.host = lower(text.substr(0, colon));
     if (colon != std::string_view::npos) port = text.substr(colon + 1);
     if (colon != std::string_view::npos && port.empty()) return std::nullopt;
   }
@@ -195,7 +195,7 @@ void checkTokenRealm(std::string_view realm, std::string_view registryScheme, st
   checkNoControlCharacters(realm, "the token realm of registry " + std::string(registry));
   const std::string quoted = what + std::string(realm) + "'";
   const auto sep = realm.find("://");
-  const std::string scheme = lowerCopy(realm.substr(0, sep == std::string_view::npos ? 0 : sep));
+  const std::string scheme = lower(realm.substr(0, sep == std::string_view::npos ? 0 : sep));
   if (scheme != "https" && scheme != "http")
     throw Error(quoted + ": refused: a token realm must be an https URL");
   if (realm.find(' ') != std::string_view::npos) throw Error(quoted + ": refused: a URL holds no space");
@@ -227,11 +227,6 @@ constexpr const char* kManifestAccept =
     "application/vnd.docker.distribution.manifest.list.v2+json, "
     "application/vnd.oci.image.manifest.v1+json, "
     "application/vnd.docker.distribution.manifest.v2+json";
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // WWW-Authenticate: Bearer realm="https://auth/token",service="registry",scope="repository:x:pull"
 std::map<std::string, std::string> parseChallenge(const std::string& header, std::string& scheme) {
