@@ -14,6 +14,24 @@ namespace ctr::config {
 
 enum class ImageDriver { Auto, Setuid, Squashfuse };
 
+// What `ctr pull` and the image bootstraps of `ctr build` accept from a registry or an image
+// archive, so that a hostile image cannot fill the disk or keep the node busy: every blob is
+// cut off once it passes its declared size, and these bound the rest.
+struct PullPolicy {
+  // 'pull max blob size': one layer or blob as fetched (compressed).
+  std::uint64_t maxBlobBytes = std::uint64_t{16} << 30;
+  // 'pull max total size': all the layers of one image together, as fetched.
+  std::uint64_t maxTotalBytes = std::uint64_t{64} << 30;
+  // 'pull max unpacked size': what the layers of one image (or an image archive) unpack to,
+  // the decompressed tar stream and the apparent size of its files (a sparse file counts whole).
+  std::uint64_t maxUnpackedBytes = std::uint64_t{128} << 30;
+  // 'pull token realm hosts': hosts (host or host:port) besides the registry's own that may
+  // issue its bearer tokens; Docker Hub's registry-1.docker.io takes them from auth.docker.io.
+  std::vector<std::string> tokenRealmHosts{"auth.docker.io"};
+  // The ctr.conf these came from, for the messages that name a key; empty = built-in defaults.
+  std::string configFile;
+};
+
 struct Policy {
   std::filesystem::path source;  // file the policy was read from; empty = built-in defaults
 
@@ -77,6 +95,8 @@ struct Policy {
   // 'mpi abi check = strict | relaxed' (ctr/mpi.hpp): strict refuses an image whose MPI
   // library has a higher minor version than the host's; relaxed warns and goes on.
   bool mpiAbiStrict = true;
+
+  PullPolicy pull;
 };
 
 // Parses `text`; `fileName` is only used in error messages ("FILE:LINE: ...").

@@ -18,6 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ctr/config.hpp"
+#include "ctr/fd.hpp"
+
 namespace ctr::image {
 class ImageTree;
 }
@@ -44,6 +47,9 @@ struct PullOptions {
   bool noHttps = false;  // plain http for every registry (127.0.0.1 and localhost always)
   std::string platformOs;    // empty: "linux"
   std::string platformArch;  // empty: the host's (uname, as a Go name: amd64, arm64)
+  // Size limits and token realm hosts: ctr.conf's ('pull max ...', 'pull token realm hosts');
+  // the callers load the policy, the built-in defaults otherwise.
+  config::PullPolicy limits;
 };
 
 // Fetches the image `reference` with `agent` ("docker": [host[:port]/]name[:tag|@digest];
@@ -107,6 +113,34 @@ std::size_t choosePlatform(const nlohmann::json& index, const Platform& want);
 // The host's platform as Go names ("linux", "amd64"/"arm64"/..., variant "v8" etc.).
 Platform hostPlatform();
 
+// Before anything is fetched: each layer's declared size against 'pull max blob size', their
+// sum against 'pull max total size'. Throws ctr::Error naming the layer (or the image), the
+// size, the limit and the ctr.conf key that sets it.
+struct DeclaredBlob {
+  std::string label;  // "layer 2/3 sha256:1234abcd of NAME:TAG"
+  std::uint64_t size = 0;
+};
+void checkDeclaredSizes(const std::vector<DeclaredBlob>& blobs, const config::PullPolicy& limits,
+                        const std::string& image);
+
+// "the limit is 64 GiB: 'pull max total size' in /etc/ctr/ctr.conf", for refusals.
+[[nodiscard]] std::string limitSetting(const config::PullPolicy& limits, std::uint64_t limit, std::string_view key);
+
+// The realm of a registry's "WWW-Authenticate: Bearer realm=..." challenge, checked before a
+// request (with the user's credentials) goes there: an http(s) URL without user info or
+// control characters; https, or http only where the registry itself is reached over http and
+// the realm is on its host; on the registry's host and port, or on one that
+// `limits.tokenRealmHosts` lists ("host" for the scheme's default port, or "host:port").
+// `registryScheme` is "http" or "https", `registry` "host[:port]". Throws ctr::Error, one line.
+void checkTokenRealm(std::string_view realm, std::string_view registryScheme, std::string_view registry,
+                     const config::PullPolicy& limits);
+
+// A value from a registry that goes into a request (a token, a challenge's service or scope):
+// refused, naming `what`, when it holds a control character, so that it cannot add a header.
+// A token must moreover be printable ASCII without spaces (RFC 6750's b64token, and JWTs).
+void checkNoControlCharacters(std::string_view value, const std::string& what);
+void checkTokenText(std::string_view token, const std::string& what);
+
 // Streaming SHA-256 (libcrypto when it can be loaded, else ctr's own).
 class Digester {
  public:
@@ -133,16 +167,27 @@ struct LayerStats {
   std::string digest;  // "sha256:..." of the bytes read, for the caller to compare
   std::uint64_t compressedBytes = 0;
 };
+//
+// What the layers unpack to is bounded by `limits.maxUnpackedBytes` for the applier's whole
+// life (all the layers of one image): the decompressed tar stream and the apparent size of
+// the files (a sparse file counts whole, before anything is written), refused naming the
+// layer, the limit and its ctr.conf key. With Members::ArchiveFiles (an image archive's own
+// files, not a layer) a device or FIFO member is refused too.
 class LayerApplier {
  public:
-  explicit LayerApplier(const std::filesystem::path& rootfs);
+  enum class Members { ImageLayer, ArchiveFiles };
+  explicit LayerApplier(const std::filesystem::path& rootfs, const config::PullPolicy& limits = {},
+                        Members members = Members::ImageLayer);
   ~LayerApplier();
   LayerApplier(const LayerApplier&) = delete;
   LayerApplier& operator=(const LayerApplier&) = delete;
 
   // `onBytes` (may be empty) is told the compressed bytes read so far.
+  // The file must be a regular file (not a FIFO or a device that never ends).
   LayerStats apply(const std::filesystem::path& layerFile, const std::string& layerName,
                    const std::function<void(std::uint64_t)>& onBytes = {});
+  // The same from an open regular file (an archive member opened with openArchiveMember).
+  LayerStats apply(int layerFd, const std::string& layerName, const std::function<void(std::uint64_t)>& onBytes = {});
   LayerStats applyFromMemory(std::string_view layer, const std::string& layerName);
   void finish();
   [[nodiscard]] std::size_t devicesSkipped() const;
@@ -151,6 +196,13 @@ class LayerApplier {
   struct State;
   State* state_;
 };
+
+// Opens the file `relative` of an unpacked image archive or OCI layout open at `dirFd` for
+// reading: a link among its members is followed only while it stays inside the directory
+// (openat2 RESOLVE_BENEATH: an absolute link or one through "..", a /proc magic link, are
+// refused), and the result must be a regular file (a FIFO cannot block the open, a device
+// is never read). Throws ctr::Error naming `what`.
+[[nodiscard]] UniqueFd openArchiveMember(int dirFd, const std::string& relative, const std::string& what);
 
 // Removes a tree even where its directories are not writable by their owner.
 void removeTree(const std::filesystem::path& path) noexcept;

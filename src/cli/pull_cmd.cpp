@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "ctr/config.hpp"
 #include "ctr/oci.hpp"
 
 namespace ctr::cli {
@@ -20,6 +21,7 @@ void registerPull(CLI::App& app, Context& ctx) {
   cmd->add_option("--arch", request->options.platformArch, "Architecture to pull from a multi-platform image");
   cmd->callback([&ctx, request] {
     ctx.action = [request] {
+      request->options.limits = config::loadDefaultPolicy().pull;
       image::oci::pullToSif(*request);
       return 0;
     };

@@ -150,6 +150,20 @@ const std::map<std::string, Setter, std::less<>>& setters() {
       {"rdma with contain", [](Policy& p, const std::string& v) { p.rdmaWithContain = parseBool(v); }},
       {"rocm library list", [](Policy& p, const std::string& v) { p.rocmLibraryList = parseOptionalPath(v); }},
       {"seccomp profile", [](Policy& p, const std::string& v) { p.seccompProfile = parseOptionalPath(v); }},
+      {"pull max blob size", [](Policy& p, const std::string& v) { p.pull.maxBlobBytes = limits::parseSize(v, "size"); }},
+      {"pull max total size", [](Policy& p, const std::string& v) { p.pull.maxTotalBytes = limits::parseSize(v, "size"); }},
+      {"pull max unpacked size",
+       [](Policy& p, const std::string& v) { p.pull.maxUnpackedBytes = limits::parseSize(v, "size"); }},
+      {"pull token realm hosts",
+       [](Policy& p, const std::string& v) {
+         auto hosts = parseList(v);
+         for (const auto& h : hosts) {
+           // A host name, an IPv4 address or [IPv6], with an optional :port; no scheme or path.
+           if (h.find_first_of("/@?# \t") != std::string::npos)
+             throw Error("'" + h + "' is not a host or host:port (no scheme, user or path)");
+         }
+         p.pull.tokenRealmHosts = hosts;
+       }},
   };
   return table;
 }
@@ -176,11 +190,16 @@ Policy loadPolicy(const std::filesystem::path& path) {
   // $CTR_CONFIG names any file the user likes: a FIFO or /dev/zero is refused, not read.
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd) {
-    if (errno == ENOENT) return Policy{};
+    if (errno == ENOENT) {
+      Policy defaults;
+      defaults.pull.configFile = path.string();  // where the pull limits' messages send the admin
+      return defaults;
+    }
     throw sysError("cannot read " + path.string());
   }
   Policy policy = parsePolicy(readCheckedFile(fd.get(), 1u << 20, path.string()), path.string());
   policy.source = path;
+  policy.pull.configFile = path.string();
   return policy;
 }
 

@@ -125,6 +125,7 @@ BootstrapAgent ociAgent(std::string agent) {
     if (agent != "docker" && reference[0] != '/') reference = (ctx.recipeDir / reference).string();
     oci::PullOptions options;
     if (!ctx.cacheDir.empty()) options.cacheDir = ctx.cacheDir;
+    options.limits = config::loadDefaultPolicy().pull;
     ctx.note("importing " + agent + " " + reference);
     const oci::ImageConfig config = oci::unpackImage(agent, reference, ctx.rootfs, options);
     oci::writeApptainerMetadata(config, ctx.rootfs);

@@ -71,32 +71,40 @@ std::string layerLabel(std::size_t i, std::size_t n, const std::string& digest) 
   return "layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + digest.substr(0, 19);
 }
 
-std::string fileDigest(const std::filesystem::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw sysError("open " + path.string());
+// The digest of the whole file open at `fd` (read from its start).
+std::string fileDigest(int fd, const std::string& what) {
   Digester d;
   std::vector<char> buf(1 << 20);
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+  for (off_t at = 0;;) {
+    ssize_t n = ::pread(fd, buf.data(), buf.size(), at);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw sysError("read " + path.string());
+    if (n < 0) throw sysError("read " + what);
     if (n == 0) break;
     d.update(buf.data(), static_cast<std::size_t>(n));
+    at += n;
   }
   return d.digest();
+}
+
+// A layer blob in the cache, ctr's own directory, opened without blocking: LayerApplier::apply
+// refuses what is not a regular file (archive members go through openArchiveMember instead).
+UniqueFd openLayerFile(const std::filesystem::path& path, const std::string& label) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) throw sysError(label + ": open " + path.string());
+  return fd;
 }
 
 // Applies a layer blob whose digest must be `expected`. A damaged blob usually fails to
 // decompress before its digest is known: then the digest decides which error is reported.
 // Returns false (after `onMismatch`) where the digest is wrong.
-void applyChecked(LayerApplier& applier, const std::filesystem::path& file, const std::string& label,
-                  const std::string& expected, const std::string& image, const std::function<void()>& onMismatch = {}) {
+void applyChecked(LayerApplier& applier, int fd, const std::string& label, const std::string& expected,
+                  const std::string& image, const std::function<void()>& onMismatch = {}) {
   std::string got;
   try {
-    got = applier.apply(file, label).digest;
+    got = applier.apply(fd, label).digest;
   } catch (const Error& e) {
     if (cancelled()) throw;
-    got = fileDigest(file);
+    got = fileDigest(fd, label);
     if (got == expected) throw;
   }
   if (got != expected) {
@@ -131,6 +139,10 @@ ImageConfig unpackFromRegistry(const std::string& reference, const std::filesyst
     manifest = parseJson(doc.body, "manifest " + d.digest + " of " + image);
   }
   const auto layers = layersOf(manifest, image);
+  std::vector<DeclaredBlob> declared;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    declared.push_back({layerLabel(i, layers.size(), layers[i].digest) + " of " + image, layers[i].size});
+  checkDeclaredSizes(declared, options.limits, image);
   Descriptor configRef = descriptor(manifest.value("config", nlohmann::json{}), "config of " + image);
   ImageConfig config = parseImageConfig(parseJson(client.smallBlob(configRef.digest), "config of " + image));
 
@@ -139,13 +151,14 @@ ImageConfig unpackFromRegistry(const std::string& reference, const std::filesyst
   for (std::size_t i = 0; i < layers.size(); ++i)
     files.push_back(client.blobToCache(layers[i].digest, layers[i].size, progress, layerLabel(i, layers.size(), layers[i].digest)));
   progress.finish();
-  LayerApplier applier(rootfs);
+  LayerApplier applier(rootfs, options.limits);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string label = layerLabel(i, layers.size(), layers[i].digest) + " of " + image;
     log::StepTimer step("apply " + label);
     // A cached blob is checked as it is read: a cache damaged since is found here, and
     // the entry dropped so that the next pull fetches it again.
-    applyChecked(applier, files[i], label, layers[i].digest, image, [&] { client.evict(layers[i].digest); });
+    UniqueFd fd = openLayerFile(files[i], label);
+    applyChecked(applier, fd.get(), label, layers[i].digest, image, [&] { client.evict(layers[i].digest); });
   }
   finishApplying(applier);
   return config;
@@ -153,9 +166,11 @@ ImageConfig unpackFromRegistry(const std::string& reference, const std::filesyst
 
 // ---- OCI layouts (oci:DIR, and oci-archive: once unpacked)
 
-std::string readBlob(const std::filesystem::path& layout, const Descriptor& d, const std::string& image) {
-  const auto path = layout / "blobs" / "sha256" / d.digest.substr(7);
-  std::string text = readCheckedFile(path.string(), 16u << 20, image + ": blob " + d.digest);
+std::string blobPath(const std::string& digest) { return "blobs/sha256/" + digest.substr(7); }
+
+std::string readBlob(int layoutFd, const Descriptor& d, const std::string& image) {
+  const std::string what = image + ": blob " + d.digest;
+  std::string text = readCheckedFile(openArchiveMember(layoutFd, blobPath(d.digest), what).get(), 16u << 20, what);
   Digester digester;
   digester.update(text.data(), text.size());
   std::string got = digester.digest();
@@ -163,10 +178,13 @@ std::string readBlob(const std::filesystem::path& layout, const Descriptor& d, c
   return text;
 }
 
-ImageConfig unpackLayout(const std::filesystem::path& layout, const std::string& tag, const std::string& image,
+// `layoutFd`: the layout directory (oci:DIR) or the unpacked oci-archive; every file of it is
+// opened relative to it (openArchiveMember).
+ImageConfig unpackLayout(int layoutFd, const std::string& tag, const std::string& image,
                          const std::filesystem::path& rootfs, const PullOptions& options) {
-  const auto indexPath = layout / "index.json";
-  auto index = parseJson(readCheckedFile(indexPath.string(), 16u << 20, indexPath.string()), indexPath.string());
+  const std::string indexWhat = image + ": index.json";
+  auto index = parseJson(readCheckedFile(openArchiveMember(layoutFd, "index.json", indexWhat).get(), 16u << 20, indexWhat),
+                         indexWhat);
   if (!index.contains("manifests") || !index["manifests"].is_array() || index["manifests"].empty())
     throw Error(image + ": index.json lists no images");
   nlohmann::json chosen;
@@ -184,31 +202,38 @@ ImageConfig unpackLayout(const std::filesystem::path& layout, const std::string&
   }
   if (chosen.is_null()) throw Error("manifest unknown: " + image + " (the layout has: " + names + ")");
   Descriptor d = descriptor(chosen, image);
-  auto manifest = parseJson(readBlob(layout, d, image), "manifest of " + image);
+  auto manifest = parseJson(readBlob(layoutFd, d, image), "manifest of " + image);
   if (isIndex(manifest, chosen.value("mediaType", ""))) {
     Platform want = hostPlatform();
     if (!options.platformArch.empty()) want = Platform{"linux", options.platformArch, ""};
     d = descriptor(manifest["manifests"][withContext(image, [&] { return choosePlatform(manifest, want); })], image);
-    manifest = parseJson(readBlob(layout, d, image), "manifest of " + image);
+    manifest = parseJson(readBlob(layoutFd, d, image), "manifest of " + image);
   }
   const auto layers = layersOf(manifest, image);
   ImageConfig config = parseImageConfig(
-      parseJson(readBlob(layout, descriptor(manifest.value("config", nlohmann::json{}), image), image), "config of " + image));
-  LayerApplier applier(rootfs);
+      parseJson(readBlob(layoutFd, descriptor(manifest.value("config", nlohmann::json{}), image), image), "config of " + image));
+  LayerApplier applier(rootfs, options.limits);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string label = layerLabel(i, layers.size(), layers[i].digest) + " of " + image;
-    applyChecked(applier, layout / "blobs" / "sha256" / layers[i].digest.substr(7), label, layers[i].digest, image);
+    UniqueFd fd = openArchiveMember(layoutFd, blobPath(layers[i].digest), label);
+    applyChecked(applier, fd.get(), label, layers[i].digest, image);
   }
   finishApplying(applier);
   return config;
 }
 
 // An archive's members into `dir`, through the layer code: the same refusal of paths
-// that leave the directory.
-void extractArchive(const std::filesystem::path& archivePath, const std::filesystem::path& dir, const std::string& image) {
-  LayerApplier applier(dir);
+// that leave the directory and the same size limits; a device or FIFO member is refused.
+// Returns `dir` open: the members are read relative to it (openArchiveMember), so that a
+// member that is a link to a host file (/etc/shadow, /dev/zero) is never followed.
+UniqueFd extractArchive(const std::filesystem::path& archivePath, const std::filesystem::path& dir, const std::string& image,
+                        const config::PullPolicy& limits) {
+  UniqueFd dirFd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dirFd) throw sysError("open " + dir.string());
+  LayerApplier applier(dir, limits, LayerApplier::Members::ArchiveFiles);
   applier.apply(archivePath, image);
   applier.finish();
+  return dirFd;
 }
 
 // "PATH:TAG" or "PATH": the tag only if PATH alone does not exist.
@@ -227,12 +252,13 @@ bool isHexDigest(std::string_view s) {
   return true;
 }
 
-ImageConfig unpackDockerArchive(const std::string& path, const std::filesystem::path& rootfs) {
+ImageConfig unpackDockerArchive(const std::string& path, const std::filesystem::path& rootfs, const PullOptions& options) {
   ScratchDir scratch(rootfs, "docker-archive");
-  extractArchive(path, scratch.path(), "docker-archive " + path);
-  const auto dir = scratch.path();
-  auto top = nlohmann::json::parse(readCheckedFile((dir / "manifest.json").string(), 16u << 20, path + ": manifest.json"),
-                                   nullptr, false);
+  const UniqueFd dir = extractArchive(path, scratch.path(), "docker-archive " + path, options.limits);
+  auto readMember = [&](const std::string& rel, const std::string& what) {
+    return readCheckedFile(openArchiveMember(dir.get(), rel, what).get(), 16u << 20, what);
+  };
+  auto top = nlohmann::json::parse(readMember("manifest.json", path + ": manifest.json"), nullptr, false);
   if (!top.is_array() || top.empty() || !top[0].is_object()) throw Error(path + ": manifest.json lists no image");
   const auto& m = top[0];
   if (top.size() > 1) spdlog::warn("{}: holds {} images, importing the first", path, top.size());
@@ -242,11 +268,10 @@ ImageConfig unpackDockerArchive(const std::string& path, const std::filesystem::
     if (p.starts_with('/') || p.find("..") != std::string::npos) throw Error(path + ": manifest.json: " + what + " " + p + " leaves the archive");
     return p;
   };
-  ImageConfig config = parseImageConfig(parseJson(
-      readCheckedFile((dir / inside(m.value("Config", nlohmann::json{}), "Config")).string(), 16u << 20, path + ": config"),
-      path + ": config"));
+  ImageConfig config = parseImageConfig(
+      parseJson(readMember(inside(m.value("Config", nlohmann::json{}), "Config"), path + ": config"), path + ": config"));
   if (!m.contains("Layers") || !m["Layers"].is_array()) throw Error(path + ": manifest.json lists no layers");
-  LayerApplier applier(rootfs);
+  LayerApplier applier(rootfs, options.limits);
   const std::size_t n = m["Layers"].size();
   for (std::size_t i = 0; i < n; ++i) {
     const std::string rel = inside(m["Layers"][i], "layer");
@@ -256,8 +281,9 @@ ImageConfig unpackDockerArchive(const std::string& path, const std::filesystem::
     std::filesystem::path p(rel);
     std::string stem = p.filename() == "layer.tar" ? "" : p.stem().string();
     if (p.parent_path().filename() == "sha256") stem = p.filename().string();
-    if (isHexDigest(stem)) applyChecked(applier, dir / rel, label, "sha256:" + stem, path);
-    else applier.apply(dir / rel, label);
+    UniqueFd fd = openArchiveMember(dir.get(), rel, label);
+    if (isHexDigest(stem)) applyChecked(applier, fd.get(), label, "sha256:" + stem, path);
+    else applier.apply(fd.get(), label);
   }
   finishApplying(applier);
   return config;
@@ -322,16 +348,17 @@ ImageConfig unpackImage(std::string_view agent, const std::string& reference, co
   if (agent == "docker") return unpackFromRegistry(reference, rootfs, options);
   if (agent == "oci") {
     auto [dir, tag] = splitTag(reference);
-    if (!std::filesystem::is_directory(dir)) throw Error("oci:" + dir + ": not an OCI layout directory");
-    return unpackLayout(dir, tag, "oci:" + reference, rootfs, options);
+    UniqueFd layout(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!layout) throw Error("oci:" + dir + ": not an OCI layout directory");
+    return unpackLayout(layout.get(), tag, "oci:" + reference, rootfs, options);
   }
   if (agent == "oci-archive") {
     auto [path, tag] = splitTag(reference);
     ScratchDir scratch(rootfs, "oci-archive");
-    extractArchive(path, scratch.path(), "oci-archive " + path);
-    return unpackLayout(scratch.path(), tag, "oci-archive:" + reference, rootfs, options);
+    const UniqueFd layout = extractArchive(path, scratch.path(), "oci-archive " + path, options.limits);
+    return unpackLayout(layout.get(), tag, "oci-archive:" + reference, rootfs, options);
   }
-  if (agent == "docker-archive") return unpackDockerArchive(splitTag(reference).first, rootfs);
+  if (agent == "docker-archive") return unpackDockerArchive(splitTag(reference).first, rootfs, options);
   throw Error("unknown image source '" + std::string(agent) + "' (docker, docker-archive, oci-archive, oci)");
 }
 

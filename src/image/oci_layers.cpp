@@ -4,6 +4,8 @@
 // directories follow the OCI image spec (layer.md, "Whiteouts").
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/limits.hpp"
 #include "ctr/oci.hpp"
 #include "oci_libs.hpp"
 
@@ -89,6 +92,12 @@ struct LayerApplier::State {
   std::filesystem::path rootfs;
   UniqueFd root;
   bool privileged = ::geteuid() == 0;
+  config::PullPolicy limits;
+  Members members = Members::ImageLayer;
+  // What the layers applied so far unpacked to: their decompressed tar streams, and the
+  // apparent sizes of their entries. Either over limits.maxUnpackedBytes stops the pull.
+  std::uint64_t streamedBefore = 0;
+  std::uint64_t apparentBytes = 0;
   std::size_t devicesSkipped = 0;
   std::map<std::string, DirMeta> dirs;  // final mode and time, set by finish()
   std::set<std::string> layerPaths;    // what the current layer wrote (for opaque dirs)
@@ -97,6 +106,17 @@ struct LayerApplier::State {
 
   [[noreturn]] void refuse(const std::string& why) const {
     throw Error(layerName + ": " + entryPath + ": " + why);
+  }
+
+  // Called at each entry's header, before its data is read or skipped: a gzip bomb or a
+  // sparse file of 200 GB is refused here, before it costs disk or time.
+  void checkUnpacked(archive* a, const ArchiveApi& ar, archive_entry* e) {
+    const la_int64_t size = ar.entry_size(e);
+    if (size > 0) apparentBytes += static_cast<std::uint64_t>(size);
+    const std::uint64_t streamed = streamedBefore + static_cast<std::uint64_t>(std::max<la_int64_t>(ar.filter_bytes(a, 0), 0));
+    if (std::max(apparentBytes, streamed) <= limits.maxUnpackedBytes) return;
+    throw Error(layerName + ": unpacks to more than " + limits::formatSize(limits.maxUnpackedBytes) + " (at " +
+                entryPath + "); " + limitSetting(limits, limits.maxUnpackedBytes, "pull max unpacked size"));
   }
 
   // "./a//b/c" -> {a, b, c}; refuses absolute names and "..".
@@ -252,6 +272,9 @@ struct LayerApplier::State {
             const char* why = ar.error_string(a);
             refuse(std::string("reading the layer: ") + (why ? why : "error"));
           }
+          // libarchive keeps a member's blocks inside its declared size; the budget relies on it.
+          if (offset < 0 || static_cast<std::uint64_t>(offset) + size > static_cast<std::uint64_t>(ar.entry_size(e)))
+            refuse("data beyond the member's size");
           const char* p = static_cast<const char*>(buf);
           while (size > 0) {
             ssize_t n = ::pwrite(out.get(), p, size, offset);
@@ -287,6 +310,11 @@ struct LayerApplier::State {
       case AE_IFBLK:
       case AE_IFIFO: {
         const bool fifo = ar.entry_filetype(e) == AE_IFIFO;
+        // An image archive's own files are read by ctr: a device or FIFO there is an attack
+        // (reading /dev/zero never ends), never part of a docker save or an OCI layout.
+        if (members == Members::ArchiveFiles)
+          refuse(std::string("refused: a ") + (fifo ? "FIFO" : "device") +
+                 " in an image archive (it holds only files, directories and links)");
         if (!fifo && !privileged) {
           ++devicesSkipped;  // mknod of a device needs CAP_MKNOD in the initial namespace
           return;
@@ -313,13 +341,20 @@ struct LayerApplier::State {
         const char* why = ar.error_string(a);
         throw Error(layerName + ": not a readable tar layer: " + (why ? why : "error") + " (truncated or corrupt?)");
       }
+      const char* raw = ar.entry_pathname(e);
+      entryPath = raw ? raw : "";
+      checkUnpacked(a, ar, e);
       entry(a, e, ar);
     }
+    streamedBefore += static_cast<std::uint64_t>(std::max<la_int64_t>(ar.filter_bytes(a, 0), 0));
   }
 };
 
-LayerApplier::LayerApplier(const std::filesystem::path& rootfs) : state_(new State) {
+LayerApplier::LayerApplier(const std::filesystem::path& rootfs, const config::PullPolicy& limits, Members members)
+    : state_(new State) {
   state_->rootfs = rootfs;
+  state_->limits = limits;
+  state_->members = members;
   state_->root.reset(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!state_->root) {
     int err = errno;
@@ -371,17 +406,68 @@ ArchivePtr newReader(const ArchiveApi& ar) {
   return a;
 }
 
+// A layer is read to its end (the digest covers every byte): a FIFO or a device such as
+// /dev/zero in its place would never end.
+void requireRegularFile(int fd, const std::string& what) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw sysError("stat " + what);
+  if (!S_ISREG(st.st_mode)) throw Error(what + " is " + fileTypeName(st.st_mode) + ", not a regular file: refusing to read it");
+  // Opened with O_NONBLOCK so that a FIFO could not block the open; a regular file ignores it.
+  if (int flags = ::fcntl(fd, F_GETFL); flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+}
+
 }  // namespace
+
+UniqueFd openArchiveMember(int dirFd, const std::string& relative, const std::string& what) {
+  open_how how{};
+  how.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  long fd = ::syscall(SYS_openat2, dirFd, relative.c_str(), &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS) {
+    // Kernel < 5.6: no link among the members is followed at all.
+    how.flags |= O_NOFOLLOW;
+    UniqueFd cur(::openat(dirFd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    std::string_view rest = relative;
+    fd = -1;
+    while (cur) {
+      const auto slash = rest.find('/');
+      const std::string part(rest.substr(0, slash));
+      if (slash == std::string_view::npos) {
+        fd = part == ".." ? -1 : ::openat(cur.get(), part.c_str(), static_cast<int>(how.flags));
+        break;
+      }
+      if (part == "..") {
+        errno = EXDEV;
+        break;
+      }
+      cur.reset(::openat(cur.get(), part.empty() ? "." : part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      rest.remove_prefix(slash + 1);
+    }
+  }
+  if (fd < 0) {
+    if (errno == EXDEV || errno == ELOOP)
+      throw Error(what + " (" + relative + "): refused: a link that leaves the archive (only links between its own members are followed)");
+    throw sysError(what + " (" + relative + ")");
+  }
+  UniqueFd out(static_cast<int>(fd));
+  requireRegularFile(out.get(), what + " (" + relative + ")");
+  return out;
+}
 
 LayerStats LayerApplier::apply(const std::filesystem::path& layerFile, const std::string& layerName,
                                const std::function<void(std::uint64_t)>& onBytes) {
+  UniqueFd fd(::open(layerFile.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) throw sysError(layerName + ": open " + layerFile.string());
+  return apply(fd.get(), layerName, onBytes);
+}
+
+LayerStats LayerApplier::apply(int layerFd, const std::string& layerName, const std::function<void(std::uint64_t)>& onBytes) {
+  requireRegularFile(layerFd, layerName);
   const auto& ar = archiveApi();
   state_->layerName = layerName;
-  UniqueFd fd(::open(layerFile.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw sysError(layerName + ": open " + layerFile.string());
   Digester digester;
   FileSource src;
-  src.fd = fd.get();
+  src.fd = layerFd;
   src.digester = &digester;
   src.onBytes = &onBytes;
   auto a = newReader(ar);

@@ -65,6 +65,7 @@ const ArchiveApi& archiveApi() {
     bind(h, so, "archive_read_next_header", api.read_next_header);
     bind(h, so, "archive_read_data_block", api.read_data_block);
     bind(h, so, "archive_read_free", api.read_free);
+    bind(h, so, "archive_filter_bytes", api.filter_bytes);
     bind(h, so, "archive_error_string", api.error_string);
     bind(h, so, "archive_entry_pathname", api.entry_pathname);
     bind(h, so, "archive_entry_filetype", api.entry_filetype);

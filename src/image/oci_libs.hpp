@@ -31,6 +31,7 @@ struct ArchiveApi {
   decltype(&archive_read_next_header) read_next_header;
   decltype(&archive_read_data_block) read_data_block;
   decltype(&archive_read_free) read_free;
+  decltype(&archive_filter_bytes) filter_bytes;
   decltype(&archive_error_string) error_string;
   decltype(&archive_entry_pathname) entry_pathname;
   decltype(&archive_entry_filetype) entry_filetype;

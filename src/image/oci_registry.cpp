@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/limits.hpp"
 #include "ctr/log.hpp"
 #include "oci_internal.hpp"
 #include "oci_libs.hpp"
@@ -107,6 +109,115 @@ std::string digestMismatch(const std::string& what, const std::string& expected,
   return what + " " + expected + " of " + image + ": digest mismatch (got " + got + ")";
 }
 
+// ---- limits and token realms
+
+std::string limitSetting(const config::PullPolicy& limits, std::uint64_t limit, std::string_view key) {
+  return "the limit is " + limits::formatSize(limit) + ": '" + std::string(key) + "' in " +
+         (limits.configFile.empty() ? std::string("ctr.conf") : limits.configFile);
+}
+
+void checkDeclaredSizes(const std::vector<DeclaredBlob>& blobs, const config::PullPolicy& limits, const std::string& image) {
+  std::uint64_t total = 0;
+  for (const auto& b : blobs) {
+    if (b.size > limits.maxBlobBytes)
+      throw Error(b.label + ": declared as " + std::to_string(b.size) + " bytes, more than one blob may be (" +
+                  limitSetting(limits, limits.maxBlobBytes, "pull max blob size") + ")");
+    total = b.size > ~std::uint64_t{0} - total ? ~std::uint64_t{0} : total + b.size;  // saturates, never wraps
+    if (total > limits.maxTotalBytes)
+      throw Error(image + ": its layers are declared as more than " + limits::formatSize(limits.maxTotalBytes) +
+                  " together (" + limitSetting(limits, limits.maxTotalBytes, "pull max total size") + ")");
+  }
+}
+
+void checkNoControlCharacters(std::string_view value, const std::string& what) {
+  for (unsigned char c : value)
+    if (c < 0x20 || c == 0x7f) throw Error(what + " holds a control character: refused");
+}
+
+void checkTokenText(std::string_view token, const std::string& what) {
+  checkNoControlCharacters(token, what);
+  for (unsigned char c : token)
+    if (c <= 0x20 || c >= 0x7f) throw Error(what + " holds a space or a non-ASCII byte: refused");
+}
+
+namespace {
+
+struct UrlAuthority {
+  std::string scheme;  // lower case
+  std::string host;    // lower case; "[::1]" keeps its brackets
+  unsigned port = 0;   // explicit, else the scheme's default
+};
+
+unsigned defaultPort(std::string_view scheme) { return scheme == "http" ? 80 : 443; }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// "host", "host:port", "[v6]" or "[v6]:port" with `scheme`'s default port; nullopt if malformed.
+std::optional<UrlAuthority> parseAuthority(std::string_view text, std::string_view scheme) {
+  UrlAuthority a{std::string(scheme), {}, defaultPort(scheme)};
+  std::string_view port;
+  if (text.starts_with('[')) {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    a.host = lower(text.substr(0, close + 1));
+    std::string_view rest = text.substr(close + 1);
+    if (!rest.empty() && !rest.starts_with(':')) return std::nullopt;
+    if (!rest.empty()) port = rest.substr(1);
+  } else {
+    const auto colon = text.find(':');
+    a.host = lower(text.substr(0, colon));
+    if (colon != std::string_view::npos) port = text.substr(colon + 1);
+    if (colon != std::string_view::npos && port.empty()) return std::nullopt;
+  }
+  if (a.host.empty() || a.host == "[]") return std::nullopt;
+  if (!port.empty()) {
+    unsigned n = 0;
+    for (char c : port) {
+      if (c < '0' || c > '9' || n > 65535) return std::nullopt;
+      n = n * 10 + static_cast<unsigned>(c - '0');
+    }
+    if (n == 0 || n > 65535) return std::nullopt;
+    a.port = n;
+  }
+  return a;
+}
+
+}  // namespace
+
+void checkTokenRealm(std::string_view realm, std::string_view registryScheme, std::string_view registry,
+                     const config::PullPolicy& limits) {
+  const std::string what = "registry " + std::string(registry) + " sent the token realm '";
+  // Printed only once known to be harmless on a terminal.
+  checkNoControlCharacters(realm, "the token realm of registry " + std::string(registry));
+  const std::string quoted = what + std::string(realm) + "'";
+  const auto sep = realm.find("://");
+  const std::string scheme = lower(realm.substr(0, sep == std::string_view::npos ? 0 : sep));
+  if (scheme != "https" && scheme != "http")
+    throw Error(quoted + ": refused: a token realm must be an https URL");
+  if (realm.find(' ') != std::string_view::npos) throw Error(quoted + ": refused: a URL holds no space");
+  std::string_view authorityText = realm.substr(sep + 3);
+  authorityText = authorityText.substr(0, authorityText.find_first_of("/?#"));
+  if (authorityText.find('@') != std::string_view::npos)
+    throw Error(quoted + ": refused: user information in a token realm");
+  const auto realmAt = parseAuthority(authorityText, scheme);
+  const auto registryAt = parseAuthority(registry, registryScheme);
+  if (!realmAt || !registryAt) throw Error(quoted + ": refused: not a host[:port] ctr can check");
+  if (scheme == "http" && (registryScheme != "http" || realmAt->host != registryAt->host))
+    throw Error(quoted + ": refused: a token realm over plain http is accepted only on the registry's own host when the "
+                "registry itself is reached over http (use https)");
+  if (realmAt->host == registryAt->host && realmAt->port == registryAt->port) return;
+  for (const auto& entry : limits.tokenRealmHosts) {
+    const auto allowed = parseAuthority(entry, scheme);
+    if (allowed && allowed->host == realmAt->host && allowed->port == realmAt->port) return;
+  }
+  throw Error(quoted + ": refused: it is on another host or port than the registry (an admin can allow it with "
+              "'pull token realm hosts' in " + (limits.configFile.empty() ? std::string("ctr.conf") : limits.configFile) + ")");
+}
+
 // ---- the client
 
 namespace {
@@ -116,11 +227,6 @@ constexpr const char* kManifestAccept =
     "application/vnd.docker.distribution.manifest.list.v2+json, "
     "application/vnd.oci.image.manifest.v1+json, "
     "application/vnd.docker.distribution.manifest.v2+json";
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // WWW-Authenticate: Bearer realm="https://auth/token",service="registry",scope="repository:x:pull"
 std::map<std::string, std::string> parseChallenge(const std::string& header, std::string& scheme) {
@@ -171,6 +277,8 @@ struct RegistryClient::Impl {
   const CurlApi& curl = curlApi();
   CURL* handle = nullptr;
   std::string base;  // "https://host:port/v2/"
+  std::string scheme;  // "https", or "http" (--nohttps, 127.0.0.1, localhost)
+  config::PullPolicy limits;
   std::string username, password;
   std::string authorization;  // "Authorization: Bearer ..." once known
   bool useBasic = false;
@@ -182,10 +290,14 @@ struct RegistryClient::Impl {
   std::size_t bodyLimit = 0;
   bool bodyOverflow = false;
   int sinkFd = -1;
+  std::uint64_t sinkLimit = 0;  // a blob's declared size: one byte more stops the transfer
+  bool sinkOverflow = false;
+  bool errorBodyOverflow = false;
   Digester* digester = nullptr;
   std::uint64_t received = 0;
   Progress* progress = nullptr;
   std::string errorBody;
+  std::uint64_t errorBytes = 0;
   bool writeFailed = false;
 
   static size_t onHeader(char* data, size_t size, size_t n, void* user) {
@@ -209,9 +321,20 @@ struct RegistryClient::Impl {
     self->curl.easy_getinfo(self->handle, CURLINFO_RESPONSE_CODE, &status);
     if (status < 200 || status >= 300) {  // an error document or a redirect's body
       if (self->errorBody.size() < 4096) self->errorBody.append(data, std::min<size_t>(len, 4096));
+      // Kept short, and an endless one is cut off: its status is what counts.
+      if ((self->errorBytes += len) > (64u << 10)) {
+        self->errorBodyOverflow = true;
+        return 0;
+      }
       return len;
     }
     if (self->sinkFd >= 0) {
+      // Checked as the bytes arrive, not at the end: a blob declared as 1 MiB cannot stream
+      // gigabytes into the cache.
+      if (self->received + len > self->sinkLimit) {
+        self->sinkOverflow = true;
+        return 0;
+      }
       const char* p = data;
       size_t left = len;
       while (left > 0) {
@@ -243,9 +366,11 @@ struct RegistryClient::Impl {
     headers.clear();
     body.clear();
     errorBody.clear();
-    bodyOverflow = writeFailed = false;
+    errorBytes = 0;
+    bodyOverflow = writeFailed = sinkOverflow = errorBodyOverflow = false;
     received = 0;
     sinkFd = -1;
+    sinkLimit = 0;
     digester = nullptr;
     progress = nullptr;
     curl.easy_reset(handle);
@@ -263,7 +388,24 @@ struct RegistryClient::Impl {
     curl.easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
     curl.easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, &Impl::onProgress);
     curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+    // http(s) only, whatever a realm or a redirect names (file://, dict://, gopher://...);
+    // an https registry is never redirected to plain http.
+    const char* redirects = scheme == "https" ? "https" : "http,https";
+    if (curl.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+        curl.easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, redirects) != CURLE_OK) {
+      // libcurl < 7.85 (the _STR options are newer): the bit masks, deprecated since.
+      const long https = CURLPROTO_HTTPS, both = CURLPROTO_HTTP | CURLPROTO_HTTPS;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+      curl.easy_setopt(handle, CURLOPT_PROTOCOLS, both);
+      curl.easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS, scheme == "https" ? https : both);
+#pragma GCC diagnostic pop
+    }
   }
+
+  // get()'s answers besides an HTTP status: fewer bytes than Content-Length; more than the
+  // sink's declared size.
+  static constexpr long kTruncated = -1, kLargerThanDeclared = -2;
 
   // Performs GET `url`; returns the HTTP status. Throws for transport errors.
   long get(const std::string& url, const char* accept, bool authenticate = true) {
@@ -283,9 +425,10 @@ struct RegistryClient::Impl {
     if (rc == CURLE_ABORTED_BY_CALLBACK && cancelled()) throw Error("interrupted");
     if (rc == CURLE_WRITE_ERROR && bodyOverflow) throw Error(url + ": response too large");
     if (rc == CURLE_WRITE_ERROR && writeFailed) throw sysError("writing to the blob cache");
-    if (rc != CURLE_OK) {
+    if (rc == CURLE_WRITE_ERROR && sinkOverflow) return kLargerThanDeclared;
+    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && errorBodyOverflow)) {
       // CURLE_PARTIAL_FILE: fewer bytes than Content-Length, the caller says "truncated".
-      if (rc == CURLE_PARTIAL_FILE) return -1;
+      if (rc == CURLE_PARTIAL_FILE) return kTruncated;
       throw Error("cannot reach registry " + ref->registry + ": " + curl.easy_strerror(rc));
     }
     long status = 0;
@@ -298,14 +441,18 @@ struct RegistryClient::Impl {
   bool authenticate() {
     auto it = headers.find("www-authenticate");
     if (it == headers.end()) return false;
-    std::string scheme;
-    auto params = parseChallenge(it->second, scheme);
-    if (scheme == "basic") {
+    std::string challenge;
+    auto params = parseChallenge(it->second, challenge);
+    if (challenge == "basic") {
       if (useBasic || username.empty()) return false;
       useBasic = true;
       return true;
     }
-    if (scheme != "bearer" || !authorization.empty() || params["realm"].empty()) return false;
+    if (challenge != "bearer" || !authorization.empty() || params["realm"].empty()) return false;
+    // The realm receives the user's credentials: the registry may not send them anywhere.
+    checkTokenRealm(params["realm"], scheme, ref->registry, limits);
+    checkNoControlCharacters(params["service"], "the token service named by registry " + ref->registry);
+    checkNoControlCharacters(params["scope"], "the token scope named by registry " + ref->registry);
     std::string url = params["realm"];
     char sep = url.find('?') == std::string::npos ? '?' : '&';
     auto addParam = [&](const char* key, const std::string& value) {
@@ -345,6 +492,7 @@ struct RegistryClient::Impl {
       else if (json.contains("access_token") && json["access_token"].is_string()) token = json["access_token"];
     }
     if (token.empty()) throw Error("token response from " + params["realm"] + " holds no token");
+    checkTokenText(token, "the token from " + params["realm"]);
     authorization = "Authorization: Bearer " + token;
     return true;
   }
@@ -380,7 +528,9 @@ RegistryClient::RegistryClient(Reference ref, const PullOptions& options)
     throw Error("curl_easy_init failed");
   }
   const bool plain = options.noHttps || isLocalRegistry(ref_.registry);
-  impl_->base = std::string(plain ? "http://" : "https://") + ref_.registry + "/v2/";
+  impl_->scheme = plain ? "http" : "https";
+  impl_->base = impl_->scheme + "://" + ref_.registry + "/v2/";
+  impl_->limits = options.limits;
   impl_->username = !options.username.empty() ? options.username
                                               : firstEnv({"CTR_DOCKER_USERNAME", "APPTAINER_DOCKER_USERNAME", "SINGULARITY_DOCKER_USERNAME"});
   impl_->password = !options.password.empty() ? options.password
@@ -462,6 +612,7 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
   progress.start(label, size);
   long status = I.getAuthenticated(I.base + ref_.repository + "/blobs/" + digest, nullptr, [&] {
     I.sinkFd = fd.get();
+    I.sinkLimit = size;
     I.digester = &d;
     I.progress = &progress;
     if (::ftruncate(fd.get(), 0) != 0 || ::lseek(fd.get(), 0, SEEK_SET) != 0) throw sysError("truncate " + tmpl);
@@ -470,7 +621,10 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
   I.digester = nullptr;
   I.progress = nullptr;
   const std::string what = "blob " + digest + " of " + ref_.shortName();
-  if (status == -1 || (status == 200 && I.received < size))
+  if (status == Impl::kLargerThanDeclared)
+    throw Error(what + ": larger than its manifest says (" + std::to_string(size) +
+                " bytes): the download was stopped there");
+  if (status == Impl::kTruncated || (status == 200 && I.received < size))
     throw Error(what + ": truncated (got " + std::to_string(I.received) + " of " + std::to_string(size) + " bytes)");
   if (status == 404) throw Error(what + ": blob unknown to " + ref_.registry);
   if (status != 200) throw Error(what + ": HTTP " + std::to_string(status) + " from " + ref_.registry);

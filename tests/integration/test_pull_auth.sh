@@ -6,6 +6,7 @@
 # with a wrong password, and with the right ones (CTR_DOCKER_USERNAME/PASSWORD), as root
 # and as the test user.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/registry/common.sh"
 
 command -v skopeo >/dev/null || skip "skopeo is not installed (apt-get install skopeo)"
 command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
@@ -18,10 +19,7 @@ export CTR_CONFIG=$CTR_TEST_CONFIG  # root's launches too: no lingering holder a
 # ---- a one-layer OCI layout of the demo root, Env and Cmd in its config.
 mkdir -p "$WORK/root" "$WORK/layout/blobs/sha256"
 make_demo_rootfs "$WORK/root"
-blob() {  # blob FILE: moves FILE into the layout, prints "digest size"
-  local d s; d=$(sha256sum "$1" | cut -d' ' -f1); s=$(stat -c %s "$1")
-  mv "$1" "$WORK/layout/blobs/sha256/$d"; echo "sha256:$d $s"
-}
+blob() { layout_blob "$WORK/layout" "$1"; }
 tar -C "$WORK/root" --numeric-owner --owner=0 --group=0 -czf "$WORK/layer.tgz" .
 diff_id=$(gzip -dc "$WORK/layer.tgz" | sha256sum | cut -d' ' -f1)
 read -r layer layer_size < <(blob "$WORK/layer.tgz")
@@ -36,13 +34,15 @@ printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.
   "$manifest" "$manifest_size" > "$WORK/layout/index.json"
 
 # ---- the token service and the registry, on free ports of 127.0.0.1, killed at exit.
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ctr-test-token-issuer \
   -keyout "$WORK/token.key" -out "$WORK/token.crt" >/dev/null 2>&1 || fail "openssl could not make the token key"
 token_port=$(free_port)
 /usr/bin/python3 "$(dirname "$0")/registry/token_server.py" "$token_port" "$WORK/token.key" "$WORK/token.crt" \
   ctr-test-issuer alice:s3cret "$WORK/tokens.log" >"$WORK/token-server.log" 2>&1 &
 token_pid=$!
+# The token service is on another port than the registry: ctr sends credentials there only
+# because ctr.conf says so (issue 24; test_pull_hardening.sh checks the refusal).
+printf 'pull token realm hosts = 127.0.0.1:%s\n' "$token_port" >> "$CTR_TEST_CONFIG"
 port=$(free_port)
 cat > "$WORK/registry.yml" <<YML
 version: 0.1

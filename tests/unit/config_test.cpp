@@ -100,3 +100,31 @@ TEST(ConfigPolicy, BadValueErrorNamesFileLineAndKey) {
     EXPECT_STREQ(e.what(), "ctr.conf:2: max loop devices total: expected a whole number from 1 to 1048576, got '0'");
   }
 }
+
+TEST(ConfigPolicy, PullLimitsAndTokenRealmHosts) {
+  auto p = parsePolicy("", "ctr.conf");
+  EXPECT_EQ(p.pull.maxBlobBytes, std::uint64_t{16} << 30);
+  EXPECT_EQ(p.pull.maxTotalBytes, std::uint64_t{64} << 30);
+  EXPECT_EQ(p.pull.maxUnpackedBytes, std::uint64_t{128} << 30);
+  EXPECT_EQ(p.pull.tokenRealmHosts, std::vector<std::string>{"auth.docker.io"});
+  p = parsePolicy(
+      "pull max blob size = 1G\n"
+      "pull max total size = 2.5g\n"
+      "pull max unpacked size = 512M\n"
+      "pull token realm hosts = auth.example.org, 127.0.0.1:5001, [::1]:8443\n",
+      "ctr.conf");
+  EXPECT_EQ(p.pull.maxBlobBytes, std::uint64_t{1} << 30);
+  EXPECT_EQ(p.pull.maxTotalBytes, std::uint64_t{5} << 29);
+  EXPECT_EQ(p.pull.maxUnpackedBytes, std::uint64_t{512} << 20);
+  EXPECT_EQ(p.pull.tokenRealmHosts, (std::vector<std::string>{"auth.example.org", "127.0.0.1:5001", "[::1]:8443"}));
+  EXPECT_TRUE(parsePolicy("pull token realm hosts =\n", "f").pull.tokenRealmHosts.empty());
+  EXPECT_THROW(parsePolicy("pull max blob size = 0", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("pull max total size = lots", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("pull token realm hosts = https://auth.example.org", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("pull token realm hosts = user@auth.example.org", "f"), ctr::Error);
+}
+
+TEST(ConfigPolicy, PullLimitMessagesNameTheFileInUse) {
+  EXPECT_EQ(ctr::config::loadPolicy(CTR_SOURCE_DIR "/etc/ctr.conf").pull.configFile, CTR_SOURCE_DIR "/etc/ctr.conf");
+  EXPECT_EQ(ctr::config::loadPolicy("/nonexistent/ctr.conf").pull.configFile, "/nonexistent/ctr.conf");
+}

@@ -2,6 +2,7 @@
 // opaque directories, refusals of paths that leave the root), platform choice, digests.
 // Layers are tar archives built in memory by the small ustar writer below and read by
 // libarchive, as a pull reads them.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/oci.hpp"
 #include "ctr/process.hpp"
 
@@ -275,3 +277,201 @@ TEST_F(OciMetadata, PlantedSymlinksLeadInsideTheImageNeverToTheHost) {
 }
 
 }  // namespace
+
+// ---- limits on what a pull fetches and unpacks (issue 24, F7)
+
+namespace {
+ctr::config::PullPolicy smallLimits() {
+  ctr::config::PullPolicy p;
+  p.maxBlobBytes = 1 << 20;
+  p.maxTotalBytes = 3 << 20;
+  p.maxUnpackedBytes = 1 << 20;
+  p.configFile = "/etc/ctr/ctr.conf";
+  return p;
+}
+template <typename F>
+std::string errorOfCall(F f) {
+  try {
+    f();
+  } catch (const ctr::Error& e) {
+    return e.oneLine();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(OciLimits, RefusesADeclaredBlobOverTheBlobLimitNamingLayerLimitAndKey) {
+  const auto limits = smallLimits();
+  EXPECT_EQ(errorOfCall([&] { oci::checkDeclaredSizes({{"layer 1/2 sha256:aa of demo:1", 1 << 20}, {"layer 2/2 sha256:bb of demo:1", (1 << 20) + 1}}, limits, "demo:1"); }),
+            "layer 2/2 sha256:bb of demo:1: declared as 1048577 bytes, more than one blob may be (the limit is 1 MiB: "
+            "'pull max blob size' in /etc/ctr/ctr.conf)");
+}
+
+TEST(OciLimits, RefusesLayersWhoseSumPassesTheTotalLimit) {
+  const auto limits = smallLimits();
+  std::vector<oci::DeclaredBlob> blobs(3, {"layer", 1 << 20});
+  EXPECT_NO_THROW(oci::checkDeclaredSizes(blobs, limits, "demo:1"));  // exactly the limit
+  blobs.push_back({"layer", 1});
+  EXPECT_EQ(errorOfCall([&] { oci::checkDeclaredSizes(blobs, limits, "demo:1"); }),
+            "demo:1: its layers are declared as more than 3 MiB together (the limit is 3 MiB: 'pull max total size' in "
+            "/etc/ctr/ctr.conf)");
+  // Sizes near 2^64 cannot wrap the sum past the check.
+  ctr::config::PullPolicy huge;
+  huge.maxBlobBytes = ~std::uint64_t{0};
+  EXPECT_NE(errorOfCall([&] { oci::checkDeclaredSizes({{"a", ~std::uint64_t{0} - 1}, {"b", 5}}, huge, "x"); }), "no error");
+}
+
+TEST(OciLimits, BuiltInDefaultsAndTheirSettingWithoutAConfigFile) {
+  const ctr::config::PullPolicy defaults;
+  EXPECT_EQ(defaults.maxBlobBytes, std::uint64_t{16} << 30);
+  EXPECT_EQ(defaults.maxTotalBytes, std::uint64_t{64} << 30);
+  EXPECT_EQ(defaults.maxUnpackedBytes, std::uint64_t{128} << 30);
+  EXPECT_EQ(oci::limitSetting(defaults, defaults.maxBlobBytes, "pull max blob size"),
+            "the limit is 16 GiB: 'pull max blob size' in ctr.conf");
+}
+
+TEST_F(OciLayers, RefusesALayerThatUnpacksToMoreThanTheLimitBeforeWritingIt) {
+  oci::LayerApplier applier(root, smallLimits());
+  EXPECT_EQ(errorOf(applier, {{"big", '0', std::string((1 << 20) + 1, 'x')}}, "layer 1/1 sha256:aa of demo:1"),
+            "layer 1/1 sha256:aa of demo:1: unpacks to more than 1 MiB (at big); the limit is 1 MiB: 'pull max "
+            "unpacked size' in /etc/ctr/ctr.conf");
+  EXPECT_FALSE(fs::exists(root / "big"));
+}
+
+TEST_F(OciLayers, CountsTheUnpackedSizeAcrossTheLayersOfOneImage) {
+  oci::LayerApplier applier(root, smallLimits());
+  applier.applyFromMemory(tarOf({{"a", '0', std::string(600 << 10, 'a')}}), "layer 1/2");
+  EXPECT_NE(errorOf(applier, {{"b", '0', std::string(600 << 10, 'b')}}, "layer 2/2").find("layer 2/2: unpacks to more than 1 MiB (at b)"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(root / "b"));
+}
+
+TEST_F(OciLayers, AnImageArchiveRefusesDevicesAndFifosAsMembers) {
+  oci::LayerApplier applier(root, {}, oci::LayerApplier::Members::ArchiveFiles);
+  EXPECT_EQ(errorOf(applier, {{"manifest.json", '6', ""}}, "docker-archive x.tar"),
+            "docker-archive x.tar: manifest.json: refused: a FIFO in an image archive (it holds only files, directories and links)");
+  EXPECT_NE(errorOf(applier, {{"layer.tar", '3', ""}}, "docker-archive x.tar").find("refused: a device in an image archive"),
+            std::string::npos);
+  EXPECT_NE(errorOf(applier, {{"blk", '4', ""}}, "oci-archive x.tar").find("refused: a device"), std::string::npos);
+  EXPECT_FALSE(fs::exists(root / "manifest.json"));
+}
+
+// ---- reading an image archive's own files (F9)
+
+class OciArchiveMembers : public OciLayers {
+ protected:
+  ctr::UniqueFd dir;
+  void SetUp() override {
+    OciLayers::SetUp();
+    oci::LayerApplier applier(root, {}, oci::LayerApplier::Members::ArchiveFiles);
+    applier.applyFromMemory(tarOf({{"blobs/", '5', ""},
+                                   {"blobs/real", '0', "real"},
+                                   {"inside", '2', "blobs/real"},
+                                   {"blobs/up", '2', "../blobs/real"},
+                                   {"hard", '1', "blobs/real"},
+                                   {"absolute", '2', "/etc/passwd"},
+                                   {"escape", '2', "../../../../../../etc/passwd"},
+                                   {"proc", '2', "/proc/self/root/etc/passwd"},
+                                   {"dirlink", '2', "/etc"}}),
+                            "archive");
+    applier.finish();
+    ASSERT_EQ(::mkfifo((root / "fifo").c_str(), 0600), 0);
+    dir.reset(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(dir);
+  }
+  std::string read(const std::string& rel) {
+    return ctr::readCheckedFile(oci::openArchiveMember(dir.get(), rel, "member").get(), 1 << 20, "member");
+  }
+};
+
+TEST_F(OciArchiveMembers, FollowsLinksBetweenItsOwnMembers) {
+  EXPECT_EQ(read("blobs/real"), "real");
+  EXPECT_EQ(read("inside"), "real");  // skopeo's docker-archive: <id>/layer.tar -> ../<digest>.tar
+  EXPECT_EQ(read("blobs/up"), "real");
+  EXPECT_EQ(read("hard"), "real");
+}
+
+TEST_F(OciArchiveMembers, NeverFollowsALinkOutOfTheArchive) {
+  for (const char* rel : {"absolute", "escape", "proc", "dirlink/passwd", "../" }) {
+    const std::string e = errorOfCall([&] { read(rel); });
+    EXPECT_NE(e.find("refused: a link that leaves the archive"), std::string::npos) << rel << ": " << e;
+  }
+}
+
+TEST_F(OciArchiveMembers, RefusesWhatIsNotARegularFileWithoutBlocking) {
+  EXPECT_NE(errorOfCall([&] { read("fifo"); }).find("is a FIFO, not a regular file"), std::string::npos);
+  EXPECT_NE(errorOfCall([&] { read("blobs"); }).find("not a regular file"), std::string::npos);
+  EXPECT_NE(errorOfCall([&] { read("missing"); }).find("member (missing)"), std::string::npos);
+}
+
+// ---- token realms (F8)
+
+namespace {
+std::string realmError(std::string_view realm, std::string_view scheme = "https", std::string_view registry = "reg.example.org",
+                       std::vector<std::string> allowed = {}) {
+  ctr::config::PullPolicy p;
+  p.tokenRealmHosts = std::move(allowed);
+  p.configFile = "/etc/ctr/ctr.conf";
+  return errorOfCall([&] { oci::checkTokenRealm(realm, scheme, registry, p); });
+}
+}  // namespace
+
+TEST(OciTokenRealm, AcceptsHttpsOnTheRegistrysHostAndPort) {
+  EXPECT_EQ(realmError("https://reg.example.org/token"), "no error");
+  EXPECT_EQ(realmError("https://REG.example.org:443/v2/token?x=1"), "no error");
+  EXPECT_EQ(realmError("https://reg.example.org:5000/token", "https", "reg.example.org:5000"), "no error");
+  EXPECT_EQ(realmError("https://[::1]:5000/token", "https", "[::1]:5000"), "no error");
+  // A local registry spoken to over http may have its token service there too.
+  EXPECT_EQ(realmError("http://127.0.0.1:5000/token", "http", "127.0.0.1:5000"), "no error");
+}
+
+TEST(OciTokenRealm, RefusesSchemesOtherThanHttps) {
+  for (const char* realm : {"file:///dev/zero", "FILE:///etc/shadow", "ftp://reg.example.org/t", "gopher://reg.example.org/",
+                            "reg.example.org/token", "//reg.example.org/token", ""}) {
+    EXPECT_NE(realmError(realm).find("refused: a token realm must be an https URL"), std::string::npos) << realm;
+  }
+}
+
+TEST(OciTokenRealm, RefusesPlainHttpUnlessTheRegistryIsHttpOnTheSameHost) {
+  EXPECT_NE(realmError("http://reg.example.org/token").find("over plain http is accepted only"), std::string::npos);
+  EXPECT_NE(realmError("http://auth.example.org/token", "http", "127.0.0.1:5000", {"auth.example.org"}).find("over plain http"),
+            std::string::npos);
+  // Same host, another port: http is fine, the port needs the admin's word.
+  EXPECT_NE(realmError("http://127.0.0.1:5001/token", "http", "127.0.0.1:5000").find("on another host or port"), std::string::npos);
+  EXPECT_EQ(realmError("http://127.0.0.1:5001/token", "http", "127.0.0.1:5000", {"127.0.0.1:5001"}), "no error");
+}
+
+TEST(OciTokenRealm, RefusesAnotherHostOrPortUnlessCtrConfListsIt) {
+  EXPECT_EQ(realmError("https://auth.example.org/token"),
+            "registry reg.example.org sent the token realm 'https://auth.example.org/token': refused: it is on another host "
+            "or port than the registry (an admin can allow it with 'pull token realm hosts' in /etc/ctr/ctr.conf)");
+  EXPECT_NE(realmError("https://reg.example.org:8443/token").find("another host or port"), std::string::npos);
+  EXPECT_NE(realmError("https://reg.example.org.evil.net/token").find("another host or port"), std::string::npos);
+  EXPECT_EQ(realmError("https://auth.example.org/token", "https", "reg.example.org", {"auth.example.org"}), "no error");
+  EXPECT_EQ(realmError("https://auth.example.org:8443/t", "https", "reg.example.org", {"auth.example.org:8443"}), "no error");
+  // A listed host without a port means the scheme's default port only.
+  EXPECT_NE(realmError("https://auth.example.org:8443/t", "https", "reg.example.org", {"auth.example.org"}).find("another host"),
+            std::string::npos);
+  // Docker Hub: the built-in list has its token service.
+  EXPECT_EQ(errorOfCall([] { oci::checkTokenRealm("https://auth.docker.io/token", "https", "registry-1.docker.io", {}); }),
+            "no error");
+}
+
+TEST(OciTokenRealm, RefusesUserInformationAndControlCharacters) {
+  EXPECT_NE(realmError("https://user:pw@reg.example.org/token").find("user information"), std::string::npos);
+  EXPECT_NE(realmError("https://reg.example.org@evil.net/token").find("user information"), std::string::npos);
+  EXPECT_NE(realmError("https://reg.example.org/token\r\nX-Evil: 1").find("holds a control character"), std::string::npos);
+  EXPECT_NE(realmError("https://reg.example.org/to ken").find("holds no space"), std::string::npos);
+  EXPECT_NE(realmError("https://reg.example.org:0/t").find("not a host[:port]"), std::string::npos);
+  EXPECT_NE(realmError("https://reg.example.org:99999/t").find("not a host[:port]"), std::string::npos);
+}
+
+TEST(OciTokenRealm, TokensServicesAndScopesCarryNoControlCharacters) {
+  EXPECT_NO_THROW(oci::checkTokenText("eyJhbGciOi.eyJpc3Mi-_~+/=", "the token"));
+  EXPECT_EQ(errorOfCall([] { oci::checkTokenText("abc\r\nX-Injected: yes", "the token from https://r/t"); }),
+            "the token from https://r/t holds a control character: refused");
+  EXPECT_NE(errorOfCall([] { oci::checkTokenText("abc def", "the token"); }).find("holds a space"), std::string::npos);
+  EXPECT_NE(errorOfCall([] { oci::checkTokenText(std::string("a\0b", 3), "the token"); }).find("control character"), std::string::npos);
+  EXPECT_NE(errorOfCall([] { oci::checkNoControlCharacters("registry\n", "the service"); }).find("control character"), std::string::npos);
+  EXPECT_NO_THROW(oci::checkNoControlCharacters("repository:team/app:pull", "the scope"));
+}

@@ -1,0 +1,45 @@
+# Pieces the pull tests share (source it after lib.sh): free ports, waiting for a server,
+# and OCI layouts written by hand (no network beyond 127.0.0.1).
+
+# A free TCP port on 127.0.0.1.
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_http URL STATUS: up to 5 s for URL to answer with the HTTP status STATUS.
+wait_http() {
+  local _
+  for _ in $(seq 50); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$1")" = "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# layout_blob LAYOUT FILE: moves FILE into LAYOUT/blobs/sha256, prints "sha256:HEX SIZE".
+layout_blob() {
+  local d s
+  mkdir -p "$1/blobs/sha256"
+  d=$(sha256sum "$2" | cut -d' ' -f1); s=$(stat -c %s "$2")
+  mv "$2" "$1/blobs/sha256/$d"; echo "sha256:$d $s"
+}
+
+# layout_image LAYOUT TAG LAYER...: an OCI layout (created or added to) whose image TAG has
+# these layer files (tar, or tar.gz when named *gz), an empty config; the files are moved
+# in. Sets MANIFEST to the manifest's path inside LAYOUT (tests lie in it afterwards).
+layout_image() {
+  local layout=$1 tag=$2 layers="" f d s cfg cfgs man mans media
+  shift 2
+  for f in "$@"; do
+    case "$f" in *gz) media=application/vnd.oci.image.layer.v1.tar+gzip;; *) media=application/vnd.oci.image.layer.v1.tar;; esac
+    read -r d s < <(layout_blob "$layout" "$f")
+    layers="$layers${layers:+,}{\"mediaType\":\"$media\",\"digest\":\"$d\",\"size\":$s}"
+  done
+  printf '{"architecture":"amd64","os":"linux","config":{"Cmd":["/bin/sh"]},"rootfs":{"type":"layers","diff_ids":[]}}' > "$layout/.config"
+  read -r cfg cfgs < <(layout_blob "$layout" "$layout/.config")
+  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%s},"layers":[%s]}' \
+    "$cfg" "$cfgs" "$layers" > "$layout/.manifest"
+  read -r man mans < <(layout_blob "$layout" "$layout/.manifest")
+  MANIFEST=$layout/blobs/sha256/${man#sha256:}
+  echo '{"imageLayoutVersion":"1.0.0"}' > "$layout/oci-layout"
+  printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"%s"}}]}' \
+    "$man" "$mans" "$tag" > "$layout/index.json"
+}
