@@ -1020,7 +1020,8 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["limits"] = toJson(plan.limits);
   j["cgroup"] = {{"backend", limits::toString(plan.cgroup.backend)},
                  {"reason", plan.cgroup.reason},
-                 {"directories", plan.cgroup.dirs}};
+                 {"directories", plan.cgroup.dirs},
+                 {"sweep", plan.cgroup.sweepDirs}};
   if (!plan.limits.denyDevices.empty()) {
     nlohmann::json denied = nlohmann::json::array();
     for (const auto& rule : plan.limits.denyDevices)
