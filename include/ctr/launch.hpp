@@ -97,6 +97,9 @@ struct HostFacts {
   bool setuidHelperInstalled = false;  // build::kHelperPath is owned by root and setuid
   bool helperConfigSafe = false;       // ctr.conf owned by root, not group/other-writable
   bool loopControl = false;            // /dev/loop-control exists
+  // The image's file system when the helper refuses it ("FUSE", "vfat", ...: the list is
+  // src/helper/untrusted_fs.h, the helper's own), else empty (discoverImageFilesystem).
+  std::string imageUntrustedFs;
   pid_t pid = 0;                       // the launcher's pid (names its cgroup)
   // Gathered only when a launch asks for limits or --stats (discoverLimitsHost).
   std::optional<LimitsHost> limits;
@@ -374,6 +377,10 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
 // resolved through the host's ld.so cache (CTR_HOST_ROOT: a fixture tree, as for --nv).
 // A failure is kept in host.mpiMissing: the planner reports it.
 void discoverMpiHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy);
+
+// The image's file system, when the setuid helper would refuse it (host.imageUntrustedFs):
+// one statfs, only where the helper is installed and the image is a file.
+void discoverImageFilesystem(HostFacts& host, const image::ImageSource& image);
 
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...

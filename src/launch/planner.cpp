@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "ctr/launch.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/programs.hpp"
+#include "untrusted_fs.h"
 
 extern char** environ;
 
@@ -397,6 +399,13 @@ HostFacts discoverHost() {
   return host;
 }
 
+void discoverImageFilesystem(HostFacts& host, const image::ImageSource& image) {
+  if (!host.setuidHelperInstalled || image.kind == image::ImageKind::Directory) return;
+  struct statfs fs {};
+  if (::statfs(image.path.c_str(), &fs) != 0) return;  // resolveImage read it: the launch will say
+  if (const char* name = ctr_untrusted_fs_name(static_cast<unsigned long>(fs.f_type))) host.imageUntrustedFs = name;
+}
+
 std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {
   struct stat st {};
   if (!runtimeDir.empty() && runtimeDir[0] == '/' && ::stat(runtimeDir.c_str(), &st) == 0 &&
@@ -424,6 +433,9 @@ DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind,
     helperProblem = std::string(build::kSysconfPath) + " is not root-owned and private (the helper refuses it)";
   else if (!host.loopControl)
     helperProblem = "/dev/loop-control is missing";
+  else if (!host.imageUntrustedFs.empty())
+    helperProblem = "the image is on a " + host.imageUntrustedFs +
+                    " file system, whose owner and content users control: the helper refuses it";
   const bool helperUsable = helperProblem.empty();
   switch (policy.imageDriver) {
     case config::ImageDriver::Setuid:
