@@ -302,6 +302,19 @@ struct PreparedRootSpec {
   HostUser user;              // identity files are built for this user
 };
 
+// The host's kernel interfaces that a container of the host's root could otherwise write:
+// the sysctls (/proc/sys), the magic SysRq key, IRQ affinities, bus and file-system knobs
+// under /proc, and /sys with the cgroup tree (where a root app could leave its limits' cgroup).
+// Read-only binds in plan.mounts, as runc and Apptainer make them, unless ctr.conf says
+// 'root kernel interfaces = writable'. An ordinary user's container needs none: the kernel
+// does not let that user write them.
+inline constexpr std::string_view kReadOnlyKernelPaths[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
+                                                            "/proc/bus", "/proc/fs"};
+struct KernelInterfaces {
+  bool readOnly = false;  // the binds of kReadOnlyKernelPaths and /sys are read-only
+  std::string reason;     // why, for --explain
+};
+
 struct LaunchPlan {
   Command command = Command::Exec;
   image::ImageSource image;
@@ -346,6 +359,7 @@ struct LaunchPlan {
   std::optional<DeviceInjection> devices;  // --nv, --rocm, --device
   std::optional<MpiInjection> mpi;         // --mpi=bind
   std::optional<BuildRoot> build;       // a build step: private user namespace, sandbox root
+  KernelInterfaces kernelInterfaces;    // /proc/sys, /sys, ...: read-only for the host's root
   // Whether the launch needs a supervisor (limits or --stats): run(plan), not execute(plan).
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }
 };

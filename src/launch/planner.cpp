@@ -68,6 +68,15 @@ void addMount(std::vector<Mount>& mounts, Mount mount) {
   mounts.push_back(std::move(mount));
 }
 
+// Only the host's root can write the kernel's interfaces; its container runs as uid 0 mapped
+// to itself, with no capability left, so read-only binds keep them out of its reach.
+KernelInterfaces decideKernelInterfaces(const config::Policy& policy, uid_t uid) {
+  if (uid != 0) return {false, "uid " + std::to_string(uid) + " cannot write them"};
+  if (!policy.rootKernelInterfacesReadOnly)
+    return {false, "writable for the host's root: 'root kernel interfaces = writable' in ctr.conf"};
+  return {true, "the host's root: 'root kernel interfaces = read-only'"};
+}
+
 bool isValidAppName(const std::string& name) {
   return !name.empty() && name != "." && name != ".." &&
          std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
@@ -564,7 +573,13 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   } else {
     addMount(mounts, bindMount("/proc", "/proc", false, MountOrigin::Default));
   }
-  addMount(mounts, bindMount("/sys", "/sys", false, MountOrigin::Default));
+  plan.kernelInterfaces = decideKernelInterfaces(policy, host.user.uid);
+  // Recursive: read-only, the cgroup tree below it too.
+  addMount(mounts, bindMount("/sys", "/sys", plan.kernelInterfaces.readOnly, MountOrigin::Default));
+  if (plan.kernelInterfaces.readOnly) {
+    for (const auto path : kReadOnlyKernelPaths)
+      addMount(mounts, bindMount(std::string(path), std::string(path), true, MountOrigin::Default));
+  }
   if (contain) {
     // A minimal /dev (Apptainer's with --contain), not the host's hundreds of nodes.
     addMount(mounts, tmpfsMount("/dev", MountOrigin::Contain));
@@ -1042,6 +1057,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                                    {"enforced", plan.cgroup.devicesEnforced},
                                    {"reason", plan.cgroup.devicesReason}};
   }
+  j["kernel_interfaces"] = {{"read_only", plan.kernelInterfaces.readOnly}, {"reason", plan.kernelInterfaces.reason}};
   j["stats_file"] = plan.statsFile;
   j["refuse_overcommit"] = plan.admitAgainst.has_value();
   if (plan.devices) {
@@ -1087,7 +1103,16 @@ std::string toText(const LaunchPlan& plan) {
       << "state dir:  "
       << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
       << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
-      << "limits:     " << limitsText(plan.limits) << '\n';
+      << "limits:     " << limitsText(plan.limits) << '\n'
+      << "kernel:     ";
+  if (plan.kernelInterfaces.readOnly) {
+    out << "read-only:";
+    for (const auto path : kReadOnlyKernelPaths) out << ' ' << path;
+    out << " /sys";
+  } else {
+    out << "/proc/sys and /sys bound as they are";
+  }
+  out << " (" << plan.kernelInterfaces.reason << ")\n";
   if (plan.cgroup.backend != limits::Backend::None || !plan.limits.empty()) {
     out << "cgroup:     " << limits::toString(plan.cgroup.backend) << " (" << plan.cgroup.reason << ")\n";
     for (const auto& [controller, dir] : plan.cgroup.dirs)
