@@ -49,9 +49,9 @@ case "$fstype" in fuse*) ;; *) fail "the carrier is not a FUSE mount: '$fstype'"
 [ "$(stat -c %u "$FUSE_MNT/demo.sif")" = 0 ] || fail "the image on FUSE does not look root-owned"
 # The same images on the local file system: accepted, so only the FUSE mount makes the difference.
 cp -p "$WORK/carrier/demo.sif" "$WORK/carrier/demo.sqfs" "$WORK/"
-write_conf "allow setuid = yes" "image linger = 0"
-run_helper "$WORK/demo.sif" marker
-[ "$RC" = 0 ] && [ "$OUT" = on-fuse ] || fail "the local copy of the SIF was refused ($RC): $OUT"
+write_conf "allow setuid = yes" "image linger = 0" "image driver = setuid"
+out=$(as_user "$CTR" exec "$WORK/demo.sif" cat /marker 2>&1) || fail "the local copy of the SIF through the helper: $out"
+expect_eq "the local copy through the helper" on-fuse "$out"
 
 # expect_fuse_refused WHAT OUT RC: exit 255, one line naming FUSE, nothing mounted or attached.
 expect_fuse_refused() {

@@ -32,7 +32,7 @@ EOF
 chmod -R a+rX "$WORK"
 cd "$WORK"
 
-PATHS=(/proc/sys/kernel/core_pattern /proc/sys/vm/drop_caches /proc/sys/net/ipv4/ip_forward /proc/sysrq-trigger
+PATHS=(/proc/sys/kernel/core_pattern /proc/sys/vm/drop_caches /proc/sys/net/core/somaxconn /proc/sysrq-trigger
        /sys/kernel/mm/transparent_hugepage/khugepaged/pages_to_scan /sys/kernel/mm/ksm/run)
 present=()
 for p in "${PATHS[@]}"; do if [ -e "$p" ]; then present+=("$p"); fi; done
