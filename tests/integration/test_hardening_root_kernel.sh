@@ -54,11 +54,11 @@ expect_all() {
 }
 
 note "RootsContainerCannotWriteTheKernelInterfaces"
+out=$("$CTR" exec demo.sqfs sh probe.sh "${present[@]}" 2>&1) || fail "probe: $out"
+expect_all refused "root, the holder's ready namespace" "$out"
 out=$("$CTR" exec --explain demo.sqfs true)
 expect_contains "--explain" "kernel:     read-only: /proc/sys /proc/sysrq-trigger /proc/irq /proc/bus /proc/fs /sys" "$out"
 expect_contains "--explain: /sys read-only" "bind /sys -> /sys (ro)" "$out"
-out=$("$CTR" exec demo.sqfs sh probe.sh "${present[@]}" 2>&1) || fail "probe: $out"
-expect_all refused "root, the holder's ready namespace" "$out"
 # An own copy of the prepared root (a user bind), and a PID namespace's fresh /proc.
 out=$("$CTR" exec -B "$WORK:/mnt" demo.sqfs sh /mnt/probe.sh "${present[@]}" 2>&1) || fail "probe with -B: $out"
 expect_all refused "root, with a bind (own copy of the prepared root)" "$out"
