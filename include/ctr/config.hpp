@@ -95,6 +95,10 @@ struct Policy {
   // 'mpi abi check = strict | relaxed' (ctr/mpi.hpp): strict refuses an image whose MPI
   // library has a higher minor version than the host's; relaxed warns and goes on.
   bool mpiAbiStrict = true;
+  // 'root kernel interfaces = read-only | writable': whether containers of the host's root
+  // get /proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus, /proc/fs and /sys (the cgroup
+  // tree with it) read-only (launch::KernelInterfaces).
+  bool rootKernelInterfacesReadOnly = true;
 
   PullPolicy pull;
 };

@@ -97,6 +97,9 @@ struct HostFacts {
   bool setuidHelperInstalled = false;  // build::kHelperPath is owned by root and setuid
   bool helperConfigSafe = false;       // ctr.conf owned by root, not group/other-writable
   bool loopControl = false;            // /dev/loop-control exists
+  // The image's file system when the helper refuses it ("FUSE", "vfat", ...: the list is
+  // src/helper/untrusted_fs.h, the helper's own), else empty (discoverImageFilesystem).
+  std::string imageUntrustedFs;
   pid_t pid = 0;                       // the launcher's pid (names its cgroup)
   // Gathered only when a launch asks for limits or --stats (discoverLimitsHost).
   std::optional<LimitsHost> limits;
@@ -299,6 +302,19 @@ struct PreparedRootSpec {
   HostUser user;              // identity files are built for this user
 };
 
+// The host's kernel interfaces that a container of the host's root could otherwise write:
+// the sysctls (/proc/sys), the magic SysRq key, IRQ affinities, bus and file-system knobs
+// under /proc, and /sys with the cgroup tree (where a root app could leave its limits' cgroup).
+// Read-only binds in plan.mounts, as runc and Apptainer make them, unless ctr.conf says
+// 'root kernel interfaces = writable'. An ordinary user's container needs none: the kernel
+// does not let that user write them.
+inline constexpr std::string_view kReadOnlyKernelPaths[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
+                                                            "/proc/bus", "/proc/fs"};
+struct KernelInterfaces {
+  bool readOnly = false;  // the binds of kReadOnlyKernelPaths and /sys are read-only
+  std::string reason;     // why, for --explain
+};
+
 struct LaunchPlan {
   Command command = Command::Exec;
   image::ImageSource image;
@@ -343,6 +359,7 @@ struct LaunchPlan {
   std::optional<DeviceInjection> devices;  // --nv, --rocm, --device
   std::optional<MpiInjection> mpi;         // --mpi=bind
   std::optional<BuildRoot> build;       // a build step: private user namespace, sandbox root
+  KernelInterfaces kernelInterfaces;    // /proc/sys, /sys, ...: read-only for the host's root
   // Whether the launch needs a supervisor (limits or --stats): run(plan), not execute(plan).
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }
 };
@@ -374,6 +391,10 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
 // resolved through the host's ld.so cache (CTR_HOST_ROOT: a fixture tree, as for --nv).
 // A failure is kept in host.mpiMissing: the planner reports it.
 void discoverMpiHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy);
+
+// The image's file system, when the setuid helper would refuse it (host.imageUntrustedFs):
+// one statfs, only where the helper is installed and the image is a file.
+void discoverImageFilesystem(HostFacts& host, const image::ImageSource& image);
 
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...

@@ -111,6 +111,10 @@ struct Placement {
   // devices.deny; v2: a BPF device program attached to the directory) or not, and why.
   bool devicesEnforced = false;
   std::string devicesReason;
+  // Where the cgroups of launches that were SIGKILLed (ctr-<pid>, the pid gone) may be left:
+  // the parent this launch's cgroup would have in every hierarchy ctr uses (all the v1
+  // controllers mounted, the delegated v2 directory), not only those this request needs.
+  std::vector<std::string> sweepDirs;
 };
 
 // The backend for `uid` (the request's denyDevices alone ask for a cgroup only where they can
@@ -122,6 +126,10 @@ struct Placement {
                                         const std::map<std::string, std::string>& own,
                                         const std::string& delegated, bool delegatedWritable, uid_t uid,
                                         const std::string& name);
+
+// Every v1 controller a request can need: the hierarchies a dead launch may have left a
+// cgroup in.
+inline constexpr std::string_view kV1Controllers[] = {"memory", "cpuacct", "cpu", "cpuset", "pids", "blkio", "devices"};
 
 // The controllers a request needs on v1 (memory and cpuacct are always taken for the OOM
 // report and --stats; devices for denyDevices where it is mounted).

@@ -191,6 +191,10 @@ std::pair<std::string, std::string> decideMode(const Findings& f) {
     return {"none", decision.reason + ", and squashfuse is not usable: make /dev/fuse usable and install "
                     "squashfuse, or install the setuid helper (directory images still run)"};
   std::string reason = decision.reason;
+  // Per image, as `ctr exec --explain` says for each (decideDriver, untrusted_fs.h).
+  if (decision.driver == launch::ImageDriver::SetuidHelper)
+    reason += decision.fallback ? "; an image on FUSE or another file system users control (vfat, SMB, ...) uses squashfuse"
+                                : "; an image on FUSE or another file system users control (vfat, SMB, ...) is refused";
   if (decision.fallback && !fuseUsable) reason += "; the squashfuse fallback is not usable here";
   return {launch::toString(decision.driver), reason};
 }

@@ -196,6 +196,7 @@ int runLaunch(RunCommandState& state) {
     reading.stop();
     log::StepTimer looking("looking at the host");
     auto host = launch::discoverHost();
+    launch::discoverImageFilesystem(host, image);
     if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
       host.limits = launch::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
     launch::discoverDevicesHost(host, options, policy);

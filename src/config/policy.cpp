@@ -146,6 +146,12 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          else if (v == "relaxed") p.mpiAbiStrict = false;
          else throw Error("expected strict or relaxed, got '" + v + "'");
        }},
+      {"root kernel interfaces",
+       [](Policy& p, const std::string& v) {
+         if (v == "read-only") p.rootKernelInterfacesReadOnly = true;
+         else if (v == "writable") p.rootKernelInterfacesReadOnly = false;
+         else throw Error("expected read-only or writable, got '" + v + "'");
+       }},
       {"nvidia library list", [](Policy& p, const std::string& v) { p.nvidiaLibraryList = parseOptionalPath(v); }},
       {"rdma with contain", [](Policy& p, const std::string& v) { p.rdmaWithContain = parseBool(v); }},
       {"rocm library list", [](Policy& p, const std::string& v) { p.rocmLibraryList = parseOptionalPath(v); }},

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "helper_parse.h"
+#include "untrusted_fs.h"
 
 #if !defined(CTR_SYSCONF_PATH) || !defined(CTR_BIN_PATH) || !defined(CTR_HELPER_RUNDIR)
 #error "CTR_SYSCONF_PATH, CTR_BIN_PATH and CTR_HELPER_RUNDIR are set by src/helper/CMakeLists.txt"
@@ -167,6 +168,14 @@ static int open_image_as_user(const char *path, struct stat *st) {
   if (fd < 0)
     die("open image %s as uid %u: %s%s", path, (unsigned)real_uid, strerror(saved),
         saved == ELOOP ? " (paths through /proc magic links are refused)" : "");
+  /* Before anything else is read from it: on these file systems the owner (and the data) is
+   * whatever a user says, so the owner policy below would mean nothing (untrusted_fs.h). */
+  struct statfs fs;
+  if (fstatfs(fd, &fs) != 0) die_errno("fstatfs image");
+  const char *untrusted = ctr_untrusted_fs_name((unsigned long)fs.f_type);
+  if (untrusted != NULL)
+    die("image %s is on a %s file system, whose owner and content users control: refused (copy it to a "
+        "local or site file system)", path, untrusted);
   if (fstat(fd, st) != 0) die_errno("fstat image");
   if (!S_ISREG(st->st_mode)) die("image %s is not a regular file", path);
   /* Another name could lie outside 'setuid image directories' (fs.protected_hardlinks=0, or

@@ -260,6 +260,24 @@ std::string joinPath(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+// The parents of a launch's cgroup in every hierarchy this caller can use (Placement::sweepDirs).
+std::vector<std::string> sweepDirsOf(const CgroupMounts& mounts, const std::map<std::string, std::string>& own,
+                                     const std::string& delegated, bool delegatedWritable, uid_t uid) {
+  std::vector<std::string> dirs;
+  auto add = [&](std::string dir) {
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(std::move(dir));
+  };
+  if (!mounts.v2.empty() && !delegated.empty() && delegatedWritable) add(delegated);
+  if (uid != 0) return dirs;
+  for (const auto controller : kV1Controllers) {
+    const std::string c(controller);
+    if (!mounts.v1.count(c)) continue;
+    auto it = own.find(c);
+    add(joinPath(mounts.v1.at(c), it == own.end() ? "/" : it->second));
+  }
+  return dirs;
+}
+
 Placement decidePlacement(const Request& request, bool wantStats, const CgroupMounts& mounts,
                           const std::map<std::string, std::string>& own, const std::string& delegated,
                           bool delegatedWritable, uid_t uid, const std::string& name) {
@@ -300,6 +318,7 @@ Placement decidePlacement(const Request& request, bool wantStats, const CgroupMo
   }
   if (v2Problem.empty()) {
     placement.backend = Backend::V2;
+    placement.sweepDirs = sweepDirsOf(mounts, own, delegated, delegatedWritable, uid);
     placement.reason = "cgroup v2, below the delegated " + delegated;
     placement.dirs[""] = joinPath(delegated, name);
     if (devices && uid == 0) {
@@ -317,6 +336,7 @@ Placement decidePlacement(const Request& request, bool wantStats, const CgroupMo
     v1Problem = "cgroup v1 limits need root (v1 hierarchies cannot be delegated to users)";
   if (v1Problem.empty()) {
     placement.backend = Backend::V1;
+    placement.sweepDirs = sweepDirsOf(mounts, own, delegated, delegatedWritable, uid);
     placement.reason = "as root, below this process's own v1 cgroups; not v2: " + v2Problem;
     for (const auto& c : controllers) {
       auto it = own.find(c);

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "ctr/launch.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/programs.hpp"
+#include "untrusted_fs.h"
 
 extern char** environ;
 
@@ -64,6 +66,15 @@ void addMount(std::vector<Mount>& mounts, Mount mount) {
     }
   }
   mounts.push_back(std::move(mount));
+}
+
+// Only the host's root can write the kernel's interfaces; its container runs as uid 0 mapped
+// to itself, with no capability left, so read-only binds keep them out of its reach.
+KernelInterfaces decideKernelInterfaces(const config::Policy& policy, uid_t uid) {
+  if (uid != 0) return {false, "uid " + std::to_string(uid) + " cannot write them"};
+  if (!policy.rootKernelInterfacesReadOnly)
+    return {false, "writable for the host's root: 'root kernel interfaces = writable' in ctr.conf"};
+  return {true, "the host's root: 'root kernel interfaces = read-only'"};
 }
 
 bool isValidAppName(const std::string& name) {
@@ -397,6 +408,13 @@ HostFacts discoverHost() {
   return host;
 }
 
+void discoverImageFilesystem(HostFacts& host, const image::ImageSource& image) {
+  if (!host.setuidHelperInstalled || image.kind == image::ImageKind::Directory) return;
+  struct statfs fs {};
+  if (::statfs(image.path.c_str(), &fs) != 0) return;  // resolveImage read it: the launch will say
+  if (const char* name = ctr_untrusted_fs_name(static_cast<unsigned long>(fs.f_type))) host.imageUntrustedFs = name;
+}
+
 std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {
   struct stat st {};
   if (!runtimeDir.empty() && runtimeDir[0] == '/' && ::stat(runtimeDir.c_str(), &st) == 0 &&
@@ -424,6 +442,9 @@ DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind,
     helperProblem = std::string(build::kSysconfPath) + " is not root-owned and private (the helper refuses it)";
   else if (!host.loopControl)
     helperProblem = "/dev/loop-control is missing";
+  else if (!host.imageUntrustedFs.empty())
+    helperProblem = "the image is on a " + host.imageUntrustedFs +
+                    " file system, whose owner and content users control: the helper refuses it";
   const bool helperUsable = helperProblem.empty();
   switch (policy.imageDriver) {
     case config::ImageDriver::Setuid:
@@ -552,7 +573,13 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   } else {
     addMount(mounts, bindMount("/proc", "/proc", false, MountOrigin::Default));
   }
-  addMount(mounts, bindMount("/sys", "/sys", false, MountOrigin::Default));
+  plan.kernelInterfaces = decideKernelInterfaces(policy, host.user.uid);
+  // Recursive: read-only, the cgroup tree below it too.
+  addMount(mounts, bindMount("/sys", "/sys", plan.kernelInterfaces.readOnly, MountOrigin::Default));
+  if (plan.kernelInterfaces.readOnly) {
+    for (const auto path : kReadOnlyKernelPaths)
+      addMount(mounts, bindMount(std::string(path), std::string(path), true, MountOrigin::Default));
+  }
   if (contain) {
     // A minimal /dev (Apptainer's with --contain), not the host's hundreds of nodes.
     addMount(mounts, tmpfsMount("/dev", MountOrigin::Contain));
@@ -1020,7 +1047,8 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["limits"] = toJson(plan.limits);
   j["cgroup"] = {{"backend", limits::toString(plan.cgroup.backend)},
                  {"reason", plan.cgroup.reason},
-                 {"directories", plan.cgroup.dirs}};
+                 {"directories", plan.cgroup.dirs},
+                 {"sweep", plan.cgroup.sweepDirs}};
   if (!plan.limits.denyDevices.empty()) {
     nlohmann::json denied = nlohmann::json::array();
     for (const auto& rule : plan.limits.denyDevices)
@@ -1029,6 +1057,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                                    {"enforced", plan.cgroup.devicesEnforced},
                                    {"reason", plan.cgroup.devicesReason}};
   }
+  j["kernel_interfaces"] = {{"read_only", plan.kernelInterfaces.readOnly}, {"reason", plan.kernelInterfaces.reason}};
   j["stats_file"] = plan.statsFile;
   j["refuse_overcommit"] = plan.admitAgainst.has_value();
   if (plan.devices) {
@@ -1074,7 +1103,16 @@ std::string toText(const LaunchPlan& plan) {
       << "state dir:  "
       << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
       << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
-      << "limits:     " << limitsText(plan.limits) << '\n';
+      << "limits:     " << limitsText(plan.limits) << '\n'
+      << "kernel:     ";
+  if (plan.kernelInterfaces.readOnly) {
+    out << "read-only:";
+    for (const auto path : kReadOnlyKernelPaths) out << ' ' << path;
+    out << " /sys";
+  } else {
+    out << "/proc/sys and /sys bound as they are";
+  }
+  out << " (" << plan.kernelInterfaces.reason << ")\n";
   if (plan.cgroup.backend != limits::Backend::None || !plan.limits.empty()) {
     out << "cgroup:     " << limits::toString(plan.cgroup.backend) << " (" << plan.cgroup.reason << ")\n";
     for (const auto& [controller, dir] : plan.cgroup.dirs)

@@ -308,9 +308,7 @@ void LaunchCgroup::remove() {
 }
 
 void sweepStaleCgroups(const launch::LaunchPlan& plan) {
-  std::set<std::string> parents;
-  for (const auto& [controller, dir] : plan.cgroup.dirs) parents.insert(dir.substr(0, dir.find_last_of('/')));
-  for (const auto& parent : parents) {
+  for (const auto& parent : plan.cgroup.sweepDirs) {
     DIR* d = ::opendir(parent.c_str());
     if (!d) continue;
     std::vector<std::string> stale;

@@ -49,8 +49,8 @@ class LaunchCgroup {
   bool v2_ = false;
 };
 
-// Removes the cgroups of launches whose supervisor died (SIGKILL): siblings of this plan's
-// directories named ctr-<pid> whose pid no longer exists. Their processes are killed first.
+// Removes the cgroups of launches whose supervisor died (SIGKILL): the ctr-<pid> directories
+// in plan.cgroup.sweepDirs whose pid no longer exists. Their processes are killed first.
 void sweepStaleCgroups(const launch::LaunchPlan& plan);
 
 }  // namespace ctr::runtime

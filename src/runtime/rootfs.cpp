@@ -64,6 +64,20 @@ bool underEarlierMount(const std::vector<Mount>& mounts, size_t i) {
   return false;
 }
 
+// The deepest earlier mount of the plan that holds mount i's destination (/proc for
+// /proc/sys), if any: mount i's target exists only once that one is made.
+std::optional<size_t> holdingMount(const std::vector<Mount>& mounts, size_t i) {
+  std::optional<size_t> holder;
+  for (size_t k = 0; k < i; ++k) {
+    const Mount& m = mounts[k];
+    if (m.kind != MountKind::Bind && m.kind != MountKind::Tmpfs && m.kind != MountKind::Proc) continue;
+    if (m.destination != mounts[i].destination && isUnder(mounts[i].destination, m.destination) &&
+        (!holder || m.destination.size() > mounts[*holder].destination.size()))
+      holder = k;
+  }
+  return holder;
+}
+
 // O_PATH fd of `destination` inside the root (created beforehand when it was missing).
 UniqueFd openTarget(int rootFd, const std::string& destination) {
   auto resolved = launch::resolveInRoot(rootFd, destination, "mount target");
@@ -305,6 +319,11 @@ PreboundFit fitPrebound(const LaunchPlan& plan, const std::string& bound) {
     }
     if (!present) fit.unused.push_back(destination);
   }
+  // A prepared bind inside a mount this launch makes anew (--pid's procfs over /proc) would be
+  // hidden by it: the launch makes it again.
+  for (size_t i = 0; i < plan.mounts.size(); ++i)
+    if (const auto holder = holdingMount(plan.mounts, i); fit.satisfied[i] && holder && !fit.satisfied[*holder])
+      fit.satisfied[i] = false;
   return fit;
 }
 
@@ -374,6 +393,12 @@ std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const 
     if (!sourcePresent(m, &st)) {
       targets.emplace_back();
       continue;
+    }
+    // Resolved now, its target would be the one under the mount this launch makes over it.
+    if (const auto holder = holdingMount(plan.mounts, i); holder && !prebound[*holder]) {
+      spdlog::debug("mount target {} is inside {}, which this launch mounts: own root", m.destination,
+                    plan.mounts[*holder].destination);
+      return {};
     }
     auto resolved = launch::resolveInRoot(rootFd, m.destination, "mount target");
     if (resolved.kind == launch::PathKind::Missing) {
@@ -457,6 +482,7 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
   // would cost milliseconds. The host tmpfs is read-only once filled.
   std::string bound;
   std::vector<std::string> hostTmpfs;
+  std::vector<bool> made(spec.mounts.size(), false);
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
     struct stat st {};
@@ -464,7 +490,9 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
     if (!host && m.origin != launch::MountOrigin::Default && m.origin != launch::MountOrigin::Policy) continue;
     const bool inHostTmpfs = std::any_of(hostTmpfs.begin(), hostTmpfs.end(),
                                          [&](const std::string& d) { return isUnder(m.destination, d); });
-    if (underEarlierMount(spec.mounts, i) && !inHostTmpfs) continue;
+    // Inside another mount: only one made here (a host tmpfs, where missing targets are
+    // created, or a bind holding the target: /proc/sys in /proc); the launches make the others.
+    if (const auto holder = holdingMount(spec.mounts, i); holder && !made[*holder]) continue;
     try {
       if (host && m.kind == MountKind::Tmpfs) {
         UniqueFd target = openTarget(rootFd.get(), m.destination);
@@ -472,6 +500,7 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
           throw sysError("mount tmpfs on " + m.destination);
         hostTmpfs.push_back(m.destination);
         bound += preboundLine(m) + '\n';
+        made[i] = true;
         continue;
       }
       if (m.kind != MountKind::Bind || ::stat(m.source.c_str(), &st) != 0) continue;
@@ -487,6 +516,7 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
         ::umount2(inside.c_str(), MNT_DETACH);
       }
       bound += preboundLine(m) + '\n';
+      made[i] = true;
     } catch (const Error& e) {
       spdlog::debug("not pre-binding {}: {}", m.destination, e.oneLine());
     }

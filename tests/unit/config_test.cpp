@@ -15,6 +15,13 @@ TEST(ConfigPolicy, DefaultsAreSafe) {
   EXPECT_EQ(p.setuidImageOwners, std::vector<std::string>{"root"});
   EXPECT_EQ(p.maxLoopDevices, 64);  // per user
   EXPECT_EQ(p.maxLoopDevicesTotal, 256);
+  EXPECT_TRUE(p.rootKernelInterfacesReadOnly);
+}
+
+TEST(ConfigPolicy, RootKernelInterfacesAreReadOnlyUnlessTheAdminSaysWritable) {
+  EXPECT_TRUE(parsePolicy("root kernel interfaces = read-only", "f").rootKernelInterfacesReadOnly);
+  EXPECT_FALSE(parsePolicy("root kernel interfaces = writable", "f").rootKernelInterfacesReadOnly);
+  EXPECT_THROW(parsePolicy("root kernel interfaces = yes", "f"), ctr::Error);
 }
 
 TEST(ConfigPolicy, ParsesEveryKey) {

@@ -122,6 +122,29 @@ TEST(Limits, PlacesTheCgroupWhereTheHostAllows) {
   EXPECT_EQ(decidePlacement({}, false, hybrid, own, "", false, 0, "ctr-42").backend, Backend::None);
 }
 
+TEST(Limits, SweepsDeadLaunchesInEveryHierarchyNotOnlyTheRequests) {
+  // A launch with --memory alone needs memory and cpuacct, but one SIGKILLed before it with
+  // --pids-limit and --cpus left ctr-<pid> in pids and cpu too (issue 24, F11).
+  Request memory;
+  memory.memory = 64u << 20;
+  const std::map<std::string, std::string> own = {{"memory", "/job"}, {"pids", "/job"}, {"", "/"}};
+  auto hybrid = parseCgroupMounts(kHybrid);
+  hybrid.v2Controllers = {"hugetlb"};
+  auto root = decidePlacement(memory, false, hybrid, own, "/sys/fs/cgroup/unified", true, 0, "ctr-42");
+  ASSERT_EQ(root.backend, Backend::V1);
+  EXPECT_EQ(root.dirs.count("pids"), 0u);
+  const std::vector<std::string> expected = {"/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory/job", "/sys/fs/cgroup/cpuacct",
+                                             "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/pids/job"};
+  EXPECT_EQ(root.sweepDirs, expected);
+  // A user on delegated v2: the delegated directory only (v1 is root's).
+  auto unified = parseCgroupMounts(kUnified);
+  unified.v2Controllers = {"cpuset", "cpu", "io", "memory", "pids"};
+  auto user = decidePlacement(memory, false, unified, own, "/sys/fs/cgroup/user.slice/u", true, 1000, "ctr-42");
+  EXPECT_EQ(user.sweepDirs, std::vector<std::string>{"/sys/fs/cgroup/user.slice/u"});
+  // No cgroup: nothing to sweep.
+  EXPECT_TRUE(decidePlacement({}, false, hybrid, own, "", false, 0, "ctr-42").sweepDirs.empty());
+}
+
 TEST(Limits, DeniesLeftOutGpusWhereADeviceCgroupCanBeUsed) {
   Request gpus;  // --gpus 0 on a node with GPUs 0 and 1: only the device rule, no user limit
   gpus.denyDevices = {{'c', 195, 1, "/dev/nvidia1"}};

@@ -188,6 +188,69 @@ TEST(Planner, DriverFollowsImageKindAndPolicy) {
   EXPECT_THROW((void)planLaunch(execTrue(), policy, sifImage(), host), ctr::Error);
 }
 
+TEST(Planner, ImageOnAFileSystemUsersControlGoesThroughSquashfuse) {
+  // The helper refuses images on FUSE (and vfat, SMB, ...): the plan says so up front
+  // instead of trying the helper and falling back with a warning (issue 24, F5).
+  ctr::config::Policy policy;
+  policy.allowSetuid = true;
+  auto host = alice();
+  host.setuidHelperInstalled = true;
+  host.helperConfigSafe = true;
+  host.loopControl = true;
+  host.imageUntrustedFs = "FUSE";
+  auto plan = planLaunch(execTrue(), policy, sifImage(), host);
+  EXPECT_EQ(plan.driver, ImageDriver::Squashfuse);
+  EXPECT_FALSE(plan.driverFallback);
+  EXPECT_NE(plan.driverReason.find("on a FUSE file system"), std::string::npos) << plan.driverReason;
+  policy.imageDriver = ctr::config::ImageDriver::Setuid;
+  try {
+    (void)planLaunch(execTrue(), policy, sifImage(), host);
+    FAIL() << "'image driver = setuid' with an image on FUSE must be refused";
+  } catch (const ctr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("on a FUSE file system"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Planner, RootsContainerGetsTheKernelInterfacesReadOnly) {
+  auto root = alice();
+  root.user.uid = 0;
+  root.user.gid = 0;
+  root.user.name = "root";
+  auto plan = planLaunch(execTrue(), {}, sifImage(), root);
+  EXPECT_TRUE(plan.kernelInterfaces.readOnly);
+  ASSERT_NE(findMount(plan, "/sys"), nullptr);
+  EXPECT_TRUE(findMount(plan, "/sys")->readOnly) << "the cgroup tree below /sys with it";
+  EXPECT_TRUE(findMount(plan, "/sys")->recursive);
+  const auto order = destinations(plan);
+  for (const auto path : kReadOnlyKernelPaths) {
+    const Mount* m = findMount(plan, std::string(path));
+    ASSERT_NE(m, nullptr) << path;
+    EXPECT_TRUE(m->readOnly && m->kind == MountKind::Bind && m->source == path) << path;
+    EXPECT_GT(std::find(order.begin(), order.end(), path), std::find(order.begin(), order.end(), "/proc"))
+        << path << " is bound over the container's /proc, after it";
+  }
+  EXPECT_NE(toText(plan).find("kernel:     read-only: /proc/sys /proc/sysrq-trigger"), std::string::npos) << toText(plan);
+  EXPECT_EQ(toJson(plan)["kernel_interfaces"]["read_only"], true);
+  // With its own PID namespace the fresh procfs gets the same binds over it.
+  auto o = execTrue();
+  o.pid = true;
+  plan = planLaunch(o, {}, sifImage(), root);
+  EXPECT_EQ(findMount(plan, "/proc")->kind, MountKind::Proc);
+  EXPECT_TRUE(findMount(plan, "/proc/sys")->readOnly);
+  // The admin's opt-out, and an ordinary user (who cannot write them anyway).
+  ctr::config::Policy writable;
+  writable.rootKernelInterfacesReadOnly = false;
+  plan = planLaunch(execTrue(), writable, sifImage(), root);
+  EXPECT_FALSE(plan.kernelInterfaces.readOnly);
+  EXPECT_FALSE(findMount(plan, "/sys")->readOnly);
+  EXPECT_EQ(findMount(plan, "/proc/sys"), nullptr);
+  EXPECT_NE(plan.kernelInterfaces.reason.find("'root kernel interfaces = writable'"), std::string::npos);
+  plan = planLaunch(execTrue(), {}, sifImage(), alice());
+  EXPECT_FALSE(plan.kernelInterfaces.readOnly);
+  EXPECT_FALSE(findMount(plan, "/sys")->readOnly);
+  EXPECT_EQ(findMount(plan, "/proc/sys"), nullptr);
+}
+
 TEST(Planner, PreparedRootHoldsEveryLaunchIndependentMountAndNoUserBind) {
   auto o = execTrue();
   o.binds = {"/srv/data:/data"};
