@@ -394,11 +394,11 @@ TEST_F(ReportTest, StackDeltaIsAnEstimateWithItsIntervalNotAVerdict) {
   std::string md = renderMarkdown(result);
   std::string row = rowOf(md, "gemm-cpu", "dgemm\\_n2048");
   EXPECT_NE(row.find("**ESTIMATE**"), std::string::npos) << row;
-  EXPECT_NE(row.find("B 12.10x faster [11.00, 13.40]"), std::string::npos) << row;
+  EXPECT_NE(row.find("B 12.10x faster \\[11.00, 13.40\\]"), std::string::npos) << row;
   EXPECT_NE(md.find("no overhead verdict"), std::string::npos);
   a["speedup"] = {{"factor", 0.5}, {"ci", {0.4, 0.625}}};
   row = rowOf(renderMarkdown(result), "gemm-cpu", "dgemm\\_n2048");
-  EXPECT_NE(row.find("B 2.00x slower [1.60, 2.50]"), std::string::npos) << row;
+  EXPECT_NE(row.find("B 2.00x slower \\[1.60, 2.50\\]"), std::string::npos) << row;
 }
 
 TEST_F(ReportTest, FasterIsItsOwnVerdictNotPass) {
