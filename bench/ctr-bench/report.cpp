@@ -1375,13 +1375,13 @@ dl.facts dd { margin: 0; }
 .v-FASTER { background: #1565c0; } .v-ESTIMATE { background: #4c78a8; }
 .v-ERROR { background: var(--err); } .v-none, .v-SKIPPED { background: #757575; }
 table { border-collapse: collapse; background: #fff; width: 100%; table-layout: auto; }
-td, th { overflow-wrap: anywhere; }
+td.name, td.note { overflow-wrap: anywhere; }
 .table-wrap { overflow-x: auto; max-width: 100%; }
 th, td { border: 1px solid #d8dbe0; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #eef0f3; }
 td.name { min-width: 6em; }
 td.note { min-width: 13em; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.verdict span { display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff; font-weight: bold; font-size: 12px; }
 .grid { display: flex; flex-wrap: wrap; gap: 14px; }
 .workloads { display: flex; flex-wrap: wrap; gap: 6px 30px; align-items: flex-start; }
