@@ -154,7 +154,7 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
   r.onlyKeys(root, "", {"name", "description", "command", "quick_args", "image_command", "profiles",
                         "launcher", "ranks", "mpirun_args", "env", "requires", "requires_root",
                         "setup", "quick_setup", "teardown", "binds", "timeout_s", "blocks", "max_blocks", "output",
-                        "foms"});
+                        "output_files", "foms"});
   Descriptor d;
   d.file = file;
   if (!root["name"]) r.fail("name", "missing");
@@ -219,6 +219,13 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
     std::string o = r.scalar(root["output"], "output");
     if (o != "json" && o != "regex") r.fail("output", "must be 'json' (the suite's contract) or 'regex', not '" + o + "'");
     d.regexOutput = o == "regex";
+  }
+  if (root["output_files"]) {
+    d.outputFiles = r.words(root["output_files"], "output_files");
+    if (!d.regexOutput) r.fail("output_files", "needs 'output: regex' (the files are searched with the FOMs' regexes)");
+    for (const auto& f : d.outputFiles)
+      if (f.empty() || (f[0] != '/' && !f.starts_with("{workdir}") && !f.starts_with("{datadir}")))
+        r.fail("output_files", "'" + f + "' is not an absolute path (or one under {workdir})");
   }
   if (auto f = root["foms"]) {
     if (!f.IsSequence()) r.fail("foms", "must be a list");

@@ -50,6 +50,9 @@ struct Descriptor {
   std::map<Profile, int> blocks;  // initial blocks per profile
   std::map<Profile, int> maxBlocks;
   bool regexOutput = false;  // output: regex (else json)
+  // output: regex also searches these files, after stdout and stderr (e.g. hpcc's
+  // {workdir}/hpccoutf.txt); each is removed before every launch so no launch reads another's.
+  std::vector<std::string> outputFiles;
   std::vector<FomSpec> foms;
 
   [[nodiscard]] std::vector<std::string> argv(Profile p, bool imageSide) const;

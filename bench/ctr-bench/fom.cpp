@@ -76,15 +76,19 @@ ParsedOutput parseJson(const std::string& out) {
   return p;
 }
 
-ParsedOutput parseRegex(const Descriptor& d, const std::string& out, const std::string& err) {
+ParsedOutput parseRegex(const Descriptor& d, const std::string& out, const std::string& err,
+                        const std::vector<std::string>& files) {
+  std::vector<const std::string*> texts{&out, &err};
+  for (const auto& f : files) texts.push_back(&f);
   ParsedOutput p;
   for (const auto& s : d.foms) {
     FomValue v;
     v.name = s.name;
     v.unit = s.unit;
     std::regex re(s.regex, std::regex::ECMAScript);
-    // The last match wins (applications print their final figures last); stdout first.
-    for (const std::string* text : {&out, &err}) {
+    // The last match wins (applications print their final figures last); stdout first, then
+    // stderr, then the output files in their order.
+    for (const std::string* text : texts) {
       std::optional<double> found;
       for (auto it = std::sregex_iterator(text->begin(), text->end(), re); it != std::sregex_iterator(); ++it)
         if (auto n = toNumber((*it)[1].str())) found = n;
@@ -103,8 +107,8 @@ ParsedOutput parseRegex(const Descriptor& d, const std::string& out, const std::
 }  // namespace
 
 ParsedOutput parseOutput(const Descriptor& d, const std::string& out, const std::string& err,
-                         const std::map<std::string, double>& deltaOverrides) {
-  ParsedOutput p = d.regexOutput ? parseRegex(d, out, err) : parseJson(out);
+                         const std::map<std::string, double>& deltaOverrides, const std::vector<std::string>& files) {
+  ParsedOutput p = d.regexOutput ? parseRegex(d, out, err, files) : parseJson(out);
   for (auto& f : p.foms) applyOverrides(d, f, deltaOverrides);
   return p;
 }

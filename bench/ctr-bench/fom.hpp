@@ -28,8 +28,10 @@ struct ParsedOutput {
 
 // Descriptor settings (delta, direction, unit) override the program's; `deltaOverrides`
 // (--delta NAME=X, NAME a FOM or WORKLOAD/FOM) override both.
+// `files`: the contents of the descriptor's output_files (searched after stdout and stderr).
 ParsedOutput parseOutput(const Descriptor& d, const std::string& out, const std::string& err,
-                         const std::map<std::string, double>& deltaOverrides);
+                         const std::map<std::string, double>& deltaOverrides,
+                         const std::vector<std::string>& files = {});
 
 // The default delta when neither program nor descriptor gives one.
 inline constexpr double kDefaultDelta = 0.05;

@@ -1,9 +1,10 @@
 // ctr-bench: bare metal against ctr, per figure of merit, with a verdict an admin can
-// defend (docs/benchmark-guide.md, "ctr-bench"). Subcommands: run, compare, report.
+// defend (docs/benchmark-guide.md, "ctr-bench"). Subcommands: run, calibrate, compare, report.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
+#include "calibrate.hpp"
 #include "compare.hpp"
 #include "ctr/error.hpp"
 #include "ctr/strings.hpp"
@@ -55,7 +56,24 @@ int main(int argc, char** argv) {
   run->add_option("--scenario", ro.scenarios, "After the workloads: cpu-steps | memory-steps | concurrent; repeatable")
       ->check(CLI::IsMember(kScenarios));
   run->add_option("--scenario-workload", ro.scenarioWorkload, "The workload of the scenarios (default: the first single-process one that ran)");
-  run->add_flag("--hodges-lehmann", hl, "Decide on the Hodges-Lehmann estimate and Wilcoxon CI instead of the bootstrap");
+  run->add_flag("--hodges-lehmann", hl, "Decide on the Hodges-Lehmann estimate and Wilcoxon interval instead of the median's order statistics");
+  run->add_option("--alpha", ro.alpha, "Each error rate of the rule (false PASS, false FAIL) over all looks (default 0.05)")
+      ->check(CLI::Range(0.001, 0.2));
+
+  CalibrateOptions cal;
+  std::string calDelta = "2%", calCtrArgs;
+  auto* calib = app.add_subcommand("calibrate", "Run a busy loop with known container overheads (0, delta/2, 2 delta, 10 delta) through the harness");
+  calib->add_option("--delta", calDelta, "The delta the levels are multiples of (0.02 or 2%; default 2%)");
+  calib->add_option("--blocks", cal.run.blocks, "Pairs per level (default 12)")->check(CLI::Range(1, 1000));
+  calib->add_option("--iterations", cal.iterations, "Busy-loop iterations per bare launch (default 20000000, about 30 ms)")
+      ->check(CLI::Range(1000LL, 100000000000LL));
+  calib->add_option("--alpha", cal.run.alpha, "Each error rate of the rule (default 0.05)")->check(CLI::Range(0.001, 0.2));
+  calib->add_option("--ctr", cal.run.ctr, "The ctr to measure (default: beside ctr-bench, else PATH)");
+  calib->add_option("--ctr-args", calCtrArgs, "Extra options for every `ctr exec` (one string)");
+  calib->add_option("--image", cal.run.image, "Image for B (default: host-stack)");
+  calib->add_option("--budget", cal.run.budgetS, "Time budget in seconds (default 300)")->check(CLI::PositiveNumber);
+  calib->add_option("--seed", cal.run.seed, "Seed of the block order (default: from the clock, recorded)");
+  calib->add_option("--out", cal.run.out, "Result file (default ./ctr-bench-result.json)");
 
   std::string baseFile, newFile;
   CompareOptions co;
@@ -64,6 +82,7 @@ int main(int argc, char** argv) {
   cmp->add_option("new", newFile, "Result file of the later run")->required();
   cmp->add_option("--tolerance", co.tolerance, "Allowed worsening (fraction) instead of each FOM's delta")
       ->check(CLI::Range(0.0, 1.0));
+  cmp->add_flag("--allow-missing", co.allowMissing, "A workload or FOM of BASE missing or errored in NEW is not a regression");
 
   std::string resultFile, outDir = ".";
   auto* rep = app.add_subcommand("report", "Write ctr-bench-report.md and ctr-bench-report.html from a result file");
@@ -89,8 +108,13 @@ int main(int argc, char** argv) {
       if (descriptorDir) ro.descriptorDir = *descriptorDir;
       if (workdir) ro.workdir = *workdir;
       ro.coldStart = !noCold;
-      ro.ciMethod = hl ? CiMethod::HodgesLehmann : CiMethod::BootstrapMedian;
+      ro.ciMethod = hl ? CiMethod::HodgesLehmann : CiMethod::OrderStatisticMedian;
       return runBench(ro);
+    }
+    if (*calib) {
+      cal.delta = parseDeltaOption("calibrate=" + calDelta).second;
+      cal.run.ctrArgs = splitOnBlanks(calCtrArgs);
+      return runCalibration(cal);
     }
     if (*cmp) {
       auto base = readResultFile(baseFile);

@@ -57,8 +57,8 @@ std::string pct(const nlohmann::json& v) {
 
 void printSummaryTable(const nlohmann::json& result, std::ostream& out) {
   char line[512];
-  std::snprintf(line, sizeof line, "%-14s %-28s %10s  %-22s %7s  %s\n", "workload", "FOM", "overhead", "90% CI", "delta",
-                "verdict");
+  std::snprintf(line, sizeof line, "%-14s %-28s %10s  %-22s %3s %7s  %s\n", "workload", "FOM", "overhead", "interval", "n",
+                "delta", "verdict");
   out << line;
   for (const auto& w : result["workloads"]) {
     std::string name = w["name"];
@@ -71,10 +71,17 @@ void printSummaryTable(const nlohmann::json& result, std::ostream& out) {
       const auto& a = f["analysis"];
       std::string ci = a["ci"].is_array() ? "[" + pct(a["ci"][0]) + ", " + pct(a["ci"][1]) + "]" : "-";
       std::string fom = f["name"].get<std::string>();
-      std::snprintf(line, sizeof line, "%-14s %-28s %10s  %-22s %6.1f%%  %s", name.c_str(), fom.c_str(),
-                    pct(a["overhead"]).c_str(), ci.c_str(), f["delta"].get<double>() * 100,
+      std::snprintf(line, sizeof line, "%-14s %-28s %10s  %-22s %3d %6.1f%%  %s", name.c_str(), fom.c_str(),
+                    pct(a["overhead"]).c_str(), ci.c_str(), a.value("n_pairs", 0), f["delta"].get<double>() * 100,
                     a["verdict"].get<std::string>().c_str());
       out << line;
+      if (a.contains("speedup") && a["speedup"]["ci"].is_array()) {
+        // A stack delta: B's build against A's, as a factor.
+        double x = a["speedup"]["factor"], lo = a["speedup"]["ci"][0], hi = a["speedup"]["ci"][1];
+        std::snprintf(line, sizeof line, "  B %.3gx %s [%.3g, %.3g]", x >= 1 ? x : 1 / x, x >= 1 ? "faster" : "slower",
+                      x >= 1 ? lo : 1 / hi, x >= 1 ? hi : 1 / lo);
+        out << line;
+      }
       if (a["note"].is_string()) out << "  (" << a["note"].get<std::string>() << ")";
       out << "\n";
     }
@@ -87,8 +94,9 @@ void printSummaryTable(const nlohmann::json& result, std::ostream& out) {
   }
   const auto& s = result["summary"];
   if (s.is_object())
-    out << "summary: PASS " << s["PASS"] << ", FAIL " << s["FAIL"] << ", INCONCLUSIVE " << s["INCONCLUSIVE"] << ", ERROR "
-        << s["ERROR"] << ", SKIPPED " << s["SKIPPED"] << "; exit status " << s["exit_status"] << "\n";
+    out << "summary: PASS " << s["PASS"] << ", FAIL " << s["FAIL"] << ", FASTER " << s.value("FASTER", 0) << ", INCONCLUSIVE "
+        << s["INCONCLUSIVE"] << ", ESTIMATE " << s.value("ESTIMATE", 0) << ", ERROR " << s["ERROR"] << ", SKIPPED "
+        << s["SKIPPED"] << "; exit status " << s["exit_status"] << "\n";
 }
 
 }  // namespace ctr::bench

@@ -116,11 +116,13 @@ std::vector<double> validSamples(const std::vector<std::optional<double>>& sampl
   return out;
 }
 
-constexpr std::array<std::string_view, 4> kVerdicts = {"PASS", "FAIL", "INCONCLUSIVE", "ERROR"};
+constexpr std::array<std::string_view, 6> kVerdicts = {"PASS", "FAIL", "FASTER", "INCONCLUSIVE", "ESTIMATE", "ERROR"};
 
 struct Analysis {
   std::optional<int> nPairs;
-  std::optional<double> overhead, ciLow, ciHigh, cvA, cvB, minA, minB, medianA, medianB;
+  std::optional<double> overhead, ciLow, ciHigh, ciLevel, cvA, cvB, baselineSpread, minA, minB, medianA, medianB;
+  // A stack delta (ESTIMATE): how many times faster B is than A, with its interval.
+  std::optional<double> speedup, speedupLow, speedupHigh;
   std::string ciMethod;
   std::string verdict;  // one of kVerdicts, or "" when the FOM was never analysed
   std::string note;
@@ -171,7 +173,7 @@ struct Scenario {
 struct Result {
   std::string mode, profile, benchVersion, started, finished, seed;
   bool interrupted = false;
-  std::optional<double> confidence;
+  std::optional<double> alpha;  // each error rate of the rule (config.alpha)
   std::optional<int> exitStatus;
   json host, config;
   std::vector<Series> coldStart;  // empty: not measured
@@ -209,6 +211,15 @@ Analysis readAnalysis(const Fields& f) {
     }
   }
   a.ciMethod = f.optText("ci_method").value_or("");
+  a.ciLevel = f.optNumber("ci_level");
+  a.baselineSpread = f.optNumber("baseline_spread");
+  if (auto sp = f.optObject("speedup")) {
+    a.speedup = sp->optNumber("factor");
+    if (const json* ci = sp->find("ci"); ci && ci->is_array() && ci->size() == 2 && (*ci)[0].is_number() && (*ci)[1].is_number()) {
+      a.speedupLow = (*ci)[0].get<double>();
+      a.speedupHigh = (*ci)[1].get<double>();
+    }
+  }
   a.cvA = f.optNumber("cv_a");
   a.cvB = f.optNumber("cv_b");
   if (auto m = f.optObject("min")) {
@@ -221,7 +232,7 @@ Analysis readAnalysis(const Fields& f) {
   }
   a.verdict = f.optText("verdict").value_or("");
   if (!a.verdict.empty() && std::find(kVerdicts.begin(), kVerdicts.end(), a.verdict) == kVerdicts.end())
-    f.fail("verdict", "'" + a.verdict + "' is not PASS, FAIL, INCONCLUSIVE or ERROR");
+    f.fail("verdict", "'" + a.verdict + "' is not PASS, FAIL, FASTER, INCONCLUSIVE, ESTIMATE or ERROR");
   a.note = f.optText("note").value_or("");
   return a;
 }
@@ -345,7 +356,7 @@ Result readResult(const json& doc) {
   if (const json* host = top.find("host")) r.host = *host;
   if (auto config = top.optObject("config")) {
     r.config = config->raw();
-    r.confidence = config->optNumber("confidence");
+    r.alpha = config->optNumber("alpha");
   }
   if (auto summary = top.optObject("summary"))
     if (auto status = summary->optNumber("exit_status")) r.exitStatus = static_cast<int>(*status);
@@ -398,7 +409,26 @@ std::string formatPercent(std::optional<double> fraction) {
 
 std::string formatCi(const Analysis& a) {
   if (!a.ciLow && !a.ciHigh) return "—";
-  return "[" + formatPercent(a.ciLow) + ", " + formatPercent(a.ciHigh) + "]";
+  std::string level = a.ciLevel ? " (" + fixed(*a.ciLevel * 100, 1) + "%)" : "";
+  return "[" + formatPercent(a.ciLow) + ", " + formatPercent(a.ciHigh) + "]" + level;
+}
+
+// "image stack 12.1x faster [11.0, 13.4]": a stack delta, never an overhead verdict.
+std::string formatSpeedup(const Analysis& a) {
+  if (!a.speedup) return "";
+  const bool faster = *a.speedup >= 1;
+  auto x = [&](double v) { return fixed(faster ? v : 1 / v, 2) + "x"; };
+  std::string out = "B " + x(*a.speedup) + (faster ? " faster" : " slower");
+  if (a.speedupLow && a.speedupHigh)
+    out += " [" + fixed(faster ? *a.speedupLow : 1 / *a.speedupHigh, 2) + ", " + fixed(faster ? *a.speedupHigh : 1 / *a.speedupLow, 2) + "]";
+  return out;
+}
+
+// The note column: the stack delta where there is one, then the analysis's note.
+std::string rowNote(const Analysis& a) {
+  std::string sp = formatSpeedup(a);
+  if (sp.empty()) return a.note;
+  return a.note.empty() ? sp : sp + "; " + a.note;
 }
 
 std::string formatDelta(std::optional<double> delta) {
@@ -432,8 +462,19 @@ std::optional<double> runDuration(const Result& r) {
   return std::difftime(*end, *start);
 }
 
-std::string confidenceLabel(const Result& r) {
-  return fixed(r.confidence.value_or(0.90) * 100, 0) + "% CI";
+std::string confidenceLabel(const Result&) { return "Interval (level)"; }
+
+// The rule in one sentence, for both renderings (docs/benchmark-guide.md).
+std::string ruleText(const Result& r) {
+  if (r.mode != "runtime-overhead")
+    return "B against A as an estimate with its distribution-free interval (ESTIMATE): two builds are meant to "
+           "differ, so there is no overhead verdict.";
+  std::string alpha = fixed(r.alpha.value_or(0.05) * 100, 1) + "%";
+  return "Overhead = B against A, positive = B worse (B/A-1 for times, A/B-1 for rates): the median of the per-block "
+         "ratios with its distribution-free interval (level in brackets). PASS when the interval lies within ±delta "
+         "(at least 10 pairs, and the bare runs' own spread within delta), FAIL when it lies above +delta, FASTER "
+         "when it lies below -delta, otherwise INCONCLUSIVE. Each wrong verdict (PASS at an overhead beyond delta, "
+         "FAIL at none) has a probability of at most " + alpha + " over all the run's looks.";
 }
 
 struct Question {
@@ -467,7 +508,7 @@ std::vector<std::pair<std::string, std::string>> labelPairs(const Result& r) {
 }
 
 struct Counts {
-  int pass = 0, fail = 0, inconclusive = 0, error = 0, unanalysed = 0, skipped = 0;
+  int pass = 0, fail = 0, faster = 0, inconclusive = 0, estimate = 0, error = 0, unanalysed = 0, skipped = 0;
 };
 
 // The verdict a FOM row shows: the analysis's, ERROR for a FOM of a failed workload
@@ -490,6 +531,8 @@ Counts countVerdicts(const Result& r) {
       if (v == "PASS") ++c.pass;
       else if (v == "FAIL") ++c.fail;
       else if (v == "INCONCLUSIVE") ++c.inconclusive;
+      else if (v == "FASTER") ++c.faster;
+      else if (v == "ESTIMATE") ++c.estimate;
       else if (v == "ERROR") ++c.error;
       else ++c.unanalysed;
     }
@@ -609,8 +652,9 @@ std::string verdictMd(const std::string& verdict) {
 
 std::string describeCounts(const Counts& c) {
   std::string s = std::to_string(c.pass) + " PASS, " + std::to_string(c.fail) + " FAIL, " +
-                  std::to_string(c.inconclusive) + " INCONCLUSIVE, " + std::to_string(c.error) + " ERROR, " +
-                  std::to_string(c.skipped) + " skipped";
+                  std::to_string(c.faster) + " FASTER, " + std::to_string(c.inconclusive) + " INCONCLUSIVE, " +
+                  (c.estimate ? std::to_string(c.estimate) + " ESTIMATE, " : std::string()) + std::to_string(c.error) +
+                  " ERROR, " + std::to_string(c.skipped) + " skipped";
   if (c.unanalysed > 0) s += ", " + std::to_string(c.unanalysed) + " not analysed";
   return s;
 }
@@ -651,16 +695,15 @@ std::string renderMarkdown(const json& resultJson) {
   md << "\n\n";
 
   md << "## Results\n\n";
-  md << "Overhead = B against A, positive = B worse (B/A-1 for times, A/B-1 for rates). PASS when the whole "
-     << confidenceLabel(r) << " lies within ±delta, FAIL when it lies beyond +delta, otherwise INCONCLUSIVE.\n\n";
+  md << ruleText(r) << "\n\n";
   md << "| Workload | FOM | Unit | A median | B median | Overhead | " << confidenceLabel(r)
-     << " | Delta | Verdict | Note |\n";
-  md << "|---|---|---|---:|---:|---:|---|---:|---|---|\n";
+     << " | Delta | n | Verdict | Note |\n";
+  md << "|---|---|---|---:|---:|---:|---|---:|---:|---|---|\n";
   bool anyRow = false;
   for (const auto& w : r.workloads) {
     if (w.status == "skipped") continue;
     if (w.foms.empty()) {
-      md << "| " << mdText(w.name) << " | — | — | — | — | — | — | — | " << verdictMd(w.status == "error" ? "ERROR" : "")
+      md << "| " << mdText(w.name) << " | — | — | — | — | — | — | — | — | " << verdictMd(w.status == "error" ? "ERROR" : "")
          << " | " << mdText(w.reason.empty() ? "no figure of merit reported" : w.reason) << " |\n";
       anyRow = true;
       continue;
@@ -669,12 +712,12 @@ std::string renderMarkdown(const json& resultJson) {
       const Analysis& a = f.analysis;
       md << "| " << mdText(w.name) << " | " << mdText(f.name) << " | " << mdText(f.unit) << " | "
          << formatValue(a.medianA) << " | " << formatValue(a.medianB) << " | " << formatPercent(a.overhead) << " | "
-         << formatCi(a) << " | " << formatDelta(f.delta) << " | " << verdictMd(rowVerdict(w, f)) << " | "
-         << mdText(a.note) << " |\n";
+         << formatCi(a) << " | " << formatDelta(f.delta) << " | " << (a.nPairs ? std::to_string(*a.nPairs) : "—") << " | "
+         << verdictMd(rowVerdict(w, f)) << " | " << mdText(rowNote(a)) << " |\n";
       anyRow = true;
     }
   }
-  if (!anyRow) md << "| (no workload ran) | | | | | | | | | |\n";
+  if (!anyRow) md << "| (no workload ran) | | | | | | | | | | |\n";
   md << "\n";
 
   std::vector<const Workload*> skipped;
@@ -945,8 +988,8 @@ constexpr std::string_view kRenderScript = R"JS((function () {
 
 const json kVerdictScale = {{"name", "verdict"},
                             {"type", "ordinal"},
-                            {"domain", {"PASS", "FAIL", "INCONCLUSIVE", "ERROR", "not analysed"}},
-                            {"range", {"#2e7d32", "#c62828", "#e08a00", "#6a1b9a", "#757575"}}};
+                            {"domain", {"PASS", "FAIL", "FASTER", "INCONCLUSIVE", "ESTIMATE", "ERROR", "not analysed"}},
+                            {"range", {"#2e7d32", "#c62828", "#1565c0", "#e08a00", "#4c78a8", "#6a1b9a", "#757575"}}};
 
 json baseSpec(int width, int height, const std::string& title, const std::vector<std::string>& subtitle) {
   json titleJson = {{"text", title}, {"anchor", "start"}, {"fontSize", 14}, {"subtitleFontSize", 11},
@@ -1075,10 +1118,32 @@ json overviewSpec(const Result& r) {
       rows.push_back(item);
     }
   }
+  // The axis is clipped so that one wild interval (a 3-pair +40,000%) cannot shrink the
+  // others to dots: at least 3x the largest delta (the band stays visible), at most what most
+  // estimates need; bars and dots beyond it stop at the edge with an arrow.
+  double maxDelta = 0, extent = 0;
+  std::vector<double> estimates;
+  for (const auto& row : rows) {
+    if (row["dp"].is_number()) maxDelta = std::max(maxDelta, row["dp"].get<double>());
+    for (const char* k : {"lo", "hi", "o"})
+      if (row[k].is_number()) extent = std::max(extent, std::fabs(row[k].get<double>()));
+    if (row["o"].is_number()) estimates.push_back(std::fabs(row["o"].get<double>()));
+  }
+  if (maxDelta == 0) maxDelta = 5;
+  std::sort(estimates.begin(), estimates.end());
+  const double q75 = estimates.empty() ? 0 : estimates[std::min(estimates.size() - 1, estimates.size() * 3 / 4)];
+  const double limit = std::max(3 * maxDelta, std::min(extent * 1.05, std::max(5 * maxDelta, 1.3 * q75)));
+  const bool clipped = extent * 1.05 > limit;
+  for (auto& row : rows) {
+    row["clipped_hi"] = (row["hi"].is_number() && row["hi"].get<double>() > limit) || (row["o"].is_number() && row["o"].get<double>() > limit);
+    row["clipped_lo"] = (row["lo"].is_number() && row["lo"].get<double>() < -limit) || (row["o"].is_number() && row["o"].get<double>() < -limit);
+  }
   int height = std::max(60, 30 * static_cast<int>(rows.size()));
+  std::string axisNote = clipped ? "axis clipped at ±" + fixed(limit, 0) + "%: ▸ / ◂ mark bars that go on (numbers in the table)"
+                                 : "positive = B worse";
   json spec = baseSpec(760, height, "Overhead of B against A, every figure of merit",
-                       {"dot: median overhead · bar: " + confidenceLabel(r) + " · green band: ±delta (PASS when the bar lies inside it)",
-                        "positive = B worse"});
+                       {"dot: median overhead · bar: its interval · green band: ±delta (PASS when the bar lies inside it)",
+                        axisNote + (clipped ? " · positive = B worse" : "")});
   spec["data"] = {{{"name", "rows"}, {"values", rows}},
                   {{"name", "withDelta"}, {"source", "rows"}, {"transform", {{{"type", "filter"}, {"expr", "isValid(datum.dn)"}}}}},
                   {{"name", "withCi"}, {"source", "rows"}, {"transform", {{{"type", "filter"}, {"expr", "isValid(datum.lo) && isValid(datum.hi)"}}}}},
@@ -1086,9 +1151,9 @@ json overviewSpec(const Result& r) {
   spec["scales"] = {{{"name", "y"}, {"type", "band"}, {"domain", names}, {"range", "height"}, {"padding", 0.25}},
                     {{"name", "x"},
                      {"type", "linear"},
-                     {"domain", {{"data", "rows"}, {"fields", {"lo", "hi", "dn", "dp", "o"}}}},
+                     {"domain", {-limit, limit}},
                      {"range", "width"},
-                     {"nice", true},
+                     {"clamp", true},
                      {"zero", true}},
                     kVerdictScale};
   spec["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"title", "overhead %"}, {"grid", true}},
@@ -1136,6 +1201,28 @@ json overviewSpec(const Result& r) {
            {"stroke", {{"value", "white"}}},
            {"strokeWidth", {{"value", 1.5}}},
            {"tooltip", tooltip}}}}}},
+      {{"type", "text"},
+       {"from", {{"data", "rows"}}},
+       {"encode",
+        {{"enter",
+          {{"x", {{"signal", "width"}, {"offset", -2}}},
+           {"y", yMid},
+           {"align", {{"value", "right"}}},
+           {"baseline", {{"value", "middle"}}},
+           {"fontSize", {{"value", 14}}},
+           {"fill", {{"scale", "verdict"}, {"field", "verdict"}}},
+           {"text", {{"signal", "datum.clipped_hi ? '▸' : ''"}}}}}}}},
+      {{"type", "text"},
+       {"from", {{"data", "rows"}}},
+       {"encode",
+        {{"enter",
+          {{"x", {{"value", 2}}},
+           {"y", yMid},
+           {"align", {{"value", "left"}}},
+           {"baseline", {{"value", "middle"}}},
+           {"fontSize", {{"value", 14}}},
+           {"fill", {{"scale", "verdict"}, {"field", "verdict"}}},
+           {"text", {{"signal", "datum.clipped_lo ? '◂' : ''"}}}}}}}},
       {{"type", "text"},
        {"from", {{"data", "rows"}}},
        {"encode",
@@ -1285,8 +1372,11 @@ dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; }
 .counts span { display: inline-block; padding: 3px 10px; border-radius: 12px; margin-right: 6px; color: #fff; font-weight: bold; }
 .v-PASS { background: var(--pass); } .v-FAIL { background: var(--fail); } .v-INCONCLUSIVE { background: var(--inc); }
+.v-FASTER { background: #1565c0; } .v-ESTIMATE { background: #4c78a8; }
 .v-ERROR { background: var(--err); } .v-none, .v-SKIPPED { background: #757575; }
-table { border-collapse: collapse; background: #fff; width: 100%; }
+table { border-collapse: collapse; background: #fff; width: 100%; table-layout: auto; }
+td.name, td.note { overflow-wrap: anywhere; }
+.table-wrap { overflow-x: auto; max-width: 100%; }
 th, td { border: 1px solid #d8dbe0; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #eef0f3; }
 td.name { min-width: 6em; }
@@ -1352,16 +1442,15 @@ std::string renderHtml(const json& resultJson) {
   if (r.exitStatus) h << "<dt>Exit status</dt><dd>" << *r.exitStatus << "</dd>\n";
   h << "</dl>\n<p class=\"counts\">";
   for (const auto& [name, n] : std::initializer_list<std::pair<std::string_view, int>>{
-           {"PASS", counts.pass}, {"FAIL", counts.fail}, {"INCONCLUSIVE", counts.inconclusive}, {"ERROR", counts.error},
-           {"SKIPPED", counts.skipped}})
-    h << "<span class=\"v-" << name << "\">" << n << " " << name << "</span>";
+           {"PASS", counts.pass}, {"FAIL", counts.fail}, {"FASTER", counts.faster}, {"INCONCLUSIVE", counts.inconclusive},
+           {"ESTIMATE", counts.estimate}, {"ERROR", counts.error}, {"SKIPPED", counts.skipped}})
+    if (n > 0 || name == "PASS" || name == "FAIL" || name == "INCONCLUSIVE" || name == "ERROR" || name == "SKIPPED")
+      h << "<span class=\"v-" << name << "\">" << n << " " << name << "</span>";
   if (counts.unanalysed > 0) h << "<span class=\"v-none\">" << counts.unanalysed << " not analysed</span>";
   h << "</p>\n</header>\n";
 
-  h << "<section id=\"summary\">\n<h2>Summary</h2>\n<p class=\"desc\">Overhead = B against A, positive = B worse "
-       "(B/A-1 for times, A/B-1 for rates). PASS when the whole "
-    << esc(confidenceLabel(r)) << " lies within ±delta; FAIL when it lies beyond +delta; otherwise INCONCLUSIVE.</p>\n";
-  h << "<table>\n<thead><tr><th>Workload</th><th>FOM</th><th>Unit</th><th>A median</th><th>B median</th><th>Overhead</th><th>"
+  h << "<section id=\"summary\">\n<h2>Summary</h2>\n<p class=\"desc\">" << esc(ruleText(r)) << "</p>\n";
+  h << "<div class=\"table-wrap\"><table>\n<thead><tr><th>Workload</th><th>FOM</th><th>Unit</th><th>A median</th><th>B median</th><th>Overhead</th><th>"
     << esc(confidenceLabel(r)) << "</th><th>Delta</th><th>n</th><th>CV A / B</th><th>Verdict</th><th>Note</th></tr></thead>\n<tbody>\n";
   for (const auto& w : r.workloads) {
     if (w.status == "skipped") continue;
@@ -1379,10 +1468,10 @@ std::string renderHtml(const json& resultJson) {
         << formatDelta(f.delta) << "</td><td class=\"num\">" << (a.nPairs ? std::to_string(*a.nPairs) : "—")
         << "</td><td class=\"num\">" << formatPercent(a.cvA).substr(a.cvA ? 1 : 0) << " / "
         << formatPercent(a.cvB).substr(a.cvB ? 1 : 0) << "</td><td class=\"verdict\">" << verdictBadge(rowVerdict(w, f))
-        << "</td><td class=\"note\">" << esc(a.note) << "</td></tr>\n";
+        << "</td><td class=\"note\">" << esc(rowNote(a)) << "</td></tr>\n";
     }
   }
-  h << "</tbody>\n</table>\n</section>\n";
+  h << "</tbody>\n</table></div>\n</section>\n";
 
   bool anyFom = false;
   for (const auto& w : r.workloads) anyFom = anyFom || (w.status != "skipped" && !w.foms.empty());

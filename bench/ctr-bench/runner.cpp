@@ -306,7 +306,7 @@ class Runner {
   Descriptor expanded(const Descriptor& raw) const;
   json coldStart(const std::map<std::string, std::string>& env);
   json scenario(const std::string& name, const std::vector<Descriptor>& descriptors);
-  void analyse(FomRecord& f, const AnalysisOptions& ao);
+  void analyse(FomRecord& f, const DecisionPlan& plan);
   json fomJson(const FomRecord& f) const;
   std::string coldConfig();
 };
@@ -413,38 +413,52 @@ Sides Runner::commandsFor(const Descriptor& d, const std::string& program, const
   return s;
 }
 
-void Runner::analyse(FomRecord& f, const AnalysisOptions& ao) {
+void Runner::analyse(FomRecord& f, const DecisionPlan& plan) {
   std::vector<double> a, b;
   for (const auto& v : f.a)
     if (v) a.push_back(*v);
   for (const auto& v : f.b)
     if (v) b.push_back(*v);
   json an;
-  auto pa = analysePairs(f.a, f.b, f.direction, ao);
-  double cvA = coefficientOfVariation(a), cvB = coefficientOfVariation(b);
+  auto dec = decidePairs(f.a, f.b, f.direction, f.delta, plan);
   auto best = [&](const std::vector<double>& v) -> json {
     if (v.empty()) return nullptr;
     return f.direction == Direction::Higher ? *std::max_element(v.begin(), v.end()) : *std::min_element(v.begin(), v.end());
   };
   auto med = [](const std::vector<double>& v) -> json { return v.empty() ? json(nullptr) : json(median(v)); };
-  an["n_pairs"] = pa ? pa->nPairs : 0;
-  an["cv_a"] = cvA;
-  an["cv_b"] = cvB;
+  an["n_pairs"] = dec ? dec->nPairs : 0;
+  an["cv_a"] = coefficientOfVariation(a);
+  an["cv_b"] = coefficientOfVariation(b);
+  an["baseline_spread"] = robustRelativeSpread(a);
   an["min"] = {{"A", best(a)}, {"B", best(b)}};
   an["median"] = {{"A", med(a)}, {"B", med(b)}};
-  std::optional<std::string> note;
-  if (pa) {
-    an["overhead"] = pa->overhead;
-    an["ci"] = {pa->ci.lo, pa->ci.hi};
-    an["ci_method"] = pa->ciMethod;
-    an["hodges_lehmann"] = {{"overhead", pa->hlOverhead},
-                            {"ci", pa->hlCi ? json{pa->hlCi->lo, pa->hlCi->hi} : json(nullptr)}};
-    f.verdict = pa->nPairs < 3 ? Verdict::Inconclusive : decide(pa->ci, f.delta);
-    if (pa->nPairs < 3) note = "only " + std::to_string(pa->nPairs) + " pair(s): too few to decide";
+  an["ci_method"] = ciMethodName(plan.method);
+  an["alpha"] = plan.alpha;
+  an["looks"] = plan.looks;
+  an["min_pairs"] = minimumPairs(plan);
+  std::string note;
+  if (dec) {
+    an["overhead"] = dec->overhead;
+    an["ci"] = dec->ci ? json{dec->ci->lo, dec->ci->hi} : json(nullptr);
+    an["ci_level"] = dec->ci ? json(dec->ciLevel) : json(nullptr);
+    an["pairs_needed"] = dec->pairsNeeded ? json(*dec->pairsNeeded) : json(nullptr);
+    f.verdict = dec->verdict;
+    note = dec->note;
+    if (opt_.mode != Mode::RuntimeOverhead) {
+      // A stack delta: how many times faster B's build is than A's, with its interval; no
+      // verdict against an overhead delta (the two builds are meant to differ).
+      f.verdict = Verdict::Estimate;
+      note.clear();
+      auto factor = [](double overhead) { return 1 / (1 + overhead); };
+      an["speedup"] = {{"factor", factor(dec->overhead)},
+                       {"ci", dec->ci ? json{factor(dec->ci->hi), factor(dec->ci->lo)} : json(nullptr)}};
+      if (!dec->ci) note = std::to_string(dec->nPairs) + " pair(s): too few for an interval";
+    }
   } else {
     an["overhead"] = nullptr;
     an["ci"] = nullptr;
-    an["ci_method"] = ao.method == CiMethod::HodgesLehmann ? "hodges-lehmann-wilcoxon" : "bootstrap-median";
+    an["ci_level"] = nullptr;
+    an["pairs_needed"] = nullptr;
     f.verdict = Verdict::Error;
     note = "no complete pair of samples";
   }
@@ -454,20 +468,9 @@ void Runner::analyse(FomRecord& f, const AnalysisOptions& ao) {
     std::string where = e["block"].get<int>() < 0 ? std::string("warm-up") : "block " + e["block"].dump();
     note = std::to_string(f.errors.size()) + " failed launch(es); first: " + where + " side " +
            e["side"].get<std::string>() + ": " + e["message"].get<std::string>();
-  } else if (auto noisy = noiseNote(cvA, f.delta)) {
-    // Noise only matters where it kept the CI from deciding.
-    if (f.verdict == Verdict::Inconclusive) {
-      note = note ? *note + "; " + *noisy : *noisy;
-    } else if (!note) {
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "baseline CV %.1f%% is over delta/2; the CI decided all the same", cvA * 100);
-      note = buf;
-    }
   }
-  if (f.verdict == Verdict::Pass && pa && pa->ci.hi < -f.delta && !note)
-    note = "the container is faster beyond delta (CI wholly below -delta)";
   an["verdict"] = verdictName(f.verdict);
-  an["note"] = note ? json(*note) : json(nullptr);
+  an["note"] = note.empty() ? json(nullptr) : json(note);
   f.analysis = an;
 }
 
@@ -504,6 +507,7 @@ Descriptor Runner::expanded(const Descriptor& raw) const {
   d.teardown = expand(raw.teardown, p);
   d.mpirunArgs = expand(raw.mpirunArgs, p);
   d.binds = expand(raw.binds, p);
+  d.outputFiles = expand(raw.outputFiles, p);
   for (auto& [k, v] : d.env) v = expand(v, p);
   return d;
 }
@@ -533,6 +537,7 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
     if (resolveProgram(p).empty()) return finish("skipped", "required program '" + p + "' not found");
   if ((opt_.mode != Mode::RuntimeOverhead) && d.imageCommand.empty() && opt_.mode == Mode::ImageVsHost)
     return finish("skipped", "no image_command: the descriptor does not say how to run the image's own build");
+  if (now() >= deadline_) return finish("skipped", "the run's --budget is spent");
   std::string program = resolveProgram(d.command[0]);
   if (program.empty() && opt_.mode != Mode::ImageVsImage)
     return finish("skipped", "program '" + d.command[0] + "' not found (looked beside ctr-bench and in PATH)");
@@ -580,11 +585,24 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
 
   // The probe is A's warm-up: a workload that cannot run here says so with exit 77.
   progress_.status(d.name + ": probe and warm-up");
-  auto probe = launch(sides.a, env, wdir, d.timeoutS);
+  // One launch with its output files: removed before (a stale file must not count as this
+  // launch's figures), read after.
+  std::vector<std::string> files;
+  auto launchOnce = [&](const std::vector<std::string>& argv) {
+    for (const auto& f : d.outputFiles) ::unlink(f.c_str());
+    auto r = launch(argv, env, wdir, d.timeoutS);
+    files.clear();
+    for (const auto& f : d.outputFiles) {
+      std::ifstream in(f);
+      files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return r;
+  };
+  auto probe = launchOnce(sides.a);
   if (probe.interrupted) throw Interrupted{};
   if (isSkip(probe)) return finish("skipped", skipReason(probe));
   std::map<std::string, double> deltas = opt_.deltas;
-  auto parsedProbe = parseOutput(d, probe.out, probe.err, deltas);
+  auto parsedProbe = parseOutput(d, probe.out, probe.err, deltas, files);
   if (!probe.ok()) return finish("error", "the bare launch failed (" + probe.describe() + ")", probe.stderrTail());
   if (parsedProbe.error) return finish("error", "the bare launch printed no FOM: " + *parsedProbe.error, probe.stderrTail());
 
@@ -603,13 +621,19 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
   for (const auto& v : parsedProbe.foms) recordFor(v);
   if (!parsedProbe.info.is_null()) w["info"] = parsedProbe.info;
 
-  AnalysisOptions ao;
-  ao.method = opt_.ciMethod;
-  ao.seed = seed_;
+  // The looks are planned before the first block (stats.hpp): blocks up to the first look,
+  // then look by look while a FOM is INCONCLUSIVE, up to max_blocks. --quick's 3 blocks are
+  // below the minimum pairs: they prove the path and decide nothing.
+  const int initial = opt_.blocks.value_or(
+      d.blocks.contains(opt_.profile) ? d.blocks.at(opt_.profile) : (opt_.profile == Profile::Quick ? 3 : 10));
+  const int cap = std::max(initial, d.maxBlocks.contains(opt_.profile) ? d.maxBlocks.at(opt_.profile)
+                                                                        : (opt_.profile == Profile::Quick ? initial : 40));
+  const LookSchedule looks = planLooks(initial, cap, opt_.alpha, opt_.ciMethod);
+  w["looks"] = looks.pairs;
   auto publish = [&] {
     w["foms"] = json::array();
     for (auto& f : foms) {
-      analyse(f, ao);
+      analyse(f, looks.plan);
       w["foms"].push_back(fomJson(f));
     }
     w["duration_s"] = now() - started;
@@ -622,7 +646,7 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
 
   // Records one launch's outcome into block `block` for side `side`.
   auto record = [&](int block, const std::string& side, const LaunchResult& r) {
-    auto parsed = parseOutput(d, r.out, r.err, deltas);
+    auto parsed = parseOutput(d, r.out, r.err, deltas, files);
     std::set<std::string> seenNames;
     for (const auto& v : parsed.foms) seenNames.insert(v.name);
     if (r.ok() && !parsed.error)
@@ -654,9 +678,9 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
   // B's warm-up. A container that cannot run the workload at all is an ERROR for every
   // FOM, with ctr's message, and no blocks are spent on it.
   progress_.status(d.name + ": warm-up (" + sides.labelB + ")");
-  auto warmB = launch(sides.b, env, wdir, d.timeoutS);
+  auto warmB = launchOnce(sides.b);
   if (warmB.interrupted) throw Interrupted{};
-  if (!warmB.ok() || parseOutput(d, warmB.out, warmB.err, deltas).error) {
+  if (!warmB.ok() || parseOutput(d, warmB.out, warmB.err, deltas, files).error) {
     std::string message = warmB.ok() ? "no FOM in its output" : warmB.describe();
     for (auto& f : foms)
       f.errors.push_back({{"block", -1}, {"phase", "warm-up"}, {"side", "B"}, {"message", message}, {"stderr_tail", warmB.stderrTail()}});
@@ -664,33 +688,50 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
     return finish("error", "the " + sides.labelB + " launch failed at warm-up (" + message + ")", warmB.stderrTail());
   }
 
-  // --quick proves the path (3 pairs: the fewest that can decide) and adds no blocks unless
-  // the descriptor's max_blocks asks for them; --full adds blocks while a FOM is undecided.
-  const int initial = opt_.blocks.value_or(
-      d.blocks.contains(opt_.profile) ? d.blocks.at(opt_.profile) : (opt_.profile == Profile::Quick ? 3 : 10));
-  const int cap = std::max(initial, d.maxBlocks.contains(opt_.profile) ? d.maxBlocks.at(opt_.profile)
-                                                                        : (opt_.profile == Profile::Quick ? initial : 40));
-  // This workload's share of what is left of the run's budget.
-  const double share = (deadline_ - now()) / static_cast<double>(count - index);
-  const double ownDeadline = now() + std::max(0.0, share);
-  double blockTime = 0;
+  // The budget bounds the whole run: the blocks up to the first look must fit in what is left
+  // of it (estimated from the two warm-up launches), else the workload is skipped; later
+  // looks must fit in this workload's share of what is left.
+  const int firstTarget = looks.pairs.empty() ? initial : looks.pairs.front();
+  double blockTime = probe.wallS + warmB.wallS;
+  const double left = deadline_ - now();
+  if (firstTarget * blockTime > left) {
+    char why[200];
+    std::snprintf(why, sizeof why, "does not fit the budget: %d blocks of about %.1f s need %.0f s, %.0f s of --budget left",
+                  firstTarget, blockTime, firstTarget * blockTime, std::max(0.0, left));
+    w["foms"] = json::array();
+    return finish("skipped", why);
+  }
+  const double ownDeadline = now() + std::max(0.0, left / static_cast<double>(count - index));
+  int target = firstTarget;
+  size_t nextLook = 0;
   for (int block = 0;; ++block) {
-    bool anyOpen = std::any_of(foms.begin(), foms.end(), [](const FomRecord& f) { return f.verdict == Verdict::Inconclusive; });
-    if (block >= initial) {
-      if (!anyOpen || block >= cap) break;
-      if (now() + blockTime > ownDeadline) break;
+    if (block >= target) {
+      // A planned look (or the end of a profile too short for one).
+      bool anyOpen = std::any_of(foms.begin(), foms.end(), [](const FomRecord& f) { return f.verdict == Verdict::Inconclusive; });
+      while (nextLook < looks.pairs.size() && looks.pairs[nextLook] <= block) ++nextLook;
+      if (!anyOpen || nextLook >= looks.pairs.size()) break;
+      const int more = looks.pairs[nextLook] - block;
+      if (now() + more * blockTime > ownDeadline) {
+        w["budget_note"] = "no further look: " + std::to_string(more) + " more blocks would pass this workload's share of --budget";
+        break;
+      }
+      target = looks.pairs[nextLook];
+    }
+    if (now() + blockTime > deadline_ + blockTime * 0.5) {
+      w["budget_note"] = "--budget ran out after " + std::to_string(block) + " blocks";
+      break;
     }
     const double blockStart = now();
     std::vector<std::string> order = gsl_rng_uniform_int(rng_.get(), 2) ? std::vector<std::string>{"B", "A"}
                                                                           : std::vector<std::string>{"A", "B"};
     json wall = json::object();
     for (const auto& side : order) {
-      std::string eta = block < initial ? std::to_string(static_cast<int>(blockTime * (initial - block))) + " s" : "adaptive";
       progress_.status(d.name + " [" + std::to_string(index + 1) + "/" + std::to_string(count) + "]: block " +
-                       std::to_string(block + 1) + "/" + std::to_string(block < initial ? initial : cap) +
-                       ", ETA " + eta + ", run budget left " + std::to_string(std::max(0, static_cast<int>(deadline_ - now()))) +
-                       " s" + progress_.verdictSummary(w));
-      auto r = launch(side == "A" ? sides.a : sides.b, env, wdir, d.timeoutS);
+                       std::to_string(block + 1) + "/" + std::to_string(target) + " (looks at " +
+                       (looks.pairs.empty() ? std::string("none: too few blocks") : w["looks"].dump()) + "), ETA " +
+                       std::to_string(static_cast<int>(blockTime * (target - block))) + " s, run budget left " +
+                       std::to_string(std::max(0, static_cast<int>(deadline_ - now()))) + " s" + progress_.verdictSummary(w));
+      auto r = launchOnce(side == "A" ? sides.a : sides.b);
       if (r.interrupted) {
         w["reason"] = "interrupted in block " + std::to_string(block + 1) + "; that block's samples are partial";
         store();
@@ -872,7 +913,7 @@ int Runner::run() {
 
   WorkDir workdir(opt_.workdir);
   workdirPath_ = workdir.path();
-  const double budget = opt_.budgetS.value_or(opt_.profile == Profile::Quick ? 300 : 7200);
+  const double budget = opt_.budgetS.value_or(opt_.profile == Profile::Quick ? 900 : 7200);
   deadline_ = now() + budget;
 
   result_ = {{"format", kResultFormat},
@@ -926,9 +967,8 @@ int Runner::run() {
                        {"image_note", imageNote.empty() ? json(nullptr) : json(imageNote)},
                        {"image_held", true},
                        {"budget_s", budget},
-                       {"confidence", 0.90},
-                       {"bootstrap_resamples", 10000},
-                       {"ci_method", opt_.ciMethod == CiMethod::HodgesLehmann ? "hodges-lehmann-wilcoxon" : "bootstrap-median"},
+                       {"alpha", opt_.alpha},
+                       {"ci_method", ciMethodName(opt_.ciMethod)},
                        {"blocks", opt_.blocks ? json(*opt_.blocks) : json(nullptr)},
                        {"deltas", opt_.deltas},
                        {"mpirun_args", opt_.mpirunArgs},
@@ -966,7 +1006,7 @@ int Runner::run() {
     waitForImagesReleased({(workdirPath_ / "cold-start.sif").string()}, 15);
   }
 
-  json summary = {{"PASS", 0}, {"FAIL", 0}, {"INCONCLUSIVE", 0}, {"ERROR", 0}, {"SKIPPED", 0}};
+  json summary = {{"PASS", 0}, {"FAIL", 0}, {"FASTER", 0}, {"INCONCLUSIVE", 0}, {"ESTIMATE", 0}, {"ERROR", 0}, {"SKIPPED", 0}};
   for (const auto& w : result_["workloads"]) {
     if (w["status"] == "skipped") summary["SKIPPED"] = summary["SKIPPED"].get<int>() + 1;
     if (w["status"] == "error" && w["foms"].empty()) summary["ERROR"] = summary["ERROR"].get<int>() + 1;
@@ -977,7 +1017,7 @@ int Runner::run() {
   }
   if (summary["ERROR"].get<int>() > 0) status = 3;
   else if (summary["FAIL"].get<int>() > 0) status = 1;
-  else if (summary["INCONCLUSIVE"].get<int>() > 0) status = 2;
+  else if (summary["INCONCLUSIVE"].get<int>() + summary["FASTER"].get<int>() > 0) status = 2;
   if (interrupted) status = 130;
   summary["exit_status"] = status;
   result_["summary"] = summary;

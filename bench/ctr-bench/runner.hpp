@@ -38,7 +38,8 @@ struct RunOptions {
   std::optional<std::filesystem::path> workdir;
   std::vector<std::string> mpirunArgs;
   bool coldStart = true;
-  CiMethod ciMethod = CiMethod::BootstrapMedian;
+  CiMethod ciMethod = CiMethod::OrderStatisticMedian;
+  double alpha = 0.05;  // each error of the rule over all looks (stats.hpp)
   std::vector<std::string> scenarios;  // cpu-steps, memory-steps, concurrent
   std::string scenarioWorkload;        // default: the first single-process workload that ran
 };

@@ -16,7 +16,9 @@ std::string verdictName(Verdict v) {
   switch (v) {
     case Verdict::Pass: return "PASS";
     case Verdict::Fail: return "FAIL";
+    case Verdict::Faster: return "FASTER";
     case Verdict::Inconclusive: return "INCONCLUSIVE";
+    case Verdict::Estimate: return "ESTIMATE";
     case Verdict::Error: return "ERROR";
   }
   return "ERROR";
@@ -28,10 +30,6 @@ std::vector<double> sorted(std::span<const double> values) {
   std::vector<double> v(values.begin(), values.end());
   if (!v.empty()) gsl_sort(v.data(), 1, v.size());
   return v;
-}
-
-double quantileOfSorted(const std::vector<double>& v, double f) {
-  return gsl_stats_quantile_from_sorted_data(v.data(), 1, v.size(), f);
 }
 
 struct RngDeleter {
@@ -62,24 +60,6 @@ std::vector<double> pairedLogRatios(std::span<const std::optional<double>> a,
     ratios.push_back(d == Direction::Lower ? r : -r);
   }
   return ratios;
-}
-
-Interval bootstrapMedianCI(std::span<const double> values, double confidence, int resamples,
-                           std::uint64_t seed) {
-  if (values.empty()) return {std::nan(""), std::nan("")};
-  std::unique_ptr<gsl_rng, RngDeleter> rng(gsl_rng_alloc(gsl_rng_mt19937));
-  gsl_rng_set(rng.get(), static_cast<unsigned long>(seed));
-  const size_t n = values.size();
-  std::vector<double> medians(static_cast<size_t>(resamples));
-  std::vector<double> sample(n);
-  for (auto& m : medians) {
-    for (auto& s : sample) s = values[gsl_rng_uniform_int(rng.get(), n)];
-    gsl_sort(sample.data(), 1, n);
-    m = gsl_stats_median_from_sorted_data(sample.data(), 1, n);
-  }
-  gsl_sort(medians.data(), 1, medians.size());
-  double tail = (1 - confidence) / 2;
-  return {quantileOfSorted(medians, tail), quantileOfSorted(medians, 1 - tail)};
 }
 
 double hodgesLehmann(std::span<const double> values) {
@@ -193,27 +173,142 @@ MannWhitney mannWhitney(std::span<const double> x, std::span<const double> y, do
   return result;
 }
 
-std::optional<PairedAnalysis> analysePairs(std::span<const std::optional<double>> a,
-                                           std::span<const std::optional<double>> b,
-                                           Direction d, const AnalysisOptions& options) {
+std::string ciMethodName(CiMethod m) {
+  return m == CiMethod::HodgesLehmann ? "hodges-lehmann-wilcoxon" : "order-statistic-median";
+}
+
+int minimumPairs(const DecisionPlan& plan) {
+  // The widest order-statistic interval, [min, max], misses the median on one side with
+  // probability 2^-n: below that n no interval exists at alpha_look.
+  int n = static_cast<int>(std::ceil(std::log2(1 / plan.alphaPerLook())));
+  return std::max(10, n);
+}
+
+LookSchedule planLooks(int first, int cap, double alpha, CiMethod method) {
+  first = std::max(first, 1);
+  cap = std::max(cap, first);
+  // The count of looks sets alpha per look, which sets the minimum pairs, which decides what
+  // counts as a look: iterate to the fixed point (two rounds at most in practice).
+  LookSchedule s;
+  s.plan = {alpha, 1, method};
+  for (int round = 0; round < 8; ++round) {
+    const int minPairs = minimumPairs(s.plan);
+    std::vector<int> looks;
+    for (int n = first; n <= cap; n += first)
+      if (n >= minPairs) looks.push_back(n);
+    const int count = std::max<int>(1, static_cast<int>(looks.size()));
+    const bool stable = count == s.plan.looks;
+    s.pairs = looks;
+    s.plan.looks = count;
+    if (stable) break;
+  }
+  return s;
+}
+
+std::optional<Interval> medianOrderStatisticCI(std::span<const double> values, double alphaSide, double* level) {
+  const size_t n = values.size();
+  if (n == 0) return std::nullopt;
+  // k: the largest with P(Bin(n, 1/2) <= k-1) <= alphaSide; the interval [x_(k), x_(n+1-k)].
+  size_t k = 0;
+  double tail = 0;
+  for (size_t j = 1; j <= (n + 1) / 2; ++j) {
+    double p = gsl_cdf_binomial_P(static_cast<unsigned>(j - 1), 0.5, static_cast<unsigned>(n));
+    if (p > alphaSide) break;
+    k = j;
+    tail = p;
+  }
+  if (k == 0) return std::nullopt;
+  auto v = sorted(values);
+  if (level) *level = 1 - 2 * tail;
+  return Interval{v[k - 1], v[n - k]};
+}
+
+double robustRelativeSpread(std::span<const double> values) {
+  if (values.size() < 2) return 0;
+  auto v = sorted(values);
+  std::vector<double> work(v.size());
+  double med = gsl_stats_median_from_sorted_data(v.data(), 1, v.size());
+  if (med == 0) return 0;
+  // gsl_stats_mad: 1.4826 * median |x - median|.
+  return gsl_stats_mad(v.data(), 1, v.size(), work.data()) / std::fabs(med);
+}
+
+namespace {
+
+// Robust standard deviation of the log-ratios (1.4826 MAD), the spread that sets the width
+// of the median's interval.
+double robustSd(std::span<const double> values) {
+  if (values.size() < 2) return 0;
+  std::vector<double> v(values.begin(), values.end()), work(values.size());
+  return gsl_stats_mad(v.data(), 1, v.size(), work.data());
+}
+
+}  // namespace
+
+std::optional<int> pairsNeeded(std::span<const double> logRatios, double delta, const DecisionPlan& plan) {
+  // The median's standard error is sqrt(pi/2) s / sqrt(n) (normal noise); the interval must
+  // clear the nearer boundary +-log(1+delta) from the estimate with 80% power.
+  const double m = median(logRatios);
+  const double s = robustSd(logRatios);
+  const double up = std::log1p(delta), down = std::log1p(-delta);
+  double margin = std::min(std::fabs(up - m), std::fabs(m - down));
+  if (m > up || m < down) margin = m > up ? m - up : down - m;
+  if (margin < 0.1 * delta) return std::nullopt;
+  const double z = gsl_cdf_ugaussian_Qinv(plan.alphaPerLook()) + gsl_cdf_ugaussian_Qinv(0.2);
+  const double n = M_PI / 2 * (z * s / margin) * (z * s / margin);
+  return std::max(minimumPairs(plan), static_cast<int>(std::ceil(n)));
+}
+
+std::optional<Decision> decidePairs(std::span<const std::optional<double>> a,
+                                    std::span<const std::optional<double>> b, Direction d, double delta,
+                                    const DecisionPlan& plan) {
   auto ratios = pairedLogRatios(a, b, d);
   if (ratios.empty()) return std::nullopt;
-  auto asOverhead = [](double logRatio) { return std::expm1(logRatio); };
-  PairedAnalysis out;
+  std::vector<double> bare;
+  for (const auto& x : a)
+    if (x) bare.push_back(*x);
+  auto asOverhead = [](const Interval& i) { return Interval{std::expm1(i.lo), std::expm1(i.hi)}; };
+  const double alphaSide = plan.alphaPerLook();
+  Decision out;
   out.nPairs = static_cast<int>(ratios.size());
-  out.overhead = asOverhead(median(ratios));
-  out.hlOverhead = asOverhead(hodgesLehmann(ratios));
-  if (auto hl = wilcoxonSignedRankCI(ratios, options.confidence))
-    out.hlCi = Interval{asOverhead(hl->lo), asOverhead(hl->hi)};
-  if (options.method == CiMethod::HodgesLehmann) {
-    out.ciMethod = "hodges-lehmann-wilcoxon";
-    out.overhead = out.hlOverhead;
-    // Too few pairs for the signed-rank interval at this confidence: the widest possible.
-    out.ci = out.hlCi.value_or(Interval{-INFINITY, INFINITY});
+  out.baselineSpread = robustRelativeSpread(bare);
+  if (plan.method == CiMethod::HodgesLehmann) {
+    out.overhead = std::expm1(hodgesLehmann(ratios));
+    if (auto hl = wilcoxonSignedRankCI(ratios, 1 - 2 * alphaSide)) out.ci = asOverhead(*hl);
+    out.ciLevel = out.ci ? 1 - 2 * alphaSide : 0;
   } else {
-    out.ciMethod = "bootstrap-median";
-    auto ci = bootstrapMedianCI(ratios, options.confidence, options.resamples, options.seed);
-    out.ci = {asOverhead(ci.lo), asOverhead(ci.hi)};
+    out.overhead = std::expm1(median(ratios));
+    if (auto ci = medianOrderStatisticCI(ratios, alphaSide, &out.ciLevel)) out.ci = asOverhead(*ci);
+  }
+  char buf[200];
+  const int minPairs = minimumPairs(plan);
+  if (out.nPairs < minPairs || !out.ci) {
+    out.verdict = Verdict::Inconclusive;
+    std::snprintf(buf, sizeof buf, "%d pair(s): a verdict needs at least %d", out.nPairs, minPairs);
+    out.note = buf;
+    return out;
+  }
+  out.verdict = decide(*out.ci, delta);
+  if (out.verdict == Verdict::Pass && out.baselineSpread > delta) {
+    out.verdict = Verdict::Inconclusive;
+    std::snprintf(buf, sizeof buf, "too noisy to say: the bare runs' own spread %.1f%% exceeds delta %.1f%%",
+                  out.baselineSpread * 100, delta * 100);
+    out.note = buf;
+  }
+  if (out.verdict == Verdict::Faster) {
+    std::snprintf(buf, sizeof buf, "the container is faster than bare beyond delta: worth a look (different code path?)");
+    out.note = buf;
+  }
+  if (out.verdict == Verdict::Inconclusive && out.note.empty()) {
+    // The interval straddles a delta boundary: more pairs would narrow it (not so for a
+    // noisy baseline, which more pairs do not make quieter).
+    out.pairsNeeded = pairsNeeded(ratios, delta, plan);
+    if (out.pairsNeeded)
+      std::snprintf(buf, sizeof buf, "the interval straddles a delta boundary; about %d pairs would resolve delta %.1f%%",
+                    *out.pairsNeeded, delta * 100);
+    else
+      std::snprintf(buf, sizeof buf, "the interval straddles a delta boundary, and the estimate sits on it");
+    out.note = buf;
   }
   return out;
 }
@@ -221,16 +316,9 @@ std::optional<PairedAnalysis> analysePairs(std::span<const std::optional<double>
 Verdict decide(const Interval& ci, double delta) {
   if (std::isnan(ci.lo) || std::isnan(ci.hi)) return Verdict::Error;
   if (ci.lo > delta) return Verdict::Fail;
-  if (ci.hi < delta) return Verdict::Pass;
+  if (ci.hi < -delta) return Verdict::Faster;
+  if (ci.lo > -delta && ci.hi < delta) return Verdict::Pass;
   return Verdict::Inconclusive;
-}
-
-std::optional<std::string> noiseNote(double baselineCv, double delta) {
-  if (baselineCv <= delta / 2) return std::nullopt;
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "too noisy to resolve delta %.1f%% (baseline CV %.1f%%)",
-                delta * 100, baselineCv * 100);
-  return std::string(buf);
 }
 
 }  // namespace ctr::bench

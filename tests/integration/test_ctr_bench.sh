@@ -1,7 +1,8 @@
 #!/bin/bash
 # ctr-bench end to end (issue 10): `ctr-bench run --quick` with every workload of the quick
 # profile plus site workloads (regex output), as root (with the netns two-host OSU case and
-# the scenarios) and as the test user, about 80 s each on 2 cores; the result file's
+# the scenarios) and as the test user (1.5-10 min each on 2 cores, with the node's load);
+# 3 pairs decide nothing under issue 23's rule; --budget bounds the first blocks; the result file's
 # contract; the root run's HTML report in headless Chromium with every plot; a failing
 # workload gives ERROR with its stderr tail; a hanging one times out; Ctrl-C keeps
 # the samples; compare and report refuse corrupt or foreign result files; a bad descriptor
@@ -81,12 +82,12 @@ if command -v ip >/dev/null && [[ ",$suite_list," == *,osu-tcp-2host,* ]]; then 
 
 # check_result FILE EXIT_STATUS: the result file keeps the contract, every suite workload ran
 # (or was skipped with a reason), both sides of every block gave a number for every FOM,
-# and the exit status is the one the verdicts call for. What the quick profile decides is
-# not asserted: 3 pairs on a shared 2-core machine cannot resolve deltas of 2-5%, so PASS,
-# INCONCLUSIVE and FAIL are all honest outcomes (exit 0, 2, 1). A FAIL is printed, and fails
-# the test only when the container is at least twice as slow in every pair (the CI's lower
-# bound above +100%): no noise does that, a broken path does (ranks that lost shared memory,
-# a dataset read through the wrong mount). ERROR (exit 3) always fails the test.
+# and the exit status is the one the verdicts call for. The quick profile's 3 pairs are
+# below the rule's minimum of 10 (benchmark-guide.md, "Decision per FOM"): every FOM must be
+# INCONCLUSIVE with no interval and a note that says so (exit 2); a container over twice
+# as slow in every pair still fails the test: noise does not do that (one pair of sgemm_n512
+# was 2.6x on a loaded node), a broken path does (ranks that lost shared memory, a dataset
+# read through the wrong mount). ERROR (exit 3) always fails.
 check_result() {
   $PY - "$1" "$2" "$suite_list" "$need_2host" <<'PY' || fail "result file $1 breaks the contract"
 import json, os, sys
@@ -129,12 +130,14 @@ for w in r["workloads"]:
         assert not f["errors"], (n, f["name"], f["errors"])
         assert len(f["samples"]["A"]) == len(f["samples"]["B"]) == len(plan), (n, f["name"], f["samples"])
         assert all(isinstance(x, (int, float)) and x > 0 for x in f["samples"]["A"] + f["samples"]["B"]), (n, f["name"], f["samples"])
-        assert a["n_pairs"] == len(plan) and len(a["ci"]) == 2 and a["ci"][0] <= a["overhead"] <= a["ci"][1], (n, f["name"], a)
-        assert a["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE"), (n, f["name"], a)
+        assert a["n_pairs"] == len(plan) < a["min_pairs"] == 10, (n, f["name"], a)
+        assert a["verdict"] == "INCONCLUSIVE" and a["ci"] is None, (n, f["name"], "a verdict from too few pairs", a)
+        assert "a verdict needs at least 10" in a["note"], (n, f["name"], a)
         verdicts.append(a["verdict"])
-        if a["verdict"] == "FAIL":
-            print(f"-- {os.path.basename(path)}: {n}/{f['name']}: FAIL, overhead {a['overhead']:+.1%} CI [{a['ci'][0]:+.1%}, {a['ci'][1]:+.1%}]" + (f" ({a['note']})" if a['note'] else ""))
-            assert a["ci"][0] < 1.0, (n, f["name"], "the container is over twice as slow in every pair", a)
+        # Over twice as slow in every pair (3 pairs of a loaded node can show 2x in one or two).
+        pairs = [(x, y) for x, y in zip(f["samples"]["A"], f["samples"]["B"])]
+        worse = [(y / x if f["direction"] == "lower" else x / y) for x, y in pairs]
+        assert min(worse) < 2.0, (n, f["name"], "the container is over twice as slow in every pair", worse, a)
     print(f"-- {os.path.basename(path)}: {n}: ok in {w['duration_s']:.0f} s, {len(plan)} blocks, "
           + ", ".join(f"{f['name']} {f['analysis']['verdict']}" for f in w["foms"]))
 want = 1 if "FAIL" in verdicts else 2 if "INCONCLUSIVE" in verdicts else 0
@@ -178,7 +181,9 @@ run_quick() {
 }
 
 note "root: ctr-bench run --quick (the whole quick profile, the two-host OSU case, scenarios)"
-run_quick root "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" --workload-file "$WORK/skipper.yaml" \
+# --budget: the whole path must run here however slow the node; the budget's own bound is
+# checked below with a small one.
+run_quick root "$BENCH" run --quick --budget 3000 --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" --workload-file "$WORK/skipper.yaml" \
   "${root_args[@]}" --seed 5 --scenario concurrent --scenario cpu-steps --scenario-workload dd-zero
 grep -q '^dd-zero  *copy_rate' "$WORK/root.out" || fail "no summary table: $(cat "$WORK/root.out")"
 # Nothing may keep the run's images (host-stack, the cold-start copy) open or mounted.
@@ -207,7 +212,7 @@ fi
 
 note "test user: ctr-bench run --quick (the whole quick profile)"
 chmod 777 "$WORK"
-run_quick user as_user "$BENCH" run --quick --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" "${user_args[@]}"
+run_quick user as_user "$BENCH" run --quick --budget 3000 --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" "${user_args[@]}"
 $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); assert not r["host"]["is_root"] and "OMPI_ALLOW_RUN_AS_ROOT" not in r["config"]["env"]' \
   "$WORK/user.json" || fail "test user's run recorded as root"
 
@@ -287,6 +292,29 @@ assert sum(x is not None for x in f["samples"]["A"]) >= 3, f["samples"]
 assert not os.path.exists(r["config"]["workdir"])
 PY
 [ -z "$(pgrep -f "sleep 0.2; echo" || true)" ] || fail "a launch survived Ctrl-C"
+
+note "--budget bounds the first blocks too: a workload that cannot fit is skipped with the reason"
+cat > "$WORK/slow2.yaml" <<'Y'
+name: slow2
+command: [sh, -c, 'sleep 1; echo "t: 1"']
+output: regex
+foms:
+  - {name: t, regex: 't: ([0-9.]+)', unit: s, direction: lower, delta: 0.05}
+Y
+chmod 644 "$WORK/slow2.yaml"
+start=$(date +%s)
+set +e
+"$BENCH" run --full --ctr "$CTR_BIN" --workload-file "$WORK/slow2.yaml" --workloads slow2 --no-cold-start --budget 8 \
+  --out "$WORK/budget.json" > "$WORK/budget.out" 2>&1
+rc=$?
+set -e
+took=$(( $(date +%s) - start ))
+[ "$took" -le 30 ] || fail "--budget 8 run took $took s"
+$PY - "$WORK/budget.json" <<'PY' || fail "budget: $(cat "$WORK/budget.json")"
+import json, sys
+w = json.load(open(sys.argv[1]))["workloads"][0]
+assert w["status"] == "skipped" and "does not fit the budget: 10 blocks of about" in w["reason"], w
+PY
 
 note "compare and report"
 set +e

@@ -57,6 +57,41 @@ TEST(Compare, RefusesRunsOfDifferentModes) {
   EXPECT_THROW(compareResults(a, b, {}), ctr::Error);
 }
 
+TEST(Compare, AMissingOrErroredWorkloadIsARegressionUnlessAllowed) {
+  auto base = run("runtime-overhead", {100, 101, 99, 100, 100.5, 99.5}, {100, 100.5, 99.5, 101, 99, 100});
+  auto now = base;
+  now["workloads"] = json::array();  // the new run lost the workload: "OK 0, REGRESSION 0" before issue 23
+  auto c = compareResults(base, now, {});
+  ASSERT_EQ(c["rows"].size(), 1u);
+  EXPECT_EQ(c["rows"][0]["verdict"], "MISSING");
+  std::ostringstream out;
+  EXPECT_EQ(printComparison(c, out), 1) << out.str();
+  CompareOptions allow;
+  allow.allowMissing = true;
+  std::ostringstream quiet;
+  EXPECT_EQ(printComparison(compareResults(base, now, allow), quiet), 0) << quiet.str();
+
+  auto errored = base;
+  errored["workloads"][0]["foms"][0]["errors"] = {{{"block", 2}, {"side", "B"}, {"message", "exit status 3"}}};
+  auto e = compareResults(base, errored, {});
+  ASSERT_EQ(e["rows"].size(), 1u);
+  EXPECT_EQ(e["rows"][0]["verdict"], "ERROR");
+  std::ostringstream out2;
+  EXPECT_EQ(printComparison(e, out2), 1);
+}
+
+TEST(Compare, AnUndecidedComparisonSaysHowManySamplesWouldDecide) {
+  // Three noisy samples a side, +10% apart, tolerance 5%: cannot decide.
+  auto base = run("runtime-overhead", {100, 90, 110}, {100, 90, 110});
+  auto now = run("runtime-overhead", {100, 90, 110}, {91, 82, 100});
+  auto c = compareResults(base, now, {});
+  const auto& b = c["rows"][1];
+  ASSERT_EQ(b["verdict"], "INCONCLUSIVE") << b.dump();
+  ASSERT_TRUE(b["samples_needed"].is_number()) << b.dump();
+  EXPECT_GT(b["samples_needed"].get<int>(), 3);
+  EXPECT_NE(b["note"].get<std::string>().find("per run would"), std::string::npos) << b.dump();
+}
+
 TEST(Options, DeltaTakesFractionsAndPercentages) {
   EXPECT_EQ(parseDeltaOption("dgemm=0.03"), (std::pair<std::string, double>{"dgemm", 0.03}));
   auto p = parseDeltaOption("gemm/dgemm=2%");

@@ -183,3 +183,21 @@ TEST_F(Results, WritesAtomicallyAndReadsBack) {
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++files;
   EXPECT_EQ(files, 1u);  // no temporary file left
 }
+
+TEST_F(Descriptors, RegexFomsAreAlsoReadFromTheWorkloadsOutputFiles) {
+  // hpcc writes its figures to hpccoutf.txt, not to stdout (issue 23, deliverable 5).
+  auto d = loadDescriptor(write("hpcc.yaml",
+                                "name: hpcc\ncommand: [hpcc]\noutput: regex\n"
+                                "output_files: [\"{workdir}/hpccoutf.txt\"]\n"
+                                "foms:\n  - {name: hpl, regex: 'HPL_Tflops=([0-9.eE+-]+)', unit: TFLOP/s, direction: higher, delta: 0.03}\n"));
+  EXPECT_EQ(d.outputFiles, std::vector<std::string>{"{workdir}/hpccoutf.txt"});
+  EXPECT_TRUE(parseOutput(d, "Begin of MPIRandomAccess section.\n", "", {}).error);
+  auto p = parseOutput(d, "", "", {}, {"HPL_Tflops=0.0612\nStarDGEMM_Gflops=31.0\n"});
+  ASSERT_FALSE(p.error);
+  EXPECT_DOUBLE_EQ(*p.foms[0].value, 0.0612);
+  EXPECT_NE(errorOf("name: x\ncommand: y\noutput_files: [out.txt]\n").find("output_files: needs 'output: regex'"),
+            std::string::npos);
+  EXPECT_NE(errorOf("name: x\ncommand: y\noutput: regex\noutput_files: [out.txt]\nfoms: [{name: f, regex: '(1)', direction: higher, delta: 0.1}]\n")
+                .find("output_files: 'out.txt' is not an absolute path"),
+            std::string::npos);
+}

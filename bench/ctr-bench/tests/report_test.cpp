@@ -101,7 +101,7 @@ TEST_F(ReportTest, MarkdownHeaderSaysWhichQuestionWasAsked) {
   EXPECT_NE(md.find("Profile: quick; duration: 12 min 10 s"), std::string::npos) << md;
   EXPECT_NE(md.find("interrupted: no"), std::string::npos);
   EXPECT_NE(md.find("AMD EPYC 9654 96-Core Processor"), std::string::npos);
-  EXPECT_NE(md.find("3 PASS, 1 FAIL, 1 INCONCLUSIVE, 2 ERROR, 1 skipped; exit status 3"), std::string::npos);
+  EXPECT_NE(md.find("3 PASS, 1 FAIL, 0 FASTER, 1 INCONCLUSIVE, 2 ERROR, 1 skipped; exit status 3"), std::string::npos);
 
   result["mode"] = "image-vs-host";
   md = renderMarkdown(result);
@@ -382,6 +382,52 @@ TEST_F(ReportTest, MissingVegaIsNamed) {
   }
   if (saved) setenv("CTR_BENCH_VEGA_DIR", savedValue.c_str(), 1);
   else unsetenv("CTR_BENCH_VEGA_DIR");
+}
+
+TEST_F(ReportTest, StackDeltaIsAnEstimateWithItsIntervalNotAVerdict) {
+  json result = fixture();
+  result["mode"] = "image-vs-host";
+  auto& a = result["workloads"][0]["foms"][0]["analysis"];
+  a["verdict"] = "ESTIMATE";
+  a["note"] = nullptr;
+  a["speedup"] = {{"factor", 12.1}, {"ci", {11.0, 13.4}}};
+  std::string md = renderMarkdown(result);
+  std::string row = rowOf(md, "gemm-cpu", "dgemm\\_n2048");
+  EXPECT_NE(row.find("**ESTIMATE**"), std::string::npos) << row;
+  EXPECT_NE(row.find("B 12.10x faster \\[11.00, 13.40\\]"), std::string::npos) << row;
+  EXPECT_NE(md.find("no overhead verdict"), std::string::npos);
+  a["speedup"] = {{"factor", 0.5}, {"ci", {0.4, 0.625}}};
+  row = rowOf(renderMarkdown(result), "gemm-cpu", "dgemm\\_n2048");
+  EXPECT_NE(row.find("B 2.00x slower \\[1.60, 2.50\\]"), std::string::npos) << row;
+}
+
+TEST_F(ReportTest, FasterIsItsOwnVerdictNotPass) {
+  json result = fixture();
+  auto& a = result["workloads"][0]["foms"][0]["analysis"];
+  a["verdict"] = "FASTER";
+  a["overhead"] = -0.57;
+  a["ci"] = {-0.627, -0.521};
+  std::string md = renderMarkdown(result);
+  EXPECT_NE(rowOf(md, "gemm-cpu", "dgemm\\_n2048").find("**FASTER**"), std::string::npos);
+  EXPECT_NE(md.find("2 PASS, 1 FAIL, 1 FASTER"), std::string::npos) << md;
+}
+
+TEST_F(ReportTest, OverviewAxisIsClippedSoOneWildIntervalKeepsTheDeltaBandVisible) {
+  json result = fixture();
+  auto& a = result["workloads"][0]["foms"][0]["analysis"];
+  a["overhead"] = 2.0;
+  a["ci"] = {-0.9, 400.0};  // +40,000%
+  json spec = plotsOf(renderHtml(result))[0]["spec"];
+  json domain = spec["scales"][1]["domain"];
+  double limit = domain[1].get<double>();
+  EXPECT_DOUBLE_EQ(domain[0].get<double>(), -limit);
+  EXPECT_LT(limit, 1000) << "the axis follows the wild interval";
+  EXPECT_GE(limit, 15) << "the ±5% band must stay visible (3x the largest delta)";
+  EXPECT_TRUE(spec["scales"][1]["clamp"].get<bool>());
+  json rows = spec["data"][0]["values"];
+  EXPECT_TRUE(rows[0]["clipped_hi"].get<bool>());
+  EXPECT_FALSE(rows[4]["clipped_hi"].get<bool>());
+  EXPECT_NE(spec["title"]["subtitle"][1].get<std::string>().find("axis clipped at"), std::string::npos);
 }
 
 }  // namespace
