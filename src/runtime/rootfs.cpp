@@ -78,6 +78,15 @@ std::optional<size_t> holdingMount(const std::vector<Mount>& mounts, size_t i) {
   return holder;
 }
 
+// Whether bind `inner` (under bind `outer`) shows the very host path that `outer` already
+// shows there, no more writable: a read-only inner bind under a writable outer one is not.
+bool showsSameHostPath(const Mount& outer, const Mount& inner) {
+  if (outer.kind != MountKind::Bind || inner.kind != MountKind::Bind || outer.source.empty()) return false;
+  if (inner.readOnly && !outer.readOnly) return false;
+  const std::string below = inner.destination.substr(outer.destination.size());
+  return launch::normalizePath(outer.source + below) == launch::normalizePath(inner.source);
+}
+
 // O_PATH fd of `destination` inside the root (created beforehand when it was missing).
 UniqueFd openTarget(int rootFd, const std::string& destination) {
   auto resolved = launch::resolveInRoot(rootFd, destination, "mount target");
@@ -396,6 +405,12 @@ std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const 
     }
     // Resolved now, its target would be the one under the mount this launch makes over it.
     if (const auto holder = holdingMount(plan.mounts, i); holder && !prebound[*holder]) {
+      // The same host file, as the holder's bind already shows it (the default
+      // /etc/localtime under --bind /etc:/etc): nothing to add.
+      if (showsSameHostPath(plan.mounts[*holder], m)) {
+        targets.emplace_back();
+        continue;
+      }
       spdlog::debug("mount target {} is inside {}, which this launch mounts: own root", m.destination,
                     plan.mounts[*holder].destination);
       return {};
