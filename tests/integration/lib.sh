@@ -104,6 +104,12 @@ expect_contains() { case "$3" in *"$2"*) ;; *) fail "$1: expected to contain '$2
 
 # Builds the busybox demo root filesystem into DIR (no network).
 make_demo_rootfs() { sh "$CTR_SOURCE_DIR/images/demo/make-rootfs.sh" "$1" >/dev/null; }
+# make_demo_squashfs NAME: the demo root as $WORK/NAME and packed as $WORK/NAME.sqfs
+# (root-owned files), the image most launch tests run.
+make_demo_squashfs() {
+  make_demo_rootfs "$WORK/$1"
+  mksquashfs "$WORK/$1" "$WORK/$1.sqfs" -quiet -noappend -all-root >/dev/null
+}
 # Builds the Apptainer-style fixture root (env scripts, %environment extending PATH,
 # runscript, %test, a SCIF app "tool", /var and /etc links) into DIR.
 make_apptainer_rootfs() { sh "$CTR_SOURCE_DIR/images/apptainer-style/make-rootfs.sh" "$1" >/dev/null; }

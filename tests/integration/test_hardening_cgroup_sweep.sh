@@ -11,8 +11,7 @@ use_linger 0
 export CTR_CONFIG=$CTR_TEST_CONFIG
 CTR=$CTR_BIN
 
-make_demo_rootfs "$WORK/demo"
-mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend -all-root >/dev/null
+make_demo_squashfs demo
 chmod -R a+rX "$WORK"
 cd "$WORK"
 

@@ -15,8 +15,7 @@ LAUNCHES=${CTR_STORM_LAUNCHES:-60}   # per driver
 RANDOM=${CTR_STORM_SEED:-$$}
 note "seed $RANDOM (CTR_STORM_SEED reproduces a run), $LAUNCHES launches per driver"
 
-make_demo_rootfs "$WORK/demo"
-mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend -all-root >/dev/null
+make_demo_squashfs demo
 chmod -R a+rX "$WORK"
 
 # kill_one KIND...: picks one of the KINDs at random and SIGKILLs the test user's processes of

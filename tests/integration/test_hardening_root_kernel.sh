@@ -15,8 +15,7 @@ use_linger 0
 export CTR_CONFIG=$CTR_TEST_CONFIG
 CTR=$CTR_BIN
 
-make_demo_rootfs "$WORK/demo"
-mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend -all-root >/dev/null
+make_demo_squashfs demo
 # probe.sh PATH...: for each, "PATH: written" or "PATH: refused: ERROR". The value already
 # there is written back; write-only files (drop_caches, sysrq-trigger) are only opened for
 # writing (no command reaches them), which a read-only mount refuses just the same.

@@ -18,8 +18,7 @@ rm -rf /tmp/ctr-"$uid" /tmp/ctr-"$uid".* /tmp/ctr-"$uid"-*
 RUNDIR=$WORK/run-user
 trap 'pkill -KILL -U "$uid" || true; rm -rf /tmp/ctr-"$uid" /tmp/ctr-"$uid".* /tmp/ctr-"$uid"-* "$WORK"' EXIT
 
-make_demo_rootfs "$WORK/demo"
-mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend -all-root >/dev/null
+make_demo_squashfs demo
 chmod -R a+rX "$WORK"
 private_dirs() { ls -d /tmp/ctr-"$uid"-* 2>/dev/null | wc -l; }
 

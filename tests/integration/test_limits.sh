@@ -20,8 +20,7 @@ for c in memory cpu cpuacct pids cpuset; do
     skip "the $c controller is available in neither cgroup v1 nor v2 here"
 done
 
-make_demo_rootfs "$WORK/demo"
-mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend -all-root >/dev/null
+make_demo_squashfs demo
 cc -static -O2 -o "$WORK/hog" "$(dirname "$0")/hog.c"
 chmod -R a+rX "$WORK"
 cd "$WORK"
