@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ctr/config.hpp"
+#include "ctr/digest.hpp"
 #include "ctr/fd.hpp"
 
 namespace ctr::image {
@@ -140,20 +141,6 @@ void checkTokenRealm(std::string_view realm, std::string_view registryScheme, st
 // A token must moreover be printable ASCII without spaces (RFC 6750's b64token, and JWTs).
 void checkNoControlCharacters(std::string_view value, const std::string& what);
 void checkTokenText(std::string_view token, const std::string& what);
-
-// Streaming SHA-256 (libcrypto when it can be loaded, else ctr's own).
-class Digester {
- public:
-  Digester();
-  ~Digester();
-  Digester(const Digester&) = delete;
-  Digester& operator=(const Digester&) = delete;
-  void update(const void* data, std::size_t size);
-  std::string digest();  // "sha256:<hex>"
- private:
-  struct State;
-  State* state_;
-};
 
 // Checks "sha256:<64 hex>" syntax; throws ctr::Error naming `what` otherwise. Other
 // algorithms are refused (every registry and tool writes sha256).

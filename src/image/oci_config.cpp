@@ -11,7 +11,6 @@
 #include "ctr/image_tree.hpp"
 #include "ctr/sif.hpp"
 #include "oci_libs.hpp"
-#include "sha256.hpp"
 
 namespace ctr::image::oci {
 
@@ -133,51 +132,6 @@ std::size_t choosePlatform(const nlohmann::json& index, const Platform& want) {
   throw Error("no image for " + want.os + "/" + want.architecture +
               (want.variant.empty() ? "" : "/" + want.variant) + " in the index (it has: " +
               (have.empty() ? "no platforms" : have) + ")");
-}
-
-struct Digester::State {
-  const CryptoApi* crypto = nullptr;
-  void* ctx = nullptr;
-  Sha256 portable;
-};
-
-Digester::Digester() : state_(new State) {
-  state_->crypto = cryptoApi();
-  if (state_->crypto) {
-    state_->ctx = state_->crypto->md_ctx_new();
-    if (!state_->ctx || state_->crypto->digest_init_ex(state_->ctx, state_->crypto->sha256(), nullptr) != 1) {
-      if (state_->ctx) state_->crypto->md_ctx_free(state_->ctx);
-      state_->ctx = nullptr;
-      state_->crypto = nullptr;
-    }
-  }
-}
-
-Digester::~Digester() {
-  if (state_->ctx) state_->crypto->md_ctx_free(state_->ctx);
-  delete state_;
-}
-
-void Digester::update(const void* data, std::size_t size) {
-  if (state_->crypto) {
-    state_->crypto->digest_update(state_->ctx, data, size);
-  } else {
-    state_->portable.update(std::span(static_cast<const std::uint8_t*>(data), size));
-  }
-}
-
-std::string Digester::digest() {
-  if (!state_->crypto) return "sha256:" + state_->portable.hexDigest();
-  unsigned char md[32];
-  unsigned int len = 0;
-  state_->crypto->digest_final_ex(state_->ctx, md, &len);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "sha256:";
-  for (unsigned i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
 }
 
 void checkDigestSyntax(const std::string& digest, const std::string& what) {

@@ -82,25 +82,20 @@ const ArchiveApi& archiveApi() {
   return api;
 }
 
-const CryptoApi* cryptoApi() {
+const CryptoApi& cryptoApi() {
   static CryptoApi api;
-  static const CryptoApi* loaded = [] () -> const CryptoApi* {
-    void* h = ::dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
     const char* so = "libcrypto.so.3";
-    try {
-      bind(h, so, "EVP_MD_CTX_new", api.md_ctx_new);
-      bind(h, so, "EVP_MD_CTX_free", api.md_ctx_free);
-      bind(h, so, "EVP_sha256", api.sha256);
-      bind(h, so, "EVP_DigestInit_ex", api.digest_init_ex);
-      bind(h, so, "EVP_DigestUpdate", api.digest_update);
-      bind(h, so, "EVP_DigestFinal_ex", api.digest_final_ex);
-    } catch (const Error&) {
-      return nullptr;
-    }
-    return &api;
-  }();
-  return loaded;
+    void* h = openLibrary(so, "libssl3");
+    bind(h, so, "EVP_MD_CTX_new", api.md_ctx_new);
+    bind(h, so, "EVP_MD_CTX_free", api.md_ctx_free);
+    bind(h, so, "EVP_sha256", api.sha256);
+    bind(h, so, "EVP_DigestInit_ex", api.digest_init_ex);
+    bind(h, so, "EVP_DigestUpdate", api.digest_update);
+    bind(h, so, "EVP_DigestFinal_ex", api.digest_final_ex);
+  });
+  return api;
 }
 
 }  // namespace ctr::image::oci

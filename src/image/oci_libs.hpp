@@ -51,8 +51,7 @@ struct ArchiveApi {
 const CurlApi& curlApi();
 const ArchiveApi& archiveApi();
 
-// libcrypto's SHA-256 (about 7x faster than ctr's portable one with the SHA extensions),
-// or nullptr when libcrypto cannot be loaded.
+// libcrypto's message digests (ctr uses SHA-256).
 struct CryptoApi {
   void* (*md_ctx_new)();
   void (*md_ctx_free)(void*);
@@ -61,6 +60,6 @@ struct CryptoApi {
   int (*digest_update)(void*, const void*, size_t);
   int (*digest_final_ex)(void*, unsigned char*, unsigned int*);
 };
-const CryptoApi* cryptoApi();
+const CryptoApi& cryptoApi();
 
 }  // namespace ctr::image::oci

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "ctr/error.hpp"
+#include "ctr/hash.hpp"
 #include "ctr/sif.hpp"
 
 namespace ctr::image::sif {
@@ -247,14 +248,9 @@ std::string hostArch() {
 }
 
 std::string uuidToString(const Uuid& id) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (std::size_t i = 0; i < id.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
-    s += kHex[id[i] >> 4];
-    s += kHex[id[i] & 0xF];
-  }
-  return s;
+  const std::span<const std::uint8_t> bytes(id);
+  return toHex(bytes.subspan(0, 4)) + '-' + toHex(bytes.subspan(4, 2)) + '-' + toHex(bytes.subspan(6, 2)) + '-' +
+         toHex(bytes.subspan(8, 2)) + '-' + toHex(bytes.subspan(10));
 }
 
 Uuid parseUuid(std::string_view text) {

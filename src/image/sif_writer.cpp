@@ -7,11 +7,12 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <optional>
 
+#include "ctr/digest.hpp"
 #include "ctr/error.hpp"
 #include "ctr/log.hpp"
 #include "ctr/sif.hpp"
-#include "sha256.hpp"
 
 namespace ctr::image::sif {
 
@@ -80,10 +81,10 @@ void putInt32(std::array<std::uint8_t, kExtraSize>& extra, std::size_t pos, std:
 bool isOciType(DataType t) { return t == DataType::OciRootIndex || t == DataType::OciBlob; }
 
 // Copies the object's data to `offset`, returning its length and (for OCI types) its digest.
-std::int64_t copyData(int fd, std::int64_t offset, const DataSource& src, Sha256* hash) {
+std::int64_t copyData(int fd, std::int64_t offset, const DataSource& src, Digester* hash) {
   if (src.fd < 0) {
     pwriteFully(fd, offset, src.bytes);
-    if (hash) hash->update(src.bytes);
+    if (hash) hash->update(src.bytes.data(), src.bytes.size());
     return static_cast<std::int64_t>(src.bytes.size());
   }
   std::int64_t done = 0;
@@ -113,7 +114,7 @@ std::int64_t copyData(int fd, std::int64_t offset, const DataSource& src, Sha256
     if (n == 0) throw Error("input ended after " + std::to_string(done) + " of " + std::to_string(src.size) + " bytes");
     std::span<const std::uint8_t> chunk(buf.data(), static_cast<std::size_t>(n));
     pwriteFully(fd, offset + done, chunk);
-    if (hash) hash->update(chunk);
+    if (hash) hash->update(chunk.data(), chunk.size());
     done += n;
   }
   return done;
@@ -176,8 +177,9 @@ void writeDataObject(Layout& l, std::size_t i, const ObjectInput& in, std::int64
       in.alignment.value_or(in.type == DataType::Partition ? kPartitionAlignment : 0);
   const std::int64_t offset = nextAligned(unaligned, alignment);
 
-  Sha256 hash;
-  const std::int64_t n = copyData(l.fd, offset, in.data, isOciType(in.type) ? &hash : nullptr);
+  std::optional<Digester> hash;
+  if (isOciType(in.type)) hash.emplace();
+  const std::int64_t n = copyData(l.fd, offset, in.data, hash ? &*hash : nullptr);
 
   d.dataType = static_cast<std::int32_t>(in.type);
   d.used = true;
@@ -191,7 +193,7 @@ void writeDataObject(Layout& l, std::size_t i, const ObjectInput& in, std::int64
   std::memcpy(d.name.data(), in.name.data(), in.name.size());
   d.extra = fixedExtra(in);
   if (isOciType(in.type)) {
-    std::string digest = "sha256:" + hash.hexDigest();
+    std::string digest = hash->digest();
     std::memcpy(d.extra.data(), digest.data(), digest.size());
   }
   l.header.dataSize += d.sizeWithPadding;

@@ -3,6 +3,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ctr/hash.hpp"
 #include "ctr/strings.hpp"
 
 namespace {
@@ -22,3 +23,11 @@ TEST(Strings, SplitListTrimsAndDropsEmptyItems) {
 }
 
 }  // namespace
+
+TEST(Strings, HexIsTwoLowercaseDigitsPerByteMostSignificantFirst) {
+  const std::uint8_t bytes[] = {0x00, 0x0f, 0xa5, 0xff};
+  EXPECT_EQ(ctr::toHex(bytes), "000fa5ff");
+  EXPECT_EQ(ctr::toHex({}), "");
+  EXPECT_EQ(ctr::toHex16(0x0123456789abcdefULL), "0123456789abcdef");
+  EXPECT_EQ(ctr::toHex16(42), "000000000000002a");
+}

@@ -1,0 +1,28 @@
+// SHA-256, streamed, for the OCI digests of pulls, imports and the SIF writer's OCI
+// descriptors. libcrypto's (SHA-NI where the CPU has it, and what image signing will use),
+// loaded with dlopen the first time a digest is taken: ctr itself links only libc.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace ctr::image {
+
+class Digester {
+ public:
+  // Throws ctr::Error naming libcrypto and its Debian package when it cannot be loaded.
+  Digester();
+  ~Digester();
+  Digester(const Digester&) = delete;
+  Digester& operator=(const Digester&) = delete;
+  void update(const void* data, std::size_t size);
+  // "sha256:<64 lowercase hex digits>"; the object must not be updated afterwards.
+  std::string digest();
+
+ private:
+  struct Context;
+  std::unique_ptr<Context> context_;
+};
+
+}  // namespace ctr::image

@@ -1,0 +1,40 @@
+#include "ctr/digest.hpp"
+
+#include <cstdint>
+#include <span>
+
+#include "ctr/error.hpp"
+#include "ctr/hash.hpp"
+#include "oci_libs.hpp"
+
+namespace ctr::image {
+
+struct Digester::Context {
+  const oci::CryptoApi& crypto;
+  void* md = nullptr;
+};
+
+Digester::Digester() : context_(new Context{oci::cryptoApi()}) {
+  context_->md = context_->crypto.md_ctx_new();
+  if (!context_->md) throw Error("libcrypto: cannot allocate a digest context");
+  if (context_->crypto.digest_init_ex(context_->md, context_->crypto.sha256(), nullptr) != 1) {
+    context_->crypto.md_ctx_free(context_->md);
+    throw Error("libcrypto: SHA-256 is not available");
+  }
+}
+
+Digester::~Digester() { context_->crypto.md_ctx_free(context_->md); }
+
+void Digester::update(const void* data, std::size_t size) {
+  if (context_->crypto.digest_update(context_->md, data, size) != 1) throw Error("libcrypto: SHA-256 update failed");
+}
+
+std::string Digester::digest() {
+  std::uint8_t md[32];
+  unsigned int length = 0;
+  if (context_->crypto.digest_final_ex(context_->md, md, &length) != 1 || length != sizeof md)
+    throw Error("libcrypto: SHA-256 final failed");
+  return "sha256:" + toHex(md);
+}
+
+}  // namespace ctr::image
