@@ -34,60 +34,76 @@ void setNoNewPrivs();
 // user namespace from regaining capabilities through execve.
 void dropAllCapabilities();
 
-enum class SeccompAction { Allow, Deny };  // Deny = fail with EPERM
+// What a seccomp rule does to a matching call (libseccomp's SCMP_ACT_*).
+struct SeccompAction {
+  enum class Kind { Allow, Errno, KillThread, KillProcess, Trap, Log };
+  Kind kind = Kind::Allow;
+  unsigned errnoValue = 0;  // for Errno: the call fails with this errno
 
-// The rule applies only when (argument `arg` & mask) == value (libseccomp SCMP_CMP_MASKED_EQ).
+  bool operator==(const SeccompAction&) const = default;
+};
+
+// One comparison of a syscall argument (libseccomp's scmp_arg_cmp). For MaskedEqual the
+// call matches when (argument & value) == valueTwo, as in Docker's profiles.
 struct SeccompArgCondition {
-  unsigned arg = 0;  // 0..5
-  std::uint64_t mask = ~std::uint64_t{0};
+  enum class Op { NotEqual, Less, LessOrEqual, Equal, GreaterOrEqual, Greater, MaskedEqual };
+  unsigned index = 0;  // 0..5
+  Op op = Op::Equal;
   std::uint64_t value = 0;
+  std::uint64_t valueTwo = 0;
 
   bool operator==(const SeccompArgCondition&) const = default;
 };
 
 struct SeccompRule {
   std::string syscall;
-  SeccompAction action = SeccompAction::Deny;
-  int line = 0;  // where it came from, for messages (0 = built in)
-  std::optional<SeccompArgCondition> condition;  // none = every call of the syscall
+  SeccompAction action;
+  std::vector<SeccompArgCondition> conditions;  // all must hold; none = every call
+  std::string where;                            // "syscalls[3]", for messages
 
   bool operator==(const SeccompRule&) const = default;
 };
 
 struct SeccompProfile {
   std::string source;  // file it was read from; "built-in default" for the default
-  SeccompAction defaultAction = SeccompAction::Allow;
-  // One rule per syscall and condition (a later line for the same syscall and condition
-  // replaces the earlier one), in file order.
+  SeccompAction defaultAction;
+  // libseccomp SCMP_ARCH_* tokens; empty = the native ABI and this CPU's 32-bit ones.
+  std::vector<std::uint32_t> architectures;
+  // One rule per syscall and conditions (a later entry for the same syscall and conditions
+  // replaces the earlier one), in file order. Entries whose includes/excludes leave them
+  // out on this node (architecture, capabilities, kernel) are not here.
   std::vector<SeccompRule> rules;
+  // Names of the profile that libseccomp does not know (newer than it): skipped, as
+  // Docker's and runc's loaders do; said once when the profile is compiled.
+  std::vector<std::string> unknownSyscalls;
 };
 
-// Profile file format (etc/seccomp-default.conf is the reference):
-//   # comment                    ('#' to the end of a line)
-//   default-action = allow       (or deny; optional, allow by default)
-//   deny kexec_load              (the syscall fails with EPERM)
-//   allow perf_event_open
-//   deny ioctl arg1 & 0xffffffff == TIOCSTI
-//                                (only calls whose argument 1, masked, equals the value;
-//                                 "& MASK" is optional; MASK and VALUE are numbers, decimal
-//                                 or 0x hex, or the names TIOCSTI and TIOCLINUX)
-// Syscall names are those of libseccomp (seccomp_syscall_resolve_name); a name no
-// architecture knows is an error. Errors are "FILE:LINE: ...".
+// Profile format: Docker's and the OCI runtime spec's seccomp JSON (etc/seccomp-default.json
+// is ctr's default), so a site's existing profiles work unchanged:
+//   defaultAction, defaultErrnoRet, architectures or archMap, and syscalls[] with names
+//   (or name), action, errnoRet, args[] {index, value, valueTwo, op}, includes/excludes
+//   {arches, caps, minKernel}, comment.
+// Actions: SCMP_ACT_ALLOW, _ERRNO (EPERM unless errnoRet), _KILL/_KILL_THREAD,
+// _KILL_PROCESS, _TRAP, _LOG; _TRACE and _NOTIFY, flags and listenerPath need a tracer or
+// a seccomp agent that ctr does not run and are refused. Containers run with no
+// capabilities: an entry that includes caps is left out, one that excludes caps is kept.
+// Errors name the file and the entry ("FILE: syscalls[3].args[0].op: ...").
 [[nodiscard]] SeccompProfile parseSeccompProfile(std::string_view text, const std::string& fileName);
 
 // Reads and parses `path`; an empty path gives defaultSeccompProfile().
 [[nodiscard]] SeccompProfile loadSeccompProfile(const std::filesystem::path& path);
 
 // The built-in profile. Its text is defaultSeccompProfileText(), which is byte for byte
-// etc/seccomp-default.conf (a unit test keeps the two equal), so the shipped file is both
+// etc/seccomp-default.json (a unit test keeps the two equal), so the shipped file is both
 // documentation and a starting point for an admin's own profile.
 [[nodiscard]] SeccompProfile defaultSeccompProfile();
 [[nodiscard]] std::string_view defaultSeccompProfileText();
 
-// Loads `profile` as a seccomp filter for this thread and its future children (native
-// architecture, plus x86 and x32 on x86_64 and arm on aarch64 so 32-bit programs are
-// covered; a syscall from any other architecture kills the process). Needs no_new_privs
-// (or CAP_SYS_ADMIN). Rules for syscalls absent on an architecture are skipped there.
+// Loads `profile` as a seccomp filter for this thread and its future children (its
+// architectures; by default the native one plus x86 and x32 on x86_64 and arm on aarch64
+// so 32-bit programs are covered; a syscall from any other architecture kills the
+// process). Needs no_new_privs (or CAP_SYS_ADMIN). Rules for syscalls absent on an
+// architecture are skipped there.
 // A profile compiled to classic BPF, ready for prctl(PR_SET_SECCOMP): compiling with
 // libseccomp costs more than the rest of a warm launch's hand-over, so launches reuse one.
 struct SeccompProgram {

@@ -3,20 +3,16 @@
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/mman.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
-#include <map>
 #include <memory>
 #include <span>
-#include <sstream>
+#include <vector>
 
 #include "ctr/seccomp_default_profile.hpp"
-#include "ctr/strings.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/handover.hpp"
@@ -26,52 +22,44 @@
 namespace ctr::runtime {
 namespace {
 
-// The built-in profile is etc/seccomp-default.conf itself, embedded at build time, so the
+// The built-in profile is etc/seccomp-default.json itself, embedded at build time, so the
 // shipped file and the default cannot drift apart.
 constexpr std::string_view kDefaultProfileText = build::kSeccompDefaultProfile;
 
-SeccompAction parseAction(const std::string& word, const std::string& where) {
-  if (word == "allow") return SeccompAction::Allow;
-  if (word == "deny") return SeccompAction::Deny;
-  throw Error(where + "unknown action '" + word + "' (allow or deny)");
-}
-
-// A number (decimal or 0x hex) or one of the ioctl requests the default profile names.
-std::uint64_t parseArgValue(const std::string& word, const std::string& where) {
-  static const std::map<std::string, std::uint64_t, std::less<>> names{
-      {"TIOCSTI", TIOCSTI}, {"TIOCLINUX", TIOCLINUX}};
-  if (auto it = names.find(word); it != names.end()) return it->second;
-  const bool hex = word.starts_with("0x") || word.starts_with("0X");
-  const char* begin = word.data() + (hex ? 2 : 0);
-  const char* end = word.data() + word.size();
-  std::uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(begin, end, value, hex ? 16 : 10);
-  if (begin == end || ec != std::errc{} || ptr != end) {
-    throw Error(where + "bad value '" + word + "' (a number, TIOCSTI or TIOCLINUX)");
+std::uint32_t toScmp(const SeccompAction& action) {
+  using Kind = SeccompAction::Kind;
+  switch (action.kind) {
+    case Kind::Allow: return SCMP_ACT_ALLOW;
+    case Kind::Errno: return SCMP_ACT_ERRNO(action.errnoValue);
+    case Kind::KillThread: return SCMP_ACT_KILL_THREAD;
+    case Kind::KillProcess: return SCMP_ACT_KILL_PROCESS;
+    case Kind::Trap: return SCMP_ACT_TRAP;
+    case Kind::Log: return SCMP_ACT_LOG;
   }
-  return value;
+  throw Error("unknown seccomp action");
 }
 
-// "argN == VALUE" or "argN & MASK == VALUE".
-SeccompArgCondition parseCondition(std::span<const std::string> words, const std::string& where) {
-  const bool masked = words.size() == 5 && words[1] == "&";
-  const auto& arg = words[0];
-  if (!(masked || words.size() == 3) || words[words.size() - 2] != "==" || arg.size() != 4 ||
-      arg[3] < '0' || arg[3] > '5') {
-    std::string got;
-    for (const auto& w : words) got += (got.empty() ? "" : " ") + w;
-    throw Error(where + "bad argument condition '" + got + "' (expected 'argN == VALUE' or " +
-                "'argN & MASK == VALUE', N from 0 to 5)");
+scmp_arg_cmp toScmp(const SeccompArgCondition& c) {
+  using Op = SeccompArgCondition::Op;
+  switch (c.op) {
+    case Op::NotEqual: return {c.index, SCMP_CMP_NE, c.value, 0};
+    case Op::Less: return {c.index, SCMP_CMP_LT, c.value, 0};
+    case Op::LessOrEqual: return {c.index, SCMP_CMP_LE, c.value, 0};
+    case Op::Equal: return {c.index, SCMP_CMP_EQ, c.value, 0};
+    case Op::GreaterOrEqual: return {c.index, SCMP_CMP_GE, c.value, 0};
+    case Op::Greater: return {c.index, SCMP_CMP_GT, c.value, 0};
+    case Op::MaskedEqual: return {c.index, SCMP_CMP_MASKED_EQ, c.value, c.valueTwo};
   }
-  SeccompArgCondition condition;
-  condition.arg = static_cast<unsigned>(arg[3] - '0');
-  if (masked) condition.mask = parseArgValue(words[2], where);
-  condition.value = parseArgValue(words.back(), where);
-  return condition;
+  throw Error("unknown seccomp comparison");
 }
 
-uint32_t toScmp(SeccompAction action) {
-  return action == SeccompAction::Allow ? SCMP_ACT_ALLOW : SCMP_ACT_ERRNO(EPERM);
+// The profile's architectures, else the native one and this CPU's 32-bit ones.
+std::vector<std::uint32_t> filterArchitectures(const SeccompProfile& profile) {
+  if (!profile.architectures.empty()) return profile.architectures;
+  const std::uint32_t native = seccomp_arch_native();
+  if (native == SCMP_ARCH_X86_64) return {native, SCMP_ARCH_X86, SCMP_ARCH_X32};
+  if (native == SCMP_ARCH_AARCH64) return {native, SCMP_ARCH_ARM};
+  return {native};
 }
 
 struct FilterDeleter {
@@ -86,48 +74,11 @@ void check(int rc, const std::string& what) {
 
 }  // namespace
 
-SeccompProfile parseSeccompProfile(std::string_view text, const std::string& fileName) {
-  SeccompProfile profile;
-  profile.source = fileName;
-  std::map<std::string, size_t> index;  // syscall and condition -> position in rules
-  for (const ConfigLine& line : configLines(text)) {
-    auto where = fileName + ":" + std::to_string(line.number) + ": ";
-    std::vector<std::string> words;
-    std::istringstream split{std::string(line.text)};
-    for (std::string word; split >> word;) words.push_back(word);
-    if (line.hasEquals && words[0] != "allow" && words[0] != "deny") {
-      if (line.key != "default-action") throw Error(where + "unknown setting '" + std::string(line.key) + "'");
-      profile.defaultAction = parseAction(std::string(line.value), where);
-      continue;
-    }
-    if (words.size() < 2 || (words.size() > 2 && !words[2].starts_with("arg"))) {
-      throw Error(where + "expected 'allow NAME' or 'deny NAME', got '" + std::string(line.text) + "'");
-    }
-    SeccompRule rule{words[1], parseAction(words[0], where), line.number, std::nullopt};
-    if (words.size() > 2) rule.condition = parseCondition(std::span(words).subspan(2), where);
-    if (seccomp_syscall_resolve_name(rule.syscall.c_str()) == __NR_SCMP_ERROR) {
-      throw Error(where + "unknown syscall '" + rule.syscall + "'");
-    }
-    std::string key = rule.syscall;
-    if (rule.condition) {
-      key += ' ' + std::to_string(rule.condition->arg) + '&' + std::to_string(rule.condition->mask) +
-             '=' + std::to_string(rule.condition->value);
-    }
-    if (auto it = index.find(key); it != index.end()) {
-      profile.rules[it->second] = rule;
-    } else {
-      index.emplace(key, profile.rules.size());
-      profile.rules.push_back(rule);
-    }
-  }
-  return profile;
-}
-
 namespace {
 
 // An admin's profile file: a regular file of at most 1 MiB (the default is about 4 KiB).
 std::string readProfileFile(const std::filesystem::path& path) {
-  return readCheckedFile(path.string(), 1u << 20, "seccomp profile " + path.string());
+  return readCheckedFile(path.string(), 1u << 20, path.string());
 }
 
 }  // namespace
@@ -148,31 +99,30 @@ SeccompProgram compileSeccomp(const SeccompProfile& profile) {
   Filter filter(seccomp_init(toScmp(profile.defaultAction)));
   if (!filter) throw Error("seccomp_init failed");
   check(seccomp_attr_set(filter.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2), "seccomp binary tree");
-  // Other ABIs of this CPU (32-bit programs on a 64-bit host) get the same rules; any
-  // architecture not added here hits the default bad-arch action, which kills.
-  const uint32_t native = seccomp_arch_native();
-  std::vector<uint32_t> extra;
-  if (native == SCMP_ARCH_X86_64) extra = {SCMP_ARCH_X86, SCMP_ARCH_X32};
-  if (native == SCMP_ARCH_AARCH64) extra = {SCMP_ARCH_ARM};
-  for (uint32_t arch : extra) {
+  // Rules apply to every architecture added; a syscall of one not added hits the default
+  // bad-arch action, which kills.
+  for (std::uint32_t arch : filterArchitectures(profile)) {
     int rc = seccomp_arch_add(filter.get(), arch);
     if (rc != 0 && rc != -EEXIST) check(rc, "seccomp_arch_add");
   }
+  if (!profile.unknownSyscalls.empty()) {
+    std::string names;
+    for (const auto& name : profile.unknownSyscalls) names += (names.empty() ? "" : ", ") + name;
+    const scmp_version* v = seccomp_version();
+    spdlog::warn("seccomp profile {}: {} syscall name(s) unknown to libseccomp {}.{}.{} skipped: {}", profile.source,
+              profile.unknownSyscalls.size(), v->major, v->minor, v->micro, names);
+  }
   for (const auto& rule : profile.rules) {
     if (rule.action == profile.defaultAction) continue;  // libseccomp refuses redundant rules
-    int nr = seccomp_syscall_resolve_name(rule.syscall.c_str());
+    const int nr = seccomp_syscall_resolve_name(rule.syscall.c_str());
     if (nr == __NR_SCMP_ERROR) throw Error(profile.source + ": unknown syscall '" + rule.syscall + "'");
     // Negative numbers are libseccomp pseudo-syscalls (absent natively); it maps them
     // to the architectures that have the call and skips the others.
-    if (rule.condition) {
-      const auto& c = *rule.condition;
-      check(seccomp_rule_add(filter.get(), toScmp(rule.action), nr, 1,
-                             scmp_arg_cmp{c.arg, SCMP_CMP_MASKED_EQ, c.mask, c.value}),
-            "seccomp rule for " + rule.syscall + " (line " + std::to_string(rule.line) + ")");
-    } else {
-      check(seccomp_rule_add(filter.get(), toScmp(rule.action), nr, 0),
-            "seccomp rule for " + rule.syscall);
-    }
+    std::vector<scmp_arg_cmp> conditions;
+    for (const auto& c : rule.conditions) conditions.push_back(toScmp(c));
+    check(seccomp_rule_add_array(filter.get(), toScmp(rule.action), nr, static_cast<unsigned>(conditions.size()),
+                                 conditions.data()),
+          profile.source + ": " + rule.where + ": rule for " + rule.syscall);
   }
   // libseccomp 2.5 exports only to a file descriptor.
   UniqueFd mem(::memfd_create("ctr-seccomp", MFD_CLOEXEC));

@@ -98,6 +98,31 @@ expect_eq "status" "$(printf 'CapPrm:0000000000000000\nCapEff:0000000000000000\n
 out=$(as_user "$CTR_BIN" exec -B "$WORK/probe:/probe" "$img" /probe)
 expect_eq "keyctl refused by seccomp" "errno=1" "$out"
 
+note "a site's seccomp profile in Docker/OCI JSON (ctr.conf 'seccomp profile')"
+cat > "$WORK/site-seccomp.json" <<'JSON'
+{"defaultAction": "SCMP_ACT_ALLOW",
+ "syscalls": [{"names": ["keyctl"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38,
+               "comment": "ENOSYS, so that the test sees this profile and not the default"}]}
+JSON
+printf 'seccomp profile = %s\n' "$WORK/site-seccomp.json" > "$WORK/ctr-seccomp.conf"
+chmod 644 "$WORK/site-seccomp.json" "$WORK/ctr-seccomp.conf"
+out=$(CTR_TEST_CONFIG=$WORK/ctr-seccomp.conf as_user "$CTR_BIN" exec -B "$WORK/probe:/probe" "$img" /probe)
+expect_eq "keyctl refused by the site's JSON profile" "errno=38" "$out"
+if [ -r /usr/share/containers/seccomp.json ]; then
+  # Podman's default (containers-common): default-deny, archMap, includes/excludes by caps.
+  printf 'seccomp profile = /usr/share/containers/seccomp.json\n' > "$WORK/ctr-seccomp.conf"
+  out=$(CTR_TEST_CONFIG=$WORK/ctr-seccomp.conf as_user "$CTR_BIN" exec -B "$WORK/probe:/probe" "$img" sh -c 'echo ok; /probe')
+  expect_eq "Podman's default-deny profile runs a shell and, unlike ctr's default, allows keyctl" "$(printf 'ok\nerrno=0')" "$out"
+else
+  note "skip: Podman's /usr/share/containers/seccomp.json is not installed (containers-common)"
+fi
+printf '{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["keyctl"], "action": "SCMP_ACT_BLOCK"}]}\n' > "$WORK/site-seccomp.json"
+printf 'seccomp profile = %s\n' "$WORK/site-seccomp.json" > "$WORK/ctr-seccomp.conf"
+set +e; err=$(CTR_TEST_CONFIG=$WORK/ctr-seccomp.conf as_user "$CTR_BIN" exec "$img" true 2>&1); rc=$?; set -e
+expect_eq "a bad profile: one line" \
+  "ctr: error: seccomp profile: $WORK/site-seccomp.json: syscalls[0].action: unknown action 'SCMP_ACT_BLOCK'" "$err"
+[ "$rc" -ne 0 ] || fail "a bad profile: exit status 0"
+
 note "-d: one summary line of the launch's steps, just before the hand-over"
 err=$(as_user "$CTR_BIN" -d exec "$img" true 2>&1 >/dev/null)
 line=$(printf '%s\n' "$err" | grep "launch steps:" || true)

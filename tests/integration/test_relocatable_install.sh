@@ -19,7 +19,7 @@ DEST=$WORK/destdir
 DESTDIR=$DEST cmake --install "$CTR_BUILD_DIR" >"$WORK/destdir.log" 2>&1 ||
   { cat "$WORK/destdir.log"; fail "DESTDIR install failed"; }
 staged=$DEST$CTR_INSTALL_PREFIX
-for f in bin/ctr etc/ctr/ctr.conf etc/ctr/seccomp-default.conf libexec/ctr/ctr-mount-helper share/doc/ctr/admin-guide.md; do
+for f in bin/ctr etc/ctr/ctr.conf etc/ctr/seccomp-default.json libexec/ctr/ctr-mount-helper share/doc/ctr/admin-guide.md; do
   [ -e "$staged/$f" ] || fail "DESTDIR install lacks $f: $(cd "$DEST" && find . | head -30)"
 done
 expect_eq "DESTDIR install: files outside the prefix" "" "$(cd "$DEST" && find . -type f | grep -v "^.$CTR_INSTALL_PREFIX/" || true)"

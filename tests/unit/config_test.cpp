@@ -37,7 +37,7 @@ TEST(ConfigPolicy, ParsesEveryKey) {
       "max loop devices total = 100\n"
       "bind path = /scratch\n"
       "bind path = /etc/localtime:/etc/localtime:ro\n"
-      "seccomp profile = /etc/ctr/strict.conf\n",
+      "seccomp profile = /etc/ctr/strict.json\n",
       "ctr.conf");
   EXPECT_TRUE(p.allowSetuid);
   EXPECT_FALSE(p.allowUserBinds);
@@ -48,7 +48,7 @@ TEST(ConfigPolicy, ParsesEveryKey) {
   EXPECT_EQ(p.maxLoopDevices, 8);
   EXPECT_EQ(p.maxLoopDevicesTotal, 100);
   EXPECT_EQ(p.defaultBinds.size(), 2U);
-  EXPECT_EQ(p.seccompProfile, "/etc/ctr/strict.conf");
+  EXPECT_EQ(p.seccompProfile, "/etc/ctr/strict.json");
 }
 
 TEST(ConfigPolicy, UnknownKeyNamesFileAndLine) {
