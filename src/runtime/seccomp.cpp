@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -147,10 +148,14 @@ bool validProgram(std::string_view bpf) {
 // A hash of everything the compiled program depends on.
 // `textHash`: fnv1a64 of the profile's text; the key hashes on from it (FNV-1a runs byte by
 // byte, so this is the hash of the text followed by the rest).
+// The kernel release counts because a profile's minKernel entries depend on it.
 std::string cacheKey(std::uint64_t textHash) {
   const scmp_version* v = seccomp_version();
+  utsname u{};
+  const std::string kernel = ::uname(&u) == 0 ? u.release : "";
   const std::string rest = '\0' + std::to_string(v->major) + '.' + std::to_string(v->minor) + '.' +
-                           std::to_string(v->micro) + '/' + std::to_string(seccomp_arch_native()) + "/tree";
+                           std::to_string(v->micro) + '/' + std::to_string(seccomp_arch_native()) + '/' + kernel +
+                           "/tree";
   return toHex16(fnv1a64(rest, textHash));
 }
 
