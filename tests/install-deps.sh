@@ -5,7 +5,7 @@ set -eu
 
 packages="
   build-essential cmake pkg-config git
-  libseccomp-dev libmount-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libseccomp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libhwloc-dev hwloc libtomlplusplus-dev libyaml-cpp-dev
   libgsl-dev
   squashfs-tools squashfuse fuse3 util-linux busybox-static
