@@ -193,6 +193,16 @@ class Build {
   void writeMetadata(const deffile::Definition& stage, const std::string& storedText, const fs::path& rootfs);
   void runHostScript(const deffile::Section& section, const fs::path& rootfs, const std::string& what);
   void buildStage(std::size_t index, const deffile::DefinitionFile& def);
+  const BootstrapAgent& bootstrapAgentOf(const deffile::Definition& stage) const;
+  void explainStage(const deffile::Definition& stage, const fs::path& rootfs, const std::string& prefix);
+  void bootstrap(const deffile::Definition& stage, const BootstrapAgent& agent, const fs::path& rootfs,
+                 const std::string& prefix);
+  void addStageFiles(std::size_t index, const deffile::DefinitionFile& def, const fs::path& rootfs,
+                     const std::string& prefix);
+  void runScript(const deffile::Definition& stage, const fs::path& rootfs, const std::string& path,
+                 const std::string& body, const deffile::Section& section, const std::string& what);
+  void runStageScripts(const deffile::Definition& stage, const std::string& storedText, const fs::path& rootfs,
+                       const std::string& prefix);
 
   DefinitionBuildOptions options_;
   fs::path output_;
@@ -330,69 +340,85 @@ void Build::runHostScript(const deffile::Section& section, const fs::path& rootf
   checkInterrupted();
 }
 
+// One stage of a definition file (Apptainer's order): %pre on the host, the bootstrap,
+// %files from earlier stages, %setup, the host's %files and the apps' files, then %post,
+// the metadata, %appinstall and %test inside the stage's tree.
 void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
   const auto& stage = def.stages[index];
-  const bool last = index + 1 == def.stages.size();
   const std::string name = stage.header.stage().empty() ? std::to_string(index + 1) : stage.header.stage();
   const std::string prefix = def.stages.size() > 1 ? "stage " + name + ": " : "";
   const fs::path rootfs = temp_ / ("rootfs-" + std::to_string(index));
   rootfses_.push_back(rootfs);
-  const fs::path recipeDir = fs::absolute(options_.recipe).parent_path();
-
-  const std::string agentName = stage.header.bootstrap();
-  const BootstrapAgent* agent = findBootstrapAgent(agentName);
-  if (!agent) {
-    std::string known;
-    for (const auto& n : bootstrapAgentNames()) known += (known.empty() ? "" : ", ") + n;
-    throw Error(options_.recipe.string() + ":" + std::to_string(stage.line) + ": Bootstrap: " + agentName +
-                " is not supported by ctr (supported: " + known + ")");
-  }
+  const BootstrapAgent& agent = bootstrapAgentOf(stage);
   if (options_.explain) {
-    std::cout << "== " << prefix << "bootstrap " << agentName << " into " << rootfs.string() << '\n';
-    // The host's %files as they would be copied: patterns expanded, a source that is
-    // missing or a pattern that matches nothing is the same error as in a build.
-    auto explainFiles = [&](const std::vector<deffile::FileEntry>& entries, const std::string& title,
-                            const std::string& destPrefix) {
-      std::cout << "== " << prefix << title << '\n';
-      for (const auto& entry : entries) {
-        const std::string where = options_.recipe.string() + ":" + std::to_string(entry.line);
-        const fs::path base = entry.source.starts_with('/') ? fs::path("/") : fs::current_path();
-        for (const auto& matched :
-             withContext(where + ": %files source", [&] { return expandFilesSource(entry.source, base); })) {
-          std::error_code ec;
-          if (!fs::exists(fs::symlink_status(fs::absolute(matched), ec)))
-            throw Error(where + ": %files source " + fs::absolute(matched).string() + " does not exist");
-          std::cout << "  " << matched << " -> " << destPrefix << (entry.destination.empty() ? matched : entry.destination)
-                    << '\n';
-        }
-      }
-    };
-    for (const auto& files : stage.files) {
-      if (!files.fromStage.empty()) {
-        std::cout << "== " << prefix << "%files from " << files.fromStage << '\n';
-        for (const auto& entry : files.entries)
-          std::cout << "  " << entry.source << " -> " << (entry.destination.empty() ? entry.source : entry.destination)
-                    << '\n';
-        continue;
-      }
-      explainFiles(files.entries, "%files", "");
-    }
-    for (const auto& app : stage.apps)
-      if (!app.fileEntries.empty()) explainFiles(app.fileEntries, "%appfiles " + app.name, "/scif/apps/" + app.name + "/");
-    if (stage.post.present())
-      runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(stage.post, "/.post.script"), prefix + "%post");
+    explainStage(stage, rootfs, prefix);
     return;
   }
   if (::mkdir(rootfs.c_str(), 0755) != 0) throw sysError("mkdir " + rootfs.string());
   // %pre: on the host, as the caller, before the bootstrap (Apptainer's runHostScript):
   // $APPTAINER_ROOTFS names the still empty root.
   if (stage.pre.present()) runHostScript(stage.pre, rootfs, prefix + "%pre (on the host)");
+  bootstrap(stage, agent, rootfs, prefix);
+  addStageFiles(index, def, rootfs, prefix);
+  runStageScripts(stage, def.storedText, rootfs, prefix);
+}
 
+const BootstrapAgent& Build::bootstrapAgentOf(const deffile::Definition& stage) const {
+  const std::string agentName = stage.header.bootstrap();
+  const BootstrapAgent* agent = findBootstrapAgent(agentName);
+  if (agent) return *agent;
+  std::string known;
+  for (const auto& n : bootstrapAgentNames()) known += (known.empty() ? "" : ", ") + n;
+  throw Error(options_.recipe.string() + ":" + std::to_string(stage.line) + ": Bootstrap: " + agentName +
+              " is not supported by ctr (supported: " + known + ")");
+}
+
+// --explain: what the stage would do, with the host's %files expanded as a build would
+// (a missing source or a pattern that matches nothing is the same error), and %post's plan.
+void Build::explainStage(const deffile::Definition& stage, const fs::path& rootfs, const std::string& prefix) {
+  std::cout << "== " << prefix << "bootstrap " << stage.header.bootstrap() << " into " << rootfs.string() << '\n';
+  auto explainFiles = [&](const std::vector<deffile::FileEntry>& entries, const std::string& title,
+                          const std::string& destPrefix) {
+    std::cout << "== " << prefix << title << '\n';
+    for (const auto& entry : entries) {
+      const std::string where = options_.recipe.string() + ":" + std::to_string(entry.line);
+      const fs::path base = entry.source.starts_with('/') ? fs::path("/") : fs::current_path();
+      for (const auto& matched :
+           withContext(where + ": %files source", [&] { return expandFilesSource(entry.source, base); })) {
+        std::error_code ec;
+        if (!fs::exists(fs::symlink_status(fs::absolute(matched), ec)))
+          throw Error(where + ": %files source " + fs::absolute(matched).string() + " does not exist");
+        std::cout << "  " << matched << " -> " << destPrefix << (entry.destination.empty() ? matched : entry.destination)
+                  << '\n';
+      }
+    }
+  };
+  for (const auto& files : stage.files) {
+    if (!files.fromStage.empty()) {
+      std::cout << "== " << prefix << "%files from " << files.fromStage << '\n';
+      for (const auto& entry : files.entries)
+        std::cout << "  " << entry.source << " -> " << (entry.destination.empty() ? entry.source : entry.destination)
+                  << '\n';
+      continue;
+    }
+    explainFiles(files.entries, "%files", "");
+  }
+  for (const auto& app : stage.apps)
+    if (!app.fileEntries.empty()) explainFiles(app.fileEntries, "%appfiles " + app.name, "/scif/apps/" + app.name + "/");
+  if (stage.post.present())
+    runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(stage.post, "/.post.script"), prefix + "%post");
+}
+
+// The bootstrap agent fills the empty tree; then Apptainer's base layout, so that %post can
+// write $APPTAINER_ENVIRONMENT.
+void Build::bootstrap(const deffile::Definition& stage, const BootstrapAgent& agent, const fs::path& rootfs,
+                      const std::string& prefix) {
+  const std::string agentName = stage.header.bootstrap();
   note(prefix + "bootstrap " + agentName + (stage.header.from().empty() ? "" : " from " + stage.header.from()));
   BootstrapContext ctx;
   ctx.stage = &stage;
   ctx.rootfs = rootfs;
-  ctx.recipeDir = recipeDir;
+  ctx.recipeDir = fs::absolute(options_.recipe).parent_path();
   ctx.tempDir = temp_;
   ctx.cacheDir = cacheDir_;
   ctx.runAsRoot = [this](const std::vector<std::string>& argv) { return runAsRoot(argv); };
@@ -401,16 +427,20 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
   // Importers (docker, oci...) draw their own progress line on the terminal.
   if (display_ && agentName != "scratch" && agentName != "localimage" && agentName != "debootstrap") display_->suspend();
   withContext(options_.recipe.string() + ":" + std::to_string(stage.line) + ": Bootstrap: " + agentName,
-              [&] { (*agent)(ctx); });
+              [&] { agent(ctx); });
   checkInterrupted();
-  // Apptainer's base layout, so that %post can write $APPTAINER_ENVIRONMENT.
   asTreeOwner([&] {
     const ImageTree tree(rootfs);
     for (const char* dir : {"/.singularity.d/env", "/.singularity.d/actions", "/.singularity.d/libs"})
       (void)tree.directory(dir, true);
   });
+}
 
-  // %files from STAGE first, then %setup, then the host's %files (Apptainer's order).
+// %files from STAGE first, then %setup, then the host's %files (Apptainer's order), then
+// each app's directories and %appfiles.
+void Build::addStageFiles(std::size_t index, const deffile::DefinitionFile& def, const fs::path& rootfs,
+                          const std::string& prefix) {
+  const auto& stage = def.stages[index];
   for (const auto& files : stage.files) {
     if (files.fromStage.empty()) continue;
     std::size_t from = index;
@@ -440,33 +470,33 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
       copyFiles(app.fileEntries, {}, rootfs, appRoot);
     }
   }
+}
 
-  if (stage.post.present()) {
-    asTreeOwner([&] { ImageTree(rootfs).writeFile("/.post.script", stage.post.body, 0755); });
-    runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(stage.post, "/.post.script"), prefix + "%post");
-    asTreeOwner([&] { ImageTree(rootfs).remove("/.post.script"); });
-  }
+// Runs `body` as the script `path` in the stage's tree for `section`, then removes it.
+void Build::runScript(const deffile::Definition& stage, const fs::path& rootfs, const std::string& path,
+                      const std::string& body, const deffile::Section& section, const std::string& what) {
+  asTreeOwner([&] { ImageTree(rootfs).writeFile(path, body, 0755); });
+  runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(section, path), what);
+  asTreeOwner([&] { ImageTree(rootfs).remove(path); });
+}
 
+// %post, the metadata (/.singularity.d, /scif/apps), each %appinstall, then %test.
+void Build::runStageScripts(const deffile::Definition& stage, const std::string& storedText, const fs::path& rootfs,
+                            const std::string& prefix) {
+  if (stage.post.present()) runScript(stage, rootfs, "/.post.script", stage.post.body, stage.post, prefix + "%post");
   note(prefix + "metadata (/.singularity.d" + (stage.apps.empty() ? "" : ", /scif/apps") + ")");
-  asTreeOwner([&] { writeMetadata(stage, def.storedText, rootfs); });
-
+  asTreeOwner([&] { writeMetadata(stage, storedText, rootfs); });
   for (const auto& app : stage.apps) {
     if (!app.install.present()) continue;
-    asTreeOwner([&] {
-      ImageTree(rootfs).writeFile("/.appinstall.script", ". /scif/apps/" + app.name + "/scif/env/01-base.sh\ncd /scif/apps/" +
-                                                            app.name + "\n" + app.install.body);
-    });
-    runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(app.install, "/.appinstall.script"),
-            prefix + "%appinstall " + app.name);
-    asTreeOwner([&] { ImageTree(rootfs).remove("/.appinstall.script"); });
+    runScript(stage, rootfs, "/.appinstall.script",
+              ". /scif/apps/" + app.name + "/scif/env/01-base.sh\ncd /scif/apps/" + app.name + "\n" + app.install.body,
+              app.install, prefix + "%appinstall " + app.name);
   }
-
   if (stage.test.present() && !options_.noTest) {
     runStep(stage, rootfs, launch::BuildSection::Test, {"/.singularity.d/test"}, prefix + "%test");
   } else if (stage.test.present()) {
     note(prefix + "%test skipped (--notest)");
   }
-  (void)last;
 }
 
 void Build::run() {
