@@ -209,6 +209,7 @@ struct LayerApplier::State {
     return privileged ? mode : mode & 01777;
   }
 
+  // One member of a layer: a whiteout or opaque marker, or a file to create in the tree.
   void entry(archive* a, archive_entry* e, const ArchiveApi& ar) {
     const char* raw = ar.entry_pathname(e);
     entryPath = raw ? raw : "";
@@ -217,10 +218,9 @@ struct LayerApplier::State {
     const std::string name = parts.back();
     const std::string rel = joinComponents(parts, parts.size());
     UniqueFd parent = openDir(parts, parts.size() - 1, true);
-    const std::string parentRel = joinComponents(parts, parts.size() - 1);
 
     if (name == kOpaqueMarker) {
-      clearOpaque(parent.get(), parentRel);
+      clearOpaque(parent.get(), joinComponents(parts, parts.size() - 1));
       return;
     }
     if (std::string_view(name).starts_with(kWhiteoutPrefix)) {
@@ -230,106 +230,122 @@ struct LayerApplier::State {
       return;
     }
     layerPaths.insert(rel);
-    const timespec mtime{static_cast<time_t>(ar.entry_mtime(e)), ar.entry_mtime_nsec(e)};
-    const char* hardlink = ar.entry_hardlink(e);
-    if (hardlink && *hardlink) {
-      const std::string saved = entryPath;
-      entryPath = hardlink;
-      auto target = components(hardlink);
-      if (target.empty()) refuse("hard link to the image root");
-      UniqueFd tparent = openDir(target, target.size() - 1, false);
-      struct stat st {};
-      if (::fstatat(tparent.get(), target.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode))
-        refuse("hard link target missing or a directory");
-      entryPath = saved;
-      clearFor(parent.get(), name, false);
-      if (::linkat(tparent.get(), target.back().c_str(), parent.get(), name.c_str(), 0) != 0)
-        refuse(std::string("hard link to ") + hardlink + ": " + std::strerror(errno));
+    const Member m{parent.get(), name, e, {static_cast<time_t>(ar.entry_mtime(e)), ar.entry_mtime_nsec(e)}};
+    if (const char* hardlink = ar.entry_hardlink(e); hardlink && *hardlink) {
+      hardLink(m, hardlink);
       return;
     }
     switch (ar.entry_filetype(e)) {
-      case AE_IFDIR: {
-        clearFor(parent.get(), name, true);
-        if (::mkdirat(parent.get(), name.c_str(), 0700) != 0 && errno != EEXIST)
-          refuse(std::string("mkdir: ") + std::strerror(errno));
-        // Owner-writable until finish(), so later entries and layers can still write here.
-        ::fchmodat(parent.get(), name.c_str(), permissions(ar, e) | 0700, 0);
-        setOwner(parent.get(), name, ar, e);
-        dirs[rel] = DirMeta{permissions(ar, e), mtime};
-        return;
-      }
-      case AE_IFREG: {
-        clearFor(parent.get(), name, false);
-        UniqueFd out(::openat(parent.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-        if (!out) refuse(std::string("create: ") + std::strerror(errno));
-        const void* buf = nullptr;
-        size_t size = 0;
-        la_int64_t offset = 0;
-        for (;;) {
-          int r = ar.read_data_block(a, &buf, &size, &offset);
-          if (r == ARCHIVE_EOF) break;
-          if (r != ARCHIVE_OK) {
-            const char* why = ar.error_string(a);
-            refuse(std::string("reading the layer: ") + (why ? why : "error"));
-          }
-          // libarchive keeps a member's blocks inside its declared size; the budget relies on it.
-          if (offset < 0 || static_cast<std::uint64_t>(offset) + size > static_cast<std::uint64_t>(ar.entry_size(e)))
-            refuse("data beyond the member's size");
-          const char* p = static_cast<const char*>(buf);
-          while (size > 0) {
-            ssize_t n = ::pwrite(out.get(), p, size, offset);
-            if (n < 0) {
-              if (errno == EINTR) continue;
-              refuse(std::string("write: ") + std::strerror(errno));
-            }
-            p += n;
-            size -= static_cast<size_t>(n);
-            offset += n;
-          }
-        }
-        // A sparse file may end in a hole.
-        if (::ftruncate(out.get(), ar.entry_size(e)) != 0) refuse(std::string("truncate: ") + std::strerror(errno));
-        setOwner(parent.get(), name, ar, e);
-        if (::fchmod(out.get(), permissions(ar, e)) != 0) refuse(std::string("chmod: ") + std::strerror(errno));
-        const timespec times[2] = {mtime, mtime};
-        ::futimens(out.get(), times);
-        return;
-      }
-      case AE_IFLNK: {
-        clearFor(parent.get(), name, false);
-        const char* target = ar.entry_symlink(e);
-        // The target is stored, never followed here: it may point anywhere.
-        if (::symlinkat(target ? target : "", parent.get(), name.c_str()) != 0)
-          refuse(std::string("symlink: ") + std::strerror(errno));
-        setOwner(parent.get(), name, ar, e);
-        const timespec times[2] = {mtime, mtime};
-        ::utimensat(parent.get(), name.c_str(), times, AT_SYMLINK_NOFOLLOW);
-        return;
-      }
+      case AE_IFDIR: directory(m, rel, ar); return;
+      case AE_IFREG: regularFile(m, a, ar); return;
+      case AE_IFLNK: symlink(m, ar); return;
       case AE_IFCHR:
       case AE_IFBLK:
-      case AE_IFIFO: {
-        const bool fifo = ar.entry_filetype(e) == AE_IFIFO;
-        // An image archive's own files are read by ctr: a device or FIFO there is an attack
-        // (reading /dev/zero never ends), never part of a docker save or an OCI layout.
-        if (members == Members::ArchiveFiles)
-          refuse(std::string("refused: a ") + (fifo ? "FIFO" : "device") +
-                 " in an image archive (it holds only files, directories and links)");
-        if (!fifo && !privileged) {
-          ++devicesSkipped;  // mknod of a device needs CAP_MKNOD in the initial namespace
-          return;
-        }
-        clearFor(parent.get(), name, false);
-        mode_t type = fifo ? S_IFIFO : ar.entry_filetype(e) == AE_IFCHR ? S_IFCHR : S_IFBLK;
-        if (::mknodat(parent.get(), name.c_str(), type | permissions(ar, e), fifo ? 0 : ar.entry_rdev(e)) != 0)
-          refuse(std::string("mknod: ") + std::strerror(errno));
-        setOwner(parent.get(), name, ar, e);
-        return;
-      }
-      default:
-        refuse("unsupported file type in a layer");
+      case AE_IFIFO: specialFile(m, ar); return;
+      default: refuse("unsupported file type in a layer");
     }
   }
+
+  // Where a member goes: its parent directory, its name there, its archive entry, its mtime.
+  struct Member {
+    int parent;
+    const std::string& name;
+    archive_entry* e;
+    timespec mtime;
+  };
+
+  void hardLink(const Member& m, const char* hardlink) {
+    const std::string saved = entryPath;
+    entryPath = hardlink;
+    auto target = components(hardlink);
+    if (target.empty()) refuse("hard link to the image root");
+    UniqueFd tparent = openDir(target, target.size() - 1, false);
+    struct stat st {};
+    if (::fstatat(tparent.get(), target.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode))
+      refuse("hard link target missing or a directory");
+    entryPath = saved;
+    clearFor(m.parent, m.name, false);
+    if (::linkat(tparent.get(), target.back().c_str(), m.parent, m.name.c_str(), 0) != 0)
+      refuse(std::string("hard link to ") + hardlink + ": " + std::strerror(errno));
+  }
+
+  void directory(const Member& m, const std::string& rel, const ArchiveApi& ar) {
+    clearFor(m.parent, m.name, true);
+    if (::mkdirat(m.parent, m.name.c_str(), 0700) != 0 && errno != EEXIST)
+      refuse(std::string("mkdir: ") + std::strerror(errno));
+    // Owner-writable until finish(), so later entries and layers can still write here.
+    ::fchmodat(m.parent, m.name.c_str(), permissions(ar, m.e) | 0700, 0);
+    setOwner(m.parent, m.name, ar, m.e);
+    dirs[rel] = DirMeta{permissions(ar, m.e), m.mtime};
+  }
+
+  void regularFile(const Member& m, archive* a, const ArchiveApi& ar) {
+    clearFor(m.parent, m.name, false);
+    UniqueFd out(::openat(m.parent, m.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out) refuse(std::string("create: ") + std::strerror(errno));
+    const void* buf = nullptr;
+    size_t size = 0;
+    la_int64_t offset = 0;
+    for (;;) {
+      int r = ar.read_data_block(a, &buf, &size, &offset);
+      if (r == ARCHIVE_EOF) break;
+      if (r != ARCHIVE_OK) {
+        const char* why = ar.error_string(a);
+        refuse(std::string("reading the layer: ") + (why ? why : "error"));
+      }
+      // libarchive keeps a member's blocks inside its declared size; the budget relies on it.
+      if (offset < 0 || static_cast<std::uint64_t>(offset) + size > static_cast<std::uint64_t>(ar.entry_size(m.e)))
+        refuse("data beyond the member's size");
+      const char* p = static_cast<const char*>(buf);
+      while (size > 0) {
+        ssize_t n = ::pwrite(out.get(), p, size, offset);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          refuse(std::string("write: ") + std::strerror(errno));
+        }
+        p += n;
+        size -= static_cast<size_t>(n);
+        offset += n;
+      }
+    }
+    // A sparse file may end in a hole.
+    if (::ftruncate(out.get(), ar.entry_size(m.e)) != 0) refuse(std::string("truncate: ") + std::strerror(errno));
+    setOwner(m.parent, m.name, ar, m.e);
+    if (::fchmod(out.get(), permissions(ar, m.e)) != 0) refuse(std::string("chmod: ") + std::strerror(errno));
+    const timespec times[2] = {m.mtime, m.mtime};
+    ::futimens(out.get(), times);
+  }
+
+  void symlink(const Member& m, const ArchiveApi& ar) {
+    clearFor(m.parent, m.name, false);
+    const char* target = ar.entry_symlink(m.e);
+    // The target is stored, never followed here: it may point anywhere.
+    if (::symlinkat(target ? target : "", m.parent, m.name.c_str()) != 0)
+      refuse(std::string("symlink: ") + std::strerror(errno));
+    setOwner(m.parent, m.name, ar, m.e);
+    const timespec times[2] = {m.mtime, m.mtime};
+    ::utimensat(m.parent, m.name.c_str(), times, AT_SYMLINK_NOFOLLOW);
+  }
+
+  // Character and block devices, FIFOs.
+  void specialFile(const Member& m, const ArchiveApi& ar) {
+    const bool fifo = ar.entry_filetype(m.e) == AE_IFIFO;
+    // An image archive's own files are read by ctr: a device or FIFO there is an attack
+    // (reading /dev/zero never ends), never part of a docker save or an OCI layout.
+    if (members == Members::ArchiveFiles)
+      refuse(std::string("refused: a ") + (fifo ? "FIFO" : "device") +
+             " in an image archive (it holds only files, directories and links)");
+    if (!fifo && !privileged) {
+      ++devicesSkipped;  // mknod of a device needs CAP_MKNOD in the initial namespace
+      return;
+    }
+    clearFor(m.parent, m.name, false);
+    mode_t type = fifo ? S_IFIFO : ar.entry_filetype(m.e) == AE_IFCHR ? S_IFCHR : S_IFBLK;
+    if (::mknodat(m.parent, m.name.c_str(), type | permissions(ar, m.e), fifo ? 0 : ar.entry_rdev(m.e)) != 0)
+      refuse(std::string("mknod: ") + std::strerror(errno));
+    setOwner(m.parent, m.name, ar, m.e);
+  }
+
   void applyEntries(archive* a, const ArchiveApi& ar, const bool* interrupted) {
     layerPaths.clear();
     for (;;) {
