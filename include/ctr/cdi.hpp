@@ -81,6 +81,13 @@ struct CdiSelection {
   CdiEdits edits;
 };
 
+// The CDI kinds of the GPU vendors (--nv, --gpus; --rocm).
+inline constexpr std::string_view kNvidiaCdiKind = "nvidia.com/gpu";
+inline constexpr std::string_view kAmdCdiKind = "amd.com/gpu";
+
+// A CDI device named by a GPU index ("0", "3"; not a UUID or "all"): that index.
+[[nodiscard]] std::optional<unsigned> cdiGpuIndex(std::string_view name);
+
 // Whether a spec of `kind` is known.
 [[nodiscard]] bool hasCdiKind(const CdiRegistry& registry, std::string_view kind);
 

@@ -4,6 +4,7 @@
 // sockets and device nodes (issue 8). Plain data: the planner decides where each goes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,9 @@ struct GpuDriver {
   // devices are the paths the container sees, found on the host at hostPath().
   std::string root = "/";
 };
+
+// The GPU index of /dev/nvidiaN (not of nvidiactl, nvidia-uvm, ...).
+[[nodiscard]] std::optional<unsigned> nvidiaGpuIndex(const std::string& node);
 
 // `path` (a file, socket or device of `driver`) on the host.
 [[nodiscard]] std::string hostPath(const GpuDriver& driver, const std::string& path);

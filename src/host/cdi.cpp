@@ -3,6 +3,7 @@
 #include "ctr/cdi.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -232,6 +233,13 @@ CdiRegistry loadCdiSpecs(std::span<const std::string> dirs) {
     }
   }
   return registry;
+}
+
+std::optional<unsigned> cdiGpuIndex(std::string_view name) {
+  unsigned index = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), index);
+  if (name.empty() || ec != std::errc() || end != name.data() + name.size()) return std::nullopt;
+  return index;
 }
 
 bool hasCdiKind(const CdiRegistry& registry, std::string_view kind) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -123,6 +124,12 @@ std::vector<std::string> nvidiaDeviceNodes(const std::string& root) {
 }
 
 std::string hostPath(const GpuDriver& driver, const std::string& path) { return underRoot(driver.root, path); }
+
+std::optional<unsigned> nvidiaGpuIndex(const std::string& node) {
+  if (node.size() <= 11 || !node.starts_with("/dev/nvidia") || !std::isdigit(static_cast<unsigned char>(node[11])))
+    return std::nullopt;
+  return static_cast<unsigned>(std::stoul(node.substr(11)));
+}
 
 std::string toString(GpuVendor vendor) { return vendor == GpuVendor::Nvidia ? "NVIDIA" : "AMD"; }
 

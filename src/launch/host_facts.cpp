@@ -1,0 +1,199 @@
+// Host facts for the planner: the caller, the state directory, what decides the image
+// driver, and, only when a launch asks for them, the node's cgroups, GPU drivers, CDI specs
+// and MPI. Everything here looks at the node; the planner (src/plan) only reads the result.
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <array>
+#include <climits>
+#include <sstream>
+
+#include "ctr/build_config.hpp"
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/launch.hpp"
+#include "ctr/limits.hpp"
+#include "ctr/pathutil.hpp"
+#include "ctr/programs.hpp"
+#include "ctr/strings.hpp"
+#include "untrusted_fs.h"
+
+extern char** environ;
+
+namespace ctr::launch {
+
+namespace {
+
+// Candidates for the state directory under /tmp (anyone can create /tmp/ctr-<uid> first).
+constexpr int kStateDirCandidates = 16;
+
+bool statIsRootOwnedSetuid(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 && st.st_uid == 0 && (st.st_mode & S_ISUID) != 0;
+}
+
+// The list of programs and libraries of a vendor: ctr.conf's, else beside ctr.conf.
+std::string libraryListPath(const config::Policy& policy, const std::string& configured, const char* fileName) {
+  if (!configured.empty()) return configured;
+  return ((policy.source.empty() ? sysconfPath() : policy.source).parent_path() / fileName).string();
+}
+
+}  // namespace
+
+void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy) {
+  if (!options.nv && !options.rocm && options.gpus.empty() && options.devices.empty()) return;
+  host.cdi = host::loadCdiSpecs(policy.cdiSpecDirs);
+  auto scan = [&](host::GpuVendor vendor, const std::string& list, std::optional<host::GpuDriver>& into,
+                  std::string& missing) {
+    host::GpuScanInputs in;
+    in.vendor = vendor;
+    // The node's driver files under another root: for tests and benchmarks of --nv on
+    // machines without a GPU (a fixture tree); never needed on a real node.
+    if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
+    in.libraryList = list;
+    in.searchPath = envValue(host.env, "PATH");
+    in.cacheDir = host.stateDir;
+    try {
+      into = host::scanGpuDriver(in);
+    } catch (const Error& e) {
+      missing = e.what();
+    }
+  };
+  if ((options.nv || !options.gpus.empty()) && !host::hasCdiKind(*host.cdi, host::kNvidiaCdiKind))
+    scan(host::GpuVendor::Nvidia, libraryListPath(policy, policy.nvidiaLibraryList, "nvliblist.conf"), host.nvidia,
+         host.nvidiaMissing);
+  if (options.rocm && !host::hasCdiKind(*host.cdi, host::kAmdCdiKind))
+    scan(host::GpuVendor::Amd, libraryListPath(policy, policy.rocmLibraryList, "rocmliblist.conf"), host.amd,
+         host.amdMissing);
+  if (!options.gpus.empty()) {
+    auto addNode = [&](unsigned index, const std::string& containerPath, const std::string& hostPath) {
+      struct stat st {};
+      if (::stat(hostPath.c_str(), &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) return;
+      host.gpuDeviceNodes[index].push_back(
+          {S_ISCHR(st.st_mode) ? 'c' : 'b', ::major(st.st_rdev), ::minor(st.st_rdev), containerPath});
+    };
+    if (host.nvidia) {
+      for (const auto& node : host.nvidia->devices)
+        if (auto index = host::nvidiaGpuIndex(node)) addNode(*index, node, host::hostPath(*host.nvidia, node));
+    }
+    for (const auto& spec : host.cdi->specs) {
+      if (spec.kind != host::kNvidiaCdiKind) continue;
+      for (const auto& device : spec.devices) {
+        const auto index = host::cdiGpuIndex(device.name);
+        if (!index) continue;
+        for (const auto& node : device.edits.deviceNodes)
+          addNode(*index, node.path, node.hostPath.empty() ? node.path : node.hostPath);
+      }
+    }
+  }
+}
+
+void discoverMpiHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy) {
+  if (options.mpi != "bind") return;
+  host::MpiScanInputs in;
+  if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
+  in.libraries = policy.mpiLibraries;
+  in.dependencies = policy.mpiDependencies;
+  in.paths = policy.mpiPaths;
+  in.cacheDir = host.stateDir;
+  try {
+    host.mpi = host::scanHostMpi(in);
+  } catch (const Error& e) {
+    host.mpiMissing = e.what();
+  }
+}
+HostFacts discoverHost() {
+  HostFacts host;
+  host.user = lookupHostUser();
+  for (char** e = environ; e && *e; ++e) host.env.emplace_back(*e);
+  host.home = envValue(host.env, "HOME");
+  if (host.home.empty()) host.home = host.user.home.empty() ? "/" : host.user.home;
+  host.runtimeDir = envValue(host.env, "XDG_RUNTIME_DIR");
+
+  std::array<char, PATH_MAX> cwd{};
+  if (::getcwd(cwd.data(), cwd.size())) host.cwd = cwd.data();
+
+  host.stateDir = chooseStateDir(host.user.uid, host.runtimeDir);
+  host.pid = ::getpid();
+  host.setuidHelperInstalled = statIsRootOwnedSetuid(build::kHelperPath);
+  if (host.setuidHelperInstalled) {
+    struct stat st {};
+    host.helperConfigSafe = ::stat(build::kSysconfPath, &st) == 0 && st.st_uid == 0 &&
+                            (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+    host.loopControl = ::access("/dev/loop-control", F_OK) == 0;
+  }
+  return host;
+}
+
+void discoverImageFilesystem(HostFacts& host, const image::ImageSource& image) {
+  if (!host.setuidHelperInstalled || image.kind == image::ImageKind::Directory) return;
+  struct statfs fs {};
+  if (::statfs(image.path.c_str(), &fs) != 0) return;  // resolveImage read it: the launch will say
+  if (const char* name = ctr_untrusted_fs_name(static_cast<unsigned long>(fs.f_type))) host.imageUntrustedFs = name;
+}
+
+std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {
+  struct stat st {};
+  if (!runtimeDir.empty() && runtimeDir[0] == '/' && ::stat(runtimeDir.c_str(), &st) == 0 &&
+      S_ISDIR(st.st_mode) && st.st_uid == uid)
+    return joinPath(runtimeDir, "ctr");
+  // Every rank of a job sees the same /tmp, so all of them settle on the same candidate.
+  const std::string base = "/tmp/ctr-" + std::to_string(uid);
+  for (int i = 0; i < kStateDirCandidates; ++i) {
+    std::string path = i == 0 ? base : base + "." + std::to_string(i);
+    if (::lstat(path.c_str(), &st) != 0) return path;  // missing: the runtime creates it
+    if (S_ISDIR(st.st_mode) && st.st_uid == uid) return path;
+  }
+  return {};
+}
+
+LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate) {
+  LimitsHost facts;
+  facts.mounts = limits::parseCgroupMounts(readFileIfPresent("/proc/self/mountinfo"));
+  if (!facts.mounts.v2.empty()) {
+    std::istringstream words(readFileIfPresent(facts.mounts.v2 + "/cgroup.controllers"));
+    for (std::string word; words >> word;) facts.mounts.v2Controllers.insert(word);
+  }
+  facts.own = limits::parseProcCgroup(readFileIfPresent("/proc/self/cgroup"));
+  // The CPUs this process may run on (a batch job's allocation, not the whole node).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set)) facts.capacity.cpus.push_back(cpu);
+  }
+  try {
+    const std::string nodes(trim(readFileIfPresent("/sys/devices/system/node/has_memory")));
+    facts.capacity.memNodes = nodes.empty() ? std::vector<unsigned>{0} : limits::parseIdList(nodes, "memory nodes");
+  } catch (const Error&) {
+    facts.capacity.memNodes = {0};
+  }
+  std::istringstream meminfo(readFileIfPresent("/proc/meminfo"));
+  for (std::string key; meminfo >> key;) {
+    std::uint64_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemTotal:") facts.capacity.memoryBytes = kib * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  if (!facts.mounts.v2.empty()) {
+    std::string dir = delegate;
+    for (auto pos = dir.find("%u"); pos != std::string::npos; pos = dir.find("%u"))
+      dir.replace(pos, 2, std::to_string(uid));
+    if (dir.empty() && uid == 0) {
+      dir = facts.mounts.v2;  // root: new cgroups below the root cgroup, exempt from "no internal processes"
+    } else if (dir.empty()) {
+      const std::string u = std::to_string(uid);
+      const std::string systemd = facts.mounts.v2 + "/user.slice/user-" + u + ".slice/user@" + u + ".service";
+      if (::access(systemd.c_str(), F_OK) == 0) dir = systemd;
+    }
+    facts.delegated = dir;
+    facts.delegatedWritable = !dir.empty() && ::access(dir.c_str(), W_OK) == 0 &&
+                              ::access((dir + "/cgroup.procs").c_str(), W_OK) == 0;
+  }
+  return facts;
+}
+
+}  // namespace ctr::launch

@@ -1,0 +1,392 @@
+// --explain: the plan as text (toText) and JSON (toJson), and the names of its enums.
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "ctr/launch.hpp"
+#include "ctr/limits.hpp"
+
+namespace ctr::launch {
+
+namespace {
+
+std::string limitsText(const limits::Request& r) {
+  std::vector<std::string> parts;
+  char buf[64];
+  if (r.cpus) {
+    std::snprintf(buf, sizeof buf, "cpus %g", *r.cpus);
+    parts.emplace_back(buf);
+  }
+  if (!r.cpusetCpus.empty()) parts.push_back("cpuset-cpus " + r.cpusetCpus);
+  if (!r.cpusetMems.empty()) parts.push_back("cpuset-mems " + r.cpusetMems);
+  if (r.memory) parts.push_back("memory " + limits::formatSize(*r.memory));
+  if (r.memorySwap)
+    parts.push_back("memory+swap " + (*r.memorySwap < 0 ? std::string("unlimited")
+                                                        : limits::formatSize(static_cast<std::uint64_t>(*r.memorySwap))));
+  if (r.pids) parts.push_back("pids " + std::to_string(*r.pids));
+  if (r.blkioWeight) parts.push_back("blkio-weight " + std::to_string(*r.blkioWeight));
+  if (parts.empty()) return "none";
+  std::string text;
+  for (const auto& p : parts) text += (text.empty() ? "" : ", ") + p;
+  return text;
+}
+
+std::vector<std::string> namespaceLines(const Namespaces& ns) {
+  std::vector<std::string> lines;
+  if (ns.sharedUser) lines.emplace_back("user (shared by the user's launches of this image)");
+  if (ns.ownMount) lines.emplace_back("mount (the holder's ready one if the prepared root is exactly this root, else an own copy)");
+  if (ns.pid) lines.emplace_back("pid (own: ctr's init is PID 1, the app PID 2)");
+  if (ns.ipc) lines.emplace_back("ipc (own)");
+  if (ns.uts) lines.emplace_back("uts (own" + (ns.hostname.empty() ? std::string(")") : ", hostname " + ns.hostname + ")"));
+  if (ns.net) lines.emplace_back("network (own: loopback only)");
+  std::string host;
+  for (const auto& [own, name] : {std::pair{ns.net, "network"}, {ns.ipc, "ipc"}, {ns.pid, "pid"}, {ns.uts, "uts"}})
+    if (!own) host += std::string(host.empty() ? "" : ", ") + name;
+  if (!host.empty()) lines.push_back("host " + host);
+  return lines;
+}
+
+
+}  // namespace
+
+std::string toString(Command command) {
+  switch (command) {
+    case Command::Exec: return "exec";
+    case Command::Run: return "run";
+    case Command::Shell: return "shell";
+    case Command::Test: return "test";
+  }
+  return "?";
+}
+
+std::string toString(ImageDriver driver) {
+  switch (driver) {
+    case ImageDriver::Directory: return "directory";
+    case ImageDriver::Squashfuse: return "squashfuse";
+    case ImageDriver::SetuidHelper: return "setuid-helper";
+  }
+  return "?";
+}
+
+std::string toString(MountKind kind) {
+  switch (kind) {
+    case MountKind::Bind: return "bind";
+    case MountKind::Tmpfs: return "tmpfs";
+    case MountKind::File: return "file";
+    case MountKind::Identity: return "identity";
+    case MountKind::Proc: return "proc";
+    case MountKind::Symlink: return "symlink";
+  }
+  return "?";
+}
+
+std::string toString(MountOrigin origin) {
+  switch (origin) {
+    case MountOrigin::Default: return "default";
+    case MountOrigin::Cwd: return "cwd";
+    case MountOrigin::Contain: return "contain";
+    case MountOrigin::Policy: return "policy";
+    case MountOrigin::User: return "user";
+    case MountOrigin::Identity: return "identity";
+    case MountOrigin::Host: return "host";
+  }
+  return "?";
+}
+
+std::string toString(RootMode mode) {
+  switch (mode) {
+    case RootMode::Bind: return "image (read-only; overlay if a mount target is missing)";
+    case RootMode::Overlay: return "overlay (image + private tmpfs)";
+    case RootMode::Sandbox: return "sandbox (the build's writable directory)";
+  }
+  return "?";
+}
+
+nlohmann::json toJson(const limits::Request& r) {
+  nlohmann::json j = nlohmann::json::object();
+  if (r.cpus) j["cpus"] = *r.cpus;
+  if (!r.cpusetCpus.empty()) j["cpuset_cpus"] = r.cpusetCpus;
+  if (!r.cpusetMems.empty()) j["cpuset_mems"] = r.cpusetMems;
+  if (r.memory) j["memory_bytes"] = *r.memory;
+  if (r.memorySwap) j["memory_swap_bytes"] = *r.memorySwap;
+  if (r.pids) j["pids"] = *r.pids;
+  if (r.blkioWeight) j["blkio_weight"] = *r.blkioWeight;
+  return j;
+}
+
+namespace {
+
+nlohmann::json buildJson(const BuildRoot& build) {
+  auto maps = [](const std::vector<IdRange>& ranges) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& r : ranges) a.push_back({r.inside, r.outside, r.count});
+    return a;
+  };
+  return {{"sandbox", build.sandbox}, {"uid_map", maps(build.uidMap)},
+          {"gid_map", maps(build.gidMap)}, {"map_helpers", build.mapHelpers},
+          {"keep_capabilities", build.keepCapabilities}, {"seccomp", build.seccomp},
+          {"map_note", build.mapNote}};
+}
+
+nlohmann::json mountsJson(const std::vector<Mount>& mounts) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : mounts) {
+    nlohmann::json mj = {{"kind", toString(m.kind)},
+                         {"destination", m.destination},
+                         {"readonly", m.readOnly},
+                         {"origin", toString(m.origin)},
+                         {"required", m.required}};
+    if (m.kind == MountKind::Bind || m.kind == MountKind::Symlink) mj["source"] = m.source;
+    if (m.createSourceMode) mj["create_source_mode"] = *m.createSourceMode;
+    if (!m.from.empty()) mj["from"] = m.from;
+    out.push_back(std::move(mj));
+  }
+  return out;
+}
+
+nlohmann::json userEnvironmentJson(const UserEnvironment& user) {
+  nlohmann::json j = {{"evaluated", user.evaluate}, {"variables", nlohmann::json::array()}};
+  for (const auto& [name, value] : user.vars) j["variables"].push_back({{"name", name}, {"value", value}});
+  if (user.path) j["path"] = *user.path;
+  if (!user.prependPath.empty()) j["prepend_path"] = user.prependPath;
+  if (!user.appendPath.empty()) j["append_path"] = user.appendPath;
+  return j;
+}
+
+nlohmann::json commandChoicesJson(const std::vector<CommandChoice>& choices) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : choices) {
+    nlohmann::json cj = {{"argv", c.argv}, {"env", nlohmann::json::object()}};
+    for (const auto& [k, v] : c.env) cj["env"][k] = v;
+    out.push_back(std::move(cj));
+  }
+  return out;
+}
+
+nlohmann::json cgroupJson(const LaunchPlan& plan) {
+  nlohmann::json j = {{"backend", limits::toString(plan.cgroup.backend)},
+                      {"reason", plan.cgroup.reason},
+                      {"directories", plan.cgroup.dirs},
+                      {"sweep", plan.cgroup.sweepDirs}};
+  if (!plan.limits.denyDevices.empty()) {
+    nlohmann::json denied = nlohmann::json::array();
+    for (const auto& rule : plan.limits.denyDevices)
+      denied.push_back({{"path", rule.path}, {"type", std::string(1, rule.type)}, {"major", rule.major}, {"minor", rule.minor}});
+    j["deny_devices"] = {{"devices", denied},
+                         {"enforced", plan.cgroup.devicesEnforced},
+                         {"reason", plan.cgroup.devicesReason}};
+  }
+  return j;
+}
+
+nlohmann::json devicesJson(const std::optional<DeviceInjection>& devices) {
+  if (!devices) return nullptr;
+  const auto& d = *devices;
+  nlohmann::json drivers = nlohmann::json::array();
+  for (const auto& driver : d.drivers)
+    drivers.push_back({{"vendor", host::toString(driver.vendor)}, {"version", driver.version},
+                       {"libraries", driver.libraries}, {"scan_from_cache", driver.scanFromCache},
+                       {"needs_glibc", driver.needsGlibc}, {"needs_glibc_library", driver.needsGlibcLibrary}});
+  return {{"cdi_devices", d.cdiDevices}, {"cdi_spec_files", d.cdiSpecFiles}, {"drivers", drivers},
+          {"left_out", d.notes}};
+}
+
+nlohmann::json mpiJson(const std::optional<MpiInjection>& mpi) {
+  if (!mpi) return nullptr;
+  nlohmann::json replace = nlohmann::json::array();
+  for (const auto& r : mpi->replace) replace.push_back({{"soname", r.soname}, {"host_path", r.hostPath}, {"from", r.from}});
+  return {{"mode", "bind"}, {"abi", host::toString(mpi->family)}, {"abi_check", host::toString(mpi->check)},
+          {"replace", replace}, {"dependencies", mpi->dependencies}, {"scan_from_cache", mpi->scanFromCache},
+          {"needs_glibc", mpi->needsGlibc}, {"needs_glibc_library", mpi->needsGlibcLibrary}, {"left_out", mpi->notes}};
+}
+
+}  // namespace
+
+nlohmann::json toJson(const LaunchPlan& plan) {
+  nlohmann::json j;
+  j["command"] = toString(plan.command);
+  j["image"] = {{"path", plan.image.path.string()},
+                {"kind", image::toString(plan.image.kind)},
+                {"offset", plan.image.offset},
+                {"size", plan.image.size}};
+  j["driver"] = toString(plan.driver);
+  j["driver_reason"] = plan.driverReason;
+  j["driver_fallback"] = plan.driverFallback ? nlohmann::json(toString(*plan.driverFallback)) : nlohmann::json();
+  j["root"] = plan.rootMode == RootMode::Overlay ? "overlay" : plan.rootMode == RootMode::Sandbox ? "sandbox" : "image";
+  if (plan.build) j["build"] = buildJson(*plan.build);
+  j["mounts"] = mountsJson(plan.mounts);
+  j["environment"] = plan.environment;
+  j["user_environment"] = userEnvironmentJson(plan.userEnvironment);
+  j["warnings"] = plan.warnings;
+  j["argv"] = plan.argv;
+  j["command_choices"] = commandChoicesJson(plan.commandChoices);
+  if (!plan.commandChoices.empty()) j["no_command"] = {{"message", plan.noCommand.message}, {"status", plan.noCommand.status}};
+  j["workdir_required"] = plan.workdirRequired;
+  j["workdir"] = plan.workdir;
+  j["uid"] = plan.user.uid;
+  j["gid"] = plan.user.gid;
+  j["user"] = plan.user.name;
+  j["groups"] = nlohmann::json::array();
+  for (const auto& g : plan.user.groups) j["groups"].push_back(g.gid);
+  j["namespaces"] = namespaceLines(plan.namespaces);
+  j["prepared_root_targets"] = nlohmann::json::array();
+  for (const auto& m : plan.preparedRoot.mounts) j["prepared_root_targets"].push_back(m.destination);
+  j["image_linger_ms"] = plan.lingerMs;
+  j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
+  j["state_dir"] = plan.stateDir;
+  j["limits"] = toJson(plan.limits);
+  j["cgroup"] = cgroupJson(plan);
+  j["kernel_interfaces"] = {{"read_only", plan.kernelInterfaces.readOnly}, {"reason", plan.kernelInterfaces.reason}};
+  j["stats_file"] = plan.statsFile;
+  j["refuse_overcommit"] = plan.admitAgainst.has_value();
+  j["devices"] = devicesJson(plan.devices);
+  j["mpi"] = mpiJson(plan.mpi);
+  return j;
+}
+
+namespace {
+
+// command .. kernel: what the launch is and how it is isolated.
+void writeSummary(std::ostream& out, const LaunchPlan& plan) {
+  out << "command:    " << toString(plan.command) << '\n'
+      << "image:      " << plan.image.path.string() << " (" << image::toString(plan.image.kind);
+  if (plan.image.kind != image::ImageKind::Directory)
+    out << ", squashfs at offset " << plan.image.offset << ", " << plan.image.size << " bytes";
+  out << ")\n"
+      << "driver:     " << toString(plan.driver) << " (" << plan.driverReason << ")\n"
+      << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n'
+      << "identity:   uid " << plan.user.uid << ", gid " << plan.user.gid << " (" << plan.user.name
+      << ")\n"
+      << "namespaces:";
+  for (const auto& line : namespaceLines(plan.namespaces)) out << ' ' << line << ';';
+  out << "\n"
+      << "seccomp:    " << (plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile)
+      << '\n'
+      << "state dir:  "
+      << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
+      << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
+      << "limits:     " << limitsText(plan.limits) << '\n'
+      << "kernel:     ";
+  if (plan.kernelInterfaces.readOnly) {
+    out << "read-only:";
+    for (const auto path : kReadOnlyKernelPaths) out << ' ' << path;
+    out << " /sys";
+  } else {
+    out << "/proc/sys and /sys bound as they are";
+  }
+  out << " (" << plan.kernelInterfaces.reason << ")\n";
+}
+
+void writeCgroup(std::ostream& out, const LaunchPlan& plan) {
+  if (plan.cgroup.backend != limits::Backend::None || !plan.limits.empty()) {
+    out << "cgroup:     " << limits::toString(plan.cgroup.backend) << " (" << plan.cgroup.reason << ")\n";
+    for (const auto& [controller, dir] : plan.cgroup.dirs)
+      out << "  " << (controller.empty() ? "" : controller + ": ") << dir << '\n';
+  }
+  if (!plan.limits.denyDevices.empty()) {
+    out << "denied:    ";
+    for (const auto& rule : plan.limits.denyDevices)
+      out << ' ' << rule.path << " (" << rule.type << ' ' << rule.major << ':' << rule.minor << ')';
+    out << "\n  " << (plan.cgroup.devicesEnforced ? "enforced: " : "") << plan.cgroup.devicesReason << '\n';
+  }
+  if (!plan.statsFile.empty()) out << "stats:      " << plan.statsFile << '\n';
+}
+
+void writeDevices(std::ostream& out, const DeviceInjection& d) {
+  for (const auto& driver : d.drivers)
+    out << "devices:    " << host::toString(driver.vendor) << " driver " << driver.version << " from the ld.so cache, "
+        << driver.libraries << " libraries in " << kContainerLibDir
+        << (driver.scanFromCache ? " (scan read from the state directory's cache)" : " (scanned now)")
+        << (driver.needsGlibc.empty() ? "" : "; needs glibc >= " + driver.needsGlibc + " (" + driver.needsGlibcLibrary + ")")
+        << '\n';
+  if (!d.cdiDevices.empty()) {
+    out << "devices:    CDI";
+    for (const auto& name : d.cdiDevices) out << ", " << name;
+    out << '\n';
+  }
+  for (const auto& file : d.cdiSpecFiles) out << "  CDI spec: " << file << '\n';
+  for (const auto& note : d.notes) out << "  left out: " << note << '\n';
+}
+
+void writeMpi(std::ostream& out, const MpiInjection& mpi) {
+  out << "mpi:        bind: the host's " << host::toString(mpi.family) << " replaces the image's ";
+  for (size_t i = 0; i < mpi.replace.size(); ++i) out << (i ? ", " : "") << mpi.replace[i].soname;
+  out << " after the ABI check ('mpi abi check = " << host::toString(mpi.check) << "': same family and major"
+      << (mpi.check == host::MpiAbiCheck::Strict ? ", host minor >= image minor" : "") << "); " << mpi.dependencies
+      << " dependencies in " << kContainerMpiDir << " (first on LD_LIBRARY_PATH)"
+      << (mpi.scanFromCache ? "; scan read from the state directory's cache" : "; scanned now")
+      << (mpi.needsGlibc.empty() ? "" : "; needs glibc >= " + mpi.needsGlibc + " (" + mpi.needsGlibcLibrary + ")") << '\n';
+  for (const auto& r : mpi.replace) out << "  replace: " << r.soname << " <- " << r.hostPath << " from " << r.from << '\n';
+  for (const auto& note : mpi.notes) out << "  left out: " << note << '\n';
+}
+
+void writeBuild(std::ostream& out, const BuildRoot& build) {
+  auto maps = [](const std::vector<IdRange>& ranges) {
+    std::string text;
+    for (const auto& r : ranges)
+      text += (text.empty() ? "" : ", ") + std::to_string(r.inside) + " -> " + std::to_string(r.outside) +
+              " (" + std::to_string(r.count) + ")";
+    return text;
+  };
+  out << "uid map:    " << maps(build.uidMap) << (build.mapHelpers ? " (newuidmap)" : "") << '\n'
+      << "gid map:    " << maps(build.gidMap) << (build.mapHelpers ? " (newgidmap)" : "") << '\n'
+      << "            " << build.mapNote << '\n'
+      << "hand-over:  " << (build.keepCapabilities ? "root keeps its capabilities" : "capabilities dropped")
+      << ", " << (build.seccomp ? "seccomp" : "no seccomp filter") << '\n';
+}
+
+void writeMounts(std::ostream& out, const std::vector<Mount>& mounts) {
+  out << "mounts (in order):\n";
+  for (const auto& m : mounts) {
+    out << "  " << toString(m.kind) << ' ';
+    if (m.kind == MountKind::Bind) out << m.source << " -> ";
+    if (m.kind == MountKind::Symlink) out << m.source << " <- ";
+    out << m.destination << (m.readOnly ? " (ro)" : " (rw)") << " [" << toString(m.origin)
+        << (m.kind == MountKind::Bind && !m.required && !m.createSourceMode ? ", skipped if absent" : "")
+        << (m.createSourceMode ? ", source created if absent" : "") << "]"
+        << (m.from.empty() ? "" : " from " + m.from) << '\n';
+  }
+}
+
+// workdir, the program and its arguments, the environment and the warnings.
+void writeCommand(std::ostream& out, const LaunchPlan& plan) {
+  out << "workdir:    " << plan.workdir << (plan.workdirRequired ? " (--pwd: must exist)" : "") << '\n';
+  for (const auto& c : plan.commandChoices) {
+    out << "program:   ";
+    for (const auto& a : c.argv) out << " '" << a << '\'';
+    for (const auto& [k, v] : c.env) out << " (" << k << '=' << v << ')';
+    out << " (if executable)\n";
+  }
+  if (!plan.commandChoices.empty()) out << "otherwise:  " << plan.noCommand.message << " (exit " << plan.noCommand.status << ")\n";
+  out << "argv:      ";
+  for (const auto& a : plan.argv) out << " '" << a << '\'';
+  out << "\nenvironment (before the image's env scripts):\n";
+  for (const auto& kv : plan.environment) out << "  " << kv << '\n';
+  const auto& user = plan.userEnvironment;
+  if (!user.empty()) {
+    out << "user environment (after the image's scripts up to 99-base.sh, "
+        << (user.evaluate ? "evaluated as \"VALUE\" in sh" : "literal: --no-eval") << "):\n";
+    for (const auto& [name, value] : user.vars) out << "  " << name << '=' << value << '\n';
+    if (!user.prependPath.empty()) out << "  PREPEND_PATH=" << user.prependPath << '\n';
+    if (!user.appendPath.empty()) out << "  APPEND_PATH=" << user.appendPath << '\n';
+    if (user.path) out << "  PATH=" << *user.path << " (replaces PATH after all scripts)\n";
+  }
+  for (const auto& w : plan.warnings) out << "warning:    " << w << '\n';
+}
+
+}  // namespace
+
+std::string toText(const LaunchPlan& plan) {
+  std::ostringstream out;
+  writeSummary(out, plan);
+  writeCgroup(out, plan);
+  if (plan.devices) writeDevices(out, *plan.devices);
+  if (plan.mpi) writeMpi(out, *plan.mpi);
+  if (plan.build) writeBuild(out, *plan.build);
+  writeMounts(out, plan.mounts);
+  writeCommand(out, plan);
+  return out.str();
+}
+
+}  // namespace ctr::launch

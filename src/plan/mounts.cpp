@@ -1,0 +1,219 @@
+// The mounts of a launch that are not a device's or MPI's: Apptainer's defaults, --contain's
+// private /dev and /tmp, the home, the site's and the user's binds, the current directory and
+// the identity files, and their order.
+#include <algorithm>
+#include <utility>
+
+#include "ctr/binds.hpp"
+#include "ctr/error.hpp"
+#include "ctr/pathutil.hpp"
+#include "ctr/strings.hpp"
+#include "plan_steps.hpp"
+
+namespace ctr::launch {
+
+Mount bindMount(std::string source, std::string destination, bool readOnly, MountOrigin origin) {
+  Mount m;
+  m.kind = MountKind::Bind;
+  m.source = std::move(source);
+  m.destination = std::move(destination);
+  m.readOnly = readOnly;
+  m.origin = origin;
+  m.required = origin == MountOrigin::User;
+  return m;
+}
+
+Mount tmpfsMount(std::string destination, MountOrigin origin) {
+  Mount m;
+  m.kind = MountKind::Tmpfs;
+  m.destination = std::move(destination);
+  m.origin = origin;
+  return m;
+}
+
+void addMount(std::vector<Mount>& mounts, Mount mount) {
+  for (auto& m : mounts) {
+    if (m.destination == mount.destination) {
+      m = std::move(mount);
+      return;
+    }
+  }
+  mounts.push_back(std::move(mount));
+}
+
+namespace {
+
+// A minimal /dev (Apptainer's with --contain), not the host's hundreds of nodes.
+void addContainedDev(std::vector<Mount>& mounts) {
+  addMount(mounts, tmpfsMount("/dev", MountOrigin::Contain));
+  for (const char* node : {"null", "zero", "full", "random", "urandom", "tty", "ptmx"}) {
+    Mount m = bindMount(std::string("/dev/") + node, std::string("/dev/") + node, false, MountOrigin::Contain);
+    m.recursive = false;
+    addMount(mounts, std::move(m));
+  }
+  addMount(mounts, bindMount("/dev/pts", "/dev/pts", false, MountOrigin::Contain));  // the caller's terminal
+  addMount(mounts, tmpfsMount("/dev/shm", MountOrigin::Contain));
+  for (const auto& [name, target] : {std::pair<const char*, const char*>{"fd", "/proc/self/fd"},
+                                     {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+                                     {"stderr", "/proc/self/fd/2"}}) {
+    Mount m;
+    m.kind = MountKind::Symlink;
+    m.source = target;
+    m.destination = std::string("/dev/") + name;
+    m.origin = MountOrigin::Contain;
+    addMount(mounts, std::move(m));
+  }
+}
+
+// --scratch: an empty writable directory, from --workdir when given, else a tmpfs.
+void addScratchMounts(std::vector<Mount>& mounts, const std::vector<std::string>& scratch, const std::string& workdir) {
+  for (const auto& list : scratch) {
+    for (auto item : splitList(list)) {
+      if (item.empty()) continue;
+      const std::string dir = normalizePath(item);
+      if (dir.empty() || dir[0] != '/' || dir == "/" || hasDotDotComponent(dir))
+        throw Error("bad --scratch '" + std::string(item) + "': an absolute path other than / without '..'");
+      if (workdir.empty()) {
+        addMount(mounts, tmpfsMount(dir, MountOrigin::User));
+      } else {
+        Mount m = bindMount(joinPath(workdir, "scratch" + dir), dir, false, MountOrigin::User);
+        m.createSourceMode = 0750;
+        addMount(mounts, std::move(m));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void addSystemMounts(std::vector<Mount>& mounts, bool ownPid, const KernelInterfaces& kernel, bool contain) {
+  if (ownPid) {
+    Mount proc;
+    proc.kind = MountKind::Proc;
+    proc.destination = "/proc";
+    proc.origin = MountOrigin::Default;
+    addMount(mounts, std::move(proc));
+  } else {
+    addMount(mounts, bindMount("/proc", "/proc", false, MountOrigin::Default));
+  }
+  // Recursive: read-only, the cgroup tree below it too.
+  addMount(mounts, bindMount("/sys", "/sys", kernel.readOnly, MountOrigin::Default));
+  if (kernel.readOnly) {
+    for (const auto path : kReadOnlyKernelPaths)
+      addMount(mounts, bindMount(std::string(path), std::string(path), true, MountOrigin::Default));
+  }
+  if (contain)
+    addContainedDev(mounts);
+  else
+    addMount(mounts, bindMount("/dev", "/dev", false, MountOrigin::Default));
+  addMount(mounts, bindMount("/etc/hosts", "/etc/hosts", true, MountOrigin::Default));
+  addMount(mounts, bindMount("/etc/resolv.conf", "/etc/resolv.conf", true, MountOrigin::Default));
+  addMount(mounts, bindMount("/etc/localtime", "/etc/localtime", true, MountOrigin::Default));
+}
+
+void addTmpAndHomeMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const HomeDirs& home,
+                         const std::string& workdir, bool contain) {
+  // -W/--workdir: with --contain, /tmp and /var/tmp come from there (Apptainer's layout).
+  if (contain && !workdir.empty()) {
+    for (const auto& [source, destination] : {std::pair<std::string, std::string>{"tmp", "/tmp"}, {"var_tmp", "/var/tmp"}}) {
+      Mount m = bindMount(joinPath(workdir, source), destination, false, MountOrigin::Contain);
+      m.createSourceMode = 01777;
+      addMount(mounts, std::move(m));
+    }
+  } else if (contain) {
+    addMount(mounts, tmpfsMount("/tmp", MountOrigin::Contain));
+    addMount(mounts, tmpfsMount("/var/tmp", MountOrigin::Contain));
+  } else {
+    addMount(mounts, bindMount("/tmp", "/tmp", false, MountOrigin::Default));
+    addMount(mounts, bindMount("/var/tmp", "/var/tmp", false, MountOrigin::Default));
+  }
+  if (!options.noHome) {
+    if (contain && options.home.empty())
+      addMount(mounts, tmpfsMount(home.destination, MountOrigin::Contain));
+    else
+      addMount(mounts, bindMount(home.source, home.destination, false, MountOrigin::Default));
+  }
+}
+
+void addSiteMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
+                   bool contain) {
+  for (const auto& spec : policy.defaultBinds) {
+    for (auto& b : withContext("in ctr.conf 'bind path'", [&] { return parseBindSpecs(spec); }))
+      addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::Policy));
+  }
+  // The fabric: with a private /dev, the verbs and RDMA CM devices on request or by policy
+  // (/sys/class/infiniband is there with /sys). The whole directory, recursively: its
+  // uverbsN and rdma_cm nodes, whatever the HCAs.
+  if (contain && (options.rdma || policy.rdmaWithContain)) {
+    Mount m = bindMount("/dev/infiniband", "/dev/infiniband", false, MountOrigin::Host);
+    m.from = options.rdma ? "--rdma" : "ctr.conf 'rdma with contain = yes'";
+    addMount(mounts, std::move(m));
+  }
+}
+
+void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
+                   const HostFacts& host, const std::string& workdir) {
+  // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
+  // for the same destination the flag wins.
+  std::vector<std::string> userBinds;
+  for (const char* name : {"CTR_BIND", "APPTAINER_BIND", "APPTAINER_BINDPATH", "SINGULARITY_BIND", "SINGULARITY_BINDPATH"})
+    if (auto fromEnv = envValue(host.env, name); !fromEnv.empty()) userBinds.push_back(fromEnv);
+  userBinds.insert(userBinds.end(), options.binds.begin(), options.binds.end());
+  if ((!userBinds.empty() || !options.mounts.empty() || !options.workdir.empty()) && !policy.allowUserBinds)
+    throw Error("user bind mounts are disabled by the administrator ('allow user binds = no')");
+  for (const auto& spec : userBinds) {
+    for (auto& b : parseBindSpecs(spec))
+      addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::User));
+  }
+  for (const auto& spec : options.mounts) {
+    auto b = parseMountSpec(spec);
+    addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::User));
+  }
+  addScratchMounts(mounts, options.scratch, workdir);
+}
+
+void addCwdMount(std::vector<Mount>& mounts, const std::string& cwd, bool contain) {
+  if (contain || cwd.empty() || cwd == "/") return;
+  // Covered: a mount already provides that path in the container (a custom --home
+  // X:$HOME started from $HOME keeps X there, as in Apptainer).
+  for (const auto& m : mounts) {
+    if ((cwd == m.destination || cwd.rfind(m.destination + "/", 0) == 0) && m.destination != "/dev" &&
+        m.destination != "/proc" && m.destination != "/sys")
+      return;
+  }
+  addMount(mounts, bindMount(cwd, cwd, false, MountOrigin::Cwd));
+}
+
+void addIdentityMounts(std::vector<Mount>& mounts) {
+  for (const char* file : {"/etc/passwd", "/etc/group"}) {
+    Mount m;
+    m.kind = MountKind::Identity;
+    m.destination = file;
+    m.readOnly = true;
+    m.origin = MountOrigin::Identity;
+    mounts.push_back(std::move(m));
+  }
+}
+
+void orderParentsFirst(std::vector<Mount>& mounts) {
+  // -B d/file:/canary/file2 -B d:/canary: the file's bind moves after its directory's;
+  // unrelated mounts keep their order.
+  auto isUnder = [](const std::string& path, const std::string& dir) {
+    return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+  };
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t i = 0; i < mounts.size() && !moved; ++i) {
+      for (size_t j = mounts.size(); j-- > i + 1;) {
+        if (isUnder(mounts[i].destination, mounts[j].destination)) {
+          std::rotate(mounts.begin() + static_cast<std::ptrdiff_t>(i), mounts.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                      mounts.begin() + static_cast<std::ptrdiff_t>(j) + 1);
+          moved = true;
+          break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ctr::launch

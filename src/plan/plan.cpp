@@ -1,0 +1,272 @@
+// The planner: CLI options + policy + image + host facts -> LaunchPlan, as a list of steps
+// (mounts.cpp, devices.cpp, resources.cpp, mpi.cpp hold the larger ones). Pure: the host facts
+// are gathered before (src/launch/host_facts.cpp).
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+#include "ctr/build_config.hpp"
+#include "ctr/error.hpp"
+#include "ctr/pathutil.hpp"
+#include "plan_steps.hpp"
+
+namespace ctr::launch {
+
+namespace {
+
+// Only the host's root can write the kernel's interfaces; its container runs as uid 0 mapped
+// to itself, with no capability left, so read-only binds keep them out of its reach.
+KernelInterfaces decideKernelInterfaces(const config::Policy& policy, uid_t uid) {
+  if (uid != 0) return {false, "uid " + std::to_string(uid) + " cannot write them"};
+  if (!policy.rootKernelInterfacesReadOnly)
+    return {false, "writable for the host's root: 'root kernel interfaces = writable' in ctr.conf"};
+  return {true, "the host's root: 'root kernel interfaces = read-only'"};
+}
+
+bool isValidAppName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
+}
+
+// What does not depend on the mounts: the image and its driver, the identity, the state.
+LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy, const image::ImageSource& image,
+                      const HostFacts& host) {
+  LaunchPlan plan;
+  plan.command = options.command;
+  plan.image = image;
+  auto decision = decideDriver(policy, image.kind, host);
+  plan.driver = decision.driver;
+  plan.driverReason = std::move(decision.reason);
+  plan.driverFallback = decision.fallback;
+  plan.rootMode = options.writableTmpfs ? RootMode::Overlay : RootMode::Bind;
+  plan.user = host.user;
+  plan.seccompProfile = policy.seccompProfile;
+  plan.stateDir = host.stateDir;
+  plan.lingerMs = policy.imageLingerMs;
+  plan.limits = options.limits;
+  if (!options.statsFile.empty())
+    plan.statsFile = options.statsFile[0] == '/' ? options.statsFile : joinPath(host.cwd, options.statsFile);
+  return plan;
+}
+
+// --home SRC[:DST], else the host $HOME at the same path.
+HomeDirs planHome(const LaunchOptions& options, const HostFacts& host) {
+  if (options.home.empty()) return {host.home, host.home};
+  auto colon = options.home.find(':');
+  HomeDirs home;
+  home.source = normalizePath(options.home.substr(0, colon));
+  home.destination = colon == std::string::npos ? home.source : normalizePath(options.home.substr(colon + 1));
+  if (home.source.empty() || home.source[0] != '/' || home.destination.empty() || home.destination[0] != '/')
+    throw Error("bad --home '" + options.home + "': paths must be absolute");
+  return home;
+}
+
+// Namespaces beyond user and mount: --containall brings PID and IPC, --hostname UTS.
+Namespaces planNamespaces(const LaunchOptions& options) {
+  Namespaces ns;
+  ns.pid = options.pid || options.containAll;
+  ns.ipc = options.ipc || options.containAll;
+  ns.hostname = options.hostname;
+  ns.uts = options.uts || !options.hostname.empty();
+  if (!options.hostname.empty() &&
+      (options.hostname.size() > 64 || options.hostname.find_first_of("/ \t\n") != std::string::npos))
+    throw Error("bad --hostname '" + options.hostname + "': at most 64 characters, no '/' or blanks").withStatus(1);
+  ns.net = options.net || !options.network.empty();
+  if (!options.network.empty() && options.network != "none")
+    throw Error("--network " + options.network + ": ctr has only 'none' (loopback only; no CNI plugins)").withStatus(1);
+  return ns;
+}
+
+// -W/--workdir as an absolute host path ("" when not given).
+std::string planHostWorkdir(const LaunchOptions& options, const HostFacts& host) {
+  if (options.workdir.empty()) return {};
+  std::string workdir = normalizePath(options.workdir[0] == '/' ? options.workdir : joinPath(host.cwd, options.workdir));
+  if (workdir == "/") throw Error("bad --workdir '" + options.workdir + "': not /");
+  return workdir;
+}
+
+// The working directory in the container: --pwd, else the home with --contain, else the cwd.
+void planWorkingDirectory(LaunchPlan& plan, const LaunchOptions& options, const HomeDirs& home, const HostFacts& host,
+                          bool contain) {
+  if (!options.pwd.empty()) {
+    if (options.pwd[0] != '/') throw Error("bad --pwd '" + options.pwd + "': must be absolute");
+    plan.workdir = normalizePath(options.pwd);
+    plan.workdirRequired = true;
+  } else if (contain) {
+    plan.workdir = options.noHome ? "/" : home.destination;
+  } else {
+    plan.workdir = host.cwd.empty() ? "/" : host.cwd;
+  }
+}
+
+// The container's environment from the host's, the image's, the user's and the injections'.
+Environment planEnvironment(const LaunchOptions& options, const image::ImageSource& image, const HostFacts& host,
+                            const HomeDirs& home, DeviceEnvironment devices, std::vector<std::string> firstLibraryDirs) {
+  EnvironmentInputs envInputs;
+  envInputs.host = host.env;
+  envInputs.cleanEnv = options.cleanEnv || options.containAll;
+  envInputs.noEnv = options.noEnv;
+  envInputs.evaluate = !options.noEval;
+  envInputs.home = home.destination;
+  envInputs.imagePath = image.path.string();
+  for (const auto& value : options.envs) {
+    auto vars = parseEnvOption(value);
+    envInputs.cli.insert(envInputs.cli.end(), vars.begin(), vars.end());
+  }
+  envInputs.envFiles = options.envFileVars;
+  envInputs.devices = std::move(devices.env);
+  envInputs.libraryDirs = std::move(devices.libraryDirs);
+  envInputs.libraryDirsFirst = std::move(firstLibraryDirs);
+  if (!image.environment.empty())
+    envInputs.image = parseEnvFile(image.environment, image.path.string() + " (SIF environment object)");
+  Environment env = computeEnvironment(envInputs);
+  if (!options.app.empty()) {
+    if (!isValidAppName(options.app))
+      throw Error("bad --app '" + options.app + "': an app name is letters, digits, '_', '-' and '.'").withStatus(1);
+    // The image's 95-apps.sh selects the app from these, before the user's settings.
+    for (const char* key : {"APPTAINER_APPNAME", "SINGULARITY_APPNAME"}) {
+      env.vars[key] = options.app;
+      env.fixed.emplace_back(key, options.app);
+    }
+  }
+  return env;
+}
+
+// The home, the prepared root (all but the per-launch mounts) and the environment.
+void finishIdentityAndEnvironment(LaunchPlan& plan, const HomeDirs& home, Environment env) {
+  plan.user.home = home.destination;
+  // What the holder prepares once for every launch: all but the per-launch mounts.
+  for (const auto& m : plan.mounts)
+    if (m.origin != MountOrigin::User && m.origin != MountOrigin::Cwd) plan.preparedRoot.mounts.push_back(m);
+  plan.preparedRoot.user = plan.user;
+  plan.environment = toEnvp(env);
+  plan.userEnvironment = std::move(env.user);
+  plan.fixedEnvironment = std::move(env.fixed);
+  plan.warnings.insert(plan.warnings.end(), env.warnings.begin(), env.warnings.end());
+}
+
+// The program: exec's command, or the choices of run, shell and test (Apptainer's order).
+void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
+  plan.argv = options.args;
+  const std::string appDir = options.app.empty() ? "" : "/scif/apps/" + options.app + "/scif";
+  auto choice = [](std::vector<std::string> program, std::vector<EnvVar> set = {}, std::string note = {}) {
+    return CommandChoice{std::move(program), std::move(set), std::move(note)};
+  };
+  switch (options.command) {
+    case Command::Exec:
+      if (options.args.empty()) throw Error("exec: no command given (usage: ctr exec [options] IMAGE COMMAND [ARGS...])").withStatus(1);
+      break;
+    case Command::Run:
+      if (!appDir.empty()) {
+        plan.commandChoices = {choice({appDir + "/runscript"})};
+        plan.noCommand = {"no runscript for the app '" + options.app + "' (" + appDir + "/runscript)", 1};
+      } else {
+        plan.commandChoices = {choice({"/.singularity.d/runscript"}), choice({"/singularity"}), choice({"/apptainer"}),
+                               choice({"/bin/sh"}, {}, "the image has no runscript: running /bin/sh")};
+        plan.noCommand = {"the image has no runscript (/.singularity.d/runscript, /singularity) and no /bin/sh", 1};
+      }
+      break;
+    case Command::Shell:
+      if (!options.shell.empty()) plan.commandChoices.push_back(choice({options.shell}, {{"SHELL", options.shell}}));
+      plan.commandChoices.push_back(choice({"/bin/bash", "--norc"}, {{"SHELL", "/bin/bash"}}));
+      plan.commandChoices.push_back(choice({"/bin/sh"}, {{"SHELL", "/bin/sh"}}));
+      plan.noCommand = {"the image has no shell (" + (options.shell.empty() ? "" : options.shell + ", ") +
+                            "/bin/bash, /bin/sh)",
+                        1};
+      break;
+    case Command::Test:
+      if (!appDir.empty()) {
+        plan.commandChoices = {choice({appDir + "/test"})};
+        plan.noCommand = {"no test for the app '" + options.app + "' (" + appDir + "/test)", 1};
+      } else {
+        plan.commandChoices = {choice({"/.singularity.d/test"})};
+        plan.noCommand = {"the image has no test script (/.singularity.d/test): nothing to test", 0};
+      }
+      break;
+  }
+}
+
+}  // namespace
+
+LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy,
+                      const image::ImageSource& image, const HostFacts& host) {
+  if (!policy.allowUserNamespaces)
+    throw Error("user namespaces are disabled by the administrator ('allow user namespaces = "
+                "no' in " + policy.source.string() + "); ctr cannot run containers here");
+  const bool contain = options.contain || options.containAll;
+  LaunchPlan plan = planBasics(options, policy, image, host);
+  const HomeDirs home = planHome(options, host);
+  plan.namespaces = planNamespaces(options);
+  // Apptainer's defaults, in mount order; then the site's, the devices', MPI's, the user's.
+  plan.kernelInterfaces = decideKernelInterfaces(policy, host.user.uid);
+  addSystemMounts(plan.mounts, plan.namespaces.pid, plan.kernelInterfaces, contain);
+  const std::string workdir = planHostWorkdir(options, host);
+  addTmpAndHomeMounts(plan.mounts, options, home, workdir, contain);
+  addSiteMounts(plan.mounts, options, policy, contain);
+  // The host's drivers and devices, before the user's binds (which win).
+  DeviceEnvironment devices = planDevices(plan, options, policy, host, contain);
+  // After the devices: --gpus adds the device rules of the GPUs it left out.
+  planLimits(plan, options, policy, host);
+  std::vector<std::string> firstLibraryDirs = planMpi(plan, options, policy, host);
+  addUserMounts(plan.mounts, options, policy, host, workdir);
+  addCwdMount(plan.mounts, host.cwd, contain);
+  addIdentityMounts(plan.mounts);
+  orderParentsFirst(plan.mounts);
+  planWorkingDirectory(plan, options, home, host, contain);
+  Environment env = planEnvironment(options, image, host, home, std::move(devices), std::move(firstLibraryDirs));
+  finishIdentityAndEnvironment(plan, home, std::move(env));
+  planCommand(plan, options);
+  return plan;
+}
+
+DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind, const HostFacts& host) {
+  if (kind == image::ImageKind::Directory)
+    return {ImageDriver::Directory, "a directory image is bound as it is", std::nullopt};
+  std::string helperProblem;
+  if (!policy.allowSetuid)
+    helperProblem = "'allow setuid = no' in ctr.conf";
+  else if (!host.setuidHelperInstalled)
+    helperProblem = std::string(build::kHelperPath) + " is not installed setuid root";
+  else if (!host.helperConfigSafe)
+    helperProblem = std::string(build::kSysconfPath) + " is not root-owned and private (the helper refuses it)";
+  else if (!host.loopControl)
+    helperProblem = "/dev/loop-control is missing";
+  else if (!host.imageUntrustedFs.empty())
+    helperProblem = "the image is on a " + host.imageUntrustedFs +
+                    " file system, whose owner and content users control: the helper refuses it";
+  const bool helperUsable = helperProblem.empty();
+  switch (policy.imageDriver) {
+    case config::ImageDriver::Setuid:
+      if (!helperUsable)
+        throw Error("ctr.conf says 'image driver = setuid' but the setuid helper is not usable: " +
+                    helperProblem);
+      return {ImageDriver::SetuidHelper, "'image driver = setuid': kernel squashfs through the helper",
+              std::nullopt};
+    case config::ImageDriver::Squashfuse:
+      return {ImageDriver::Squashfuse, "'image driver = squashfuse' in ctr.conf", std::nullopt};
+    case config::ImageDriver::Auto:
+      break;
+  }
+  if (helperUsable)
+    return {ImageDriver::SetuidHelper,
+            "'image driver = auto' and the setuid helper is usable: kernel squashfs (squashfuse if "
+            "the helper cannot proceed)",
+            ImageDriver::Squashfuse};
+  return {ImageDriver::Squashfuse, "'image driver = auto' and no usable setuid helper (" + helperProblem + ")",
+          std::nullopt};
+}
+
+std::vector<GlibcNeed> glibcNeeds(const LaunchPlan& plan) {
+  std::vector<GlibcNeed> needs;
+  if (plan.devices) {
+    for (const auto& driver : plan.devices->drivers)
+      if (!driver.needsGlibc.empty())
+        needs.push_back({host::toString(driver.vendor) + " driver " + driver.version, driver.needsGlibc, driver.needsGlibcLibrary});
+  }
+  if (plan.mpi && !plan.mpi->needsGlibc.empty())
+    needs.push_back({"host MPI (" + host::toString(plan.mpi->family) + ", --mpi=bind)", plan.mpi->needsGlibc,
+                     plan.mpi->needsGlibcLibrary});
+  return needs;
+}
+
+}  // namespace ctr::launch

@@ -1,0 +1,60 @@
+// The steps of planLaunch (src/plan/plan.cpp), one concern a file: mounts.cpp, devices.cpp,
+// resources.cpp, mpi.cpp. Private to the plan module; pure functions of the options, the
+// policy and the host facts, which fill parts of one LaunchPlan.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ctr/launch.hpp"
+
+namespace ctr::launch {
+
+// The container's home: --home SRC[:DST], else the host $HOME at the same path.
+struct HomeDirs {
+  std::string source;
+  std::string destination;
+};
+
+// mounts.cpp
+[[nodiscard]] Mount bindMount(std::string source, std::string destination, bool readOnly, MountOrigin origin);
+[[nodiscard]] Mount tmpfsMount(std::string destination, MountOrigin origin);
+// A later mount at the same destination replaces an earlier one (user binds win over
+// defaults), keeping the earlier position so parents are still mounted before children.
+void addMount(std::vector<Mount>& mounts, Mount mount);
+// /proc, /sys (and the read-only kernel paths), /dev (private with --contain), /etc files.
+void addSystemMounts(std::vector<Mount>& mounts, bool ownPid, const KernelInterfaces& kernel, bool contain);
+// /tmp and /var/tmp (from --workdir, a tmpfs with --contain, else the host's) and the home.
+void addTmpAndHomeMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const HomeDirs& home,
+                         const std::string& workdir, bool contain);
+// ctr.conf's 'bind path' and, with a private /dev, the fabric's devices.
+void addSiteMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
+                   bool contain);
+// $CTR_BIND and friends, --bind, --mount and --scratch.
+void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
+                   const HostFacts& host, const std::string& workdir);
+// The current directory, unless contained or already under a bound path.
+void addCwdMount(std::vector<Mount>& mounts, const std::string& cwd, bool contain);
+// /etc/passwd and /etc/group, filled by the runtime from the image's own files.
+void addIdentityMounts(std::vector<Mount>& mounts);
+// A parent before its children: a mount given before one of its ancestors moves right after it.
+void orderParentsFirst(std::vector<Mount>& mounts);
+
+// devices.cpp: --nv, --rocm, --gpus and --device into mounts, device rules, plan.devices;
+// what they add to the environment and to LD_LIBRARY_PATH is returned.
+struct DeviceEnvironment {
+  std::vector<EnvVar> env;
+  std::vector<std::string> libraryDirs;
+};
+[[nodiscard]] DeviceEnvironment planDevices(LaunchPlan& plan, const LaunchOptions& options,
+                                            const config::Policy& policy, const HostFacts& host, bool contain);
+
+// resources.cpp: the cgroup placement of the limits, --stats and the GPUs --gpus left out.
+void planLimits(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy, const HostFacts& host);
+
+// mpi.cpp: --mpi=bind into mounts and plan.mpi; returns the directories that go first on
+// LD_LIBRARY_PATH.
+[[nodiscard]] std::vector<std::string> planMpi(LaunchPlan& plan, const LaunchOptions& options,
+                                               const config::Policy& policy, const HostFacts& host);
+
+}  // namespace ctr::launch

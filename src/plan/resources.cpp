@@ -1,0 +1,23 @@
+// Resource limits and --stats: where the launch's cgroup goes (limits::decidePlacement) and
+// whether the runtime admits it against the node's capacity.
+#include "ctr/error.hpp"
+#include "ctr/limits.hpp"
+#include "plan_steps.hpp"
+
+namespace ctr::launch {
+
+void planLimits(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy, const HostFacts& host) {
+  if (plan.limits.empty() && plan.limits.denyDevices.empty() && options.statsFile.empty()) return;
+  if (!host.limits) throw Error("resource limits asked for, but the node's cgroups were not looked at");
+  limits::checkCapacity(options.limits, host.limits->capacity, policy.limitCaps);
+  plan.cgroup = limits::decidePlacement(plan.limits, !options.statsFile.empty(), host.limits->mounts, host.limits->own,
+                                        host.limits->delegated, host.limits->delegatedWritable, host.user.uid,
+                                        "ctr-" + std::to_string(host.pid));
+  if (!options.limits.empty() && plan.cgroup.backend == limits::Backend::None)
+    throw Error("cannot apply the resource limits: " + plan.cgroup.reason);
+  if (policy.refuseOvercommit && plan.cgroup.backend != limits::Backend::None &&
+      (options.limits.cpus || options.limits.memory))
+    plan.admitAgainst = host.limits->capacity;
+}
+
+}  // namespace ctr::launch
