@@ -14,7 +14,6 @@
 namespace ctr::bench {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
@@ -46,10 +45,34 @@ class TempDir {
   fs::path path_;
 };
 
-std::string pct(double v) {
+std::string pct(std::optional<double> v) {
+  if (!v) return "-";
   char b[32];
-  std::snprintf(b, sizeof b, "%+.1f%%", v * 100);
+  std::snprintf(b, sizeof b, "%+.1f%%", *v * 100);
   return b;
+}
+
+double injectedFor(const std::string& workload, double delta) {
+  for (const auto& l : kLevels)
+    if (workload == l.name) return l.multiple * delta;
+  return 0;
+}
+
+// One FOM of one level: what was injected against what the run saw.
+CalibrationRow rowFor(const WorkloadResult& w, const FomResult& f, double delta) {
+  static const Analysis none;
+  const Analysis& a = f.analysis ? *f.analysis : none;
+  CalibrationRow row{w.name, f.name, a.verdict, injectedFor(w.name, delta), a.overhead, a.ciLow, a.ciHigh, false};
+  row.ciHoldsInjected = a.ciLow && a.ciHigh && *a.ciLow <= row.injected && row.injected <= *a.ciHigh;
+  return row;
+}
+
+// The contract: the placebo is never FAIL; 10 delta is FAIL on CPU time, its interval
+// holding the injected overhead (wall time may stay INCONCLUSIVE on a busy node).
+bool rowHolds(const CalibrationRow& r) {
+  if (r.workload == "calib-placebo" && r.verdict == "FAIL") return false;
+  if (r.workload == "calib-10delta" && r.fom == "busy_cpu_time" && (r.verdict != "FAIL" || !r.ciHoldsInjected)) return false;
+  return true;
 }
 
 }  // namespace
@@ -84,40 +107,28 @@ int runCalibration(CalibrateOptions o) {
   const int status = runBench(o.run);
   if (status == 130 || status == 3) return status;
 
-  json result = readResultFile(o.run.out);
-  json rows = json::array();
-  bool ok = true;
+  Result result = readResultFile(o.run.out);
+  Calibration cal{o.delta, blocks, o.iterations, {}, true};
   std::printf("\ncalibration (delta %.1f%%, %d pairs, alpha %.3g): injected overhead against what ctr-bench saw\n",
               o.delta * 100, blocks, o.run.alpha);
   std::printf("%-17s %-14s %9s %10s  %-22s %-12s %s\n", "level", "FOM", "injected", "estimate", "interval", "verdict",
               "interval holds injected");
-  for (const auto& w : result["workloads"]) {
-    double injected = 0;
-    for (const auto& l : kLevels)
-      if (w["name"] == l.name) injected = l.multiple * o.delta;
-    for (const auto& f : w["foms"]) {
-      const auto& a = f["analysis"];
-      const std::string verdict = a["verdict"];
-      bool holds = a["ci"].is_array() && a["ci"][0].get<double>() <= injected && injected <= a["ci"][1].get<double>();
-      std::string ci = a["ci"].is_array() ? "[" + pct(a["ci"][0]) + ", " + pct(a["ci"][1]) + "]" : "-";
-      std::printf("%-17s %-14s %9s %10s  %-22s %-12s %s\n", w["name"].get<std::string>().c_str(),
-                  f["name"].get<std::string>().c_str(), pct(injected).c_str(),
-                  a["overhead"].is_number() ? pct(a["overhead"]).c_str() : "-", ci.c_str(), verdict.c_str(),
-                  holds ? "yes" : "no");
-      rows.push_back({{"workload", w["name"]}, {"fom", f["name"]}, {"injected", injected}, {"overhead", a["overhead"]},
-                      {"ci", a["ci"]}, {"verdict", verdict}, {"ci_holds_injected", holds}});
-      // The contract: the placebo is never FAIL; 10 delta is FAIL on CPU time, its interval
-      // holding the injected overhead (wall time may stay INCONCLUSIVE on a busy node).
-      if (w["name"] == "calib-placebo" && verdict == "FAIL") ok = false;
-      if (w["name"] == "calib-10delta" && f["name"] == "busy_cpu_time" && (verdict != "FAIL" || !holds)) ok = false;
+  for (const auto& w : result.workloads) {
+    for (const auto& f : w.foms) {
+      const CalibrationRow row = rowFor(w, f, o.delta);
+      std::string ci = row.ciLow && row.ciHigh ? "[" + pct(row.ciLow) + ", " + pct(row.ciHigh) + "]" : "-";
+      std::printf("%-17s %-14s %9s %10s  %-22s %-12s %s\n", row.workload.c_str(), row.fom.c_str(), pct(row.injected).c_str(),
+                  pct(row.overhead).c_str(), ci.c_str(), row.verdict.c_str(), row.ciHoldsInjected ? "yes" : "no");
+      cal.ok = cal.ok && rowHolds(row);
+      cal.rows.push_back(row);
     }
-    if (w["status"] != "ok") {
-      std::printf("%-17s %s (%s)\n", w["name"].get<std::string>().c_str(), w["status"].get<std::string>().c_str(),
-                  w["reason"].is_string() ? w["reason"].get<std::string>().c_str() : "");
-      ok = false;
+    if (w.status != "ok") {
+      std::printf("%-17s %s (%s)\n", w.name.c_str(), w.status.c_str(), w.reason.c_str());
+      cal.ok = false;
     }
   }
-  result["calibration"] = {{"delta", o.delta}, {"pairs", blocks}, {"iterations", o.iterations}, {"rows", rows}, {"ok", ok}};
+  const bool ok = cal.ok;
+  result.calibration = std::move(cal);
   writeResultAtomic(o.run.out, result);
   std::printf("calibration %s: %s\n", ok ? "holds" : "DOES NOT HOLD",
               ok ? "the placebo gave no FAIL and 10 delta FAILed with the injected overhead inside its interval"

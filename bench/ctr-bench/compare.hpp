@@ -6,10 +6,13 @@
 // unless --allow-missing.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
+#include <map>
 #include <optional>
 #include <ostream>
+#include <string>
+#include <vector>
+
+#include "result.hpp"
 
 namespace ctr::bench {
 
@@ -19,14 +22,32 @@ struct CompareOptions {
   bool allowMissing = false;
 };
 
-// The comparison as JSON ({"rows": [...], "summary": {...}}); rows have workload, fom,
-// side, change (positive = worse), ci, p_value, tolerance, verdict (OK | REGRESSION |
-// INCONCLUSIVE | MISSING | ERROR), note, samples_needed (for INCONCLUSIVE). Throws
-// ctr::Error when the runs cannot be compared (different modes).
-nlohmann::json compareResults(const nlohmann::json& base, const nlohmann::json& now, const CompareOptions& o);
+// One FOM on one side (A bare, B container; "-" for a whole workload), BASE against NEW.
+struct CompareRow {
+  std::string workload, fom, side, unit;
+  std::optional<double> change;  // positive = worse
+  std::optional<double> ciLow, ciHigh, pValue, tolerance;
+  std::optional<int> samplesNeeded;  // for INCONCLUSIVE: samples per run that would decide
+  size_t nBase = 0, nNew = 0;
+  std::string verdict;  // OK, REGRESSION, INCONCLUSIVE, MISSING or ERROR
+  std::string note;
+};
+
+struct Comparison {
+  std::vector<CompareRow> rows;
+  std::map<std::string, int> counts;  // verdict -> rows
+  bool allowMissing = false;
+  [[nodiscard]] int count(const std::string& verdict) const {
+    auto it = counts.find(verdict);
+    return it == counts.end() ? 0 : it->second;
+  }
+};
+
+// Throws ctr::Error when the runs cannot be compared (different modes).
+Comparison compareResults(const Result& base, const Result& now, const CompareOptions& o);
 
 // Prints the rows as a table; returns the exit status: 0 no regression, 1 a regression (a
 // missing or errored workload or FOM counts unless allowed), 2 only inconclusive ones.
-int printComparison(const nlohmann::json& comparison, std::ostream& out);
+int printComparison(const Comparison& comparison, std::ostream& out);
 
 }  // namespace ctr::bench

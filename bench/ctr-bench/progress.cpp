@@ -34,11 +34,10 @@ void Progress::done() {
   dirty_ = false;
 }
 
-std::string Progress::verdictSummary(const nlohmann::json& workload) {
+std::string Progress::verdictSummary(const std::vector<FomResult>& foms) {
   std::map<std::string, int> counts;
-  if (workload.contains("foms"))
-    for (const auto& f : workload["foms"])
-      if (f.contains("analysis") && f["analysis"].contains("verdict")) ++counts[f["analysis"]["verdict"].get<std::string>()];
+  for (const auto& f : foms)
+    if (f.analysis && !f.analysis->verdict.empty()) ++counts[f.analysis->verdict];
   std::string s;
   for (const auto& [k, v] : counts) s += (s.empty() ? " | " : ", ") + k + " " + std::to_string(v);
   return s;
@@ -46,57 +45,65 @@ std::string Progress::verdictSummary(const nlohmann::json& workload) {
 
 namespace {
 
-std::string pct(const nlohmann::json& v) {
-  if (!v.is_number()) return "-";
+std::string pct(const std::optional<double>& v) {
+  if (!v) return "-";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.2f%%", v.get<double>() * 100);
+  std::snprintf(buf, sizeof buf, "%+.2f%%", *v * 100);
   return buf;
+}
+
+std::string ms(const std::optional<double>& seconds) {
+  return seconds ? std::to_string(*seconds * 1000).substr(0, 6) + " ms" : std::string("-");
+}
+
+// One FOM's line: overhead, interval, pairs, delta, verdict; a stack delta as a factor.
+void printFomLine(const std::string& workload, const FomResult& f, std::ostream& out) {
+  static const Analysis none;
+  const Analysis& a = f.analysis ? *f.analysis : none;
+  char line[512];
+  std::string ci = a.ciLow && a.ciHigh ? "[" + pct(a.ciLow) + ", " + pct(a.ciHigh) + "]" : "-";
+  std::snprintf(line, sizeof line, "%-14s %-28s %10s  %-22s %3d %6.1f%%  %s", workload.c_str(), f.name.c_str(),
+                pct(a.overhead).c_str(), ci.c_str(), a.nPairs.value_or(0), f.delta.value_or(0) * 100, a.verdict.c_str());
+  out << line;
+  if (a.speedup && a.speedup->factor && a.speedup->low && a.speedup->high) {
+    double x = *a.speedup->factor, lo = *a.speedup->low, hi = *a.speedup->high;
+    std::snprintf(line, sizeof line, "  B %.3gx %s [%.3g, %.3g]", x >= 1 ? x : 1 / x, x >= 1 ? "faster" : "slower",
+                  x >= 1 ? lo : 1 / hi, x >= 1 ? hi : 1 / lo);
+    out << line;
+  }
+  if (!a.note.empty()) out << "  (" << a.note << ")";
+  out << "\n";
 }
 
 }  // namespace
 
-void printSummaryTable(const nlohmann::json& result, std::ostream& out) {
+void printSummaryTable(const Result& result, std::ostream& out) {
   char line[512];
   std::snprintf(line, sizeof line, "%-14s %-28s %10s  %-22s %3s %7s  %s\n", "workload", "FOM", "overhead", "interval", "n",
                 "delta", "verdict");
   out << line;
-  for (const auto& w : result["workloads"]) {
-    std::string name = w["name"];
-    if (w["foms"].empty()) {
-      out << name << ": " << w["status"].get<std::string>()
-          << (w["reason"].is_string() ? " (" + w["reason"].get<std::string>() + ")" : "") << "\n";
+  for (const auto& w : result.workloads) {
+    if (w.foms.empty()) {
+      out << w.name << ": " << w.status << (w.reason.empty() ? "" : " (" + w.reason + ")") << "\n";
       continue;
     }
-    for (const auto& f : w["foms"]) {
-      const auto& a = f["analysis"];
-      std::string ci = a["ci"].is_array() ? "[" + pct(a["ci"][0]) + ", " + pct(a["ci"][1]) + "]" : "-";
-      std::string fom = f["name"].get<std::string>();
-      std::snprintf(line, sizeof line, "%-14s %-28s %10s  %-22s %3d %6.1f%%  %s", name.c_str(), fom.c_str(),
-                    pct(a["overhead"]).c_str(), ci.c_str(), a.value("n_pairs", 0), f["delta"].get<double>() * 100,
-                    a["verdict"].get<std::string>().c_str());
-      out << line;
-      if (a.contains("speedup") && a["speedup"]["ci"].is_array()) {
-        // A stack delta: B's build against A's, as a factor.
-        double x = a["speedup"]["factor"], lo = a["speedup"]["ci"][0], hi = a["speedup"]["ci"][1];
-        std::snprintf(line, sizeof line, "  B %.3gx %s [%.3g, %.3g]", x >= 1 ? x : 1 / x, x >= 1 ? "faster" : "slower",
-                      x >= 1 ? lo : 1 / hi, x >= 1 ? hi : 1 / lo);
-        out << line;
-      }
-      if (a["note"].is_string()) out << "  (" << a["note"].get<std::string>() << ")";
-      out << "\n";
-    }
-    if (w["status"] == "error" && w["reason"].is_string()) out << name << ": error: " << w["reason"].get<std::string>() << "\n";
+    for (const auto& f : w.foms) printFomLine(w.name, f, out);
+    if (w.status == "error" && !w.reason.empty()) out << w.name << ": error: " << w.reason << "\n";
   }
-  if (result.contains("cold_start") && result["cold_start"].is_object() && result["cold_start"].contains("median_s")) {
-    const auto& m = result["cold_start"]["median_s"];
-    auto ms = [](const nlohmann::json& v) { return v.is_number() ? std::to_string(v.get<double>() * 1000).substr(0, 6) + " ms" : std::string("-"); };
-    out << "cold start (median): bare " << ms(m["bare"]) << ", warm " << ms(m["warm"]) << ", cold " << ms(m["cold"]) << "\n";
+  if (result.coldStart && !result.coldStart->medianS.empty()) {
+    auto median = [&](const std::string& k) {
+      auto it = result.coldStart->medianS.find(k);
+      return it == result.coldStart->medianS.end() ? std::nullopt : it->second;
+    };
+    out << "cold start (median): bare " << ms(median("bare")) << ", warm " << ms(median("warm")) << ", cold "
+        << ms(median("cold")) << "\n";
   }
-  const auto& s = result["summary"];
-  if (s.is_object())
-    out << "summary: PASS " << s["PASS"] << ", FAIL " << s["FAIL"] << ", FASTER " << s.value("FASTER", 0) << ", INCONCLUSIVE "
-        << s["INCONCLUSIVE"] << ", ESTIMATE " << s.value("ESTIMATE", 0) << ", ERROR " << s["ERROR"] << ", SKIPPED "
-        << s["SKIPPED"] << "; exit status " << s["exit_status"] << "\n";
+  if (const auto& s = result.summary) {
+    auto n = [&](const std::string& k) { return s->counts.contains(k) ? s->counts.at(k) : 0; };
+    out << "summary: PASS " << n("PASS") << ", FAIL " << n("FAIL") << ", FASTER " << n("FASTER") << ", INCONCLUSIVE "
+        << n("INCONCLUSIVE") << ", ESTIMATE " << n("ESTIMATE") << ", ERROR " << n("ERROR") << ", SKIPPED " << n("SKIPPED")
+        << "; exit status " << s->exitStatus.value_or(0) << "\n";
+  }
 }
 
 }  // namespace ctr::bench

@@ -3,10 +3,10 @@
 // log stays readable. And the table printed at the end.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <ostream>
 #include <string>
+
+#include "result.hpp"
 
 namespace ctr::bench {
 
@@ -17,7 +17,7 @@ class Progress {
   void line(const std::string& text);    // a line that stays
   void done();                           // clears the status line
   // " | PASS 3, INCONCLUSIVE 1" from a workload's FOM list.
-  static std::string verdictSummary(const nlohmann::json& workload);
+  static std::string verdictSummary(const std::vector<FomResult>& foms);
 
  private:
   bool tty_ = false;
@@ -26,6 +26,6 @@ class Progress {
 };
 
 // FOM, overhead, CI, verdict per workload; skipped and failed workloads with their reason.
-void printSummaryTable(const nlohmann::json& result, std::ostream& out);
+void printSummaryTable(const Result& result, std::ostream& out);
 
 }  // namespace ctr::bench

@@ -1,6 +1,8 @@
 # `ctr-bench report` (report.cpp): a static library that ctr-bench links, its unit tests,
 # and a small driver the integration test renders its fixture with.
-add_library(ctr-bench-report STATIC "${CMAKE_CURRENT_LIST_DIR}/report.cpp")
+# The result model (result.cpp) is here too: the report reads it, and ctr-bench-lib links this.
+add_library(ctr-bench-report STATIC "${CMAKE_CURRENT_LIST_DIR}/report.cpp" "${CMAKE_CURRENT_LIST_DIR}/report_model.cpp"
+  "${CMAKE_CURRENT_LIST_DIR}/report_plots.cpp" "${CMAKE_CURRENT_LIST_DIR}/result.cpp")
 target_include_directories(ctr-bench-report PUBLIC "${CMAKE_CURRENT_LIST_DIR}")
 target_link_libraries(ctr-bench-report PUBLIC ctrlib nlohmann_json::nlohmann_json)
 

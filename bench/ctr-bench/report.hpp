@@ -1,6 +1,7 @@
-// `ctr-bench report`: turns a result file (format "ctr-bench-result", version 1; see
+// `ctr-bench report`: turns a result (format "ctr-bench-result", version 1; see
 // docs/benchmark-guide.md) into a Markdown summary and one self-contained HTML page whose
-// plots are drawn by Vega (Debian's libjs-vega, inlined when the report is written).
+// plots are drawn by Vega (Debian's libjs-vega, inlined when the report is written). What the
+// report says is decided once (report_model.hpp); these render it.
 #pragma once
 
 #include <filesystem>
@@ -8,17 +9,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "result.hpp"
+
 namespace ctr::bench {
 
-// Writes a Markdown summary and one self-contained HTML page for a ctr-bench result (format
-// "ctr-bench-result", version 1). The caller has checked format and version. Optional parts
-// (cold start, scenarios, samples, analyses) may be absent or null; a required field that is
-// missing or of the wrong type throws ctr::Error naming it ("workloads[2].foms[0].name").
-// Throws ctr::Error when Vega is not installed (see vegaDirectory()).
-void writeReport(const nlohmann::json& result, const std::filesystem::path& markdownOut,
-                 const std::filesystem::path& htmlOut);
+// Writes a Markdown summary and one self-contained HTML page. Both are rendered before
+// either is written. Throws ctr::Error when Vega is not installed (see vegaDirectory()).
+void writeReport(const Result& result, const std::filesystem::path& markdownOut, const std::filesystem::path& htmlOut);
 
 // The pieces of writeReport, for tests and for callers that want the text.
+[[nodiscard]] std::string renderMarkdown(const Result& result);
+[[nodiscard]] std::string renderHtml(const Result& result);
+
+// The same from a parsed result file (resultFromJson: a wrong field throws ctr::Error naming
+// it, "workloads[2].foms[0].name"); optional parts may be absent or null.
 [[nodiscard]] std::string renderMarkdown(const nlohmann::json& result);
 [[nodiscard]] std::string renderHtml(const nlohmann::json& result);
 

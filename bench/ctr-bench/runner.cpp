@@ -41,7 +41,6 @@
 namespace ctr::bench {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 std::string modeName(Mode m) {
   switch (m) {
@@ -268,13 +267,74 @@ struct FomRecord {
   std::string unit;
   Direction direction = Direction::Higher;
   double delta = kDefaultDelta;
-  std::vector<std::optional<double>> a, b;  // index = block
-  json errors = json::array();
+  SampleList a, b;  // index = block
+  std::vector<LaunchError> errors;
   Verdict verdict = Verdict::Inconclusive;
-  json analysis;
+  Analysis analysis;
 };
 
 struct Interrupted {};
+
+// One workload while it runs: its entry in the result (rewritten as it goes), its FOM
+// records and how each side launches.
+struct WorkloadRun {
+  Descriptor d;
+  WorkloadResult& w;
+  double started = 0;
+  fs::path wdir{};
+  std::vector<std::string> env{};
+  Sides sides{};
+  std::map<std::string, double> deltas{};
+  std::vector<FomRecord> foms{};
+  LookSchedule looks{};
+  std::vector<std::string> files{};  // the output files of the last launch
+
+  // One launch with its output files: removed before (a stale file must not count as this
+  // launch's figures), read after.
+  LaunchResult launchOnce(const std::vector<std::string>& argv) {
+    for (const auto& f : d.outputFiles) ::unlink(f.c_str());
+    auto r = launch(argv, env, wdir, d.timeoutS);
+    files.clear();
+    for (const auto& f : d.outputFiles) {
+      std::ifstream in(f);
+      files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return r;
+  }
+  ParsedOutput parse(const LaunchResult& r) const { return parseOutput(d, r.out, r.err, deltas, files); }
+
+  FomRecord& recordFor(const FomValue& v) {
+    for (auto& f : foms)
+      if (f.name == v.name) return f;
+    FomRecord f;
+    f.name = v.name;
+    f.unit = v.unit;
+    f.direction = v.direction;
+    f.delta = v.delta;
+    foms.push_back(std::move(f));
+    return foms.back();
+  }
+
+  // Records one launch's outcome into block `block` for side `side`.
+  void record(int block, const std::string& side, const LaunchResult& r) {
+    auto parsed = parse(r);
+    if (r.ok() && !parsed.error)
+      for (const auto& v : parsed.foms) recordFor(v);
+    for (auto& f : foms) {
+      auto& samples = side == "A" ? f.a : f.b;
+      if (samples.size() <= static_cast<size_t>(block)) samples.resize(static_cast<size_t>(block) + 1);
+      auto it = std::find_if(parsed.foms.begin(), parsed.foms.end(), [&](const FomValue& v) { return v.name == f.name; });
+      std::optional<double> value = it == parsed.foms.end() ? std::nullopt : it->value;
+      std::string problem;
+      if (!r.ok()) problem = r.describe();
+      else if (parsed.error) problem = *parsed.error;
+      else if (!value) problem = "printed no value for " + f.name;
+      else if (!std::isfinite(*value) || *value <= 0) problem = "value " + std::to_string(*value) + " is not a positive number";
+      if (problem.empty()) samples[static_cast<size_t>(block)] = value;
+      else f.errors.push_back(LaunchError{block, "", "", side, problem, r.stderrTail()});
+    }
+  }
+};
 
 class Runner {
  public:
@@ -286,7 +346,7 @@ class Runner {
   std::string ctr_;
   fs::path workdirPath_;
   std::string imageA_, imageB_;
-  json result_;
+  Result result_;
   std::unique_ptr<gsl_rng, RngDeleter> rng_;
   std::uint64_t seed_ = 0;
   Progress progress_;
@@ -302,13 +362,24 @@ class Runner {
   void save() { writeResultAtomic(opt_.out, result_); }
   std::vector<Descriptor> selectWorkloads();
   Sides commandsFor(const Descriptor& d, const std::string& program, const std::vector<std::string>& extraCtrArgs = {});
-  json runWorkload(const Descriptor& raw, size_t index, size_t count);
+  void runWorkload(const Descriptor& raw, size_t index, size_t count);
+  std::optional<std::string> cannotRun(const Descriptor& d, const std::string& program) const;
+  void finish(WorkloadRun& run, const std::string& status, const std::string& reason, const std::string& tail = "");
+  bool setUp(WorkloadRun& run, bool& teardownArmed);
+  void measure(WorkloadRun& run, size_t index, size_t count);
+  void publish(WorkloadRun& run);
+  void store(WorkloadRun& run);
+  void runBlocks(WorkloadRun& run, int firstTarget, double blockTime, double ownDeadline, size_t index, size_t count);
+  void runBlock(WorkloadRun& run, int block, int target, double blockTime, size_t index, size_t count);
   Descriptor expanded(const Descriptor& raw) const;
-  json coldStart(const std::map<std::string, std::string>& env);
-  json scenario(const std::string& name, const std::vector<Descriptor>& descriptors);
+  ColdStart coldStart(const std::map<std::string, std::string>& env);
+  ScenarioResult scenario(const std::string& name, const std::vector<Descriptor>& descriptors);
   void analyse(FomRecord& f, const DecisionPlan& plan);
-  json fomJson(const FomRecord& f) const;
   std::string coldConfig();
+  void checkOptions() const;
+  std::string resolveImages(const std::vector<Descriptor>& descriptors);
+  RunConfig config(double budget, const std::string& imageNote) const;
+  bool measureAll(const std::vector<Descriptor>& descriptors);
 };
 
 std::vector<Descriptor> Runner::selectWorkloads() {
@@ -413,35 +484,50 @@ Sides Runner::commandsFor(const Descriptor& d, const std::string& program, const
   return s;
 }
 
-void Runner::analyse(FomRecord& f, const DecisionPlan& plan) {
+// The spread and location of each side, whatever the rule decides.
+Analysis describeSides(const FomRecord& f, const DecisionPlan& plan) {
   std::vector<double> a, b;
   for (const auto& v : f.a)
     if (v) a.push_back(*v);
   for (const auto& v : f.b)
     if (v) b.push_back(*v);
-  json an;
-  auto dec = decidePairs(f.a, f.b, f.direction, f.delta, plan);
-  auto best = [&](const std::vector<double>& v) -> json {
-    if (v.empty()) return nullptr;
+  auto best = [&](const std::vector<double>& v) -> std::optional<double> {
+    if (v.empty()) return std::nullopt;
     return f.direction == Direction::Higher ? *std::max_element(v.begin(), v.end()) : *std::min_element(v.begin(), v.end());
   };
-  auto med = [](const std::vector<double>& v) -> json { return v.empty() ? json(nullptr) : json(median(v)); };
-  an["n_pairs"] = dec ? dec->nPairs : 0;
-  an["cv_a"] = coefficientOfVariation(a);
-  an["cv_b"] = coefficientOfVariation(b);
-  an["baseline_spread"] = robustRelativeSpread(a);
-  an["min"] = {{"A", best(a)}, {"B", best(b)}};
-  an["median"] = {{"A", med(a)}, {"B", med(b)}};
-  an["ci_method"] = ciMethodName(plan.method);
-  an["alpha"] = plan.alpha;
-  an["looks"] = plan.looks;
-  an["min_pairs"] = minimumPairs(plan);
+  auto med = [](const std::vector<double>& v) { return v.empty() ? std::nullopt : std::optional<double>(median(v)); };
+  Analysis an;
+  an.cvA = coefficientOfVariation(a);
+  an.cvB = coefficientOfVariation(b);
+  an.baselineSpread = robustRelativeSpread(a);
+  an.bestA = best(a);
+  an.bestB = best(b);
+  an.medianA = med(a);
+  an.medianB = med(b);
+  an.ciMethod = ciMethodName(plan.method);
+  an.alpha = plan.alpha;
+  an.looks = plan.looks;
+  an.minPairs = minimumPairs(plan);
+  return an;
+}
+
+std::string errorWhere(const LaunchError& e) {
+  return e.block && *e.block >= 0 ? "block " + std::to_string(*e.block) : std::string("warm-up");
+}
+
+void Runner::analyse(FomRecord& f, const DecisionPlan& plan) {
+  Analysis an = describeSides(f, plan);
+  auto dec = decidePairs(f.a, f.b, f.direction, f.delta, plan);
+  an.nPairs = dec ? dec->nPairs : 0;
   std::string note;
   if (dec) {
-    an["overhead"] = dec->overhead;
-    an["ci"] = dec->ci ? json{dec->ci->lo, dec->ci->hi} : json(nullptr);
-    an["ci_level"] = dec->ci ? json(dec->ciLevel) : json(nullptr);
-    an["pairs_needed"] = dec->pairsNeeded ? json(*dec->pairsNeeded) : json(nullptr);
+    an.overhead = dec->overhead;
+    if (dec->ci) {
+      an.ciLow = dec->ci->lo;
+      an.ciHigh = dec->ci->hi;
+      an.ciLevel = dec->ciLevel;
+    }
+    an.pairsNeeded = dec->pairsNeeded;
     f.verdict = dec->verdict;
     note = dec->note;
     if (opt_.mode != Mode::RuntimeOverhead) {
@@ -450,43 +536,39 @@ void Runner::analyse(FomRecord& f, const DecisionPlan& plan) {
       f.verdict = Verdict::Estimate;
       note.clear();
       auto factor = [](double overhead) { return 1 / (1 + overhead); };
-      an["speedup"] = {{"factor", factor(dec->overhead)},
-                       {"ci", dec->ci ? json{factor(dec->ci->hi), factor(dec->ci->lo)} : json(nullptr)}};
-      if (!dec->ci) note = std::to_string(dec->nPairs) + " pair(s): too few for an interval";
+      an.speedup = Speedup{factor(dec->overhead), std::nullopt, std::nullopt};
+      if (dec->ci) {
+        an.speedup->low = factor(dec->ci->hi);
+        an.speedup->high = factor(dec->ci->lo);
+      } else {
+        note = std::to_string(dec->nPairs) + " pair(s): too few for an interval";
+      }
     }
   } else {
-    an["overhead"] = nullptr;
-    an["ci"] = nullptr;
-    an["ci_level"] = nullptr;
-    an["pairs_needed"] = nullptr;
     f.verdict = Verdict::Error;
     note = "no complete pair of samples";
   }
   if (!f.errors.empty()) {
     f.verdict = Verdict::Error;
     const auto& e = f.errors[0];
-    std::string where = e["block"].get<int>() < 0 ? std::string("warm-up") : "block " + e["block"].dump();
-    note = std::to_string(f.errors.size()) + " failed launch(es); first: " + where + " side " +
-           e["side"].get<std::string>() + ": " + e["message"].get<std::string>();
+    note = std::to_string(f.errors.size()) + " failed launch(es); first: " + errorWhere(e) + " side " + e.side + ": " + e.message;
   }
-  an["verdict"] = verdictName(f.verdict);
-  an["note"] = note.empty() ? json(nullptr) : json(note);
+  an.verdict = verdictName(f.verdict);
+  an.note = note;
   f.analysis = an;
 }
 
-json Runner::fomJson(const FomRecord& f) const {
-  auto samples = [](const std::vector<std::optional<double>>& v) {
-    json arr = json::array();
-    for (const auto& x : v) arr.push_back(x ? json(*x) : json(nullptr));
-    return arr;
-  };
-  return {{"name", f.name},
-          {"unit", f.unit},
-          {"direction", f.direction == Direction::Higher ? "higher" : "lower"},
-          {"delta", f.delta},
-          {"samples", {{"A", samples(f.a)}, {"B", samples(f.b)}}},
-          {"errors", f.errors},
-          {"analysis", f.analysis}};
+FomResult fomResult(const FomRecord& f) {
+  FomResult out;
+  out.name = f.name;
+  out.unit = f.unit;
+  out.direction = f.direction == Direction::Higher ? "higher" : "lower";
+  out.delta = f.delta;
+  out.samplesA = f.a;
+  out.samplesB = f.b;
+  out.errors = f.errors;
+  out.analysis = f.analysis;
+  return out;
 }
 
 Descriptor Runner::expanded(const Descriptor& raw) const {
@@ -512,114 +594,134 @@ Descriptor Runner::expanded(const Descriptor& raw) const {
   return d;
 }
 
-json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
-  const Descriptor d = expanded(raw);
-  const double started = now();
-  json w = {{"name", d.name},         {"description", d.description}, {"descriptor", d.file.string()},
-            {"status", "ok"},         {"reason", nullptr},            {"stderr_tail", nullptr},
-            {"commands", nullptr},    {"labels", nullptr},            {"duration_s", 0},
-            {"plan", json::array()},  {"foms", json::array()}};
-  // The workload's entry in the result, rewritten as it goes (skips and errors included).
-  result_["workloads"].push_back(w);
-  auto finish = [&](const std::string& status, const std::string& reason, const std::string& tail = "") {
-    w["status"] = status;
-    w["reason"] = reason.empty() ? json(nullptr) : json(reason);
-    w["stderr_tail"] = tail.empty() ? json(nullptr) : json(tail);
-    w["duration_s"] = now() - started;
-    result_["workloads"].back() = w;
-    save();
-    progress_.line(d.name + ": " + status + (reason.empty() ? "" : " (" + reason + ")"));
-    return w;
-  };
-  if (d.requiresRoot && ::geteuid() != 0) return finish("skipped", "needs root (requires_root)");
-  if (d.mpirun && findInPath("mpirun", kPath).empty()) return finish("skipped", "mpirun not found (launcher: mpirun)");
+void Runner::finish(WorkloadRun& run, const std::string& status, const std::string& reason, const std::string& tail) {
+  run.w.status = status;
+  run.w.reason = reason;
+  run.w.stderrTail = tail;
+  run.w.durationS = now() - run.started;
+  save();
+  progress_.line(run.d.name + ": " + status + (reason.empty() ? "" : " (" + reason + ")"));
+}
+
+// Why a workload cannot run here at all; nullopt when it can.
+std::optional<std::string> Runner::cannotRun(const Descriptor& d, const std::string& program) const {
+  if (d.requiresRoot && ::geteuid() != 0) return "needs root (requires_root)";
+  if (d.mpirun && findInPath("mpirun", kPath).empty()) return "mpirun not found (launcher: mpirun)";
   for (const auto& p : d.requiredPrograms)
-    if (resolveProgram(p).empty()) return finish("skipped", "required program '" + p + "' not found");
-  if ((opt_.mode != Mode::RuntimeOverhead) && d.imageCommand.empty() && opt_.mode == Mode::ImageVsHost)
-    return finish("skipped", "no image_command: the descriptor does not say how to run the image's own build");
-  if (now() >= deadline_) return finish("skipped", "the run's --budget is spent");
-  std::string program = resolveProgram(d.command[0]);
+    if (resolveProgram(p).empty()) return "required program '" + p + "' not found";
+  if (opt_.mode == Mode::ImageVsHost && d.imageCommand.empty())
+    return "no image_command: the descriptor does not say how to run the image's own build";
+  if (now() >= deadline_) return "the run's --budget is spent";
   if (program.empty() && opt_.mode != Mode::ImageVsImage)
-    return finish("skipped", "program '" + d.command[0] + "' not found (looked beside ctr-bench and in PATH)");
+    return "program '" + d.command[0] + "' not found (looked beside ctr-bench and in PATH)";
+  return std::nullopt;
+}
 
-  fs::path wdir = workdirPath_ / d.name;
-  fs::create_directories(wdir);
-  ::chmod(wdir.c_str(), 0777);
-  auto baseEnv = baseEnvironment(&d);
-  auto env = envList(baseEnv);
-  Sides sides = commandsFor(d, program);
-  w["commands"] = {{"A", sides.a}, {"B", sides.b}};
-  w["labels"] = {{"A", sides.labelA}, {"B", sides.labelB}};
-  w["env"] = baseEnv;
+// The descriptor's setup; false when it made the workload skip or fail (finished then).
+bool Runner::setUp(WorkloadRun& run, bool& teardownArmed) {
+  const auto& setup = run.d.setupFor(opt_.profile);
+  // A container joining a holder that started before setup's mounts (a FUSE dataset, a
+  // scratch file system) does not see them, even through --bind: so the images are let
+  // go during setup and held again after it.
+  releaseImages();
+  progress_.status(run.d.name + ": setup");
+  auto r = launch(setup, run.env, run.wdir, run.d.timeoutS);
+  teardownArmed = true;
+  holdImages();
+  if (r.interrupted) throw Interrupted{};
+  // A setup that cannot make its prerequisites here (no squashfuse, say) says so with
+  // exit 77, as a workload's probe does.
+  if (isSkip(r)) finish(run, "skipped", "setup: " + skipReason(r));
+  else if (!r.ok()) finish(run, "error", "setup failed (" + r.describe() + ")", r.stderrTail());
+  return r.ok() && !isSkip(r);
+}
 
-  // teardown runs whatever happens after a successful setup.
-  struct Teardown {
-    const Descriptor& d;
-    const std::vector<std::string>& env;
-    const fs::path& dir;
-    bool armed = false;
-    ~Teardown() {
-      if (armed && !d.teardown.empty()) {
-        try {
-          launch(d.teardown, env, dir, 120);
-        } catch (const std::exception&) {
-        }
-      }
-    }
-  } teardown{d, env, wdir};
-  if (const auto& setup = d.setupFor(opt_.profile); !setup.empty()) {
-    // A container joining a holder that started before setup's mounts (a FUSE dataset, a
-    // scratch file system) does not see them, even through --bind: so the images are let
-    // go during setup and held again after it.
-    releaseImages();
-    progress_.status(d.name + ": setup");
-    auto r = launch(setup, env, wdir, d.timeoutS);
-    teardown.armed = true;
-    holdImages();
-    if (r.interrupted) throw Interrupted{};
-    // A setup that cannot make its prerequisites here (no squashfuse, say) says so with
-    // exit 77, as a workload's probe does.
-    if (isSkip(r)) return finish("skipped", "setup: " + skipReason(r));
-    if (!r.ok()) return finish("error", "setup failed (" + r.describe() + ")", r.stderrTail());
+void Runner::publish(WorkloadRun& run) {
+  run.w.foms.clear();
+  for (auto& f : run.foms) {
+    analyse(f, run.looks.plan);
+    run.w.foms.push_back(fomResult(f));
   }
+  run.w.durationS = now() - run.started;
+}
 
+void Runner::store(WorkloadRun& run) {
+  publish(run);
+  save();
+}
+
+std::string listText(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return "[" + s + "]";
+}
+
+void Runner::runBlock(WorkloadRun& run, int block, int target, double blockTime, size_t index, size_t count) {
+  std::vector<std::string> order = gsl_rng_uniform_int(rng_.get(), 2) ? std::vector<std::string>{"B", "A"}
+                                                                        : std::vector<std::string>{"A", "B"};
+  BlockPlan plan{block, order, {}};
+  for (const auto& side : order) {
+    progress_.status(run.d.name + " [" + std::to_string(index + 1) + "/" + std::to_string(count) + "]: block " +
+                     std::to_string(block + 1) + "/" + std::to_string(target) + " (looks at " +
+                     (run.looks.pairs.empty() ? std::string("none: too few blocks") : listText(run.looks.pairs)) + "), ETA " +
+                     std::to_string(static_cast<int>(blockTime * (target - block))) + " s, run budget left " +
+                     std::to_string(std::max(0, static_cast<int>(deadline_ - now()))) + " s" +
+                     Progress::verdictSummary(run.w.foms));
+    auto r = run.launchOnce(side == "A" ? run.sides.a : run.sides.b);
+    if (r.interrupted) {
+      run.w.reason = "interrupted in block " + std::to_string(block + 1) + "; that block's samples are partial";
+      store(run);
+      throw Interrupted{};
+    }
+    plan.wallS[side] = r.wallS;
+    run.record(block, side, r);
+  }
+  run.w.plan.push_back(plan);
+}
+
+// The blocks up to the first look, then look by look while a FOM is INCONCLUSIVE, within
+// this workload's share of the budget.
+void Runner::runBlocks(WorkloadRun& run, int firstTarget, double blockTime, double ownDeadline, size_t index, size_t count) {
+  const auto& looks = run.looks.pairs;
+  int target = firstTarget;
+  size_t nextLook = 0;
+  for (int block = 0;; ++block) {
+    if (block >= target) {
+      // A planned look (or the end of a profile too short for one).
+      bool anyOpen = std::any_of(run.foms.begin(), run.foms.end(), [](const FomRecord& f) { return f.verdict == Verdict::Inconclusive; });
+      while (nextLook < looks.size() && looks[nextLook] <= block) ++nextLook;
+      if (!anyOpen || nextLook >= looks.size()) break;
+      const int more = looks[nextLook] - block;
+      if (now() + more * blockTime > ownDeadline) {
+        run.w.budgetNote = "no further look: " + std::to_string(more) + " more blocks would pass this workload's share of --budget";
+        break;
+      }
+      target = looks[nextLook];
+    }
+    if (now() + blockTime > deadline_ + blockTime * 0.5) {
+      run.w.budgetNote = "--budget ran out after " + std::to_string(block) + " blocks";
+      break;
+    }
+    const double blockStart = now();
+    runBlock(run, block, target, blockTime, index, count);
+    blockTime = now() - blockStart;
+    store(run);
+  }
+}
+
+// The probe (A's warm-up), B's warm-up, then the blocks the budget allows.
+void Runner::measure(WorkloadRun& run, size_t index, size_t count) {
+  const Descriptor& d = run.d;
   // The probe is A's warm-up: a workload that cannot run here says so with exit 77.
   progress_.status(d.name + ": probe and warm-up");
-  // One launch with its output files: removed before (a stale file must not count as this
-  // launch's figures), read after.
-  std::vector<std::string> files;
-  auto launchOnce = [&](const std::vector<std::string>& argv) {
-    for (const auto& f : d.outputFiles) ::unlink(f.c_str());
-    auto r = launch(argv, env, wdir, d.timeoutS);
-    files.clear();
-    for (const auto& f : d.outputFiles) {
-      std::ifstream in(f);
-      files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    return r;
-  };
-  auto probe = launchOnce(sides.a);
+  auto probe = run.launchOnce(run.sides.a);
   if (probe.interrupted) throw Interrupted{};
-  if (isSkip(probe)) return finish("skipped", skipReason(probe));
-  std::map<std::string, double> deltas = opt_.deltas;
-  auto parsedProbe = parseOutput(d, probe.out, probe.err, deltas, files);
-  if (!probe.ok()) return finish("error", "the bare launch failed (" + probe.describe() + ")", probe.stderrTail());
-  if (parsedProbe.error) return finish("error", "the bare launch printed no FOM: " + *parsedProbe.error, probe.stderrTail());
-
-  std::vector<FomRecord> foms;
-  auto recordFor = [&](const FomValue& v) -> FomRecord& {
-    for (auto& f : foms)
-      if (f.name == v.name) return f;
-    FomRecord f;
-    f.name = v.name;
-    f.unit = v.unit;
-    f.direction = v.direction;
-    f.delta = v.delta;
-    foms.push_back(std::move(f));
-    return foms.back();
-  };
-  for (const auto& v : parsedProbe.foms) recordFor(v);
-  if (!parsedProbe.info.is_null()) w["info"] = parsedProbe.info;
+  if (isSkip(probe)) return finish(run, "skipped", skipReason(probe));
+  auto parsedProbe = run.parse(probe);
+  if (!probe.ok()) return finish(run, "error", "the bare launch failed (" + probe.describe() + ")", probe.stderrTail());
+  if (parsedProbe.error) return finish(run, "error", "the bare launch printed no FOM: " + *parsedProbe.error, probe.stderrTail());
+  for (const auto& v : parsedProbe.foms) run.recordFor(v);
+  if (!parsedProbe.info.is_null()) run.w.info = parsedProbe.info;
 
   // The looks are planned before the first block (stats.hpp): blocks up to the first look,
   // then look by look while a FOM is INCONCLUSIVE, up to max_blocks. --quick's 3 blocks are
@@ -628,124 +730,78 @@ json Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
       d.blocks.contains(opt_.profile) ? d.blocks.at(opt_.profile) : (opt_.profile == Profile::Quick ? 3 : 10));
   const int cap = std::max(initial, d.maxBlocks.contains(opt_.profile) ? d.maxBlocks.at(opt_.profile)
                                                                         : (opt_.profile == Profile::Quick ? initial : 40));
-  const LookSchedule looks = planLooks(initial, cap, opt_.alpha, opt_.ciMethod);
-  w["looks"] = looks.pairs;
-  auto publish = [&] {
-    w["foms"] = json::array();
-    for (auto& f : foms) {
-      analyse(f, looks.plan);
-      w["foms"].push_back(fomJson(f));
-    }
-    w["duration_s"] = now() - started;
-  };
-  auto store = [&] {
-    publish();
-    result_["workloads"].back() = w;
-    save();
-  };
-
-  // Records one launch's outcome into block `block` for side `side`.
-  auto record = [&](int block, const std::string& side, const LaunchResult& r) {
-    auto parsed = parseOutput(d, r.out, r.err, deltas, files);
-    std::set<std::string> seenNames;
-    for (const auto& v : parsed.foms) seenNames.insert(v.name);
-    if (r.ok() && !parsed.error)
-      for (const auto& v : parsed.foms) recordFor(v);
-    for (auto& f : foms) {
-      auto& samples = side == "A" ? f.a : f.b;
-      if (samples.size() <= static_cast<size_t>(block)) samples.resize(static_cast<size_t>(block) + 1);
-      std::optional<double> value;
-      for (const auto& v : parsed.foms)
-        if (v.name == f.name) value = v.value;
-      std::string problem;
-      if (!r.ok()) {
-        problem = r.describe();
-      } else if (parsed.error) {
-        problem = *parsed.error;
-      } else if (!seenNames.contains(f.name) || !value) {
-        problem = "printed no value for " + f.name;
-      } else if (!std::isfinite(*value) || *value <= 0) {
-        problem = "value " + std::to_string(*value) + " is not a positive number";
-      }
-      if (problem.empty() && r.ok()) {
-        samples[static_cast<size_t>(block)] = value;
-      } else {
-        f.errors.push_back({{"block", block}, {"side", side}, {"message", problem}, {"stderr_tail", r.stderrTail()}});
-      }
-    }
-  };
+  run.looks = planLooks(initial, cap, opt_.alpha, opt_.ciMethod);
+  run.w.looks = run.looks.pairs;
 
   // B's warm-up. A container that cannot run the workload at all is an ERROR for every
   // FOM, with ctr's message, and no blocks are spent on it.
-  progress_.status(d.name + ": warm-up (" + sides.labelB + ")");
-  auto warmB = launchOnce(sides.b);
+  progress_.status(d.name + ": warm-up (" + run.sides.labelB + ")");
+  auto warmB = run.launchOnce(run.sides.b);
   if (warmB.interrupted) throw Interrupted{};
-  if (!warmB.ok() || parseOutput(d, warmB.out, warmB.err, deltas, files).error) {
+  if (!warmB.ok() || run.parse(warmB).error) {
     std::string message = warmB.ok() ? "no FOM in its output" : warmB.describe();
-    for (auto& f : foms)
-      f.errors.push_back({{"block", -1}, {"phase", "warm-up"}, {"side", "B"}, {"message", message}, {"stderr_tail", warmB.stderrTail()}});
-    publish();
-    return finish("error", "the " + sides.labelB + " launch failed at warm-up (" + message + ")", warmB.stderrTail());
+    for (auto& f : run.foms) f.errors.push_back(LaunchError{-1, "", "warm-up", "B", message, warmB.stderrTail()});
+    publish(run);
+    return finish(run, "error", "the " + run.sides.labelB + " launch failed at warm-up (" + message + ")", warmB.stderrTail());
   }
 
   // The budget bounds the whole run: the blocks up to the first look must fit in what is left
   // of it (estimated from the two warm-up launches), else the workload is skipped; later
   // looks must fit in this workload's share of what is left.
-  const int firstTarget = looks.pairs.empty() ? initial : looks.pairs.front();
-  double blockTime = probe.wallS + warmB.wallS;
+  const int firstTarget = run.looks.pairs.empty() ? initial : run.looks.pairs.front();
+  const double blockTime = probe.wallS + warmB.wallS;
   const double left = deadline_ - now();
   if (firstTarget * blockTime > left) {
     char why[200];
     std::snprintf(why, sizeof why, "does not fit the budget: %d blocks of about %.1f s need %.0f s, %.0f s of --budget left",
                   firstTarget, blockTime, firstTarget * blockTime, std::max(0.0, left));
-    w["foms"] = json::array();
-    return finish("skipped", why);
+    run.w.foms.clear();
+    return finish(run, "skipped", why);
   }
   const double ownDeadline = now() + std::max(0.0, left / static_cast<double>(count - index));
-  int target = firstTarget;
-  size_t nextLook = 0;
-  for (int block = 0;; ++block) {
-    if (block >= target) {
-      // A planned look (or the end of a profile too short for one).
-      bool anyOpen = std::any_of(foms.begin(), foms.end(), [](const FomRecord& f) { return f.verdict == Verdict::Inconclusive; });
-      while (nextLook < looks.pairs.size() && looks.pairs[nextLook] <= block) ++nextLook;
-      if (!anyOpen || nextLook >= looks.pairs.size()) break;
-      const int more = looks.pairs[nextLook] - block;
-      if (now() + more * blockTime > ownDeadline) {
-        w["budget_note"] = "no further look: " + std::to_string(more) + " more blocks would pass this workload's share of --budget";
-        break;
+  runBlocks(run, firstTarget, blockTime, ownDeadline, index, count);
+  publish(run);
+  finish(run, "ok", "");
+}
+
+void Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
+  result_.workloads.push_back({});
+  WorkloadRun run{expanded(raw), result_.workloads.back()};
+  const Descriptor& d = run.d;
+  run.started = now();
+  run.w.name = d.name;
+  run.w.description = d.description;
+  run.w.descriptor = d.file.string();
+  run.w.durationS = 0;
+  const std::string program = resolveProgram(d.command[0]);
+  if (auto why = cannotRun(d, program)) return finish(run, "skipped", *why);
+
+  run.wdir = workdirPath_ / d.name;
+  fs::create_directories(run.wdir);
+  ::chmod(run.wdir.c_str(), 0777);
+  auto baseEnv = baseEnvironment(&d);
+  run.env = envList(baseEnv);
+  run.sides = commandsFor(d, program);
+  run.w.commands = std::map<std::string, std::vector<std::string>>{{"A", run.sides.a}, {"B", run.sides.b}};
+  run.w.labels = SideLabels{run.sides.labelA, run.sides.labelB};
+  run.w.env = baseEnv;
+  run.deltas = opt_.deltas;
+
+  // teardown runs whatever happens after a successful setup.
+  struct Teardown {
+    const WorkloadRun& run;
+    bool armed = false;
+    ~Teardown() {
+      if (armed && !run.d.teardown.empty()) {
+        try {
+          launch(run.d.teardown, run.env, run.wdir, 120);
+        } catch (const std::exception&) {
+        }
       }
-      target = looks.pairs[nextLook];
     }
-    if (now() + blockTime > deadline_ + blockTime * 0.5) {
-      w["budget_note"] = "--budget ran out after " + std::to_string(block) + " blocks";
-      break;
-    }
-    const double blockStart = now();
-    std::vector<std::string> order = gsl_rng_uniform_int(rng_.get(), 2) ? std::vector<std::string>{"B", "A"}
-                                                                          : std::vector<std::string>{"A", "B"};
-    json wall = json::object();
-    for (const auto& side : order) {
-      progress_.status(d.name + " [" + std::to_string(index + 1) + "/" + std::to_string(count) + "]: block " +
-                       std::to_string(block + 1) + "/" + std::to_string(target) + " (looks at " +
-                       (looks.pairs.empty() ? std::string("none: too few blocks") : w["looks"].dump()) + "), ETA " +
-                       std::to_string(static_cast<int>(blockTime * (target - block))) + " s, run budget left " +
-                       std::to_string(std::max(0, static_cast<int>(deadline_ - now()))) + " s" + progress_.verdictSummary(w));
-      auto r = launchOnce(side == "A" ? sides.a : sides.b);
-      if (r.interrupted) {
-        w["reason"] = "interrupted in block " + std::to_string(block + 1) + "; that block's samples are partial";
-        store();
-        throw Interrupted{};
-      }
-      wall[side] = r.wallS;
-      record(block, side, r);
-    }
-    w["plan"].push_back({{"block", block}, {"order", order}, {"wall_s", wall}});
-    blockTime = now() - blockStart;
-    store();
-  }
-  publish();
-  return finish("ok", "");
+  } teardown{run};
+  if (!d.setupFor(opt_.profile).empty() && !setUp(run, teardown.armed)) return;
+  measure(run, index, count);
 }
 
 std::string Runner::coldConfig() {
@@ -768,15 +824,19 @@ std::string Runner::coldConfig() {
   return conf.string();
 }
 
-json Runner::coldStart(const std::map<std::string, std::string>& baseEnv) {
+ColdStart Runner::coldStart(const std::map<std::string, std::string>& baseEnv) {
   // A copy of the image that nothing holds: each cold launch mounts it and, with linger 0,
   // unmounts it at exit. The warm case runs while the keeper holds the original.
   fs::path cold = workdirPath_ / "cold-start.sif";
   std::error_code ec;
-  auto skipped = [](const std::string& why) {
-    return json{{"skipped", why},
-                {"samples_s", {{"bare", json::array()}, {"warm", json::array()}, {"cold", json::array()}}},
-                {"median_s", {{"bare", nullptr}, {"warm", nullptr}, {"cold", nullptr}}}};
+  ColdStart out;
+  for (const char* k : {"bare", "warm", "cold"}) {
+    out.samplesS[k] = {};
+    out.medianS[k] = std::nullopt;
+  }
+  auto skipped = [&](const std::string& why) {
+    out.skipped = why;
+    return out;
   };
   if (fs::is_directory(imageB_)) return skipped("the image is a directory: nothing to mount");
   if (fs::file_size(imageB_, ec) > (1ull << 30)) return skipped("the image is over 1 GiB: not copied for the cold case");
@@ -795,10 +855,9 @@ json Runner::coldStart(const std::map<std::string, std::string>& baseEnv) {
   std::vector<std::string> coldCmd = warmCmd;
   warmCmd.insert(warmCmd.end(), {imageB_, "/bin/true"});
   coldCmd.insert(coldCmd.end(), {cold.string(), "/bin/true"});
-  std::map<std::string, std::vector<std::string>> cmds{{"bare", {"/bin/true"}}, {"warm", warmCmd}, {"cold", coldCmd}};
-  std::map<std::string, json> samples{{"bare", json::array()}, {"warm", json::array()}, {"cold", json::array()}};
+  out.commands = {{"bare", {"/bin/true"}}, {"warm", warmCmd}, {"cold", coldCmd}};
   const int rounds = opt_.profile == Profile::Quick ? 3 : 15;
-  json errors = json::array();
+  out.rounds = rounds;
   for (int round = 0; round < rounds; ++round) {
     const std::array<const char*, 3> cases{"bare", "warm", "cold"};
     std::array<int, 3> idx{0, 1, 2};
@@ -810,35 +869,28 @@ json Runner::coldStart(const std::map<std::string, std::string>& baseEnv) {
       // The previous cold launch's holder must be gone (linger 0 ends it, but not at once),
       // or this launch would join it instead of mounting afresh.
       if (which == "cold") waitForImagesReleased({cold.string()}, 10);
-      auto r = launch(cmds[which], which == "cold" ? coldEnvList : env, workdirPath_, 60);
+      auto r = launch(out.commands[which], which == "cold" ? coldEnvList : env, workdirPath_, 60);
       if (r.interrupted) throw Interrupted{};
-      if (r.ok()) {
-        samples[which].push_back(r.wallS);
-      } else {
-        errors.push_back({{"case", which}, {"message", r.describe()}, {"stderr_tail", r.stderrTail()}});
-      }
+      if (r.ok()) out.samplesS[which].push_back(r.wallS);
+      else out.errors.push_back(LaunchError{std::nullopt, "", "", which, r.describe(), r.stderrTail()});
     }
   }
   fs::remove(cold, ec);
-  json med = json::object();
-  for (auto& [k, v] : samples) {
-    std::vector<double> x = v.get<std::vector<double>>();
-    med[k] = x.empty() ? json(nullptr) : json(median(x));
+  for (const auto& [k, v] : out.samplesS) {
+    std::vector<double> x;
+    for (const auto& s : v) x.push_back(*s);
+    out.medianS[k] = x.empty() ? std::nullopt : std::optional<double>(median(x));
   }
-  return {{"rounds", rounds},
-          {"commands", {{"bare", cmds["bare"]}, {"warm", warmCmd}, {"cold", coldCmd}}},
-          {"samples_s", samples},
-          {"median_s", med},
-          {"errors", errors}};
+  return out;
 }
 
-json Runner::scenario(const std::string& name, const std::vector<Descriptor>& descriptors) {
+ScenarioResult Runner::scenario(const std::string& name, const std::vector<Descriptor>& descriptors) {
   // The workload: --scenario-workload, else the first of this run that ran and is not MPI.
   const Descriptor* d = nullptr;
-  for (const auto& w : result_["workloads"]) {
-    if (w["status"] != "ok") continue;
+  for (const auto& w : result_.workloads) {
+    if (w.status != "ok") continue;
     for (const auto& desc : descriptors)
-      if (desc.name == w["name"] && (opt_.scenarioWorkload.empty() ? !desc.mpirun : desc.name == opt_.scenarioWorkload))
+      if (desc.name == w.name && (opt_.scenarioWorkload.empty() ? !desc.mpirun : desc.name == opt_.scenarioWorkload))
         d = &desc;
     if (d) break;
   }
@@ -846,7 +898,10 @@ json Runner::scenario(const std::string& name, const std::vector<Descriptor>& de
     std::string why = opt_.scenarioWorkload.empty() ? "no single-process workload ran ok in this run"
                                                     : "workload '" + opt_.scenarioWorkload + "' did not run ok in this run";
     progress_.line("scenario " + name + ": skipped (" + why + ")");
-    return {{"name", name}, {"skipped", why}};
+    ScenarioResult skipped;
+    skipped.name = name;
+    skipped.skipped = why;
+    return skipped;
   }
   auto ex = std::make_shared<Descriptor>(expanded(*d));
   std::string program = resolveProgram(ex->command[0]);
@@ -860,8 +915,8 @@ json Runner::scenario(const std::string& name, const std::vector<Descriptor>& de
   c.deltas = opt_.deltas;
   c.progress = &progress_;
   c.rng = rng_.get();
-  json out = runScenario(name, c);
-  progress_.line("scenario " + name + ": " + (out.contains("skipped") ? "skipped (" + out["skipped"].get<std::string>() + ")" : "done"));
+  ScenarioResult out = runScenario(name, c);
+  progress_.line("scenario " + name + ": " + (out.skipped.empty() ? "done" : "skipped (" + out.skipped + ")"));
   if (interruptRequested()) throw Interrupted{};
   return out;
 }
@@ -892,13 +947,7 @@ void Runner::releaseImages() {
   waitForImagesReleased(images, 15);
 }
 
-int Runner::run() {
-  seed_ = opt_.seed ? opt_.seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
-  rng_.reset(gsl_rng_alloc(gsl_rng_mt19937));
-  gsl_rng_set(rng_.get(), static_cast<unsigned long>(seed_));
-  ctr_ = resolveCtr(opt_.ctr);
-  auto descriptors = selectWorkloads();
-  if (descriptors.empty()) throw Error("no workload to run (none in this profile; give --workloads or --workload-file)");
+void Runner::checkOptions() const {
   switch (opt_.mode) {
     case Mode::RuntimeOverhead: break;
     case Mode::ImageVsHost:
@@ -910,124 +959,142 @@ int Runner::run() {
   }
   for (const auto& img : {opt_.image, opt_.imageB})
     if (!img.empty() && !fs::exists(img)) throw Error("image " + img + ": no such file or directory");
+}
+
+// The images A and B: given, or the host-stack image built for this run's B launches.
+// Returns the note the result keeps about a built image.
+std::string Runner::resolveImages(const std::vector<Descriptor>& descriptors) {
+  if (opt_.mode == Mode::ImageVsImage) {
+    imageA_ = fs::absolute(opt_.image).string();
+    imageB_ = fs::absolute(opt_.imageB).string();
+    return "";
+  }
+  if (!opt_.image.empty()) {
+    imageB_ = fs::absolute(opt_.image).string();
+    return "";
+  }
+  progress_.status("building the host-stack image");
+  // The binds of every B launch of this run (commandsFor), so the image can hold their targets.
+  std::vector<std::string> execArgs = opt_.ctrArgs, binds = hostStackBindArgs();
+  for (const auto& raw : descriptors) {
+    const Descriptor d = expanded(raw);
+    if (d.command.empty()) continue;
+    if (std::string program = resolveProgram(d.command[0]); !program.empty())
+      addBindFor(binds, fs::path(program).parent_path());
+    for (const auto& b : d.binds) addBindFor(binds, b);
+  }
+  addBindFor(binds, workdirPath_);
+  execArgs.insert(execArgs.end(), binds.begin(), binds.end());
+  imageB_ = buildHostStackImage(ctr_, workdirPath_, execArgs, envList(baseEnvironment(nullptr))).string();
+  return "host-stack: a skeleton root with the host's /usr, /etc (and /opt) bound read-only";
+}
+
+RunConfig Runner::config(double budget, const std::string& imageNote) const {
+  RunConfig c;
+  c.ctr = ctr_;
+  c.ctrArgs = opt_.ctrArgs;
+  c.image = imageB_;
+  c.imageA = imageA_;
+  if (opt_.mode == Mode::ImageVsImage) c.imageB = imageB_;
+  c.imageNote = imageNote;
+  c.imageHeld = true;
+  c.budgetS = budget;
+  c.alpha = opt_.alpha;
+  c.ciMethod = ciMethodName(opt_.ciMethod);
+  c.blocks = opt_.blocks;
+  c.deltas = opt_.deltas;
+  c.mpirunArgs = opt_.mpirunArgs;
+  c.workdir = workdirPath_.string();
+  c.env = baseEnv_;
+  return c;
+}
+
+// Cold start, the workloads, the scenarios; false when interrupted.
+bool Runner::measureAll(const std::vector<Descriptor>& descriptors) {
+  // Keep the images mounted for the whole run (what the ranks of a job find); the cold
+  // start is measured on a copy.
+  bool held = holdImages();
+  result_.config->imageHeld = held;
+  if (!held) progress_.line("warning: the image could not be kept mounted (no /bin/sleep in it?): B launches may mount it afresh");
+  bool interrupted = false;
+  try {
+    if (opt_.coldStart) {
+      result_.coldStart = coldStart(baseEnv_);
+      save();
+    }
+    for (size_t i = 0; i < descriptors.size(); ++i) {
+      if (interruptRequested()) throw Interrupted{};
+      runWorkload(descriptors[i], i, descriptors.size());
+    }
+    for (const auto& s : opt_.scenarios) {
+      if (interruptRequested()) throw Interrupted{};
+      result_.scenarios.push_back(scenario(s, descriptors));
+      save();
+    }
+  } catch (const Interrupted&) {
+    interrupted = true;
+  }
+  // The images ctr-bench made (host-stack, the cold-start copy) must not stay mounted.
+  releaseImages();
+  waitForImagesReleased({(workdirPath_ / "cold-start.sif").string()}, 15);
+  return !interrupted;
+}
+
+// The verdict counts and the exit status (docs/benchmark-guide.md).
+RunSummary summarize(const Result& r, bool interrupted) {
+  RunSummary s;
+  for (const char* v : {"PASS", "FAIL", "FASTER", "INCONCLUSIVE", "ESTIMATE", "ERROR", "SKIPPED"}) s.counts[v] = 0;
+  for (const auto& w : r.workloads) {
+    if (w.status == "skipped") ++s.counts["SKIPPED"];
+    if (w.status == "error" && w.foms.empty()) ++s.counts["ERROR"];
+    for (const auto& f : w.foms)
+      if (f.analysis) ++s.counts[f.analysis->verdict];
+  }
+  int status = 0;
+  if (s.counts["ERROR"] > 0) status = 3;
+  else if (s.counts["FAIL"] > 0) status = 1;
+  else if (s.counts["INCONCLUSIVE"] + s.counts["FASTER"] > 0) status = 2;
+  s.exitStatus = interrupted ? 130 : status;
+  return s;
+}
+
+int Runner::run() {
+  seed_ = opt_.seed ? opt_.seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+  rng_.reset(gsl_rng_alloc(gsl_rng_mt19937));
+  gsl_rng_set(rng_.get(), static_cast<unsigned long>(seed_));
+  ctr_ = resolveCtr(opt_.ctr);
+  auto descriptors = selectWorkloads();
+  if (descriptors.empty()) throw Error("no workload to run (none in this profile; give --workloads or --workload-file)");
+  checkOptions();
 
   WorkDir workdir(opt_.workdir);
   workdirPath_ = workdir.path();
   const double budget = opt_.budgetS.value_or(opt_.profile == Profile::Quick ? 900 : 7200);
   deadline_ = now() + budget;
 
-  result_ = {{"format", kResultFormat},
-             {"version", kResultVersion},
-             {"ctr_bench_version", CTR_BENCH_VERSION},
-             {"started", isoNow()},
-             {"finished", nullptr},
-             {"interrupted", false},
-             {"profile", profileName(opt_.profile)},
-             {"mode", modeName(opt_.mode)},
-             {"seed", seed_},
-             {"host", nullptr},
-             {"config", nullptr},
-             {"cold_start", nullptr},
-             {"workloads", json::array()},
-             {"scenarios", json::array()},
-             {"summary", nullptr}};
+  result_.benchVersion = CTR_BENCH_VERSION;
+  result_.started = isoNow();
+  result_.profile = profileName(opt_.profile);
+  result_.mode = modeName(opt_.mode);
+  result_.seed = seed_;
   progress_.status("host fingerprint");
-  result_["host"] = collectHostFingerprint(ctr_);
+  result_.host = collectHostFingerprint(ctr_);
   save();
 
-  std::string imageNote;
-  if (opt_.mode == Mode::ImageVsImage) {
-    imageA_ = fs::absolute(opt_.image).string();
-    imageB_ = fs::absolute(opt_.imageB).string();
-  } else if (!opt_.image.empty()) {
-    imageB_ = fs::absolute(opt_.image).string();
-  } else {
-    progress_.status("building the host-stack image");
-    // The binds of every B launch of this run (commandsFor), so the image can hold their targets.
-    std::vector<std::string> execArgs = opt_.ctrArgs, binds = hostStackBindArgs();
-    for (const auto& raw : descriptors) {
-      const Descriptor d = expanded(raw);
-      if (d.command.empty()) continue;
-      if (std::string program = resolveProgram(d.command[0]); !program.empty())
-        addBindFor(binds, fs::path(program).parent_path());
-      for (const auto& b : d.binds) addBindFor(binds, b);
-    }
-    addBindFor(binds, workdirPath_);
-    execArgs.insert(execArgs.end(), binds.begin(), binds.end());
-    imageB_ = buildHostStackImage(ctr_, workdirPath_, execArgs, envList(baseEnvironment(nullptr))).string();
-    imageNote = "host-stack: a skeleton root with the host's /usr, /etc (and /opt) bound read-only";
-  }
-  auto baseEnv = baseEnvironment(nullptr);
-  baseEnv_ = baseEnv;
-  result_["config"] = {{"ctr", ctr_},
-                       {"ctr_args", opt_.ctrArgs},
-                       {"image", imageB_},
-                       {"image_a", imageA_.empty() ? json(nullptr) : json(imageA_)},
-                       {"image_b", opt_.mode == Mode::ImageVsImage ? json(imageB_) : json(nullptr)},
-                       {"image_note", imageNote.empty() ? json(nullptr) : json(imageNote)},
-                       {"image_held", true},
-                       {"budget_s", budget},
-                       {"alpha", opt_.alpha},
-                       {"ci_method", ciMethodName(opt_.ciMethod)},
-                       {"blocks", opt_.blocks ? json(*opt_.blocks) : json(nullptr)},
-                       {"deltas", opt_.deltas},
-                       {"mpirun_args", opt_.mpirunArgs},
-                       {"workdir", workdirPath_.string()},
-                       {"env", baseEnv}};
+  const std::string imageNote = resolveImages(descriptors);
+  baseEnv_ = baseEnvironment(nullptr);
+  result_.config = config(budget, imageNote);
   save();
 
-  int status = 0;
-  bool interrupted = false;
-  {
-    // Keep the images mounted for the whole run (what the ranks of a job find); the cold
-    // start is measured on a copy.
-    bool held = holdImages();
-    result_["config"]["image_held"] = held;
-    if (!held) progress_.line("warning: the image could not be kept mounted (no /bin/sleep in it?): B launches may mount it afresh");
-    try {
-      if (opt_.coldStart) {
-        result_["cold_start"] = coldStart(baseEnv);
-        save();
-      }
-      for (size_t i = 0; i < descriptors.size(); ++i) {
-        if (interruptRequested()) throw Interrupted{};
-        runWorkload(descriptors[i], i, descriptors.size());
-      }
-      for (const auto& s : opt_.scenarios) {
-        if (interruptRequested()) throw Interrupted{};
-        result_["scenarios"].push_back(scenario(s, descriptors));
-        save();
-      }
-    } catch (const Interrupted&) {
-      interrupted = true;
-    }
-    // The images ctr-bench made (host-stack, the cold-start copy) must not stay mounted.
-    releaseImages();
-    waitForImagesReleased({(workdirPath_ / "cold-start.sif").string()}, 15);
-  }
-
-  json summary = {{"PASS", 0}, {"FAIL", 0}, {"FASTER", 0}, {"INCONCLUSIVE", 0}, {"ESTIMATE", 0}, {"ERROR", 0}, {"SKIPPED", 0}};
-  for (const auto& w : result_["workloads"]) {
-    if (w["status"] == "skipped") summary["SKIPPED"] = summary["SKIPPED"].get<int>() + 1;
-    if (w["status"] == "error" && w["foms"].empty()) summary["ERROR"] = summary["ERROR"].get<int>() + 1;
-    for (const auto& f : w["foms"]) {
-      std::string v = f["analysis"]["verdict"];
-      summary[v] = summary[v].get<int>() + 1;
-    }
-  }
-  if (summary["ERROR"].get<int>() > 0) status = 3;
-  else if (summary["FAIL"].get<int>() > 0) status = 1;
-  else if (summary["INCONCLUSIVE"].get<int>() + summary["FASTER"].get<int>() > 0) status = 2;
-  if (interrupted) status = 130;
-  summary["exit_status"] = status;
-  result_["summary"] = summary;
-  result_["interrupted"] = interrupted;
-  result_["finished"] = isoNow();
+  const bool interrupted = !measureAll(descriptors);
+  result_.summary = summarize(result_, interrupted);
+  result_.interrupted = interrupted;
+  result_.finished = isoNow();
   save();
   progress_.done();
   printSummaryTable(result_, std::cout);
   if (interrupted) std::cerr << "ctr-bench: interrupted; the samples so far are in " << opt_.out.string() << "\n";
-  return status;
+  return *result_.summary->exitStatus;
 }
 
 }  // namespace

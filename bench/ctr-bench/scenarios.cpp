@@ -13,32 +13,37 @@
 
 namespace ctr::bench {
 
-using json = nlohmann::json;
-
 namespace {
 
 struct Point {
   std::string label;
   std::vector<std::string> ctrArgs;
-  json samples = json::object();  // FOM name -> [values]
-  json errors = json::array();
+  std::map<std::string, std::vector<double>> samples{};  // FOM name -> values
+  std::vector<LaunchError> errors{};
 };
 
-json pointJson(const Point& p, const std::string& mainFom) {
-  json foms = json::object();
-  for (const auto& [name, values] : p.samples.items()) {
-    std::vector<double> v = values.get<std::vector<double>>();
-    foms[name] = {{"samples", values}, {"median", v.empty() ? json(nullptr) : json(median(v))}};
+PointFom pointFom(const std::vector<double>& values) {
+  return {SampleList(values.begin(), values.end()), values.empty() ? std::nullopt : std::optional<double>(median(values))};
+}
+
+ScenarioPoint pointResult(const Point& p, const std::string& mainFom) {
+  ScenarioPoint out;
+  out.limit = p.label;
+  out.ctrArgs = p.ctrArgs;
+  out.foms.emplace();
+  for (const auto& [name, values] : p.samples) (*out.foms)[name] = pointFom(values);
+  if (auto it = out.foms->find(mainFom); it != out.foms->end()) {
+    out.samples = it->second.samples;
+    out.median = it->second.median;
   }
-  json main = foms.contains(mainFom) ? foms[mainFom] : json{{"samples", json::array()}, {"median", nullptr}};
-  return {{"limit", p.label}, {"ctr_args", p.ctrArgs}, {"samples", main["samples"]}, {"median", main["median"]},
-          {"foms", foms}, {"errors", p.errors}};
+  out.errors = p.errors;
+  return out;
 }
 
 void recordInto(Point& p, const Descriptor& d, const LaunchResult& r, const std::map<std::string, double>& deltas) {
   auto parsed = parseOutput(d, r.out, r.err, deltas);
   if (!r.ok() || parsed.error) {
-    p.errors.push_back({{"message", r.ok() ? *parsed.error : r.describe()}, {"stderr_tail", r.stderrTail()}});
+    p.errors.push_back(LaunchError{std::nullopt, "", "", "", r.ok() ? *parsed.error : r.describe(), r.stderrTail()});
     return;
   }
   for (const auto& f : parsed.foms)
@@ -54,15 +59,23 @@ std::optional<std::string> probeLimits(const ScenarioContext& c, const std::vect
   return "ctr refused the limit (" + r.describe() + (tail.empty() ? "" : ": " + tail) + ")";
 }
 
-json limitSteps(const std::string& name, const ScenarioContext& c, std::vector<Point> points) {
+ScenarioResult started(const std::string& name, const std::string& kind, const Descriptor& d) {
+  ScenarioResult out;
+  out.name = name;
+  out.kind = kind;
+  out.workload = d.name;
+  return out;
+}
+
+ScenarioResult limitSteps(const std::string& name, const ScenarioContext& c, std::vector<Point> points) {
   const Descriptor& d = *c.workload;
-  json out = {{"name", name}, {"kind", "limit-steps"}, {"workload", d.name}};
+  ScenarioResult out = started(name, "limit-steps", d);
   if (d.mpirun) {
-    out["skipped"] = "an MPI workload: limits apply per rank; pick a single-process workload";
+    out.skipped = "an MPI workload: limits apply per rank; pick a single-process workload";
     return out;
   }
   if (auto refused = probeLimits(c, points.front().ctrArgs)) {
-    out["skipped"] = *refused;
+    out.skipped = *refused;
     return out;
   }
   const int rounds = c.profile == Profile::Quick ? 3 : 5;
@@ -76,32 +89,29 @@ json limitSteps(const std::string& name, const ScenarioContext& c, std::vector<P
       auto r = launch(c.containerCommand(points[i].ctrArgs), c.env, c.cwd, d.timeoutS);
       if (r.interrupted) break;
       recordInto(points[i], d, r, c.deltas);
-      if (mainFom.empty() && !points[i].samples.empty()) mainFom = points[i].samples.begin().key();
+      if (mainFom.empty() && !points[i].samples.empty()) mainFom = points[i].samples.begin()->first;
     }
   }
-  out["fom"] = mainFom;
-  out["rounds"] = rounds;
-  out["points"] = json::array();
-  for (const auto& p : points) out["points"].push_back(pointJson(p, mainFom));
+  out.fom = mainFom;
+  out.rounds = rounds;
+  for (const auto& p : points) out.points.push_back(pointResult(p, mainFom));
   return out;
 }
 
-json concurrent(const ScenarioContext& c) {
+ScenarioResult concurrent(const ScenarioContext& c) {
   const Descriptor& d = *c.workload;
-  json out = {{"name", "concurrent"}, {"kind", "concurrent-copies"}, {"workload", d.name}};
+  ScenarioResult out = started("concurrent", "concurrent-copies", d);
   if (d.mpirun) {
-    out["skipped"] = "an MPI workload already fills the node with its ranks";
+    out.skipped = "an MPI workload already fills the node with its ranks";
     return out;
   }
   const int rounds = c.profile == Profile::Quick ? 2 : 5;
   std::vector<int> copies{1, 2, 4};
   std::string mainFom;
-  out["points"] = json::array();
-  std::vector<json> points;
   for (int n : copies) {
     Point p;
     p.label = std::to_string(n) + " concurrent";
-    json walls = json::array();
+    std::vector<double> walls;
     for (int round = 0; round < rounds && !interruptRequested(); ++round) {
       if (c.progress) c.progress->status("concurrent: " + std::to_string(n) + " copies, round " + std::to_string(round + 1) + "/" + std::to_string(rounds));
       std::vector<LaunchResult> results(static_cast<size_t>(n));
@@ -119,20 +129,17 @@ json concurrent(const ScenarioContext& c) {
       for (auto& t : threads) t.join();
       walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       for (const auto& r : results) recordInto(p, d, r, c.deltas);
-      if (mainFom.empty() && !p.samples.empty()) mainFom = p.samples.begin().key();
+      if (mainFom.empty() && !p.samples.empty()) mainFom = p.samples.begin()->first;
     }
-    json pj = pointJson(p, mainFom);
-    pj["copies"] = n;
-    pj["wall_s"] = walls;
-    points.push_back(pj);
+    ScenarioPoint point = pointResult(p, mainFom);
+    point.copies = n;
+    point.wallS = walls;
+    // Per-copy FOM medians; for rates, the node's aggregate is copies x median.
+    if (point.median) point.aggregate = *point.median * n;
+    out.points.push_back(std::move(point));
   }
-  // Per-copy FOM medians above; for rates, the node's aggregate is copies x median.
-  for (auto& pj : points) {
-    if (pj["median"].is_number()) pj["aggregate"] = pj["median"].get<double>() * pj["copies"].get<int>();
-    out["points"].push_back(pj);
-  }
-  out["fom"] = mainFom;
-  out["rounds"] = rounds;
+  out.fom = mainFom;
+  out.rounds = rounds;
   return out;
 }
 
@@ -144,7 +151,7 @@ std::string cpusText(double v) {
 
 }  // namespace
 
-json runScenario(const std::string& name, const ScenarioContext& c) {
+ScenarioResult runScenario(const std::string& name, const ScenarioContext& c) {
   if (name == "cpu-steps") {
     std::vector<Point> points;
     long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -161,7 +168,10 @@ json runScenario(const std::string& name, const ScenarioContext& c) {
     return limitSteps(name, c, points);
   }
   if (name == "concurrent") return concurrent(c);
-  return {{"name", name}, {"skipped", "unknown scenario"}};
+  ScenarioResult unknown;
+  unknown.name = name;
+  unknown.skipped = "unknown scenario";
+  return unknown;
 }
 
 }  // namespace ctr::bench

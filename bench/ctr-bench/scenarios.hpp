@@ -5,7 +5,6 @@
 #pragma once
 
 #include <gsl/gsl_rng.h>
-#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <functional>
@@ -15,6 +14,7 @@
 
 #include "descriptor.hpp"
 #include "progress.hpp"
+#include "result.hpp"
 
 namespace ctr::bench {
 
@@ -34,6 +34,6 @@ inline const std::vector<std::string> kScenarios{"cpu-steps", "memory-steps", "c
 
 // Runs scenario `name`; a scenario that cannot run here (no cgroup limits for this user,
 // an MPI workload for `concurrent`) comes back with "skipped" and the reason.
-nlohmann::json runScenario(const std::string& name, const ScenarioContext& c);
+ScenarioResult runScenario(const std::string& name, const ScenarioContext& c);
 
 }  // namespace ctr::bench

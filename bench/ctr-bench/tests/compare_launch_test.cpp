@@ -16,15 +16,21 @@ using json = nlohmann::json;
 
 namespace {
 
-json run(const std::string& mode, std::vector<double> a, std::vector<double> b) {
-  return {{"format", "ctr-bench-result"},
-          {"version", 1},
-          {"mode", mode},
-          {"workloads",
-           {{{"name", "gemm"},
-             {"foms",
-              {{{"name", "dgemm"}, {"unit", "GFLOP/s"}, {"direction", "higher"}, {"delta", 0.02},
-                {"samples", {{"A", a}, {"B", b}}}}}}}}}};
+Result run(const std::string& mode, std::vector<double> a, std::vector<double> b) {
+  FomResult f;
+  f.name = "dgemm";
+  f.unit = "GFLOP/s";
+  f.direction = "higher";
+  f.delta = 0.02;
+  f.samplesA.assign(a.begin(), a.end());
+  f.samplesB.assign(b.begin(), b.end());
+  WorkloadResult w;
+  w.name = "gemm";
+  w.foms = {f};
+  Result r;
+  r.mode = mode;
+  r.workloads = {w};
+  return r;
 }
 
 }  // namespace
@@ -33,12 +39,13 @@ TEST(Compare, FlagsAContainerRegressionAndKeepsBareMetalApart) {
   auto base = run("runtime-overhead", {100, 101, 99, 100, 100.5, 99.5}, {100, 100.5, 99.5, 101, 99, 100});
   auto now = run("runtime-overhead", {100, 100.5, 99.5, 100, 101, 99}, {80, 81, 79, 80.5, 79.5, 80});
   auto c = compareResults(base, now, {});
-  ASSERT_EQ(c["rows"].size(), 2u);
-  EXPECT_EQ(c["rows"][0]["side"], "A");
-  EXPECT_NE(c["rows"][0]["verdict"], "REGRESSION");
-  EXPECT_EQ(c["rows"][1]["side"], "B");
-  EXPECT_EQ(c["rows"][1]["verdict"], "REGRESSION");
-  EXPECT_NEAR(c["rows"][1]["change"].get<double>(), 0.25, 0.02);  // 100/80 - 1: worse by 25%
+  ASSERT_EQ(c.rows.size(), 2u);
+  EXPECT_EQ(c.rows[0].side, "A");
+  EXPECT_NE(c.rows[0].verdict, "REGRESSION");
+  EXPECT_EQ(c.rows[1].side, "B");
+  EXPECT_EQ(c.rows[1].verdict, "REGRESSION");
+  ASSERT_TRUE(c.rows[1].change);
+  EXPECT_NEAR(*c.rows[1].change, 0.25, 0.02);  // 100/80 - 1: worse by 25%
   std::ostringstream out;
   EXPECT_EQ(printComparison(c, out), 1);
 }
@@ -46,7 +53,7 @@ TEST(Compare, FlagsAContainerRegressionAndKeepsBareMetalApart) {
 TEST(Compare, SameRunsHaveNoRegression) {
   auto base = run("runtime-overhead", {100, 101, 99, 100, 100.5, 99.5}, {100, 100.5, 99.5, 101, 99, 100});
   auto c = compareResults(base, base, {0.05, 0.90});
-  for (const auto& r : c["rows"]) EXPECT_EQ(r["verdict"], "OK") << r.dump();
+  for (const auto& r : c.rows) EXPECT_EQ(r.verdict, "OK") << r.side << ": " << r.note;
   std::ostringstream out;
   EXPECT_EQ(printComparison(c, out), 0);
 }
@@ -60,10 +67,10 @@ TEST(Compare, RefusesRunsOfDifferentModes) {
 TEST(Compare, AMissingOrErroredWorkloadIsARegressionUnlessAllowed) {
   auto base = run("runtime-overhead", {100, 101, 99, 100, 100.5, 99.5}, {100, 100.5, 99.5, 101, 99, 100});
   auto now = base;
-  now["workloads"] = json::array();  // the new run lost the workload: "OK 0, REGRESSION 0" before issue 23
+  now.workloads.clear();  // the new run lost the workload: "OK 0, REGRESSION 0" before issue 23
   auto c = compareResults(base, now, {});
-  ASSERT_EQ(c["rows"].size(), 1u);
-  EXPECT_EQ(c["rows"][0]["verdict"], "MISSING");
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.rows[0].verdict, "MISSING");
   std::ostringstream out;
   EXPECT_EQ(printComparison(c, out), 1) << out.str();
   CompareOptions allow;
@@ -72,10 +79,10 @@ TEST(Compare, AMissingOrErroredWorkloadIsARegressionUnlessAllowed) {
   EXPECT_EQ(printComparison(compareResults(base, now, allow), quiet), 0) << quiet.str();
 
   auto errored = base;
-  errored["workloads"][0]["foms"][0]["errors"] = {{{"block", 2}, {"side", "B"}, {"message", "exit status 3"}}};
+  errored.workloads[0].foms[0].errors = {LaunchError{2, "", "", "B", "exit status 3", ""}};
   auto e = compareResults(base, errored, {});
-  ASSERT_EQ(e["rows"].size(), 1u);
-  EXPECT_EQ(e["rows"][0]["verdict"], "ERROR");
+  ASSERT_EQ(e.rows.size(), 1u);
+  EXPECT_EQ(e.rows[0].verdict, "ERROR");
   std::ostringstream out2;
   EXPECT_EQ(printComparison(e, out2), 1);
 }
@@ -85,11 +92,11 @@ TEST(Compare, AnUndecidedComparisonSaysHowManySamplesWouldDecide) {
   auto base = run("runtime-overhead", {100, 90, 110}, {100, 90, 110});
   auto now = run("runtime-overhead", {100, 90, 110}, {91, 82, 100});
   auto c = compareResults(base, now, {});
-  const auto& b = c["rows"][1];
-  ASSERT_EQ(b["verdict"], "INCONCLUSIVE") << b.dump();
-  ASSERT_TRUE(b["samples_needed"].is_number()) << b.dump();
-  EXPECT_GT(b["samples_needed"].get<int>(), 3);
-  EXPECT_NE(b["note"].get<std::string>().find("per run would"), std::string::npos) << b.dump();
+  const auto& b = c.rows[1];
+  ASSERT_EQ(b.verdict, "INCONCLUSIVE") << b.note;
+  ASSERT_TRUE(b.samplesNeeded) << b.note;
+  EXPECT_GT(*b.samplesNeeded, 3);
+  EXPECT_NE(b.note.find("per run would"), std::string::npos) << b.note;
 }
 
 TEST(Options, DeltaTakesFractionsAndPercentages) {

@@ -169,13 +169,16 @@ TEST_F(Results, RefusesCorruptAndForeignFiles) {
   expectError("{\"format\": \"ctr-bench-result\", \"version\": 1, \"workl", "not valid JSON");
   expectError("{\"format\": \"other\", \"version\": 1, \"workloads\": []}", "not a ctr-bench result");
   expectError("{\"format\": \"ctr-bench-result\", \"version\": 99, \"workloads\": []}", "version 99 is not supported");
-  expectError("{\"format\": \"ctr-bench-result\", \"version\": 1, \"workloads\": [{\"name\": \"x\", \"foms\": "
-              "[{\"name\": \"f\", \"samples\": {\"A\": [\"fast\"], \"B\": []}}]}]}",
-              "a sample is not a number");
+  expectError("{\"format\": \"ctr-bench-result\", \"version\": 1, \"mode\": \"runtime-overhead\", \"workloads\": "
+              "[{\"name\": \"x\", \"foms\": [{\"name\": \"f\", \"samples\": {\"A\": [\"fast\"], \"B\": []}}]}]}",
+              "field workloads[0].foms[0].samples.A[0]: expected a number or null, got string");
 }
 
 TEST_F(Results, WritesAtomicallyAndReadsBack) {
-  nlohmann::json r = {{"format", "ctr-bench-result"}, {"version", 1}, {"workloads", nlohmann::json::array()}};
+  Result r;
+  r.mode = "runtime-overhead";
+  r.workloads.push_back(WorkloadResult{});
+  r.workloads[0].name = "w";
   auto p = dir_ / "out.json";
   writeResultAtomic(p, r);
   EXPECT_EQ(readResultFile(p), r);

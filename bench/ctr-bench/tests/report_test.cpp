@@ -10,9 +10,12 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <variant>
 
 #include "ctr/error.hpp"
 #include "report.hpp"
+#include "report_model.hpp"
+#include "result.hpp"
 
 // report.cmake names the fixture; ctr-bench's own test binary (tests/CMakeLists.txt takes
 // every tests/*.cpp) knows only the source tree.
@@ -98,10 +101,11 @@ TEST_F(ReportTest, MarkdownHeaderSaysWhichQuestionWasAsked) {
   std::string md = renderMarkdown(result);
   EXPECT_NE(md.find("# ctr-bench report: Runtime overhead"), std::string::npos);
   EXPECT_NE(md.find("cost of the container runtime itself"), std::string::npos);
-  EXPECT_NE(md.find("Profile: quick; duration: 12 min 10 s"), std::string::npos) << md;
-  EXPECT_NE(md.find("interrupted: no"), std::string::npos);
+  EXPECT_NE(md.find("- Profile: quick\n- Duration: 12 min 10 s"), std::string::npos) << md;
+  EXPECT_NE(md.find("- Interrupted: no\n"), std::string::npos);
   EXPECT_NE(md.find("AMD EPYC 9654 96-Core Processor"), std::string::npos);
-  EXPECT_NE(md.find("3 PASS, 1 FAIL, 0 FASTER, 1 INCONCLUSIVE, 2 ERROR, 1 skipped; exit status 3"), std::string::npos);
+  EXPECT_NE(md.find("- Exit status: 3\n"), std::string::npos);
+  EXPECT_NE(md.find("- Verdicts: 3 PASS, 1 FAIL, 0 FASTER, 1 INCONCLUSIVE, 2 ERROR, 1 skipped\n"), std::string::npos);
 
   result["mode"] = "image-vs-host";
   md = renderMarkdown(result);
@@ -121,7 +125,7 @@ TEST_F(ReportTest, MarkdownFlagsAnInterruptedRun) {
   result["interrupted"] = true;
   std::string md = renderMarkdown(result);
   EXPECT_NE(md.find("**Interrupted:**"), std::string::npos);
-  EXPECT_NE(md.find("interrupted: **yes**"), std::string::npos);
+  EXPECT_NE(md.find("- Interrupted: **yes**"), std::string::npos);
 }
 
 TEST_F(ReportTest, MarkdownListsSkippedWorkloadsAndErrorsWithStderr) {
@@ -316,7 +320,7 @@ TEST_F(ReportTest, ReadsWhatCtrBenchRunWrites) {
   EXPECT_NE(md.find("### scenario concurrent, 2 concurrent\n\nexit status 137"), std::string::npos);
   std::string html = renderHtml(result);
   EXPECT_NE(html.find("<h3>cold start (launch cold)</h3>"), std::string::npos);
-  EXPECT_NE(html.find("<strong>cpu-steps</strong> skipped: an MPI workload"), std::string::npos);
+  EXPECT_NE(html.find("<h3>cpu-steps</h3>\n<p class=\"desc\">limit-steps; osu</p>\n<p>Skipped: an MPI workload"), std::string::npos);
   json plots = plotsOf(html);
   ASSERT_EQ(plots.size(), 4u) << "overview, the FOM, cold start, the scenario that ran";
   EXPECT_EQ(plots[3]["id"], "plot-scenario-1");
@@ -360,11 +364,11 @@ TEST_F(ReportTest, AWrongFieldIsNamed) {
 TEST_F(ReportTest, WriteReportWritesBothFiles) {
   fs::path dir = fs::temp_directory_path() / ("ctr-bench-report-test-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  writeReport(fixture(), dir / "report.md", dir / "report.html");
+  writeReport(resultFromJson(fixture()), dir / "report.md", dir / "report.html");
   EXPECT_EQ(readText(dir / "report.md"), renderMarkdown(fixture()));
   EXPECT_EQ(readText(dir / "report.html"), renderHtml(fixture()));
   EXPECT_FALSE(fs::exists(dir / "report.md.tmp"));
-  EXPECT_THROW(writeReport(fixture(), dir / "missing" / "r.md", dir / "missing" / "r.html"), Error);
+  EXPECT_THROW(writeReport(resultFromJson(fixture()), dir / "missing" / "r.md", dir / "missing" / "r.html"), Error);
   fs::remove_all(dir);
 }
 
@@ -428,6 +432,74 @@ TEST_F(ReportTest, OverviewAxisIsClippedSoOneWildIntervalKeepsTheDeltaBandVisibl
   EXPECT_TRUE(rows[0]["clipped_hi"].get<bool>());
   EXPECT_FALSE(rows[4]["clipped_hi"].get<bool>());
   EXPECT_NE(spec["title"]["subtitle"][1].get<std::string>().find("axis clipped at"), std::string::npos);
+}
+
+
+// ---- The report model: what both renderings show, decided once.
+
+const report::Section* sectionOf(const report::Report& r, const std::string& id) {
+  for (const auto& s : r.sections)
+    if (s.id == id) return &s;
+  return nullptr;
+}
+
+TEST_F(ReportTest, ModelHasOneSummaryRowAndVerdictPerFom) {
+  const Result result = resultFromJson(fixture());
+  const report::Report r = report::buildReport(result);
+  const report::Section* summary = sectionOf(r, "summary");
+  ASSERT_NE(summary, nullptr);
+  const auto* table = std::get_if<report::Table>(&summary->blocks.at(1));
+  ASSERT_NE(table, nullptr);
+  size_t expected = 0;
+  for (const auto& w : result.workloads)
+    if (w.status != "skipped") expected += std::max<size_t>(1, w.foms.size());
+  ASSERT_EQ(table->rows.size(), expected);
+  size_t row = 0;
+  for (const auto& w : result.workloads) {
+    if (w.status == "skipped") continue;
+    for (const auto& f : w.foms) {
+      const auto& cells = table->rows[row++];
+      ASSERT_EQ(cells.size(), table->columns.size()) << w.name << " / " << f.name;
+      EXPECT_EQ(cells[1].text, f.name);
+      EXPECT_EQ(cells[10].kind, report::CellKind::Verdict);
+      EXPECT_EQ(cells[10].text, report::rowVerdict(w, f));
+    }
+    if (w.foms.empty()) ++row;
+  }
+  std::vector<std::string> badges;
+  for (const auto& b : r.counts) badges.push_back(std::to_string(b.count) + " " + b.label);
+  EXPECT_EQ(badges, (std::vector<std::string>{"3 PASS", "1 FAIL", "0 FASTER", "1 INCONCLUSIVE", "2 ERROR", "1 skipped"}));
+}
+
+// Every figure is a plot on the page, once; one with a table shows that table in Markdown.
+void collectFigures(const report::Section& s, std::vector<const report::Figure*>& out) {
+  for (const auto& b : s.blocks)
+    if (const auto* f = std::get_if<report::Figure>(&b)) out.push_back(f);
+  for (const auto& sub : s.sections) collectFigures(sub, out);
+}
+
+TEST_F(ReportTest, BothRenderingsShowTheModelsSectionsAndFigures) {
+  const Result result = resultFromJson(fixture());
+  const report::Report r = report::buildReport(result);
+  const std::string md = renderMarkdown(result);
+  const std::string html = renderHtml(result);
+  std::vector<const report::Figure*> figures;
+  for (const auto& s : r.sections) {
+    EXPECT_NE(html.find("<h2>" + s.title + "</h2>"), std::string::npos) << s.title;
+    collectFigures(s, figures);
+  }
+  EXPECT_NE(md.find("## Results\n"), std::string::npos);
+  EXPECT_NE(md.find("## Host fingerprint\n"), std::string::npos);
+  EXPECT_EQ(md.find("## Distributions"), std::string::npos) << "a section of plots alone is left out of Markdown";
+  json plots = plotsOf(html);
+  ASSERT_EQ(plots.size(), figures.size());
+  for (size_t i = 0; i < figures.size(); ++i) {
+    EXPECT_EQ(plots[i]["id"], figures[i]->id);
+    if (!figures[i]->asTable) continue;
+    for (const auto& row : figures[i]->asTable->rows) {
+      EXPECT_NE(md.find("| " + row[0].text + " | " + row[1].text + " |"), std::string::npos) << figures[i]->id;
+    }
+  }
 }
 
 }  // namespace

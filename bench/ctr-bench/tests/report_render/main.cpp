@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
     std::ifstream in(argv[1]);
     if (!in) throw ctr::Error(std::string("cannot read ") + argv[1]);
     nlohmann::json result = nlohmann::json::parse(in);
-    ctr::bench::writeReport(result, argv[2], argv[3]);
+    ctr::bench::writeReport(ctr::bench::resultFromJson(result), argv[2], argv[3]);
   } catch (const std::exception& e) {
     std::cerr << "ctr-bench-report-render: " << argv[1] << ": " << e.what() << "\n";
     return 1;
