@@ -280,7 +280,7 @@ std::optional<Decision> decidePairs(std::span<const std::optional<double>> a,
     out.overhead = std::expm1(median(ratios));
     if (auto ci = medianOrderStatisticCI(ratios, alphaSide, &out.ciLevel)) out.ci = asOverhead(*ci);
   }
-  char buf[200];
+  char buf[240];
   const int minPairs = minimumPairs(plan);
   if (out.nPairs < minPairs || !out.ci) {
     out.verdict = Verdict::Inconclusive;
@@ -299,9 +299,16 @@ std::optional<Decision> decidePairs(std::span<const std::optional<double>> a,
     std::snprintf(buf, sizeof buf, "the container is faster than bare beyond delta: worth a look (different code path?)");
     out.note = buf;
   }
+  if (out.verdict == Verdict::Inconclusive && out.note.empty() && out.baselineSpread > delta) {
+    // No number of pairs gives a PASS here: only a FAIL or FASTER could still come of it.
+    std::snprintf(buf, sizeof buf,
+                  "too noisy to say: the bare runs' own spread %.1f%% exceeds delta %.1f%%, and the interval "
+                  "straddles it (a quieter node, not more pairs, can show no overhead)",
+                  out.baselineSpread * 100, delta * 100);
+    out.note = buf;
+  }
   if (out.verdict == Verdict::Inconclusive && out.note.empty()) {
-    // The interval straddles a delta boundary: more pairs would narrow it (not so for a
-    // noisy baseline, which more pairs do not make quieter).
+    // The interval straddles a delta boundary: more pairs would narrow it.
     out.pairsNeeded = pairsNeeded(ratios, delta, plan);
     if (out.pairsNeeded)
       std::snprintf(buf, sizeof buf, "the interval straddles a delta boundary; about %d pairs would resolve delta %.1f%%",

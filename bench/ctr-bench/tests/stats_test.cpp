@@ -165,6 +165,20 @@ TEST(Rule, NoisyBaselineIsTooNoisyToSayEvenWhenTheRatiosAgree) {
   EXPECT_NE(r->note.find("too noisy to say: the bare runs' own spread"), std::string::npos) << r->note;
 }
 
+TEST(Rule, NoisyBaselineWithAStraddlingIntervalSaysTooNoisyNotHowManyPairs) {
+  // hpcc's HPL on a loaded node: bare and container each spread about 25%, independently.
+  std::vector<std::optional<double>> a, b;
+  for (int i = 0; i < 20; ++i) {
+    a.push_back(1.0 + 0.25 * ((i % 5) - 2) / 2.0);
+    b.push_back(1.0 + 0.25 * (((i * 3) % 5) - 2) / 2.0);
+  }
+  auto r = decidePairs(a, b, Direction::Higher, 0.03, oneLook());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->verdict, Verdict::Inconclusive);
+  EXPECT_NE(r->note.find("too noisy to say: the bare runs' own spread"), std::string::npos) << r->note;
+  EXPECT_FALSE(r->pairsNeeded.has_value());
+}
+
 TEST(Rule, InconclusiveSaysHowManyPairsWouldDecide) {
   // Ratios spread +-4% around 0 with delta 2%: 10 pairs cannot decide; the note says how many.
   std::vector<std::optional<double>> a, b;
