@@ -140,177 +140,225 @@ MpiAbiVerdict checkMpiAbi(std::string_view hostFile, std::string_view imageFile,
   return {true, ""};
 }
 
+namespace {
+
+// One scan of the host's MPI: the configured libraries, their DT_NEEDED closure in the
+// host's ld.so cache, the fabric's libraries, configuration and plugin directories, and the
+// newest glibc any of them needs.
+class MpiScan {
+ public:
+  explicit MpiScan(const MpiScanInputs& in) : in_(in), cache_(readLdCache(underRoot(in.root, in.ldCache))) {
+    mpi_.root = in.root;
+  }
+
+  HostMpi run() && {
+    addConfiguredLibraries();
+    for (const auto& lib : mpi_.libraries) needs(lib);
+    addExtraLibraries();
+    drain();
+    addPaths();
+    queuePluginNeeds();
+    drain();
+    findGlibcNeed();
+    return std::move(mpi_);
+  }
+
+ private:
+  // A library named by ctr.conf: an absolute path on the host, or a soname in its cache.
+  std::optional<MpiLibrary> resolve(const std::string& name, std::string& why) const {
+    if (!name.starts_with("/")) {
+      auto found = lookUp(cache_, name, in_.root, why);
+      if (!found) return std::nullopt;
+      return MpiLibrary{found->soname, realFile(found->path),
+                        "ld.so cache " + found->soname + " (" + describeLdCacheFlags(found->flags) + ")"};
+    }
+    const std::string path = realFile(underRoot(in_.root, name));
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      why = "no such file on the host";
+      return std::nullopt;
+    }
+    try {
+      if (elfClassAndMachine(path) != hostElfIdentity()) {
+        why = "not built for " + describe(hostElfIdentity());
+        return std::nullopt;
+      }
+    } catch (const Error& e) {
+      why = e.oneLine();
+      return std::nullopt;
+    }
+    // The soname a path provides: its real name up to the major ("libmpi.so.40.30.4" ->
+    // "libmpi.so.40"), which is what ld.so looks for.
+    const auto v = parseLibraryVersion(baseName(path));
+    if (!v || v->numbers.empty()) {
+      why = "its file name carries no version (libNAME.so.MAJOR...)";
+      return std::nullopt;
+    }
+    return MpiLibrary{v->stem + "." + std::to_string(v->major()), path, "host file " + name};
+  }
+
+  void addConfiguredLibraries() {
+    for (const auto& name : in_.libraries) {
+      std::string why;
+      auto lib = resolve(name, why);
+      if (!lib) throw Error("ctr.conf 'mpi library' " + name + ": " + why);
+      const MpiFamily family = mpiFamilyOf(baseName(lib->path));
+      if (family != MpiFamily::Unknown && mpi_.family != MpiFamily::Unknown && family != mpi_.family)
+        throw Error("ctr.conf 'mpi library' mixes " + toString(mpi_.family) + " and " + toString(family) + " (" + name +
+                    ")");
+      if (mpi_.family == MpiFamily::Unknown) mpi_.family = family;
+      if (!seen_.insert(lib->soname).second) continue;
+      lib->from = "ctr.conf 'mpi library' " + name + ": " + lib->from;
+      mpi_.libraries.push_back(std::move(*lib));
+    }
+  }
+
+  // The admin's 'mpi dependency' libraries and the fabric's, when the host has them: the
+  // MPI's transport plugins (dlopen'd, so not in any DT_NEEDED) need them, and the host's
+  // provider plugins match the host's.
+  void addExtraLibraries() {
+    std::vector<std::pair<std::string, std::string>> extra;  // name, why
+    for (const auto& name : in_.dependencies) extra.emplace_back(name, "ctr.conf 'mpi dependency' " + name);
+    for (const char* fabric : {"libibverbs.so.1", "librdmacm.so.1"})
+      for (const auto& e : cache_.entries)
+        if (e.soname == fabric) {
+          extra.emplace_back(fabric, "the host's rdma-core");
+          break;
+        }
+    for (const auto& [name, why] : extra) {
+      std::string problem;
+      auto lib = resolve(name, problem);
+      if (!lib) {
+        mpi_.skipped.push_back(name + " (" + why + "): " + problem);
+        continue;
+      }
+      if (!seen_.insert(lib->soname).second) continue;
+      lib->from = why + ": " + lib->from;
+      mpi_.dependencies.push_back(*lib);
+      needs(mpi_.dependencies.back());
+    }
+  }
+
+  // Queues what `lib` needs (DT_NEEDED), for drain().
+  void needs(const MpiLibrary& lib) {
+    try {
+      for (auto& n : elfNeeded(lib.path)) queue_.emplace_back(std::move(n), lib.soname);
+    } catch (const Error& e) {
+      mpi_.skipped.push_back(lib.soname + ": its dependencies are not known (" + e.oneLine() + ")");
+    }
+  }
+
+  // Dependencies, breadth first, resolved in the host's cache.
+  void drain() {
+    while (!queue_.empty()) {
+      auto [soname, by] = std::move(queue_.front());
+      queue_.pop_front();
+      if (isGlibcLibrary(soname) || seen_.contains(soname)) continue;
+      seen_.insert(soname);
+      std::string why;
+      auto found = lookUp(cache_, soname, in_.root, why);
+      if (!found) {
+        mpi_.skipped.push_back(soname + " (needed by " + by + "): " + why);
+        continue;
+      }
+      mpi_.dependencies.push_back({soname, realFile(found->path), "DT_NEEDED of " + by + ": ld.so cache " + soname +
+                                                                      " (" + describeLdCacheFlags(found->flags) + ")"});
+      needs(mpi_.dependencies.back());
+    }
+  }
+
+  void addPath(const std::string& path, const std::string& from, bool quiet) {
+    if (!paths_.insert(path).second) return;
+    if (::access(underRoot(in_.root, path).c_str(), F_OK) == 0)
+      mpi_.paths.push_back({path, from});
+    else if (!quiet)
+      mpi_.skipped.push_back(path + " (" + from + "): not on the host");
+  }
+
+  // Configuration the admin names, then the fabric's plugins and configuration.
+  void addPaths() {
+    for (const auto& path : in_.paths) addPath(path, "ctr.conf 'mpi path'", false);
+    addPath("/etc/libibverbs.d", "rdma-core provider configuration", true);
+    for (const auto& [soname, dir, what] :
+         {std::tuple{"libibverbs.so.1", "libibverbs", "rdma-core provider plugins"},
+          std::tuple{"libucp.so.0", "ucx", "UCX transport plugins"},
+          std::tuple{"libfabric.so.1", "libfabric", "libfabric provider plugins"}}) {
+      for (const auto& e : cache_.entries) {
+        if (e.soname != soname || e.path.empty() || e.path[0] != '/') continue;
+        // The library's real directory: plugins are looked for at the path the library was
+        // built for (/usr/lib/<multiarch>/libibverbs), not through /lib -> usr/lib.
+        std::string libDir = realFile(underRoot(in_.root, dirName(e.path)));
+        if (in_.root != "/" && libDir.starts_with(in_.root + "/")) libDir = libDir.substr(in_.root.size());
+        addPath(launch::joinPath(libDir, dir), what + std::string(" (beside ") + e.path + ")", true);
+        break;
+      }
+    }
+    addPath("/etc/ucx", "UCX configuration", true);
+    addPath("/etc/libfabric.conf", "libfabric configuration", true);
+  }
+
+  // Plugins in those directories (Open MPI's components, PMIx's, the verbs providers, UCX's
+  // transports) are dlopen'd: what they need must be in the container too.
+  void queuePluginNeeds() {
+    std::size_t plugins = 0;
+    for (const auto& path : mpi_.paths) {
+      std::error_code ec;
+      const std::string dir = underRoot(in_.root, path.path);
+      if (!std::filesystem::is_directory(dir, ec)) continue;
+      for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+           !ec && it != std::filesystem::recursive_directory_iterator() && plugins < kMaxPlugins; it.increment(ec)) {
+        if (it.depth() >= 4) it.disable_recursion_pending();
+        const std::string name = it->path().filename().string();
+        if (!(name.ends_with(".so") || name.find(".so.") != std::string::npos) || !it->is_regular_file(ec) ||
+            it->is_symlink(ec))
+          continue;
+        ++plugins;
+        try {
+          const std::string by = "plugin " + path.path + it->path().string().substr(dir.size());
+          for (auto& n : elfNeeded(it->path().string())) {
+            // Beside the plugin (its RUNPATH is $ORIGIN): in the bound directory already.
+            std::error_code missing;
+            if (!std::filesystem::exists(it->path().parent_path() / n, missing)) queue_.emplace_back(std::move(n), by);
+          }
+        } catch (const Error& e) {
+          spdlog::debug("{}", e.what());
+        }
+      }
+    }
+  }
+
+  // The newest glibc any library needs, and which library needs it.
+  void findGlibcNeed() {
+    std::optional<GlibcVersion> newest;
+    auto glibcOf = [&](const MpiLibrary& lib) {
+      try {
+        if (auto v = glibcNeededBy(lib.path); v && (!newest || *v > *newest)) {
+          newest = v;
+          mpi_.needsGlibcLibrary = lib.soname;
+        }
+      } catch (const Error& e) {
+        spdlog::debug("glibc needs of {} not known: {}", lib.path, e.what());
+      }
+    };
+    for (const auto& lib : mpi_.libraries) glibcOf(lib);
+    for (const auto& lib : mpi_.dependencies) glibcOf(lib);
+    if (newest) mpi_.needsGlibc = toString(*newest);
+  }
+
+  const MpiScanInputs& in_;
+  const LdCache cache_;
+  HostMpi mpi_;
+  std::set<std::string> seen_;                          // sonames taken
+  std::deque<std::pair<std::string, std::string>> queue_;  // soname, needed by
+  std::set<std::string> paths_;
+};
+
+}  // namespace
+
 static HostMpi scanHostMpiUncached(const MpiScanInputs& in) {
   if (in.libraries.empty())
     throw Error("no host MPI is configured (ctr.conf 'mpi library = libmpi.so.40' names one)");
-  HostMpi mpi;
-  mpi.root = in.root;
-  const LdCache cache = readLdCache(underRoot(in.root, in.ldCache));
-  std::set<std::string> seen;  // sonames taken
-  auto resolve = [&](const std::string& name, std::string& why) -> std::optional<MpiLibrary> {
-    if (name.starts_with("/")) {
-      const std::string path = realFile(underRoot(in.root, name));
-      struct stat st {};
-      if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-        why = "no such file on the host";
-        return std::nullopt;
-      }
-      try {
-        if (elfClassAndMachine(path) != hostElfIdentity()) {
-          why = "not built for " + describe(hostElfIdentity());
-          return std::nullopt;
-        }
-      } catch (const Error& e) {
-        why = e.oneLine();
-        return std::nullopt;
-      }
-      // The soname a path provides: its real name up to the major ("libmpi.so.40.30.4" ->
-      // "libmpi.so.40"), which is what ld.so looks for.
-      const auto v = parseLibraryVersion(baseName(path));
-      if (!v || v->numbers.empty()) {
-        why = "its file name carries no version (libNAME.so.MAJOR...)";
-        return std::nullopt;
-      }
-      return MpiLibrary{v->stem + "." + std::to_string(v->major()), path, "host file " + name};
-    }
-    auto found = lookUp(cache, name, in.root, why);
-    if (!found) return std::nullopt;
-    return MpiLibrary{found->soname, realFile(found->path), "ld.so cache " + found->soname + " (" +
-                                                                 describeLdCacheFlags(found->flags) + ")"};
-  };
-  for (const auto& name : in.libraries) {
-    std::string why;
-    auto lib = resolve(name, why);
-    if (!lib) throw Error("ctr.conf 'mpi library' " + name + ": " + why);
-    const MpiFamily family = mpiFamilyOf(baseName(lib->path));
-    if (family != MpiFamily::Unknown && mpi.family != MpiFamily::Unknown && family != mpi.family)
-      throw Error("ctr.conf 'mpi library' mixes " + toString(mpi.family) + " and " + toString(family) + " (" + name + ")");
-    if (mpi.family == MpiFamily::Unknown) mpi.family = family;
-    if (!seen.insert(lib->soname).second) continue;
-    lib->from = "ctr.conf 'mpi library' " + name + ": " + lib->from;
-    mpi.libraries.push_back(std::move(*lib));
-  }
-  // The fabric's libraries, when the host has them: the MPI's transport plugins (dlopen'd,
-  // so not in any DT_NEEDED) need them, and the host's provider plugins match the host's.
-  std::vector<std::pair<std::string, std::string>> extra;  // name, why
-  for (const auto& name : in.dependencies) extra.emplace_back(name, "ctr.conf 'mpi dependency' " + name);
-  for (const char* fabric : {"libibverbs.so.1", "librdmacm.so.1"})
-    for (const auto& e : cache.entries)
-      if (e.soname == fabric) {
-        extra.emplace_back(fabric, "the host's rdma-core");
-        break;
-      }
-  // Dependencies: breadth first through DT_NEEDED, resolved in the host's cache.
-  std::deque<std::pair<std::string, std::string>> queue;  // soname, needed by
-  auto needs = [&](const MpiLibrary& lib) {
-    try {
-      for (auto& n : elfNeeded(lib.path)) queue.emplace_back(std::move(n), lib.soname);
-    } catch (const Error& e) {
-      mpi.skipped.push_back(lib.soname + ": its dependencies are not known (" + e.oneLine() + ")");
-    }
-  };
-  for (const auto& lib : mpi.libraries) needs(lib);
-  for (const auto& [name, why] : extra) {
-    std::string problem;
-    auto lib = resolve(name, problem);
-    if (!lib) {
-      mpi.skipped.push_back(name + " (" + why + "): " + problem);
-      continue;
-    }
-    if (!seen.insert(lib->soname).second) continue;
-    lib->from = why + ": " + lib->from;
-    mpi.dependencies.push_back(*lib);
-    needs(mpi.dependencies.back());
-  }
-  auto drain = [&] {
-  while (!queue.empty()) {
-    auto [soname, by] = std::move(queue.front());
-    queue.pop_front();
-    if (isGlibcLibrary(soname) || seen.contains(soname)) continue;
-    seen.insert(soname);
-    std::string why;
-    auto found = lookUp(cache, soname, in.root, why);
-    if (!found) {
-      mpi.skipped.push_back(soname + " (needed by " + by + "): " + why);
-      continue;
-    }
-    mpi.dependencies.push_back({soname, realFile(found->path), "DT_NEEDED of " + by + ": ld.so cache " + soname + " (" +
-                                                                   describeLdCacheFlags(found->flags) + ")"});
-    needs(mpi.dependencies.back());
-  }
-  };
-  drain();
-  // Configuration the admin names, then the fabric's plugins and configuration.
-  std::set<std::string> paths;
-  auto addPath = [&](const std::string& path, const std::string& from, bool quiet) {
-    if (!paths.insert(path).second) return;
-    if (::access(underRoot(in.root, path).c_str(), F_OK) == 0)
-      mpi.paths.push_back({path, from});
-    else if (!quiet)
-      mpi.skipped.push_back(path + " (" + from + "): not on the host");
-  };
-  for (const auto& path : in.paths) addPath(path, "ctr.conf 'mpi path'", false);
-  addPath("/etc/libibverbs.d", "rdma-core provider configuration", true);
-  for (const auto& [soname, dir, what] :
-       {std::tuple{"libibverbs.so.1", "libibverbs", "rdma-core provider plugins"},
-        std::tuple{"libucp.so.0", "ucx", "UCX transport plugins"},
-        std::tuple{"libfabric.so.1", "libfabric", "libfabric provider plugins"}}) {
-    for (const auto& e : cache.entries) {
-      if (e.soname != soname || e.path.empty() || e.path[0] != '/') continue;
-      // The library's real directory: plugins are looked for at the path the library was
-      // built for (/usr/lib/<multiarch>/libibverbs), not through /lib -> usr/lib.
-      std::string libDir = realFile(underRoot(in.root, dirName(e.path)));
-      if (in.root != "/" && libDir.starts_with(in.root + "/")) libDir = libDir.substr(in.root.size());
-      addPath(launch::joinPath(libDir, dir), what + std::string(" (beside ") + e.path + ")", true);
-      break;
-    }
-  }
-  addPath("/etc/ucx", "UCX configuration", true);
-  addPath("/etc/libfabric.conf", "libfabric configuration", true);
-  // Plugins in those directories (Open MPI's components, PMIx's, the verbs providers, UCX's
-  // transports) are dlopen'd: what they need must be in the container too.
-  std::size_t plugins = 0;
-  for (const auto& path : mpi.paths) {
-    std::error_code ec;
-    const std::string dir = underRoot(in.root, path.path);
-    if (!std::filesystem::is_directory(dir, ec)) continue;
-    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator() && plugins < kMaxPlugins; it.increment(ec)) {
-      if (it.depth() >= 4) it.disable_recursion_pending();
-      const std::string name = it->path().filename().string();
-      if (!(name.ends_with(".so") || name.find(".so.") != std::string::npos) || !it->is_regular_file(ec) ||
-          it->is_symlink(ec))
-        continue;
-      ++plugins;
-      try {
-        const std::string by = "plugin " + path.path + it->path().string().substr(dir.size());
-        for (auto& n : elfNeeded(it->path().string())) {
-          // Beside the plugin (its RUNPATH is $ORIGIN): in the bound directory already.
-          std::error_code missing;
-          if (!std::filesystem::exists(it->path().parent_path() / n, missing))
-            queue.emplace_back(std::move(n), by);
-        }
-      } catch (const Error& e) {
-        spdlog::debug("{}", e.what());
-      }
-    }
-  }
-  drain();
-  std::optional<GlibcVersion> newest;
-  auto glibcOf = [&](const MpiLibrary& lib) {
-    try {
-      if (auto v = glibcNeededBy(lib.path); v && (!newest || *v > *newest)) {
-        newest = v;
-        mpi.needsGlibcLibrary = lib.soname;
-      }
-    } catch (const Error& e) {
-      spdlog::debug("glibc needs of {} not known: {}", lib.path, e.what());
-    }
-  };
-  for (const auto& lib : mpi.libraries) glibcOf(lib);
-  for (const auto& lib : mpi.dependencies) glibcOf(lib);
-  if (newest) mpi.needsGlibc = toString(*newest);
-  return mpi;
+  return MpiScan(in).run();
 }
 
 namespace {
