@@ -195,7 +195,8 @@ enum class MountKind {
   Symlink,   // a symbolic link to `source` at `destination` (inside a tmpfs of the plan)
 };
 
-// Where a mount comes from: shown by --explain; behaviour hangs on `required`, not on this.
+// Where a mount comes from: shown by --explain; behaviour hangs on the planner's fields
+// (`required`, `prebind`, `tmpfsMode`), never on this.
 enum class MountOrigin {
   Default,   // Apptainer's default mounts
   Contain,   // --contain's private tmpfs
@@ -220,6 +221,13 @@ struct Mount {
   // Bind only: the runtime creates the source directory (as the user, with this mode)
   // when it is missing (--workdir's tmp, var_tmp and scratch directories).
   std::optional<unsigned> createSourceMode;
+  // Tmpfs only: the mode of its root (01777 for /tmp, 0755 for /dev) and, when set, its
+  // size limit in bytes (a tmpfs that only holds mount targets needs little).
+  unsigned tmpfsMode = 0700;
+  std::optional<std::uint64_t> tmpfsSizeBytes;
+  // The image's holder makes this mount once in the prepared root (ctr/runtime.hpp), where
+  // every launch with the same mount reuses it; else each launch makes it.
+  bool prebind = false;
   // Host mounts: where the planner got it ("nvliblist.conf libcuda.so: ld.so cache
   // libcuda.so.1 (libc6,x86-64)", "/etc/cdi/nvidia.yaml:12 device 0"), for --explain.
   std::string from;
@@ -279,8 +287,6 @@ struct BuildRoot {
   // (one id, setgroups denied, or the caller is root).
   bool mapHelpers = false;
   std::string newuidmap, newgidmap;   // their paths, when mapHelpers
-  bool keepCapabilities = true;       // root in the namespace keeps them (dpkg chowns files)
-  bool seccomp = false;               // Apptainer's builds load no filter
   std::string mapNote;                // why these maps, for --explain and failure messages
 };
 
@@ -315,6 +321,14 @@ struct KernelInterfaces {
   std::string reason;     // why, for --explain
 };
 
+// The last steps before the program starts, as the runtime applies them.
+struct Handover {
+  bool seccomp = true;            // install the filter of plan.seccompProfile (builds: none, as Apptainer)
+  bool keepCapabilities = false;  // a build step's root keeps them (dpkg chowns files); else all dropped
+  bool noNewPrivs = true;         // PR_SET_NO_NEW_PRIVS: no setuid program gains privilege
+  std::optional<std::string> prompt;  // the shell's PS1 when the environment sets one
+};
+
 struct LaunchPlan {
   Command command = Command::Exec;
   image::ImageSource image;
@@ -343,6 +357,7 @@ struct LaunchPlan {
   bool workdirRequired = false;         // --pwd given: a missing one fails (else: warning, /)
   HostUser user;                        // for the container's passwd/group (home = container home)
   std::string seccompProfile;           // empty = built-in default
+  Handover handover;
   Namespaces namespaces;
   std::string stateDir;                 // per-user runtime state: the one the runtime uses
   // After the last launch of the image ends, its holder keeps it mounted this long, so that

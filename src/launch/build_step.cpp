@@ -116,6 +116,10 @@ LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& 
   plan.build = planBuildRoot(host, subordinate);
   plan.build->sandbox = options.sandbox;
   plan.build->stageDir = options.stageDir;
+  // As Apptainer's builds: root in the namespace keeps its capabilities (dpkg chowns files)
+  // and no seccomp filter is loaded.
+  plan.handover.seccomp = false;
+  plan.handover.keepCapabilities = true;
   plan.user = host.user;
   plan.user.uid = 0;
   plan.user.gid = 0;

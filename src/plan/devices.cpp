@@ -121,7 +121,7 @@ void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::strin
                    std::vector<Mount>& mounts, std::vector<std::string>& libraryDirs, DeviceInjection& injection) {
   injection.drivers.push_back(
       {driver.vendor, driver.version, driver.needsGlibc, driver.needsGlibcLibrary, driver.libraries.size(), driver.fromCache});
-  addMount(mounts, tmpfsMount(std::string(kContainerLibDir), MountOrigin::Host));
+  addMount(mounts, targetsTmpfs(std::string(kContainerLibDir)));
   const std::string list = driver.vendor == host::GpuVendor::Nvidia ? "nvliblist.conf " : "rocmliblist.conf ";
   auto add = [&](Mount m, std::string from) {
     m.from = std::move(from);

@@ -20,7 +20,7 @@ MpiInjection planHostMpi(const host::HostMpi& mpi, bool strict, std::vector<Moun
   injection.notes = mpi.skipped;
   injection.dependencies = mpi.dependencies.size();
   injection.scanFromCache = mpi.fromCache;
-  addMount(mounts, tmpfsMount(std::string(kContainerMpiDir), MountOrigin::Host));
+  addMount(mounts, targetsTmpfs(std::string(kContainerMpiDir)));
   auto bindFile = [&](const host::MpiLibrary& lib) {
     Mount m = bindMount(lib.path, joinPath(kContainerMpiDir, lib.soname), true, MountOrigin::Host);
     m.recursive = false;

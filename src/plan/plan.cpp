@@ -135,11 +135,19 @@ Environment planEnvironment(const LaunchOptions& options, const image::ImageSour
 // The home, the prepared root (all but the per-launch mounts) and the environment.
 void finishIdentityAndEnvironment(LaunchPlan& plan, const HomeDirs& home, Environment env) {
   plan.user.home = home.destination;
-  // What the holder prepares once for every launch: all but the per-launch mounts.
-  for (const auto& m : plan.mounts)
-    if (m.origin != MountOrigin::User && m.origin != MountOrigin::Cwd) plan.preparedRoot.mounts.push_back(m);
+  // What the holder prepares once for every launch: all but the per-launch mounts. Of those,
+  // it makes the default, site and host binds (and the host tmpfs) itself, once, rather than
+  // every launch (60 binds of --nv's libraries would cost milliseconds each time).
+  for (auto& m : plan.mounts) {
+    if (m.origin == MountOrigin::User || m.origin == MountOrigin::Cwd) continue;
+    const bool shared = m.origin == MountOrigin::Default || m.origin == MountOrigin::Policy || m.origin == MountOrigin::Host;
+    m.prebind = shared && (m.kind == MountKind::Bind || (m.kind == MountKind::Tmpfs && m.origin == MountOrigin::Host));
+    plan.preparedRoot.mounts.push_back(m);
+  }
   plan.preparedRoot.user = plan.user;
   plan.environment = toEnvp(env);
+  for (const auto& kv : plan.environment)
+    if (kv.starts_with("PS1=")) plan.handover.prompt = kv.substr(4);  // the shell's prompt, set before it starts
   plan.userEnvironment = std::move(env.user);
   plan.fixedEnvironment = std::move(env.fixed);
   plan.warnings.insert(plan.warnings.end(), env.warnings.begin(), env.warnings.end());

@@ -3,6 +3,7 @@
 // policy and the host facts, which fill parts of one LaunchPlan.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,11 @@ struct HomeDirs {
 
 // mounts.cpp
 [[nodiscard]] Mount bindMount(std::string source, std::string destination, bool readOnly, MountOrigin origin);
-[[nodiscard]] Mount tmpfsMount(std::string destination, MountOrigin origin);
+[[nodiscard]] Mount tmpfsMount(std::string destination, MountOrigin origin, unsigned mode);
+// A tmpfs that holds only the targets of binds into it (the injected host libraries): 0755,
+// and small: its entries are empty files and directories, the mounts' targets.
+inline constexpr std::uint64_t kTargetsTmpfsBytes = 1u << 20;
+[[nodiscard]] Mount targetsTmpfs(std::string destination);
 // A later mount at the same destination replaces an earlier one (user binds win over
 // defaults), keeping the earlier position so parents are still mounted before children.
 void addMount(std::vector<Mount>& mounts, Mount mount);

@@ -16,15 +16,20 @@ HostGroup groupFrom(const nlohmann::json& j) { return {j.at("gid").get<gid_t>(),
 std::string preparedRootToJson(const PreparedRootSpec& spec) {
   nlohmann::json j;
   j["mounts"] = nlohmann::json::array();
-  for (const auto& m : spec.mounts)
-    j["mounts"].push_back({{"kind", static_cast<int>(m.kind)},
-                           {"source", m.source},
-                           {"destination", m.destination},
-                           {"readonly", m.readOnly},
-                           {"recursive", m.recursive},
-                           {"required", m.required},
-                           {"origin", static_cast<int>(m.origin)},
-                           {"content", m.content}});
+  for (const auto& m : spec.mounts) {
+    nlohmann::json mj = {{"kind", static_cast<int>(m.kind)},
+                         {"source", m.source},
+                         {"destination", m.destination},
+                         {"readonly", m.readOnly},
+                         {"recursive", m.recursive},
+                         {"required", m.required},
+                         {"origin", static_cast<int>(m.origin)},
+                         {"content", m.content},
+                         {"tmpfs_mode", m.tmpfsMode},
+                         {"prebind", m.prebind}};
+    if (m.tmpfsSizeBytes) mj["tmpfs_size_bytes"] = *m.tmpfsSizeBytes;
+    j["mounts"].push_back(std::move(mj));
+  }
   const HostUser& u = spec.user;
   j["user"] = {{"uid", u.uid},     {"gid", u.gid},     {"name", u.name},
                {"gecos", u.gecos}, {"home", u.home},   {"shell", u.shell},
@@ -48,6 +53,9 @@ PreparedRootSpec preparedRootFromJson(std::string_view text) {
       m.required = mj.at("required").get<bool>();
       m.origin = static_cast<MountOrigin>(mj.at("origin").get<int>());
       m.content = mj.at("content").get<std::string>();
+      m.tmpfsMode = mj.at("tmpfs_mode").get<unsigned>();
+      m.prebind = mj.at("prebind").get<bool>();
+      if (mj.contains("tmpfs_size_bytes")) m.tmpfsSizeBytes = mj.at("tmpfs_size_bytes").get<std::uint64_t>();
       spec.mounts.push_back(std::move(m));
     }
     const auto& uj = j.at("user");

@@ -56,7 +56,8 @@ TEST(BuildStepPlan, CallerIsRootOfAPrivateNamespaceOverTheSandbox) {
   EXPECT_FALSE(plan.build->mapHelpers);
   EXPECT_NE(plan.build->mapNote.find("/etc/subuid"), std::string::npos) << plan.build->mapNote;
   EXPECT_EQ(plan.user.uid, 0u);
-  EXPECT_TRUE(plan.build->keepCapabilities);
+  EXPECT_TRUE(plan.handover.keepCapabilities);
+  EXPECT_FALSE(plan.handover.seccomp);
   EXPECT_EQ(plan.argv, postStep().argv);
   EXPECT_EQ(plan.workdir, "/");
 }

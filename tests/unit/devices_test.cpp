@@ -239,8 +239,13 @@ TEST(NvPlan, LibrariesGoIntoOneTmpfsDirectoryOnLdLibraryPathAndTheHoldersRoot) {
   ASSERT_NE(libs, nullptr);
   EXPECT_EQ(libs->kind, ctr::launch::MountKind::Tmpfs);
   EXPECT_EQ(libs->origin, MountOrigin::Host);
+  // It only holds the libraries' targets: small, readable by all, made once by the holder.
+  EXPECT_EQ(libs->tmpfsMode, 0755u);
+  EXPECT_EQ(libs->tmpfsSizeBytes, std::optional<std::uint64_t>(1u << 20));
+  EXPECT_TRUE(libs->prebind);
   const Mount* cuda = at(plan, "/.singularity.d/libs/libcuda.so.1");
   ASSERT_NE(cuda, nullptr);
+  EXPECT_TRUE(cuda->prebind);
   EXPECT_EQ(cuda->source, "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
   EXPECT_TRUE(cuda->readOnly);
   ASSERT_NE(at(plan, "/usr/bin/nvidia-smi"), nullptr);

@@ -81,6 +81,54 @@ TEST(Planner, ContainReplacesHostTmpAndHomeWithTmpfs) {
   EXPECT_EQ(findMount(plan, "/home/alice")->kind, MountKind::Tmpfs);
   EXPECT_EQ(findMount(plan, "/scratch/alice/run1"), nullptr);
   EXPECT_EQ(plan.workdir, "/home/alice");
+  // The planner gives each tmpfs its mode: sticky and world-writable for the temporary
+  // directories, private for the home; none is the holder's to make (per launch).
+  EXPECT_EQ(findMount(plan, "/tmp")->tmpfsMode, 01777u);
+  EXPECT_EQ(findMount(plan, "/var/tmp")->tmpfsMode, 01777u);
+  EXPECT_EQ(findMount(plan, "/home/alice")->tmpfsMode, 0700u);
+  EXPECT_FALSE(findMount(plan, "/tmp")->tmpfsSizeBytes);
+  EXPECT_FALSE(findMount(plan, "/tmp")->prebind);
+}
+
+TEST(Planner, TheHolderPrebindsTheDefaultAndSiteBindsButNoUserOrContainedMount) {
+  auto o = execTrue();
+  o.binds = {"/srv/data:/data"};
+  ctr::config::Policy policy;
+  policy.defaultBinds = {"/opt/site"};
+  auto plan = planLaunch(o, policy, sifImage(), alice());
+  EXPECT_TRUE(findMount(plan, "/proc")->prebind);
+  EXPECT_TRUE(findMount(plan, "/tmp")->prebind);
+  EXPECT_TRUE(findMount(plan, "/home/alice")->prebind);
+  EXPECT_TRUE(findMount(plan, "/opt/site")->prebind);
+  EXPECT_FALSE(findMount(plan, "/data")->prebind);          // the user's: per launch
+  EXPECT_FALSE(findMount(plan, "/etc/passwd")->prebind);    // identity files: built, not bound
+  for (const auto& m : plan.preparedRoot.mounts)
+    EXPECT_EQ(m.prebind, findMount(plan, m.destination)->prebind) << m.destination;
+  auto back = ctr::launch::preparedRootFromJson(ctr::launch::preparedRootToJson(plan.preparedRoot));
+  for (size_t i = 0; i < back.mounts.size(); ++i) {
+    EXPECT_EQ(back.mounts[i].prebind, plan.preparedRoot.mounts[i].prebind) << back.mounts[i].destination;
+    EXPECT_EQ(back.mounts[i].tmpfsMode, plan.preparedRoot.mounts[i].tmpfsMode) << back.mounts[i].destination;
+  }
+  o.contain = true;
+  plan = planLaunch(o, policy, sifImage(), alice());
+  EXPECT_FALSE(findMount(plan, "/tmp")->prebind);            // --contain's tmpfs: per launch
+}
+
+TEST(Planner, HandoverDropsCapabilitiesLoadsSeccompAndKeepsThePrompt) {
+  auto host = alice();
+  host.env.push_back("PS1=[\\u@\\h] ");
+  auto o = execTrue();
+  o.cleanEnv = false;
+  auto plan = planLaunch(o, {}, sifImage(), host);
+  EXPECT_TRUE(plan.handover.seccomp);
+  EXPECT_FALSE(plan.handover.keepCapabilities);
+  EXPECT_TRUE(plan.handover.noNewPrivs);
+  EXPECT_EQ(plan.handover.prompt, envOf(plan, "PS1"));
+  EXPECT_NE(toText(plan).find("hand-over:  seccomp built-in default; capabilities dropped; no_new_privs"),
+            std::string::npos) << toText(plan);
+  host = alice();
+  plan = planLaunch(execTrue(), {}, sifImage(), host);
+  EXPECT_EQ(plan.handover.prompt, std::nullopt);
 }
 
 TEST(Planner, ContainAllAlsoCleansTheEnvironment) {
