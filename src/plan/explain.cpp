@@ -118,7 +118,7 @@ nlohmann::json toJson(const limits::Request& r) {
 namespace {
 
 nlohmann::json buildJson(const BuildRoot& build, const Handover& handover) {
-  auto maps = [](const std::vector<IdRange>& ranges) {
+  auto maps = [](const std::vector<host::IdRange>& ranges) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& r : ranges) a.push_back({r.inside, r.outside, r.count});
     return a;
@@ -341,7 +341,7 @@ void writeMpi(std::ostream& out, const MpiInjection& mpi) {
 }
 
 void writeBuild(std::ostream& out, const BuildRoot& build) {
-  auto maps = [](const std::vector<IdRange>& ranges) {
+  auto maps = [](const std::vector<host::IdRange>& ranges) {
     std::string text;
     for (const auto& r : ranges)
       text += (text.empty() ? "" : ", ") + std::to_string(r.inside) + " -> " + std::to_string(r.outside) +

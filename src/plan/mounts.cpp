@@ -159,7 +159,7 @@ void addSiteMounts(std::vector<Mount>& mounts, const LaunchOptions& options, con
 }
 
 void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
-                   const HostFacts& host, const std::string& workdir) {
+                   const host::HostFacts& host, const std::string& workdir) {
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
   std::vector<std::string> userBinds;

@@ -44,7 +44,7 @@ MpiInjection planHostMpi(const host::HostMpi& mpi, bool strict, std::vector<Moun
 }  // namespace
 
 std::vector<std::string> planMpi(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy,
-                                 const HostFacts& host) {
+                                 const host::HostFacts& host) {
   if (options.mpi == "bind") {
     if (!host.mpi)
       throw Error("--mpi=bind: " + (host.mpiMissing.empty() ? std::string("the host MPI was not looked at") : host.mpiMissing));

@@ -8,8 +8,8 @@ namespace ctr::launch {
 
 namespace {
 
-nlohmann::json groupJson(const HostGroup& g) { return {{"gid", g.gid}, {"name", g.name}}; }
-HostGroup groupFrom(const nlohmann::json& j) { return {j.at("gid").get<gid_t>(), j.at("name").get<std::string>()}; }
+nlohmann::json groupJson(const host::HostGroup& g) { return {{"gid", g.gid}, {"name", g.name}}; }
+host::HostGroup groupFrom(const nlohmann::json& j) { return {j.at("gid").get<gid_t>(), j.at("name").get<std::string>()}; }
 
 }  // namespace
 
@@ -30,7 +30,7 @@ std::string preparedRootToJson(const PreparedRootSpec& spec) {
     if (m.tmpfsSizeBytes) mj["tmpfs_size_bytes"] = *m.tmpfsSizeBytes;
     j["mounts"].push_back(std::move(mj));
   }
-  const HostUser& u = spec.user;
+  const host::HostUser& u = spec.user;
   j["user"] = {{"uid", u.uid},     {"gid", u.gid},     {"name", u.name},
                {"gecos", u.gecos}, {"home", u.home},   {"shell", u.shell},
                {"primary_group", groupJson(u.primaryGroup)}};
@@ -59,7 +59,7 @@ PreparedRootSpec preparedRootFromJson(std::string_view text) {
       spec.mounts.push_back(std::move(m));
     }
     const auto& uj = j.at("user");
-    HostUser& u = spec.user;
+    host::HostUser& u = spec.user;
     u.uid = uj.at("uid").get<uid_t>();
     u.gid = uj.at("gid").get<gid_t>();
     u.name = uj.at("name").get<std::string>();

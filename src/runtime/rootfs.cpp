@@ -351,7 +351,7 @@ void detachUnused(const PreboundFit& fit, const std::string& rootPath) {
 
 // What the prepared root's identity files were built for: a launch uses them only when its
 // plan.user serialises to the same text (same user, same container home).
-std::string identitySignature(const launch::HostUser& user) {
+std::string identitySignature(const host::HostUser& user) {
   std::string text = std::to_string(user.uid) + '\n' + std::to_string(user.gid) + '\n' + user.name +
                      '\n' + user.gecos + '\n' + user.home + '\n' + user.shell + '\n' +
                      std::to_string(user.primaryGroup.gid) + ':' + user.primaryGroup.name + '\n';

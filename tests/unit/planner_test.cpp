@@ -13,8 +13,8 @@ namespace {
 
 using namespace ctr::launch;
 
-HostFacts alice() {
-  HostFacts host;
+ctr::host::HostFacts alice() {
+  ctr::host::HostFacts host;
   host.user.uid = 1000;
   host.user.gid = 1000;
   host.user.name = "alice";
@@ -214,7 +214,7 @@ TEST(Planner, DriverFollowsImageKindAndPolicy) {
 
   ctr::config::Policy policy;
   auto host = alice();
-  host.setuidHelperInstalled = true;
+  host.setuidHelper = ctr::host::HelperState::Usable;
   host.helperConfigSafe = true;
   host.loopControl = true;
   EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::Squashfuse)
@@ -232,8 +232,14 @@ TEST(Planner, DriverFollowsImageKindAndPolicy) {
   policy.imageDriver = ctr::config::ImageDriver::Setuid;
   EXPECT_FALSE(planLaunch(execTrue(), policy, sifImage(), host).driverFallback)
       << "'image driver = setuid' never falls back";
-  host.setuidHelperInstalled = false;
+  host.setuidHelper = ctr::host::HelperState::Missing;
   EXPECT_THROW((void)planLaunch(execTrue(), policy, sifImage(), host), ctr::Error);
+  // A setuid helper that group or others may write is refused, and the plan says why.
+  policy.imageDriver = ctr::config::ImageDriver::Auto;
+  host.setuidHelper = ctr::host::HelperState::Writable;
+  plan = planLaunch(execTrue(), policy, sifImage(), host);
+  EXPECT_EQ(plan.driver, ImageDriver::Squashfuse);
+  EXPECT_NE(plan.driverReason.find("writable by group or others (refused)"), std::string::npos) << plan.driverReason;
 }
 
 TEST(Planner, ImageOnAFileSystemUsersControlGoesThroughSquashfuse) {
@@ -242,7 +248,7 @@ TEST(Planner, ImageOnAFileSystemUsersControlGoesThroughSquashfuse) {
   ctr::config::Policy policy;
   policy.allowSetuid = true;
   auto host = alice();
-  host.setuidHelperInstalled = true;
+  host.setuidHelper = ctr::host::HelperState::Usable;
   host.helperConfigSafe = true;
   host.loopControl = true;
   host.imageUntrustedFs = "FUSE";
@@ -414,16 +420,16 @@ TEST(Planner, StateDirIsChosenOnceAndSkipsNamesTakenByOthers) {
   const std::string base = "/tmp/ctr-" + std::to_string(uid);
   std::filesystem::remove_all(base);
   std::filesystem::remove_all(base + ".1");
-  EXPECT_EQ(chooseStateDir(uid, ""), base);
-  EXPECT_EQ(chooseStateDir(uid, "/nonexistent/runtime"), base) << "a missing XDG_RUNTIME_DIR is not used";
+  EXPECT_EQ(ctr::host::chooseStateDir(uid, ""), base);
+  EXPECT_EQ(ctr::host::chooseStateDir(uid, "/nonexistent/runtime"), base) << "a missing XDG_RUNTIME_DIR is not used";
   std::filesystem::create_directory(base);  // owned by the test's uid, not by `uid`
-  EXPECT_EQ(chooseStateDir(uid, ""), base + ".1");
+  EXPECT_EQ(ctr::host::chooseStateDir(uid, ""), base + ".1");
   std::filesystem::remove_all(base);
   // An XDG_RUNTIME_DIR owned by the user wins.
   char tmpl[] = "/tmp/ctr-xdg-test.XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  EXPECT_EQ(chooseStateDir(::getuid(), tmpl), std::string(tmpl) + "/ctr");
-  EXPECT_NE(chooseStateDir(uid, tmpl), std::string(tmpl) + "/ctr") << "not when someone else owns it";
+  EXPECT_EQ(ctr::host::chooseStateDir(::getuid(), tmpl), std::string(tmpl) + "/ctr");
+  EXPECT_NE(ctr::host::chooseStateDir(uid, tmpl), std::string(tmpl) + "/ctr") << "not when someone else owns it";
   std::filesystem::remove_all(tmpl);
   // The plan carries the host's choice.
   auto host = alice();
