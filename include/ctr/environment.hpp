@@ -128,6 +128,12 @@ struct EnvProgram {
 [[nodiscard]] std::vector<std::string> envProgramArgv(const std::string& script,
                                                       const std::vector<std::string>& command);
 
+// The same, for a command the runtime could not look up itself (the script may change PATH):
+// /bin/sh looks it up after the script and, when it is not there, says ctr's one-line error
+// ("ctr: error: command 'X' not found in the container") and exits 255, as ctr would.
+[[nodiscard]] std::vector<std::string> envProgramArgvLookingUp(const std::string& script,
+                                                               const std::vector<std::string>& command);
+
 // Quotes `s` for a POSIX shell: 'it'\''s'.
 [[nodiscard]] std::string shellQuote(std::string_view s);
 

@@ -17,6 +17,7 @@
 #include "ctr/config.hpp"
 #include "ctr/environment.hpp"
 #include "ctr/gpu.hpp"
+#include "ctr/host_facts.hpp"
 #include "ctr/identity.hpp"
 #include "ctr/image.hpp"
 #include "ctr/mpi.hpp"
@@ -74,49 +75,6 @@ struct Namespaces {
   bool uts = false;        // own UTS namespace, with `hostname` when set
   std::string hostname;
   bool net = false;        // own network namespace: loopback only (brought up)
-};
-
-// What the limits decisions need to know about the node (read only when asked for).
-struct LimitsHost {
-  limits::CgroupMounts mounts;               // /proc/self/mountinfo
-  std::map<std::string, std::string> own;    // /proc/self/cgroup
-  limits::NodeCapacity capacity;             // CPUs, memory nodes, MemTotal
-  std::string delegated;                     // the delegated v2 directory, if any
-  bool delegatedWritable = false;            // ... and the user may create cgroups in it
-};
-
-// What the planner needs to know about the caller; gathered once by discoverHost().
-struct HostFacts {
-  HostUser user;                    // uid, gid, groups and their names (lookupHostUser)
-  std::string home;                 // $HOME, else the passwd entry
-  std::string cwd;                  // getcwd
-  std::vector<std::string> env;     // the caller's environment, "K=V"
-  std::string runtimeDir;           // $XDG_RUNTIME_DIR (may be empty)
-  std::string stateDir;             // chooseStateDir(): the one the runtime will use
-  // What decides the image driver (decideDriver), probed cheaply (stat/access).
-  bool setuidHelperInstalled = false;  // build::kHelperPath is owned by root and setuid
-  bool helperConfigSafe = false;       // ctr.conf owned by root, not group/other-writable
-  bool loopControl = false;            // /dev/loop-control exists
-  // The image's file system when the helper refuses it ("FUSE", "vfat", ...: the list is
-  // src/helper/untrusted_fs.h, the helper's own), else empty (discoverImageFilesystem).
-  std::string imageUntrustedFs;
-  pid_t pid = 0;                       // the launcher's pid (names its cgroup)
-  // Gathered only when a launch asks for limits or --stats (discoverLimitsHost).
-  std::optional<LimitsHost> limits;
-  // Gathered only for --nv and --device (discoverDevicesHost).
-  std::optional<host::CdiRegistry> cdi;    // the specs of policy.cdiSpecDirs
-  std::optional<host::GpuDriver> nvidia;   // the ld.so cache scans (--nv, --rocm without a CDI spec)
-  std::optional<host::GpuDriver> amd;
-  std::string nvidiaMissing;               // why there is no scan (no driver loaded, ...)
-  std::string amdMissing;
-  // For --gpus: each NVIDIA GPU's device nodes (/dev/nvidiaN from the scan, or the nodes of
-  // CDI device "N"), by index, with the numbers the host's nodes have (stat): what the
-  // device cgroup denies for the GPUs left out. A node that is not a device (a fixture's
-  // plain file) is absent.
-  std::map<unsigned, std::vector<limits::DeviceRule>> gpuDeviceNodes;
-  // Gathered only for --mpi=bind (discoverMpiHost): the configured host MPI, or why not.
-  std::optional<host::HostMpi> mpi;
-  std::string mpiMissing;
 };
 
 // A GPU driver injected from the ld.so cache (--nv, --rocm without CDI).
@@ -184,7 +142,7 @@ struct DriverDecision {
 
 // Throws ctr::Error when the policy demands a driver that cannot work here.
 [[nodiscard]] DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind,
-                                          const HostFacts& host);
+                                          const host::HostFacts& host);
 
 enum class MountKind {
   Bind,      // bind `source` (host path) at `destination`
@@ -195,7 +153,8 @@ enum class MountKind {
   Symlink,   // a symbolic link to `source` at `destination` (inside a tmpfs of the plan)
 };
 
-// Where a mount comes from: shown by --explain; behaviour hangs on `required`, not on this.
+// Where a mount comes from: shown by --explain; behaviour hangs on the planner's fields
+// (`required`, `prebind`, `tmpfsMode`), never on this.
 enum class MountOrigin {
   Default,   // Apptainer's default mounts
   Contain,   // --contain's private tmpfs
@@ -220,6 +179,13 @@ struct Mount {
   // Bind only: the runtime creates the source directory (as the user, with this mode)
   // when it is missing (--workdir's tmp, var_tmp and scratch directories).
   std::optional<unsigned> createSourceMode;
+  // Tmpfs only: the mode of its root (01777 for /tmp, 0755 for /dev) and, when set, its
+  // size limit in bytes (a tmpfs that only holds mount targets needs little).
+  unsigned tmpfsMode = 0700;
+  std::optional<std::uint64_t> tmpfsSizeBytes;
+  // The image's holder makes this mount once in the prepared root (ctr/runtime.hpp), where
+  // every launch with the same mount reuses it; else each launch makes it.
+  bool prebind = false;
   // Host mounts: where the planner got it ("nvliblist.conf libcuda.so: ld.so cache
   // libcuda.so.1 (libc6,x86-64)", "/etc/cdi/nvidia.yaml:12 device 0"), for --explain.
   std::string from;
@@ -247,40 +213,16 @@ enum class RootMode {
   Sandbox,          // a build step: the writable sandbox directory itself (plan.build)
 };
 
-// One line of /proc/PID/uid_map or gid_map: `count` ids from `inside` map to `outside`.
-struct IdRange {
-  std::uint32_t inside = 0;
-  std::uint32_t outside = 0;
-  std::uint32_t count = 0;
-
-  friend bool operator==(const IdRange&, const IdRange&) = default;
-};
-
-// The caller's subordinate ids (/etc/subuid, /etc/subgid): the first range of each, if any.
-struct SubordinateIds {
-  std::optional<IdRange> uids;  // inside = 0 (unused), outside = first id, count
-  std::optional<IdRange> gids;
-};
-
-// "NAME-or-UID:START:COUNT" lines of /etc/subuid or /etc/subgid: the first range for the
-// user (by name or by id), or nullopt. Malformed lines are skipped, as shadow-utils does.
-[[nodiscard]] std::optional<IdRange> parseSubordinateRange(std::string_view text, std::string_view name,
-                                                           std::uint32_t id);
-// Reads /etc/subuid and /etc/subgid for the user (an unreadable file: no ranges).
-[[nodiscard]] SubordinateIds discoverSubordinateIds(const HostUser& user);
-
 // How a build step (%post, %test while building) gets its root and its identity: a private
 // user namespace with these maps, in which the caller is root, over a writable directory.
 struct BuildRoot {
   std::string sandbox;                // host directory: the container's root, read-write
   std::string stageDir;               // an empty host directory the runtime mounts its stage on
-  std::vector<IdRange> uidMap, gidMap;
+  std::vector<host::IdRange> uidMap, gidMap;
   // The maps are written by newuidmap/newgidmap (subordinate ranges); otherwise directly
   // (one id, setgroups denied, or the caller is root).
   bool mapHelpers = false;
   std::string newuidmap, newgidmap;   // their paths, when mapHelpers
-  bool keepCapabilities = true;       // root in the namespace keeps them (dpkg chowns files)
-  bool seccomp = false;               // Apptainer's builds load no filter
   std::string mapNote;                // why these maps, for --explain and failure messages
 };
 
@@ -299,7 +241,7 @@ struct BuildStepOptions {
 // image lacks them, and the identity files for `user`. The planner decides the list.
 struct PreparedRootSpec {
   std::vector<Mount> mounts;  // the launch-independent mounts (not user binds), plan order
-  HostUser user;              // identity files are built for this user
+  host::HostUser user;              // identity files are built for this user
 };
 
 // The host's kernel interfaces that a container of the host's root could otherwise write:
@@ -313,6 +255,14 @@ inline constexpr std::string_view kReadOnlyKernelPaths[] = {"/proc/sys", "/proc/
 struct KernelInterfaces {
   bool readOnly = false;  // the binds of kReadOnlyKernelPaths and /sys are read-only
   std::string reason;     // why, for --explain
+};
+
+// The last steps before the program starts, as the runtime applies them.
+struct Handover {
+  bool seccomp = true;            // install the filter of plan.seccompProfile (builds: none, as Apptainer)
+  bool keepCapabilities = false;  // a build step's root keeps them (dpkg chowns files); else all dropped
+  bool noNewPrivs = true;         // PR_SET_NO_NEW_PRIVS: no setuid program gains privilege
+  std::optional<std::string> prompt;  // the shell's PS1 when the environment sets one
 };
 
 struct LaunchPlan {
@@ -341,8 +291,9 @@ struct LaunchPlan {
   bool sourceEnvScripts = true;         // apply /.singularity.d/env/*.sh if the image has them
   std::string workdir;                  // inside the container
   bool workdirRequired = false;         // --pwd given: a missing one fails (else: warning, /)
-  HostUser user;                        // for the container's passwd/group (home = container home)
+  host::HostUser user;                        // for the container's passwd/group (home = container home)
   std::string seccompProfile;           // empty = built-in default
+  Handover handover;
   Namespaces namespaces;
   std::string stateDir;                 // per-user runtime state: the one the runtime uses
   // After the last launch of the image ends, its holder keeps it mounted this long, so that
@@ -374,48 +325,19 @@ struct GlibcNeed {
 // The plan's needs: of each ld.so-cache driver (--nv, --rocm) and of the host MPI.
 [[nodiscard]] std::vector<GlibcNeed> glibcNeeds(const LaunchPlan& plan);
 
-// Host facts for the calling process (lookupHostUser, getcwd, environ).
-[[nodiscard]] HostFacts discoverHost();
-
-// The node's cgroup file systems, this process's cgroups, CPUs and memory, and the delegated
-// cgroup v2 directory for `uid` (`delegate` from ctr.conf, "%u" replaced; else systemd's
-// user@UID.service when it exists).
-[[nodiscard]] LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate);
-
-// The CDI specs and, for --nv (--rocm) without a CDI spec for nvidia.com/gpu (amd.com/gpu),
-// the driver scan (cached in host.stateDir). Errors of a scan are kept in
-// host.nvidiaMissing / amdMissing: the planner decides, by policy, whether they stop the launch.
-void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy);
-
-// For --mpi=bind: the host MPI of ctr.conf ('mpi library', 'mpi dependency', 'mpi path')
-// resolved through the host's ld.so cache (CTR_HOST_ROOT: a fixture tree, as for --nv).
-// A failure is kept in host.mpiMissing: the planner reports it.
-void discoverMpiHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy);
-
-// The image's file system, when the setuid helper would refuse it (host.imageUntrustedFs):
-// one statfs, only where the helper is installed and the image is a file.
-void discoverImageFilesystem(HostFacts& host, const image::ImageSource& image);
-
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...
 [[nodiscard]] LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy,
-                                    const image::ImageSource& image, const HostFacts& host);
+                                    const image::ImageSource& image, const host::HostFacts& host);
 
 // The identity of a build's root (id maps and how they are written), for the build steps
 // and for what the builder runs in the same namespace (unpacking, packing, cleaning up).
-[[nodiscard]] BuildRoot planBuildRoot(const HostFacts& host, const SubordinateIds& subordinate);
+[[nodiscard]] BuildRoot planBuildRoot(const host::HostFacts& host, const host::SubordinateIds& subordinate);
 
 // A build step's plan (see docs/architecture.md, "Builds"): pure, from the options, the
 // caller and its subordinate ids. Throws ctr::Error when the policy forbids user namespaces.
 [[nodiscard]] LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& policy,
-                                       const HostFacts& host, const SubordinateIds& subordinate);
-
-// The per-user state directory, chosen once (the plan carries it; the runtime opens exactly
-// that one): $XDG_RUNTIME_DIR/ctr when $XDG_RUNTIME_DIR is a directory owned by the user,
-// else the first of /tmp/ctr-<uid>, /tmp/ctr-<uid>.1 .. .15 that is missing or owned by the
-// user (anyone can create those names first). Empty when all are taken: the runtime then
-// uses a private directory of its own (no sharing between launches). Looks, creates nothing.
-[[nodiscard]] std::string chooseStateDir(uid_t uid, const std::string& runtimeDir);
+                                       const host::HostFacts& host, const host::SubordinateIds& subordinate);
 
 [[nodiscard]] std::string toString(Command command);
 [[nodiscard]] std::string toString(ImageDriver driver);

@@ -4,13 +4,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "ctr/identity.hpp"
+#include "ctr/host_facts.hpp"
 #include "ctr/launch.hpp"
 
 namespace ctr::launch {
@@ -27,6 +28,8 @@ struct PreboundMount {
   std::string source;                // Bind only
   bool readOnly = false;             // Bind only
   bool recursive = true;             // Bind only
+  unsigned tmpfsMode = 0;            // Tmpfs only: the planner's mode and size
+  std::optional<std::uint64_t> tmpfsSizeBytes;
 
   bool operator==(const PreboundMount&) const = default;
 };
@@ -38,12 +41,12 @@ struct PreboundMount {
 // The record of a plan mount the holder makes in the prepared root.
 [[nodiscard]] PreboundMount preboundOf(const Mount& m);
 // Whether plan mount `m` is exactly the prepared one: the same bind (source, read-only,
-// recursive), or a tmpfs at the same place.
+// recursive), or a tmpfs of the same mode and size at the same place.
 [[nodiscard]] bool isPrebound(const PreboundMount& prebound, const Mount& m);
 
 // Written by the holder last, atomically: its presence means the prepared root is complete.
 struct PreparedRootManifest {
-  HostUser user;                        // the identity files are built for this user
+  host::HostUser user;                  // the identity files are built for this user
   std::vector<PreboundMount> prebound;  // in the order made: parents before what is inside them
   std::vector<std::string> created;     // targets added to the image, which a launch must mount over
 

@@ -23,6 +23,7 @@
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 #include "ctr/inventory.hpp"
+#include "ctr/host_facts.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/process.hpp"
@@ -49,20 +50,6 @@ std::string_view toString(Status s) {
   return "info";
 }
 
-
-// A real unshare(CLONE_NEWUSER) in a forked child: the sysctls do not tell about LSMs
-// (AppArmor's restrict_unprivileged_userns, SELinux) or seccomp filters around us.
-// Returns 0 or the errno of the unshare (EAGAIN when no child could be forked).
-int probeUserNamespace() {
-  try {
-    Child child = Child::fork([] { return ::unshare(CLONE_NEWUSER) == 0 ? 0 : (errno & 0x7f); });
-    const int status = child.wait();
-    return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
-  } catch (const Error&) {
-    return EAGAIN;
-  }
-}
-
 struct Findings {
   std::vector<Check> checks;
   bool userns = false, fuse = false, squashfuse = false, helper = false, configSafe = false;
@@ -83,7 +70,7 @@ void checkUserNamespaces(Findings& f) {
   if (!aa.empty())
     f.checks.push_back({"kernel.apparmor_restrict_unprivileged_userns", aa == "0" ? Status::Ok : Status::Warn,
                         aa + (aa == "0" ? "" : " (AppArmor may refuse user namespaces to ctr)")});
-  int err = probeUserNamespace();
+  int err = host::probeUserNamespace();
   std::string who = ::getuid() == 0 ? " (probed as root: run `ctr check` as a user to be sure)" : "";
   f.checks.push_back({"unshare(CLONE_NEWUSER)", err == 0 ? Status::Ok : Status::Fail,
                       (err == 0 ? std::string("works") : std::string("fails: ") + std::strerror(err)) + who});
@@ -91,10 +78,10 @@ void checkUserNamespaces(Findings& f) {
 }
 
 void checkFuse(Findings& f) {
-  struct stat st{};
-  if (::stat("/dev/fuse", &st) != 0 || !S_ISCHR(st.st_mode)) {
+  const auto fuse = host::inspectFuse();
+  if (fuse == host::FuseState::Missing) {
     f.checks.push_back({"/dev/fuse", Status::Fail, "missing (load the fuse module: modprobe fuse)"});
-  } else if (::access("/dev/fuse", R_OK | W_OK) != 0) {
+  } else if (fuse == host::FuseState::NotAccessible) {
     f.checks.push_back({"/dev/fuse", Status::Fail,
                         "not accessible to uid " + std::to_string(::getuid()) + " (chmod 0666 /dev/fuse, the usual setting)"});
   } else {
@@ -110,14 +97,14 @@ void checkFuse(Findings& f) {
 }
 
 void checkHelper(Findings& f) {
-  struct stat st{};
-  std::string path = build::kHelperPath;
-  if (::stat(path.c_str(), &st) != 0) {
+  const std::string path = build::kHelperPath;
+  const auto state = host::inspectSetuidHelper(path);
+  if (state == host::HelperState::Missing) {
     f.checks.push_back({"setuid helper", Status::Info, path + " not installed (optional; kernel squashfs needs it)"});
-  } else if (st.st_uid != 0 || (st.st_mode & S_ISUID) == 0) {
+  } else if (state == host::HelperState::NotSetuidRoot) {
     f.checks.push_back({"setuid helper", Status::Warn,
                         path + " installed but not setuid root (install with -DCTR_INSTALL_SUID_HELPER=ON as root)"});
-  } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+  } else if (state == host::HelperState::Writable) {
     f.checks.push_back({"setuid helper", Status::Fail, path + " is setuid root but writable by group or others: remove it"});
   } else {
     f.helper = true;
@@ -133,13 +120,13 @@ void checkHelper(Findings& f) {
 // exec` makes (limits::decidePlacement on the same host facts).
 void checkLimits(Findings& f) {
   const uid_t uid = ::getuid();
-  const auto host = launch::discoverLimitsHost(uid, f.policy.cgroupDelegate);
+  const auto facts = host::discoverLimitsHost(uid, f.policy.cgroupDelegate);
   limits::Request probe;
   probe.memory = 64u << 20;
   probe.cpus = 1;
   probe.pids = 64;
-  const auto placement = limits::decidePlacement(probe, false, host.mounts, host.own, host.delegated,
-                                                 host.delegatedWritable, uid, "ctr-check");
+  const auto placement = limits::decidePlacement(probe, false, facts.mounts, facts.own, facts.delegated,
+                                                 facts.delegatedWritable, uid, "ctr-check");
   f.checks.push_back({"resource limits", placement.backend == limits::Backend::None ? Status::Info : Status::Ok,
                       limits::toString(placement.backend) + ": " + placement.reason});
 }
@@ -182,7 +169,7 @@ std::pair<std::string, std::string> decideMode(const Findings& f) {
     return {"none", "user namespaces are not usable: enable them (see the checks above); ctr needs them for every launch"};
   launch::DriverDecision decision;
   try {
-    decision = launch::decideDriver(f.policy, image::ImageKind::Sif, launch::discoverHost());
+    decision = launch::decideDriver(f.policy, image::ImageKind::Sif, host::discoverHost());
   } catch (const Error& e) {
     return {"none", e.oneLine()};
   }

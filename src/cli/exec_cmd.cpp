@@ -18,6 +18,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
+#include "ctr/host_facts.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/log.hpp"
@@ -195,12 +196,13 @@ int runLaunch(RunCommandState& state) {
     const auto image = image::resolveImage(options.image);
     reading.stop();
     log::StepTimer looking("looking at the host");
-    auto host = launch::discoverHost();
-    launch::discoverImageFilesystem(host, image);
+    auto host = host::discoverHost();
+    host::discoverImageFilesystem(host, image.path.string(), image.kind == image::ImageKind::Directory);
     if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
-      host.limits = launch::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
-    launch::discoverDevicesHost(host, options, policy);
-    launch::discoverMpiHost(host, options, policy);
+      host.limits = host::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
+    host::discoverDevicesHost(host, {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()},
+                              policy);
+    if (options.mpi == "bind") host::discoverMpiHost(host, policy);
     looking.stop();
     log::StepTimer deciding("deciding the plan");
     plan = launch::planLaunch(options, policy, image, host);

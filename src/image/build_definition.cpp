@@ -107,8 +107,8 @@ class Build {
     output_ = fs::absolute(options.output).lexically_normal();
     if (output_.filename().empty()) output_ = output_.parent_path();
     logPath_ = output_.string() + ".build.log";
-    host_ = launch::discoverHost();
-    root_ = launch::planBuildRoot(host_, launch::discoverSubordinateIds(host_.user));
+    host_ = host::discoverHost();
+    root_ = launch::planBuildRoot(host_, host::discoverSubordinateIds(host_.user));
     fullIds_ = host_.user.uid == 0 || root_.mapHelpers;
     cacheDir_ = options.cacheDir;
     if (cacheDir_.empty()) {
@@ -207,7 +207,7 @@ class Build {
   DefinitionBuildOptions options_;
   fs::path output_;
   std::string logPath_;
-  launch::HostFacts host_;
+  host::HostFacts host_;
   launch::BuildRoot root_;
   bool fullIds_ = false;
   fs::path cacheDir_;
@@ -227,7 +227,7 @@ void Build::runStep(const deffile::Definition& stage, const fs::path& rootfs, la
   step.stageDir = (temp_ / "mnt").string();
   step.argv = argv;
   step.hostEnv = host_.env;
-  auto plan = launch::planBuildStep(step, config::loadDefaultPolicy(), host_, launch::discoverSubordinateIds(host_.user));
+  auto plan = launch::planBuildStep(step, config::loadDefaultPolicy(), host_, host::discoverSubordinateIds(host_.user));
   if (options_.explain) {
     std::cout << "== " << what << '\n' << launch::toText(plan);
     return;

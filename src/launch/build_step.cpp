@@ -1,9 +1,5 @@
 // planBuildStep: the plan of one build step (%post, %test while building), see
-// docs/architecture.md, "Builds". Pure, apart from discoverSubordinateIds.
-#include <unistd.h>
-
-#include <charconv>
-
+// docs/architecture.md, "Builds". Pure: the subordinate ids come from ctr::host.
 #include "ctr/error.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/fd.hpp"
@@ -11,23 +7,6 @@
 namespace ctr::launch {
 
 namespace {
-
-std::optional<std::uint32_t> parseId(std::string_view text) {
-  std::uint32_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  return value;
-}
-
-std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  for (std::size_t start = 0;;) {
-    auto end = text.find(separator, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return parts;
-    start = end + 1;
-  }
-}
 
 Mount defaultBind(std::string path, bool recursive) {
   Mount m;
@@ -42,7 +21,7 @@ Mount defaultBind(std::string path, bool recursive) {
 // What the caller's root in the namespace maps to, and how the maps get written.
 }  // namespace
 
-BuildRoot planBuildRoot(const HostFacts& host, const SubordinateIds& subordinate) {
+BuildRoot planBuildRoot(const host::HostFacts& host, const host::SubordinateIds& subordinate) {
   BuildRoot root;
   const std::uint32_t uid = host.user.uid, gid = host.user.gid;
   if (uid == 0) {
@@ -70,37 +49,8 @@ BuildRoot planBuildRoot(const HostFacts& host, const SubordinateIds& subordinate
   return root;
 }
 
-std::optional<IdRange> parseSubordinateRange(std::string_view text, std::string_view name, std::uint32_t id) {
-  const std::string idText = std::to_string(id);
-  for (auto line : split(text, '\n')) {
-    auto fields = split(line, ':');
-    if (fields.size() != 3 || (fields[0] != name && fields[0] != idText)) continue;
-    auto start = parseId(fields[1]);
-    auto count = parseId(fields[2]);
-    if (!start || !count || *count == 0) continue;
-    return IdRange{0, *start, *count};
-  }
-  return std::nullopt;
-}
-
-SubordinateIds discoverSubordinateIds(const HostUser& user) {
-  SubordinateIds ids;
-  auto read = [&](const char* path, std::uint32_t id) -> std::optional<IdRange> {
-    std::string text;
-    try {
-      text = readCheckedFile(path, 4u << 20, path);
-    } catch (const Error&) {
-      return std::nullopt;
-    }
-    return parseSubordinateRange(text, user.name, id);
-  };
-  ids.uids = read("/etc/subuid", user.uid);
-  ids.gids = read("/etc/subgid", user.uid);
-  return ids;
-}
-
-LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& policy, const HostFacts& host,
-                         const SubordinateIds& subordinate) {
+LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& policy, const host::HostFacts& host,
+                         const host::SubordinateIds& subordinate) {
   if (!policy.allowUserNamespaces)
     throw Error("user namespaces are disabled by the administrator ('allow user namespaces = no' in " +
                 policy.source.string() + "); ctr cannot run build steps here");
@@ -116,6 +66,10 @@ LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& 
   plan.build = planBuildRoot(host, subordinate);
   plan.build->sandbox = options.sandbox;
   plan.build->stageDir = options.stageDir;
+  // As Apptainer's builds: root in the namespace keeps its capabilities (dpkg chowns files)
+  // and no seccomp filter is loaded.
+  plan.handover.seccomp = false;
+  plan.handover.keepCapabilities = true;
   plan.user = host.user;
   plan.user.uid = 0;
   plan.user.gid = 0;

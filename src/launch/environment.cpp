@@ -321,4 +321,14 @@ std::vector<std::string> envProgramArgv(const std::string& script, const std::ve
   return argv;
 }
 
+std::vector<std::string> envProgramArgvLookingUp(const std::string& script, const std::vector<std::string>& command) {
+  std::vector<std::string> checked = {
+      "/bin/sh", "-c",
+      "command -v \"$1\" >/dev/null 2>&1 || { echo \"ctr: error: command '$1' not found "
+      "in the container\" >&2; exit 255; }; exec \"$@\"",
+      "ctr-check"};
+  checked.insert(checked.end(), command.begin(), command.end());
+  return envProgramArgv(script, checked);
+}
+
 }  // namespace ctr::launch

@@ -121,7 +121,7 @@ void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::strin
                    std::vector<Mount>& mounts, std::vector<std::string>& libraryDirs, DeviceInjection& injection) {
   injection.drivers.push_back(
       {driver.vendor, driver.version, driver.needsGlibc, driver.needsGlibcLibrary, driver.libraries.size(), driver.fromCache});
-  addMount(mounts, tmpfsMount(std::string(kContainerLibDir), MountOrigin::Host));
+  addMount(mounts, targetsTmpfs(std::string(kContainerLibDir)));
   const std::string list = driver.vendor == host::GpuVendor::Nvidia ? "nvliblist.conf " : "rocmliblist.conf ";
   auto add = [&](Mount m, std::string from) {
     m.from = std::move(from);
@@ -150,7 +150,7 @@ void planGpuDriver(const host::GpuDriver& driver, bool contain, const std::strin
 }
 
 // The node's NVIDIA GPUs by index: the driver scan's /dev/nvidiaN, else the CDI spec's devices.
-std::vector<unsigned> presentNvidiaGpus(const HostFacts& host) {
+std::vector<unsigned> presentNvidiaGpus(const host::HostFacts& host) {
   std::vector<unsigned> present;
   if (host.nvidia) {
     for (const auto& node : host.nvidia->devices)
@@ -170,7 +170,7 @@ std::vector<unsigned> presentNvidiaGpus(const HostFacts& host) {
 // follows too with CUDA_DEVICE_ORDER=PCI_BUS_ID). Checked against the node's GPUs. Returns
 // the selection as NVIDIA_VISIBLE_DEVICES says it; the GPUs left out go to the deny list.
 std::string selectGpus(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy,
-                       const HostFacts& host) {
+                       const host::HostFacts& host) {
   const std::vector<unsigned> present = presentNvidiaGpus(host);
   if (present.empty() && !host.nvidia && !host::hasCdiKind(*host.cdi, kNvidiaCdiKind))
     throw Error("--gpus " + options.gpus + ": " + (host.nvidiaMissing.empty() ? "no NVIDIA GPU on this node" : host.nvidiaMissing));
@@ -203,7 +203,7 @@ struct GpuFlag {
 // A vendor flag: the vendor's CDI spec when there is one (its devices named by the vendor's
 // visibility variable, "0,1", else all), else the ld.so cache scan.
 void planGpuFlag(const GpuFlag& gpu, const std::string& gpuSelection, LaunchPlan& plan, const config::Policy& policy,
-                 const HostFacts& host, bool contain, std::vector<std::string>& cdiNames,
+                 const host::HostFacts& host, bool contain, std::vector<std::string>& cdiNames,
                  DeviceEnvironment& out, DeviceInjection& injection) {
   const std::string visible =
       gpu.kind == kNvidiaCdiKind && !gpuSelection.empty() ? gpuSelection : envValue(host.env, gpu.visibleVar);
@@ -236,7 +236,7 @@ void setGpuSelectionEnv(const std::string& gpuSelection, std::vector<EnvVar>& en
 }  // namespace
 
 DeviceEnvironment planDevices(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy,
-                              const HostFacts& host, bool contain) {
+                              const host::HostFacts& host, bool contain) {
   DeviceEnvironment out;
   if (!options.nv && !options.rocm && options.gpus.empty() && options.devices.empty()) return out;
   if (!host.cdi) throw Error("--nv/--rocm/--gpus/--device asked for, but the host's devices were not looked at");

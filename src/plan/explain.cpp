@@ -117,16 +117,32 @@ nlohmann::json toJson(const limits::Request& r) {
 
 namespace {
 
-nlohmann::json buildJson(const BuildRoot& build) {
-  auto maps = [](const std::vector<IdRange>& ranges) {
+nlohmann::json buildJson(const BuildRoot& build, const Handover& handover) {
+  auto maps = [](const std::vector<host::IdRange>& ranges) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& r : ranges) a.push_back({r.inside, r.outside, r.count});
     return a;
   };
   return {{"sandbox", build.sandbox}, {"uid_map", maps(build.uidMap)},
           {"gid_map", maps(build.gidMap)}, {"map_helpers", build.mapHelpers},
-          {"keep_capabilities", build.keepCapabilities}, {"seccomp", build.seccomp},
+          {"keep_capabilities", handover.keepCapabilities}, {"seccomp", handover.seccomp},
           {"map_note", build.mapNote}};
+}
+
+nlohmann::json handoverJson(const Handover& h) {
+  nlohmann::json j = {{"seccomp", h.seccomp}, {"keep_capabilities", h.keepCapabilities},
+                      {"no_new_privs", h.noNewPrivs}};
+  if (h.prompt) j["prompt"] = *h.prompt;
+  return j;
+}
+
+std::string handoverText(const Handover& h, const std::string& profile) {
+  std::string text = h.seccomp ? "seccomp " + (profile.empty() ? std::string("built-in default") : profile)
+                               : std::string("no seccomp filter");
+  text += h.keepCapabilities ? "; root keeps its capabilities" : "; capabilities dropped";
+  if (h.noNewPrivs) text += "; no_new_privs";
+  if (h.prompt) text += "; PS1='" + *h.prompt + "'";
+  return text;
 }
 
 nlohmann::json mountsJson(const std::vector<Mount>& mounts) {
@@ -139,6 +155,9 @@ nlohmann::json mountsJson(const std::vector<Mount>& mounts) {
                          {"required", m.required}};
     if (m.kind == MountKind::Bind || m.kind == MountKind::Symlink) mj["source"] = m.source;
     if (m.createSourceMode) mj["create_source_mode"] = *m.createSourceMode;
+    if (m.kind == MountKind::Tmpfs) mj["tmpfs_mode"] = m.tmpfsMode;
+    if (m.tmpfsSizeBytes) mj["tmpfs_size_bytes"] = *m.tmpfsSizeBytes;
+    mj["prebind"] = m.prebind;
     if (!m.from.empty()) mj["from"] = m.from;
     out.push_back(std::move(mj));
   }
@@ -214,7 +233,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["driver_reason"] = plan.driverReason;
   j["driver_fallback"] = plan.driverFallback ? nlohmann::json(toString(*plan.driverFallback)) : nlohmann::json();
   j["root"] = plan.rootMode == RootMode::Overlay ? "overlay" : plan.rootMode == RootMode::Sandbox ? "sandbox" : "image";
-  if (plan.build) j["build"] = buildJson(*plan.build);
+  if (plan.build) j["build"] = buildJson(*plan.build, plan.handover);
   j["mounts"] = mountsJson(plan.mounts);
   j["environment"] = plan.environment;
   j["user_environment"] = userEnvironmentJson(plan.userEnvironment);
@@ -234,6 +253,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   for (const auto& m : plan.preparedRoot.mounts) j["prepared_root_targets"].push_back(m.destination);
   j["image_linger_ms"] = plan.lingerMs;
   j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
+  j["handover"] = handoverJson(plan.handover);
   j["state_dir"] = plan.stateDir;
   j["limits"] = toJson(plan.limits);
   j["cgroup"] = cgroupJson(plan);
@@ -261,8 +281,7 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
       << "namespaces:";
   for (const auto& line : namespaceLines(plan.namespaces)) out << ' ' << line << ';';
   out << "\n"
-      << "seccomp:    " << (plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile)
-      << '\n'
+      << "hand-over:  " << handoverText(plan.handover, plan.seccompProfile) << '\n'
       << "state dir:  "
       << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
       << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
@@ -322,7 +341,7 @@ void writeMpi(std::ostream& out, const MpiInjection& mpi) {
 }
 
 void writeBuild(std::ostream& out, const BuildRoot& build) {
-  auto maps = [](const std::vector<IdRange>& ranges) {
+  auto maps = [](const std::vector<host::IdRange>& ranges) {
     std::string text;
     for (const auto& r : ranges)
       text += (text.empty() ? "" : ", ") + std::to_string(r.inside) + " -> " + std::to_string(r.outside) +
@@ -331,9 +350,14 @@ void writeBuild(std::ostream& out, const BuildRoot& build) {
   };
   out << "uid map:    " << maps(build.uidMap) << (build.mapHelpers ? " (newuidmap)" : "") << '\n'
       << "gid map:    " << maps(build.gidMap) << (build.mapHelpers ? " (newgidmap)" : "") << '\n'
-      << "            " << build.mapNote << '\n'
-      << "hand-over:  " << (build.keepCapabilities ? "root keeps its capabilities" : "capabilities dropped")
-      << ", " << (build.seccomp ? "seccomp" : "no seccomp filter") << '\n';
+      << "            " << build.mapNote << '\n';
+}
+
+std::string tmpfsText(const Mount& m) {
+  if (m.kind != MountKind::Tmpfs) return {};
+  char mode[16];
+  std::snprintf(mode, sizeof mode, "%04o", m.tmpfsMode);
+  return std::string(", mode ") + mode + (m.tmpfsSizeBytes ? ", " + std::to_string(*m.tmpfsSizeBytes) + " bytes" : "");
 }
 
 void writeMounts(std::ostream& out, const std::vector<Mount>& mounts) {
@@ -344,8 +368,9 @@ void writeMounts(std::ostream& out, const std::vector<Mount>& mounts) {
     if (m.kind == MountKind::Symlink) out << m.source << " <- ";
     out << m.destination << (m.readOnly ? " (ro)" : " (rw)") << " [" << toString(m.origin)
         << (m.kind == MountKind::Bind && !m.required && !m.createSourceMode ? ", skipped if absent" : "")
-        << (m.createSourceMode ? ", source created if absent" : "") << "]"
-        << (m.from.empty() ? "" : " from " + m.from) << '\n';
+        << (m.createSourceMode ? ", source created if absent" : "") << tmpfsText(m) << "]"
+        << (m.from.empty() ? "" : " from " + m.from) << (m.prebind ? " (made once by the image's holder)" : "")
+        << '\n';
   }
 }
 

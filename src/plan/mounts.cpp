@@ -23,11 +23,18 @@ Mount bindMount(std::string source, std::string destination, bool readOnly, Moun
   return m;
 }
 
-Mount tmpfsMount(std::string destination, MountOrigin origin) {
+Mount tmpfsMount(std::string destination, MountOrigin origin, unsigned mode) {
   Mount m;
   m.kind = MountKind::Tmpfs;
   m.destination = std::move(destination);
   m.origin = origin;
+  m.tmpfsMode = mode;
+  return m;
+}
+
+Mount targetsTmpfs(std::string destination) {
+  Mount m = tmpfsMount(std::move(destination), MountOrigin::Host, 0755);
+  m.tmpfsSizeBytes = kTargetsTmpfsBytes;
   return m;
 }
 
@@ -45,14 +52,14 @@ namespace {
 
 // A minimal /dev (Apptainer's with --contain), not the host's hundreds of nodes.
 void addContainedDev(std::vector<Mount>& mounts) {
-  addMount(mounts, tmpfsMount("/dev", MountOrigin::Contain));
+  addMount(mounts, tmpfsMount("/dev", MountOrigin::Contain, 0755));
   for (const char* node : {"null", "zero", "full", "random", "urandom", "tty", "ptmx"}) {
     Mount m = bindMount(std::string("/dev/") + node, std::string("/dev/") + node, false, MountOrigin::Contain);
     m.recursive = false;
     addMount(mounts, std::move(m));
   }
   addMount(mounts, bindMount("/dev/pts", "/dev/pts", false, MountOrigin::Contain));  // the caller's terminal
-  addMount(mounts, tmpfsMount("/dev/shm", MountOrigin::Contain));
+  addMount(mounts, tmpfsMount("/dev/shm", MountOrigin::Contain, 01777));
   for (const auto& [name, target] : {std::pair<const char*, const char*>{"fd", "/proc/self/fd"},
                                      {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
                                      {"stderr", "/proc/self/fd/2"}}) {
@@ -74,7 +81,7 @@ void addScratchMounts(std::vector<Mount>& mounts, const std::vector<std::string>
       if (dir.empty() || dir[0] != '/' || dir == "/" || hasDotDotComponent(dir))
         throw Error("bad --scratch '" + std::string(item) + "': an absolute path other than / without '..'");
       if (workdir.empty()) {
-        addMount(mounts, tmpfsMount(dir, MountOrigin::User));
+        addMount(mounts, tmpfsMount(dir, MountOrigin::User, 0700));
       } else {
         Mount m = bindMount(joinPath(workdir, "scratch" + dir), dir, false, MountOrigin::User);
         m.createSourceMode = 0750;
@@ -121,15 +128,15 @@ void addTmpAndHomeMounts(std::vector<Mount>& mounts, const LaunchOptions& option
       addMount(mounts, std::move(m));
     }
   } else if (contain) {
-    addMount(mounts, tmpfsMount("/tmp", MountOrigin::Contain));
-    addMount(mounts, tmpfsMount("/var/tmp", MountOrigin::Contain));
+    addMount(mounts, tmpfsMount("/tmp", MountOrigin::Contain, 01777));
+    addMount(mounts, tmpfsMount("/var/tmp", MountOrigin::Contain, 01777));
   } else {
     addMount(mounts, bindMount("/tmp", "/tmp", false, MountOrigin::Default));
     addMount(mounts, bindMount("/var/tmp", "/var/tmp", false, MountOrigin::Default));
   }
   if (!options.noHome) {
     if (contain && options.home.empty())
-      addMount(mounts, tmpfsMount(home.destination, MountOrigin::Contain));
+      addMount(mounts, tmpfsMount(home.destination, MountOrigin::Contain, 0700));
     else
       addMount(mounts, bindMount(home.source, home.destination, false, MountOrigin::Default));
   }
@@ -152,7 +159,7 @@ void addSiteMounts(std::vector<Mount>& mounts, const LaunchOptions& options, con
 }
 
 void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
-                   const HostFacts& host, const std::string& workdir) {
+                   const host::HostFacts& host, const std::string& workdir) {
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
   std::vector<std::string> userBinds;

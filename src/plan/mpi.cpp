@@ -20,7 +20,7 @@ MpiInjection planHostMpi(const host::HostMpi& mpi, bool strict, std::vector<Moun
   injection.notes = mpi.skipped;
   injection.dependencies = mpi.dependencies.size();
   injection.scanFromCache = mpi.fromCache;
-  addMount(mounts, tmpfsMount(std::string(kContainerMpiDir), MountOrigin::Host));
+  addMount(mounts, targetsTmpfs(std::string(kContainerMpiDir)));
   auto bindFile = [&](const host::MpiLibrary& lib) {
     Mount m = bindMount(lib.path, joinPath(kContainerMpiDir, lib.soname), true, MountOrigin::Host);
     m.recursive = false;
@@ -44,7 +44,7 @@ MpiInjection planHostMpi(const host::HostMpi& mpi, bool strict, std::vector<Moun
 }  // namespace
 
 std::vector<std::string> planMpi(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy,
-                                 const HostFacts& host) {
+                                 const host::HostFacts& host) {
   if (options.mpi == "bind") {
     if (!host.mpi)
       throw Error("--mpi=bind: " + (host.mpiMissing.empty() ? std::string("the host MPI was not looked at") : host.mpiMissing));

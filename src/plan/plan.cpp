@@ -30,7 +30,7 @@ bool isValidAppName(const std::string& name) {
 
 // What does not depend on the mounts: the image and its driver, the identity, the state.
 LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy, const image::ImageSource& image,
-                      const HostFacts& host) {
+                      const host::HostFacts& host) {
   LaunchPlan plan;
   plan.command = options.command;
   plan.image = image;
@@ -50,7 +50,7 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
 }
 
 // --home SRC[:DST], else the host $HOME at the same path.
-HomeDirs planHome(const LaunchOptions& options, const HostFacts& host) {
+HomeDirs planHome(const LaunchOptions& options, const host::HostFacts& host) {
   if (options.home.empty()) return {host.home, host.home};
   auto colon = options.home.find(':');
   HomeDirs home;
@@ -78,7 +78,7 @@ Namespaces planNamespaces(const LaunchOptions& options) {
 }
 
 // -W/--workdir as an absolute host path ("" when not given).
-std::string planHostWorkdir(const LaunchOptions& options, const HostFacts& host) {
+std::string planHostWorkdir(const LaunchOptions& options, const host::HostFacts& host) {
   if (options.workdir.empty()) return {};
   std::string workdir = normalizePath(options.workdir[0] == '/' ? options.workdir : joinPath(host.cwd, options.workdir));
   if (workdir == "/") throw Error("bad --workdir '" + options.workdir + "': not /");
@@ -86,7 +86,7 @@ std::string planHostWorkdir(const LaunchOptions& options, const HostFacts& host)
 }
 
 // The working directory in the container: --pwd, else the home with --contain, else the cwd.
-void planWorkingDirectory(LaunchPlan& plan, const LaunchOptions& options, const HomeDirs& home, const HostFacts& host,
+void planWorkingDirectory(LaunchPlan& plan, const LaunchOptions& options, const HomeDirs& home, const host::HostFacts& host,
                           bool contain) {
   if (!options.pwd.empty()) {
     if (options.pwd[0] != '/') throw Error("bad --pwd '" + options.pwd + "': must be absolute");
@@ -100,7 +100,7 @@ void planWorkingDirectory(LaunchPlan& plan, const LaunchOptions& options, const 
 }
 
 // The container's environment from the host's, the image's, the user's and the injections'.
-Environment planEnvironment(const LaunchOptions& options, const image::ImageSource& image, const HostFacts& host,
+Environment planEnvironment(const LaunchOptions& options, const image::ImageSource& image, const host::HostFacts& host,
                             const HomeDirs& home, DeviceEnvironment devices, std::vector<std::string> firstLibraryDirs) {
   EnvironmentInputs envInputs;
   envInputs.host = host.env;
@@ -135,11 +135,19 @@ Environment planEnvironment(const LaunchOptions& options, const image::ImageSour
 // The home, the prepared root (all but the per-launch mounts) and the environment.
 void finishIdentityAndEnvironment(LaunchPlan& plan, const HomeDirs& home, Environment env) {
   plan.user.home = home.destination;
-  // What the holder prepares once for every launch: all but the per-launch mounts.
-  for (const auto& m : plan.mounts)
-    if (m.origin != MountOrigin::User && m.origin != MountOrigin::Cwd) plan.preparedRoot.mounts.push_back(m);
+  // What the holder prepares once for every launch: all but the per-launch mounts. Of those,
+  // it makes the default, site and host binds (and the host tmpfs) itself, once, rather than
+  // every launch (60 binds of --nv's libraries would cost milliseconds each time).
+  for (auto& m : plan.mounts) {
+    if (m.origin == MountOrigin::User || m.origin == MountOrigin::Cwd) continue;
+    const bool shared = m.origin == MountOrigin::Default || m.origin == MountOrigin::Policy || m.origin == MountOrigin::Host;
+    m.prebind = shared && (m.kind == MountKind::Bind || (m.kind == MountKind::Tmpfs && m.origin == MountOrigin::Host));
+    plan.preparedRoot.mounts.push_back(m);
+  }
   plan.preparedRoot.user = plan.user;
   plan.environment = toEnvp(env);
+  for (const auto& kv : plan.environment)
+    if (kv.starts_with("PS1=")) plan.handover.prompt = kv.substr(4);  // the shell's prompt, set before it starts
   plan.userEnvironment = std::move(env.user);
   plan.fixedEnvironment = std::move(env.fixed);
   plan.warnings.insert(plan.warnings.end(), env.warnings.begin(), env.warnings.end());
@@ -189,7 +197,7 @@ void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
 }  // namespace
 
 LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy,
-                      const image::ImageSource& image, const HostFacts& host) {
+                      const image::ImageSource& image, const host::HostFacts& host) {
   if (!policy.allowUserNamespaces)
     throw Error("user namespaces are disabled by the administrator ('allow user namespaces = "
                 "no' in " + policy.source.string() + "); ctr cannot run containers here");
@@ -219,13 +227,15 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   return plan;
 }
 
-DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind, const HostFacts& host) {
+DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind, const host::HostFacts& host) {
   if (kind == image::ImageKind::Directory)
     return {ImageDriver::Directory, "a directory image is bound as it is", std::nullopt};
   std::string helperProblem;
   if (!policy.allowSetuid)
     helperProblem = "'allow setuid = no' in ctr.conf";
-  else if (!host.setuidHelperInstalled)
+  else if (host.setuidHelper == host::HelperState::Writable)
+    helperProblem = std::string(build::kHelperPath) + " is setuid root but writable by group or others (refused)";
+  else if (host.setuidHelper != host::HelperState::Usable)
     helperProblem = std::string(build::kHelperPath) + " is not installed setuid root";
   else if (!host.helperConfigSafe)
     helperProblem = std::string(build::kSysconfPath) + " is not root-owned and private (the helper refuses it)";

@@ -3,6 +3,7 @@
 // policy and the host facts, which fill parts of one LaunchPlan.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,11 @@ struct HomeDirs {
 
 // mounts.cpp
 [[nodiscard]] Mount bindMount(std::string source, std::string destination, bool readOnly, MountOrigin origin);
-[[nodiscard]] Mount tmpfsMount(std::string destination, MountOrigin origin);
+[[nodiscard]] Mount tmpfsMount(std::string destination, MountOrigin origin, unsigned mode);
+// A tmpfs that holds only the targets of binds into it (the injected host libraries): 0755,
+// and small: its entries are empty files and directories, the mounts' targets.
+inline constexpr std::uint64_t kTargetsTmpfsBytes = 1u << 20;
+[[nodiscard]] Mount targetsTmpfs(std::string destination);
 // A later mount at the same destination replaces an earlier one (user binds win over
 // defaults), keeping the earlier position so parents are still mounted before children.
 void addMount(std::vector<Mount>& mounts, Mount mount);
@@ -32,7 +37,7 @@ void addSiteMounts(std::vector<Mount>& mounts, const LaunchOptions& options, con
                    bool contain);
 // $CTR_BIND and friends, --bind, --mount and --scratch.
 void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
-                   const HostFacts& host, const std::string& workdir);
+                   const host::HostFacts& host, const std::string& workdir);
 // The current directory, unless contained or already under a bound path.
 void addCwdMount(std::vector<Mount>& mounts, const std::string& cwd, bool contain);
 // /etc/passwd and /etc/group, filled by the runtime from the image's own files.
@@ -47,14 +52,14 @@ struct DeviceEnvironment {
   std::vector<std::string> libraryDirs;
 };
 [[nodiscard]] DeviceEnvironment planDevices(LaunchPlan& plan, const LaunchOptions& options,
-                                            const config::Policy& policy, const HostFacts& host, bool contain);
+                                            const config::Policy& policy, const host::HostFacts& host, bool contain);
 
 // resources.cpp: the cgroup placement of the limits, --stats and the GPUs --gpus left out.
-void planLimits(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy, const HostFacts& host);
+void planLimits(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy, const host::HostFacts& host);
 
 // mpi.cpp: --mpi=bind into mounts and plan.mpi; returns the directories that go first on
 // LD_LIBRARY_PATH.
 [[nodiscard]] std::vector<std::string> planMpi(LaunchPlan& plan, const LaunchOptions& options,
-                                               const config::Policy& policy, const HostFacts& host);
+                                               const config::Policy& policy, const host::HostFacts& host);
 
 }  // namespace ctr::launch

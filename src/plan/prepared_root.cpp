@@ -50,7 +50,7 @@ PreboundFit fitPrebound(const LaunchPlan& plan, const std::vector<PreboundMount>
 }
 
 // Why the identity files of the prepared root are not this plan's, or "".
-std::string otherIdentity(const HostUser& prepared, const HostUser& user) {
+std::string otherIdentity(const host::HostUser& prepared, const host::HostUser& user) {
   if (prepared == user) return {};
   if (prepared.uid != user.uid || prepared.name != user.name)
     return "the prepared root is for user " + prepared.name + " (" + std::to_string(prepared.uid) +
@@ -112,13 +112,13 @@ std::optional<std::size_t> holdingMount(const std::vector<Mount>& mounts, std::s
 }
 
 PreboundMount preboundOf(const Mount& m) {
-  if (m.kind == MountKind::Tmpfs) return {MountKind::Tmpfs, m.destination, {}, false, true};
-  return {MountKind::Bind, m.destination, m.source, m.readOnly, m.recursive};
+  if (m.kind == MountKind::Tmpfs) return {MountKind::Tmpfs, m.destination, {}, false, true, m.tmpfsMode, m.tmpfsSizeBytes};
+  return {MountKind::Bind, m.destination, m.source, m.readOnly, m.recursive, 0, {}};
 }
 
 bool isPrebound(const PreboundMount& prebound, const Mount& m) {
   if (m.destination != prebound.destination || m.kind != prebound.kind) return false;
-  if (m.kind == MountKind::Tmpfs) return true;
+  if (m.kind == MountKind::Tmpfs) return m.tmpfsMode == prebound.tmpfsMode && m.tmpfsSizeBytes == prebound.tmpfsSizeBytes;
   return m.kind == MountKind::Bind && m.source == prebound.source && m.readOnly == prebound.readOnly &&
          m.recursive == prebound.recursive;
 }

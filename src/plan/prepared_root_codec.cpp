@@ -11,10 +11,10 @@ namespace ctr::launch {
 
 namespace {
 
-nlohmann::json groupJson(const HostGroup& g) { return {{"gid", g.gid}, {"name", g.name}}; }
-HostGroup groupFrom(const nlohmann::json& j) { return {j.at("gid").get<gid_t>(), j.at("name").get<std::string>()}; }
+nlohmann::json groupJson(const host::HostGroup& g) { return {{"gid", g.gid}, {"name", g.name}}; }
+host::HostGroup groupFrom(const nlohmann::json& j) { return {j.at("gid").get<gid_t>(), j.at("name").get<std::string>()}; }
 
-nlohmann::json userJson(const HostUser& u) {
+nlohmann::json userJson(const host::HostUser& u) {
   nlohmann::json j = {{"uid", u.uid},     {"gid", u.gid},   {"name", u.name},
                       {"gecos", u.gecos}, {"home", u.home}, {"shell", u.shell},
                       {"primary_group", groupJson(u.primaryGroup)}};
@@ -23,8 +23,8 @@ nlohmann::json userJson(const HostUser& u) {
   return j;
 }
 
-HostUser userFrom(const nlohmann::json& uj) {
-  HostUser u;
+host::HostUser userFrom(const nlohmann::json& uj) {
+  host::HostUser u;
   u.uid = uj.at("uid").get<uid_t>();
   u.gid = uj.at("gid").get<gid_t>();
   u.name = uj.at("name").get<std::string>();
@@ -49,15 +49,20 @@ std::string containerPath(const nlohmann::json& j) {
 std::string preparedRootToJson(const PreparedRootSpec& spec) {
   nlohmann::json j;
   j["mounts"] = nlohmann::json::array();
-  for (const auto& m : spec.mounts)
-    j["mounts"].push_back({{"kind", static_cast<int>(m.kind)},
-                           {"source", m.source},
-                           {"destination", m.destination},
-                           {"readonly", m.readOnly},
-                           {"recursive", m.recursive},
-                           {"required", m.required},
-                           {"origin", static_cast<int>(m.origin)},
-                           {"content", m.content}});
+  for (const auto& m : spec.mounts) {
+    nlohmann::json mj = {{"kind", static_cast<int>(m.kind)},
+                         {"source", m.source},
+                         {"destination", m.destination},
+                         {"readonly", m.readOnly},
+                         {"recursive", m.recursive},
+                         {"required", m.required},
+                         {"origin", static_cast<int>(m.origin)},
+                         {"content", m.content},
+                         {"tmpfs_mode", m.tmpfsMode},
+                         {"prebind", m.prebind}};
+    if (m.tmpfsSizeBytes) mj["tmpfs_size_bytes"] = *m.tmpfsSizeBytes;
+    j["mounts"].push_back(std::move(mj));
+  }
   j["user"] = userJson(spec.user);
   return j.dump();
 }
@@ -76,6 +81,9 @@ PreparedRootSpec preparedRootFromJson(std::string_view text) {
       m.required = mj.at("required").get<bool>();
       m.origin = static_cast<MountOrigin>(mj.at("origin").get<int>());
       m.content = mj.at("content").get<std::string>();
+      m.tmpfsMode = mj.at("tmpfs_mode").get<unsigned>();
+      m.prebind = mj.at("prebind").get<bool>();
+      if (mj.contains("tmpfs_size_bytes")) m.tmpfsSizeBytes = mj.at("tmpfs_size_bytes").get<std::uint64_t>();
       spec.mounts.push_back(std::move(m));
     }
     spec.user = userFrom(j.at("user"));
@@ -88,12 +96,16 @@ PreparedRootSpec preparedRootFromJson(std::string_view text) {
 std::string toJson(const PreparedRootManifest& manifest) {
   nlohmann::json j = {{"version", kPreparedRootManifestVersion}, {"user", userJson(manifest.user)}};
   j["prebound"] = nlohmann::json::array();
-  for (const auto& p : manifest.prebound)
-    j["prebound"].push_back({{"kind", p.kind == MountKind::Tmpfs ? "tmpfs" : "bind"},
-                             {"destination", p.destination},
-                             {"source", p.source},
-                             {"readonly", p.readOnly},
-                             {"recursive", p.recursive}});
+  for (const auto& p : manifest.prebound) {
+    nlohmann::json pj = {{"kind", p.kind == MountKind::Tmpfs ? "tmpfs" : "bind"},
+                         {"destination", p.destination},
+                         {"source", p.source},
+                         {"readonly", p.readOnly},
+                         {"recursive", p.recursive},
+                         {"tmpfs_mode", p.tmpfsMode}};
+    if (p.tmpfsSizeBytes) pj["tmpfs_size_bytes"] = *p.tmpfsSizeBytes;
+    j["prebound"].push_back(std::move(pj));
+  }
   j["created"] = manifest.created;
   return j.dump(1);
 }
@@ -117,6 +129,8 @@ PreparedRootManifest preparedRootManifestFromJson(std::string_view text) {
       p.source = pj.at("source").get<std::string>();
       p.readOnly = pj.at("readonly").get<bool>();
       p.recursive = pj.at("recursive").get<bool>();
+      p.tmpfsMode = pj.at("tmpfs_mode").get<unsigned>();
+      if (pj.contains("tmpfs_size_bytes")) p.tmpfsSizeBytes = pj.at("tmpfs_size_bytes").get<std::uint64_t>();
       manifest.prebound.push_back(std::move(p));
     }
     for (const auto& target : j.at("created")) manifest.created.push_back(containerPath(target));

@@ -6,7 +6,7 @@
 
 namespace ctr::launch {
 
-void planLimits(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy, const HostFacts& host) {
+void planLimits(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy, const host::HostFacts& host) {
   if (plan.limits.empty() && plan.limits.denyDevices.empty() && options.statsFile.empty()) return;
   if (!host.limits) throw Error("resource limits asked for, but the node's cgroups were not looked at");
   limits::checkCapacity(options.limits, host.limits->capacity, policy.limitCaps);

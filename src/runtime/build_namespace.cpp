@@ -17,14 +17,14 @@ namespace ctr::runtime {
 
 namespace {
 
-std::string mapText(const std::vector<launch::IdRange>& ranges) {
+std::string mapText(const std::vector<host::IdRange>& ranges) {
   std::string text;
   for (const auto& r : ranges)
     text += std::to_string(r.inside) + ' ' + std::to_string(r.outside) + ' ' + std::to_string(r.count) + '\n';
   return text;
 }
 
-std::vector<std::string> helperArgv(const std::string& program, pid_t pid, const std::vector<launch::IdRange>& ranges) {
+std::vector<std::string> helperArgv(const std::string& program, pid_t pid, const std::vector<host::IdRange>& ranges) {
   std::vector<std::string> argv{program, std::to_string(pid)};
   for (const auto& r : ranges) {
     argv.push_back(std::to_string(r.inside));

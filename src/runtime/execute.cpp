@@ -338,8 +338,7 @@ namespace {
 [[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup) {
   // Read on the host, before any namespace change.
   SeccompProgram seccomp;
-  const bool applySeccomp = !plan.build || plan.build->seccomp;
-  if (applySeccomp) {
+  if (plan.handover.seccomp) {
     log::StepTimer timer("loading the seccomp filter");
     seccomp = withContext("seccomp profile",
                           [&] { return loadSeccompProgram(plan.seccompProfile, plan.stateDir); });
@@ -389,8 +388,7 @@ namespace {
   program.fixed.insert(program.fixed.end(), chosenEnv.begin(), chosenEnv.end());
   program.uid = plan.user.uid;
   program.gid = plan.user.gid;
-  for (const auto& kv : plan.environment)
-    if (kv.starts_with("PS1=")) program.ps1 = kv.substr(4);
+  program.ps1 = plan.handover.prompt;
   const std::string script = launch::envProgramScript(program);
   std::vector<std::string> environment;
   std::string command = argv[0];
@@ -401,15 +399,8 @@ namespace {
     environment = std::move(*interpreted);
   } else {
     environment = plan.environment;
-    // The program may change PATH: let the shell look the command up after it, and keep
-    // ctr's one-line error and status.
-    std::vector<std::string> checked = {
-        "/bin/sh", "-c",
-        "command -v \"$1\" >/dev/null 2>&1 || { echo \"ctr: error: command '$1' not found "
-        "in the container\" >&2; exit 255; }; exec \"$@\"",
-        "ctr-check"};
-    checked.insert(checked.end(), argv.begin(), argv.end());
-    argv = launch::envProgramArgv(script, checked);
+    // The program may change PATH: the shell looks the command up after it.
+    argv = launch::envProgramArgvLookingUp(script, argv);
     command = "/bin/sh";
     if (!isExecutableFile(command))
       throw Error("applying the environment needs /bin/sh (a command substitution or a script outside "
@@ -417,9 +408,9 @@ namespace {
   }
 
   if (cgroup) cgroup->enter();
-  setNoNewPrivs();
-  if (!plan.build || !plan.build->keepCapabilities) dropAllCapabilities();
-  if (applySeccomp) installSeccomp(seccomp);
+  if (plan.handover.noNewPrivs) setNoNewPrivs();
+  if (!plan.handover.keepCapabilities) dropAllCapabilities();
+  if (plan.handover.seccomp) installSeccomp(seccomp);
   handover.stop();
   log::logStepSummary();
   // Looked up in the PATH the image's env scripts left (conda images change it).

@@ -9,6 +9,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -67,6 +68,16 @@ bool underEarlierMount(const std::vector<Mount>& mounts, size_t i) {
       return true;
   }
   return false;
+}
+
+// A tmpfs mount of the plan on the target fd, with the planner's mode and size.
+void mountTmpfs(const Mount& m, int targetFd) {
+  char options[64];
+  std::snprintf(options, sizeof options, "mode=%o", m.tmpfsMode);
+  std::string data = options;
+  if (m.tmpfsSizeBytes) data += ",size=" + std::to_string(*m.tmpfsSizeBytes);
+  if (::mount("tmpfs", fdPath(targetFd).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, data.c_str()) != 0)
+    throw sysError("mount tmpfs on " + m.destination);
 }
 
 // O_PATH fd of `destination` inside the root (created beforehand when it was missing).
@@ -181,12 +192,7 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
       }
       case MountKind::Tmpfs: {
         UniqueFd targetFd = target();
-        const char* mode = (m.destination == "/tmp" || m.destination == "/var/tmp" || m.destination == "/dev/shm")
-                               ? "mode=1777"
-                           : m.destination == "/dev" || m.origin == launch::MountOrigin::Host ? "mode=0755"
-                                                                                              : "mode=0700";
-        if (::mount("tmpfs", fdPath(targetFd.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, mode) != 0)
-          throw sysError("mount tmpfs on " + m.destination);
+        mountTmpfs(m, targetFd.get());
         break;
       }
       case MountKind::Proc: {
@@ -408,18 +414,16 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
     struct stat st {};
-    const bool host = m.origin == launch::MountOrigin::Host;
-    if (!host && m.origin != launch::MountOrigin::Default && m.origin != launch::MountOrigin::Policy) continue;
+    if (!m.prebind) continue;
     const bool inHostTmpfs = std::any_of(hostTmpfs.begin(), hostTmpfs.end(),
                                          [&](const std::string& d) { return isUnder(m.destination, d); });
     // Inside another mount: only one made here (a host tmpfs, where missing targets are
     // created, or a bind holding the target: /proc/sys in /proc); the launches make the others.
     if (const auto holder = holdingMount(spec.mounts, i); holder && !made[*holder]) continue;
     try {
-      if (host && m.kind == MountKind::Tmpfs) {
+      if (m.kind == MountKind::Tmpfs) {
         UniqueFd target = openTarget(rootFd.get(), m.destination);
-        if (::mount("tmpfs", fdPath(target.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
-          throw sysError("mount tmpfs on " + m.destination);
+        mountTmpfs(m, target.get());
         hostTmpfs.push_back(m.destination);
         manifest.prebound.push_back(launch::preboundOf(m));
         made[i] = true;

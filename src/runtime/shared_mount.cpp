@@ -47,7 +47,7 @@ struct StateDir {
 };
 
 // Opens (creating it if needed) the state directory the plan names. The planner chose it
-// (launch::chooseStateDir); here it must still be ours and private, else another user could
+// (host::chooseStateDir); here it must still be ours and private, else another user could
 // swap our lock or pid files. An empty plan.stateDir (every shared name taken by others)
 // gets a private directory of this launch's own, which its holder removes when it ends.
 StateDir openStateDir(const launch::LaunchPlan& plan) {

@@ -19,8 +19,8 @@ namespace {
 using namespace ctr;
 namespace deffile = ctr::image::deffile;
 
-launch::HostFacts userHost(uid_t uid = 1001) {
-  launch::HostFacts host;
+host::HostFacts userHost(uid_t uid = 1001) {
+  host::HostFacts host;
   host.user.uid = uid;
   host.user.gid = uid;
   host.user.name = uid == 0 ? "root" : "alice";
@@ -37,8 +37,8 @@ launch::BuildStepOptions postStep() {
   return step;
 }
 
-launch::SubordinateIds ranges() {
-  return {launch::IdRange{0, 100000, 65536}, launch::IdRange{0, 200000, 65536}};
+host::SubordinateIds ranges() {
+  return {host::IdRange{0, 100000, 65536}, host::IdRange{0, 200000, 65536}};
 }
 
 bool hasEnv(const launch::LaunchPlan& plan, const std::string& kv) {
@@ -51,12 +51,13 @@ TEST(BuildStepPlan, CallerIsRootOfAPrivateNamespaceOverTheSandbox) {
   EXPECT_EQ(plan.rootMode, launch::RootMode::Sandbox);
   EXPECT_FALSE(plan.namespaces.sharedUser);
   EXPECT_EQ(plan.build->sandbox, "/tmp/out.build/rootfs-0");
-  EXPECT_EQ(plan.build->uidMap, (std::vector<launch::IdRange>{{0, 1001, 1}}));
-  EXPECT_EQ(plan.build->gidMap, (std::vector<launch::IdRange>{{0, 1001, 1}}));
+  EXPECT_EQ(plan.build->uidMap, (std::vector<host::IdRange>{{0, 1001, 1}}));
+  EXPECT_EQ(plan.build->gidMap, (std::vector<host::IdRange>{{0, 1001, 1}}));
   EXPECT_FALSE(plan.build->mapHelpers);
   EXPECT_NE(plan.build->mapNote.find("/etc/subuid"), std::string::npos) << plan.build->mapNote;
   EXPECT_EQ(plan.user.uid, 0u);
-  EXPECT_TRUE(plan.build->keepCapabilities);
+  EXPECT_TRUE(plan.handover.keepCapabilities);
+  EXPECT_FALSE(plan.handover.seccomp);
   EXPECT_EQ(plan.argv, postStep().argv);
   EXPECT_EQ(plan.workdir, "/");
 }
@@ -65,15 +66,15 @@ TEST(BuildStepPlan, SubordinateRangesAreMappedAboveRootThroughTheHelpers) {
   auto plan = launch::planBuildStep(postStep(), config::Policy{}, userHost(), ranges());
   ASSERT_TRUE(plan.build);
   EXPECT_TRUE(plan.build->mapHelpers);
-  EXPECT_EQ(plan.build->uidMap, (std::vector<launch::IdRange>{{0, 1001, 1}, {1, 100000, 65536}}));
-  EXPECT_EQ(plan.build->gidMap, (std::vector<launch::IdRange>{{0, 1001, 1}, {1, 200000, 65536}}));
+  EXPECT_EQ(plan.build->uidMap, (std::vector<host::IdRange>{{0, 1001, 1}, {1, 100000, 65536}}));
+  EXPECT_EQ(plan.build->gidMap, (std::vector<host::IdRange>{{0, 1001, 1}, {1, 200000, 65536}}));
 }
 
 TEST(BuildStepPlan, RootMapsTheWholeIdSpaceToItself) {
   auto plan = launch::planBuildStep(postStep(), config::Policy{}, userHost(0), ranges());
   ASSERT_TRUE(plan.build);
   EXPECT_FALSE(plan.build->mapHelpers);
-  EXPECT_EQ(plan.build->uidMap, (std::vector<launch::IdRange>{{0, 0, 4294967295u}}));
+  EXPECT_EQ(plan.build->uidMap, (std::vector<host::IdRange>{{0, 0, 4294967295u}}));
 }
 
 TEST(BuildStepPlan, ApptainersMountsAndNothingOfTheUsers) {
@@ -120,16 +121,16 @@ TEST(BuildStepPlan, ExplainShowsTheMapsAndTheSandbox) {
   EXPECT_NE(text.find("newuidmap"), std::string::npos) << text;
 }
 
-TEST(SubordinateIds, FirstRangeOfTheUserByNameOrUid) {
+TEST(ctr::host::SubordinateIds, FirstRangeOfTheUserByNameOrUid) {
   const std::string text = "bob:100000:65536\nalice:165536:1000\n1001:300000:5\n";
-  EXPECT_EQ(launch::parseSubordinateRange(text, "alice", 1001), (launch::IdRange{0, 165536, 1000}));
-  EXPECT_EQ(launch::parseSubordinateRange("1001:300000:5\n", "alice", 1001), (launch::IdRange{0, 300000, 5}));
-  EXPECT_FALSE(launch::parseSubordinateRange(text, "carol", 1002));
+  EXPECT_EQ(host::parseSubordinateRange(text, "alice", 1001), (host::IdRange{0, 165536, 1000}));
+  EXPECT_EQ(host::parseSubordinateRange("1001:300000:5\n", "alice", 1001), (host::IdRange{0, 300000, 5}));
+  EXPECT_FALSE(host::parseSubordinateRange(text, "carol", 1002));
 }
 
-TEST(SubordinateIds, MalformedLinesAreSkipped) {
-  EXPECT_FALSE(launch::parseSubordinateRange("alice:x:65536\nalice:1:0\nalice:5\n", "alice", 1001));
-  EXPECT_EQ(launch::parseSubordinateRange("alice:x:1\nalice:7:9", "alice", 1001), (launch::IdRange{0, 7, 9}));
+TEST(ctr::host::SubordinateIds, MalformedLinesAreSkipped) {
+  EXPECT_FALSE(host::parseSubordinateRange("alice:x:65536\nalice:1:0\nalice:5\n", "alice", 1001));
+  EXPECT_EQ(host::parseSubordinateRange("alice:x:1\nalice:7:9", "alice", 1001), (host::IdRange{0, 7, 9}));
 }
 
 deffile::Definition stageOf(const std::string& text) {

@@ -22,7 +22,7 @@
 namespace {
 
 using namespace ctr::host;
-using ctr::launch::HostFacts;
+using ctr::host::HostFacts;
 using ctr::launch::LaunchOptions;
 using ctr::launch::LaunchPlan;
 using ctr::launch::Mount;
@@ -188,8 +188,8 @@ TEST(CdiLoad, SkipsABrokenSpecWithAWarningAndReadsTheOthers) {
 
 // The planner's side.
 
-HostFacts bob() {
-  HostFacts host;
+ctr::host::HostFacts bob() {
+  ctr::host::HostFacts host;
   host.user.uid = 1000;
   host.user.gid = 1000;
   host.user.name = "bob";
@@ -232,15 +232,20 @@ const Mount* at(const LaunchPlan& plan, const std::string& destination) { return
 using ctr::testing::envOf;
 
 TEST(NvPlan, LibrariesGoIntoOneTmpfsDirectoryOnLdLibraryPathAndTheHoldersRoot) {
-  HostFacts host = bob();
+  ctr::host::HostFacts host = bob();
   host.nvidia = scannedDriver();
   const LaunchPlan plan = ctr::launch::planLaunch(nv(), ctr::config::Policy{}, image(), host);
   const Mount* libs = at(plan, "/.singularity.d/libs");
   ASSERT_NE(libs, nullptr);
   EXPECT_EQ(libs->kind, ctr::launch::MountKind::Tmpfs);
   EXPECT_EQ(libs->origin, MountOrigin::Host);
+  // It only holds the libraries' targets: small, readable by all, made once by the holder.
+  EXPECT_EQ(libs->tmpfsMode, 0755u);
+  EXPECT_EQ(libs->tmpfsSizeBytes, std::optional<std::uint64_t>(1u << 20));
+  EXPECT_TRUE(libs->prebind);
   const Mount* cuda = at(plan, "/.singularity.d/libs/libcuda.so.1");
   ASSERT_NE(cuda, nullptr);
+  EXPECT_TRUE(cuda->prebind);
   EXPECT_EQ(cuda->source, "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
   EXPECT_TRUE(cuda->readOnly);
   ASSERT_NE(at(plan, "/usr/bin/nvidia-smi"), nullptr);
@@ -259,7 +264,7 @@ TEST(NvPlan, LibrariesGoIntoOneTmpfsDirectoryOnLdLibraryPathAndTheHoldersRoot) {
 }
 
 TEST(NvPlan, ContainBindsOnlyTheGpusNvidiaVisibleDevicesSelects) {
-  HostFacts host = bob();
+  ctr::host::HostFacts host = bob();
   host.nvidia = scannedDriver();
   host.env.push_back("NVIDIA_VISIBLE_DEVICES=0,2");
   const LaunchPlan plan = ctr::launch::planLaunch(nv(true), ctr::config::Policy{}, image(), host);
@@ -275,7 +280,7 @@ TEST(NvPlan, ContainBindsOnlyTheGpusNvidiaVisibleDevicesSelects) {
 }
 
 TEST(NvPlan, NoDriverIsAnErrorUnlessThePolicySaysWarn) {
-  HostFacts host = bob();
+  ctr::host::HostFacts host = bob();
   host.nvidiaMissing = "no NVIDIA driver on this host (/proc/driver/nvidia/version is missing: ...)";
   try {
     (void)ctr::launch::planLaunch(nv(), ctr::config::Policy{}, image(), host);
@@ -293,7 +298,7 @@ TEST(NvPlan, NoDriverIsAnErrorUnlessThePolicySaysWarn) {
 }
 
 TEST(NvPlan, ACdiSpecForNvidiaGpuWinsOverTheLdCacheAndItsHooksAreAccountedFor) {
-  HostFacts host = bob();
+  ctr::host::HostFacts host = bob();
   host.nvidia = scannedDriver();
   host.cdi = registryOf({{"/etc/cdi/nvidia.yaml", kNvidiaYaml}});
   host.env.push_back("NVIDIA_VISIBLE_DEVICES=GPU-1b2c");
@@ -319,7 +324,7 @@ TEST(NvPlan, ACdiSpecForNvidiaGpuWinsOverTheLdCacheAndItsHooksAreAccountedFor) {
 }
 
 TEST(NvPlan, RocmBindsKfdAndDriWithContainAndSharesTheLibraryDirectoryWithNv) {
-  HostFacts host = bob();
+  ctr::host::HostFacts host = bob();
   host.nvidia = scannedDriver();
   GpuDriver amd;
   amd.vendor = GpuVendor::Amd;
@@ -352,7 +357,7 @@ TEST(NvPlan, RocmBindsKfdAndDriWithContainAndSharesTheLibraryDirectoryWithNv) {
 }
 
 TEST(GpusPlan, SelectsTheNamedGpusChecksThemAgainstTheNodeAndTheSitesCap) {
-  HostFacts host = bob();
+  ctr::host::HostFacts host = bob();
   host.nvidia = scannedDriver();  // GPUs 0, 1 and 2
   LaunchOptions o;
   o.image = "/images/app.sif";
@@ -370,9 +375,9 @@ TEST(GpusPlan, SelectsTheNamedGpusChecksThemAgainstTheNodeAndTheSitesCap) {
   EXPECT_TRUE(plan.limits.denyDevices.empty());  // no device numbers known: nothing to deny
   // With the nodes' numbers (discovery stats them) and the node's cgroups: GPU 1's node is
   // denied; a user cannot have that enforced (no cgroup for it alone), root gets v1 devices.
-  HostFacts numbered = host;
+  ctr::host::HostFacts numbered = host;
   for (unsigned i = 0; i < 3; ++i) numbered.gpuDeviceNodes[i] = {{'c', 195, i, "/dev/nvidia" + std::to_string(i)}};
-  ctr::launch::LimitsHost cgroups;
+  ctr::host::LimitsHost cgroups;
   cgroups.mounts = ctr::limits::parseCgroupMounts(
       "33 30 0:29 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
       "35 30 0:31 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n"
@@ -411,7 +416,7 @@ TEST(GpusPlan, SelectsTheNamedGpusChecksThemAgainstTheNodeAndTheSitesCap) {
 }
 
 TEST(RdmaPlan, ContainBindsDevInfinibandOnRequestOrByPolicyOnly) {
-  HostFacts host = bob();
+  ctr::host::HostFacts host = bob();
   LaunchOptions o;
   o.image = "/images/app.sif";
   o.args = {"ibv_devinfo"};
@@ -434,7 +439,7 @@ TEST(RdmaPlan, ContainBindsDevInfinibandOnRequestOrByPolicyOnly) {
 }
 
 TEST(NvPlan, AUserBindAtTheSameDestinationWins) {
-  HostFacts host = bob();
+  ctr::host::HostFacts host = bob();
   host.nvidia = scannedDriver();
   LaunchOptions o = nv();
   o.binds = {"/opt/my-nvidia-smi:/usr/bin/nvidia-smi"};

@@ -9,8 +9,8 @@ using namespace ctr::launch;
 
 namespace {
 
-HostUser alice() {
-  HostUser u;
+ctr::host::HostUser alice() {
+  ctr::host::HostUser u;
   u.uid = 1000;
   u.gid = 1000;
   u.name = "alice";
@@ -97,7 +97,7 @@ TEST(IdentityFiles, MissingFinalNewlineIsHandled) {
 }
 
 TEST(IdentityFiles, RootUserReplacesTheImageRoot) {
-  HostUser root;
+  ctr::host::HostUser root;
   root.name = "root";
   root.home = "/root";
   root.shell = "/bin/bash";
@@ -110,8 +110,8 @@ TEST(IdentityFiles, RootUserReplacesTheImageRoot) {
   EXPECT_EQ(files.group.rfind("root:x:0:root\n", 0), 0U) << files.group;
 }
 
-TEST(HostUser, LookupDescribesTheCallingUser) {
-  auto user = lookupHostUser();
+TEST(ctr::host::HostUser, LookupDescribesTheCallingUser) {
+  auto user = ctr::host::lookupHostUser();
   EXPECT_EQ(user.uid, getuid());
   EXPECT_EQ(user.gid, getgid());
   EXPECT_FALSE(user.name.empty());
@@ -121,10 +121,10 @@ TEST(HostUser, LookupDescribesTheCallingUser) {
   for (const auto& g : user.groups) EXPECT_NE(g.gid, user.gid) << "primary group listed twice";
 }
 
-TEST(HostUser, LookupAgreesWithNss) {
-  // Whichever way lookupHostUser took (the files directly, or NSS), it must give what
+TEST(ctr::host::HostUser, LookupAgreesWithNss) {
+  // Whichever way ctr::host::lookupHostUser took (the files directly, or NSS), it must give what
   // getpwuid/getgrgid give.
-  auto user = lookupHostUser();
+  auto user = ctr::host::lookupHostUser();
   struct passwd* pw = getpwuid(getuid());
   ASSERT_NE(pw, nullptr) << "the test user has no passwd entry";
   EXPECT_EQ(user.name, pw->pw_name);
@@ -140,28 +140,28 @@ TEST(HostUser, LookupAgreesWithNss) {
 }
 
 TEST(NsswitchFiles, FilesFirstWithTheDefaultActionAnswers) {
-  EXPECT_TRUE(filesAnswerFirst("passwd: files\n", "passwd"));
-  EXPECT_TRUE(filesAnswerFirst("# c\npasswd:         files systemd\ngroup: files\n", "passwd"));
-  EXPECT_TRUE(filesAnswerFirst("passwd:files sss # comment", "passwd"));
-  EXPECT_TRUE(filesAnswerFirst("passwd: ldap\ngroup:\tfiles\tldap\n", "group"));
+  EXPECT_TRUE(ctr::host::filesAnswerFirst("passwd: files\n", "passwd"));
+  EXPECT_TRUE(ctr::host::filesAnswerFirst("# c\npasswd:         files systemd\ngroup: files\n", "passwd"));
+  EXPECT_TRUE(ctr::host::filesAnswerFirst("passwd:files sss # comment", "passwd"));
+  EXPECT_TRUE(ctr::host::filesAnswerFirst("passwd: ldap\ngroup:\tfiles\tldap\n", "group"));
 }
 
 TEST(NsswitchFiles, AnythingElseAsksNss) {
-  EXPECT_FALSE(filesAnswerFirst("", "passwd")) << "no line: glibc's built-in default";
-  EXPECT_FALSE(filesAnswerFirst("group: files\n", "passwd"));
-  EXPECT_FALSE(filesAnswerFirst("passwd: sss files\n", "passwd"));
-  EXPECT_FALSE(filesAnswerFirst("passwd: compat\n", "passwd"));
-  EXPECT_FALSE(filesAnswerFirst("passwd: files [SUCCESS=continue] ldap\n", "passwd"));
-  EXPECT_FALSE(filesAnswerFirst("passwd: files\npasswd: ldap\n", "passwd")) << "said twice";
-  EXPECT_FALSE(filesAnswerFirst("#passwd: files\n", "passwd"));
-  EXPECT_FALSE(filesAnswerFirst("passwd: filesx\n", "passwd"));
-  EXPECT_FALSE(filesAnswerFirst("passwd:\n", "passwd"));
+  EXPECT_FALSE(ctr::host::filesAnswerFirst("", "passwd")) << "no line: glibc's built-in default";
+  EXPECT_FALSE(ctr::host::filesAnswerFirst("group: files\n", "passwd"));
+  EXPECT_FALSE(ctr::host::filesAnswerFirst("passwd: sss files\n", "passwd"));
+  EXPECT_FALSE(ctr::host::filesAnswerFirst("passwd: compat\n", "passwd"));
+  EXPECT_FALSE(ctr::host::filesAnswerFirst("passwd: files [SUCCESS=continue] ldap\n", "passwd"));
+  EXPECT_FALSE(ctr::host::filesAnswerFirst("passwd: files\npasswd: ldap\n", "passwd")) << "said twice";
+  EXPECT_FALSE(ctr::host::filesAnswerFirst("#passwd: files\n", "passwd"));
+  EXPECT_FALSE(ctr::host::filesAnswerFirst("passwd: filesx\n", "passwd"));
+  EXPECT_FALSE(ctr::host::filesAnswerFirst("passwd:\n", "passwd"));
 }
 
 namespace {
 
 // What glibc's parser gives for `uid` reading the whole text line after line: the
-// reference passwdEntryFromText must agree with.
+// reference ctr::host::passwdEntryFromText must agree with.
 std::string referencePasswdName(const std::string& text, uid_t uid) {
   std::string copy = text;
   FILE* f = fmemopen(copy.data(), copy.size(), "r");
@@ -180,8 +180,8 @@ std::string referencePasswdName(const std::string& text, uid_t uid) {
 }
 
 std::string passwdName(const std::string& text, uid_t uid) {
-  HostUser user;
-  return passwdEntryFromText(text, uid, user) ? user.name : "<none>";
+  ctr::host::HostUser user;
+  return ctr::host::passwdEntryFromText(text, uid, user) ? user.name : "<none>";
 }
 
 }  // namespace
@@ -196,18 +196,18 @@ TEST(EtcFiles, PasswdEntryAsGlibcReadsIt) {
       "bob:x:1001:1001::/home/bob:/bin/sh\n"
       "bob2:x:1001:1001::/home/bob2:/bin/sh";
   for (uid_t uid : {1000U, 1001U, 1002U, 0U}) EXPECT_EQ(passwdName(text, uid), referencePasswdName(text, uid)) << uid;
-  HostUser user;
-  ASSERT_TRUE(passwdEntryFromText("alice:x:1000:1000:Alice A:/home/alice:/bin/bash\n", 1000, user));
+  ctr::host::HostUser user;
+  ASSERT_TRUE(ctr::host::passwdEntryFromText("alice:x:1000:1000:Alice A:/home/alice:/bin/bash\n", 1000, user));
   EXPECT_EQ(user.name, "alice");
   EXPECT_EQ(user.gecos, "Alice A");
   EXPECT_EQ(user.home, "/home/alice");
   EXPECT_EQ(user.shell, "/bin/bash");
-  EXPECT_FALSE(passwdEntryFromText("", 1000, user));
+  EXPECT_FALSE(ctr::host::passwdEntryFromText("", 1000, user));
 }
 
 TEST(EtcFiles, GroupNamesFirstEntryPerGid) {
   std::map<gid_t, std::string> names{{27, ""}, {1000, ""}, {5000, ""}, {7, "kept"}};
-  groupNamesFromText("#sudo:x:27:\nsudo:x:27:alice\nusers:x:1000:\nother:x:1000:\nlp:x:7:\n", names);
+  ctr::host::groupNamesFromText("#sudo:x:27:\nsudo:x:27:alice\nusers:x:1000:\nother:x:1000:\nlp:x:7:\n", names);
   EXPECT_EQ(names[27], "sudo");
   EXPECT_EQ(names[1000], "users") << "the first entry";
   EXPECT_EQ(names[5000], "") << "not in the file: left for NSS";

@@ -310,8 +310,8 @@ TEST_F(MpiTree, FindsTheImagesLibraryThroughItsCacheElseItsLibDirectories) {
   EXPECT_FALSE(ctr::host::findImageLibrary(root.get(), "libmpi.so.20"));
 }
 
-ctr::launch::HostFacts someone() {
-  ctr::launch::HostFacts host;
+ctr::host::HostFacts someone() {
+  ctr::host::HostFacts host;
   host.user.uid = 1000;
   host.user.gid = 1000;
   host.user.name = "alice";

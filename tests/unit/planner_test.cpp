@@ -13,8 +13,8 @@ namespace {
 
 using namespace ctr::launch;
 
-HostFacts alice() {
-  HostFacts host;
+ctr::host::HostFacts alice() {
+  ctr::host::HostFacts host;
   host.user.uid = 1000;
   host.user.gid = 1000;
   host.user.name = "alice";
@@ -81,6 +81,54 @@ TEST(Planner, ContainReplacesHostTmpAndHomeWithTmpfs) {
   EXPECT_EQ(findMount(plan, "/home/alice")->kind, MountKind::Tmpfs);
   EXPECT_EQ(findMount(plan, "/scratch/alice/run1"), nullptr);
   EXPECT_EQ(plan.workdir, "/home/alice");
+  // The planner gives each tmpfs its mode: sticky and world-writable for the temporary
+  // directories, private for the home; none is the holder's to make (per launch).
+  EXPECT_EQ(findMount(plan, "/tmp")->tmpfsMode, 01777u);
+  EXPECT_EQ(findMount(plan, "/var/tmp")->tmpfsMode, 01777u);
+  EXPECT_EQ(findMount(plan, "/home/alice")->tmpfsMode, 0700u);
+  EXPECT_FALSE(findMount(plan, "/tmp")->tmpfsSizeBytes);
+  EXPECT_FALSE(findMount(plan, "/tmp")->prebind);
+}
+
+TEST(Planner, TheHolderPrebindsTheDefaultAndSiteBindsButNoUserOrContainedMount) {
+  auto o = execTrue();
+  o.binds = {"/srv/data:/data"};
+  ctr::config::Policy policy;
+  policy.defaultBinds = {"/opt/site"};
+  auto plan = planLaunch(o, policy, sifImage(), alice());
+  EXPECT_TRUE(findMount(plan, "/proc")->prebind);
+  EXPECT_TRUE(findMount(plan, "/tmp")->prebind);
+  EXPECT_TRUE(findMount(plan, "/home/alice")->prebind);
+  EXPECT_TRUE(findMount(plan, "/opt/site")->prebind);
+  EXPECT_FALSE(findMount(plan, "/data")->prebind);          // the user's: per launch
+  EXPECT_FALSE(findMount(plan, "/etc/passwd")->prebind);    // identity files: built, not bound
+  for (const auto& m : plan.preparedRoot.mounts)
+    EXPECT_EQ(m.prebind, findMount(plan, m.destination)->prebind) << m.destination;
+  auto back = ctr::launch::preparedRootFromJson(ctr::launch::preparedRootToJson(plan.preparedRoot));
+  for (size_t i = 0; i < back.mounts.size(); ++i) {
+    EXPECT_EQ(back.mounts[i].prebind, plan.preparedRoot.mounts[i].prebind) << back.mounts[i].destination;
+    EXPECT_EQ(back.mounts[i].tmpfsMode, plan.preparedRoot.mounts[i].tmpfsMode) << back.mounts[i].destination;
+  }
+  o.contain = true;
+  plan = planLaunch(o, policy, sifImage(), alice());
+  EXPECT_FALSE(findMount(plan, "/tmp")->prebind);            // --contain's tmpfs: per launch
+}
+
+TEST(Planner, HandoverDropsCapabilitiesLoadsSeccompAndKeepsThePrompt) {
+  auto host = alice();
+  host.env.push_back("PS1=[\\u@\\h] ");
+  auto o = execTrue();
+  o.cleanEnv = false;
+  auto plan = planLaunch(o, {}, sifImage(), host);
+  EXPECT_TRUE(plan.handover.seccomp);
+  EXPECT_FALSE(plan.handover.keepCapabilities);
+  EXPECT_TRUE(plan.handover.noNewPrivs);
+  EXPECT_EQ(plan.handover.prompt, envOf(plan, "PS1"));
+  EXPECT_NE(toText(plan).find("hand-over:  seccomp built-in default; capabilities dropped; no_new_privs"),
+            std::string::npos) << toText(plan);
+  host = alice();
+  plan = planLaunch(execTrue(), {}, sifImage(), host);
+  EXPECT_EQ(plan.handover.prompt, std::nullopt);
 }
 
 TEST(Planner, ContainAllAlsoCleansTheEnvironment) {
@@ -166,7 +214,7 @@ TEST(Planner, DriverFollowsImageKindAndPolicy) {
 
   ctr::config::Policy policy;
   auto host = alice();
-  host.setuidHelperInstalled = true;
+  host.setuidHelper = ctr::host::HelperState::Usable;
   host.helperConfigSafe = true;
   host.loopControl = true;
   EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::Squashfuse)
@@ -184,8 +232,14 @@ TEST(Planner, DriverFollowsImageKindAndPolicy) {
   policy.imageDriver = ctr::config::ImageDriver::Setuid;
   EXPECT_FALSE(planLaunch(execTrue(), policy, sifImage(), host).driverFallback)
       << "'image driver = setuid' never falls back";
-  host.setuidHelperInstalled = false;
+  host.setuidHelper = ctr::host::HelperState::Missing;
   EXPECT_THROW((void)planLaunch(execTrue(), policy, sifImage(), host), ctr::Error);
+  // A setuid helper that group or others may write is refused, and the plan says why.
+  policy.imageDriver = ctr::config::ImageDriver::Auto;
+  host.setuidHelper = ctr::host::HelperState::Writable;
+  plan = planLaunch(execTrue(), policy, sifImage(), host);
+  EXPECT_EQ(plan.driver, ImageDriver::Squashfuse);
+  EXPECT_NE(plan.driverReason.find("writable by group or others (refused)"), std::string::npos) << plan.driverReason;
 }
 
 TEST(Planner, ImageOnAFileSystemUsersControlGoesThroughSquashfuse) {
@@ -194,7 +248,7 @@ TEST(Planner, ImageOnAFileSystemUsersControlGoesThroughSquashfuse) {
   ctr::config::Policy policy;
   policy.allowSetuid = true;
   auto host = alice();
-  host.setuidHelperInstalled = true;
+  host.setuidHelper = ctr::host::HelperState::Usable;
   host.helperConfigSafe = true;
   host.loopControl = true;
   host.imageUntrustedFs = "FUSE";
@@ -366,16 +420,16 @@ TEST(Planner, StateDirIsChosenOnceAndSkipsNamesTakenByOthers) {
   const std::string base = "/tmp/ctr-" + std::to_string(uid);
   std::filesystem::remove_all(base);
   std::filesystem::remove_all(base + ".1");
-  EXPECT_EQ(chooseStateDir(uid, ""), base);
-  EXPECT_EQ(chooseStateDir(uid, "/nonexistent/runtime"), base) << "a missing XDG_RUNTIME_DIR is not used";
+  EXPECT_EQ(ctr::host::chooseStateDir(uid, ""), base);
+  EXPECT_EQ(ctr::host::chooseStateDir(uid, "/nonexistent/runtime"), base) << "a missing XDG_RUNTIME_DIR is not used";
   std::filesystem::create_directory(base);  // owned by the test's uid, not by `uid`
-  EXPECT_EQ(chooseStateDir(uid, ""), base + ".1");
+  EXPECT_EQ(ctr::host::chooseStateDir(uid, ""), base + ".1");
   std::filesystem::remove_all(base);
   // An XDG_RUNTIME_DIR owned by the user wins.
   char tmpl[] = "/tmp/ctr-xdg-test.XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  EXPECT_EQ(chooseStateDir(::getuid(), tmpl), std::string(tmpl) + "/ctr");
-  EXPECT_NE(chooseStateDir(uid, tmpl), std::string(tmpl) + "/ctr") << "not when someone else owns it";
+  EXPECT_EQ(ctr::host::chooseStateDir(::getuid(), tmpl), std::string(tmpl) + "/ctr");
+  EXPECT_NE(ctr::host::chooseStateDir(uid, tmpl), std::string(tmpl) + "/ctr") << "not when someone else owns it";
   std::filesystem::remove_all(tmpl);
   // The plan carries the host's choice.
   auto host = alice();

@@ -12,8 +12,8 @@ namespace {
 using namespace ctr::launch;
 using ctr::testing::findMount;
 
-HostFacts alice() {
-  HostFacts host;
+ctr::host::HostFacts alice() {
+  ctr::host::HostFacts host;
   host.user.uid = 1000;
   host.user.gid = 1000;
   host.user.name = "alice";
@@ -34,7 +34,7 @@ ctr::image::ImageSource sifImage() {
   return image;
 }
 
-LaunchPlan planFor(const LaunchOptions& options, const HostFacts& host = alice()) {
+LaunchPlan planFor(const LaunchOptions& options, const ctr::host::HostFacts& host = alice()) {
   return planLaunch(options, {}, sifImage(), host);
 }
 
@@ -94,10 +94,10 @@ TEST(PreparedRootManifest, RoundTripsThroughJson) {
   manifest.user = alice().user;
   manifest.user.gecos = "Alice, Room 12";
   manifest.user.shell = "/bin/bash";
-  manifest.prebound = {{MountKind::Bind, "/proc", "/proc", false, true},
-                       {MountKind::Bind, "/etc/hosts", "/etc/hosts", true, false},
-                       {MountKind::Tmpfs, "/.singularity.d/libs", "", false, true},
-                       {MountKind::Bind, "/.singularity.d/libs/libcuda.so.1", "/usr/lib/libcuda.so.1", true, false}};
+  manifest.prebound = {{MountKind::Bind, "/proc", "/proc", false, true, 0, {}},
+                       {MountKind::Bind, "/etc/hosts", "/etc/hosts", true, false, 0, {}},
+                       {MountKind::Tmpfs, "/.singularity.d/libs", "", false, true, 0755, 1u << 20},
+                       {MountKind::Bind, "/.singularity.d/libs/libcuda.so.1", "/usr/lib/libcuda.so.1", true, false, 0, {}}};
   manifest.created = {"/home/alice", "/scratch"};
   const PreparedRootManifest back = preparedRootManifestFromJson(toJson(manifest));
   EXPECT_EQ(back, manifest);
@@ -106,7 +106,7 @@ TEST(PreparedRootManifest, RoundTripsThroughJson) {
 TEST(PreparedRootManifest, RefusesWhatIsNotAManifestOfThisVersion) {
   PreparedRootManifest manifest;
   manifest.user = alice().user;
-  manifest.prebound = {{MountKind::Bind, "/tmp", "/tmp", false, true}};
+  manifest.prebound = {{MountKind::Bind, "/tmp", "/tmp", false, true, 0, {}}};
   std::string text = toJson(manifest);
   EXPECT_NO_THROW((void)preparedRootManifestFromJson(text));
 
@@ -137,7 +137,7 @@ TEST(PreparedRootManifest, RefusesWhatIsNotAManifestOfThisVersion) {
   EXPECT_THROW((void)preparedRootManifestFromJson(edited("\"readonly\": false", "\"readonly\": \"no\"")), ctr::Error);
 }
 
-TEST(PreparedRootManifest, PreboundMatchesTheSameBindOrATmpfsAtTheSamePlace) {
+TEST(PreparedRootManifest, PreboundMatchesTheSameBindOrTheSameTmpfsAtTheSamePlace) {
   const Mount hosts = bindAt("/etc/hosts", "/etc/hosts", true, MountOrigin::Default);
   EXPECT_TRUE(isPrebound(preboundOf(hosts), hosts));
   Mount writable = hosts;
@@ -153,17 +153,22 @@ TEST(PreparedRootManifest, PreboundMatchesTheSameBindOrATmpfsAtTheSamePlace) {
   Mount libs;
   libs.kind = MountKind::Tmpfs;
   libs.destination = "/.singularity.d/libs";
-  EXPECT_TRUE(isPrebound({MountKind::Tmpfs, "/.singularity.d/libs", "", false, true}, libs));
-  EXPECT_FALSE(isPrebound({MountKind::Bind, "/.singularity.d/libs", "/x", false, true}, libs));
+  libs.tmpfsMode = 0755;
+  libs.tmpfsSizeBytes = 1u << 20;
+  EXPECT_TRUE(isPrebound(preboundOf(libs), libs));
+  EXPECT_TRUE(isPrebound({MountKind::Tmpfs, "/.singularity.d/libs", "", false, true, 0755, 1u << 20}, libs));
+  EXPECT_FALSE(isPrebound({MountKind::Tmpfs, "/.singularity.d/libs", "", false, true, 0700, 1u << 20}, libs));
+  EXPECT_FALSE(isPrebound({MountKind::Tmpfs, "/.singularity.d/libs", "", false, true, 0755, {}}, libs));
+  EXPECT_FALSE(isPrebound({MountKind::Bind, "/.singularity.d/libs", "/x", false, true, 0, {}}, libs));
 }
 
 TEST(PreparedRootManifest, KnowsWhenABindReachesTheEnvScripts) {
   PreparedRootManifest manifest;
-  manifest.prebound = {{MountKind::Bind, "/tmp", "/tmp", false, true}, {MountKind::Tmpfs, "/.singularity.dx", "", false, true}};
+  manifest.prebound = {{MountKind::Bind, "/tmp", "/tmp", false, true, 0, {}}, {MountKind::Tmpfs, "/.singularity.dx", "", false, true, 0, {}}};
   EXPECT_FALSE(preboundReachesEnvScripts(manifest));
   for (const char* destination : {"/", "/environment", "/.singularity.d", "/.singularity.d/env"}) {
     auto reaching = manifest;
-    reaching.prebound.push_back({MountKind::Bind, destination, "/site", true, true});
+    reaching.prebound.push_back({MountKind::Bind, destination, "/site", true, true, 0, {}});
     EXPECT_TRUE(preboundReachesEnvScripts(reaching)) << destination;
   }
 }
@@ -233,9 +238,9 @@ TEST(RootStrategy, APreboundBindTheLaunchLacksIsDetachedWithWhatIsInside) {
   const auto plan = planFor(execTrue());
   auto manifest = preparedFor(plan, kDefaultBinds);
   // An admin bind of an earlier policy, a host tmpfs and a library in it.
-  manifest.prebound.push_back({MountKind::Bind, "/opt/site", "/opt/site", true, true});
-  manifest.prebound.push_back({MountKind::Tmpfs, "/.singularity.d/libs", "", false, true});
-  manifest.prebound.push_back({MountKind::Bind, "/.singularity.d/libs/libcuda.so.1", "/usr/lib/libcuda.so.1", true, false});
+  manifest.prebound.push_back({MountKind::Bind, "/opt/site", "/opt/site", true, true, 0, {}});
+  manifest.prebound.push_back({MountKind::Tmpfs, "/.singularity.d/libs", "", false, true, 0, {}});
+  manifest.prebound.push_back({MountKind::Bind, "/.singularity.d/libs/libcuda.so.1", "/usr/lib/libcuda.so.1", true, false, 0, {}});
   const auto s = chooseRootStrategy(plan, &manifest, allPresent(), true);
   ASSERT_EQ(s.kind, RootStrategyKind::UsePrepared) << s.reason;
   EXPECT_EQ(s.detach, (std::vector<std::string>{"/opt/site", "/.singularity.d/libs"}));

@@ -37,7 +37,7 @@ ctr::launch::LaunchPlan planFor(const std::string& image, std::vector<std::strin
   options.contain = true;  // nothing of the test's cwd or home needed
   ctr::config::Policy policy;
   policy.imageLingerMs = 0;
-  return ctr::launch::planLaunch(options, policy, ctr::image::resolveImage(image), ctr::launch::discoverHost());
+  return ctr::launch::planLaunch(options, policy, ctr::image::resolveImage(image), ctr::host::discoverHost());
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Host facts for the planner: the caller, the state directory, what decides the image
 // driver, and, only when a launch asks for them, the node's cgroups, GPU drivers, CDI specs
 // and MPI. Everything here looks at the node; the planner (src/plan) only reads the result.
+#include "ctr/host_facts.hpp"
+
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -14,7 +16,7 @@
 #include "ctr/build_config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
-#include "ctr/launch.hpp"
+#include "ctr/environment.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/programs.hpp"
@@ -23,17 +25,12 @@
 
 extern char** environ;
 
-namespace ctr::launch {
+namespace ctr::host {
 
 namespace {
 
 // Candidates for the state directory under /tmp (anyone can create /tmp/ctr-<uid> first).
 constexpr int kStateDirCandidates = 16;
-
-bool statIsRootOwnedSetuid(const char* path) {
-  struct stat st {};
-  return ::stat(path, &st) == 0 && st.st_uid == 0 && (st.st_mode & S_ISUID) != 0;
-}
 
 // The list of programs and libraries of a vendor: ctr.conf's, else beside ctr.conf.
 std::string libraryListPath(const config::Policy& policy, const std::string& configured, const char* fileName) {
@@ -43,32 +40,32 @@ std::string libraryListPath(const config::Policy& policy, const std::string& con
 
 }  // namespace
 
-void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy) {
-  if (!options.nv && !options.rocm && options.gpus.empty() && options.devices.empty()) return;
-  host.cdi = host::loadCdiSpecs(policy.cdiSpecDirs);
-  auto scan = [&](host::GpuVendor vendor, const std::string& list, std::optional<host::GpuDriver>& into,
+void discoverDevicesHost(HostFacts& host, const DeviceAsk& ask, const config::Policy& policy) {
+  if (!ask.nvidia && !ask.amd && !ask.gpus && !ask.cdi) return;
+  host.cdi = loadCdiSpecs(policy.cdiSpecDirs);
+  auto scan = [&](GpuVendor vendor, const std::string& list, std::optional<GpuDriver>& into,
                   std::string& missing) {
-    host::GpuScanInputs in;
+    GpuScanInputs in;
     in.vendor = vendor;
     // The node's driver files under another root: for tests and benchmarks of --nv on
     // machines without a GPU (a fixture tree); never needed on a real node.
-    if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
+    if (auto root = launch::envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
     in.libraryList = list;
-    in.searchPath = envValue(host.env, "PATH");
+    in.searchPath = launch::envValue(host.env, "PATH");
     in.cacheDir = host.stateDir;
     try {
-      into = host::scanGpuDriver(in);
+      into = scanGpuDriver(in);
     } catch (const Error& e) {
       missing = e.what();
     }
   };
-  if ((options.nv || !options.gpus.empty()) && !host::hasCdiKind(*host.cdi, host::kNvidiaCdiKind))
-    scan(host::GpuVendor::Nvidia, libraryListPath(policy, policy.nvidiaLibraryList, "nvliblist.conf"), host.nvidia,
+  if ((ask.nvidia || ask.gpus) && !hasCdiKind(*host.cdi, kNvidiaCdiKind))
+    scan(GpuVendor::Nvidia, libraryListPath(policy, policy.nvidiaLibraryList, "nvliblist.conf"), host.nvidia,
          host.nvidiaMissing);
-  if (options.rocm && !host::hasCdiKind(*host.cdi, host::kAmdCdiKind))
-    scan(host::GpuVendor::Amd, libraryListPath(policy, policy.rocmLibraryList, "rocmliblist.conf"), host.amd,
+  if (ask.amd && !hasCdiKind(*host.cdi, kAmdCdiKind))
+    scan(GpuVendor::Amd, libraryListPath(policy, policy.rocmLibraryList, "rocmliblist.conf"), host.amd,
          host.amdMissing);
-  if (!options.gpus.empty()) {
+  if (ask.gpus) {
     auto addNode = [&](unsigned index, const std::string& containerPath, const std::string& hostPath) {
       struct stat st {};
       if (::stat(hostPath.c_str(), &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) return;
@@ -77,12 +74,12 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
     };
     if (host.nvidia) {
       for (const auto& node : host.nvidia->devices)
-        if (auto index = host::nvidiaGpuIndex(node)) addNode(*index, node, host::hostPath(*host.nvidia, node));
+        if (auto index = nvidiaGpuIndex(node)) addNode(*index, node, hostPath(*host.nvidia, node));
     }
     for (const auto& spec : host.cdi->specs) {
-      if (spec.kind != host::kNvidiaCdiKind) continue;
+      if (spec.kind != kNvidiaCdiKind) continue;
       for (const auto& device : spec.devices) {
-        const auto index = host::cdiGpuIndex(device.name);
+        const auto index = cdiGpuIndex(device.name);
         if (!index) continue;
         for (const auto& node : device.edits.deviceNodes)
           addNode(*index, node.path, node.hostPath.empty() ? node.path : node.hostPath);
@@ -91,16 +88,15 @@ void discoverDevicesHost(HostFacts& host, const LaunchOptions& options, const co
   }
 }
 
-void discoverMpiHost(HostFacts& host, const LaunchOptions& options, const config::Policy& policy) {
-  if (options.mpi != "bind") return;
-  host::MpiScanInputs in;
-  if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
+void discoverMpiHost(HostFacts& host, const config::Policy& policy) {
+  MpiScanInputs in;
+  if (auto root = launch::envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
   in.libraries = policy.mpiLibraries;
   in.dependencies = policy.mpiDependencies;
   in.paths = policy.mpiPaths;
   in.cacheDir = host.stateDir;
   try {
-    host.mpi = host::scanHostMpi(in);
+    host.mpi = scanHostMpi(in);
   } catch (const Error& e) {
     host.mpiMissing = e.what();
   }
@@ -109,17 +105,17 @@ HostFacts discoverHost() {
   HostFacts host;
   host.user = lookupHostUser();
   for (char** e = environ; e && *e; ++e) host.env.emplace_back(*e);
-  host.home = envValue(host.env, "HOME");
+  host.home = launch::envValue(host.env, "HOME");
   if (host.home.empty()) host.home = host.user.home.empty() ? "/" : host.user.home;
-  host.runtimeDir = envValue(host.env, "XDG_RUNTIME_DIR");
+  host.runtimeDir = launch::envValue(host.env, "XDG_RUNTIME_DIR");
 
   std::array<char, PATH_MAX> cwd{};
   if (::getcwd(cwd.data(), cwd.size())) host.cwd = cwd.data();
 
   host.stateDir = chooseStateDir(host.user.uid, host.runtimeDir);
   host.pid = ::getpid();
-  host.setuidHelperInstalled = statIsRootOwnedSetuid(build::kHelperPath);
-  if (host.setuidHelperInstalled) {
+  host.setuidHelper = inspectSetuidHelper(build::kHelperPath);
+  if (host.setuidHelper == HelperState::Usable) {
     struct stat st {};
     host.helperConfigSafe = ::stat(build::kSysconfPath, &st) == 0 && st.st_uid == 0 &&
                             (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
@@ -128,10 +124,10 @@ HostFacts discoverHost() {
   return host;
 }
 
-void discoverImageFilesystem(HostFacts& host, const image::ImageSource& image) {
-  if (!host.setuidHelperInstalled || image.kind == image::ImageKind::Directory) return;
+void discoverImageFilesystem(HostFacts& host, const std::string& imagePath, bool imageIsDirectory) {
+  if (host.setuidHelper != HelperState::Usable || imageIsDirectory) return;
   struct statfs fs {};
-  if (::statfs(image.path.c_str(), &fs) != 0) return;  // resolveImage read it: the launch will say
+  if (::statfs(imagePath.c_str(), &fs) != 0) return;  // resolveImage read it: the launch will say
   if (const char* name = ctr_untrusted_fs_name(static_cast<unsigned long>(fs.f_type))) host.imageUntrustedFs = name;
 }
 
@@ -139,7 +135,7 @@ std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {
   struct stat st {};
   if (!runtimeDir.empty() && runtimeDir[0] == '/' && ::stat(runtimeDir.c_str(), &st) == 0 &&
       S_ISDIR(st.st_mode) && st.st_uid == uid)
-    return joinPath(runtimeDir, "ctr");
+    return launch::joinPath(runtimeDir, "ctr");
   // Every rank of a job sees the same /tmp, so all of them settle on the same candidate.
   const std::string base = "/tmp/ctr-" + std::to_string(uid);
   for (int i = 0; i < kStateDirCandidates; ++i) {
@@ -196,4 +192,4 @@ LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate) {
   return facts;
 }
 
-}  // namespace ctr::launch
+}  // namespace ctr::host

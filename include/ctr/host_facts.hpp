@@ -1,0 +1,192 @@
+// What the node offers the caller, as plain data: every probe of the node that `ctr exec`,
+// `ctr build` and `ctr check` make, gathered once into HostFacts (src/host/host_facts.cpp,
+// host_user.cpp, node_support.cpp). The planner (src/plan) only reads the result; nothing
+// here decides what a launch does.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ctr/cdi.hpp"
+#include "ctr/config.hpp"
+#include "ctr/gpu.hpp"
+#include "ctr/limits.hpp"
+#include "ctr/mpi.hpp"
+
+namespace ctr::host {
+
+// ---- the caller (host_user.cpp)
+
+struct HostGroup {
+  gid_t gid = 0;
+  std::string name;  // empty when the host has no name for it (the gid is then left out)
+
+  bool operator==(const HostGroup&) const = default;
+};
+
+struct HostUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;
+  std::string gecos;
+  std::string home;
+  std::string shell;
+  HostGroup primaryGroup;           // gid and its name
+  std::vector<HostGroup> groups;    // supplementary groups, primary excluded
+
+  bool operator==(const HostUser&) const = default;
+};
+
+// Whether NSS answers `database` ("passwd", "group") from the /etc files first and stops
+// there when they hold the entry: its one line in `nsswitch` (nsswitch.conf's text) names
+// "files" first, with no action after it that could change SUCCESS=return. False when the
+// line is absent (glibc's built-in default applies) or appears twice.
+[[nodiscard]] bool filesAnswerFirst(std::string_view nsswitch, std::string_view database);
+
+// The first entry for `uid` in a passwd file's text, read as NSS's files service reads it
+// (glibc's own parser; only lines whose uid field reads as `uid` are parsed): fills the
+// user's name, gecos, home and shell, or returns false.
+[[nodiscard]] bool passwdEntryFromText(std::string_view passwd, uid_t uid, HostUser& user);
+
+// For each gid of `names` still without a name: the name of its first entry in a group
+// file's text, read the same way.
+void groupNamesFromText(std::string_view group, std::map<gid_t, std::string>& names);
+
+// The calling user: getuid/getgid/getgroups, then the passwd and group entries. Where
+// filesAnswerFirst holds, entries are read from /etc/passwd and /etc/group with glibc's own
+// parser (what NSS would return, without its nscd probes and per-lookup set-up); anything
+// the files lack goes through getpwuid_r/getgrgid_r (LDAP, sssd, systemd). When the host has no
+// passwd entry (a uid from a container-less scheduler, broken LDAP) it falls back to
+// name "uid<N>", $HOME or "/", shell "/bin/sh", rather than failing the launch.
+// NSS lookups may reach LDAP: call it once per launch, never per rank in a loop.
+[[nodiscard]] HostUser lookupHostUser();
+
+// One line of /proc/PID/uid_map or gid_map: `count` ids from `inside` map to `outside`.
+struct IdRange {
+  std::uint32_t inside = 0;
+  std::uint32_t outside = 0;
+  std::uint32_t count = 0;
+
+  friend bool operator==(const IdRange&, const IdRange&) = default;
+};
+
+// The caller's subordinate ids (/etc/subuid, /etc/subgid): the first range of each, if any.
+struct SubordinateIds {
+  std::optional<IdRange> uids;  // inside = 0 (unused), outside = first id, count
+  std::optional<IdRange> gids;
+};
+
+// "NAME-or-UID:START:COUNT" lines of /etc/subuid or /etc/subgid: the first range for the
+// user (by name or by id), or nullopt. Malformed lines are skipped, as shadow-utils does.
+[[nodiscard]] std::optional<IdRange> parseSubordinateRange(std::string_view text, std::string_view name,
+                                                           std::uint32_t id);
+// /etc/subuid and /etc/subgid read for `user` (a missing or unreadable file: no range).
+[[nodiscard]] SubordinateIds discoverSubordinateIds(const HostUser& user);
+
+// ---- what the node supports (node_support.cpp)
+
+// The installed setuid helper (build::kHelperPath), as stat(2) shows it. Only Usable is
+// ever used: a helper that is setuid root but writable by group or others could be
+// replaced by anyone who can write it, so ctr refuses it (and `ctr check` says so).
+enum class HelperState { Missing, NotSetuidRoot, Writable, Usable };
+[[nodiscard]] HelperState inspectSetuidHelper(const std::string& path);
+
+// /dev/fuse as the caller can use it.
+enum class FuseState { Missing, NotAccessible, Usable };
+[[nodiscard]] FuseState inspectFuse();
+
+// A real unshare(CLONE_NEWUSER) in a forked child: the sysctls do not tell about LSMs
+// (AppArmor's restrict_unprivileged_userns, SELinux) or seccomp filters around us.
+// Returns 0 or the errno of the unshare (EAGAIN when no child could be forked).
+[[nodiscard]] int probeUserNamespace();
+
+// ---- the launch's facts (host_facts.cpp)
+
+// What the limits decisions need to know about the node (read only when asked for).
+struct LimitsHost {
+  limits::CgroupMounts mounts;               // /proc/self/mountinfo
+  std::map<std::string, std::string> own;    // /proc/self/cgroup
+  limits::NodeCapacity capacity;             // CPUs, memory nodes, MemTotal
+  std::string delegated;                     // the delegated v2 directory, if any
+  bool delegatedWritable = false;            // ... and the user may create cgroups in it
+};
+
+// What the planner needs to know about the caller; gathered once by discoverHost().
+struct HostFacts {
+  HostUser user;                    // uid, gid, groups and their names (lookupHostUser)
+  std::string home;                 // $HOME, else the passwd entry
+  std::string cwd;                  // getcwd
+  std::vector<std::string> env;     // the caller's environment, "K=V"
+  std::string runtimeDir;           // $XDG_RUNTIME_DIR (may be empty)
+  std::string stateDir;             // chooseStateDir(): the one the runtime will use
+  // What decides the image driver (decideDriver), probed cheaply (stat/access).
+  HelperState setuidHelper = HelperState::Missing;  // inspectSetuidHelper(build::kHelperPath)
+  bool helperConfigSafe = false;       // ctr.conf owned by root, not group/other-writable
+  bool loopControl = false;            // /dev/loop-control exists
+  // The image's file system when the helper refuses it ("FUSE", "vfat", ...: the list is
+  // src/helper/untrusted_fs.h, the helper's own), else empty (discoverImageFilesystem).
+  std::string imageUntrustedFs;
+  pid_t pid = 0;                       // the launcher's pid (names its cgroup)
+  // Gathered only when a launch asks for limits or --stats (discoverLimitsHost).
+  std::optional<LimitsHost> limits;
+  // Gathered only for --nv and --device (discoverDevicesHost).
+  std::optional<CdiRegistry> cdi;    // the specs of policy.cdiSpecDirs
+  std::optional<GpuDriver> nvidia;   // the ld.so cache scans (--nv, --rocm without a CDI spec)
+  std::optional<GpuDriver> amd;
+  std::string nvidiaMissing;         // why there is no scan (no driver loaded, ...)
+  std::string amdMissing;
+  // For --gpus: each NVIDIA GPU's device nodes (/dev/nvidiaN from the scan, or the nodes of
+  // CDI device "N"), by index, with the numbers the host's nodes have (stat): what the
+  // device cgroup denies for the GPUs left out. A node that is not a device (a fixture's
+  // plain file) is absent.
+  std::map<unsigned, std::vector<limits::DeviceRule>> gpuDeviceNodes;
+  // Gathered only for --mpi=bind (discoverMpiHost): the configured host MPI, or why not.
+  std::optional<HostMpi> mpi;
+  std::string mpiMissing;
+};
+
+// Host facts for the calling process (lookupHostUser, getcwd, environ, the setuid helper).
+[[nodiscard]] HostFacts discoverHost();
+
+// The per-user state directory, chosen once (the plan carries it; the runtime opens exactly
+// that one): $XDG_RUNTIME_DIR/ctr when $XDG_RUNTIME_DIR is a directory owned by the user,
+// else the first of /tmp/ctr-<uid>, /tmp/ctr-<uid>.1 .. .15 that is missing or owned by the
+// user (anyone can create those names first). Empty when all are taken: the runtime then
+// uses a private directory of its own (no sharing between launches). Looks, creates nothing.
+[[nodiscard]] std::string chooseStateDir(uid_t uid, const std::string& runtimeDir);
+
+// The node's cgroup file systems, this process's cgroups, CPUs and memory, and the delegated
+// cgroup v2 directory for `uid` (`delegate` from ctr.conf, "%u" replaced; else systemd's
+// user@UID.service when it exists).
+[[nodiscard]] LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate);
+
+// Which devices a launch asks for (--nv, --rocm, --gpus, --device).
+struct DeviceAsk {
+  bool nvidia = false;  // --nv
+  bool amd = false;     // --rocm
+  bool gpus = false;    // --gpus: the GPUs' device nodes, for the device cgroup
+  bool cdi = false;     // --device: CDI devices
+};
+
+// The CDI specs and, for --nv (--rocm) without a CDI spec for nvidia.com/gpu (amd.com/gpu),
+// the driver scan (cached in host.stateDir). Errors of a scan are kept in
+// host.nvidiaMissing / amdMissing: the planner decides, by policy, whether they stop the
+// launch. Nothing is probed when nothing is asked for.
+void discoverDevicesHost(HostFacts& host, const DeviceAsk& ask, const config::Policy& policy);
+
+// For --mpi=bind: the host MPI of ctr.conf ('mpi library', 'mpi dependency', 'mpi path')
+// resolved through the host's ld.so cache (CTR_HOST_ROOT: a fixture tree, as for --nv).
+// A failure is kept in host.mpiMissing: the planner reports it.
+void discoverMpiHost(HostFacts& host, const config::Policy& policy);
+
+// The image's file system, when the setuid helper would refuse it (host.imageUntrustedFs):
+// one statfs, only where the helper is installed and the image is a file.
+void discoverImageFilesystem(HostFacts& host, const std::string& imagePath, bool imageIsDirectory);
+
+}  // namespace ctr::host
