@@ -121,14 +121,14 @@ TEST(BuildStepPlan, ExplainShowsTheMapsAndTheSandbox) {
   EXPECT_NE(text.find("newuidmap"), std::string::npos) << text;
 }
 
-TEST(ctr::host::SubordinateIds, FirstRangeOfTheUserByNameOrUid) {
+TEST(SubordinateIds, FirstRangeOfTheUserByNameOrUid) {
   const std::string text = "bob:100000:65536\nalice:165536:1000\n1001:300000:5\n";
   EXPECT_EQ(host::parseSubordinateRange(text, "alice", 1001), (host::IdRange{0, 165536, 1000}));
   EXPECT_EQ(host::parseSubordinateRange("1001:300000:5\n", "alice", 1001), (host::IdRange{0, 300000, 5}));
   EXPECT_FALSE(host::parseSubordinateRange(text, "carol", 1002));
 }
 
-TEST(ctr::host::SubordinateIds, MalformedLinesAreSkipped) {
+TEST(SubordinateIds, MalformedLinesAreSkipped) {
   EXPECT_FALSE(host::parseSubordinateRange("alice:x:65536\nalice:1:0\nalice:5\n", "alice", 1001));
   EXPECT_EQ(host::parseSubordinateRange("alice:x:1\nalice:7:9", "alice", 1001), (host::IdRange{0, 7, 9}));
 }

@@ -110,7 +110,7 @@ TEST(IdentityFiles, RootUserReplacesTheImageRoot) {
   EXPECT_EQ(files.group.rfind("root:x:0:root\n", 0), 0U) << files.group;
 }
 
-TEST(ctr::host::HostUser, LookupDescribesTheCallingUser) {
+TEST(HostUser, LookupDescribesTheCallingUser) {
   auto user = ctr::host::lookupHostUser();
   EXPECT_EQ(user.uid, getuid());
   EXPECT_EQ(user.gid, getgid());
@@ -121,7 +121,7 @@ TEST(ctr::host::HostUser, LookupDescribesTheCallingUser) {
   for (const auto& g : user.groups) EXPECT_NE(g.gid, user.gid) << "primary group listed twice";
 }
 
-TEST(ctr::host::HostUser, LookupAgreesWithNss) {
+TEST(HostUser, LookupAgreesWithNss) {
   // Whichever way ctr::host::lookupHostUser took (the files directly, or NSS), it must give what
   // getpwuid/getgrgid give.
   auto user = ctr::host::lookupHostUser();
