@@ -39,6 +39,8 @@ struct HostUser {
   std::string shell;
   HostGroup primaryGroup;           // gid and its name
   std::vector<HostGroup> groups;    // supplementary groups, primary excluded
+
+  bool operator==(const HostUser&) const = default;
 };
 
 // Whether NSS answers `database` ("passwd", "group") from the /etc files first and stops

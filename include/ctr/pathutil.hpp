@@ -24,6 +24,9 @@ namespace ctr::launch {
 // paths check hasDotDotComponent first or use resolveInRoot.
 [[nodiscard]] std::string joinPath(std::string_view base, std::string_view tail);
 
+// Whether normalised absolute `path` is `dir` or inside it (every path is inside "/").
+[[nodiscard]] bool isAtOrUnder(std::string_view path, std::string_view dir);
+
 // True if any '/'-separated component of `path` is exactly "..".
 [[nodiscard]] bool hasDotDotComponent(std::string_view path);
 

@@ -208,6 +208,10 @@ std::string joinPath(std::string_view base, std::string_view tail) {
   return normalizePath(combined);
 }
 
+bool isAtOrUnder(std::string_view path, std::string_view dir) {
+  return dir == "/" || path == dir || (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
+}
+
 bool hasDotDotComponent(std::string_view path) {
   for (auto part : splitComponents(path)) {
     if (part == "..") return true;

@@ -1,8 +1,11 @@
-// The prepared-root spec as the launch sends it to the image's holder, and back.
+// The prepared-root spec as the launch sends it to the image's holder, and back; the
+// manifest of the root the holder prepared, as it writes it and launches read it.
 #include <nlohmann/json.hpp>
 
 #include "ctr/error.hpp"
 #include "ctr/launch.hpp"
+#include "ctr/pathutil.hpp"
+#include "ctr/prepared_root.hpp"
 
 namespace ctr::launch {
 
@@ -10,6 +13,36 @@ namespace {
 
 nlohmann::json groupJson(const host::HostGroup& g) { return {{"gid", g.gid}, {"name", g.name}}; }
 host::HostGroup groupFrom(const nlohmann::json& j) { return {j.at("gid").get<gid_t>(), j.at("name").get<std::string>()}; }
+
+nlohmann::json userJson(const host::HostUser& u) {
+  nlohmann::json j = {{"uid", u.uid},     {"gid", u.gid},   {"name", u.name},
+                      {"gecos", u.gecos}, {"home", u.home}, {"shell", u.shell},
+                      {"primary_group", groupJson(u.primaryGroup)}};
+  j["groups"] = nlohmann::json::array();
+  for (const auto& g : u.groups) j["groups"].push_back(groupJson(g));
+  return j;
+}
+
+host::HostUser userFrom(const nlohmann::json& uj) {
+  host::HostUser u;
+  u.uid = uj.at("uid").get<uid_t>();
+  u.gid = uj.at("gid").get<gid_t>();
+  u.name = uj.at("name").get<std::string>();
+  u.gecos = uj.at("gecos").get<std::string>();
+  u.home = uj.at("home").get<std::string>();
+  u.shell = uj.at("shell").get<std::string>();
+  u.primaryGroup = groupFrom(uj.at("primary_group"));
+  for (const auto& g : uj.at("groups")) u.groups.push_back(groupFrom(g));
+  return u;
+}
+
+// An absolute container path of the manifest (a corrupt one must not name "../x").
+std::string containerPath(const nlohmann::json& j) {
+  auto path = j.get<std::string>();
+  if (!path.starts_with('/') || hasDotDotComponent(path))
+    throw Error("the prepared root's manifest names '" + path + "', not an absolute container path");
+  return path;
+}
 
 }  // namespace
 
@@ -30,12 +63,7 @@ std::string preparedRootToJson(const PreparedRootSpec& spec) {
     if (m.tmpfsSizeBytes) mj["tmpfs_size_bytes"] = *m.tmpfsSizeBytes;
     j["mounts"].push_back(std::move(mj));
   }
-  const host::HostUser& u = spec.user;
-  j["user"] = {{"uid", u.uid},     {"gid", u.gid},     {"name", u.name},
-               {"gecos", u.gecos}, {"home", u.home},   {"shell", u.shell},
-               {"primary_group", groupJson(u.primaryGroup)}};
-  j["user"]["groups"] = nlohmann::json::array();
-  for (const auto& g : u.groups) j["user"]["groups"].push_back(groupJson(g));
+  j["user"] = userJson(spec.user);
   return j.dump();
 }
 
@@ -58,19 +86,57 @@ PreparedRootSpec preparedRootFromJson(std::string_view text) {
       if (mj.contains("tmpfs_size_bytes")) m.tmpfsSizeBytes = mj.at("tmpfs_size_bytes").get<std::uint64_t>();
       spec.mounts.push_back(std::move(m));
     }
-    const auto& uj = j.at("user");
-    host::HostUser& u = spec.user;
-    u.uid = uj.at("uid").get<uid_t>();
-    u.gid = uj.at("gid").get<gid_t>();
-    u.name = uj.at("name").get<std::string>();
-    u.gecos = uj.at("gecos").get<std::string>();
-    u.home = uj.at("home").get<std::string>();
-    u.shell = uj.at("shell").get<std::string>();
-    u.primaryGroup = groupFrom(uj.at("primary_group"));
-    for (const auto& g : uj.at("groups")) u.groups.push_back(groupFrom(g));
+    spec.user = userFrom(j.at("user"));
     return spec;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("bad prepared-root spec from the launch: ") + e.what());
+  }
+}
+
+std::string toJson(const PreparedRootManifest& manifest) {
+  nlohmann::json j = {{"version", kPreparedRootManifestVersion}, {"user", userJson(manifest.user)}};
+  j["prebound"] = nlohmann::json::array();
+  for (const auto& p : manifest.prebound) {
+    nlohmann::json pj = {{"kind", p.kind == MountKind::Tmpfs ? "tmpfs" : "bind"},
+                         {"destination", p.destination},
+                         {"source", p.source},
+                         {"readonly", p.readOnly},
+                         {"recursive", p.recursive},
+                         {"tmpfs_mode", p.tmpfsMode}};
+    if (p.tmpfsSizeBytes) pj["tmpfs_size_bytes"] = *p.tmpfsSizeBytes;
+    j["prebound"].push_back(std::move(pj));
+  }
+  j["created"] = manifest.created;
+  return j.dump(1);
+}
+
+PreparedRootManifest preparedRootManifestFromJson(std::string_view text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    const int version = j.at("version").get<int>();
+    if (version != kPreparedRootManifestVersion)
+      throw Error("the prepared root's manifest has format version " + std::to_string(version) + ", this ctr reads " +
+                  std::to_string(kPreparedRootManifestVersion));
+    PreparedRootManifest manifest;
+    manifest.user = userFrom(j.at("user"));
+    for (const auto& pj : j.at("prebound")) {
+      PreboundMount p;
+      const auto kind = pj.at("kind").get<std::string>();
+      if (kind != "bind" && kind != "tmpfs")
+        throw Error("the prepared root's manifest has a prebound mount of kind '" + kind + "'");
+      p.kind = kind == "tmpfs" ? MountKind::Tmpfs : MountKind::Bind;
+      p.destination = containerPath(pj.at("destination"));
+      p.source = pj.at("source").get<std::string>();
+      p.readOnly = pj.at("readonly").get<bool>();
+      p.recursive = pj.at("recursive").get<bool>();
+      p.tmpfsMode = pj.at("tmpfs_mode").get<unsigned>();
+      if (pj.contains("tmpfs_size_bytes")) p.tmpfsSizeBytes = pj.at("tmpfs_size_bytes").get<std::uint64_t>();
+      manifest.prebound.push_back(std::move(p));
+    }
+    for (const auto& target : j.at("created")) manifest.created.push_back(containerPath(target));
+    return manifest;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("bad prepared-root manifest: ") + e.what());
   }
 }
 

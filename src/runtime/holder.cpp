@@ -284,18 +284,6 @@ void report(int fd, const std::string& line) {
   ::close(fd);
 }
 
-// Whether a bind of the prepared root (base/bound: "DESTINATION\t..." lines) is at or above
-// the env scripts: its content could change under the holder's copy.
-bool bindReachesEnvScripts(const std::string& bound) {
-  for (const std::string_view line : splitLines(bound)) {
-    const std::string_view destination = line.substr(0, line.find('\t'));
-    if (destination == "/environment" || destination == "/" || destination == "/.singularity.d" ||
-        destination.starts_with("/.singularity.d/"))
-      return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::vector<std::string> holderArgv(const HolderArgs& args) {
@@ -372,20 +360,20 @@ int holderMain(const HolderArgs& args) {
     }
     // The root every launch of this user can reuse (optional: without it, each launch
     // builds its own).
+    std::optional<launch::PreparedRootManifest> manifest;
     try {
       baseMount = ScopedMount(baseDir);
       baseRootMount = ScopedMount(baseDir + "/root");
-      prepareBaseRoot(imageDir, baseDir, spec);
+      manifest = prepareBaseRoot(imageDir, baseDir, spec);
     } catch (const Error& e) {
       spdlog::debug("no prepared root for {}: {}", args.image, e.oneLine());
       baseRootMount.reset();
       baseMount.reset();
     }
-    if (!baseRootMount.path().empty()) {
+    if (manifest) {
       // A copy of the env scripts only for what a read-only image alone decides: not for a
       // directory image (the user may edit it while it is held), not if a bind reaches them.
-      const bool copyScripts =
-          args.driver != "directory" && !bindReachesEnvScripts(readFileIfPresent(baseDir + "/bound"));
+      const bool copyScripts = args.driver != "directory" && !launch::preboundReachesEnvScripts(*manifest);
       std::optional<std::vector<EnvScript>> scripts;
       try {
         ready = makeReadyNamespace(baseDir + "/root", [&] {

@@ -21,15 +21,20 @@
 #include "ctr/log.hpp"
 #include "ctr/mpi.hpp"
 #include "ctr/pathutil.hpp"
+#include "ctr/prepared_root.hpp"
 #include "ctr/strings.hpp"
 
 namespace ctr::runtime {
 
 namespace {
 
+using launch::holdingMount;
 using launch::LaunchPlan;
 using launch::Mount;
 using launch::MountKind;
+
+// The prepared root's manifest in baseDir (launch::PreparedRootManifest).
+constexpr const char* kManifestFile = "/manifest.json";
 
 std::string fdPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
@@ -63,29 +68,6 @@ bool underEarlierMount(const std::vector<Mount>& mounts, size_t i) {
       return true;
   }
   return false;
-}
-
-// The deepest earlier mount of the plan that holds mount i's destination (/proc for
-// /proc/sys), if any: mount i's target exists only once that one is made.
-std::optional<size_t> holdingMount(const std::vector<Mount>& mounts, size_t i) {
-  std::optional<size_t> holder;
-  for (size_t k = 0; k < i; ++k) {
-    const Mount& m = mounts[k];
-    if (m.kind != MountKind::Bind && m.kind != MountKind::Tmpfs && m.kind != MountKind::Proc) continue;
-    if (m.destination != mounts[i].destination && isUnder(mounts[i].destination, m.destination) &&
-        (!holder || m.destination.size() > mounts[*holder].destination.size()))
-      holder = k;
-  }
-  return holder;
-}
-
-// Whether bind `inner` (under bind `outer`) shows the very host path that `outer` already
-// shows there, no more writable: a read-only inner bind under a writable outer one is not.
-bool showsSameHostPath(const Mount& outer, const Mount& inner) {
-  if (outer.kind != MountKind::Bind || inner.kind != MountKind::Bind || outer.source.empty()) return false;
-  if (inner.readOnly && !outer.readOnly) return false;
-  const std::string below = inner.destination.substr(outer.destination.size());
-  return launch::normalizePath(outer.source + below) == launch::normalizePath(inner.source);
 }
 
 // A tmpfs mount of the plan on the target fd, with the planner's mode and size.
@@ -305,136 +287,61 @@ void pivotInto(const std::string& rootPath) {
   if (::chdir("/") != 0) throw sysError("chdir /");
 }
 
-// One bind (or host tmpfs) the holder made in the prepared root, as baseDir/bound lists it.
-std::string preboundLine(const Mount& m) {
-  if (m.kind == MountKind::Tmpfs) return m.destination + "\ttmpfs";
-  return m.destination + '\t' + m.source + '\t' + (m.readOnly ? "ro" : "rw") + '\t' + (m.recursive ? "rbind" : "bind");
+// Written beside it and renamed, last: a launch never reads half a manifest, and its
+// presence means the prepared root is complete.
+void writeManifest(const std::string& baseDir, const launch::PreparedRootManifest& manifest) {
+  const std::string path = baseDir + kManifestFile, partial = path + ".part";
+  writeFile(partial, launch::toJson(manifest));
+  if (::rename(partial.c_str(), path.c_str()) != 0) throw sysError("rename " + partial + " to " + path);
 }
 
-// The prepared root's binds against this plan: which plan mounts they already are (by
-// index), and which binds the plan does not have at all (to detach in a launch's copy).
-struct PreboundFit {
-  std::vector<bool> satisfied;
-  std::vector<std::string> unused;  // destinations, parents before what is inside them
-};
-
-PreboundFit fitPrebound(const LaunchPlan& plan, const std::string& bound) {
-  PreboundFit fit{std::vector<bool>(plan.mounts.size(), false), {}};
-  for (const std::string_view line : splitLines(bound)) {
-    const std::string destination(line.substr(0, line.find('\t')));
-    // Gone with a detached parent (a host tmpfs and the binds in it).
-    if (std::any_of(fit.unused.begin(), fit.unused.end(), [&](const std::string& d) { return isUnder(destination, d); }))
-      continue;
-    bool present = false;
-    for (size_t i = 0; i < plan.mounts.size(); ++i) {
-      const Mount& m = plan.mounts[i];
-      if (m.destination != destination) continue;
-      present = true;
-      if ((m.kind == MountKind::Bind || m.kind == MountKind::Tmpfs) && preboundLine(m) == line) fit.satisfied[i] = true;
-    }
-    if (!present) fit.unused.push_back(destination);
+// The holder's manifest, or nullopt (no prepared root: none yet, or one this ctr cannot read).
+std::optional<launch::PreparedRootManifest> readManifest(const std::string& baseDir) {
+  const std::string text = readFileIfPresent(baseDir + kManifestFile);
+  if (text.empty()) return std::nullopt;
+  try {
+    return launch::preparedRootManifestFromJson(text);
+  } catch (const Error& e) {
+    spdlog::debug("{}: no prepared root", e.oneLine());
+    return std::nullopt;
   }
-  // A prepared bind inside a mount this launch makes anew (--pid's procfs over /proc) would be
-  // hidden by it: the launch makes it again.
-  for (size_t i = 0; i < plan.mounts.size(); ++i)
-    if (const auto holder = holdingMount(plan.mounts, i); fit.satisfied[i] && holder && !fit.satisfied[*holder])
-      fit.satisfied[i] = false;
-  return fit;
 }
 
-// In this launch's own copy of the holder's namespace.
-void detachUnused(const PreboundFit& fit, const std::string& rootPath) {
-  for (const auto& destination : fit.unused)
+// In this launch's own copy of the holder's namespace: the prepared root, its binds this
+// plan does not have detached, the plan's other mounts made on it. False (nothing mounted
+// yet) when one of their targets is missing there: the launch then builds its own root.
+bool usePreparedRoot(const LaunchPlan& plan, SharedImage& image, const launch::RootStrategy& strategy) {
+  const std::string rootPath = image.baseDir + "/root";
+  UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!rootFd) throw sysError("open " + rootPath);
+  for (const auto& destination : strategy.detach)
     if (::umount2((rootPath + destination).c_str(), MNT_DETACH) != 0)
       throw sysError("detach the prepared bind of " + destination);
-}
-
-// What the prepared root's identity files were built for: a launch uses them only when its
-// plan.user serialises to the same text (same user, same container home).
-std::string identitySignature(const host::HostUser& user) {
-  std::string text = std::to_string(user.uid) + '\n' + std::to_string(user.gid) + '\n' + user.name +
-                     '\n' + user.gecos + '\n' + user.home + '\n' + user.shell + '\n' +
-                     std::to_string(user.primaryGroup.gid) + ':' + user.primaryGroup.name + '\n';
-  for (const auto& g : user.groups) text += std::to_string(g.gid) + ':' + g.name + '\n';
-  return text;
-}
-
-// Whether the plan mounts over every target the holder added to the image (`created`, one
-// a line); else the container would show an empty directory the image does not have
-// (--no-home: no home directory).
-bool coversCreatedTargets(const LaunchPlan& plan, const std::string& created) {
-  for (const std::string_view target : splitLines(created)) {
-    bool mounted = false;
-    for (const auto& m : plan.mounts) {
-      struct stat st {};
-      if (m.destination == target && m.kind != MountKind::File && m.kind != MountKind::Identity &&
-          (m.kind != MountKind::Bind || ::stat(m.source.c_str(), &st) == 0))
-        mounted = true;
-    }
-    if (!mounted) {
-      spdlog::debug("the prepared root has {}, which this launch does not mount: own root", target);
-      return false;
-    }
-  }
-  return true;
-}
-
-// The prepared root is exactly this plan's root: nothing to detach, every mount already
-// made there (or skipped: an absent default source), no image library to replace.
-bool preparedRootIsExact(const LaunchPlan& plan, const PreboundFit& fit, const std::string& created) {
-  if (!fit.unused.empty() || (plan.mpi && !plan.mpi->replace.empty()) || !coversCreatedTargets(plan, created))
-    return false;
-  for (size_t i = 0; i < plan.mounts.size(); ++i) {
-    struct stat st {};
-    if (plan.mounts[i].kind != MountKind::Identity && !fit.satisfied[i] && sourcePresent(plan.mounts[i], &st))
-      return false;
-  }
-  return true;
-}
-
-// The plan's mounts applied to the prepared root, when every target is already there:
-// fds of the targets in mount order (-1 for a mount to skip), or empty for "fall back".
-std::vector<UniqueFd> preparedTargets(const LaunchPlan& plan, int rootFd, const std::string& created,
-                                      const std::vector<bool>& prebound) {
-  if (!coversCreatedTargets(plan, created)) return {};
+  // Fds of the targets in mount order (empty: nothing to mount).
   std::vector<UniqueFd> targets;
   for (size_t i = 0; i < plan.mounts.size(); ++i) {
-    const Mount& m = plan.mounts[i];
-    struct stat st {};
-    if (m.kind == MountKind::Identity || prebound[i]) {
-      targets.emplace_back();  // satisfied by the prepared root (same user, same image, same bind)
-      continue;
-    }
-    if (!sourcePresent(m, &st)) {
+    if (!strategy.mount[i]) {
       targets.emplace_back();
       continue;
     }
-    // Resolved now, its target would be the one under the mount this launch makes over it.
-    if (const auto holder = holdingMount(plan.mounts, i); holder && !prebound[*holder]) {
-      // The same host file, as the holder's bind already shows it (the default
-      // /etc/localtime under --bind /etc:/etc): nothing to add.
-      if (showsSameHostPath(plan.mounts[*holder], m)) {
-        targets.emplace_back();
-        continue;
-      }
-      spdlog::debug("mount target {} is inside {}, which this launch mounts: own root", m.destination,
-                    plan.mounts[*holder].destination);
-      return {};
-    }
-    auto resolved = launch::resolveInRoot(rootFd, m.destination, "mount target");
+    auto resolved = launch::resolveInRoot(rootFd.get(), plan.mounts[i].destination, "mount target");
     if (resolved.kind == launch::PathKind::Missing) {
-      spdlog::debug("mount target {} is missing in the prepared root: own root", m.destination);
-      return {};
+      spdlog::debug("mount target {} is missing in the prepared root: own root", plan.mounts[i].destination);
+      return false;
     }
     targets.push_back(std::move(resolved.fd));
   }
-  return targets;
+  log::StepTimer prepared("using the prepared root");
+  mountPlan(plan, image, rootPath, rootFd.get(), &targets);
+  replaceImageMpi(plan, rootFd.get());
+  pivotInto(rootPath);
+  return true;
 }
 
 }  // namespace
 
-void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
-                     const launch::PreparedRootSpec& spec) {
+launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
+                                             const launch::PreparedRootSpec& spec) {
   if (::mount("ctr-base", baseDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m") != 0)
     throw sysError("mount tmpfs on " + baseDir);
   const std::string upper = baseDir + "/upper", work = baseDir + "/work", root = baseDir + "/root",
@@ -446,7 +353,8 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
 
   // The planner's launch-independent mounts: their targets, created in the upper layer
   // before mounting when the image lacks them (see assembleRoot for why before).
-  std::string created;  // targets added to the image that launches must mount over, one a line
+  launch::PreparedRootManifest manifest;
+  manifest.user = spec.user;
   bool addedAny = false;
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
@@ -460,7 +368,7 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
       const bool generated = m.kind == MountKind::Identity || m.kind == MountKind::File;
       createUnder(upper, resolved.path, m.kind == MountKind::Tmpfs || (!generated && S_ISDIR(st.st_mode)));
       addedAny = true;
-      if (m.kind != MountKind::Identity) created += m.destination + '\n';
+      if (m.kind != MountKind::Identity) manifest.created.push_back(m.destination);
     } catch (const Error&) {
       // Escapes the image or cannot be created: launches that need it use their own root.
     }
@@ -501,7 +409,6 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
   // Injected host files (--nv's libraries in their tmpfs, the driver's programs) too: they
   // are the same for every launch of the image that asks for them, and 60 binds per launch
   // would cost milliseconds. The host tmpfs is read-only once filled.
-  std::string bound;
   std::vector<std::string> hostTmpfs;
   std::vector<bool> made(spec.mounts.size(), false);
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
@@ -518,7 +425,7 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
         UniqueFd target = openTarget(rootFd.get(), m.destination);
         mountTmpfs(m, target.get());
         hostTmpfs.push_back(m.destination);
-        bound += preboundLine(m) + '\n';
+        manifest.prebound.push_back(launch::preboundOf(m));
         made[i] = true;
         continue;
       }
@@ -534,7 +441,7 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
         const std::string inside = root + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
         ::umount2(inside.c_str(), MNT_DETACH);
       }
-      bound += preboundLine(m) + '\n';
+      manifest.prebound.push_back(launch::preboundOf(m));
       made[i] = true;
     } catch (const Error& e) {
       spdlog::debug("not pre-binding {}: {}", m.destination, e.oneLine());
@@ -546,10 +453,8 @@ void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
     UniqueFd fd = openTarget(rootFd.get(), dir);
     if (::mount_setattr(fd.get(), "", AT_EMPTY_PATH, &ro, sizeof ro) != 0) throw sysError("make " + dir + " read-only");
   }
-  writeFile(baseDir + "/bound", bound);
-  writeFile(baseDir + "/created", created);
-  // Written last: its presence tells launches the base root is complete.
-  writeFile(baseDir + "/identity", identitySignature(spec.user));
+  writeManifest(baseDir, manifest);
+  return manifest;
 }
 
 UniqueFd makeReadyNamespace(const std::string& root, const std::function<void()>& inside) {
@@ -585,51 +490,38 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
       ::chmod(m.source.c_str(), static_cast<mode_t>(*m.createSourceMode));
     if (ec) throw Error("cannot create " + m.source + " for " + m.destination + ": " + ec.message());
   }
-  const bool preparedRoot = plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty() &&
-                            [&] {
-                              const std::string signature = readFileIfPresent(image.baseDir + "/identity");
-                              if (!signature.empty() && signature == identitySignature(plan.user)) return true;
-                              spdlog::debug("no prepared root for this user and home: own root");
-                              return false;
-                            }();
-  PreboundFit fit;
-  std::string created;
-  if (preparedRoot) {
-    fit = fitPrebound(plan, readFileIfPresent(image.baseDir + "/bound"));
-    created = readFileIfPresent(image.baseDir + "/created");
-    if (image.readyNamespace && preparedRootIsExact(plan, fit, created)) {
-      // What the holder read of the image's env scripts in that namespace: the same files
-      // this launch would read there (nothing bound over them, image read-only).
-      image.envScripts = readEnvScriptCopy(image.baseDir + "/env-scripts");
-      // Shared with the other launches like this one: nothing is mounted in it, and the app
-      // cannot (it has no capabilities left).
-      if (::setns(image.readyNamespace.get(), CLONE_NEWNS) != 0) throw sysError("setns(the prepared root's namespace)");
-      image.readyNamespace.reset();
-      image.sharedMountNamespace = false;
-      spdlog::debug("joined the prepared root's namespace{}",
-                    image.envScripts ? " (env scripts: the holder's copy of " + std::to_string(image.envScripts->size()) + ")" : "");
-      return;
-    }
+  const auto manifest = plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty()
+                            ? readManifest(image.baseDir)
+                            : std::nullopt;
+  std::vector<signed char> present(plan.mounts.size(), -1);  // each source stat'ed once, when asked
+  const auto strategy = launch::chooseRootStrategy(
+      plan, manifest ? &*manifest : nullptr,
+      [&](size_t i) {
+        struct stat st {};
+        if (present[i] < 0) present[i] = sourcePresent(plan.mounts[i], &st) ? 1 : 0;
+        return present[i] == 1;
+      },
+      static_cast<bool>(image.readyNamespace));
+  spdlog::debug("root: {} ({})", launch::toString(strategy.kind), strategy.reason);
+  if (strategy.kind == launch::RootStrategyKind::JoinReady) {
+    // What the holder read of the image's env scripts in that namespace: the same files
+    // this launch would read there (nothing bound over them, image read-only).
+    image.envScripts = readEnvScriptCopy(image.baseDir + "/env-scripts");
+    // Shared with the other launches like this one: nothing is mounted in it, and the app
+    // cannot (it has no capabilities left).
+    if (::setns(image.readyNamespace.get(), CLONE_NEWNS) != 0) throw sysError("setns(the prepared root's namespace)");
+    image.readyNamespace.reset();
+    image.sharedMountNamespace = false;
+    spdlog::debug("joined the prepared root's namespace{}",
+                  image.envScripts ? " (env scripts: the holder's copy of " + std::to_string(image.envScripts->size()) + ")" : "");
+    return;
   }
   image.readyNamespace.reset();
   if (image.sharedMountNamespace) {
     if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace)");
     image.sharedMountNamespace = false;
   }
-  if (preparedRoot) {
-    const std::string rootPath = image.baseDir + "/root";
-    UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!rootFd) throw sysError("open " + rootPath);
-    detachUnused(fit, rootPath);
-    auto targets = preparedTargets(plan, rootFd.get(), created, fit.satisfied);
-    if (!targets.empty()) {
-      log::StepTimer prepared("using the prepared root");
-      mountPlan(plan, image, rootPath, rootFd.get(), &targets);
-      replaceImageMpi(plan, rootFd.get());
-      pivotInto(rootPath);
-      return;
-    }
-  }
+  if (strategy.kind == launch::RootStrategyKind::UsePrepared && usePreparedRoot(plan, image, strategy)) return;
   // Our mount namespace is a copy of the holder's, whose mounts are slaves of the host's
   // or private: nothing we mount propagates back, so no MS_REC|MS_SLAVE walk is needed.
   // The stage is a private tmpfs (64 MiB, Apptainer's default for --writable-tmpfs).

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ctr/launch.hpp"
+#include "ctr/prepared_root.hpp"
 #include "shared_mount.hpp"
 
 namespace ctr::runtime {
@@ -22,11 +23,14 @@ void assembleRoot(const launch::LaunchPlan& plan, SharedImage& image);
 // mounts a tmpfs on baseDir and prepares baseDir/root, read-only: an overlay of the image
 // with the missing targets of the planner's launch-independent mounts (spec.mounts) created
 // (the image itself, bound, when none is missing: an overlay slows every path lookup),
-// and the /etc/passwd and /etc/group generated for spec.user bound in; baseDir/identity
-// (written last) names the user they were built for. Decides nothing the spec does not say.
+// and the /etc/passwd and /etc/group generated for spec.user bound in, then the default,
+// admin and host binds made once for all launches. Its manifest (the user, the binds made,
+// the targets added; launch::PreparedRootManifest) is written to baseDir/manifest.json last,
+// and returned: launches use the prepared root only once it is there. Decides nothing the
+// spec does not say (launch::chooseRootStrategy decides for each launch).
 // Throws ctr::Error; the caller then unmounts baseDir and launches build their own roots.
-void prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
-                     const launch::PreparedRootSpec& spec);
+launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
+                                             const launch::PreparedRootSpec& spec);
 
 // Holder side, once prepareBaseRoot() succeeded: a copy of the holder's mount namespace
 // pivoted into `root` (the prepared root, every host mount outside it gone), returned as an

@@ -13,6 +13,7 @@
 
 namespace fs = std::filesystem;
 using ctr::launch::hasDotDotComponent;
+using ctr::launch::isAtOrUnder;
 using ctr::launch::joinPath;
 using ctr::launch::normalizePath;
 using ctr::launch::openInRoot;
@@ -49,6 +50,14 @@ TEST(HasDotDotComponent, OnlyWholeComponentsCount) {
   EXPECT_TRUE(hasDotDotComponent(".."));
   EXPECT_FALSE(hasDotDotComponent("/a/..b/c.."));
   EXPECT_FALSE(hasDotDotComponent("/a/./b"));
+}
+
+TEST(IsAtOrUnder, WholeComponentsOnly) {
+  EXPECT_TRUE(isAtOrUnder("/proc/sys", "/proc"));
+  EXPECT_TRUE(isAtOrUnder("/proc", "/proc"));
+  EXPECT_TRUE(isAtOrUnder("/anything", "/"));
+  EXPECT_FALSE(isAtOrUnder("/procfs", "/proc"));
+  EXPECT_FALSE(isAtOrUnder("/proc", "/proc/sys"));
 }
 
 class ResolveInRoot : public ::testing::Test {
