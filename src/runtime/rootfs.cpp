@@ -38,10 +38,6 @@ constexpr const char* kManifestFile = "/manifest.json";
 
 std::string fdPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
-bool isUnder(const std::string& path, const std::string& dir) {
-  return dir == "/" || path == dir || path.rfind(dir + "/", 0) == 0;
-}
-
 // Whether the mount's source is there (defaults and admin binds of absent host paths are
 // skipped, as Apptainer does; a missing user bind source is an error).
 bool sourcePresent(const Mount& m, struct stat* st) {
@@ -182,7 +178,7 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
         bindInto(m.source, targetFd.get(), m.readOnly, m.recursive, m.destination);
         // A recursive bind of an ancestor of the state directory (/tmp) would carry the
         // holder's and our own mounts into the container: cut them off there.
-        if (m.recursive && isUnder(hideDir, m.source) && hideDir != m.source) {
+        if (m.recursive && launch::isAtOrUnder(hideDir, m.source) && hideDir != m.source) {
           // (By path: the target fd still names the directory underneath the new mount.)
           std::string inside = rootPath + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
           if (::umount2(inside.c_str(), MNT_DETACH) != 0)
@@ -416,7 +412,7 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
     struct stat st {};
     if (!m.prebind) continue;
     const bool inHostTmpfs = std::any_of(hostTmpfs.begin(), hostTmpfs.end(),
-                                         [&](const std::string& d) { return isUnder(m.destination, d); });
+                                         [&](const std::string& d) { return launch::isAtOrUnder(m.destination, d); });
     // Inside another mount: only one made here (a host tmpfs, where missing targets are
     // created, or a bind holding the target: /proc/sys in /proc); the launches make the others.
     if (const auto holder = holdingMount(spec.mounts, i); holder && !made[*holder]) continue;
@@ -437,7 +433,7 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
       }
       if (resolved.kind == launch::PathKind::Missing) continue;
       bindInto(m.source, resolved.fd.get(), m.readOnly, m.recursive, m.destination);
-      if (m.recursive && isUnder(hideDir, m.source) && hideDir != m.source) {
+      if (m.recursive && launch::isAtOrUnder(hideDir, m.source) && hideDir != m.source) {
         const std::string inside = root + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
         ::umount2(inside.c_str(), MNT_DETACH);
       }
