@@ -4,7 +4,7 @@
 add_library(ctr-bench-report STATIC "${CMAKE_CURRENT_LIST_DIR}/report.cpp" "${CMAKE_CURRENT_LIST_DIR}/report_model.cpp"
   "${CMAKE_CURRENT_LIST_DIR}/report_plots.cpp" "${CMAKE_CURRENT_LIST_DIR}/result.cpp")
 target_include_directories(ctr-bench-report PUBLIC "${CMAKE_CURRENT_LIST_DIR}")
-target_link_libraries(ctr-bench-report PUBLIC ctrlib nlohmann_json::nlohmann_json)
+target_link_libraries(ctr-bench-report PUBLIC ctr_common nlohmann_json::nlohmann_json)
 
 if(CTR_BUILD_TESTS)
   find_package(GTest REQUIRED)

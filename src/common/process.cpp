@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cstdio>
 #include <cstring>
 
 #include "ctr/error.hpp"
@@ -138,6 +140,36 @@ ProcessResult runProcessChecked(const std::vector<std::string>& argv,
                 (detail.empty() ? "" : ": " + detail));
   }
   return result;
+}
+
+namespace {
+char gChildrenFile[64];
+}  // namespace
+
+// /proc/PID/task/TID/children lists this thread's children (proc(5)); the file name is
+// formatted in advance because a signal handler may not allocate.
+void terminateChildren(int sig) {
+  int fd = ::open(gChildrenFile, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return;
+  pid_t pid = 0;
+  for (ssize_t i = 0; i <= n; ++i) {
+    char c = i < n ? buf[i] : ' ';
+    if (c >= '0' && c <= '9') {
+      pid = pid * 10 + (c - '0');
+    } else if (pid > 0) {
+      ::kill(pid, sig);
+      pid = 0;
+    }
+  }
+}
+
+void prepareChildTermination() {
+  std::snprintf(gChildrenFile, sizeof gChildrenFile, "/proc/self/task/%d/children",
+                static_cast<int>(::getpid()));
 }
 
 }  // namespace ctr

@@ -159,7 +159,7 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
   if (!in.cacheDir.empty()) {
     const std::string key = toString(in.vendor) + "|" + fileIdentity(underRoot(in.root, in.ldCache)) + "|" + version + "|" +
                             fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + build::kVersion;
-    cachePath = launch::joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", nvidia ? "nvidia" : "amd", fnv1a64(key)));
+    cachePath = joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", nvidia ? "nvidia" : "amd", fnv1a64(key)));
     if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
       try {
         driver = gpuDriverFromJson(json::parse(text));

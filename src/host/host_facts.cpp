@@ -16,7 +16,6 @@
 #include "ctr/build_config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
-#include "ctr/environment.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/programs.hpp"
@@ -49,9 +48,9 @@ void discoverDevicesHost(HostFacts& host, const DeviceAsk& ask, const config::Po
     in.vendor = vendor;
     // The node's driver files under another root: for tests and benchmarks of --nv on
     // machines without a GPU (a fixture tree); never needed on a real node.
-    if (auto root = launch::envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
+    if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
     in.libraryList = list;
-    in.searchPath = launch::envValue(host.env, "PATH");
+    in.searchPath = envValue(host.env, "PATH");
     in.cacheDir = host.stateDir;
     try {
       into = scanGpuDriver(in);
@@ -90,7 +89,7 @@ void discoverDevicesHost(HostFacts& host, const DeviceAsk& ask, const config::Po
 
 void discoverMpiHost(HostFacts& host, const config::Policy& policy) {
   MpiScanInputs in;
-  if (auto root = launch::envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
+  if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
   in.libraries = policy.mpiLibraries;
   in.dependencies = policy.mpiDependencies;
   in.paths = policy.mpiPaths;
@@ -105,9 +104,9 @@ HostFacts discoverHost() {
   HostFacts host;
   host.user = lookupHostUser();
   for (char** e = environ; e && *e; ++e) host.env.emplace_back(*e);
-  host.home = launch::envValue(host.env, "HOME");
+  host.home = envValue(host.env, "HOME");
   if (host.home.empty()) host.home = host.user.home.empty() ? "/" : host.user.home;
-  host.runtimeDir = launch::envValue(host.env, "XDG_RUNTIME_DIR");
+  host.runtimeDir = envValue(host.env, "XDG_RUNTIME_DIR");
 
   std::array<char, PATH_MAX> cwd{};
   if (::getcwd(cwd.data(), cwd.size())) host.cwd = cwd.data();
@@ -135,7 +134,7 @@ std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {
   struct stat st {};
   if (!runtimeDir.empty() && runtimeDir[0] == '/' && ::stat(runtimeDir.c_str(), &st) == 0 &&
       S_ISDIR(st.st_mode) && st.st_uid == uid)
-    return launch::joinPath(runtimeDir, "ctr");
+    return joinPath(runtimeDir, "ctr");
   // Every rank of a job sees the same /tmp, so all of them settle on the same candidate.
   const std::string base = "/tmp/ctr-" + std::to_string(uid);
   for (int i = 0; i < kStateDirCandidates; ++i) {

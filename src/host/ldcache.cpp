@@ -404,7 +404,7 @@ LibrarySelection selectLibraries(const LdCache& cache, std::span<const std::stri
       } else if (e.path.empty() || e.path.front() != '/') {
         skip("its path is not absolute");
       } else {
-        const std::string path = launch::joinPath(root, e.path);
+        const std::string path = joinPath(root, e.path);
         try {
           if (const ElfIdentity found = elfClassAndMachine(path); found != host) {
             skip("its ELF header says " + describe(found) + ", not " + describe(host) +

@@ -289,7 +289,7 @@ class MpiScan {
         // built for (/usr/lib/<multiarch>/libibverbs), not through /lib -> usr/lib.
         std::string libDir = realFile(underRoot(in_.root, dirName(e.path)));
         if (in_.root != "/" && libDir.starts_with(in_.root + "/")) libDir = libDir.substr(in_.root.size());
-        addPath(launch::joinPath(libDir, dir), what + std::string(" (beside ") + e.path + ")", true);
+        addPath(joinPath(libDir, dir), what + std::string(" (beside ") + e.path + ")", true);
         break;
       }
     }
@@ -387,7 +387,7 @@ HostMpi scanHostMpi(const MpiScanInputs& in) {
     key += "|";
     for (const auto& item : *list) key += item + "," + (item.starts_with("/") ? fileIdentity(underRoot(in.root, item)) : "") + ";";
   }
-  const std::string cachePath = launch::joinPath(in.cacheDir, fmt::format("mpi-scan-{:016x}.json", fnv1a64(key)));
+  const std::string cachePath = joinPath(in.cacheDir, fmt::format("mpi-scan-{:016x}.json", fnv1a64(key)));
   if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
     try {
       HostMpi mpi = fromJson(nlohmann::json::parse(text));
@@ -412,7 +412,7 @@ namespace {
 // The image's /etc/ld.so.cache, or an empty cache when it has none we can read.
 LdCache imageLdCache(int rootFd) {
   try {
-    UniqueFd fd = launch::openInRoot(rootFd, "/etc/ld.so.cache", O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    UniqueFd fd = openInRoot(rootFd, "/etc/ld.so.cache", O_RDONLY | O_NONBLOCK | O_NOCTTY);
     const std::string text = readCheckedFile(fd.get(), 64u << 20, "the image's /etc/ld.so.cache");
     return parseLdCache(std::as_bytes(std::span(text)), "the image's /etc/ld.so.cache");
   } catch (const Error& e) {
@@ -424,8 +424,8 @@ LdCache imageLdCache(int rootFd) {
 std::optional<ImageLibrary> findIn(int rootFd, const LdCache& cache, const std::string& soname) {
   auto resolved = [&](const std::string& path, std::string how) -> std::optional<ImageLibrary> {
     try {
-      auto r = launch::resolveInRoot(rootFd, path, "image library");
-      if (r.kind != launch::PathKind::RegularFile) return std::nullopt;
+      auto r = resolveInRoot(rootFd, path, "image library");
+      if (r.kind != PathKind::RegularFile) return std::nullopt;
       return ImageLibrary{soname, path, r.path, std::move(how)};
     } catch (const Error& e) {
       spdlog::debug("{}", e.what());
@@ -439,7 +439,7 @@ std::optional<ImageLibrary> findIn(int rootFd, const LdCache& cache, const std::
     if (auto found = resolved(e.path, "the image's ld.so cache")) return found;
   }
   for (std::string_view dir : kImageLibraryDirs)
-    if (auto found = resolved(launch::joinPath(dir, soname), std::string(dir))) return found;
+    if (auto found = resolved(joinPath(dir, soname), std::string(dir))) return found;
   return std::nullopt;
 }
 
@@ -462,7 +462,7 @@ std::vector<ImageLibrary> findImageMpiLibraries(int rootFd) {
     if (isMpiSoname(e.soname) && std::find(names.begin(), names.end(), e.soname) == names.end()) names.push_back(e.soname);
   for (std::string_view dir : kImageLibraryDirs) {
     try {
-      UniqueFd fd = launch::openInRoot(rootFd, std::string(dir), O_RDONLY | O_DIRECTORY);
+      UniqueFd fd = openInRoot(rootFd, std::string(dir), O_RDONLY | O_DIRECTORY);
       std::error_code ec;
       for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd/" + std::to_string(fd.get()), ec)) {
         const std::string name = entry.path().filename().string();

@@ -13,7 +13,7 @@
 namespace ctr::host {
 
 std::string underRoot(const std::string& root, const std::string& path) {
-  return root == "/" ? path : launch::joinPath(root, path);
+  return root == "/" ? path : joinPath(root, path);
 }
 
 std::string fileIdentity(const std::string& path) {

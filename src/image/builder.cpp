@@ -16,7 +16,6 @@
 #include "ctr/log.hpp"
 #include "ctr/process.hpp"
 #include "ctr/sif.hpp"
-#include "build_signals.hpp"
 #include "ctr/image_tree.hpp"
 #include "ctr/scratch.hpp"
 
@@ -30,35 +29,8 @@ constexpr std::size_t kMaxTemps = 4;
 constexpr std::size_t kMaxPath = 4096;
 char gTempPaths[kMaxTemps][kMaxPath];
 volatile sig_atomic_t gTempUsed[kMaxTemps];
-char gChildrenFile[64];
 
 }  // namespace
-
-// Our children (mksquashfs) are told to stop too, so that none keeps writing into a file
-// we have just unlinked. /proc/PID/task/TID/children lists them (proc(5)).
-void terminateChildren(int sig) {
-  int fd = ::open(gChildrenFile, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  char buf[512];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return;
-  pid_t pid = 0;
-  for (ssize_t i = 0; i <= n; ++i) {
-    char c = i < n ? buf[i] : ' ';
-    if (c >= '0' && c <= '9') {
-      pid = pid * 10 + (c - '0');
-    } else if (pid > 0) {
-      ::kill(pid, sig);
-      pid = 0;
-    }
-  }
-}
-
-void prepareChildTermination() {
-  std::snprintf(gChildrenFile, sizeof gChildrenFile, "/proc/self/task/%d/children",
-                static_cast<int>(::getpid()));
-}
 
 namespace {
 
@@ -273,6 +245,26 @@ void buildSif(const BuildOptions& options) {
   }
   sifFile.commit(output);
   spdlog::info("built {} ({} bytes of squashfs)", output.string(), st.st_size);
+}
+
+void repackImage(const std::filesystem::path& image, const BuildOptions& options) {
+  const ImageSource source = resolveImage(image);
+  const auto output = std::filesystem::absolute(options.output);
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !options.force)
+    throw Error(options.output.string() + ": already exists (use --force to overwrite)");
+  const ScratchDir scratch(output, "unpack");
+  const std::string root = (scratch.path() / "root").string();
+  std::vector<std::string> argv{findProgram(Program::Unsquashfs), "-n", "-d", root};
+  if (source.offset != 0) argv.insert(argv.end(), {"-o", std::to_string(source.offset)});
+  argv.push_back(source.path.string());
+  ProcessOptions po;
+  po.captureStdout = true;
+  po.captureStderr = true;
+  runProcessChecked(argv, po);
+  BuildOptions pack = options;
+  pack.rootfs = root;
+  buildSif(pack);
 }
 
 }  // namespace ctr::image

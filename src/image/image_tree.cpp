@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 // The image path as a relative one ("usr/bin"), "" for the image's "/".
 std::string relativeInImage(std::string_view path) {
-  std::string normal = launch::normalizePath(std::string("/") + std::string(path));
+  std::string normal = normalizePath(std::string("/") + std::string(path));
   return normal == "/" ? std::string() : normal.substr(1);
 }
 
@@ -41,7 +41,7 @@ int openIn(int rootFd, const std::string& rel, int flags, mode_t mode = 0) {
   if (errno != ENOSYS) return -errno;
   // Kernels before 5.6: the same chroot semantics by ctr's own walk.
   try {
-    return launch::openInRoot(rootFd, "/" + rel, flags, mode).release();
+    return openInRoot(rootFd, "/" + rel, flags, mode).release();
   } catch (const Error&) {
     return errno ? -errno : -ENOENT;
   }

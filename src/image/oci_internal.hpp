@@ -1,5 +1,5 @@
 // Shared between the OCI sources: the registry client, the blob cache and the progress
-// display. Not part of libctr's interface.
+// display. Not part of the image module's interface.
 #pragma once
 
 #include <chrono>

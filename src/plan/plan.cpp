@@ -1,6 +1,6 @@
 // The planner: CLI options + policy + image + host facts -> LaunchPlan, as a list of steps
 // (mounts.cpp, devices.cpp, resources.cpp, mpi.cpp hold the larger ones). Pure: the host facts
-// are gathered before (src/launch/host_facts.cpp).
+// are gathered before (src/host/host_facts.cpp).
 #include <algorithm>
 #include <cctype>
 #include <utility>

@@ -35,6 +35,7 @@
 #include "ctr/limits.hpp"
 #include "ctr/log.hpp"
 #include "ctr/runtime.hpp"
+#include "ctr/strings.hpp"
 #include "build_namespace.hpp"
 #include "cgroup.hpp"
 #include "env_scripts.hpp"
@@ -414,7 +415,7 @@ namespace {
   handover.stop();
   log::logStepSummary();
   // Looked up in the PATH the image's env scripts left (conda images change it).
-  const std::string path = launch::envValue(environment, "PATH");
+  const std::string path = envValue(environment, "PATH");
   if (initSignals)
     initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground);
   execCommand(command, argv, environment, path);

@@ -78,8 +78,8 @@ void mountTmpfs(const Mount& m, int targetFd) {
 
 // O_PATH fd of `destination` inside the root (created beforehand when it was missing).
 UniqueFd openTarget(int rootFd, const std::string& destination) {
-  auto resolved = launch::resolveInRoot(rootFd, destination, "mount target");
-  if (resolved.kind == launch::PathKind::Missing)
+  auto resolved = resolveInRoot(rootFd, destination, "mount target");
+  if (resolved.kind == PathKind::Missing)
     throw Error("mount target " + destination + " does not exist in the container");
   return std::move(resolved.fd);
 }
@@ -128,14 +128,14 @@ std::string readInRoot(int rootFd, const std::string& path) {
   const std::string what = "the image's " + path;
   UniqueFd fd;
   try {
-    fd = launch::openInRoot(rootFd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    fd = openInRoot(rootFd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
   } catch (const Error& e) {
     // Missing or out of reach: the user's entries only. But a device node on a nodev mount
     // cannot be opened at all, and must be refused as what it is, not skipped.
     struct stat st {};
     bool typed = false;
     try {
-      typed = ::fstat(launch::openInRoot(rootFd, path, O_PATH).get(), &st) == 0;
+      typed = ::fstat(openInRoot(rootFd, path, O_PATH).get(), &st) == 0;
     } catch (const Error&) {
     }
     if (typed && !S_ISREG(st.st_mode))
@@ -162,13 +162,13 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
     }
     auto target = [&] {
       if (prepared) return std::move((*prepared)[i]);
-      auto resolved = launch::resolveInRoot(rootFd, m.destination, "mount target");
-      if (resolved.kind == launch::PathKind::Missing && underEarlierMount(plan.mounts, i)) {
+      auto resolved = resolveInRoot(rootFd, m.destination, "mount target");
+      if (resolved.kind == PathKind::Missing && underEarlierMount(plan.mounts, i)) {
         // In the mount that holds it (assembleRoot left it out of the image's overlay).
         createUnder(rootPath, resolved.path, m.kind == MountKind::Tmpfs || (m.kind == MountKind::Bind && S_ISDIR(st.st_mode)));
         return openTarget(rootFd, m.destination);
       }
-      if (resolved.kind == launch::PathKind::Missing)
+      if (resolved.kind == PathKind::Missing)
         throw Error("mount target " + m.destination + " does not exist in the container");
       return std::move(resolved.fd);
     };
@@ -178,7 +178,7 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
         bindInto(m.source, targetFd.get(), m.readOnly, m.recursive, m.destination);
         // A recursive bind of an ancestor of the state directory (/tmp) would carry the
         // holder's and our own mounts into the container: cut them off there.
-        if (m.recursive && launch::isAtOrUnder(hideDir, m.source) && hideDir != m.source) {
+        if (m.recursive && isAtOrUnder(hideDir, m.source) && hideDir != m.source) {
           // (By path: the target fd still names the directory underneath the new mount.)
           std::string inside = rootPath + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
           if (::umount2(inside.c_str(), MNT_DETACH) != 0)
@@ -320,8 +320,8 @@ bool usePreparedRoot(const LaunchPlan& plan, SharedImage& image, const launch::R
       targets.emplace_back();
       continue;
     }
-    auto resolved = launch::resolveInRoot(rootFd.get(), plan.mounts[i].destination, "mount target");
-    if (resolved.kind == launch::PathKind::Missing) {
+    auto resolved = resolveInRoot(rootFd.get(), plan.mounts[i].destination, "mount target");
+    if (resolved.kind == PathKind::Missing) {
       spdlog::debug("mount target {} is missing in the prepared root: own root", plan.mounts[i].destination);
       return false;
     }
@@ -357,8 +357,8 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
     // Inside another mount (a tmpfs /dev of --contain): created there by the launch.
     if (m.kind == MountKind::Symlink || underEarlierMount(spec.mounts, i)) continue;
     try {
-      auto resolved = launch::resolveInRoot(imageFd.get(), m.destination, "mount target");
-      if (resolved.kind != launch::PathKind::Missing) continue;
+      auto resolved = resolveInRoot(imageFd.get(), m.destination, "mount target");
+      if (resolved.kind != PathKind::Missing) continue;
       struct stat st {};
       if (!sourcePresent(m, &st)) continue;  // skipped by launches too
       const bool generated = m.kind == MountKind::Identity || m.kind == MountKind::File;
@@ -412,7 +412,7 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
     struct stat st {};
     if (!m.prebind) continue;
     const bool inHostTmpfs = std::any_of(hostTmpfs.begin(), hostTmpfs.end(),
-                                         [&](const std::string& d) { return launch::isAtOrUnder(m.destination, d); });
+                                         [&](const std::string& d) { return isAtOrUnder(m.destination, d); });
     // Inside another mount: only one made here (a host tmpfs, where missing targets are
     // created, or a bind holding the target: /proc/sys in /proc); the launches make the others.
     if (const auto holder = holdingMount(spec.mounts, i); holder && !made[*holder]) continue;
@@ -426,14 +426,14 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
         continue;
       }
       if (m.kind != MountKind::Bind || ::stat(m.source.c_str(), &st) != 0) continue;
-      auto resolved = launch::resolveInRoot(rootFd.get(), m.destination, "mount target");
-      if (resolved.kind == launch::PathKind::Missing && inHostTmpfs) {
+      auto resolved = resolveInRoot(rootFd.get(), m.destination, "mount target");
+      if (resolved.kind == PathKind::Missing && inHostTmpfs) {
         createUnder(root, resolved.path, S_ISDIR(st.st_mode));
-        resolved = launch::resolveInRoot(rootFd.get(), m.destination, "mount target");
+        resolved = resolveInRoot(rootFd.get(), m.destination, "mount target");
       }
-      if (resolved.kind == launch::PathKind::Missing) continue;
+      if (resolved.kind == PathKind::Missing) continue;
       bindInto(m.source, resolved.fd.get(), m.readOnly, m.recursive, m.destination);
-      if (m.recursive && launch::isAtOrUnder(hideDir, m.source) && hideDir != m.source) {
+      if (m.recursive && isAtOrUnder(hideDir, m.source) && hideDir != m.source) {
         const std::string inside = root + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
         ::umount2(inside.c_str(), MNT_DETACH);
       }
@@ -541,8 +541,8 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
     const Mount& m = plan.mounts[i];
     struct stat st {};
     if (!sourcePresent(m, &st) || underEarlierMount(plan.mounts, i)) continue;
-    auto resolved = launch::resolveInRoot(imageFd.get(), m.destination, "mount target");
-    if (resolved.kind == launch::PathKind::Missing) {
+    auto resolved = resolveInRoot(imageFd.get(), m.destination, "mount target");
+    if (resolved.kind == PathKind::Missing) {
       spdlog::debug("mount target {} is missing in the image: overlay root", m.destination);
       overlay = true;
       missing.emplace_back(resolved.path, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode));

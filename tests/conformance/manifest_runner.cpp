@@ -1,6 +1,6 @@
 // Runs every line of shared/fixtures/sif/MANIFEST.tsv:
 //   cli lines: run `ctr sif ...` and compare stdout byte for byte (stderr empty, exit 0);
-//   lib lines: execute the recipe with libctr's SIF writer and compare the resulting file.
+//   lib lines: execute the recipe with the image module's SIF writer and compare the resulting file.
 // Usage: ctr-sif-conformance FIXTURES_SIF_DIR CTR_BINARY
 #include <unistd.h>
 

@@ -13,7 +13,7 @@
 
 namespace {
 
-namespace deffile = ctr::image::deffile;
+namespace deffile = ctr::build::deffile;
 
 void useSection(const deffile::Section& section) {
   try {

@@ -15,7 +15,7 @@
 
 namespace {
 
-namespace deffile = ctr::image::deffile;
+namespace deffile = ctr::build::deffile;
 using deffile::DefinitionFile;
 using deffile::FileEntry;
 using deffile::Label;

@@ -12,13 +12,13 @@
 #include "ctr/pathutil.hpp"
 
 namespace fs = std::filesystem;
-using ctr::launch::hasDotDotComponent;
-using ctr::launch::isAtOrUnder;
-using ctr::launch::joinPath;
-using ctr::launch::normalizePath;
-using ctr::launch::openInRoot;
-using ctr::launch::PathKind;
-using ctr::launch::resolveInRoot;
+using ctr::hasDotDotComponent;
+using ctr::isAtOrUnder;
+using ctr::joinPath;
+using ctr::normalizePath;
+using ctr::openInRoot;
+using ctr::PathKind;
+using ctr::resolveInRoot;
 
 TEST(NormalizePath, CollapsesSlashesDotsAndTrailingSlash) {
   EXPECT_EQ(normalizePath("//usr///lib/./x86_64/"), "/usr/lib/x86_64");

@@ -6,7 +6,7 @@
 #include "ctr/build_config.hpp"
 #include "ctr/strings.hpp"
 
-namespace ctr::image {
+namespace ctr::build {
 
 namespace {
 
@@ -120,4 +120,4 @@ std::string labelsJson(const nlohmann::json& existing, std::string_view buildLab
   return j.dump(1, '\t');
 }
 
-}  // namespace ctr::image
+}  // namespace ctr::build

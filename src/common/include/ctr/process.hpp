@@ -40,4 +40,11 @@ ProcessResult runProcessChecked(const std::vector<std::string>& argv,
 // Exit status a shell would report for a wait(2) status: the exit code, or 128+N.
 int shellStatus(int waitStatus);
 
+// For cleanup from a signal handler (`ctr build` stopping its mksquashfs, apt, ... on
+// SIGINT): prepareChildTermination remembers where this thread's children are listed and
+// must be called before the handler is installed; terminateChildren sends `sig` to each of
+// them and is async-signal-safe.
+void prepareChildTermination();
+void terminateChildren(int sig);
+
 }  // namespace ctr

@@ -14,8 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ctr/deffile.hpp"
+#include "ctr/image_tree.hpp"
 
-namespace ctr::image {
+namespace ctr::build {
 
 struct DefinitionBuildOptions {
   std::filesystem::path output;  // the SIF, or the directory with `sandbox`
@@ -74,6 +75,10 @@ struct MetadataFile {
 [[nodiscard]] bool isFilesPattern(std::string_view source);
 [[nodiscard]] std::vector<std::string> expandFilesSource(std::string_view pattern,
                                                          const std::filesystem::path& base);
+// expandFilesSource (ctr/build.hpp) for `%files from STAGE`: the pattern's paths looked up
+// inside the earlier stage's image, never through its symlinks to the host.
+[[nodiscard]] std::vector<std::string> expandFilesSourceInImage(std::string_view pattern, const image::ImageTree& tree);
+
 
 // Bootstrap agents, keyed by the `Bootstrap:` value. An agent fills `rootfs` (an empty
 // directory) from the stage's header.
@@ -103,4 +108,4 @@ void registerBootstrapAgent(const std::string& name, BootstrapAgent agent);
 [[nodiscard]] std::string hostAptMirror(std::string_view sourcesList,
                                         const std::vector<std::string>& deb822Sources);
 
-}  // namespace ctr::image
+}  // namespace ctr::build

@@ -14,7 +14,7 @@
 #include "ctr/error.hpp"
 #include "ctr/image_tree.hpp"
 
-namespace ctr::image {
+namespace ctr::build {
 
 namespace {
 
@@ -65,7 +65,7 @@ std::string joinWritten(const std::string& prefix, const std::string& name) {
 // root, looked up there so that its symlinks never lead to the host).
 struct Where {
   fs::path base;
-  const ImageTree* tree = nullptr;
+  const image::ImageTree* tree = nullptr;
 
   [[nodiscard]] fs::path onDisk(const std::string& written) const {
     if (written.empty()) return base;
@@ -173,8 +173,8 @@ std::vector<std::string> expandFilesSource(std::string_view pattern, const std::
   return expand(pattern, Where{base, nullptr});
 }
 
-std::vector<std::string> expandFilesSourceInImage(std::string_view pattern, const ImageTree& tree) {
+std::vector<std::string> expandFilesSourceInImage(std::string_view pattern, const image::ImageTree& tree) {
   return expand(pattern, Where{tree.path(), &tree});
 }
 
-}  // namespace ctr::image
+}  // namespace ctr::build

@@ -91,9 +91,6 @@ struct Environment {
 // removed; no expansion of $VARS. Throws ctr::Error "FILE:LINE: ..." on a bad line.
 [[nodiscard]] std::vector<EnvVar> parseEnvFile(std::string_view text, const std::string& fileName);
 
-// The value of `key` in "K=V" strings (the first one), or "" when absent.
-[[nodiscard]] std::string envValue(const std::vector<std::string>& env, std::string_view key);
-
 // True for a valid variable name: [A-Za-z_][A-Za-z0-9_]*.
 [[nodiscard]] bool isValidEnvName(std::string_view name);
 

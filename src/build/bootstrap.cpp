@@ -15,7 +15,7 @@
 #include "ctr/programs.hpp"
 #include "ctr/strings.hpp"
 
-namespace ctr::image {
+namespace ctr::build {
 
 namespace {
 
@@ -40,14 +40,14 @@ void scratchAgent(const BootstrapContext&) {}
 // Bootstrap: localimage — From: a SIF, a squashfs file or a directory.
 void localImageAgent(const BootstrapContext& ctx) {
   const fs::path from = fromPath(ctx);
-  const ImageSource source = withContext("From: " + from.string(), [&] { return resolveImage(from); });
+  const image::ImageSource source = withContext("From: " + from.string(), [&] { return image::resolveImage(from); });
   ctx.note("unpacking " + source.path.string() + " (" + toString(source.kind) + ")");
-  if (source.kind == ImageKind::Directory) {
+  if (source.kind == image::ImageKind::Directory) {
     runChecked(ctx.runAsRoot, {"/bin/cp", "-a", "--", source.path.string() + "/.", ctx.rootfs.string()},
                "copying " + source.path.string());
     // An ordinary caller's build maps it to root: its own setuid files would become root's.
     if (::getuid() != 0) {
-      if (const std::size_t n = clearSetidBitsOf(ImageTree(ctx.rootfs), ::getuid()); n > 0)
+      if (const std::size_t n = image::clearSetidBitsOf(image::ImageTree(ctx.rootfs), ::getuid()); n > 0)
         ctx.note("cleared the setuid/setgid bits of " + std::to_string(n) + " of your files (they would be root's)");
     }
     return;
@@ -123,12 +123,12 @@ BootstrapAgent ociAgent(std::string agent) {
     std::string reference = ctx.stage->header.from();
     if (reference.empty()) throw Error("Bootstrap: " + agent + " needs a From: line");
     if (agent != "docker" && reference[0] != '/') reference = (ctx.recipeDir / reference).string();
-    oci::PullOptions options;
+    image::oci::PullOptions options;
     if (!ctx.cacheDir.empty()) options.cacheDir = ctx.cacheDir;
     options.limits = config::loadDefaultPolicy().pull;
     ctx.note("importing " + agent + " " + reference);
-    const oci::ImageConfig config = oci::unpackImage(agent, reference, ctx.rootfs, options);
-    oci::writeApptainerMetadata(config, ctx.rootfs);
+    const image::oci::ImageConfig config = image::oci::unpackImage(agent, reference, ctx.rootfs, options);
+    image::oci::writeApptainerMetadata(config, ctx.rootfs);
   };
 }
 
@@ -205,4 +205,4 @@ std::string hostAptMirror(std::string_view sourcesList, const std::vector<std::s
   return found;
 }
 
-}  // namespace ctr::image
+}  // namespace ctr::build

@@ -1,4 +1,4 @@
-// One error type for all of libctr. An Error carries a chain of context added as it
+// One error type for all of ctr's modules. An Error carries a chain of context added as it
 // propagates ("while mounting image X" -> "attaching loop device" -> "EBUSY"), so the user
 // gets one line that says what failed and why.
 #pragma once

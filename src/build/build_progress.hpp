@@ -9,7 +9,7 @@
 #include <string>
 #include <sys/types.h>
 
-namespace ctr::image {
+namespace ctr::build {
 
 class PhaseDisplay {
  public:
@@ -50,4 +50,4 @@ class PhaseDisplay {
   pid_t ticker_ = -1;
 };
 
-}  // namespace ctr::image
+}  // namespace ctr::build

@@ -14,7 +14,6 @@
 #include <memory>
 
 #include "build_progress.hpp"
-#include "build_signals.hpp"
 #include "ctr/image_tree.hpp"
 #include "ctr/scratch.hpp"
 #include "ctr/build.hpp"
@@ -31,7 +30,7 @@
 #include "ctr/runtime.hpp"
 #include "ctr/sif.hpp"
 
-namespace ctr::image {
+namespace ctr::build {
 
 namespace {
 
@@ -256,9 +255,9 @@ void Build::copyFiles(const std::vector<deffile::FileEntry>& entries, const fs::
   for (const auto& entry : entries) {
     const std::string where = options_.recipe.string() + ":" + std::to_string(entry.line);
     auto copyEntries = [&] {
-      const ImageTree tree(rootfs);
-      std::unique_ptr<ImageTree> source;
-      if (!fromHost) source = std::make_unique<ImageTree>(sourceRoot);
+      const image::ImageTree tree(rootfs);
+      std::unique_ptr<image::ImageTree> source;
+      if (!fromHost) source = std::make_unique<image::ImageTree>(sourceRoot);
       // Glob patterns expand on the host (relative ones from the current directory) or in the
       // earlier stage's image, as in Apptainer; each match is copied as its own source.
       const std::vector<std::string> sources = withContext(where + ": %files source", [&] {
@@ -267,25 +266,25 @@ void Build::copyFiles(const std::vector<deffile::FileEntry>& entries, const fs::
       });
       const bool intoDirectory = entry.destination.ends_with('/');
       if (sources.size() > 1 && !entry.destination.empty() && !intoDirectory &&
-          !tree.isDirectory(launch::joinPath(destBase, inImage(entry.destination, where))))
+          !tree.isDirectory(joinPath(destBase, inImage(entry.destination, where))))
         throw Error(where + ": %files source '" + entry.source + "' matches " + std::to_string(sources.size()) +
                     " paths, so its destination must be a directory: end '" + entry.destination + "' with '/'");
       for (const auto& matched : sources) {
         const std::string destination = entry.destination.empty() ? matched : entry.destination;
         // joinPath drops a trailing '/': whether the destination is a directory is kept apart.
-        const std::string target = launch::joinPath(destBase, inImage(destination, where));
+        const std::string target = joinPath(destBase, inImage(destination, where));
         const std::string shown = fromHost ? fs::absolute(matched).string() : inImage(matched, where);
         auto [dir, name] = withContext(where + ": %files source " + shown, [&] {
-          return openSource(source.get(), fromHost ? matched : inImage(matched, where));
+          return image::openSource(source.get(), fromHost ? matched : inImage(matched, where));
         });
         struct stat st {};
         if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
           throw Error(where + ": %files source " + shown + " does not exist");
-        CopyOptions copy;
+        image::CopyOptions copy;
         copy.preserveOwner = !fromHost || ::geteuid() == 0;
         // An ordinary caller's files become root's in the image: not as setuid/setgid ones.
         copy.dropSetid = fromHost && ::geteuid() != 0;
-        copyIntoTree(dir.get(), name, tree, target, intoDirectory, copy, where + ": copying " + matched);
+        image::copyIntoTree(dir.get(), name, tree, target, intoDirectory, copy, where + ": copying " + matched);
       }
     };
     // The host's files are read as the caller; an earlier stage's as the owner of its files.
@@ -297,7 +296,7 @@ void Build::copyFiles(const std::vector<deffile::FileEntry>& entries, const fs::
 // The definition's /.singularity.d and /scif files, the base files and labels.json, all
 // written inside the image (its symlinks cannot lead these writes to the host).
 void Build::writeMetadata(const deffile::Definition& stage, const std::string& storedText, const fs::path& rootfs) {
-  const ImageTree tree(rootfs);
+  const image::ImageTree tree(rootfs);
   for (const auto& file : metadataFiles(stage, storedText)) {
     const std::string path = "/" + file.path;
     if (file.path == ".singularity.d/Singularity" && tree.exists(path)) {
@@ -314,14 +313,14 @@ void Build::writeMetadata(const deffile::Definition& stage, const std::string& s
   }
   // The files every Apptainer image has (base env scripts, actions), where the recipe and
   // its base image did not bring them: the same writer as for pulled images.
-  oci::writeApptainerBaseFiles(tree);
+  image::oci::writeApptainerBaseFiles(tree);
   nlohmann::json existing = nlohmann::json::object();
   const std::string labelsPath = "/.singularity.d/labels.json";
   if (const std::string text = tree.readFile(labelsPath); !text.empty()) {
     existing = nlohmann::json::parse(text, nullptr, false);
     if (existing.is_discarded()) throw Error("the base image's /.singularity.d/labels.json is not JSON");
   }
-  const std::string labels = labelsJson(existing, tree.readFile("/.build.labels"), stage, epoch_, sif::hostArch());
+  const std::string labels = labelsJson(existing, tree.readFile("/.build.labels"), stage, epoch_, image::sif::hostArch());
   tree.remove("/.build.labels");
   tree.writeFile(labelsPath, labels, 0644);
 }
@@ -430,7 +429,7 @@ void Build::bootstrap(const deffile::Definition& stage, const BootstrapAgent& ag
               [&] { agent(ctx); });
   checkInterrupted();
   asTreeOwner([&] {
-    const ImageTree tree(rootfs);
+    const image::ImageTree tree(rootfs);
     for (const char* dir : {"/.singularity.d/env", "/.singularity.d/actions", "/.singularity.d/libs"})
       (void)tree.directory(dir, true);
   });
@@ -461,7 +460,7 @@ void Build::addStageFiles(std::size_t index, const deffile::DefinitionFile& def,
   for (const auto& app : stage.apps) {
     const std::string appRoot = "/scif/apps/" + app.name;
     asTreeOwner([&] {
-      const ImageTree tree(rootfs);
+      const image::ImageTree tree(rootfs);
       for (const char* dir : {"bin", "lib", "scif/env"}) (void)tree.directory(appRoot + "/" + dir, true);
       for (const char* dir : {"input", "output"}) (void)tree.directory("/scif/data/" + app.name + "/" + dir, true);
     });
@@ -475,9 +474,9 @@ void Build::addStageFiles(std::size_t index, const deffile::DefinitionFile& def,
 // Runs `body` as the script `path` in the stage's tree for `section`, then removes it.
 void Build::runScript(const deffile::Definition& stage, const fs::path& rootfs, const std::string& path,
                       const std::string& body, const deffile::Section& section, const std::string& what) {
-  asTreeOwner([&] { ImageTree(rootfs).writeFile(path, body, 0755); });
+  asTreeOwner([&] { image::ImageTree(rootfs).writeFile(path, body, 0755); });
   runStep(stage, rootfs, launch::BuildSection::Post, deffile::scriptCommand(section, path), what);
-  asTreeOwner([&] { ImageTree(rootfs).remove(path); });
+  asTreeOwner([&] { image::ImageTree(rootfs).remove(path); });
 }
 
 // %post, the metadata (/.singularity.d, /scif/apps), each %appinstall, then %test.
@@ -525,11 +524,11 @@ void Build::run() {
   installBuildSignals();
   // Next to the output where only root and the caller can change that directory (the final
   // rename stays on one file system), else in a private temporary directory (scratch.hpp).
-  temp_ = makeScratchDir(output_, "build");
+  temp_ = image::makeScratchDir(output_, "build");
   if (::mkdir((temp_ / "mnt").c_str(), 0700) != 0) throw sysError("mkdir in " + temp_.string());
   if (!options_.explain) {
     // A new file, whatever was there: a symlink in its place is replaced, not written through.
-    log_ = withContext("the build log", [&] { return createReplacing(logPath_, 0644); });
+    log_ = withContext("the build log", [&] { return image::createReplacing(logPath_, 0644); });
     say("building " + output_.string() + " from " + options_.recipe.string() + " (log: " + logPath_ + ")");
   }
 
@@ -549,7 +548,7 @@ void Build::run() {
     } else {
       note("dropping setuid/setgid bits, file capabilities and device nodes");
       const std::string dropped = asTreeOwner(std::function<std::string()>([&] {
-        const PrivilegedFiles d = dropPrivilegedFiles(ImageTree(rootfs));
+        const image::PrivilegedFiles d = image::dropPrivilegedFiles(image::ImageTree(rootfs));
         if (d.total() == 0) return std::string();
         return std::to_string(d.setidBits) + " setuid/setgid bits, " + std::to_string(d.capabilities) +
                " file capabilities, " + std::to_string(d.deviceNodes) + " device nodes";
@@ -562,10 +561,10 @@ void Build::run() {
       if (ec) throw Error("cannot replace " + output_.string() + ": " + ec.message());
     }
     // Across file systems this copies: as the owner of the tree's files.
-    asTreeOwner([&] { moveIntoPlace(rootfs, output_, false); });
+    asTreeOwner([&] { image::moveIntoPlace(rootfs, output_, false); });
   } else {
     note("packing " + output_.string() + " (mksquashfs" + (options_.deterministic ? ", deterministic" : "") + ")");
-    BuildOptions pack;
+    image::BuildOptions pack;
     pack.output = output_;
     pack.rootfs = rootfs;
     pack.force = options_.force;
@@ -573,9 +572,9 @@ void Build::run() {
     pack.definition = def.storedText;
     // Apptainer records `inspect --json --labels --deffile`; ctr records every part (what
     // `ctr inspect` then reads without unpacking the image), in the same JSON form.
-    ApptainerQuery everything;
+    image::ApptainerQuery everything;
     everything.all = true;
-    ApptainerMetadata metadata = inspectLikeApptainer(rootfs, everything);
+    image::ApptainerMetadata metadata = inspectLikeApptainer(rootfs, everything);
     metadata.deffile = def.storedText;
     pack.inspectMetadataJson = metadata.toJson().dump();
     pack.installSignalCleanup = false;
@@ -584,7 +583,7 @@ void Build::run() {
     pack.runMksquashfs = [this](std::vector<std::string> argv) { return runAsRoot(argv); };
     {
       LogRedirect redirect(log_.get());
-      buildSif(pack);
+      image::buildSif(pack);
     }
   }
   checkInterrupted();
@@ -603,28 +602,4 @@ void buildDefinition(const DefinitionBuildOptions& options) {
   build.run();
 }
 
-}  // namespace ctr::image
-
-namespace ctr::image {
-
-void repackImage(const std::filesystem::path& image, const BuildOptions& options) {
-  const ImageSource source = resolveImage(image);
-  const auto output = std::filesystem::absolute(options.output);
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !options.force)
-    throw Error(options.output.string() + ": already exists (use --force to overwrite)");
-  const ScratchDir scratch(output, "unpack");
-  const std::string root = (scratch.path() / "root").string();
-  std::vector<std::string> argv{findProgram(Program::Unsquashfs), "-n", "-d", root};
-  if (source.offset != 0) argv.insert(argv.end(), {"-o", std::to_string(source.offset)});
-  argv.push_back(source.path.string());
-  ProcessOptions po;
-  po.captureStdout = true;
-  po.captureStderr = true;
-  runProcessChecked(argv, po);
-  BuildOptions pack = options;
-  pack.rootfs = root;
-  buildSif(pack);
-}
-
-}  // namespace ctr::image
+}  // namespace ctr::build

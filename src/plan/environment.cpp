@@ -228,14 +228,6 @@ std::vector<EnvVar> parseEnvFile(std::string_view text, const std::string& fileN
   return out;
 }
 
-std::string envValue(const std::vector<std::string>& env, std::string_view key) {
-  for (const auto& kv : env) {
-    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
-      return kv.substr(key.size() + 1);
-  }
-  return {};
-}
-
 std::string shellQuote(std::string_view s) {
   std::string out = "'";
   for (char c : s) {

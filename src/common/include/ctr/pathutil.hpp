@@ -10,7 +10,7 @@
 
 #include "ctr/fd.hpp"
 
-namespace ctr::launch {
+namespace ctr {
 
 // Lexical normalisation: collapses "//" and "/./", drops a trailing '/', resolves ".."
 // against the preceding component. For an absolute path ".." at the root stays at the root
@@ -67,4 +67,4 @@ struct ResolvedPath {
 [[nodiscard]] UniqueFd openInRoot(int rootFd, std::string_view path, int flags,
                                   unsigned mode = 0);
 
-}  // namespace ctr::launch
+}  // namespace ctr

@@ -99,10 +99,6 @@ void copyIntoTree(int sourceDir, const std::string& sourceName, const ImageTree&
 // is resolved inside that image. The last component is not followed (as `cp -a`).
 [[nodiscard]] std::pair<UniqueFd, std::string> openSource(const ImageTree* tree, const std::string& path);
 
-// expandFilesSource (ctr/build.hpp) for `%files from STAGE`: the pattern's paths looked up
-// inside the earlier stage's image, never through its symlinks to the host.
-[[nodiscard]] std::vector<std::string> expandFilesSourceInImage(std::string_view pattern, const ImageTree& tree);
-
 // What dropPrivilegedFiles removed, for the note.
 struct PrivilegedFiles {
   std::size_t setidBits = 0;      // files whose setuid/setgid bits were cleared

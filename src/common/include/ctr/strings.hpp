@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -74,6 +75,16 @@ inline std::vector<ConfigLine> configLines(std::string_view text) {
     lines.push_back(line);
   }
   return lines;
+}
+
+// The value of `key` in "K=V" strings, as in an environment block (the first one), or ""
+// when absent.
+inline std::string envValue(const std::vector<std::string>& env, std::string_view key) {
+  for (const auto& kv : env) {
+    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
+      return kv.substr(key.size() + 1);
+  }
+  return {};
 }
 
 }  // namespace ctr

@@ -12,7 +12,7 @@
 
 #include "ctr/error.hpp"
 
-namespace ctr::launch {
+namespace ctr {
 namespace {
 
 std::vector<std::string_view> splitComponents(std::string_view path) {
@@ -271,4 +271,4 @@ UniqueFd openInRoot(int rootFd, std::string_view path, int flags, unsigned mode)
   return UniqueFd(result);
 }
 
-}  // namespace ctr::launch
+}  // namespace ctr

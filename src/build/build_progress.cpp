@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace ctr::image {
+namespace ctr::build {
 
 namespace {
 
@@ -227,4 +227,4 @@ std::string PhaseDisplay::render(const std::string& label, const std::string& ph
   return out;
 }
 
-}  // namespace ctr::image
+}  // namespace ctr::build
