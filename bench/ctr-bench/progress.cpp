@@ -8,31 +8,17 @@
 
 namespace ctr::bench {
 
-Progress::Progress() : tty_(::isatty(STDERR_FILENO) != 0) {}
+Progress::Progress() : line_(STDERR_FILENO) {}
 
 void Progress::status(const std::string& text) {
-  if (tty_) {
-    std::string shown = text;
-    if (shown.size() > 150) shown = shown.substr(0, 147) + "...";
-    std::cerr << "\r\033[K" << shown << std::flush;
-    dirty_ = true;
-  } else if (text != last_) {
-    // Plain output: block lines only change with the block, not with every side.
-    std::cerr << "ctr-bench: " << text << "\n";
-  }
+  if (line_.tty()) line_.show(text);
+  else if (text != last_) line_.print("ctr-bench: " + text);  // block lines change with the block, not each side
   last_ = text;
 }
 
-void Progress::line(const std::string& text) {
-  if (tty_ && dirty_) std::cerr << "\r\033[K";
-  dirty_ = false;
-  std::cerr << "ctr-bench: " << text << "\n";
-}
+void Progress::line(const std::string& text) { line_.print("ctr-bench: " + text); }
 
-void Progress::done() {
-  if (tty_ && dirty_) std::cerr << "\r\033[K" << std::flush;
-  dirty_ = false;
-}
+void Progress::done() { line_.clear(); }
 
 std::string Progress::verdictSummary(const std::vector<FomResult>& foms) {
   std::map<std::string, int> counts;

@@ -1,11 +1,12 @@
 // What the user sees while ctr-bench runs: on a terminal one status line rewritten in place
 // (workload, block k/n, verdicts so far, ETA); otherwise plain lines, one per event, so a CI
-// log stays readable. And the table printed at the end.
+// log stays readable (drawn with ctr::StatusLine). And the table printed at the end.
 #pragma once
 
 #include <ostream>
 #include <string>
 
+#include "ctr/status_line.hpp"
 #include "result.hpp"
 
 namespace ctr::bench {
@@ -20,8 +21,7 @@ class Progress {
   static std::string verdictSummary(const std::vector<FomResult>& foms);
 
  private:
-  bool tty_ = false;
-  bool dirty_ = false;
+  StatusLine line_;
   std::string last_;
 };
 

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -14,30 +13,16 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ctr/status_line.hpp"
+
 namespace ctr::build {
 
 namespace {
-
-void writeAll(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
 
 double monotonicSeconds() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
-
-int terminalColumns(int fd) {
-  winsize ws{};
-  if (::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
-  return 80;
 }
 
 std::string tailOfFile(const std::string& path) {
@@ -56,19 +41,15 @@ std::string tailOfFile(const std::string& path) {
 [[noreturn]] void tickerMain(int channel, int tty, const std::string& label, const std::string& logPath) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP}) ::signal(sig, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
+  StatusLine display(tty);
   std::string phase, pending;
-  bool drawn = false, drawing = false;
+  bool drawing = false;
   double started = monotonicSeconds();
-  auto clear = [&] {
-    if (drawn) writeAll(tty, "\r\033[K");
-    drawn = false;
-  };
   auto draw = [&] {
     if (!drawing) return;
     const std::string lastLog = PhaseDisplay::lastLine(tailOfFile(logPath));
-    writeAll(tty, "\r\033[K" + PhaseDisplay::render(label, phase, monotonicSeconds() - started,
-                                                   lastLog.starts_with("==> ") ? "" : lastLog, terminalColumns(tty)));
-    drawn = true;
+    display.show(PhaseDisplay::render(label, phase, monotonicSeconds() - started,
+                                      lastLog.starts_with("==> ") ? "" : lastLog, StatusLine::columns(tty)));
   };
   for (;;) {
     pollfd p{channel, POLLIN, 0};
@@ -91,17 +72,16 @@ std::string tailOfFile(const std::string& path) {
           started = monotonicSeconds();
           drawing = true;
         } else if (message[0] == 'L') {
-          clear();
-          writeAll(tty, text + "\n");
+          display.print(text);
         } else if (message[0] == 'S') {
-          clear();
+          display.clear();
           drawing = false;
         }
       }
     }
     draw();
   }
-  clear();
+  display.clear();
   ::_exit(0);
 }
 
@@ -159,7 +139,7 @@ void PhaseDisplay::send(char kind, const std::string& text) {
 }
 
 void PhaseDisplay::plain(const std::string& text) {
-  if (fd_ >= 0 && !quiet_) writeAll(fd_, text + "\n");
+  if (fd_ >= 0 && !quiet_) StatusLine(fd_).print(text);
 }
 
 void PhaseDisplay::phase(const std::string& text) {
@@ -213,18 +193,7 @@ std::string PhaseDisplay::render(const std::string& label, const std::string& ph
     if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) log += c;
     else if (c == '\t') log += ' ';
   if (const auto b = log.find_first_not_of(' '); b != std::string::npos) out += "  " + log.substr(b);
-  const std::size_t width = columns > 1 ? static_cast<std::size_t>(columns - 1) : 0;
-  if (out.size() > width) {
-    // Not in the middle of a UTF-8 sequence: when the first byte cut off continues a
-    // character, that character goes too.
-    const bool split = (static_cast<unsigned char>(out[width]) & 0xC0) == 0x80;
-    out.resize(width);
-    if (split) {
-      while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
-      if (!out.empty()) out.pop_back();  // its lead byte
-    }
-  }
-  return out;
+  return StatusLine::fit(out, columns - 1);
 }
 
 }  // namespace ctr::build

@@ -2,8 +2,7 @@
 // rewritten in place with the current phase, how long it has run and the last line of the
 // build log, redrawn twice a second by a small forked process (a process, not a thread:
 // the build's steps enter user namespaces, which a multi-threaded process cannot).
-// Otherwise: one plain line per phase. A small own renderer: Debian packages no C or C++
-// progress-bar library (indicators is not in Debian).
+// Otherwise: one plain line per phase. Drawn with ctr::StatusLine (ctr/status_line.hpp).
 #pragma once
 
 #include <string>

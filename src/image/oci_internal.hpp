@@ -10,11 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "ctr/oci.hpp"
+#include "ctr/status_line.hpp"
 
 namespace ctr::image::oci {
 
 // One line per blob: on a terminal it is rewritten as bytes arrive; otherwise a line when
-// a blob starts and one when it is done. Silent with -q.
+// a blob starts and one when it is done. Silent with -q. Drawn with ctr::StatusLine.
 class Progress {
  public:
   Progress();
@@ -30,8 +31,7 @@ class Progress {
 
  private:
   bool enabled_;
-  bool tty_;
-  bool dirty_ = false;
+  StatusLine line_;
   std::size_t layers_ = 0, fetchedLayers_ = 0, cachedLayers_ = 0;
   std::uint64_t fetchedBytes_ = 0;
   std::string label_;

@@ -23,10 +23,11 @@ namespace ctr::image::oci {
 // ---- progress
 
 Progress::Progress()
-    : enabled_(spdlog::default_logger_raw()->should_log(spdlog::level::warn)), tty_(::isatty(STDERR_FILENO) == 1) {}
+    : enabled_(spdlog::default_logger_raw()->should_log(spdlog::level::warn)), line_(STDERR_FILENO) {}
 
+// On a terminal, a line left updating ends: an error message comes next.
 Progress::~Progress() {
-  if (enabled_ && tty_ && dirty_) std::fprintf(stderr, "\n");
+  if (enabled_ && line_.tty()) line_.clear();
 }
 
 namespace {
@@ -42,21 +43,16 @@ void Progress::start(std::string label, std::uint64_t total) {
   total_ = total;
   last_ = {};
   if (!enabled_) return;
-  if (tty_) {
-    update(0);
-  } else {
-    std::fprintf(stderr, "%s: fetching %s\n", label_.c_str(), megabytes(total_).c_str());
-  }
+  if (line_.tty()) update(0);
+  else line_.print(label_ + ": fetching " + megabytes(total_));
 }
 
 void Progress::update(std::uint64_t bytes) {
-  if (!enabled_ || !tty_) return;
+  if (!enabled_ || !line_.tty()) return;
   auto now = std::chrono::steady_clock::now();
   if (bytes != 0 && bytes != total_ && now - last_ < std::chrono::milliseconds(100)) return;
   last_ = now;
-  std::fprintf(stderr, "\r\033[K%s: %s / %s", label_.c_str(), megabytes(bytes).c_str(), megabytes(total_).c_str());
-  std::fflush(stderr);
-  dirty_ = true;
+  line_.show(label_ + ": " + megabytes(bytes) + " / " + megabytes(total_));
 }
 
 // On a terminal the layers share one updating line (finish() sums them up); otherwise
@@ -66,27 +62,18 @@ void Progress::done(const std::string& what, bool cached) {
   (cached ? cachedLayers_ : fetchedLayers_) += 1;
   if (!cached) fetchedBytes_ += total_;
   if (!enabled_) return;
-  if (tty_) {
-    std::fprintf(stderr, "\r\033[K%s: %s", label_.c_str(), what.c_str());
-    std::fflush(stderr);
-    dirty_ = true;
-    return;
-  }
-  std::fprintf(stderr, "%s: %s\n", label_.c_str(), what.c_str());
+  if (line_.tty()) line_.show(label_ + ": " + what);
+  else line_.print(label_ + ": " + what);
 }
 
 void Progress::finish() {
-  if (!enabled_ || !tty_ || !dirty_) return;
-  std::fprintf(stderr, "\r\033[K%zu layer%s: %zu fetched (%s), %zu from the cache\n", layers_, layers_ == 1 ? "" : "s",
-               fetchedLayers_, megabytes(fetchedBytes_).c_str(), cachedLayers_);
-  dirty_ = false;
+  if (!enabled_ || !line_.tty() || layers_ == 0) return;
+  line_.print(std::to_string(layers_) + (layers_ == 1 ? " layer: " : " layers: ") + std::to_string(fetchedLayers_) +
+              " fetched (" + megabytes(fetchedBytes_) + "), " + std::to_string(cachedLayers_) + " from the cache");
 }
 
 void Progress::note(const std::string& line) {
-  if (!enabled_) return;
-  if (tty_ && dirty_) std::fprintf(stderr, "\r\033[K");
-  dirty_ = false;
-  std::fprintf(stderr, "%s\n", line.c_str());
+  if (enabled_) line_.print(line);
 }
 
 // ---- cache and messages
