@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 #include "launch.hpp"
 
 namespace ctr::bench {

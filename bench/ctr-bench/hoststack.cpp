@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ctr/error.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 
 namespace ctr::bench {
 

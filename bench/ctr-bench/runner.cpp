@@ -22,7 +22,7 @@
 #include <set>
 
 #include "ctr/error.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 #include "fom.hpp"
 #include "host.hpp"
 #include "hoststack.hpp"

@@ -12,7 +12,7 @@
 #include "ctr/image.hpp"
 #include "ctr/image_tree.hpp"
 #include "ctr/oci.hpp"
-#include "ctr/programs.hpp"
+#include "ctr/install_paths.hpp"
 #include "ctr/strings.hpp"
 
 namespace ctr::build {

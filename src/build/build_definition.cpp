@@ -25,8 +25,8 @@
 #include "ctr/image.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/log.hpp"
-#include "ctr/programs.hpp"
-#include "ctr/process.hpp"
+#include "ctr/install_paths.hpp"
+#include "ctr/run_process.hpp"
 #include "ctr/runtime.hpp"
 #include "ctr/sif.hpp"
 

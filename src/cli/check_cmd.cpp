@@ -17,7 +17,7 @@
 
 #include "commands.hpp"
 #include "ctr/build_config.hpp"
-#include "ctr/child.hpp"
+#include "ctr/owned_child.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -26,8 +26,8 @@
 #include "ctr/host_facts.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/limits.hpp"
-#include "ctr/process.hpp"
-#include "ctr/programs.hpp"
+#include "ctr/run_process.hpp"
+#include "ctr/install_paths.hpp"
 
 namespace ctr::cli {
 namespace {

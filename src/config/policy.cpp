@@ -6,7 +6,7 @@
 #include <map>
 
 #include "ctr/strings.hpp"
-#include "ctr/programs.hpp"
+#include "ctr/install_paths.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"

@@ -22,7 +22,7 @@
 #include "ctr/glibc_version.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/pathutil.hpp"
-#include "ctr/programs.hpp"
+#include "ctr/install_paths.hpp"
 #include "scan_files.hpp"
 
 namespace ctr::host {

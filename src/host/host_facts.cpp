@@ -18,7 +18,7 @@
 #include "ctr/fd.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/pathutil.hpp"
-#include "ctr/programs.hpp"
+#include "ctr/install_paths.hpp"
 #include "ctr/strings.hpp"
 #include "untrusted_fs.h"
 

@@ -7,7 +7,7 @@
 
 #include <cerrno>
 
-#include "ctr/child.hpp"
+#include "ctr/owned_child.hpp"
 #include "ctr/error.hpp"
 #include "ctr/host_facts.hpp"
 

@@ -9,12 +9,12 @@
 #include <cstring>
 #include <ctime>
 
-#include "ctr/programs.hpp"
+#include "ctr/install_paths.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 #include "ctr/log.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 #include "ctr/sif.hpp"
 #include "ctr/image_tree.hpp"
 #include "ctr/scratch.hpp"

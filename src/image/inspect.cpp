@@ -7,13 +7,13 @@
 #include <optional>
 #include <sstream>
 
-#include "ctr/programs.hpp"
+#include "ctr/install_paths.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 #include "ctr/image_tree.hpp"
 #include "ctr/log.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 #include "ctr/sif.hpp"
 
 namespace ctr::image {

@@ -7,10 +7,10 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include "ctr/child.hpp"
+#include "ctr/owned_child.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 #include "ctr/runtime.hpp"
 
 namespace ctr::runtime {

@@ -25,12 +25,12 @@
 #include <map>
 #include <optional>
 
-#include "ctr/child.hpp"
-#include "ctr/envscript.hpp"
+#include "ctr/owned_child.hpp"
+#include "ctr/env_script_interpreter.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/glibc_version.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 #include "ctr/handover.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/log.hpp"
@@ -38,7 +38,7 @@
 #include "ctr/strings.hpp"
 #include "build_namespace.hpp"
 #include "cgroup.hpp"
-#include "env_scripts.hpp"
+#include "image_env_scripts.hpp"
 #include "rootfs.hpp"
 #include "shared_mount.hpp"
 
@@ -328,6 +328,20 @@ void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foregrou
   }
 }
 
+// Where the root's files come from, as the plan's root mode says: the image, mounted once
+// for this user by its holder, or a build step's sandbox in namespaces of its own.
+SharedImage enterRootSource(const launch::LaunchPlan& plan) {
+  switch (plan.rootMode) {
+    case launch::RootMode::Bind:
+    case launch::RootMode::Overlay:
+      return joinSharedImage(plan);
+    case launch::RootMode::Sandbox:
+      if (!plan.build) throw Error("internal: a sandbox root without its build root in the plan");
+      return enterBuildNamespaces(*plan.build);
+  }
+  throw Error("internal: unknown root mode");
+}
+
 }  // namespace
 
 void execute(const launch::LaunchPlan& plan) { executeIn(plan, nullptr); }
@@ -345,7 +359,7 @@ namespace {
                           [&] { return loadSeccompProgram(plan.seccompProfile, plan.stateDir); });
   }
 
-  SharedImage image = plan.build ? enterBuildNamespaces(*plan.build) : joinSharedImage(plan);
+  SharedImage image = enterRootSource(plan);
   enterOwnNamespaces(plan.namespaces);
   UniqueFd initSignals;  // PID 1 only
   sigset_t previousMask;

@@ -25,12 +25,12 @@
 #include <string_view>
 
 #include "ctr/build_config.hpp"
-#include "ctr/child.hpp"
+#include "ctr/owned_child.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/error.hpp"
 #include "ctr/log.hpp"
-#include "ctr/programs.hpp"
+#include "ctr/install_paths.hpp"
 #include "ctr/runtime.hpp"
 #include "ctr/strings.hpp"
 #include "holder_protocol.hpp"

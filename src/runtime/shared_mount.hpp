@@ -7,7 +7,7 @@
 
 #include "ctr/fd.hpp"
 #include "ctr/launch.hpp"
-#include "env_scripts.hpp"
+#include "image_env_scripts.hpp"
 
 namespace ctr::runtime {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ctr/error.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 #include "ctr/sif.hpp"
 
 namespace sif = ctr::image::sif;

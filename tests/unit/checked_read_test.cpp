@@ -11,7 +11,7 @@
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-#include "ctr/child.hpp"
+#include "ctr/owned_child.hpp"
 #include "ctr/fd.hpp"
 
 namespace ctr::test {

@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "ctr/environment.hpp"
-#include "ctr/envscript.hpp"
+#include "ctr/env_script_interpreter.hpp"
 #include "ctr/error.hpp"
 
 using namespace ctr::launch;

@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 #include "ctr/ldcache.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 #include "platform_probes.hpp"
 
 namespace {

@@ -18,7 +18,7 @@
 #include "ctr/fd.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/mpi.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 #include "plan_helpers.hpp"
 #include "platform_probes.hpp"
 

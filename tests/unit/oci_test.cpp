@@ -16,7 +16,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/oci.hpp"
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 
 namespace oci = ctr::image::oci;
 namespace fs = std::filesystem;

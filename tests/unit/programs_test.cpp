@@ -11,7 +11,7 @@
 #include <string>
 
 #include "ctr/error.hpp"
-#include "ctr/programs.hpp"
+#include "ctr/install_paths.hpp"
 
 namespace {
 

@@ -110,7 +110,7 @@ Policy parsePolicy(std::string_view text, const std::string& fileName);
 Policy loadPolicy(const std::filesystem::path& path);
 
 // The policy ctr uses: $CTR_CONFIG if set, else the ctr.conf of its install (relative to
-// the executable, else the configured path: ctr/programs.hpp). Unprivileged code only: the
+// the executable, else the configured path: ctr/install_paths.hpp). Unprivileged code only: the
 // setuid helper always reads the compiled-in path.
 Policy loadDefaultPolicy();
 

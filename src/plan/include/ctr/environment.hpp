@@ -110,7 +110,7 @@ struct EnvProgram {
   std::optional<std::string> ps1;
 };
 
-// The program as POSIX sh text, within the subset of ctr/envscript.hpp so that ctr runs it
+// The program as POSIX sh text, within the subset of ctr/env_script_interpreter.hpp so that ctr runs it
 // without a shell whenever the scripts and values allow, and /bin/sh runs the same text
 // otherwise (one evaluator, two engines):
 //   UID/GID unless set; the scripts up to 99-base.sh (each if readable); the user's

@@ -1,5 +1,5 @@
-// A small interpreter for the sh subset of /.singularity.d/env scripts (ctr/envscript.hpp).
-#include "ctr/envscript.hpp"
+// A small interpreter for the sh subset of /.singularity.d/env scripts (ctr/env_script_interpreter.hpp).
+#include "ctr/env_script_interpreter.hpp"
 
 #include <optional>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "ctr/programs.hpp"
+#include "ctr/install_paths.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "ctr/envscript.hpp"
-#include "ctr/process.hpp"
+#include "ctr/env_script_interpreter.hpp"
+#include "ctr/run_process.hpp"
 #include "platform_probes.hpp"
 
 namespace {

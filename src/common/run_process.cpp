@@ -1,4 +1,4 @@
-#include "ctr/process.hpp"
+#include "ctr/run_process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

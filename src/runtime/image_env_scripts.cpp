@@ -1,4 +1,4 @@
-#include "env_scripts.hpp"
+#include "image_env_scripts.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

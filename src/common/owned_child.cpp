@@ -1,4 +1,4 @@
-#include "ctr/child.hpp"
+#include "ctr/owned_child.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
