@@ -1,4 +1,4 @@
-// Small readers of a LaunchPlan for the planner's tests.
+// The planner's tests' fixtures (an image, a command) and small readers of a LaunchPlan.
 #pragma once
 
 #include <string>
@@ -6,6 +6,24 @@
 #include "ctr/launch.hpp"
 
 namespace ctr::testing {
+
+// A SIF at /images/app.sif whose squashfs starts at 32 KiB.
+inline image::ImageSource sifImage() {
+  image::ImageSource source;
+  source.path = "/images/app.sif";
+  source.kind = image::ImageKind::Sif;
+  source.offset = 32768;
+  source.size = 4096;
+  return source;
+}
+
+// `ctr exec /images/app.sif /bin/true`
+inline launch::LaunchOptions execTrue() {
+  launch::LaunchOptions o;
+  o.image = "/images/app.sif";
+  o.args = {"/bin/true"};
+  return o;
+}
 
 // The plan's mount at `destination`, or nullptr.
 inline const launch::Mount* findMount(const launch::LaunchPlan& plan, const std::string& destination) {

@@ -12,6 +12,8 @@
 namespace {
 
 using namespace ctr::launch;
+using ctr::testing::execTrue;
+using ctr::testing::sifImage;
 
 ctr::host::HostFacts alice() {
   ctr::host::HostFacts host;
@@ -23,22 +25,6 @@ ctr::host::HostFacts alice() {
   host.cwd = "/scratch/alice/run1";
   host.env = {"HOME=/home/alice", "USER=alice", "PATH=/usr/bin:/bin", "OMPI_COMM_WORLD_RANK=3"};
   return host;
-}
-
-ctr::image::ImageSource sifImage() {
-  ctr::image::ImageSource image;
-  image.path = "/images/app.sif";
-  image.kind = ctr::image::ImageKind::Sif;
-  image.offset = 32768;
-  image.size = 4096;
-  return image;
-}
-
-LaunchOptions execTrue() {
-  LaunchOptions o;
-  o.image = "/images/app.sif";
-  o.args = {"/bin/true"};
-  return o;
 }
 
 std::vector<std::string> destinations(const LaunchPlan& plan) {

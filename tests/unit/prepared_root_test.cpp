@@ -10,6 +10,8 @@
 namespace {
 
 using namespace ctr::launch;
+using ctr::testing::execTrue;
+using ctr::testing::sifImage;
 using ctr::testing::findMount;
 
 ctr::host::HostFacts alice() {
@@ -26,23 +28,8 @@ ctr::host::HostFacts alice() {
   return host;
 }
 
-ctr::image::ImageSource sifImage() {
-  ctr::image::ImageSource image;
-  image.path = "/images/app.sif";
-  image.kind = ctr::image::ImageKind::Sif;
-  image.size = 4096;
-  return image;
-}
-
 LaunchPlan planFor(const LaunchOptions& options, const ctr::host::HostFacts& host = alice()) {
   return planLaunch(options, {}, sifImage(), host);
-}
-
-LaunchOptions execTrue() {
-  LaunchOptions o;
-  o.image = "/images/app.sif";
-  o.args = {"/bin/true"};
-  return o;
 }
 
 // What a holder made for `plan`: the plan's mounts at `prebound`, and `created` added to the image.
