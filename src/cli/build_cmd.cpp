@@ -14,7 +14,7 @@ namespace ctr::cli {
 namespace {
 
 struct BuildArgs {
-  build::DefinitionBuildOptions def;
+  builder::DefinitionBuildOptions def;
   std::string input;
   std::vector<std::string> buildArgs;
   std::string buildArgFile;
@@ -72,7 +72,7 @@ int runBuild(BuildArgs& args) {
   if (args.def.keepPrivilegedFiles && !args.def.sandbox)
     throw Error("--keep-privileged-files applies to --sandbox builds (a SIF is mounted nosuid, nodev)").withStatus(1);
   args.def.recipe = args.input;
-  build::buildDefinition(args.def);
+  builder::buildDefinition(args.def);
   return 0;
 }
 

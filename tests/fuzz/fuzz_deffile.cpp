@@ -13,7 +13,7 @@
 
 namespace {
 
-namespace deffile = ctr::build::deffile;
+namespace deffile = ctr::builder::deffile;
 
 void useSection(const deffile::Section& section) {
   try {

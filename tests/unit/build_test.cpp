@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <fstream>
 
-#include "../../src/build/build_progress.hpp"
+#include "../../src/builder/build_progress.hpp"
 
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
@@ -17,7 +17,7 @@
 namespace {
 
 using namespace ctr;
-namespace deffile = ctr::build::deffile;
+namespace deffile = ctr::builder::deffile;
 
 host::HostFacts userHost(uid_t uid = 1001) {
   host::HostFacts host;
@@ -137,7 +137,7 @@ deffile::Definition stageOf(const std::string& text) {
   return deffile::parseDefinition(text, "t.def", {}).stages.back();
 }
 
-const build::MetadataFile* findFile(const std::vector<build::MetadataFile>& files, const std::string& path) {
+const builder::MetadataFile* findFile(const std::vector<builder::MetadataFile>& files, const std::string& path) {
   for (const auto& f : files)
     if (f.path == path) return &f;
   return nullptr;
@@ -147,7 +147,7 @@ TEST(MetadataLayout, ApptainersSingularityDirectory) {
   auto stage = stageOf(
       "Bootstrap: scratch\n%runscript\n    echo run\n%environment\n    export A=1\n%test\n    true\n"
       "%startscript\n    echo start\n%help\n    Some help.\n");
-  auto files = build::metadataFiles(stage, "STORED");
+  auto files = builder::metadataFiles(stage, "STORED");
   const auto* run = findFile(files, ".singularity.d/runscript");
   ASSERT_TRUE(run);
   EXPECT_EQ(run->mode, 0755u);
@@ -166,7 +166,7 @@ TEST(MetadataLayout, ApptainersSingularityDirectory) {
 }
 
 TEST(MetadataLayout, AbsentSectionsWriteNothing) {
-  auto files = build::metadataFiles(stageOf("Bootstrap: scratch\n"), "S");
+  auto files = builder::metadataFiles(stageOf("Bootstrap: scratch\n"), "S");
   ASSERT_EQ(files.size(), 1u);
   EXPECT_EQ(files[0].path, ".singularity.d/Singularity");
 }
@@ -174,7 +174,7 @@ TEST(MetadataLayout, AbsentSectionsWriteNothing) {
 TEST(MetadataLayout, AppsUnderScif) {
   auto stage = stageOf("Bootstrap: scratch\n%apprun tool\n    echo tool\n%applabels tool\n    V 1\n"
                        "%appenv tool\n    export T=1\n");
-  auto files = build::metadataFiles(stage, "S");
+  auto files = builder::metadataFiles(stage, "S");
   EXPECT_TRUE(findFile(files, "scif/apps/tool/scif/runscript"));
   EXPECT_TRUE(findFile(files, "scif/apps/tool/scif/env/01-base.sh"));
   EXPECT_TRUE(findFile(files, "scif/apps/tool/scif/env/90-environment.sh"));
@@ -188,7 +188,7 @@ TEST(MetadataLayout, AppsUnderScif) {
 TEST(Labels, ImageThenPostThenBuildThenDefinitionSortedAndTabIndented) {
   auto stage = stageOf("Bootstrap: scratch\n%labels\n    Owner def\n    Shared from-def\n");
   nlohmann::json existing = {{"Base", "image"}, {"Shared", "image"}};
-  auto text = build::labelsJson(existing, "Posted value with spaces\nShared from-post\n", stage, 0, "amd64");
+  auto text = builder::labelsJson(existing, "Posted value with spaces\nShared from-post\n", stage, 0, "amd64");
   auto j = nlohmann::json::parse(text);
   EXPECT_EQ(j["Base"], "image");
   EXPECT_EQ(j["Posted"], "value with spaces");
@@ -201,7 +201,7 @@ TEST(Labels, ImageThenPostThenBuildThenDefinitionSortedAndTabIndented) {
 }
 
 TEST(AptMirror, OneLineSourcesFirst) {
-  EXPECT_EQ(build::hostAptMirror("# comment\ndeb [arch=amd64] http://mirror.example/debian bookworm main\n", {}),
+  EXPECT_EQ(builder::hostAptMirror("# comment\ndeb [arch=amd64] http://mirror.example/debian bookworm main\n", {}),
             "http://mirror.example/debian");
 }
 
@@ -209,20 +209,20 @@ TEST(AptMirror, Deb822SkipsSecurity) {
   const std::string sources =
       "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n\n"
       "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n";
-  EXPECT_EQ(build::hostAptMirror("", {sources}), "http://deb.debian.org/debian");
-  EXPECT_EQ(build::hostAptMirror("", {}), "");
+  EXPECT_EQ(builder::hostAptMirror("", {sources}), "http://deb.debian.org/debian");
+  EXPECT_EQ(builder::hostAptMirror("", {}), "");
 }
 
 TEST(BootstrapAgents, TableHoldsTheBuiltInsAndTakesMore) {
-  auto names = build::bootstrapAgentNames();
+  auto names = builder::bootstrapAgentNames();
   for (const char* name : {"debootstrap", "localimage", "scratch"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
-  EXPECT_EQ(build::findBootstrapAgent("no-such-agent"), nullptr);
+  EXPECT_EQ(builder::findBootstrapAgent("no-such-agent"), nullptr);
   bool called = false;
-  build::registerBootstrapAgent("unit-test-agent", [&called](const build::BootstrapContext&) { called = true; });
-  const auto* agent = build::findBootstrapAgent("unit-test-agent");
+  builder::registerBootstrapAgent("unit-test-agent", [&called](const builder::BootstrapContext&) { called = true; });
+  const auto* agent = builder::findBootstrapAgent("unit-test-agent");
   ASSERT_NE(agent, nullptr);
-  (*agent)(build::BootstrapContext{});
+  (*agent)(builder::BootstrapContext{});
   EXPECT_TRUE(called);
 }
 
@@ -241,17 +241,17 @@ class FilesGlob : public ::testing::Test {
       std::ofstream(root_ / file) << file;
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
-  std::vector<std::string> expand(const std::string& pattern) { return build::expandFilesSource(pattern, root_); }
+  std::vector<std::string> expand(const std::string& pattern) { return builder::expandFilesSource(pattern, root_); }
   std::filesystem::path root_;
 };
 
 TEST_F(FilesGlob, PlainSourcesAreNotPatterns) {
-  EXPECT_FALSE(build::isFilesPattern("src/a.c"));
-  EXPECT_FALSE(build::isFilesPattern("src/x\\*.c"));
-  EXPECT_FALSE(build::isFilesPattern("a[b"));
-  EXPECT_TRUE(build::isFilesPattern("src/*.c"));
-  EXPECT_TRUE(build::isFilesPattern("src/?.c"));
-  EXPECT_TRUE(build::isFilesPattern("src/[ab].c"));
+  EXPECT_FALSE(builder::isFilesPattern("src/a.c"));
+  EXPECT_FALSE(builder::isFilesPattern("src/x\\*.c"));
+  EXPECT_FALSE(builder::isFilesPattern("a[b"));
+  EXPECT_TRUE(builder::isFilesPattern("src/*.c"));
+  EXPECT_TRUE(builder::isFilesPattern("src/?.c"));
+  EXPECT_TRUE(builder::isFilesPattern("src/[ab].c"));
   // Returned unchanged even when missing: the copy reports a missing plain source.
   EXPECT_EQ(expand("no/such/file"), std::vector<std::string>{"no/such/file"});
 }
@@ -302,28 +302,28 @@ TEST_F(FilesGlob, APatternThatMatchesNothingIsAnError) {
 // ---- the build's progress line
 
 TEST(PhaseDisplay, RenderShowsPhaseSecondsAndTheLogsLastLineCutToTheTerminal) {
-  EXPECT_EQ(build::PhaseDisplay::render("ctr build", "%post", 12.4, "Unpacking gcc (12.2)", 80),
+  EXPECT_EQ(builder::PhaseDisplay::render("ctr build", "%post", 12.4, "Unpacking gcc (12.2)", 80),
             "ctr build: %post [12 s]  Unpacking gcc (12.2)");
-  EXPECT_EQ(build::PhaseDisplay::render("ctr build", "%post", 3, "", 80), "ctr build: %post [3 s]");
-  EXPECT_EQ(build::PhaseDisplay::render("ctr build", "%post", 3, "a\tb\x1b[1mc", 80), "ctr build: %post [3 s]  a b[1mc");
-  EXPECT_EQ(build::PhaseDisplay::render("ctr build", "%post", 3, "0123456789", 25), "ctr build: %post [3 s]  ");
+  EXPECT_EQ(builder::PhaseDisplay::render("ctr build", "%post", 3, "", 80), "ctr build: %post [3 s]");
+  EXPECT_EQ(builder::PhaseDisplay::render("ctr build", "%post", 3, "a\tb\x1b[1mc", 80), "ctr build: %post [3 s]  a b[1mc");
+  EXPECT_EQ(builder::PhaseDisplay::render("ctr build", "%post", 3, "0123456789", 25), "ctr build: %post [3 s]  ");
   // Never half a UTF-8 character.
-  EXPECT_EQ(build::PhaseDisplay::render("b", "p", 0, "\xc3\xa9\xc3\xa9", 14), "b: p [0 s]  ");
-  EXPECT_EQ(build::PhaseDisplay::render("b", "p", 0, "\xc3\xa9\xc3\xa9", 15), "b: p [0 s]  \xc3\xa9");
+  EXPECT_EQ(builder::PhaseDisplay::render("b", "p", 0, "\xc3\xa9\xc3\xa9", 14), "b: p [0 s]  ");
+  EXPECT_EQ(builder::PhaseDisplay::render("b", "p", 0, "\xc3\xa9\xc3\xa9", 15), "b: p [0 s]  \xc3\xa9");
 }
 
 TEST(PhaseDisplay, LastLineSkipsBlankLinesAndKeepsACarriageReturnsLastVersion) {
-  EXPECT_EQ(build::PhaseDisplay::lastLine("one\ntwo\n\n  \n"), "two");
-  EXPECT_EQ(build::PhaseDisplay::lastLine("Progress 10%\rProgress 50%\n"), "Progress 50%");
-  EXPECT_EQ(build::PhaseDisplay::lastLine("crlf\r\n"), "crlf\r");
-  EXPECT_EQ(build::PhaseDisplay::lastLine(""), "");
+  EXPECT_EQ(builder::PhaseDisplay::lastLine("one\ntwo\n\n  \n"), "two");
+  EXPECT_EQ(builder::PhaseDisplay::lastLine("Progress 10%\rProgress 50%\n"), "Progress 50%");
+  EXPECT_EQ(builder::PhaseDisplay::lastLine("crlf\r\n"), "crlf\r");
+  EXPECT_EQ(builder::PhaseDisplay::lastLine(""), "");
 }
 
 TEST(PhaseDisplay, NotATerminalGivesOnePlainLinePerPhase) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   {
-    build::PhaseDisplay display(fds[1], "ctr build", "/nonexistent.log");
+    builder::PhaseDisplay display(fds[1], "ctr build", "/nonexistent.log");
     EXPECT_FALSE(display.tty());
     display.phase("%post");
     display.line("ctr build: warning: w");

@@ -15,7 +15,7 @@
 
 namespace {
 
-namespace deffile = ctr::build::deffile;
+namespace deffile = ctr::builder::deffile;
 using deffile::DefinitionFile;
 using deffile::FileEntry;
 using deffile::Label;

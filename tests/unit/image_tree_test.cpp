@@ -137,8 +137,8 @@ TEST_F(ImageTreeTest, GlobsInAnImageDoNotFollowItsLinksToTheHost) {
   fs::create_symlink(outside, root / "d");
   writeText(root / "etc" / "a.conf", "");
   const ImageTree tree(root);
-  EXPECT_THROW((void)ctr::build::expandFilesSourceInImage("/d/*", tree), ctr::Error);
-  EXPECT_EQ(ctr::build::expandFilesSourceInImage("/etc/*.conf", tree), std::vector<std::string>{"/etc/a.conf"});
+  EXPECT_THROW((void)ctr::builder::expandFilesSourceInImage("/d/*", tree), ctr::Error);
+  EXPECT_EQ(ctr::builder::expandFilesSourceInImage("/etc/*.conf", tree), std::vector<std::string>{"/etc/a.conf"});
 }
 
 TEST_F(ImageTreeTest, SetidBitsAndDeviceNodesAreDropped) {

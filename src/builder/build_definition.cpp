@@ -30,7 +30,7 @@
 #include "ctr/runtime.hpp"
 #include "ctr/sif.hpp"
 
-namespace ctr::build {
+namespace ctr::builder {
 
 namespace {
 
@@ -602,4 +602,4 @@ void buildDefinition(const DefinitionBuildOptions& options) {
   build.run();
 }
 
-}  // namespace ctr::build
+}  // namespace ctr::builder

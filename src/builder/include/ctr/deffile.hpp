@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-namespace ctr::build::deffile {
+namespace ctr::builder::deffile {
 
 // One `Keyword: value` line of a stage's header.
 struct HeaderField {
@@ -176,4 +176,4 @@ struct DefinitionFile {
 // rest of the body.
 [[nodiscard]] std::string shebangScript(const Section& section);
 
-}  // namespace ctr::build::deffile
+}  // namespace ctr::builder::deffile

@@ -16,7 +16,7 @@
 #include "ctr/deffile.hpp"
 #include "ctr/image_tree.hpp"
 
-namespace ctr::build {
+namespace ctr::builder {
 
 struct DefinitionBuildOptions {
   std::filesystem::path output;  // the SIF, or the directory with `sandbox`
@@ -108,4 +108,4 @@ void registerBootstrapAgent(const std::string& name, BootstrapAgent agent);
 [[nodiscard]] std::string hostAptMirror(std::string_view sourcesList,
                                         const std::vector<std::string>& deb822Sources);
 
-}  // namespace ctr::build
+}  // namespace ctr::builder

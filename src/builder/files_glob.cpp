@@ -14,7 +14,7 @@
 #include "ctr/error.hpp"
 #include "ctr/image_tree.hpp"
 
-namespace ctr::build {
+namespace ctr::builder {
 
 namespace {
 
@@ -177,4 +177,4 @@ std::vector<std::string> expandFilesSourceInImage(std::string_view pattern, cons
   return expand(pattern, Where{tree.path(), &tree});
 }
 
-}  // namespace ctr::build
+}  // namespace ctr::builder

@@ -12,7 +12,7 @@
 #include "ctr/error.hpp"
 #include "ctr/strings.hpp"
 
-namespace ctr::build::deffile {
+namespace ctr::builder::deffile {
 namespace {
 
 constexpr std::string_view kBlanks = " \t";
@@ -672,9 +672,9 @@ DefinitionFile parseDefinition(std::string_view text, std::string_view fileName,
   return Parser(fileName, buildArgs).parse(text);
 }
 
-}  // namespace ctr::build::deffile
+}  // namespace ctr::builder::deffile
 
-namespace ctr::build::deffile {
+namespace ctr::builder::deffile {
 
 std::string formatDefinition(const Definition& definition) {
   std::string out;
@@ -775,4 +775,4 @@ std::string shebangScript(const Section& section) {
   return shebang + "\n\n" + std::string(script) + "\n";
 }
 
-}  // namespace ctr::build::deffile
+}  // namespace ctr::builder::deffile

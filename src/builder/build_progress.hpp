@@ -8,7 +8,7 @@
 #include <string>
 #include <sys/types.h>
 
-namespace ctr::build {
+namespace ctr::builder {
 
 class PhaseDisplay {
  public:
@@ -49,4 +49,4 @@ class PhaseDisplay {
   pid_t ticker_ = -1;
 };
 
-}  // namespace ctr::build
+}  // namespace ctr::builder

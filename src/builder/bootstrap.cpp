@@ -15,7 +15,7 @@
 #include "ctr/install_paths.hpp"
 #include "ctr/strings.hpp"
 
-namespace ctr::build {
+namespace ctr::builder {
 
 namespace {
 
@@ -205,4 +205,4 @@ std::string hostAptMirror(std::string_view sourcesList, const std::vector<std::s
   return found;
 }
 
-}  // namespace ctr::build
+}  // namespace ctr::builder

@@ -15,7 +15,7 @@
 
 #include "ctr/status_line.hpp"
 
-namespace ctr::build {
+namespace ctr::builder {
 
 namespace {
 
@@ -196,4 +196,4 @@ std::string PhaseDisplay::render(const std::string& label, const std::string& ph
   return StatusLine::fit(out, columns - 1);
 }
 
-}  // namespace ctr::build
+}  // namespace ctr::builder

@@ -6,7 +6,7 @@
 #include "ctr/build_config.hpp"
 #include "ctr/strings.hpp"
 
-namespace ctr::build {
+namespace ctr::builder {
 
 namespace {
 
@@ -105,7 +105,7 @@ std::string labelsJson(const nlohmann::json& existing, std::string_view buildLab
   labels["org.label-schema.schema-version"] = "1.0";
   labels["org.opencontainers.image.created"] = rfc3339(epoch);
   labels["org.label-schema.build-date"] = rfc3339(epoch);
-  labels["org.label-schema.usage.ctr.version"] = build::kVersion;
+  labels["org.label-schema.usage.ctr.version"] = ctr::build::kVersion;
   if (stage.help.present()) {
     labels["org.label-schema.usage"] = "/.singularity.d/runscript.help";
     labels["org.label-schema.usage.apptainer.runscript.help"] = "/.singularity.d/runscript.help";
@@ -120,4 +120,4 @@ std::string labelsJson(const nlohmann::json& existing, std::string_view buildLab
   return j.dump(1, '\t');
 }
 
-}  // namespace ctr::build
+}  // namespace ctr::builder
