@@ -1,15 +1,23 @@
 #!/bin/sh
-# Installs the Debian 12 packages ctr needs to build, test and benchmark, and only those
-# that are missing. Debian packages only; nothing else is downloaded.
+# tests/install-deps.sh [--run]: installs the Debian 12 packages that ctr needs, and only
+# those that are missing. Debian packages only; nothing else is downloaded.
+#   --run   what building ctr and running containers need (README command 1, about 90
+#           packages on a fresh machine);
+#   (none)  that, plus what the test suite and the benchmarks need (README command 2, CI).
 set -eu
 
-packages="
+# Building: the compiler, CMake and the libraries ctr links or loads; running: squashfs and
+# FUSE; busybox-static for the demo image.
+run_packages="
   build-essential cmake pkg-config git
   libseccomp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev libhwloc-dev hwloc libtomlplusplus-dev libyaml-cpp-dev
-  libgsl-dev
+  libhwloc-dev libtomlplusplus-dev libyaml-cpp-dev libcurl4-openssl-dev libarchive-dev
   squashfs-tools squashfuse fuse3 util-linux busybox-static
-  libcurl4-openssl-dev libarchive-dev skopeo docker-registry
+"
+# The tests, the fuzzers, ctr-bench and its workloads, and the runtimes they compare with.
+test_packages="
+  libgtest-dev libgmock-dev hwloc libgsl-dev
+  skopeo docker-registry
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   clang libclang-rt-14-dev
   charliecloud bubblewrap hyperfine
@@ -18,6 +26,12 @@ packages="
   mmdebstrap uidmap
   libjs-vega chromium fonts-dejavu-core
 "
+
+case "${1:-}" in
+  --run) packages=$run_packages ;;
+  "") packages="$run_packages $test_packages" ;;
+  *) echo "install-deps: unknown option '$1' (usage: tests/install-deps.sh [--run])" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $packages; do

@@ -1,15 +1,16 @@
 #!/bin/sh
-# README command 1: install what is missing, build ctr, build the demo image from its
-# definition file (images/demo/demo.def: busybox-static, no network) with `ctr build`, show
-# it and run a container from it.
+# README command 1: install what building and running need (not the test suite's and the
+# benchmarks' packages: README command 2 installs those), build ctr, build the demo image
+# from its definition file (images/demo/demo.def: busybox-static, no network) with
+# `ctr build`, show it and run a container from it.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 cd "$src"
 
-tests/install-deps.sh
-cmake --preset release >/dev/null
-cmake --build --preset release -j"$(nproc)" --target ctr   # the tests build in run-all.sh
-ctr=build/release/bin/ctr
+tests/install-deps.sh --run
+cmake --preset run >/dev/null
+cmake --build --preset run -j"$(nproc)" --target ctr   # the tests build in run-all.sh
+ctr=build/run/bin/ctr
 
 demo=build/demo
 mkdir -p "$demo"
