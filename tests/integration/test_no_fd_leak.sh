@@ -77,7 +77,8 @@ expect_contains "the second launch read the image after the first ended" 'NAME="
 assert_nothing_left "after the last launch ended"
 
 note "processes the app leaves behind are not tracked: the image goes when the app has ended"
-as_user "$CTR" exec "$WORK/demo.sif" sh -c 'sleep 3 >/dev/null 2>&1 </dev/null & exit 0'
+# 30 s: long enough to outlive the checks on a loaded machine; killed right after them.
+as_user "$CTR" exec "$WORK/demo.sif" sh -c 'sleep 30 >/dev/null 2>&1 </dev/null & exit 0'
 for _ in $(seq 40); do [ -z "$(image_squashfuse)" ] && break; sleep 0.05; done
 [ -z "$(image_squashfuse)" ] || fail "the image stayed mounted for a process the app left behind"
 pgrep -u "$CTR_TEST_USER" -x sleep >/dev/null || fail "the app's background process did not outlive it"
