@@ -7,6 +7,20 @@
 
 namespace ctr::testing {
 
+// User alice (1000:1000, home /home/alice) working in /scratch/alice/run1, as an MPI rank
+// would see her environment.
+inline host::HostFacts alice() {
+  host::HostFacts facts;
+  facts.user.uid = 1000;
+  facts.user.gid = 1000;
+  facts.user.name = "alice";
+  facts.user.home = "/home/alice";
+  facts.home = "/home/alice";
+  facts.cwd = "/scratch/alice/run1";
+  facts.env = {"HOME=/home/alice", "USER=alice", "PATH=/usr/bin:/bin", "OMPI_COMM_WORLD_RANK=3"};
+  return facts;
+}
+
 // A SIF at /images/app.sif whose squashfs starts at 32 KiB.
 inline image::ImageSource sifImage() {
   image::ImageSource source;

@@ -12,20 +12,9 @@
 namespace {
 
 using namespace ctr::launch;
+using ctr::testing::alice;
 using ctr::testing::execTrue;
 using ctr::testing::sifImage;
-
-ctr::host::HostFacts alice() {
-  ctr::host::HostFacts host;
-  host.user.uid = 1000;
-  host.user.gid = 1000;
-  host.user.name = "alice";
-  host.user.home = "/home/alice";
-  host.home = "/home/alice";
-  host.cwd = "/scratch/alice/run1";
-  host.env = {"HOME=/home/alice", "USER=alice", "PATH=/usr/bin:/bin", "OMPI_COMM_WORLD_RANK=3"};
-  return host;
-}
 
 std::vector<std::string> destinations(const LaunchPlan& plan) {
   std::vector<std::string> d;

@@ -14,16 +14,12 @@ using ctr::testing::execTrue;
 using ctr::testing::sifImage;
 using ctr::testing::findMount;
 
+// ctr::testing::alice, with her groups, working under her home (no bind of its own).
 ctr::host::HostFacts alice() {
-  ctr::host::HostFacts host;
-  host.user.uid = 1000;
-  host.user.gid = 1000;
-  host.user.name = "alice";
-  host.user.home = "/home/alice";
+  ctr::host::HostFacts host = ctr::testing::alice();
   host.user.primaryGroup = {1000, "alice"};
   host.user.groups = {{27, "sudo"}};
-  host.home = "/home/alice";
-  host.cwd = "/home/alice/project";  // under home: no bind of its own
+  host.cwd = "/home/alice/project";
   host.env = {"HOME=/home/alice", "USER=alice", "PATH=/usr/bin:/bin"};
   return host;
 }
