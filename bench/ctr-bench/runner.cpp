@@ -93,6 +93,10 @@ std::map<std::string, std::string> baseEnvironment(const Descriptor* d) {
     env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
     env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
   }
+  // The configuration of the ctr under test (a site's ctr.conf, a fixture node), when set:
+  // B's ctr reads them, a bare program ignores them.
+  for (const char* name : {"CTR_CONFIG", "CTR_HOST_ROOT"})
+    if (const char* v = ::getenv(name); v && *v) env[name] = v;
   if (d)
     for (const auto& [k, v] : d->env) env[k] = v;
   return env;
