@@ -23,7 +23,7 @@ test_packages="
   charliecloud bubblewrap hyperfine
   snakemake
   libopenblas-dev fio python3-torch python3-torchvision
-  mmdebstrap uidmap
+  mmdebstrap uidmap patchelf
   libjs-vega chromium fonts-dejavu-core
 "
 
