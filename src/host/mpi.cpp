@@ -129,9 +129,9 @@ MpiAbiVerdict checkMpiAbi(std::string_view hostFile, std::string_view imageFile,
   if (h->numbers.empty() || i->numbers.empty())
     return {false, (h->numbers.empty() ? host : image) + " has no version in its file name: the ABI cannot be checked"};
   const std::string versions = " (host " + versionText(*h) + ", image " + versionText(*i) + ")";
-  if (h->major() != i->major())
+  if (h->majorNumber() != i->majorNumber())
     return {false, host + " and " + image + " have different major versions" + versions + ": incompatible ABIs"};
-  if (h->minor() < i->minor()) {
+  if (h->minorNumber() < i->minorNumber()) {
     if (mode == MpiAbiCheck::Strict)
       return {false, image + " is newer than " + host + versions +
                          ": the app may use what the older host library lacks ('mpi abi check = strict')"};
@@ -194,7 +194,7 @@ class MpiScan {
       why = "its file name carries no version (libNAME.so.MAJOR...)";
       return std::nullopt;
     }
-    return MpiLibrary{v->stem + "." + std::to_string(v->major()), path, "host file " + name};
+    return MpiLibrary{v->stem + "." + std::to_string(v->majorNumber()), path, "host file " + name};
   }
 
   void addConfiguredLibraries() {

@@ -32,12 +32,12 @@ TEST(MpiVersion, ParsesRealFileNames) {
   ASSERT_TRUE(v);
   EXPECT_EQ(v->stem, "libmpi.so");
   EXPECT_EQ(v->numbers, (std::vector<int>{40, 30, 4}));
-  EXPECT_EQ(v->major(), 40);
-  EXPECT_EQ(v->minor(), 30);
+  EXPECT_EQ(v->majorNumber(), 40);
+  EXPECT_EQ(v->minorNumber(), 30);
   EXPECT_EQ(ctr::host::versionText(*v), "40.30.4");
   v = ctr::host::parseLibraryVersion("libmpich.so.12");
   ASSERT_TRUE(v);
-  EXPECT_EQ(v->minor(), 0);  // absent: 0, as Sarus reads it
+  EXPECT_EQ(v->minorNumber(), 0);  // absent: 0, as Sarus reads it
   v = ctr::host::parseLibraryVersion("libfoo.so");
   ASSERT_TRUE(v);
   EXPECT_TRUE(v->numbers.empty());

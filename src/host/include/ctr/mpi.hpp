@@ -34,8 +34,8 @@ enum class MpiFamily { Unknown, OpenMpi, Mpich };
 struct LibraryVersion {
   std::string stem;
   std::vector<int> numbers;  // major, minor, patch as present
-  [[nodiscard]] int major() const { return numbers.empty() ? -1 : numbers[0]; }
-  [[nodiscard]] int minor() const { return numbers.size() < 2 ? 0 : numbers[1]; }  // absent = 0 (as Sarus)
+  [[nodiscard]] int majorNumber() const { return numbers.empty() ? -1 : numbers[0]; }
+  [[nodiscard]] int minorNumber() const { return numbers.size() < 2 ? 0 : numbers[1]; }  // absent = 0 (as Sarus)
 };
 [[nodiscard]] std::optional<LibraryVersion> parseLibraryVersion(std::string_view fileName);
 
