@@ -29,11 +29,6 @@ namespace {
 constexpr std::string_view kWhiteoutPrefix = ".wh.";
 constexpr std::string_view kOpaqueMarker = ".wh..wh..opq";
 
-struct DirMeta {
-  mode_t mode;
-  timespec mtime;
-};
-
 std::string joinComponents(const std::vector<std::string>& parts, std::size_t count) {
   std::string out;
   for (std::size_t i = 0; i < count; ++i) out += (i ? "/" : "") + parts[i];
@@ -89,6 +84,12 @@ void removeTree(const std::filesystem::path& path) noexcept {
 }
 
 struct LayerApplier::State {
+  // A directory's final mode and time (nested here: a member's type from the anonymous
+  // namespace would give State internal linkage, which GCC flags in a unity build).
+  struct DirMeta {
+    mode_t mode;
+    timespec mtime;
+  };
   std::filesystem::path rootfs;
   UniqueFd root;
   bool privileged = ::geteuid() == 0;
