@@ -2,6 +2,7 @@
 // digests, and the /.singularity.d files Apptainer derives from an image config.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <regex>
 
@@ -26,6 +27,45 @@ nlohmann::json ImageConfig::toJson() const {
 
 std::string Reference::shortName() const {
   return digest.empty() ? repository + ":" + tag : repository + "@" + digest;
+}
+
+std::string defaultPullName(std::string_view source) {
+  // A transport as Apptainer tells one: "T://..." for any T, or a transport it knows
+  // followed by ':' ("ubuntu:18.04.img" is a file name, not a transport).
+  auto colon = source.find(':');
+  if (colon == std::string_view::npos || colon == 0) return "";
+  std::string_view transport = source.substr(0, colon), ref = source.substr(colon + 1);
+  static constexpr std::string_view kKnown[] = {"library", "shub",  "docker", "docker-archive", "docker-daemon", "oci",
+                                                "oci-archive", "http", "https", "oras", "ipfs"};
+  if (!ref.starts_with("//") && std::find(std::begin(kKnown), std::end(kKnown), transport) == std::end(kKnown))
+    return "";
+  while (ref.starts_with('/')) ref.remove_prefix(1);
+  if (auto slash = ref.rfind('/'); slash != std::string_view::npos) ref = ref.substr(slash + 1);
+  // As Apptainer: the part before the first ':' is the name, up to the next ':' or ','
+  // the tag (so NAME@sha256:HEX gives "NAME@sha256_HEX.sif", as there).
+  std::string_view name = ref, tag = "latest";
+  if (auto c = ref.find(':'); c != std::string_view::npos) {
+    name = ref.substr(0, c);
+    tag = ref.substr(c + 1);
+    tag = tag.substr(0, std::min(tag.find(':'), tag.find(',')));
+  }
+  if (name.empty()) return "";
+  return std::string(name) + "_" + std::string(tag) + ".sif";
+}
+
+std::filesystem::path pullOutputPath(const std::vector<std::string>& args, const std::string& name,
+                                     const std::string& dir) {
+  if (args.empty() || args.size() > 2) throw Error("pull: expected [OUTPUT] SOURCE").withStatus(1);
+  std::string out = name;
+  if (out.empty() && args.size() == 2) out = args[0];
+  if (out.empty()) {
+    out = defaultPullName(args.back());
+    if (out.empty())
+      throw Error("pull: '" + args.back() + "' names no transport (docker://, docker-archive:, oci-archive:, oci:), " +
+                  "so there is no file name to make from it: give the output file or --name")
+          .withStatus(1);
+  }
+  return dir.empty() ? std::filesystem::path(out) : std::filesystem::path(dir) / std::filesystem::path(out).relative_path();
 }
 
 Reference parseReference(std::string_view text) {

@@ -99,6 +99,27 @@ cache_mtime=$(stat -c %Y.%i "$WORK/cache/blobs/sha256/${l1#sha256:}")
 expect_eq "cached layers" 2 "$(grep -c ': cached' "$WORK/err")"
 expect_eq "cache entry untouched" "$cache_mtime" "$(stat -c %Y.%i "$WORK/cache/blobs/sha256/${l1#sha256:}")"
 
+note "names as Apptainer gives them: --name, NAME_TAG.sif, --dir; the call Snakemake and cwltool make"
+mkdir -p "$WORK/names/into"
+(cd "$WORK/names" && "$CTR_BIN" -q pull "docker://$reg/demo:1") || fail "pull SOURCE alone"
+[ -s "$WORK/names/demo_1.sif" ] || fail "pull SOURCE alone did not write demo_1.sif: $(ls "$WORK/names")"
+(cd "$WORK/names" && "$CTR_BIN" -q pull --dir into "docker://$reg/demo:1") || fail "pull --dir"
+[ -s "$WORK/names/into/demo_1.sif" ] || fail "pull --dir did not write into/demo_1.sif: $(ls -R "$WORK/names")"
+ln -s "$CTR_BIN" "$WORK/singularity"
+"$WORK/singularity" pull --name "$WORK/names/snakemake.simg" "docker://$reg/demo:1" 2>"$WORK/err" ||
+  fail "singularity pull --name FILE docker://REF (Snakemake's call): $(cat "$WORK/err")"
+expect_eq "--name: the image runs" "entry a" "$("$CTR_BIN" run "$WORK/names/snakemake.simg" a)"
+expect_failure "pull --name onto an existing file" "snakemake.simg: already exists (use --force" \
+  "$WORK/singularity" pull --name "$WORK/names/snakemake.simg" "docker://$reg/demo:1"
+"$WORK/singularity" pull --force --name "$WORK/names/snakemake.simg" "docker://$reg/demo:1" 2>"$WORK/err" ||
+  fail "pull --force --name: $(cat "$WORK/err")"
+expect_failure "pull SOURCE without a transport" "'demo' names no transport" "$CTR_BIN" pull demo
+rc=0; out=$("$CTR_BIN" pull a b c 2>&1) || rc=$?
+expect_eq "pull with three arguments: a usage error" 1 "$rc"
+expect_contains "pull with three arguments" "At Most 2 required but received 3" "$out"
+no_leftovers_in "$WORK/names"
+rm -rf "$WORK/names"
+
 note "refusals: existing output, bad tag, registry down"
 expect_failure "existing output" "already exists (use --force" "$CTR_BIN" pull "$WORK/good.sif" "docker://$reg/demo:1"
 expect_failure "bad tag" "manifest unknown: demo:nope not in $reg" "$CTR_BIN" pull "$WORK/bad.sif" "docker://$reg/demo:nope"

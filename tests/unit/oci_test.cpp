@@ -178,6 +178,39 @@ TEST(OciDigest, MatchesTheFips180Vectors) {
   EXPECT_THROW(oci::checkDigestSyntax("sha256:ABC", "x"), ctr::Error);
 }
 
+// Apptainer's default names (its internal/pkg/util/uri GetName), which scripts and
+// workflow tools then use: the reference's last component and its tag.
+TEST(PullName, NamedAsApptainerNamesThem) {
+  using oci::defaultPullName;
+  EXPECT_EQ(defaultPullName("docker://alpine"), "alpine_latest.sif");
+  EXPECT_EQ(defaultPullName("docker://alpine:3.18"), "alpine_3.18.sif");
+  EXPECT_EQ(defaultPullName("docker://127.0.0.1:5000/lab/app:v2"), "app_v2.sif");
+  EXPECT_EQ(defaultPullName("docker://ghcr.io/org/tool:1.0,extra"), "tool_1.0.sif");
+  EXPECT_EQ(defaultPullName("docker://alpine@sha256:abcd"), "alpine@sha256_abcd.sif");
+  EXPECT_EQ(defaultPullName("docker-archive:/data/images/app.tar"), "app.tar_latest.sif");
+  EXPECT_EQ(defaultPullName("oci-archive:app.tar:1"), "app.tar_1.sif");
+  EXPECT_EQ(defaultPullName("alpine"), "");               // no transport
+  EXPECT_EQ(defaultPullName("ubuntu:18.04.img"), "");     // a file name with a colon, as Apptainer reads it
+  EXPECT_EQ(defaultPullName("docker://"), "");
+}
+
+TEST(PullName, NameThenOutputThenDefaultAndDirInFront) {
+  using oci::pullOutputPath;
+  EXPECT_EQ(pullOutputPath({"docker://alpine:3"}, "", ""), "alpine_3.sif");
+  EXPECT_EQ(pullOutputPath({"out.sif", "docker://alpine:3"}, "", ""), "out.sif");
+  EXPECT_EQ(pullOutputPath({"docker://alpine:3"}, "mine.sif", ""), "mine.sif");
+  EXPECT_EQ(pullOutputPath({"out.sif", "docker://alpine:3"}, "mine.sif", ""), "mine.sif");  // --name wins, as there
+  EXPECT_EQ(pullOutputPath({"docker://alpine:3"}, "", "/images"), "/images/alpine_3.sif");
+  EXPECT_EQ(pullOutputPath({"docker://alpine:3"}, "/abs/x.sif", "/images"), "/images/abs/x.sif");  // Go's filepath.Join
+  try {
+    (void)pullOutputPath({"alpine"}, "", "");
+    FAIL() << "a source without a transport and no output was accepted";
+  } catch (const ctr::Error& e) {
+    EXPECT_EQ(e.status(), 1);
+    EXPECT_NE(std::string(e.what()).find("'alpine' names no transport"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OciReference, SplitsRegistryRepositoryTagAndDigest) {
   auto r = oci::parseReference("docker://127.0.0.1:5000/group/demo:1.0");
   EXPECT_EQ(r.registry, "127.0.0.1:5000");

@@ -86,6 +86,16 @@ struct PullRequest {
 };
 void pullToSif(const PullRequest& request);
 
+// Where `pull [--name FILE] [--dir DIR] [OUTPUT] SOURCE` writes, as Apptainer decides it:
+// --name, else OUTPUT, else (SOURCE alone) defaultPullName(SOURCE); --dir goes in front.
+// `args` is OUTPUT SOURCE or SOURCE; one without a transport is refused (status 1).
+std::filesystem::path pullOutputPath(const std::vector<std::string>& args, const std::string& name,
+                                     const std::string& dir);
+// Apptainer's default file name of a pull: the last path component of the reference and
+// its tag, "NAME_TAG.sif" ("latest" without one): docker://host:5000/a/b:1.2 -> b_1.2.sif.
+// Empty for a SOURCE without a transport.
+std::string defaultPullName(std::string_view source);
+
 // ---- the pure parts, exposed for the unit tests
 
 // "docker://host:5000/a/b:tag" split as the distribution API needs it.
