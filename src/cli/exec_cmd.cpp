@@ -38,6 +38,9 @@ struct RunCommandState {
   std::string applyCgroups;  // --apply-cgroups FILE (Apptainer's TOML)
   bool explain = false;
   bool json = false;
+  // -u/--userns (APPTAINER_USERNS): Apptainer's request for a user namespace, which every
+  // ctr container has; accepted so that scripts and cwltool's probe of it run unchanged.
+  bool userns = false;
   std::vector<std::string> noEnv;  // --no-env NAME[,NAME...]
 };
 
@@ -110,7 +113,7 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
                         BoolFlag{"--no-eval", &o.noEval, {"NO_EVAL"}}, BoolFlag{"--pid", &o.pid, {"PID", "UNSHARE_PID"}},
                         BoolFlag{"--ipc", &o.ipc, {"IPC", "UNSHARE_IPC"}}, BoolFlag{"--uts", &o.uts, {"UTS", "UNSHARE_UTS"}},
                         BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}, BoolFlag{"--nv", &o.nv, {"NV"}},
-                        BoolFlag{"--rocm", &o.rocm, {"ROCM"}}}) {
+                        BoolFlag{"--rocm", &o.rocm, {"ROCM"}}, BoolFlag{"--userns", &s.userns, {"USERNS", "UNSHARE_USERNS"}}}) {
     if (given(f.option)) continue;
     if (auto v = flagVariable(f.keys)) *f.target = parseFlagBool(*v);
   }
@@ -299,6 +302,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.list("--device", o.devices, "A CDI device vendor.com/class=NAME, e.g. nvidia.com/gpu=all (repeatable)");
 
   add.section("Namespaces (the host's unless asked for)");
+  add.flag("-u,--userns", s.userns, "Accepted for Apptainer's scripts: every ctr container has its own user namespace");
   add.flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)");
   add.flag("-i,--ipc", o.ipc, "Own IPC namespace");
   add.flag("--uts", o.uts, "Own UTS namespace");

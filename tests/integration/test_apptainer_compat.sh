@@ -151,6 +151,12 @@ cases() {
   expect "--net: loopback only, up" "lo" -- exec --net "$img" sh -c "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
   expect "--network none" "lo" -- exec --network none "$img" sh -c "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
   expect_fail "--network bridge" 1 "only 'none'" -- exec --network bridge "$img" true
+  # -u/--userns (cwltool probes it): accepted; the container is in a user namespace anyway.
+  local hostuserns; hostuserns=$(as_user readlink /proc/self/ns/user)
+  expect "--userns: own user namespace" "different" -- exec --userns "$img" sh -c "[ \$(readlink /proc/self/ns/user) != '$hostuserns' ] && echo different"
+  expect "-u" "ok" -- exec -u "$img" echo ok
+  expect "APPTAINER_USERNS" "ok" APPTAINER_USERNS=1 -- exec "$img" echo ok
+  expect_fail "APPTAINER_USERNS not a boolean" 1 "APPTAINER_USERNS='sometimes'" APPTAINER_USERNS=sometimes -- exec "$img" true
 
   note "$MODE: binds"
   local c=$WORK/canary
