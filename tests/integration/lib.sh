@@ -97,6 +97,26 @@ use_linger() {
   note "image linger = $1 s for this test's launches"
 }
 
+# make_nvidia_fixture NODE LIST VERSION LIB...: a node with an NVIDIA driver, for --nv
+# through CTR_HOST_ROOT=NODE on a machine without one: the named real libraries of this
+# machine in NODE/usr/lib64 with an ld.so cache of them (ldconfig -r), LIST an nvliblist
+# naming them (ctr.conf 'nvidia library list'), the driver's version file and
+# /dev/nvidiactl and /dev/nvidia0.
+make_nvidia_fixture() {
+  local node=$1 list=$2 version=$3 lib
+  shift 3
+  mkdir -p "$node/usr/lib64" "$node/etc" "$node/proc/driver/nvidia" "$node/dev" "$(dirname "$list")"
+  for lib in "$@"; do
+    cp "$(readlink -f "/usr/lib/x86_64-linux-gnu/$lib")" "$node/usr/lib64/$lib" 2>/dev/null || true
+  done
+  ls "$node/usr/lib64" | sed 's/\.so\..*/.so/' > "$list"
+  echo /usr/lib64 > "$node/etc/ld.so.conf"
+  ldconfig -r "$node" -C /etc/ld.so.cache -f /etc/ld.so.conf -X
+  echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  $version  fixture" > "$node/proc/driver/nvidia/version"
+  : > "$node/dev/nvidiactl"
+  : > "$node/dev/nvidia0"
+}
+
 # expect_eq WHAT EXPECTED ACTUAL
 expect_eq() { [ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"; }
 # expect_contains WHAT NEEDLE HAYSTACK

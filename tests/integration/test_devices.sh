@@ -109,15 +109,7 @@ expect_contains "broken spec: still runs" "ok" "$out"
 expect_contains "broken spec: warning" "CDI spec skipped: $WORK/cdi/broken.yaml: not valid YAML" "$out"
 note "--nv without CDI, on a fixture node (CTR_HOST_ROOT): the driver's glibc needs against the image's glibc"
 node=$WORK/node
-mkdir -p "$node/usr/lib64" "$node/etc" "$node/proc/driver/nvidia" "$node/dev" "$WORK/list"
-for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
-  cp "$(readlink -f /usr/lib/x86_64-linux-gnu/$lib)" "$node/usr/lib64/$lib" 2>/dev/null || true
-done
-ls "$node/usr/lib64" | sed 's/\.so\..*/.so/' > "$WORK/list/nvliblist.conf"
-echo /usr/lib64 > "$node/etc/ld.so.conf"
-ldconfig -r "$node" -C /etc/ld.so.cache -f /etc/ld.so.conf -X
-echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  fixture" > "$node/proc/driver/nvidia/version"
-: > "$node/dev/nvidiactl"; : > "$node/dev/nvidia0"
+make_nvidia_fixture "$node" "$WORK/list/nvliblist.conf" 535.104.05 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0
 # An image whose glibc is 2.17: a libc.so.6 that defines the GLIBC_2.17 version node, as
 # CentOS 7's does (made here with a linker version script; only its version table matters).
 mkdir -p "$WORK/old/lib64"; cp -a "$WORK/demo/." "$WORK/old/"

@@ -49,15 +49,7 @@ grep -q ctr-gpu-query "$WORK/ls" || fail "the image lacks ctr-gpu-query: $(cat "
 
 note "run on a fixture driver tree, as root through the test user"
 node=$WORK/node
-mkdir -p "$node/usr/lib64" "$node/etc" "$node/proc/driver/nvidia" "$node/dev" "$WORK/list"
-for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libz.so.1; do
-  cp "$(readlink -f /usr/lib/x86_64-linux-gnu/$lib)" "$node/usr/lib64/$lib" 2>/dev/null || true
-done
-ls "$node/usr/lib64" | sed 's/\.so\..*/.so/' > "$WORK/list/nvliblist.conf"
-echo /usr/lib64 > "$node/etc/ld.so.conf"
-ldconfig -r "$node" -C /etc/ld.so.cache -f /etc/ld.so.conf -X
-echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  fixture" > "$node/proc/driver/nvidia/version"
-: > "$node/dev/nvidiactl"; : > "$node/dev/nvidia0"
+make_nvidia_fixture "$node" "$WORK/list/nvliblist.conf" 580.159.04 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libz.so.1
 printf 'image linger = 0\ncdi spec dirs = %s/no-cdi\nnvidia library list = %s/list/nvliblist.conf\n' "$WORK" "$WORK" > "$WORK/ctr.conf"
 chmod -R a+rX "$WORK"
 rc=0
