@@ -4,8 +4,11 @@
 # PATH, as the unprivileged test user. Snakemake checks `singularity --version` (it wants an
 # "apptainer version V" with V >= 1.0.0), then runs
 #   singularity exec --home CWD ARGS IMAGE bash -c 'set -euo pipefail; CMD'
-# so the image needs bash: a busybox image with the host's bash and its libraries.
+# so the image needs bash: a busybox image with the host's bash and its libraries. Then a
+# rule whose container is docker://127.0.0.1:PORT/bash:1 (Debian's docker-registry): with no
+# image pulled by hand, Snakemake pulls it through ctr (`singularity pull --name ...`).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/registry/common.sh"
 
 ensure_test_user
 require_fuse
@@ -29,6 +32,10 @@ for lib in $(ldd /bin/bash | grep -o '/[^ ]*'); do
 done
 "$CTR_BIN" -q build "$WORK/bash.sif" "$ROOT"
 chmod 644 "$WORK/bash.sif"
+# The same root as an image in a registry on 127.0.0.1, for a rule that names it by
+# reference: Snakemake pulls it itself (`singularity pull --name HASH.simg docker://...`).
+push_rootfs_to_registry "$ROOT" bash:1
+trap 'kill "$REGISTRY_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 rm -rf "$ROOT"
 
 # Data the rule reads through --singularity-args "-B ...".
@@ -74,3 +81,33 @@ expect_eq "the rule's output (input, --envvars variable, -B directory, image's o
 expect_eq "output owned by the test user" "$CTR_TEST_USER" "$(stat -c %U "$WF/out/result.txt")"
 assert_nothing_left "snakemake's launches"
 note "snakemake --use-singularity through ctr: ok"
+
+note "a rule whose container is docker://$REGISTRY/bash:1: snakemake pulls it through ctr"
+WF2=$WORK/wf2
+mkdir -p "$WF2"
+cat > "$WF2/Snakefile" <<EOF
+rule all:
+    input: "out/pulled.txt"
+
+rule pulled:
+    output: "out/pulled.txt"
+    container: "docker://$REGISTRY/bash:1"
+    shell:
+        r"""
+        while read -r l; do [[ \$l == ID=* ]] && os=\${{l#ID=}}; done < /etc/os-release
+        printf '%s|bash %s\n' "\$os" "\${{BASH_VERSINFO[0]}}" > {output}
+        """
+EOF
+chown -R "$CTR_TEST_USER" "$WF2"
+set +e
+out=$(as_user env PATH="$WORK/bin:/usr/bin:/bin" \
+  snakemake --directory "$WF2" --snakefile "$WF2/Snakefile" --cores 1 --use-singularity 2>&1)
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "snakemake with a docker:// container failed (status $rc): $out"
+expect_contains "snakemake pulled the image" "Pulling singularity image docker://$REGISTRY/bash:1" "$out"
+expect_eq "the rule ran in the pulled image" "ctr-demo|bash ${BASH_VERSINFO[0]}" "$(cat "$WF2/out/pulled.txt")"
+pulled=$(find "$WF2/.snakemake/singularity" -name '*.simg' 2>/dev/null)
+[ -n "$pulled" ] && "$CTR_BIN" sif list "$pulled" >/dev/null || fail "no SIF where snakemake asked for it: $(ls -R "$WF2/.snakemake" 2>&1 | head -20)"
+assert_nothing_left "snakemake's pull and launches"
+note "snakemake with a registry image through ctr: ok"
