@@ -21,7 +21,7 @@ test_packages="
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   clang libclang-rt-14-dev
   charliecloud bubblewrap hyperfine
-  snakemake
+  snakemake cwltool
   libopenblas-dev fio python3-torch python3-torchvision
   mmdebstrap uidmap patchelf help2man man-db environment-modules
   libjs-vega chromium fonts-dejavu-core
