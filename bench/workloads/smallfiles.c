@@ -8,16 +8,19 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char usage[] =
     "usage: ctr-wl-smallfiles --prepare DIR [--count N] [--size BYTES] [--seed S]\n"
     "       ctr-wl-smallfiles --read DIR [--epochs N] [--seed S] [--drop-caches]\n"
+    "                         [--threads K] [--shard I/N] [--start-at UNIX_TIME]\n"
     "       ctr-wl-smallfiles [--quick] [--dir PARENT] [--count N] [--size BYTES] [--epochs N]\n"
     "--prepare writes N files of BYTES random (incompressible, all distinct) bytes as\n"
     "  DIR/0000/0000000.bin ... (1000 per directory) and a marker DIR/.ctr-wl-smallfiles;\n"
@@ -27,6 +30,11 @@ static const char usage[] =
     "  open/read/close in an order shuffled by --seed, --epochs times (a new order each\n"
     "  epoch; default 3, --quick 1). FOMs: files_per_s and MBps (10^6 B), the median epoch.\n"
     "  The page cache is kept unless --drop-caches (root on the host only) empties it first.\n"
+    "  --threads K: K threads share each epoch's files (default 1). --shard I/N: this\n"
+    "  process reads only the files at positions I, I+N, ... of each shuffled order, so N\n"
+    "  processes with the same seed read the dataset once between them. --start-at T: the\n"
+    "  first epoch starts at T (CLOCK_REALTIME seconds), after the listing, so that several\n"
+    "  processes start together; info has epoch1_end_realtime for their common rate.\n"
     "With neither, the program prepares a dataset in a temporary directory under --dir\n"
     "(default $TMPDIR or /tmp), reads it and removes it: a self-contained run.\n"
     "From a squashfs image: smallfiles-squashfs.sh up WORKDIR prepares the dataset, packs it\n"
@@ -183,7 +191,60 @@ static void drop_caches(void) {
   close(fd);
 }
 
-static void read_dataset(const char *dir, int epochs, unsigned long long seed, int drop) {
+static double realtime_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_until(double when) {
+  double wait = when - realtime_now();
+  if (wait <= 0)
+    return;
+  struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* One epoch's reads: the files at positions shard, shard + shards, ... of the shuffled
+ * list, dealt round-robin to `threads` threads. Returns the bytes read. */
+struct reader {
+  const struct file_list *l;
+  size_t first, step;
+  long long bytes;
+};
+
+static void *reader_main(void *arg) {
+  struct reader *r = arg;
+  enum { BUFLEN = 1 << 20 };
+  char *buf = malloc(BUFLEN);
+  if (!buf)
+    wl_die("out of memory");
+  for (size_t i = r->first; i < r->l->n; i += r->step)
+    r->bytes += read_file(r->l->path[i], buf, BUFLEN);
+  free(buf);
+  return NULL;
+}
+
+static long long read_parallel(const struct file_list *l, int threads, int shard, int shards) {
+  struct reader rs[256];
+  pthread_t ids[256];
+  for (int t = 0; t < threads; ++t) {
+    rs[t] = (struct reader){l, (size_t)shard + (size_t)t * (size_t)shards, (size_t)threads * (size_t)shards, 0};
+    if (t > 0 && pthread_create(&ids[t], NULL, reader_main, &rs[t]) != 0)
+      wl_die("smallfiles: pthread_create: %s", strerror(errno));
+  }
+  reader_main(&rs[0]);
+  long long bytes = rs[0].bytes;
+  for (int t = 1; t < threads; ++t) {
+    pthread_join(ids[t], NULL);
+    bytes += rs[t].bytes;
+  }
+  return bytes;
+}
+
+static void read_dataset(const char *dir, int epochs, unsigned long long seed, int drop, int threads, int shard,
+                         int shards, double start_at) {
   struct file_list l = {0};
   if (drop)
     drop_caches();
@@ -204,12 +265,13 @@ static void read_dataset(const char *dir, int epochs, unsigned long long seed, i
   }
   if (marker_count >= 0 && (long long)l.n != marker_count)
     wl_die("smallfiles: %s lists %zu files, its marker says %lld", dir, l.n, marker_count);
+  /* This process's share: positions shard, shard + shards, ... */
+  const size_t files_mine = l.n > (size_t)shard ? (l.n - (size_t)shard + (size_t)shards - 1) / (size_t)shards : 0;
+  double end_realtime = 0;
 
-  enum { BUFLEN = 1 << 20 };
-  char *buf = malloc(BUFLEN);
   double *files_per_s = malloc((size_t)epochs * sizeof *files_per_s);
   double *mbps = malloc((size_t)epochs * sizeof *mbps);
-  if (!buf || !files_per_s || !mbps)
+  if (!files_per_s || !mbps)
     wl_die("out of memory");
   long long bytes = 0;
   for (int e = 0; e < epochs; ++e) {
@@ -220,17 +282,19 @@ static void read_dataset(const char *dir, int epochs, unsigned long long seed, i
       l.path[i] = l.path[j];
       l.path[j] = t;
     }
-    bytes = 0;
+    if (e == 0 && start_at > 0)
+      sleep_until(start_at);
     double t = wl_now();
-    for (size_t i = 0; i < l.n; ++i)
-      bytes += read_file(l.path[i], buf, BUFLEN);
+    bytes = read_parallel(&l, threads, shard, shards);
     t = wl_now() - t;
-    files_per_s[e] = (double)l.n / t;
+    if (e == 0)
+      end_realtime = realtime_now();
+    files_per_s[e] = (double)files_mine / t;
     mbps[e] = (double)bytes / t / 1e6;
     fprintf(stderr, "smallfiles: epoch %d: %.0f files/s, %.1f MB/s\n", e + 1, files_per_s[e], mbps[e]);
   }
-  if (marker_size >= 0 && bytes != marker_size * (long long)l.n)
-    wl_die("smallfiles: read %lld B, the marker says %lld files of %lld B", bytes, marker_count, marker_size);
+  if (marker_size >= 0 && bytes != marker_size * (long long)files_mine)
+    wl_die("smallfiles: read %lld B of %zu files, the marker says %lld B each", bytes, files_mine, marker_size);
 
   struct wl_buf all = {0};
   wl_buf_append(&all, "[");
@@ -243,7 +307,18 @@ static void read_dataset(const char *dir, int epochs, unsigned long long seed, i
   wl_report_fom(&r, "files_per_s", wl_median(files_per_s, (size_t)epochs), "files/s", "higher", 0.05);
   wl_report_fom(&r, "MBps", wl_median(mbps, (size_t)epochs), "MB/s (10^6 B)", "higher", 0.05);
   wl_info_str(&r, "dir", dir);
-  wl_info_int(&r, "files", (long long)l.n);
+  wl_info_int(&r, "files", (long long)files_mine);
+  wl_info_int(&r, "files_listed", (long long)l.n);
+  wl_info_int(&r, "threads", threads);
+  wl_info_int(&r, "shard", shard);
+  wl_info_int(&r, "shards", shards);
+  if (start_at > 0) {
+    char when[64]; /* full precision: wl_info_num's %g keeps 6 digits */
+    snprintf(when, sizeof when, "%.6f", start_at);
+    wl_info_json(&r, "start_realtime", when);
+    snprintf(when, sizeof when, "%.6f", end_realtime);
+    wl_info_json(&r, "epoch1_end_realtime", when);
+  }
   wl_info_int(&r, "bytes_per_epoch", bytes);
   wl_info_num(&r, "list_s", list_s);
   wl_info_int(&r, "epochs", epochs);
@@ -255,7 +330,6 @@ static void read_dataset(const char *dir, int epochs, unsigned long long seed, i
   for (size_t i = 0; i < l.n; ++i)
     free(l.path[i]);
   free(l.path);
-  free(buf);
   free(files_per_s);
   free(mbps);
 }
@@ -272,11 +346,14 @@ int main(int argc, char **argv) {
       {"size", required_argument, NULL, 's'},    {"seed", required_argument, NULL, 'S'},
       {"epochs", required_argument, NULL, 'e'},  {"drop-caches", no_argument, NULL, 'D'},
       {"quick", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
+      {"threads", required_argument, NULL, 't'}, {"shard", required_argument, NULL, 'x'},
+      {"start-at", required_argument, NULL, 'A'},
       {NULL, 0, NULL, 0}};
   const char *prepare_dir = NULL, *read_dir = NULL, *parent = NULL;
   long long count = -1, size = 16384;
   unsigned long long seed = 1;
-  int epochs = 0, quick = 0, drop = 0;
+  int epochs = 0, quick = 0, drop = 0, threads = 1, shard = 0, shards = 1;
+  double start_at = 0;
   for (int ch; (ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
     switch (ch) {
     case 'p': prepare_dir = optarg; break;
@@ -288,6 +365,12 @@ int main(int argc, char **argv) {
     case 'e': epochs = atoi(optarg); break;
     case 'D': drop = 1; break;
     case 'q': quick = 1; break;
+    case 't': threads = atoi(optarg); break;
+    case 'x':
+      if (sscanf(optarg, "%d/%d", &shard, &shards) != 2 || shards < 1 || shard < 0 || shard >= shards)
+        wl_die("smallfiles: --shard I/N with 0 <= I < N, not '%s'", optarg);
+      break;
+    case 'A': start_at = strtod(optarg, NULL); break;
     case 'h': fputs(usage, stdout); return 0;
     default: fputs(usage, stderr); return 2;
     }
@@ -300,11 +383,13 @@ int main(int argc, char **argv) {
     epochs = quick ? 1 : 3;
   if (count < 1 || count > 10000000 || size < 1 || size > (1LL << 30))
     wl_die("smallfiles: --count 1..10M and --size 1 B..1 GiB");
+  if (threads < 1 || threads > 256)
+    wl_die("smallfiles: --threads 1..256");
 
   if (prepare_dir)
     prepare(prepare_dir, count, size, seed, 1);
   if (read_dir)
-    read_dataset(read_dir, epochs, seed, drop);
+    read_dataset(read_dir, epochs, seed, drop, threads, shard, shards, start_at);
   if (prepare_dir || read_dir)
     return 0;
 
@@ -315,7 +400,7 @@ int main(int argc, char **argv) {
   if (!mkdtemp(tmp))
     wl_die("smallfiles: mkdtemp %s: %s", tmp, strerror(errno));
   prepare(tmp, count, size, seed, 0);
-  read_dataset(tmp, epochs, seed, drop);
+  read_dataset(tmp, epochs, seed, drop, threads, shard, shards, start_at);
   if (nftw(tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS))
     wl_die("smallfiles: cannot remove %s: %s", tmp, strerror(errno));
   return 0;
