@@ -22,7 +22,7 @@
 # Root is needed to drop the page cache; readers run as BENCH_USER (default ctrbench).
 set -euo pipefail
 build=$(cd "${1:?usage: scaling.sh BUILD_DIR [CTR_SUID]}" && pwd)
-ctr_suid=${2:-}
+ctr_suid=${2:+$(realpath "$2")}
 ctr=$build/bin/ctr
 wl=$build/bench/workloads/ctr-wl-smallfiles
 user=${BENCH_USER:-ctrbench}
@@ -32,6 +32,7 @@ rounds=${ROUNDS:-3}
 id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
 [ -c /dev/fuse ] && chmod 666 /dev/fuse
 d=$build; while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
+cd /tmp  # the launches' working directory (bound by ctr) exists in the image
 
 work=$(mktemp -d /tmp/ctr-scaling.XXXXXX)
 chmod 755 "$work"
@@ -62,7 +63,12 @@ drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 # The image: /data plus merged-/usr links (the host's /usr is bound in), one per dataset.
 make_image() {  # NAME COUNT SIZE
   local root=$work/$1-root
-  mkdir -p "$root/usr" "$root/etc" "$root/tmp" "$root/proc" "$root/sys" "$root/dev" "$root/home"
+  # Every mount target of the launches is in the image (as in a real image; `ctr exec --explain`
+  # lists them), so ctr lays no overlay over it to create one: the figure is
+  # ctr's read path, not an overlayfs on top of it.
+  mkdir -p "$root/usr" "$root/etc" "$root/tmp" "$root/var/tmp" "$root/proc" "$root/sys" "$root/dev" \
+    "$root/home/$user" "$root$(dirname "$wl")"
+  for f in hosts resolv.conf localtime passwd group; do : > "$root/etc/$f"; done
   for l in bin sbin lib lib64; do ln -s "usr/$l" "$root/$l"; done
   "$wl" --prepare "$root/data" --count "$2" --size "$3" 2>/dev/null
   mksquashfs "$root" "$work/$1.sqfs" -quiet -no-progress >/dev/null
