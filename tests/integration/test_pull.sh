@@ -3,6 +3,7 @@
 # and the docker-archive, oci-archive and OCI layout imports; as root and as the test user.
 # The image is built here from the busybox demo root: no network beyond 127.0.0.1.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/registry/common.sh"
 
 command -v skopeo >/dev/null || skip "skopeo is not installed (apt-get install skopeo)"
 command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
@@ -50,19 +51,9 @@ cat > "$WORK/layout/index.json" <<JSON
 JSON
 
 # ---- the registry: a free port on 127.0.0.1, storage in $WORK, killed at exit.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$WORK/registry.yml" <<YML
-version: 0.1
-log: {level: error}
-storage: {filesystem: {rootdirectory: $WORK/registry}, delete: {enabled: true}}
-http: {addr: 127.0.0.1:$port}
-YML
-docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
-registry_pid=$!
-trap 'kill $registry_pid 2>/dev/null || true; wait $registry_pid 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
-curl -fs "http://127.0.0.1:$port/v2/" >/dev/null || fail "docker-registry did not start: $(cat "$WORK/registry.log")"
-reg=127.0.0.1:$port
+start_registry
+trap 'kill $REGISTRY_PID 2>/dev/null || true; wait $REGISTRY_PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
+reg=$REGISTRY
 skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout:1" "docker://$reg/demo:1"
 
 # expect_failure WHAT NEEDLE CMD...: non-zero, one line on stderr holding NEEDLE, no output left.
@@ -123,7 +114,7 @@ rm -rf "$WORK/names"
 note "refusals: existing output, bad tag, registry down"
 expect_failure "existing output" "already exists (use --force" "$CTR_BIN" pull "$WORK/good.sif" "docker://$reg/demo:1"
 expect_failure "bad tag" "manifest unknown: demo:nope not in $reg" "$CTR_BIN" pull "$WORK/bad.sif" "docker://$reg/demo:nope"
-dead=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+dead=$(free_port)
 expect_failure "registry down" "cannot reach registry 127.0.0.1:$dead" "$CTR_BIN" pull "$WORK/bad.sif" "docker://127.0.0.1:$dead/demo:1"
 no_leftovers_in "$WORK"
 

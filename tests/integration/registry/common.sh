@@ -44,23 +44,28 @@ layout_image() {
     "$man" "$mans" "$tag" > "$layout/index.json"
 }
 
-# push_rootfs_to_registry ROOTFS NAME:TAG: starts Debian's docker-registry on a free port of
-# 127.0.0.1 (storage under $WORK) unless this test has one up, packs ROOTFS as a one-layer
-# image (layout_image) and pushes it there with skopeo. Sets REGISTRY (127.0.0.1:PORT) and
-# REGISTRY_PID (the caller's EXIT trap stops it). Skips without skopeo or docker-registry.
-push_rootfs_to_registry() {
-  local rootfs=$1 ref=$2 layout port
-  command -v skopeo >/dev/null || skip "skopeo is not installed (apt-get install skopeo)"
+# start_registry: Debian's docker-registry on a free port of 127.0.0.1, its storage and
+# log (access lines included) under $WORK. Sets REGISTRY (127.0.0.1:PORT) and REGISTRY_PID
+# (the caller's EXIT trap stops it). Skips without docker-registry.
+start_registry() {
+  local port
   command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
-  if [ -z "${REGISTRY:-}" ]; then
-    port=$(free_port)
-    printf 'version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s/registry}}\nhttp: {addr: 127.0.0.1:%s}\n' \
-      "$WORK" "$port" > "$WORK/registry.yml"
-    docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
-    REGISTRY_PID=$!
-    REGISTRY=127.0.0.1:$port
-    wait_http "http://$REGISTRY/v2/" 200 || fail "docker-registry did not start: $(cat "$WORK/registry.log")"
-  fi
+  port=$(free_port)
+  printf 'version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s/registry}}\nhttp: {addr: 127.0.0.1:%s}\n' \
+    "$WORK" "$port" > "$WORK/registry.yml"
+  docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+  REGISTRY_PID=$!
+  REGISTRY=127.0.0.1:$port
+  wait_http "http://$REGISTRY/v2/" 200 || fail "docker-registry did not start: $(cat "$WORK/registry.log")"
+}
+
+# push_rootfs_to_registry ROOTFS NAME:TAG: packs ROOTFS as a one-layer image (layout_image)
+# and pushes it with skopeo to this test's registry, started first when there is none.
+# Skips without skopeo or docker-registry.
+push_rootfs_to_registry() {
+  local rootfs=$1 ref=$2 layout
+  command -v skopeo >/dev/null || skip "skopeo is not installed (apt-get install skopeo)"
+  [ -n "${REGISTRY:-}" ] || start_registry
   layout=$(mktemp -d "$WORK/layout.XXXXXX")
   tar -C "$rootfs" --numeric-owner --owner=0 --group=0 -czf "$layout/layer.tgz" .
   layout_image "$layout" "${ref##*:}" "$layout/layer.tgz"
