@@ -81,7 +81,7 @@ pack() {
     { cat "$carry/install.log" >&2; die "pack: cmake --install $build failed"; }
   rm -f "$carry/install.log"
   rm -rf "$carry/ctr/share/doc"
-  cp "$build/bin/launch-timer" "$carry/ctr/libexec/ctr/bench/"
+  cp "$build/bin/launch-timer" "$here/../startup/added_ms.py" "$carry/ctr/libexec/ctr/bench/"
   # ctr finds these in its own libexec/ctr before $PATH: squashfuse_ll mounts the images,
   # mksquashfs makes ctr-bench's host-stack image (the node may have neither).
   copy_with_libs "$(command -v squashfuse_ll)" "$carry/ctr/libexec/ctr"
@@ -245,15 +245,9 @@ check_launch() {
     check launch fail "launch-timer: exit $rc: $(first_line "$out/launch.err")"
     return
   fi
-  check launch pass "$("$python" - "$out/launch.json" "$LAUNCH_BLOCKS" "$LAUNCH_REPS" <<'PY'
-import json, statistics, sys
-r, blocks, reps = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
-c = {x["name"]: x["samples_ms"] for x in r["cases"]}
-per = [statistics.median(c["nv"][k*reps:(k+1)*reps]) - statistics.median(c["plain"][k*reps:(k+1)*reps]) for k in range(blocks)]
-print(f"warm launch {statistics.median(c['plain']):.1f} ms plain, {statistics.median(c['nv']):.1f} ms with --nv: "
-      f"--nv adds {statistics.median(per):.2f} ms (per-block {min(per):.2f} to {max(per):.2f})")
-PY
-)"
+  local plain nv added lo hi
+  read -r plain nv added lo hi < <("$python" "$(dirname "$timer")/added_ms.py" "$out/launch.json" "$LAUNCH_BLOCKS" "$LAUNCH_REPS" plain nv)
+  check launch pass "warm launch $plain ms plain, $nv ms with --nv: --nv adds $added ms (per-block $lo to $hi)"
 }
 
 # cuBLAS: where the node keeps libcublas.so.13 (the toolkit, else a Python venv's wheel).

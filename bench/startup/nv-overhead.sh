@@ -72,18 +72,11 @@ sleep 1
   "nv=$ctr exec --nv $work/nv.sif /bin/true" \
   "contain=$ctr exec --contain $work/plainc.sif /bin/true" \
   "contain-nv=$ctr exec --contain --nv $work/nvc.sif /bin/true"
-/usr/bin/python3 - "$work/warm.json" "$BLOCKS" "$REPS" <<'PY'
-import json, statistics, sys
-r, blocks, reps = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
-cases = {c["name"]: c["samples_ms"] for c in r["cases"]}
-def added(a, b):
-    # per block: median(B) - median(A); then the median over blocks
-    d = [statistics.median(cases[b][k*reps:(k+1)*reps]) - statistics.median(cases[a][k*reps:(k+1)*reps]) for k in range(blocks)]
-    return statistics.median(d), min(d), max(d)
-for a, b in (("plain", "nv"), ("contain", "contain-nv")):
-    m, lo, hi = added(a, b)
-    print(f"--nv adds {m:.3f} ms to a warm launch ({a} -> {b}; per-block differences from {lo:.3f} to {hi:.3f} ms)")
-PY
+for pair in "plain nv" "contain contain-nv"; do
+  read -r a b <<<"$pair"
+  read -r _ _ m lo hi < <(/usr/bin/python3 "$src/bench/startup/added_ms.py" "$work/warm.json" "$BLOCKS" "$REPS" "$a" "$b")
+  echo "--nv adds $m ms to a warm launch ($a -> $b; per-block differences from $lo to $hi ms)"
+done
 
 # The cold scan: the first --nv launch with no scan cache in the state directory, against
 # a warm --nv launch; each sample removes the cache first (both cases, so that the removal
