@@ -31,7 +31,9 @@
 # with the reason; the run exits 1 when a check failed, else 0.
 #
 # Knobs (environment): CTR_ACCEPT_USER; TORCH_PYTHON (default /opt/torch/.venv/bin/python3
-# where it exists, else python3); BENCH_BUDGET_S (ctr-bench's time budget, default 360);
+# where it exists, else python3); BENCH_BUDGET_S (ctr-bench's time budget, default 480: on
+# an H100 GEMM and STREAM take about 150 s, ResNet-50 about 290 s); BENCH_WORKLOADS (default
+# gpu-gemm,gpu-stream,gpu-resnet50: name one to rerun it alone);
 # LAUNCH_BLOCKS, LAUNCH_REPS (default 10, 10); CTR_HOST_ROOT and CTR_CONFIG pass through
 # (the CI test runs this on a fixture driver tree; docs/benchmark-guide.md, "GPU acceptance").
 set -uo pipefail
@@ -86,6 +88,10 @@ pack() {
   # mksquashfs makes ctr-bench's host-stack image (the node may have neither).
   copy_with_libs "$(command -v squashfuse_ll)" "$carry/ctr/libexec/ctr"
   copy_with_libs "$(command -v mksquashfs)" "$carry/ctr/libexec/ctr"
+  # ctr-bench's HTML report inlines Debian's Vega; the node has no libjs-vega.
+  [ -d /usr/share/javascript/vega ] || die "pack: /usr/share/javascript/vega is missing (apt-get install libjs-vega)"
+  mkdir -p "$carry/ctr/share/javascript"
+  cp -rL /usr/share/javascript/vega "$carry/ctr/share/javascript/"
 
   # The slim image: busybox (the demo's), the node-independent half of glibc, the query.
   local rootfs=$carry/rootfs lib
@@ -179,7 +185,12 @@ check_explain() {
   libs=$(grep -c ' /.singularity.d/libs/' "$out/explain-nv.out")
   bins=$(grep -Ec ' /usr/bin/nvidia-[a-z-]+ ' "$out/explain-nv.out")
   devs=$(grep -Ec ' /dev/nvidia' "$out/explain-nv.out")
-  if [ "$libs" -gt 0 ]; then
+  # A toolkit's link stub or a forward-compat libcuda must never stand in for the driver's.
+  local wrong
+  wrong=$(grep ' /.singularity.d/libs/' "$out/explain-nv.out" | grep -Eo '/[^ ]*/(stubs|compat)/[^ ]*' | head -n1)
+  if [ -n "$wrong" ]; then
+    check explain fail "--nv injects $wrong (a CUDA stub or forward-compat library, not the driver's)"
+  elif [ "$libs" -gt 0 ]; then
     check explain pass "--nv --contain injects $libs driver libraries, $bins programs, $devs device nodes (explain-nv.out)"
   else
     check explain fail "--nv --explain lists no driver library (explain-nv.out)"
@@ -288,7 +299,7 @@ blocks: 10
 timeout_s: 300
 EOF
   CAPTURE_TIMEOUT=$((BENCH_BUDGET_S + 90)) capture bench "$bench" run --ctr "$ctr" --ctr-args "--nv" \
-    --workloads gpu-gemm,gpu-stream,gpu-resnet50 --workload-file "$d/gpu-gemm.yaml" \
+    --workloads "$BENCH_WORKLOADS" --workload-file "$d/gpu-gemm.yaml" \
     --workload-file "$d/gpu-stream.yaml" --workload-file "$d/gpu-resnet50.yaml" \
     --no-cold-start --budget "$BENCH_BUDGET_S" --out "$out/ctr-bench-result.json" --workdir "$work/bench" || rc=$?
   if [ ! -s "$out/ctr-bench-result.json" ]; then
@@ -377,7 +388,12 @@ run_checks() {
   timer=$carry/ctr/libexec/ctr/bench/launch-timer
   query=$carry/ctr/libexec/ctr/bench/ctr-gpu-query
   image=$carry/gpu.sif
-  LAUNCH_BLOCKS=${LAUNCH_BLOCKS:-10} LAUNCH_REPS=${LAUNCH_REPS:-10} BENCH_BUDGET_S=${BENCH_BUDGET_S:-360}
+  LAUNCH_BLOCKS=${LAUNCH_BLOCKS:-10} LAUNCH_REPS=${LAUNCH_REPS:-10} BENCH_BUDGET_S=${BENCH_BUDGET_S:-480}
+  BENCH_WORKLOADS=${BENCH_WORKLOADS:-gpu-gemm,gpu-stream,gpu-resnet50}
+  # The report's Vega: the packed copy unless the node has its own or the caller named one.
+  if [ -z "${CTR_BENCH_VEGA_DIR:-}" ] && [ ! -d /usr/share/javascript/vega ] && [ -d "$carry/ctr/share/javascript/vega" ]; then
+    export CTR_BENCH_VEGA_DIR=$carry/ctr/share/javascript/vega
+  fi
   python=${TORCH_PYTHON:-}
   [ -n "$python" ] || { [ -x /opt/torch/.venv/bin/python3 ] && python=/opt/torch/.venv/bin/python3; }
   [ -n "$python" ] || python=$(command -v python3) || die "run: no python3 on this node"
@@ -436,9 +452,12 @@ run() {
   runuser -u "$user" -- env PATH="$PATH" HOME="$(getent passwd "$user" | cut -d: -f6)" \
     ${CTR_HOST_ROOT:+CTR_HOST_ROOT=$CTR_HOST_ROOT} ${CTR_CONFIG:+CTR_CONFIG=$CTR_CONFIG} \
     ${TORCH_PYTHON:+TORCH_PYTHON=$TORCH_PYTHON} ${BENCH_BUDGET_S:+BENCH_BUDGET_S=$BENCH_BUDGET_S} \
+    ${BENCH_WORKLOADS:+BENCH_WORKLOADS=$BENCH_WORKLOADS} ${CTR_BENCH_VEGA_DIR:+CTR_BENCH_VEGA_DIR=$CTR_BENCH_VEGA_DIR} \
     ${LAUNCH_BLOCKS:+LAUNCH_BLOCKS=$LAUNCH_BLOCKS} ${LAUNCH_REPS:+LAUNCH_REPS=$LAUNCH_REPS} \
     bash "$copy/acceptance.sh" run "$copy" "$stage" || rc=$?
   cp -r "$stage/." "$out_dir/"
+  # Every step's output in one file too, for callers that bring back only a few files.
+  tar -czf "$out_dir/acceptance-steps.tar.gz" -C "$stage" . 2>/dev/null || true
   rm -rf "$copy" "$stage"
   echo "acceptance: $((SECONDS - t0)) s; results in $out_dir (acceptance.json, acceptance.md, ctr-bench-report.html)"
   return $rc

@@ -59,7 +59,7 @@ env CTR_ACCEPT_USER="$CTR_TEST_USER" CTR_HOST_ROOT="$node" CTR_CONFIG="$WORK/ctr
 cat "$WORK/run.log"
 expect_eq "run: status (no check failed)" 0 "$rc"
 out=$WORK/out
-for f in acceptance.json acceptance.md explain-nv.out ctr-bench-result.json ctr-bench-report.html launch.json; do
+for f in acceptance.json acceptance.md acceptance-steps.tar.gz explain-nv.out ctr-bench-result.json ctr-bench-report.html launch.json; do
   [ -s "$out/$f" ] || fail "run: $f is missing from the output"
 done
 status_of() { python3 -c 'import json,sys; print({c["name"]: c["status"] for c in json.load(open(sys.argv[1]))["checks"]}.get(sys.argv[2], "absent"))' "$out/acceptance.json" "$1"; }
