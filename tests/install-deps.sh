@@ -23,7 +23,7 @@ test_packages="
   charliecloud bubblewrap hyperfine
   snakemake cwltool
   libopenblas-dev fio python3-torch python3-torchvision
-  mmdebstrap uidmap patchelf help2man man-db environment-modules
+  mmdebstrap uidmap patchelf help2man man-db environment-modules lintian
   libjs-vega chromium fonts-dejavu-core
 "
 

@@ -31,7 +31,12 @@ stage() {
 }
 not_run() { results+=("$1: NOT RUN ($2)"); failed=1; }
 
-build() { cmake --preset ci >/dev/null && cmake --build --preset ci -j"$jobs"; }
+# The ci tree runs the suite; the deb tree (installed under /usr) is what test_deb_package
+# packs with cpack and installs.
+build() {
+  cmake --preset ci >/dev/null && cmake --build --preset ci -j"$jobs" &&
+    cmake --preset deb >/dev/null && cmake --build --preset deb -j"$jobs"
+}
 
 # Skipped tests and their reasons, from ctest's log: integration scripts print
 # "SKIP: name: reason", unit tests "SKIP: Suite.Test: reason" (tests/unit/platform_probes.hpp).
@@ -47,7 +52,7 @@ print_skips() {
 }
 
 if stage "install dependencies" tests/install-deps.sh; then
-  if stage "build (preset ci: Release, -Werror)" build; then
+  if stage "build (presets ci: Release, -Werror; deb: the Debian packages)" build; then
     stage "unit, conformance and integration tests" ctest --preset ci -j1 --timeout 900
     print_skips
   else
