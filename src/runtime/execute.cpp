@@ -50,7 +50,10 @@ namespace {
 // message that names a symbol, not the driver: say it before the app starts (issue 8). The
 // root is the container's now. An image without glibc (musl, static) is not checked.
 void checkGlibcNeeds(const launch::LaunchPlan& plan) {
-  for (const auto& need : launch::glibcNeeds(plan)) {
+  const auto needs = launch::glibcNeeds(plan);
+  if (needs.empty()) return;
+  log::StepTimer timer("checking the image's glibc");
+  for (const auto& need : needs) {
     const auto needed = host::parseGlibcVersionName("GLIBC_" + need.version);
     for (const char* libc : {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
                              "/lib/powerpc64le-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6",
