@@ -177,8 +177,56 @@ void parseLimitFlags(RunCommandState& state) {
   if (!r.cpusetMems.empty()) r.cpusetMems = limits::formatIdList(limits::parseIdList(r.cpusetMems, "--cpuset-mems"));
 }
 
+// The plan explained, or run: as the app (execute), supervised (run), or as an instance.
+int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
+  for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
+  if (state.explain) {
+    if (state.json)
+      std::cout << launch::toJson(plan).dump(2) << '\n';
+    else
+      std::cout << launch::toText(plan);
+    return 0;
+  }
+  if (plan.instance) return runtime::startInstance(plan);
+  if (plan.supervised()) return runtime::run(plan);
+  runtime::execute(plan);
+}
+
+// exec|run|shell instance://NAME: the plan of a launch into the running instance NAME.
+launch::LaunchPlan planIntoInstance(const launch::LaunchOptions& options, const config::Policy& policy,
+                                    const std::string& name) {
+  log::StepTimer looking("looking at the host");
+  const auto host = host::discoverHost();
+  const auto record = runtime::findInstance(host.stateDir, name);
+  if (!record)
+    throw Error("no instance " + name + " is running (`ctr instance list` shows those that are)").withStatus(1);
+  looking.stop();
+  image::ImageSource image;
+  image.path = record->image;
+  try {
+    image = image::resolveImage(record->image);  // its SIF environment object, its kind
+  } catch (const Error& e) {
+    spdlog::debug("the image of instance {}: {}", name, e.oneLine());
+  }
+  log::StepTimer deciding("deciding the plan");
+  return launch::planJoin(options, policy, *record, image, host);
+}
+
 int runLaunch(RunCommandState& state) {
   auto& options = state.options;
+  if (options.command == launch::Command::Instance) {
+    if (options.args.empty())
+      throw Error("instance start: no instance name (usage: ctr instance start [options] IMAGE NAME [ARGS...])")
+          .withStatus(1);
+    options.instance = options.args.front();
+    options.args.erase(options.args.begin());
+    if (!state.cpus.empty() || !state.memory.empty() || !state.memorySwap.empty() || !state.pidsLimit.empty() ||
+        !state.blkioWeight.empty() || !state.applyCgroups.empty() || !options.limits.cpusetCpus.empty() ||
+        !options.limits.cpusetMems.empty() || !options.statsFile.empty())
+      throw Error("instance start: the resource limits and --stats do not apply to instances yet: start the "
+                  "instance without them")
+          .withStatus(1);
+  }
   parseLimitFlags(state);
   if (!options.statsFile.empty()) {
     // Refused now, not after the run: the record is written beside the file and renamed.
@@ -196,30 +244,26 @@ int runLaunch(RunCommandState& state) {
     log::StepTimer timer("planning the launch");
     log::StepTimer reading("reading ctr.conf and the image");
     const auto policy = config::loadDefaultPolicy();
-    const auto image = image::resolveImage(options.image);
-    reading.stop();
-    log::StepTimer looking("looking at the host");
-    auto host = host::discoverHost();
-    host::discoverImageFilesystem(host, image.path.string(), image.kind == image::ImageKind::Directory);
-    if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
-      host.limits = host::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
-    host::discoverDevicesHost(host, {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()},
-                              policy);
-    if (options.mpi == "bind") host::discoverMpiHost(host, policy);
-    looking.stop();
-    log::StepTimer deciding("deciding the plan");
-    plan = launch::planLaunch(options, policy, image, host);
+    if (auto instance = launch::instanceReference(options.image)) {
+      reading.stop();
+      plan = planIntoInstance(options, policy, *instance);
+    } else {
+      const auto image = image::resolveImage(options.image);
+      reading.stop();
+      log::StepTimer looking("looking at the host");
+      auto host = host::discoverHost();
+      host::discoverImageFilesystem(host, image.path.string(), image.kind == image::ImageKind::Directory);
+      if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
+        host.limits = host::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
+      host::discoverDevicesHost(host, {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()},
+                                policy);
+      if (options.mpi == "bind") host::discoverMpiHost(host, policy);
+      looking.stop();
+      log::StepTimer deciding("deciding the plan");
+      plan = launch::planLaunch(options, policy, image, host);
+    }
   }
-  for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
-  if (state.explain) {
-    if (state.json)
-      std::cout << launch::toJson(plan).dump(2) << '\n';
-    else
-      std::cout << launch::toText(plan);
-    return 0;
-  }
-  if (plan.supervised()) return runtime::run(plan);
-  runtime::execute(plan);
+  return finishLaunch(state, plan);
 }
 
 // Adds the options that an OptionFilter wants to a command, in CLI11 option groups (help
@@ -363,6 +407,13 @@ void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const 
 }
 
 }  // namespace
+
+void registerInstanceStart(CLI::App& instance, Context& ctx, bool parsed) {
+  registerLaunchCommand(instance, ctx, "start",
+                        "Start a named instance of an image (IMAGE NAME [ARGS...]): its startscript runs, "
+                        "and the container stays until `ctr instance stop`",
+                        launch::Command::Instance, parsed);
+}
 
 void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   auto wanted = [only](std::string_view name) { return only.empty() || only == name; };

@@ -56,6 +56,7 @@ std::string toString(Command command) {
     case Command::Run: return "run";
     case Command::Shell: return "shell";
     case Command::Test: return "test";
+    case Command::Instance: return "instance start";
   }
   return "?";
 }
@@ -99,6 +100,7 @@ std::string toString(RootMode mode) {
     case RootMode::Bind: return "image (read-only; overlay if a mount target is missing)";
     case RootMode::Overlay: return "overlay (image + private tmpfs)";
     case RootMode::Sandbox: return "sandbox (the build's writable directory)";
+    case RootMode::Join: return "the running instance's (its mount namespace entered)";
   }
   return "?";
 }
@@ -232,7 +234,21 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["driver"] = toString(plan.driver);
   j["driver_reason"] = plan.driverReason;
   j["driver_fallback"] = plan.driverFallback ? nlohmann::json(toString(*plan.driverFallback)) : nlohmann::json();
-  j["root"] = plan.rootMode == RootMode::Overlay ? "overlay" : plan.rootMode == RootMode::Sandbox ? "sandbox" : "image";
+  j["root"] = plan.rootMode == RootMode::Overlay   ? "overlay"
+              : plan.rootMode == RootMode::Sandbox ? "sandbox"
+              : plan.rootMode == RootMode::Join    ? "instance"
+                                                   : "image";
+  if (plan.instance)
+    j["instance"] = {{"name", plan.instance->name},       {"record", plan.instance->record},
+                     {"lock", plan.instance->lock},       {"log_out", plan.instance->logOut},
+                     {"log_err", plan.instance->logErr}, {"keeper", "ctr's init, PID 1 of the instance's PID namespace"}};
+  if (plan.join) {
+    nlohmann::json ns = nlohmann::json::array();
+    for (const auto& n : plan.join->namespaces) ns.push_back({{"type", n.type}, {"inode", n.inode}});
+    j["join"] = {{"name", plan.join->name},     {"record", plan.join->record},
+                 {"keeper", plan.join->keeper}, {"keeper_start", plan.join->keeperStart},
+                 {"namespaces", ns}};
+  }
   if (plan.build) j["build"] = buildJson(*plan.build, plan.handover);
   j["mounts"] = mountsJson(plan.mounts);
   j["environment"] = plan.environment;
@@ -274,12 +290,25 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
   if (plan.image.kind != image::ImageKind::Directory)
     out << ", squashfs at offset " << plan.image.offset << ", " << plan.image.size << " bytes";
   out << ")\n"
-      << "driver:     " << toString(plan.driver) << " (" << plan.driverReason << ")\n"
+      << "driver:     " << (plan.join ? std::string("the instance's") : toString(plan.driver)) << " ("
+      << plan.driverReason << ")\n"
       << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n'
       << "identity:   uid " << plan.user.uid << ", gid " << plan.user.gid << " (" << plan.user.name
       << ")\n"
       << "namespaces:";
-  for (const auto& line : namespaceLines(plan.namespaces)) out << ' ' << line << ';';
+  if (plan.join) {
+    out << " the instance's, entered in this order:";
+    for (const auto& ns : plan.join->namespaces) out << ' ' << ns.type;
+    out << "\njoin:       instance " << plan.join->name << ": keeper pid " << plan.join->keeper << " (checked: start time "
+        << plan.join->keeperStart << " and the namespace inodes of " << plan.join->record << ")"
+        << (plan.namespaces.pid ? "; the launch forks into its PID namespace and stands in outside" : "");
+  } else {
+    for (const auto& line : namespaceLines(plan.namespaces)) out << ' ' << line << ';';
+  }
+  if (plan.instance)
+    out << "\ninstance:   " << plan.instance->name << ": kept running by ctr's init (PID 1 of its PID namespace) after "
+        << "the startscript ends, until `ctr instance stop`; record " << plan.instance->record << ", output "
+        << plan.instance->logOut << " and " << plan.instance->logErr;
   out << "\n"
       << "hand-over:  " << handoverText(plan.handover, plan.seccompProfile) << '\n'
       << "state dir:  "

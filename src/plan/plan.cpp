@@ -7,6 +7,7 @@
 
 #include "ctr/build_config.hpp"
 #include "ctr/error.hpp"
+#include "ctr/instance.hpp"
 #include "ctr/pathutil.hpp"
 #include "plan_steps.hpp"
 
@@ -64,7 +65,9 @@ HomeDirs planHome(const LaunchOptions& options, const host::HostFacts& host) {
 // Namespaces beyond user and mount: --containall brings PID and IPC, --hostname UTS.
 Namespaces planNamespaces(const LaunchOptions& options) {
   Namespaces ns;
-  ns.pid = options.pid || options.containAll;
+  // An instance's keeper is PID 1 of its own namespace: stopping it ends every process
+  // that ran or joined there.
+  ns.pid = options.pid || options.containAll || options.command == Command::Instance;
   ns.ipc = options.ipc || options.containAll;
   ns.hostname = options.hostname;
   ns.uts = options.uts || !options.hostname.empty();
@@ -182,6 +185,10 @@ void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
                             "/bin/bash, /bin/sh)",
                         1};
       break;
+    case Command::Instance:
+      plan.commandChoices = {choice({"/.singularity.d/startscript"})};
+      plan.noCommand = {"the image has no startscript: the instance runs nothing until a launch joins it", 0};
+      break;
     case Command::Test:
       if (!appDir.empty()) {
         plan.commandChoices = {choice({appDir + "/test"})};
@@ -222,6 +229,63 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   orderParentsFirst(plan.mounts);
   planWorkingDirectory(plan, options, home, host, contain);
   Environment env = planEnvironment(options, image, host, home, std::move(devices), std::move(firstLibraryDirs));
+  finishIdentityAndEnvironment(plan, home, std::move(env));
+  planCommand(plan, options);
+  if (options.command == Command::Instance) plan.instance = planInstanceFiles(options.instance, host.stateDir);
+  return plan;
+}
+
+LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, const InstanceRecord& record,
+                    const image::ImageSource& image, const host::HostFacts& host) {
+  if (!policy.allowUserNamespaces)
+    throw Error("user namespaces are disabled by the administrator ('allow user namespaces = "
+                "no' in " + policy.source.string() + "); ctr cannot run containers here");
+  // What the instance set when it started cannot change for one launch into it.
+  std::vector<std::string> refused;
+  auto refuse = [&refused](bool given, const char* option) {
+    if (given) refused.emplace_back(option);
+  };
+  refuse(!options.binds.empty() || !options.mounts.empty() || !options.scratch.empty(), "--bind/--mount/--scratch");
+  refuse(!options.home.empty() || options.noHome, "--home/--no-home");
+  refuse(options.contain || options.containAll, "--contain/--containall");
+  refuse(options.writableTmpfs, "--writable-tmpfs");
+  refuse(!options.workdir.empty(), "--workdir");
+  refuse(!options.limits.empty() || !options.statsFile.empty(), "the limits and --stats");
+  refuse(options.pid || options.ipc || options.uts || !options.hostname.empty() || options.net ||
+             !options.network.empty(),
+         "the namespace options");
+  refuse(options.nv || options.rocm || !options.devices.empty() || options.rdma || !options.gpus.empty() ||
+             !options.mpi.empty(),
+         "the device and MPI options");
+  if (!refused.empty()) {
+    std::string list;
+    for (const auto& r : refused) list += (list.empty() ? "" : ", ") + r;
+    throw Error(list + " cannot be used with instance://" + record.name +
+                ": its mounts, namespaces, devices and limits were set by `ctr instance start`")
+        .withStatus(1);
+  }
+  LaunchPlan plan;
+  plan.command = options.command;
+  plan.image = image;
+  plan.driverReason = "the instance's: its image is mounted while it runs";
+  plan.rootMode = RootMode::Join;
+  plan.user = host.user;
+  plan.seccompProfile = policy.seccompProfile;
+  plan.stateDir = host.stateDir;
+  plan.lingerMs = policy.imageLingerMs;
+  plan.namespaces.ownMount = false;
+  plan.kernelInterfaces = {false, "the instance's, as it started"};
+  for (const auto& ns : record.namespaces) {
+    plan.namespaces.pid = plan.namespaces.pid || ns.type == "pid";
+    plan.namespaces.ipc = plan.namespaces.ipc || ns.type == "ipc";
+    plan.namespaces.uts = plan.namespaces.uts || ns.type == "uts";
+    plan.namespaces.net = plan.namespaces.net || ns.type == "net";
+  }
+  plan.join = JoinPlan{record.name, planInstanceFiles(record.name, host.stateDir).record, record.keeper,
+                       record.keeperStart, record.namespaces};
+  const HomeDirs home{host.home, record.home.empty() ? host.home : record.home};
+  planWorkingDirectory(plan, options, home, host, false);
+  Environment env = planEnvironment(options, image, host, home, {}, {});
   finishIdentityAndEnvironment(plan, home, std::move(env));
   planCommand(plan, options);
   return plan;

@@ -39,6 +39,7 @@
 #include "build_namespace.hpp"
 #include "cgroup.hpp"
 #include "image_env_scripts.hpp"
+#include "instance_state.hpp"
 #include "rootfs.hpp"
 #include "shared_mount.hpp"
 
@@ -183,7 +184,7 @@ std::optional<std::vector<std::string>> interpretEnvProgram(const std::string& p
   throw Error("command '" + program + "' not found in the container");
 }
 
-[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup);
+[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report = -1);
 
 // The signals a scheduler or a user sends: every process of ctr that stands between them
 // and the app forwards them.
@@ -267,7 +268,11 @@ void enterOwnNamespaces(const launch::Namespaces& ns) {
 // the forwarded signals and SIGCHLD blocked and read from `signals`.
 // `foreground` tells whether ctr had the terminal: the app then takes it in the namespace
 // (a shell there needs it for job control).
-void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foreground) {
+// `join`: the PID namespace of a running instance to enter (setns) instead of a new one;
+// the child is then an ordinary process of that namespace, not its init.
+// `report` (instance start): the stand-in writes "pid N" (the init's host pid) there and
+// closes its copy.
+void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foreground, int join, int* report) {
   const pid_t terminalGroup = ::isatty(STDIN_FILENO) ? ::tcgetpgrp(STDIN_FILENO) : -1;
   *foreground = terminalGroup > 0 && terminalGroup == ::getpgrp();
   sigset_t set = forwardedSignals();
@@ -275,16 +280,56 @@ void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foregrou
   if (::sigprocmask(SIG_BLOCK, &set, previousMask) != 0) throw sysError("sigprocmask");
   signals.reset(::signalfd(-1, &set, SFD_CLOEXEC));
   if (!signals) throw sysError("signalfd");
-  if (::unshare(CLONE_NEWPID) != 0) throw sysError("unshare(pid namespace)");
+  if (join >= 0) {
+    if (::setns(join, CLONE_NEWPID) != 0) throw sysError("enter the instance's PID namespace (setns)");
+  } else if (::unshare(CLONE_NEWPID) != 0) {
+    throw sysError("unshare(pid namespace)");
+  }
   UniqueFd outside(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
   const pid_t init = ::fork();
-  if (init < 0) throw sysError("fork the PID namespace's init");
-  if (init > 0) standInFor(init, signals.get(), *foreground ? terminalGroup : -1);
+  if (init < 0) throw sysError(join >= 0 ? "fork into the instance's PID namespace" : "fork the PID namespace's init");
+  if (init > 0) {
+    if (report && *report >= 0) {
+      const std::string line = "pid " + std::to_string(init) + "\n";
+      (void)!::write(*report, line.data(), line.size());
+      ::close(std::exchange(*report, -1));
+    }
+    standInFor(init, signals.get(), *foreground ? terminalGroup : -1);
+  }
   // PID 1 (its parent is outside: getppid() is 0) dies with the stand-in; if that already
   // died before this was set, stop here.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   pollfd gone{outside.get(), POLLIN, 0};
   if (outside && ::poll(&gone, 1, 0) > 0) ::_exit(kExitFailure);
+}
+
+// The caller's process group is outside the PID namespace: the app leads its own and
+// takes the terminal, with SIGTTOU (which that raises) blocked meanwhile.
+void takeTerminal() {
+  sigset_t ttou;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::sigprocmask(SIG_BLOCK, &ttou, nullptr);
+  ::setpgid(0, 0);
+  (void)::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+}
+
+// In a child of PID 1: the caller's signal mask back, the forwarded signals unblocked,
+// then `app` (which execs). A failed exec (command not found) is reported here: unwinding
+// further would run the destructors of the init's objects in this copy of it.
+[[noreturn]] void runApp(const std::function<void()>& app, const sigset_t& previousMask) {
+  ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
+  const sigset_t forwarded = forwardedSignals();
+  ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
+  try {
+    app();
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    const std::string line = "ctr: error: " + e.oneLine() + "\n";
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+    ::_exit(e.status());
+  }
+  ::_exit(kExitFailure);
 }
 
 // PID 1 of the container: starts the app (which execs `argv`) as PID 2, forwards the
@@ -295,30 +340,8 @@ void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foregrou
   const pid_t child = ::fork();
   if (child < 0) throw sysError("fork the app");
   if (child == 0) {
-    if (foreground) {
-      // The caller's process group is outside the namespace: the app leads its own and
-      // takes the terminal, with SIGTTOU (which that raises) blocked meanwhile.
-      sigset_t ttou;
-      sigemptyset(&ttou);
-      sigaddset(&ttou, SIGTTOU);
-      ::sigprocmask(SIG_BLOCK, &ttou, nullptr);
-      ::setpgid(0, 0);
-      (void)::tcsetpgrp(STDIN_FILENO, ::getpgrp());
-    }
-    ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
-    const sigset_t forwarded = forwardedSignals();
-    ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
-    // A failed exec (command not found) is reported here: unwinding further would run the
-    // destructors of the init's objects in this copy of it.
-    try {
-      app();
-    } catch (const Error& e) {
-      std::fflush(stdout);
-      const std::string line = "ctr: error: " + e.oneLine() + "\n";
-      (void)!::write(STDERR_FILENO, line.data(), line.size());
-      ::_exit(e.status());
-    }
-    ::_exit(kExitFailure);
+    if (foreground) takeTerminal();
+    runApp(app, previousMask);
   }
   ::prctl(PR_SET_NAME, "ctr-init");
   for (;;) {
@@ -328,6 +351,40 @@ void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foregrou
     signalfd_siginfo info{};
     if (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info) && info.ssi_signo != SIGCHLD)
       ::kill(child, static_cast<int>(info.ssi_signo));
+  }
+}
+
+// The signals after which an instance's init ends, once every process of the instance
+// has ended (it passes each on to all of them first).
+bool endsInstance(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT; }
+
+// PID 1 of an instance (`ctr instance start`): starts `app` (the startscript), if any, and
+// stays after it ends, reaping what the instance's processes leave. Every signal it gets
+// (from `ctr instance stop`) goes to every process of the namespace; after one of
+// endsInstance's, it exits once none is left, and the namespace ends with it.
+[[noreturn]] void keeperOf(const std::function<void()>* app, int signals, const sigset_t& previousMask) {
+  if (app) {
+    const pid_t child = ::fork();
+    if (child < 0) throw sysError("fork the startscript");
+    if (child == 0) runApp(*app, previousMask);
+  }
+  ::prctl(PR_SET_NAME, "ctr-instance");
+  bool ending = false;
+  for (;;) {
+    int status = 0;
+    while (::waitpid(-1, &status, WNOHANG) > 0) {
+    }
+    // Launches that joined are children of their stand-ins outside, not of this process:
+    // kill(-1, 0) tells whether any process of the namespace is left.
+    if (ending && ::kill(-1, 0) != 0 && errno == ESRCH) ::_exit(0);
+    pollfd ready{signals, POLLIN, 0};
+    if (::poll(&ready, 1, ending ? 20 : -1) <= 0) continue;
+    signalfd_siginfo info{};
+    if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info) || info.ssi_signo == SIGCHLD)
+      continue;
+    const int sig = static_cast<int>(info.ssi_signo);
+    ::kill(-1, sig);  // every process of the namespace but this one
+    ending = ending || endsInstance(sig);
   }
 }
 
@@ -341,6 +398,8 @@ SharedImage enterRootSource(const launch::LaunchPlan& plan) {
     case launch::RootMode::Sandbox:
       if (!plan.build) throw Error("internal: a sandbox root without its build root in the plan");
       return enterBuildNamespaces(*plan.build);
+    case launch::RootMode::Join:
+      break;  // enterInstance
   }
   throw Error("internal: unknown root mode");
 }
@@ -349,11 +408,14 @@ SharedImage enterRootSource(const launch::LaunchPlan& plan) {
 
 void execute(const launch::LaunchPlan& plan) { executeIn(plan, nullptr); }
 
+void executeInstance(const launch::LaunchPlan& plan, int report) { executeIn(plan, nullptr, report); }
+
 namespace {
 
 // execute(), entering `cgroup` (when given) right before the hand-over: after the image
 // holder was started or joined, so the holder, shared by other launches, stays outside.
-[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup) {
+// `report`: instance start's channel (see executeInstance).
+[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report) {
   // Read on the host, before any namespace change.
   SeccompProgram seccomp;
   if (plan.handover.seccomp) {
@@ -362,15 +424,32 @@ namespace {
                           [&] { return loadSeccompProgram(plan.seccompProfile, plan.stateDir); });
   }
 
-  SharedImage image = enterRootSource(plan);
-  enterOwnNamespaces(plan.namespaces);
+  SharedImage image;
   UniqueFd initSignals;  // PID 1 only
   sigset_t previousMask;
   sigemptyset(&previousMask);
   bool foreground = false;
-  if (plan.namespaces.pid) enterPidNamespace(initSignals, &previousMask, &foreground);
-  assembleRoot(plan, image);
-  checkGlibcNeeds(plan);
+  if (plan.rootMode == launch::RootMode::Join) {
+    if (!plan.join) throw Error("internal: a join without its instance in the plan");
+    log::StepTimer timer("joining the instance");
+    UniqueFd pid = enterInstance(*plan.join);
+    if (pid) {
+      // An ordinary process of the instance (its init reaps what it leaves); this
+      // process stays outside as its stand-in.
+      enterPidNamespace(initSignals, &previousMask, &foreground, pid.get(), nullptr);
+      if (foreground) takeTerminal();
+      initSignals.reset();
+      ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
+      const sigset_t forwarded = forwardedSignals();
+      ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
+    }
+  } else {
+    image = enterRootSource(plan);
+    enterOwnNamespaces(plan.namespaces);
+    if (plan.namespaces.pid) enterPidNamespace(initSignals, &previousMask, &foreground, -1, &report);
+    assembleRoot(plan, image);
+    checkGlibcNeeds(plan);
+  }
 
   log::StepTimer handover("hand-over");
   if (::chdir(plan.workdir.c_str()) != 0) {
@@ -387,11 +466,16 @@ namespace {
     // run, shell, test: the first program the image has (the planner's order).
     auto chosen = std::find_if(plan.commandChoices.begin(), plan.commandChoices.end(),
                                [](const launch::CommandChoice& c) { return isExecutableFile(c.argv[0]); });
-    if (chosen == plan.commandChoices.end()) throw Error(plan.noCommand.message).withStatus(plan.noCommand.status);
-    if (!chosen->note.empty()) spdlog::warn("{}", chosen->note);
-    argv = chosen->argv;
-    argv.insert(argv.end(), plan.argv.begin(), plan.argv.end());
-    chosenEnv = chosen->env;
+    if (chosen == plan.commandChoices.end()) {
+      if (!plan.instance) throw Error(plan.noCommand.message).withStatus(plan.noCommand.status);
+      spdlog::info("{}", plan.noCommand.message);
+      argv.clear();
+    } else {
+      if (!chosen->note.empty()) spdlog::warn("{}", chosen->note);
+      argv = chosen->argv;
+      argv.insert(argv.end(), plan.argv.begin(), plan.argv.end());
+      chosenEnv = chosen->env;
+    }
   }
 
   launch::EnvProgram program;
@@ -409,7 +493,7 @@ namespace {
   program.ps1 = plan.handover.prompt;
   const std::string script = launch::envProgramScript(program);
   std::vector<std::string> environment;
-  std::string command = argv[0];
+  std::string command = argv.empty() ? std::string("/bin/sh") : argv[0];
   log::StepTimer envTimer("environment");
   auto interpreted = interpretEnvProgram(script, plan, image.envScripts ? &*image.envScripts : nullptr);
   envTimer.stop();
@@ -417,10 +501,12 @@ namespace {
     environment = std::move(*interpreted);
   } else {
     environment = plan.environment;
-    // The program may change PATH: the shell looks the command up after it.
-    argv = launch::envProgramArgvLookingUp(script, argv);
+    // The program may change PATH: the shell looks the command up after it. (An instance
+    // with no startscript has no command: its record keeps the environment before the
+    // image's scripts, and each launch into it evaluates them again.)
+    if (!argv.empty()) argv = launch::envProgramArgvLookingUp(script, argv);
     command = "/bin/sh";
-    if (!isExecutableFile(command))
+    if (!argv.empty() && !isExecutableFile(command))
       throw Error("applying the environment needs /bin/sh (a command substitution or a script outside "
                   "what ctr interprets), and the image has none");
   }
@@ -433,6 +519,13 @@ namespace {
   log::logStepSummary();
   // Looked up in the PATH the image's env scripts left (conda images change it).
   const std::string path = envValue(environment, "PATH");
+  if (plan.instance) {
+    if (!initSignals) throw Error("internal: an instance without its PID namespace");
+    reportInstanceReady(report, environment);
+    if (argv.empty()) keeperOf(nullptr, initSignals.get(), previousMask);
+    const std::function<void()> app = [&] { execCommand(command, argv, environment, path); };
+    keeperOf(&app, initSignals.get(), previousMask);
+  }
   if (initSignals)
     initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground);
   execCommand(command, argv, environment, path);

@@ -24,7 +24,9 @@
 
 namespace ctr::launch {
 
-enum class Command { Exec, Run, Shell, Test };
+// Instance: `ctr instance start`, whose program is the image's startscript (if any) and
+// whose container lives on after it, until `ctr instance stop`.
+enum class Command { Exec, Run, Shell, Test, Instance };
 
 // What the user asked for on the command line (already split, nothing resolved).
 struct LaunchOptions {
@@ -62,6 +64,7 @@ struct LaunchOptions {
   bool rdma = false;                // --rdma: /dev/infiniband also with --contain
   std::string gpus;                 // --gpus all|LIST: these NVIDIA GPUs only (implies --nv)
   std::string mpi;                  // --mpi=bind|hybrid ("" = hybrid: the image's own MPI)
+  std::string instance;             // instance start: the instance's NAME
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -211,6 +214,39 @@ enum class RootMode {
                     // when a mount target is missing in the image
   Overlay,          // overlayfs: image below, a private tmpfs above (--writable-tmpfs)
   Sandbox,          // a build step: the writable sandbox directory itself (plan.build)
+  Join,             // a running instance's: the launch enters its namespaces (plan.join)
+};
+
+// Instances (docs/design-slurm.md, section 2): a container that outlives `instance start`
+// and that later launches join. Its files, in the user's state directory: instances/NAME.json
+// (the join record, launch::InstanceRecord), NAME.lock (held while it is started or
+// stopped), NAME.out and NAME.err (the keeper's and the startscript's output).
+struct InstancePlan {
+  std::string name;
+  std::string dir;         // <state>/instances
+  std::string record;      // <dir>/NAME.json
+  std::string lock;        // <dir>/NAME.lock
+  std::string logOut, logErr;
+};
+
+// One namespace of a running instance: /proc/PID/ns/<type> of its keeper, and the inode
+// it had when the instance started (a recycled pid is not the keeper).
+struct JoinNamespace {
+  std::string type;  // "user", "mnt", "ipc", "uts", "net", "pid"
+  std::uint64_t inode = 0;
+};
+
+// What a launch into a running instance does (exec|run|shell instance://NAME), in order:
+// check the keeper is the recorded process (start time, namespace inodes), enter each
+// namespace with setns (user first, then mount, which makes the container's root and
+// "/" the launch's), and, with a PID namespace, fork into it (the launch stays outside as
+// the app's stand-in). The hand-over is the plan's, as for any launch.
+struct JoinPlan {
+  std::string name;
+  std::string record;                    // the join record it came from
+  pid_t keeper = 0;                      // the instance's PID 1, as the host sees it
+  std::uint64_t keeperStart = 0;         // its start time (clock ticks after boot)
+  std::vector<JoinNamespace> namespaces; // setns order
 };
 
 // How a build step (%post, %test while building) gets its root and its identity: a private
@@ -310,6 +346,8 @@ struct LaunchPlan {
   std::optional<DeviceInjection> devices;  // --nv, --rocm, --device
   std::optional<MpiInjection> mpi;         // --mpi=bind
   std::optional<BuildRoot> build;       // a build step: private user namespace, sandbox root
+  std::optional<InstancePlan> instance; // instance start: the container is kept, not exec'd
+  std::optional<JoinPlan> join;         // root mode Join: the running instance entered
   KernelInterfaces kernelInterfaces;    // /proc/sys, /sys, ...: read-only for the host's root
   // Whether the launch needs a supervisor (limits or --stats): run(plan), not execute(plan).
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }

@@ -63,12 +63,15 @@
 // then creates U and M itself and binds DIR instead of starting squashfuse.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <optional>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ctr/instance.hpp"
 #include "ctr/launch.hpp"
 
 namespace ctr::runtime {
@@ -103,6 +106,32 @@ int holderMain(const HolderArgs& args);
 // (a shell's convention), 255 when ctr itself failed (its one-line error on stderr). For
 // builds (%post), limits that need cleanup afterwards, and the benchmark harness.
 [[nodiscard]] int run(const launch::LaunchPlan& plan);
+
+// Instances (plan.instance; docs/design-slurm.md, section 2). startInstance runs the
+// plan's container in the background: a process of its own session (its output in the
+// instance's log files) joins the image's holder like any launch and forks the instance's
+// PID 1, ctr's init, which assembles the root, hands over, starts the startscript (if the
+// image has one) and stays, reaping, until `instance stop`. Once the container is ready,
+// it writes the join record and returns 0; a failure leaves nothing behind. Under the
+// instance's lock: a second start of the same name is refused while the first runs.
+[[nodiscard]] int startInstance(const launch::LaunchPlan& plan);
+// The record of the running instance `name`, or nullopt (a record whose keeper has ended
+// is removed).
+[[nodiscard]] std::optional<launch::InstanceRecord> findInstance(const std::string& stateDir, const std::string& name);
+// The user's running instances, by name.
+[[nodiscard]] std::vector<launch::InstanceRecord> listInstances(const std::string& stateDir);
+// Sends `signal` to the instance's init, which passes it to every process of the instance
+// and (SIGTERM, SIGINT, SIGHUP, SIGQUIT) ends once they have; after `timeout`, SIGKILL.
+// Returns once the instance's processes have ended and its files are removed; false when
+// no such instance runs.
+bool stopInstance(const std::string& stateDir, const std::string& name, int signal, std::chrono::seconds timeout);
+// What the processes of an instance's PID namespace use now.
+struct InstanceStats {
+  unsigned processes = 0;
+  double cpuSeconds = 0;            // user + system, since each started
+  std::uint64_t residentBytes = 0;  // the sum of their resident set sizes
+};
+[[nodiscard]] InstanceStats instanceStats(const launch::InstanceRecord& record);
 
 // Runs the host program `argv` as root of a build's user namespace (build's id maps; the
 // host's file system, no mount changes): how a build unpacks, packs and removes trees whose

@@ -1,0 +1,164 @@
+// ctr instance start|list|stop|stats (Apptainer's instance commands). `start` is a launch
+// with exec's options (exec_cmd.cpp); the others read the user's instance records.
+#include <fnmatch.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "ctr/error.hpp"
+#include "ctr/host_facts.hpp"
+#include "ctr/instance.hpp"
+#include "ctr/limits.hpp"
+#include "ctr/runtime.hpp"
+
+namespace ctr::cli {
+
+namespace {
+
+// The running instances whose names match any of `patterns` (shell globs; none: all).
+std::vector<launch::InstanceRecord> matching(const std::string& stateDir, const std::vector<std::string>& patterns) {
+  std::vector<launch::InstanceRecord> found;
+  for (auto& record : runtime::listInstances(stateDir)) {
+    bool wanted = patterns.empty();
+    for (const auto& p : patterns) wanted = wanted || ::fnmatch(p.c_str(), record.name.c_str(), 0) == 0;
+    if (wanted) found.push_back(std::move(record));
+  }
+  return found;
+}
+
+// "TERM", "SIGTERM" or "15".
+int parseSignal(const std::string& text) {
+  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
+    const int n = std::atoi(text.c_str());
+    if (n > 0 && n < NSIG && std::to_string(n) == text) return n;
+  } else {
+    const std::string name = text.starts_with("SIG") ? text.substr(3) : text;
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (const char* abbrev = sigabbrev_np(sig); abbrev && name == abbrev) return sig;
+  }
+  throw Error("--signal " + text + ": not a signal (a name such as TERM or SIGUSR1, or a number)").withStatus(1);
+}
+
+struct ListState {
+  bool json = false;
+  bool logs = false;
+  std::vector<std::string> patterns;
+};
+
+int listCommand(const ListState& s) {
+  const auto host = host::discoverHost();
+  const auto found = matching(host.stateDir, s.patterns);
+  if (s.json) {
+    nlohmann::json j;
+    j["instances"] = nlohmann::json::array();
+    for (const auto& r : found)
+      j["instances"].push_back({{"instance", r.name}, {"pid", r.keeper}, {"img", r.image}, {"ip", ""},
+                                {"started", r.started}, {"logOutPath", r.logOut}, {"logErrPath", r.logErr}});
+    std::cout << j.dump(4) << '\n';
+    return 0;
+  }
+  if (s.logs) {
+    std::printf("%-16s %-8s %s\n", "INSTANCE NAME", "PID", "LOGS");
+    for (const auto& r : found) std::printf("%-16s %-8d %s\n%26s%s\n", r.name.c_str(), r.keeper, r.logErr.c_str(), "", r.logOut.c_str());
+    return 0;
+  }
+  std::printf("%-16s %-8s %-5s %s\n", "INSTANCE NAME", "PID", "IP", "IMAGE");
+  for (const auto& r : found) std::printf("%-16s %-8d %-5s %s\n", r.name.c_str(), r.keeper, "", r.image.c_str());
+  return 0;
+}
+
+struct StopState {
+  bool all = false;
+  bool force = false;
+  std::string signal = "TERM";
+  unsigned timeout = 10;
+  std::vector<std::string> names;
+};
+
+int stopCommand(const StopState& s) {
+  if (s.all == !s.names.empty())
+    throw Error(s.all ? "instance stop: --all or instance names, not both"
+                      : "instance stop: name the instances to stop (globs allowed), or --all")
+        .withStatus(1);
+  const int signal = s.force ? SIGKILL : parseSignal(s.signal);
+  const auto host = host::discoverHost();
+  const auto found = matching(host.stateDir, s.names);
+  if (found.empty()) {
+    if (s.all) return 0;
+    std::string names;
+    for (const auto& n : s.names) names += (names.empty() ? "" : ", ") + n;
+    throw Error("no instance found with name " + names + " (`ctr instance list` shows those running)");
+  }
+  for (const auto& r : found) {
+    std::fprintf(stderr, "Stopping %s instance of %s (PID=%d)\n", r.name.c_str(), r.image.c_str(), r.keeper);
+    runtime::stopInstance(host.stateDir, r.name, signal, std::chrono::seconds(s.timeout));
+  }
+  return 0;
+}
+
+struct StatsState {
+  bool json = false;
+  std::string name;
+};
+
+int statsCommand(const StatsState& s) {
+  const auto host = host::discoverHost();
+  if (!launch::isValidInstanceName(s.name)) throw Error("bad instance name '" + s.name + "'").withStatus(1);
+  const auto record = runtime::findInstance(host.stateDir, s.name);
+  if (!record) throw Error("no instance found with name " + s.name + " (`ctr instance list` shows those running)");
+  const auto stats = runtime::instanceStats(*record);
+  if (s.json) {
+    nlohmann::json j = {{"instance", record->name},         {"pid", record->keeper},
+                        {"processes", stats.processes},      {"cpu_seconds", stats.cpuSeconds},
+                        {"resident_bytes", stats.residentBytes}};
+    std::cout << j.dump(4) << '\n';
+    return 0;
+  }
+  std::printf("%-16s %-8s %-10s %-12s %s\n", "INSTANCE NAME", "PID", "PROCESSES", "CPU SECONDS", "MEMORY (RSS)");
+  std::printf("%-16s %-8d %-10u %-12.2f %s\n", record->name.c_str(), record->keeper, stats.processes, stats.cpuSeconds,
+              limits::formatSize(stats.residentBytes).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void registerInstance(CLI::App& app, Context& ctx) {
+  auto* instance = app.add_subcommand("instance", "Containers that run in the background (start, list, stop, stats)");
+  instance->require_subcommand(1);
+  const auto& raw = ctx.rawArgs;
+  auto at = std::find(raw.begin(), raw.end(), "instance");
+  const bool startParsed = at != raw.end() && at + 1 != raw.end() && *(at + 1) == "start";
+  registerInstanceStart(*instance, ctx, startParsed);
+
+  auto list = std::make_shared<ListState>();
+  auto* listCmd = instance->add_subcommand("list", "List your running instances (NAME globs: only those)");
+  listCmd->add_flag("-j,--json", list->json, "Print as JSON");
+  listCmd->add_flag("-l,--logs", list->logs, "Show the paths of each instance's output files");
+  listCmd->add_option("names", list->patterns, "Instance names (globs)");
+  listCmd->callback([&ctx, list] { ctx.action = [list] { return listCommand(*list); }; });
+
+  auto stop = std::make_shared<StopState>();
+  auto* stopCmd = instance->add_subcommand("stop", "Stop instances: every process in them ends, nothing is left");
+  stopCmd->add_flag("-a,--all", stop->all, "Stop all your instances");
+  stopCmd->add_flag("-F,--force", stop->force, "Kill at once (SIGKILL)");
+  stopCmd->add_option("-s,--signal", stop->signal, "Signal sent to every process of the instance (default TERM)");
+  stopCmd->add_option("-t,--timeout", stop->timeout, "Kill the instance if it has not ended after this many seconds (default 10)");
+  stopCmd->add_option("names", stop->names, "Instance names (globs)");
+  stopCmd->callback([&ctx, stop] { ctx.action = [stop] { return stopCommand(*stop); }; });
+
+  auto stats = std::make_shared<StatsState>();
+  auto* statsCmd = instance->add_subcommand("stats", "What an instance's processes use now");
+  statsCmd->add_flag("-j,--json", stats->json, "Print as JSON");
+  statsCmd->add_option("name", stats->name, "Instance name")->required();
+  statsCmd->callback([&ctx, stats] { ctx.action = [stats] { return statsCommand(*stats); }; });
+}
+
+}  // namespace ctr::cli

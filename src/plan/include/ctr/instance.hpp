@@ -1,0 +1,56 @@
+// Instances: the join record that `instance start` writes and every later join reads, and
+// the planning of a launch into a running instance (docs/design-slurm.md, section 2).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ctr/launch.hpp"
+
+namespace ctr::launch {
+
+inline constexpr std::string_view kInstanceScheme = "instance://";
+
+// What `instance start` records once the instance runs (InstancePlan::record, mode 0600).
+struct InstanceRecord {
+  std::string name;
+  std::string image;               // the image's path
+  std::string started;             // UTC, ISO 8601
+  pid_t keeper = 0;                // the instance's PID 1, as the host sees it
+  std::uint64_t keeperStart = 0;   // its start time (/proc/PID/stat field 22)
+  pid_t standIn = 0;               // outside the PID namespace: holds the image's registration
+  std::vector<JoinNamespace> namespaces;  // setns order
+  std::string home;                // the container's home directory
+  std::string workdir;             // the keeper's working directory in the container
+  std::vector<std::string> environment;   // the keeper's evaluated environment ("K=V")
+  std::string logOut, logErr;
+};
+
+[[nodiscard]] std::string instanceRecordToJson(const InstanceRecord& record);
+// Throws ctr::Error naming `source` when the text is not a record.
+[[nodiscard]] InstanceRecord instanceRecordFromJson(std::string_view json, const std::string& source);
+
+// An instance name: letters, digits, '_', '-', '.', not starting with '.', at most 64.
+[[nodiscard]] bool isValidInstanceName(std::string_view name);
+// The NAME of "instance://NAME", or nullopt for any other image reference. Throws
+// ctr::Error for a bad name.
+[[nodiscard]] std::optional<std::string> instanceReference(std::string_view image);
+
+// Where the instance NAME's files go in the state directory (empty: no shared state
+// directory, and no instance can be started). Throws ctr::Error for a bad name.
+[[nodiscard]] InstancePlan planInstanceFiles(const std::string& name, const std::string& stateDir);
+
+// A launch into the running instance `record` (exec|run|shell instance://NAME): the
+// command, environment and working directory of the options, the instance's namespaces
+// and root. Options that change what the instance already set (mounts, namespaces,
+// devices, limits) are refused, named. Pure.
+[[nodiscard]] LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy,
+                                  const InstanceRecord& record, const image::ImageSource& image,
+                                  const host::HostFacts& host);
+
+}  // namespace ctr::launch

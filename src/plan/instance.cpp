@@ -1,0 +1,103 @@
+// Instances: the join record's JSON form, instance names and where an instance's files go
+// (planJoin, the launch into a running instance, is in plan.cpp with the other planners).
+#include "ctr/instance.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+#include "ctr/error.hpp"
+#include "ctr/pathutil.hpp"
+
+namespace ctr::launch {
+
+namespace {
+
+// The namespaces a join may enter, in the order it enters them: the user namespace first
+// (it owns the others), the mount namespace next (its root becomes the launch's), the PID
+// namespace last (only the launch's children go there).
+constexpr std::string_view kJoinOrder[] = {"user", "mnt", "ipc", "uts", "net", "pid"};
+
+}  // namespace
+
+bool isValidInstanceName(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && name[0] != '.' &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+         });
+}
+
+std::optional<std::string> instanceReference(std::string_view image) {
+  if (!image.starts_with(kInstanceScheme)) return std::nullopt;
+  std::string name(image.substr(kInstanceScheme.size()));
+  if (!isValidInstanceName(name))
+    throw Error("bad instance reference '" + std::string(image) +
+                "': an instance name is letters, digits, '_', '-' and '.' (at most 64, not starting with '.')")
+        .withStatus(1);
+  return name;
+}
+
+InstancePlan planInstanceFiles(const std::string& name, const std::string& stateDir) {
+  if (!isValidInstanceName(name))
+    throw Error("bad instance name '" + name +
+                "': letters, digits, '_', '-' and '.' (at most 64, not starting with '.')")
+        .withStatus(1);
+  if (stateDir.empty())
+    throw Error("instance " + name + ": no state directory of yours is free (/tmp/ctr-UID belongs to another "
+                "user), and an instance needs one that later launches find: set XDG_RUNTIME_DIR");
+  InstancePlan plan;
+  plan.name = name;
+  plan.dir = joinPath(stateDir, "instances");
+  plan.record = joinPath(plan.dir, name + ".json");
+  plan.lock = joinPath(plan.dir, name + ".lock");
+  plan.logOut = joinPath(plan.dir, name + ".out");
+  plan.logErr = joinPath(plan.dir, name + ".err");
+  return plan;
+}
+
+std::string instanceRecordToJson(const InstanceRecord& r) {
+  nlohmann::json j = {{"name", r.name},       {"image", r.image},       {"started", r.started},
+                      {"keeper", r.keeper},   {"keeper_start", r.keeperStart},
+                      {"stand_in", r.standIn}, {"home", r.home},        {"workdir", r.workdir},
+                      {"environment", r.environment}, {"log_out", r.logOut}, {"log_err", r.logErr}};
+  j["namespaces"] = nlohmann::json::array();
+  for (const auto& ns : r.namespaces) j["namespaces"].push_back({{"type", ns.type}, {"inode", ns.inode}});
+  return j.dump(2) + "\n";
+}
+
+InstanceRecord instanceRecordFromJson(std::string_view text, const std::string& source) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    InstanceRecord r;
+    r.name = j.at("name").get<std::string>();
+    r.image = j.at("image").get<std::string>();
+    r.started = j.at("started").get<std::string>();
+    r.keeper = j.at("keeper").get<pid_t>();
+    r.keeperStart = j.at("keeper_start").get<std::uint64_t>();
+    r.standIn = j.at("stand_in").get<pid_t>();
+    r.home = j.at("home").get<std::string>();
+    r.workdir = j.at("workdir").get<std::string>();
+    r.environment = j.at("environment").get<std::vector<std::string>>();
+    r.logOut = j.at("log_out").get<std::string>();
+    r.logErr = j.at("log_err").get<std::string>();
+    std::size_t next = 0;  // each type once, in kJoinOrder's order, user and mnt first
+    for (const auto& nj : j.at("namespaces")) {
+      JoinNamespace ns{nj.at("type").get<std::string>(), nj.at("inode").get<std::uint64_t>()};
+      const auto* at = std::find(std::begin(kJoinOrder) + static_cast<std::ptrdiff_t>(next), std::end(kJoinOrder), ns.type);
+      if (at == std::end(kJoinOrder)) throw Error("namespace '" + ns.type + "' unknown or out of order");
+      next = static_cast<std::size_t>(at - std::begin(kJoinOrder)) + 1;
+      r.namespaces.push_back(std::move(ns));
+    }
+    if (r.namespaces.size() < 2 || r.namespaces[0].type != "user" || r.namespaces[1].type != "mnt")
+      throw Error("no user and mount namespace");
+    if (r.keeper <= 1 || !isValidInstanceName(r.name)) throw Error("bad keeper or name");
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(source + ": not an instance record (" + e.what() + ")");
+  } catch (const Error& e) {
+    throw Error(source + ": not an instance record (" + e.oneLine() + ")");
+  }
+}
+
+}  // namespace ctr::launch

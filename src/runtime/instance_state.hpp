@@ -1,0 +1,37 @@
+// Runtime-internal: the pieces of an instance that the launch path (execute.cpp) runs;
+// instance.cpp holds the rest (start, stop, list, the record files).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ctr/fd.hpp"
+#include "ctr/launch.hpp"
+
+namespace ctr::runtime {
+
+// The start time of process `pid` (/proc/PID/stat field 22, clock ticks after boot), 0 when
+// there is no such process: with the pid, what tells a process from a later one that got
+// its recycled pid.
+[[nodiscard]] std::uint64_t processStartTime(pid_t pid);
+
+// Enters the running instance's namespaces (setns, in the plan's order) after checking its
+// keeper is the recorded process, all but its PID namespace, whose fd is returned (empty
+// when it has none): only children can enter that one. Throws ctr::Error (one line) when
+// the instance has ended.
+[[nodiscard]] UniqueFd enterInstance(const launch::JoinPlan& join);
+
+// Instance start, in the keeper once the container is ready: "ok" and what the join record
+// takes from inside (the evaluated environment, the working directory) on `report`, which
+// it closes (and sets to -1).
+void reportInstanceReady(int& report, const std::vector<std::string>& environment);
+
+// Instance start, in the process forked for it: execute() with the plan's instance (its
+// PID namespace, its root, its startscript), telling `report` the keeper's pid ("pid N"),
+// then "ok ..." (reportInstanceReady) or nothing (the error then goes to the caller).
+[[noreturn]] void executeInstance(const launch::LaunchPlan& plan, int report);
+
+}  // namespace ctr::runtime

@@ -1,0 +1,127 @@
+# Instances (ctr instance start|list|stop|stats, exec|run instance://NAME), as an ordinary
+# user: the startscript runs in the background with its output in the instance's log;
+# launches join the instance's namespaces (one PID namespace: they see its processes)
+# and get their own exit status and signals; a second start of a name, a bad name, an
+# unknown instance and options a join cannot change are refused in one line; stop ends
+# every process in the instance (SIGKILL after its timeout), a killed keeper's record is
+# dropped, and 48 instances started in parallel stop with nothing left.
+. "$(dirname "$0")/lib.sh"
+ensure_test_user
+require_fuse
+use_linger 0
+make_apptainer_rootfs "$WORK/svc"
+cat > "$WORK/svc/.singularity.d/startscript" <<'S'
+#!/bin/sh
+echo "service started: $* FIXTURE_ENV=$FIXTURE_ENV"
+exec sleep 3600
+S
+mksquashfs "$WORK/svc" "$WORK/svc.sqfs" -quiet -noappend -all-root >/dev/null
+chmod -R a+rX "$WORK"
+mkdir -m 777 "$WORK/rw"
+uid=$(id -u "$CTR_TEST_USER")
+# What an interrupted earlier run left (no process of the user lives) is not this run's.
+if [ -z "$(live_processes_of "$uid")" ]; then rm -rf "/tmp/ctr-$uid/instances"; fi
+
+note "start: the startscript runs with its arguments and the image's environment, output in its log"
+as_user "$CTR_BIN" instance start "$WORK/svc.sqfs" svc1 one two
+list=$(as_user "$CTR_BIN" instance list --json)
+expect_eq "one instance listed" 1 "$(jq '.instances | length' <<<"$list")"
+expect_eq "its name" svc1 "$(jq -r '.instances[0].instance' <<<"$list")"
+expect_eq "its image" "$WORK/svc.sqfs" "$(jq -r '.instances[0].img' <<<"$list")"
+keeper=$(jq -r '.instances[0].pid' <<<"$list")
+out=$(jq -r '.instances[0].logOutPath' <<<"$list")
+for _ in $(seq 100); do grep -q "service started" "$out" 2>/dev/null && break; sleep 0.05; done
+expect_contains "startscript output" "service started: one two FIXTURE_ENV=from-environment" "$(cat "$out")"
+expect_contains "plain list" "svc1" "$(as_user "$CTR_BIN" instance list)"
+
+note "exec instance://: the instance's root, PID namespace and processes; its own exit status"
+ps=$(as_user "$CTR_BIN" exec instance://svc1 ps)
+expect_contains "the startscript's process is seen" "sleep 3600" "$ps"
+expect_contains "the keeper is PID 1" "    1 " "$ps"
+expect_eq "the image's env scripts" from-environment "$(as_user "$CTR_BIN" exec instance://svc1 sh -c 'echo $FIXTURE_ENV')"
+expect_eq "the caller's --env" yes "$(as_user "$CTR_BIN" exec --env JOINED=yes instance://svc1 sh -c 'echo $JOINED')"
+expect_eq "the caller's working directory" "$WORK" "$(as_user "$CTR_BIN" exec instance://svc1 pwd)"
+set +e; as_user "$CTR_BIN" exec instance://svc1 sh -c 'exit 7'; rc=$?; set -e
+expect_eq "exit status" 7 "$rc"
+expect_contains "run instance:// runs the runscript" "fixture runscript: a b" "$(as_user "$CTR_BIN" run instance://svc1 a b)"
+stats=$(as_user "$CTR_BIN" instance stats --json svc1)
+[ "$(jq '.processes' <<<"$stats")" -ge 2 ] || fail "stats: expected the keeper and the startscript, got $stats"
+expect_contains "explain of a join" "join:       instance svc1: keeper pid $keeper" "$(as_user "$CTR_BIN" exec --explain instance://svc1 true)"
+expect_eq "explain --json of a start" svc1 "$(as_user "$CTR_BIN" instance start --explain --json "$WORK/svc.sqfs" svc1 | jq -r '.instance.name')"
+
+note "a signal to a joined launch reaches its app"
+as_user "$CTR_BIN" exec instance://svc1 sh -c "trap 'exit 42' TERM; touch $WORK/rw/ready; while :; do sleep 0.05; done" &
+pid=$!
+for _ in $(seq 100); do [ -e "$WORK/rw/ready" ] && break; sleep 0.05; done
+[ -e "$WORK/rw/ready" ] || fail "the joined launch did not start"
+standin=$(pgrep -u "$CTR_TEST_USER" -f "^$CTR_BIN exec instance://svc1" | head -1)
+kill -TERM "$standin"
+set +e; wait "$pid"; rc=$?; set -e
+expect_eq "exit status after SIGTERM" 42 "$rc"
+
+note "refused, in one line: a running name, bad names, unknown instances, options a join cannot change"
+refused() {  # WHAT EXPECTED-TEXT CMD...
+  local what=$1 text=$2 err rc
+  shift 2
+  set +e; err=$(as_user "$@" 2>&1 >/dev/null); rc=$?; set -e
+  [ "$rc" != 0 ] || fail "$what: accepted"
+  expect_eq "$what: one line" 1 "$(printf '%s\n' "$err" | wc -l)"
+  expect_contains "$what" "$text" "$err"
+}
+refused "second start" "instance svc1 already runs" "$CTR_BIN" instance start "$WORK/svc.sqfs" svc1
+refused "bad name" "bad instance name '../x'" "$CTR_BIN" instance start "$WORK/svc.sqfs" ../x
+refused "no name" "no instance name" "$CTR_BIN" instance start "$WORK/svc.sqfs"
+refused "unknown instance" "no instance nope is running" "$CTR_BIN" exec instance://nope true
+refused "bad reference" "bad instance reference" "$CTR_BIN" exec instance://a/b true
+refused "bind into a join" "--bind/--mount/--scratch cannot be used with instance://svc1" \
+  "$CTR_BIN" exec -B /tmp:/mnt instance://svc1 true
+refused "limits" "do not apply to instances" "$CTR_BIN" instance start --memory 1G "$WORK/svc.sqfs" svc2
+refused "missing image" "svc-missing.sqfs" "$CTR_BIN" instance start "$WORK/svc-missing.sqfs" svc2
+refused "stop unknown" "no instance found with name nope" "$CTR_BIN" instance stop nope
+expect_eq "nothing of a failed start listed" 1 "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')"
+
+note "stop: every process of the instance ends, a joined launch with it"
+as_user "$CTR_BIN" exec instance://svc1 sleep 300 &
+pid=$!
+for _ in $(seq 100); do as_user "$CTR_BIN" exec instance://svc1 ps | grep -q "sleep 300" && break; sleep 0.05; done
+as_user "$CTR_BIN" instance stop svc1
+set +e; wait "$pid"; rc=$?; set -e
+expect_eq "the joined launch was ended by SIGTERM" 143 "$rc"
+expect_eq "no instance listed" 0 "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')"
+assert_nothing_left "stop"
+[ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
+
+note "stop -t: a process that ignores SIGTERM is killed after the timeout"
+as_user "$CTR_BIN" instance start "$WORK/svc.sqfs" stubborn
+as_user "$CTR_BIN" exec instance://stubborn sh -c "trap '' TERM; touch $WORK/rw/stubborn; while :; do sleep 1; done" &
+pid=$!
+for _ in $(seq 100); do [ -e "$WORK/rw/stubborn" ] && break; sleep 0.05; done
+start=$(date +%s%N)
+as_user "$CTR_BIN" instance stop -t 1 stubborn 2>/dev/null
+took=$(( ($(date +%s%N) - start) / 1000000 ))
+set +e; wait "$pid"; rc=$?; set -e
+expect_eq "killed" 137 "$rc"
+[ "$took" -ge 900 ] || fail "stop -t 1 returned after ${took} ms, before its timeout"
+assert_nothing_left "stop -t"
+
+note "a keeper killed from outside: its record is dropped, nothing stays"
+as_user "$CTR_BIN" instance start "$WORK/svc.sqfs" doomed
+kill -KILL "$(as_user "$CTR_BIN" instance list --json | jq -r '.instances[0].pid')"
+for _ in $(seq 100); do [ "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')" = 0 ] && break; sleep 0.05; done
+expect_eq "no instance listed" 0 "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')"
+assert_nothing_left "killed keeper"
+
+note "48 instances started in parallel, each joined, stopped with --all"
+for i in $(seq 48); do as_user "$CTR_BIN" instance start "$WORK/svc.sqfs" "par$i" & done
+failed=0
+for job in $(jobs -p); do wait "$job" || failed=$((failed + 1)); done
+expect_eq "failed starts" 0 "$failed"
+expect_eq "instances listed" 48 "$(as_user "$CTR_BIN" instance list --json 'par*' | jq '.instances | length')"
+for i in $(seq 48); do as_user "$CTR_BIN" exec "instance://par$i" sh -c "echo par$i" > "$WORK/rw/out$i" & done
+wait
+for i in $(seq 48); do expect_eq "join of par$i" "par$i" "$(cat "$WORK/rw/out$i")"; done
+as_user "$CTR_BIN" instance stop --all 2>/dev/null
+expect_eq "instances after stop --all" 0 "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')"
+assert_nothing_left "48 instances"
+[ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
+echo "PASS: $TEST_NAME"

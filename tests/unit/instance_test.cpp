@@ -1,0 +1,144 @@
+// Instances: the join record's codec, instance names and references, and the planner of a
+// launch into a running instance (planJoin).
+#include <gtest/gtest.h>
+
+#include "ctr/error.hpp"
+#include "ctr/instance.hpp"
+#include "plan_helpers.hpp"
+
+namespace ctr::launch {
+namespace {
+
+InstanceRecord web1() {
+  InstanceRecord r;
+  r.name = "web1";
+  r.image = "/images/app.sif";
+  r.started = "2026-11-27T04:09:18Z";
+  r.keeper = 4242;
+  r.keeperStart = 123456;
+  r.standIn = 4241;
+  r.namespaces = {{"user", 11}, {"mnt", 12}, {"uts", 13}, {"pid", 14}};
+  r.home = "/home/alice";
+  r.workdir = "/scratch/alice/run1";
+  r.environment = {"PATH=/usr/bin:/bin", "FIXTURE=1"};
+  r.logOut = "/run/user/1000/ctr/instances/web1.out";
+  r.logErr = "/run/user/1000/ctr/instances/web1.err";
+  return r;
+}
+
+TEST(InstanceRecord, RoundTrips) {
+  const auto r = web1();
+  const auto back = instanceRecordFromJson(instanceRecordToJson(r), "web1.json");
+  EXPECT_EQ(back.name, r.name);
+  EXPECT_EQ(back.keeper, r.keeper);
+  EXPECT_EQ(back.keeperStart, r.keeperStart);
+  EXPECT_EQ(back.standIn, r.standIn);
+  ASSERT_EQ(back.namespaces.size(), 4u);
+  EXPECT_EQ(back.namespaces[2].type, "uts");
+  EXPECT_EQ(back.namespaces[3].inode, 14u);
+  EXPECT_EQ(back.environment, r.environment);
+  EXPECT_EQ(back.logErr, r.logErr);
+}
+
+TEST(InstanceRecord, RefusesWhatAJoinMustNotTrust) {
+  auto withNamespaces = [](std::vector<JoinNamespace> ns) {
+    auto r = web1();
+    r.namespaces = std::move(ns);
+    return instanceRecordToJson(r);
+  };
+  // Out of the join order (the PID namespace before the mount namespace), an unknown type,
+  // a type twice, no user namespace first.
+  for (const auto& text : {withNamespaces({{"user", 1}, {"pid", 2}, {"mnt", 3}}),
+                           withNamespaces({{"user", 1}, {"mnt", 2}, {"time", 3}}),
+                           withNamespaces({{"user", 1}, {"mnt", 2}, {"mnt", 3}}),
+                           withNamespaces({{"mnt", 2}, {"pid", 3}})})
+    EXPECT_THROW((void)instanceRecordFromJson(text, "x.json"), Error) << text;
+  auto pid1 = web1();
+  pid1.keeper = 1;
+  EXPECT_THROW((void)instanceRecordFromJson(instanceRecordToJson(pid1), "x.json"), Error);
+  try {
+    (void)instanceRecordFromJson("{\"name\": 3}", "/state/instances/x.json");
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/state/instances/x.json: not an instance record"), std::string::npos);
+  }
+}
+
+TEST(InstanceNames, ReferencesAndFiles) {
+  EXPECT_EQ(instanceReference("instance://web1"), "web1");
+  EXPECT_EQ(instanceReference("/images/app.sif"), std::nullopt);
+  EXPECT_THROW((void)instanceReference("instance://../x"), Error);
+  EXPECT_THROW((void)instanceReference("instance://"), Error);
+  EXPECT_FALSE(isValidInstanceName(".hidden"));
+  EXPECT_FALSE(isValidInstanceName(std::string(65, 'a')));
+  EXPECT_TRUE(isValidInstanceName("job-42.step_0"));
+  const auto files = planInstanceFiles("web1", "/run/user/1000/ctr");
+  EXPECT_EQ(files.record, "/run/user/1000/ctr/instances/web1.json");
+  EXPECT_EQ(files.lock, "/run/user/1000/ctr/instances/web1.lock");
+  EXPECT_THROW((void)planInstanceFiles("web1", ""), Error);  // no shared state directory
+}
+
+TEST(PlanInstance, StartHasItsOwnPidNamespaceAndTheStartscript) {
+  auto options = testing::execTrue();
+  options.command = Command::Instance;
+  options.instance = "web1";
+  options.args = {"a"};
+  auto host = testing::alice();
+  host.stateDir = "/run/user/1000/ctr";
+  const auto plan = planLaunch(options, config::Policy{}, testing::sifImage(), host);
+  ASSERT_TRUE(plan.instance);
+  EXPECT_EQ(plan.instance->record, "/run/user/1000/ctr/instances/web1.json");
+  EXPECT_TRUE(plan.namespaces.pid);
+  ASSERT_EQ(plan.commandChoices.size(), 1u);
+  EXPECT_EQ(plan.commandChoices[0].argv[0], "/.singularity.d/startscript");
+  EXPECT_EQ(plan.noCommand.status, 0);  // no startscript: the instance still runs
+  EXPECT_NE(toText(plan).find("instance:   web1"), std::string::npos);
+}
+
+TEST(PlanJoin, EntersTheRecordedNamespacesWithTheCallersCommandAndEnvironment) {
+  auto options = testing::execTrue();
+  options.image = "instance://web1";
+  options.envs = {"JOINED=yes"};
+  auto host = testing::alice();
+  host.stateDir = "/run/user/1000/ctr";
+  const auto plan = planJoin(options, config::Policy{}, web1(), testing::sifImage(), host);
+  EXPECT_EQ(plan.rootMode, RootMode::Join);
+  ASSERT_TRUE(plan.join);
+  EXPECT_EQ(plan.join->keeper, 4242);
+  EXPECT_EQ(plan.join->keeperStart, 123456u);
+  EXPECT_EQ(plan.join->record, "/run/user/1000/ctr/instances/web1.json");
+  EXPECT_TRUE(plan.namespaces.pid);
+  EXPECT_TRUE(plan.namespaces.uts);
+  EXPECT_FALSE(plan.namespaces.net);
+  EXPECT_TRUE(plan.mounts.empty());  // the instance's root, as it is
+  EXPECT_EQ(plan.argv, std::vector<std::string>{"/bin/true"});
+  EXPECT_EQ(plan.workdir, "/scratch/alice/run1");
+  EXPECT_EQ(plan.user.home, "/home/alice");
+  bool joinedVar = false;
+  for (const auto& [name, value] : plan.userEnvironment.vars) joinedVar = joinedVar || (name == "JOINED" && value == "yes");
+  EXPECT_TRUE(joinedVar);
+  EXPECT_TRUE(plan.handover.noNewPrivs);
+  EXPECT_FALSE(plan.handover.keepCapabilities);
+  EXPECT_NE(toText(plan).find("join:       instance web1: keeper pid 4242"), std::string::npos);
+}
+
+TEST(PlanJoin, RefusesWhatTheInstanceAlreadySet) {
+  auto host = testing::alice();
+  host.stateDir = "/run/user/1000/ctr";
+  auto options = testing::execTrue();
+  options.binds = {"/data"};
+  options.nv = true;
+  try {
+    (void)planJoin(options, config::Policy{}, web1(), testing::sifImage(), host);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--bind/--mount/--scratch, the device and MPI options cannot be used with instance://web1"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(e.status(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace ctr::launch
