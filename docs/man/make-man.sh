@@ -22,13 +22,28 @@ page() {
   mv "$tmp/$1.1" "$out/man1/$1.1"
 }
 
-page ctr "a container runtime for HPC clusters" "$ctr" "$here/ctr.h2m"
-"$ctr" --help | awk '/^Subcommands:/ { on = 1; next } on && /^$/ { exit } on { name = $1; $1 = ""; sub(/^ +/, ""); print name "\t" $0 }' |
-  while IFS="$(printf '\t')" read -r cmd what; do
-    [ "$cmd" = help ] && continue
-    printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$ctr" "$cmd" > "$tmp/ctr-$cmd"
-    chmod +x "$tmp/ctr-$cmd"
-    page "ctr-$cmd" "$(printf '%s' "$what" | sed 's/^./\L&/')" "$tmp/ctr-$cmd" "$here/ctr-command.h2m"
+# subcommands CMD...: "NAME<tab>WHAT" for each subcommand `ctr CMD... --help` lists.
+subcommands() {
+  "$ctr" "$@" --help | awk '/^Subcommands:/ { on = 1; next } on && /^$/ { exit } on { name = $1; $1 = ""; sub(/^ +/, ""); print name "\t" $0 }'
+}
+# command_page WHAT CMD...: ctr-CMD-...(1), then the pages of its own subcommands
+# (ctr-instance-start(1), ctr-sif-header(1): Apptainer's naming).
+command_page() {
+  what=$1
+  shift
+  name=ctr-$(printf '%s' "$*" | tr ' ' -)
+  printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$ctr" "$*" > "$tmp/$name"
+  chmod +x "$tmp/$name"
+  page "$name" "$(printf '%s' "$what" | sed 's/^./\L&/')" "$tmp/$name" "$here/ctr-command.h2m"
+  subcommands "$@" | while IFS="$(printf '\t')" read -r sub subwhat; do
+    command_page "$subwhat" "$@" "$sub"
   done
+}
+
+page ctr "a container runtime for HPC clusters" "$ctr" "$here/ctr.h2m"
+subcommands | while IFS="$(printf '\t')" read -r cmd what; do
+  [ "$cmd" = help ] && continue
+  command_page "$what" "$cmd"
+done
 [ -z "$bench" ] || page ctr-bench "bare metal against the container, per figure of merit" "$bench" "$here/ctr-bench.h2m"
 awk -v version="$version" -f "$here/ctrconf2man.awk" "$src/etc/ctr.conf" > "$out/man5/ctr.conf.5"
