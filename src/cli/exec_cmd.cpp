@@ -18,6 +18,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
+#include "ctr/instance.hpp"
 #include "ctr/host_facts.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/limits.hpp"
@@ -38,6 +39,7 @@ struct RunCommandState {
   std::string applyCgroups;  // --apply-cgroups FILE (Apptainer's TOML)
   bool explain = false;
   bool json = false;
+  bool joinInfo = false;  // instance start --join-info
   // -u/--userns (APPTAINER_USERNS): Apptainer's request for a user namespace, which every
   // ctr container has; accepted so that scripts and cwltool's probe of it run unchanged.
   bool userns = false;
@@ -113,6 +115,7 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
                         BoolFlag{"--no-eval", &o.noEval, {"NO_EVAL"}}, BoolFlag{"--pid", &o.pid, {"PID", "UNSHARE_PID"}},
                         BoolFlag{"--ipc", &o.ipc, {"IPC", "UNSHARE_IPC"}}, BoolFlag{"--uts", &o.uts, {"UTS", "UNSHARE_UTS"}},
                         BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}, BoolFlag{"--nv", &o.nv, {"NV"}},
+                        BoolFlag{"--no-pid", &o.noPid, {"NO_PID"}},
                         BoolFlag{"--rocm", &o.rocm, {"ROCM"}}, BoolFlag{"--userns", &s.userns, {"USERNS", "UNSHARE_USERNS"}}}) {
     if (given(f.option)) continue;
     if (auto v = flagVariable(f.keys)) *f.target = parseFlagBool(*v);
@@ -187,7 +190,15 @@ int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
       std::cout << launch::toText(plan);
     return 0;
   }
-  if (plan.instance) return runtime::startInstance(plan);
+  if (plan.instance) {
+    const auto record = runtime::startInstance(plan);
+    if (state.joinInfo) {
+      std::vector<std::string> caller;
+      for (char** e = environ; e && *e; ++e) caller.emplace_back(*e);
+      std::cout << launch::instanceJoinInfo(record, caller) << std::flush;
+    }
+    return 0;
+  }
   if (plan.supervised()) return runtime::run(plan);
   runtime::execute(plan);
 }
@@ -316,6 +327,9 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.option("--stats", o.statsFile, "Write wall/CPU time, peak memory, I/O and exit status as JSON to FILE");
   add.flag("--explain", s.explain, "Print the launch plan and exit");
   add.flag("--json", s.json, "With --explain: print the plan as JSON");
+  if (command == launch::Command::Instance)
+    add.flag("--join-info", s.joinInfo, "Print how to join the started instance from outside ctr (key=value lines, "
+             "for the Slurm plugin)");
 
   add.section("Mounts and working directory");
   add.list("-B,--bind", o.binds, "Bind mount src[:dst[:ro|rw]] (repeatable, comma lists)");
@@ -348,6 +362,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.section("Namespaces (the host's unless asked for)");
   add.flag("-u,--userns", s.userns, "Accepted for Apptainer's scripts: every ctr container has its own user namespace");
   add.flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)");
+  add.flag("--no-pid", o.noPid, "No own PID namespace, whatever --pid, --containall or instance start ask");
   add.flag("-i,--ipc", o.ipc, "Own IPC namespace");
   add.flag("--uts", o.uts, "Own UTS namespace");
   add.option("--hostname", o.hostname, "Hostname in the container (own UTS namespace)");

@@ -241,7 +241,9 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   if (plan.instance)
     j["instance"] = {{"name", plan.instance->name},       {"record", plan.instance->record},
                      {"lock", plan.instance->lock},       {"log_out", plan.instance->logOut},
-                     {"log_err", plan.instance->logErr}, {"keeper", "ctr's init, PID 1 of the instance's PID namespace"}};
+                     {"log_err", plan.instance->logErr},
+                     {"keeper", plan.namespaces.pid ? "ctr's init, PID 1 of the instance's PID namespace"
+                                                    : "ctr's keeper, in the host's PID namespace (--no-pid)"}};
   if (plan.join) {
     nlohmann::json ns = nlohmann::json::array();
     for (const auto& n : plan.join->namespaces) ns.push_back({{"type", n.type}, {"inode", n.inode}});
@@ -306,8 +308,9 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
     for (const auto& line : namespaceLines(plan.namespaces)) out << ' ' << line << ';';
   }
   if (plan.instance)
-    out << "\ninstance:   " << plan.instance->name << ": kept running by ctr's init (PID 1 of its PID namespace) after "
-        << "the startscript ends, until `ctr instance stop`; record " << plan.instance->record << ", output "
+    out << "\ninstance:   " << plan.instance->name << ": kept running by "
+        << (plan.namespaces.pid ? "ctr's init (PID 1 of its PID namespace)" : "ctr's keeper (no PID namespace: --no-pid)")
+        << " after the startscript ends, until `ctr instance stop`; record " << plan.instance->record << ", output "
         << plan.instance->logOut << " and " << plan.instance->logErr;
   out << "\n"
       << "hand-over:  " << handoverText(plan.handover, plan.seccompProfile) << '\n'

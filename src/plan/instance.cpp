@@ -19,7 +19,43 @@ namespace {
 // namespace last (only the launch's children go there).
 constexpr std::string_view kJoinOrder[] = {"user", "mnt", "ipc", "uts", "net", "pid"};
 
+std::string percentEncoded(std::string_view text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte == '%' || byte < 0x20 || byte == 0x7f) {
+      out += '%';
+      out += hex[byte >> 4];
+      out += hex[byte & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string instanceJoinInfo(const InstanceRecord& r, const std::vector<std::string>& callerEnvironment) {
+  std::string out = "name=" + r.name + "\nkeeper=" + std::to_string(r.keeper) +
+                    "\nkeeper_start=" + std::to_string(r.keeperStart) + "\n";
+  for (const auto& ns : r.namespaces) out += "ns=" + ns.type + ":" + std::to_string(ns.inode) + "\n";
+  if (!r.seccomp.empty()) out += "seccomp=" + percentEncoded(r.seccomp) + "\n";
+  out += "no_new_privs=1\n";
+  auto nameOf = [](std::string_view kv) { return kv.substr(0, kv.find('=')); };
+  // PWD is each joining process's own (it changes to its own working directory).
+  for (const auto& kv : r.environment)
+    if (nameOf(kv) != "PWD" && std::find(callerEnvironment.begin(), callerEnvironment.end(), kv) == callerEnvironment.end())
+      out += "set=" + percentEncoded(kv) + "\n";
+  for (const auto& kv : callerEnvironment) {
+    const auto name = nameOf(kv);
+    const bool kept = std::any_of(r.environment.begin(), r.environment.end(),
+                                  [&](const std::string& c) { return nameOf(c) == name; });
+    if (!kept) out += "unset=" + percentEncoded(name) + "\n";
+  }
+  return out;
+}
 
 bool isValidInstanceName(std::string_view name) {
   return !name.empty() && name.size() <= 64 && name[0] != '.' &&
@@ -53,6 +89,7 @@ InstancePlan planInstanceFiles(const std::string& name, const std::string& state
   plan.lock = joinPath(plan.dir, name + ".lock");
   plan.logOut = joinPath(plan.dir, name + ".out");
   plan.logErr = joinPath(plan.dir, name + ".err");
+  plan.seccomp = joinPath(plan.dir, name + ".bpf");
   return plan;
 }
 
@@ -60,7 +97,8 @@ std::string instanceRecordToJson(const InstanceRecord& r) {
   nlohmann::json j = {{"name", r.name},       {"image", r.image},       {"started", r.started},
                       {"keeper", r.keeper},   {"keeper_start", r.keeperStart},
                       {"stand_in", r.standIn}, {"home", r.home},        {"workdir", r.workdir},
-                      {"environment", r.environment}, {"log_out", r.logOut}, {"log_err", r.logErr}};
+                      {"environment", r.environment}, {"log_out", r.logOut}, {"log_err", r.logErr},
+                      {"seccomp", r.seccomp}};
   j["namespaces"] = nlohmann::json::array();
   for (const auto& ns : r.namespaces) j["namespaces"].push_back({{"type", ns.type}, {"inode", ns.inode}});
   return j.dump(2) + "\n";
@@ -81,6 +119,7 @@ InstanceRecord instanceRecordFromJson(std::string_view text, const std::string& 
     r.environment = j.at("environment").get<std::vector<std::string>>();
     r.logOut = j.at("log_out").get<std::string>();
     r.logErr = j.at("log_err").get<std::string>();
+    r.seccomp = j.value("seccomp", "");
     std::size_t next = 0;  // each type once, in kJoinOrder's order, user and mnt first
     for (const auto& nj : j.at("namespaces")) {
       JoinNamespace ns{nj.at("type").get<std::string>(), nj.at("inode").get<std::uint64_t>()};

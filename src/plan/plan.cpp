@@ -67,7 +67,7 @@ Namespaces planNamespaces(const LaunchOptions& options) {
   Namespaces ns;
   // An instance's keeper is PID 1 of its own namespace: stopping it ends every process
   // that ran or joined there.
-  ns.pid = options.pid || options.containAll || options.command == Command::Instance;
+  ns.pid = (options.pid || options.containAll || options.command == Command::Instance) && !options.noPid;
   ns.ipc = options.ipc || options.containAll;
   ns.hostname = options.hostname;
   ns.uts = options.uts || !options.hostname.empty();
@@ -251,7 +251,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
   refuse(options.writableTmpfs, "--writable-tmpfs");
   refuse(!options.workdir.empty(), "--workdir");
   refuse(!options.limits.empty() || !options.statsFile.empty(), "the limits and --stats");
-  refuse(options.pid || options.ipc || options.uts || !options.hostname.empty() || options.net ||
+  refuse(options.pid || options.noPid || options.ipc || options.uts || !options.hostname.empty() || options.net ||
              !options.network.empty(),
          "the namespace options");
   refuse(options.nv || options.rocm || !options.devices.empty() || options.rdma || !options.gpus.empty() ||

@@ -358,13 +358,20 @@ void takeTerminal() {
 // has ended (it passes each on to all of them first).
 bool endsInstance(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT; }
 
-// PID 1 of an instance (`ctr instance start`): starts `app` (the startscript), if any, and
-// stays after it ends, reaping what the instance's processes leave. Every signal it gets
-// (from `ctr instance stop`) goes to every process of the namespace; after one of
-// endsInstance's, it exits once none is left, and the namespace ends with it.
-[[noreturn]] void keeperOf(const std::function<void()>* app, int signals, const sigset_t& previousMask) {
+// The keeper of an instance (`ctr instance start`): starts `app` (the startscript), if
+// any, and stays after it ends. As PID 1 of the instance's PID namespace (`pidNamespace`)
+// it reaps what the instance's processes leave, passes every signal it gets (from
+// `ctr instance stop`) to every process of the namespace and, after one of endsInstance's,
+// exits once none is left: the namespace ends with it. Without one (--no-pid: launches
+// into the instance are their callers' children, a Slurm step's tasks slurmstepd's), it is
+// the subreaper of the startscript's processes, passes signals to the startscript, and
+// exits once its own descendants have ended.
+[[noreturn]] void keeperOf(const std::function<void()>* app, int signals, const sigset_t& previousMask,
+                           bool pidNamespace) {
+  if (!pidNamespace) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  pid_t child = -1;
   if (app) {
-    const pid_t child = ::fork();
+    child = ::fork();
     if (child < 0) throw sysError("fork the startscript");
     if (child == 0) runApp(*app, previousMask);
   }
@@ -372,18 +379,22 @@ bool endsInstance(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SI
   bool ending = false;
   for (;;) {
     int status = 0;
-    while (::waitpid(-1, &status, WNOHANG) > 0) {
-    }
+    pid_t done = 0;
+    while ((done = ::waitpid(-1, &status, WNOHANG)) > 0)
+      if (done == child) child = -1;
     // Launches that joined are children of their stand-ins outside, not of this process:
     // kill(-1, 0) tells whether any process of the namespace is left.
-    if (ending && ::kill(-1, 0) != 0 && errno == ESRCH) ::_exit(0);
+    if (ending && (pidNamespace ? ::kill(-1, 0) != 0 && errno == ESRCH : done < 0 && errno == ECHILD)) ::_exit(0);
     pollfd ready{signals, POLLIN, 0};
     if (::poll(&ready, 1, ending ? 20 : -1) <= 0) continue;
     signalfd_siginfo info{};
     if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info) || info.ssi_signo == SIGCHLD)
       continue;
     const int sig = static_cast<int>(info.ssi_signo);
-    ::kill(-1, sig);  // every process of the namespace but this one
+    if (pidNamespace)
+      ::kill(-1, sig);  // every process of the namespace but this one
+    else if (child > 0)
+      ::kill(child, sig);
     ending = ending || endsInstance(sig);
   }
 }
@@ -520,11 +531,18 @@ namespace {
   // Looked up in the PATH the image's env scripts left (conda images change it).
   const std::string path = envValue(environment, "PATH");
   if (plan.instance) {
-    if (!initSignals) throw Error("internal: an instance without its PID namespace");
+    if (!initSignals) {  // --no-pid: this process keeps the instance, in the host's PID namespace
+      sigset_t set = forwardedSignals();
+      sigaddset(&set, SIGCHLD);
+      if (::sigprocmask(SIG_BLOCK, &set, &previousMask) != 0) throw sysError("sigprocmask");
+      initSignals.reset(::signalfd(-1, &set, SFD_CLOEXEC));
+      if (!initSignals) throw sysError("signalfd");
+    }
     reportInstanceReady(report, environment);
-    if (argv.empty()) keeperOf(nullptr, initSignals.get(), previousMask);
+    const bool pidNamespace = plan.namespaces.pid;
+    if (argv.empty()) keeperOf(nullptr, initSignals.get(), previousMask, pidNamespace);
     const std::function<void()> app = [&] { execCommand(command, argv, environment, path); };
-    keeperOf(&app, initSignals.get(), previousMask);
+    keeperOf(&app, initSignals.get(), previousMask, pidNamespace);
   }
   if (initSignals)
     initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground);

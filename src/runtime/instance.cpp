@@ -27,6 +27,7 @@
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/handover.hpp"
 #include "ctr/instance.hpp"
 #include "ctr/log.hpp"
 #include "ctr/runtime.hpp"
@@ -91,7 +92,8 @@ UniqueFd lockInstance(const launch::InstancePlan& files, int operation = LOCK_EX
 // Under the instance's lock: its files gone (the lock file last), and the instances
 // directory once it is empty (a start that finds it gone makes it again: lockInstance).
 void removeInstanceFiles(const launch::InstancePlan& files) {
-  for (const auto* path : {&files.record, &files.logOut, &files.logErr, &files.lock}) ::unlink(path->c_str());
+  for (const auto* path : {&files.record, &files.logOut, &files.logErr, &files.seccomp, &files.lock})
+    ::unlink(path->c_str());
   ::rmdir(files.dir.c_str());
 }
 
@@ -111,7 +113,7 @@ std::optional<launch::InstanceRecord> liveRecord(const launch::InstancePlan& fil
   }
   if (record && isRunning(*record)) return record;
   if (record) spdlog::debug("instance {} has ended (keeper pid {}): its files removed", files.name, record->keeper);
-  for (const auto* path : {&files.record, &files.logOut, &files.logErr}) ::unlink(path->c_str());
+  for (const auto* path : {&files.record, &files.logOut, &files.logErr, &files.seccomp}) ::unlink(path->c_str());
   return std::nullopt;
 }
 
@@ -217,7 +219,7 @@ void reportInstanceReady(int& report, const std::vector<std::string>& environmen
   ::close(std::exchange(report, -1));
 }
 
-int startInstance(const launch::LaunchPlan& plan) {
+launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
   if (!plan.instance) throw Error("internal: instance start without its instance in the plan");
   const auto& files = *plan.instance;
   ensureInstanceDir(files, plan.stateDir);
@@ -257,6 +259,7 @@ int startInstance(const launch::LaunchPlan& plan) {
     removeInstanceFiles(files);
     return Error("instance " + files.name + ": " + why).withStatus(1);
   };
+  if (!plan.namespaces.pid) keeper = standIn;  // --no-pid: the forked process keeps it
   if (ready.empty() || keeper <= 0)
     throw fail(error.empty() ? "the container ended before it was ready (its output: " + files.logErr + ")" : error);
   launch::InstanceRecord record;
@@ -271,7 +274,8 @@ int startInstance(const launch::LaunchPlan& plan) {
   record.logErr = files.logErr;
   UniqueFd keeperFd = pidfdOpen(keeper);
   for (const auto& [type, own] : {std::pair{"user", true}, {"mnt", true}, {"ipc", plan.namespaces.ipc},
-                                  {"uts", plan.namespaces.uts}, {"net", plan.namespaces.net}, {"pid", true}}) {
+                                  {"uts", plan.namespaces.uts}, {"net", plan.namespaces.net},
+                                  {"pid", plan.namespaces.pid}}) {
     if (!own) continue;
     record.namespaces.push_back({type, namespaceInode(keeper, type)});
     if (record.namespaces.back().inode == 0) throw fail(std::string("cannot read its ") + type + " namespace");
@@ -281,12 +285,23 @@ int startInstance(const launch::LaunchPlan& plan) {
     const auto j = nlohmann::json::parse(ready);
     record.environment = j.at("environment").get<std::vector<std::string>>();
     record.workdir = j.at("workdir").get<std::string>();
+    if (plan.handover.seccomp) {
+      // The filter the keeper runs under, for joins that do not go through ctr (the Slurm
+      // plugin's tasks load it as it is).
+      const auto program = loadSeccompProgram(plan.seccompProfile, plan.stateDir);
+      const std::string tmp = files.seccomp + ".tmp";
+      UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!fd || ::write(fd.get(), program.bpf.data(), program.bpf.size()) != static_cast<ssize_t>(program.bpf.size()) ||
+          ::rename(tmp.c_str(), files.seccomp.c_str()) != 0)
+        throw sysError("write " + files.seccomp);
+      record.seccomp = files.seccomp;
+    }
     writeRecord(files, record);
   } catch (const std::exception& e) {
     throw fail(std::string("cannot record it: ") + e.what());
   }
   spdlog::info("instance {} started (image {}, keeper pid {})", files.name, record.image, keeper);
-  return 0;
+  return record;
 }
 
 std::optional<launch::InstanceRecord> findInstance(const std::string& stateDir, const std::string& name) {

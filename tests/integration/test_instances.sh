@@ -111,6 +111,18 @@ for _ in $(seq 100); do [ "$(as_user "$CTR_BIN" instance list --json | jq '.inst
 expect_eq "no instance listed" 0 "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')"
 assert_nothing_left "killed keeper"
 
+note "--no-pid: a keeper in the host's PID namespace; --join-info says how to join it"
+info=$(as_user "$CTR_BIN" instance start --no-pid --join-info "$WORK/svc.sqfs" nopid)
+keeper=$(sed -n 's/^keeper=//p' <<<"$info")
+[ -n "$keeper" ] && kill -0 "$keeper" || fail "--join-info: no live keeper in: $info"
+expect_eq "the namespaces to enter" "ns=user ns=mnt" "$(grep -o '^ns=[a-z]*' <<<"$info" | xargs)"
+expect_contains "the compiled seccomp filter" "seccomp=/tmp/ctr-$uid/instances/nopid.bpf" "$info"
+expect_contains "the image's environment" "set=FIXTURE_ENV=from-environment" "$info"
+expect_eq "a launch into it is in the host's PID namespace" "$(readlink /proc/self/ns/pid)" \
+  "$(as_user "$CTR_BIN" exec instance://nopid readlink /proc/self/ns/pid)"
+as_user "$CTR_BIN" instance stop nopid 2>/dev/null
+assert_nothing_left "--no-pid"
+
 note "48 instances started in parallel, each joined, stopped with --all"
 for i in $(seq 48); do as_user "$CTR_BIN" instance start "$WORK/svc.sqfs" "par$i" & done
 failed=0

@@ -142,3 +142,21 @@ TEST(PlanJoin, RefusesWhatTheInstanceAlreadySet) {
 
 }  // namespace
 }  // namespace ctr::launch
+
+namespace ctr::launch {
+namespace {
+
+TEST(InstanceJoinInfo, TheNamespacesAndWhatTheContainerChangesInTheCallersEnvironment) {
+  auto r = web1();
+  r.namespaces = {{"user", 11}, {"mnt", 12}};
+  r.seccomp = "/state/instances/web1.bpf";
+  r.environment = {"PATH=/usr/bin:/bin", "KEPT=1", "NEW=a%b\nc", "PWD=/somewhere"};
+  const std::string info = instanceJoinInfo(r, {"PATH=/opt/bin:/usr/bin", "KEPT=1", "DROPPED=x", "PWD=/home/alice"});
+  EXPECT_EQ(info,
+            "name=web1\nkeeper=4242\nkeeper_start=123456\nns=user:11\nns=mnt:12\n"
+            "seccomp=/state/instances/web1.bpf\nno_new_privs=1\n"
+            "set=PATH=/usr/bin:/bin\nset=NEW=a%25b%0Ac\nunset=DROPPED\n");
+}
+
+}  // namespace
+}  // namespace ctr::launch

@@ -29,11 +29,20 @@ struct InstanceRecord {
   std::string workdir;             // the keeper's working directory in the container
   std::vector<std::string> environment;   // the keeper's evaluated environment ("K=V")
   std::string logOut, logErr;
+  std::string seccomp;             // the compiled seccomp filter (raw sock_filter[]), if the hand-over has one
 };
 
 [[nodiscard]] std::string instanceRecordToJson(const InstanceRecord& record);
 // Throws ctr::Error naming `source` when the text is not a record.
 [[nodiscard]] InstanceRecord instanceRecordFromJson(std::string_view json, const std::string& source);
+
+// How a process outside ctr joins the instance (the Slurm plugin's tasks), as
+// `instance start --join-info` prints it: one "key=value" per line, values percent-encoded
+// ('%', control bytes): name, keeper, keeper_start, ns=TYPE:INODE (setns order), seccomp
+// (the compiled filter's path, if any), no_new_privs=1, then set=NAME=VALUE and unset=NAME
+// for each variable the container's environment changes against `callerEnvironment`
+// (the environment the instance was started with, "K=V").
+[[nodiscard]] std::string instanceJoinInfo(const InstanceRecord& record, const std::vector<std::string>& callerEnvironment);
 
 // An instance name: letters, digits, '_', '-', '.', not starting with '.', at most 64.
 [[nodiscard]] bool isValidInstanceName(std::string_view name);

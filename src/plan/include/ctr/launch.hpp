@@ -53,6 +53,7 @@ struct LaunchOptions {
   std::string app;                  // --app NAME: a SCIF app (/scif/apps/NAME)
   std::string shell;                // shell -s/--shell PROGRAM
   bool pid = false;                 // -p/--pid: own PID namespace (also with --containall)
+  bool noPid = false;               // --no-pid: none (wins over --pid, --containall, instance start)
   bool ipc = false;                 // -i/--ipc: own IPC namespace (also with --containall)
   bool uts = false;                 // --uts: own UTS namespace (also with --hostname)
   std::string hostname;             // --hostname NAME
@@ -227,6 +228,7 @@ struct InstancePlan {
   std::string record;      // <dir>/NAME.json
   std::string lock;        // <dir>/NAME.lock
   std::string logOut, logErr;
+  std::string seccomp;     // <dir>/NAME.bpf: the compiled filter, for joins outside ctr (Slurm)
 };
 
 // One namespace of a running instance: /proc/PID/ns/<type> of its keeper, and the inode

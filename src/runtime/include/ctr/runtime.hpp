@@ -112,9 +112,10 @@ int holderMain(const HolderArgs& args);
 // instance's log files) joins the image's holder like any launch and forks the instance's
 // PID 1, ctr's init, which assembles the root, hands over, starts the startscript (if the
 // image has one) and stays, reaping, until `instance stop`. Once the container is ready,
-// it writes the join record and returns 0; a failure leaves nothing behind. Under the
+// it writes the join record and returns it; a failure leaves nothing behind. Under the
 // instance's lock: a second start of the same name is refused while the first runs.
-[[nodiscard]] int startInstance(const launch::LaunchPlan& plan);
+// Without a PID namespace (--no-pid), the forked process itself is the keeper.
+launch::InstanceRecord startInstance(const launch::LaunchPlan& plan);
 // The record of the running instance `name`, or nullopt (a record whose keeper has ended
 // is removed).
 [[nodiscard]] std::optional<launch::InstanceRecord> findInstance(const std::string& stateDir, const std::string& name);
