@@ -10,5 +10,5 @@ extern const bool kHelperSetuidInstall;  // CTR_INSTALL_SUID_HELPER or CTR_DEB_P
 extern const bool kApptainerLinks;       // CTR_INSTALL_APPTAINER_LINKS
 extern const bool kSanitize;             // CTR_SANITIZE
 extern const bool kBench;                // CTR_BUILD_BENCH: ctr-bench and its workloads
-extern const bool kSlurmPlugin;          // the Slurm SPANK plugin (not part of ctr yet)
+extern const bool kSlurmPlugin;          // the Slurm SPANK plugin (ctr_spank.so, where libslurm-dev is)
 }  // namespace ctr::cli::build_info

@@ -1,0 +1,490 @@
+/* ctr's Slurm SPANK plugin (docs/design-slurm.md, section 3): `srun --container-image=IMG`
+ * runs each task of a step in one container per node, shared by the step's tasks.
+ *
+ * user_init (slurmstepd, once per step and node) starts the step's instance as the job's
+ * user: `ctr instance start --no-pid --join-info ... IMAGE slurm.JOB.STEP`, whose plan is
+ * ctr's planner's; it keeps the join information ctr prints. task_init (each task, as the
+ * user, right before slurmstepd execs it) joins the instance: setns into its user and
+ * mount namespaces (checked against the recorded keeper), back to the task's working
+ * directory, the container's environment changes, no_new_privs, every capability
+ * dropped and ctr's compiled seccomp filter; slurmstepd then execs the task itself, so its
+ * pid, signals and exit status are Slurm's as without a container. exit (slurmstepd, as
+ * root) stops the instance as the user.
+ *
+ * C, and linked with nothing: slurmstepd loads it into every step. Options go through
+ * spank_option_register (seen by srun, sbatch and salloc). plugstack.conf arguments:
+ * ctr=PATH (the ctr program; default the install's). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(ctr, 1)
+
+#ifndef CTR_DEFAULT_PROGRAM
+#define CTR_DEFAULT_PROGRAM "/usr/bin/ctr"
+#endif
+
+enum { OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV };
+
+static char *opt_image, *opt_mounts, *opt_workdir;
+static int opt_no_home, opt_nv;
+static char ctr_program[PATH_MAX] = CTR_DEFAULT_PROGRAM;
+
+#define MAX_NS 8
+static struct {
+  int active;
+  char failed[1024];  /* why the step's container could not start: each task says it and exits 255 */
+  char name[96];
+  pid_t keeper;
+  unsigned long long keeper_start;
+  int nns;
+  char ns_type[MAX_NS][8];
+  unsigned long long ns_inode[MAX_NS];
+  char *seccomp;
+  char **set, **unset;
+  int nset, nunset;
+} join;
+
+static int take_option(int val, const char *arg, int remote) {
+  (void)remote;
+  switch (val) {
+    case OPT_IMAGE: free(opt_image); opt_image = strdup(arg ? arg : ""); break;
+    case OPT_MOUNTS: free(opt_mounts); opt_mounts = strdup(arg ? arg : ""); break;
+    case OPT_WORKDIR: free(opt_workdir); opt_workdir = strdup(arg ? arg : ""); break;
+    case OPT_NO_HOME: opt_no_home = 1; break;
+    case OPT_NV: opt_nv = 1; break;
+    default: return -1;
+  }
+  return 0;
+}
+
+static struct spank_option options[] = {
+    {"container-image", "IMAGE", "[ctr] run the step's tasks in a container of IMAGE (a SIF, squashfs or directory)",
+     1, OPT_IMAGE, take_option},
+    {"container-mounts", "SRC[:DST[:ro|rw]],...", "[ctr] bind mounts into the container", 1, OPT_MOUNTS,
+     take_option},
+    {"container-workdir", "DIR", "[ctr] working directory of the tasks in the container", 1, OPT_WORKDIR,
+     take_option},
+    {"no-container-mount-home", NULL, "[ctr] do not mount the home directory", 0, OPT_NO_HOME, take_option},
+    {"container-nv", NULL, "[ctr] the node's NVIDIA driver and GPUs in the container", 0, OPT_NV, take_option},
+    SPANK_OPTIONS_TABLE_END};
+
+int slurm_spank_init(spank_t sp, int ac, char **av) {
+  for (int i = 0; i < ac; ++i) {
+    if (strncmp(av[i], "ctr=", 4) == 0 && strlen(av[i] + 4) < sizeof ctr_program) {
+      strcpy(ctr_program, av[i] + 4);
+    } else {
+      slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH)", av[i]);
+      return -1;
+    }
+  }
+  for (struct spank_option *o = options; o->name; ++o)
+    if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
+      slurm_error("ctr: cannot register --%s", o->name);
+      return -1;
+    }
+  return 0;
+}
+
+/* The value of NAME in the environment `env`, or NULL. */
+static const char *env_value(char **env, const char *name) {
+  size_t n = strlen(name);
+  for (; env && *env; ++env)
+    if (strncmp(*env, name, n) == 0 && (*env)[n] == '=') return *env + n + 1;
+  return NULL;
+}
+
+/* Percent-decoding in place (ctr's join information encodes '%' and control bytes). */
+static void percent_decode(char *s) {
+  char *out = s;
+  for (; *s; ++s) {
+    if (s[0] == '%' && s[1] && s[2]) {
+      char hex[3] = {s[1], s[2], 0};
+      *out++ = (char)strtol(hex, NULL, 16);
+      s += 2;
+    } else {
+      *out++ = *s;
+    }
+  }
+  *out = 0;
+}
+
+static int push(char ***list, int *n, const char *value) {
+  char **grown = realloc(*list, sizeof(char *) * (size_t)(*n + 1));
+  if (!grown) return -1;
+  *list = grown;
+  if (!(grown[*n] = strdup(value))) return -1;
+  percent_decode(grown[*n]);
+  ++*n;
+  return 0;
+}
+
+/* `ctr instance start --join-info`'s output: one key=value per line. */
+static int parse_join_info(char *text) {
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    char *eq = strchr(line, '=');
+    if (!eq) return -1;
+    *eq = 0;
+    const char *key = line, *value = eq + 1;
+    if (strcmp(key, "name") == 0) {
+      snprintf(join.name, sizeof join.name, "%s", value);
+    } else if (strcmp(key, "keeper") == 0) {
+      join.keeper = (pid_t)atol(value);
+    } else if (strcmp(key, "keeper_start") == 0) {
+      join.keeper_start = strtoull(value, NULL, 10);
+    } else if (strcmp(key, "ns") == 0) {
+      const char *colon = strchr(value, ':');
+      if (!colon || join.nns == MAX_NS || colon - value >= 8) return -1;
+      memcpy(join.ns_type[join.nns], value, (size_t)(colon - value));
+      join.ns_type[join.nns][colon - value] = 0;
+      join.ns_inode[join.nns++] = strtoull(colon + 1, NULL, 10);
+    } else if (strcmp(key, "seccomp") == 0) {
+      if (!(join.seccomp = strdup(value))) return -1;
+      percent_decode(join.seccomp);
+    } else if (strcmp(key, "set") == 0) {
+      if (push(&join.set, &join.nset, value) != 0) return -1;
+    } else if (strcmp(key, "unset") == 0) {
+      if (push(&join.unset, &join.nunset, value) != 0) return -1;
+    }
+  }
+  return join.keeper > 1 && join.nns >= 2 && strcmp(join.ns_type[0], "user") == 0 ? 0 : -1;
+}
+
+/* In a child of slurmstepd: become the job's user for good. */
+static int become_user(uid_t uid, gid_t gid) {
+  struct passwd *pw = getpwuid(uid);
+  if (seteuid(0) != 0 && geteuid() != 0) return -1;
+  if (pw ? initgroups(pw->pw_name, gid) != 0 : setgroups(0, NULL) != 0) return -1;
+  if (setgid(gid) != 0 || setuid(uid) != 0) return -1;
+  return setuid(0) == 0 ? -1 : 0; /* the way back must be shut */
+}
+
+/* Runs `ctr ARGV...` as the job's user with the job's environment, in the job's working
+ * directory; its stdout into `out` (malloc'd), its last stderr line into `err`. Returns its
+ * exit status, or -1. `ignore_term`: the SIGTERM with which slurmstepd ends what is left of
+ * the step does not stop it (the instance's stop must finish). */
+static int run_ctr(spank_t sp, char **argv, char **out, char *err, size_t errsize, int ignore_term) {
+  uid_t uid;
+  gid_t gid;
+  char **env = NULL;
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
+    snprintf(err, errsize, "cannot read the job's user and environment");
+    return -1;
+  }
+  int outp[2], errp[2];
+  if (pipe2(outp, O_CLOEXEC) != 0) return -1;
+  if (pipe2(errp, O_CLOEXEC) != 0) {
+    close(outp[0]);
+    close(outp[1]);
+    return -1;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    dup2(outp[1], 1);
+    dup2(errp[1], 2);
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, 0);
+    if (become_user(uid, gid) != 0) {
+      fprintf(stderr, "ctr: cannot become uid %u (%s)\n", (unsigned)uid, strerror(errno));
+      _exit(255);
+    }
+    const char *dir = env_value(env, "PWD");
+    if (!dir) dir = env_value(env, "SLURM_SUBMIT_DIR");
+    if (!dir || chdir(dir) != 0) (void)!chdir("/");
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (ignore_term) signal(SIGTERM, SIG_IGN);
+    execve(ctr_program, argv, env);
+    fprintf(stderr, "ctr: cannot run %s (%s): set ctr=PATH in plugstack.conf\n", ctr_program, strerror(errno));
+    _exit(255);
+  }
+  close(outp[1]);
+  close(errp[1]);
+  if (child < 0) {
+    close(outp[0]);
+    close(errp[0]);
+    return -1;
+  }
+  size_t len = 0, cap = 4096;
+  char *buf = malloc(cap);
+  char ebuf[4096];
+  size_t elen = 0;
+  int open_fds = 2;
+  while (buf && open_fds > 0) {
+    fd_set rd;
+    FD_ZERO(&rd);
+    if (outp[0] >= 0) FD_SET(outp[0], &rd);
+    if (errp[0] >= 0) FD_SET(errp[0], &rd);
+    if (select((outp[0] > errp[0] ? outp[0] : errp[0]) + 1, &rd, NULL, NULL, NULL) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (outp[0] >= 0 && FD_ISSET(outp[0], &rd)) {
+      if (len + 1024 >= cap) {
+        char *grown = realloc(buf, cap *= 2);
+        if (!grown) break;
+        buf = grown;
+      }
+      ssize_t n = read(outp[0], buf + len, cap - len - 1);
+      if (n <= 0) {
+        close(outp[0]);
+        outp[0] = -1;
+        --open_fds;
+      } else {
+        len += (size_t)n;
+      }
+    }
+    if (errp[0] >= 0 && FD_ISSET(errp[0], &rd)) {
+      ssize_t n = read(errp[0], ebuf + elen, sizeof ebuf - elen - 1);
+      if (n <= 0) {
+        close(errp[0]);
+        errp[0] = -1;
+        --open_fds;
+      } else {
+        elen += (size_t)n;
+        if (elen >= sizeof ebuf - 256) elen = 0; /* keep the tail */
+      }
+    }
+  }
+  if (outp[0] >= 0) close(outp[0]);
+  if (errp[0] >= 0) close(errp[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (buf) buf[len] = 0;
+  ebuf[elen] = 0;
+  while (elen > 0 && ebuf[elen - 1] == '\n') ebuf[--elen] = 0;
+  const char *last = strrchr(ebuf, '\n');
+  const char *tail = last ? last + 1 : ebuf;
+  size_t tail_len = strlen(tail) < errsize ? strlen(tail) : errsize - 1;
+  memcpy(err, tail, tail_len);
+  err[tail_len] = 0;
+  *out = buf;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* "slurm.JOB.STEP.NODE" (the batch step: "slurm.JOB.batch.NODE"): the node's name too, for
+ * nodes that share the user's state directory (a shared /tmp). At most 64 characters, the
+ * node's name cut to fit; only characters an instance name may have. */
+static int instance_name(spank_t sp, char *name, size_t size) {
+  uint32_t job = 0, step = 0;
+  char host[256] = "";
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
+    return -1;
+  if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "node");
+  for (char *c = host; *c; ++c)
+    if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_')
+      *c = '_';
+  char stepText[16];
+  if (step == SLURM_BATCH_SCRIPT)
+    snprintf(stepText, sizeof stepText, "batch");
+  else
+    snprintf(stepText, sizeof stepText, "%u", step);
+  int used = snprintf(name, size, "slurm.%u.%s.", job, stepText);
+  if (used < 0 || (size_t)used >= size || used >= 64) return -1;
+  snprintf(name + used, size - (size_t)used, "%.*s", 64 - used, host);
+  return 0;
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av) {
+  (void)ac;
+  (void)av;
+  if (!spank_remote(sp) || !opt_image || !*opt_image) return 0;
+  char name[96];
+  if (instance_name(sp, name, sizeof name) != 0) {
+    slurm_error("ctr: cannot read the job and step ids");
+    return -1;
+  }
+  char *argv[32];
+  int n = 0;
+  argv[n++] = ctr_program;
+  argv[n++] = "instance";
+  argv[n++] = "start";
+  argv[n++] = "--no-pid";
+  argv[n++] = "--join-info";
+  if (opt_mounts && *opt_mounts) {
+    argv[n++] = "--bind";
+    argv[n++] = opt_mounts;
+  }
+  if (opt_workdir && *opt_workdir) {
+    argv[n++] = "--pwd";
+    argv[n++] = opt_workdir;
+  }
+  if (opt_no_home) argv[n++] = "--no-home";
+  if (opt_nv) argv[n++] = "--nv";
+  argv[n++] = opt_image;
+  argv[n++] = name;
+  argv[n] = NULL;
+  char *out = NULL, err[1024] = "";
+  int status = run_ctr(sp, argv, &out, err, sizeof err, 0);
+  if (status != 0 || !out || parse_join_info(out) != 0) {
+    /* Told by each task, which then exits 255: a user_init failure is a launch failure,
+     * after which srun exits 0. */
+    snprintf(join.failed, sizeof join.failed, "ctr: --container-image=%s: %.900s", opt_image,
+             *err ? err : status == 0 ? "ctr printed no join information" : "ctr instance start failed");
+    slurm_info("%s", join.failed);
+    free(out);
+    return 0;
+  }
+  free(out);
+  join.active = 1;
+  return 0;
+}
+
+static unsigned long long start_time(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  if (!p) return 0;
+  p += 2;
+  for (int field = 3; field < 22; ++field) {
+    p = strchr(p, ' ');
+    if (!p) return 0;
+    ++p;
+  }
+  return strtoull(p, NULL, 10);
+}
+
+static int drop_capabilities(void) {
+  for (int cap = 0; cap <= 63; ++cap)
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return -1;
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2];
+  memset(data, 0, sizeof data);
+  return (int)syscall(SYS_capset, &header, data);
+}
+
+static int load_seccomp(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter) != 0 ||
+      st.st_size > 65536 * (off_t)sizeof(struct sock_filter)) {
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  struct sock_filter *filter = malloc((size_t)st.st_size);
+  ssize_t n = filter ? read(fd, filter, (size_t)st.st_size) : -1;
+  close(fd);
+  if (n != st.st_size) {
+    free(filter);
+    errno = EIO;
+    return -1;
+  }
+  struct sock_fprog prog = {(unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter)), filter};
+  int rc = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+  free(filter);
+  return rc;
+}
+
+/* A task that cannot run in the step's container: one line on its stderr (srun shows it)
+ * and exit status 255, ctr's own for its failures, so that srun and sacct see a failed step. */
+__attribute__((format(printf, 1, 2), noreturn)) static void fail_task(const char *format, ...) {
+  char line[1200];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  fprintf(stderr, "%s\n", line);
+  fflush(stderr);
+  _exit(255);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av) {
+  (void)ac;
+  (void)av;
+  if (join.failed[0]) fail_task("%s", join.failed);
+  if (!join.active) return 0;
+  int fds[MAX_NS];
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");
+  int pidfd = (int)syscall(SYS_pidfd_open, join.keeper, 0);
+  if (pidfd < 0 || start_time(join.keeper) != join.keeper_start) {
+    fail_task("ctr: the step's container %s has ended (keeper pid %d)", join.name, (int)join.keeper);
+  }
+  for (int i = 0; i < join.nns; ++i) {
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)join.keeper, join.ns_type[i]);
+    fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+    if (fds[i] < 0 || fstat(fds[i], &st) != 0 || (unsigned long long)st.st_ino != join.ns_inode[i]) {
+      fail_task("ctr: the step's container %s has ended (its %s namespace is gone)", join.name, join.ns_type[i]);
+    }
+  }
+  for (int i = 0; i < join.nns; ++i) {
+    if (setns(fds[i], 0) != 0) {
+      fail_task("ctr: cannot enter the %s namespace of %s: %s", join.ns_type[i], join.name, strerror(errno));
+    }
+    close(fds[i]);
+  }
+  close(pidfd);
+  const char *dir = opt_workdir && *opt_workdir ? opt_workdir : cwd;
+  if (chdir(dir) != 0) {
+    if (opt_workdir && *opt_workdir) {
+      fail_task("ctr: --container-workdir %s: %s in the container", dir, strerror(errno));
+    }
+    slurm_info("ctr: working directory %s is not in the container: using /", dir);
+    (void)!chdir("/");
+  }
+  for (int i = 0; i < join.nset; ++i) {
+    char *eq = strchr(join.set[i], '=');
+    if (!eq) continue;
+    *eq = 0;
+    spank_setenv(sp, join.set[i], eq + 1, 1);
+    *eq = '=';
+  }
+  for (int i = 0; i < join.nunset; ++i) spank_unsetenv(sp, join.unset[i]);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || drop_capabilities() != 0) {
+    fail_task("ctr: cannot drop privileges in %s: %s", join.name, strerror(errno));
+  }
+  if (join.seccomp && load_seccomp(join.seccomp) != 0) {
+    fail_task("ctr: cannot load the seccomp filter %s: %s", join.seccomp, strerror(errno));
+  }
+  return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av) {
+  (void)ac;
+  (void)av;
+  if (!spank_remote(sp) || !join.active) return 0;
+  char *argv[] = {ctr_program, "instance", "stop", "-t", "5", join.name, NULL};
+  char *out = NULL, err[1024] = "";
+  int status = run_ctr(sp, argv, &out, err, sizeof err, 1);
+  free(out);
+  if (status != 0)
+    slurm_error("ctr: stopping %s: %s (exit status %d)", join.name, *err ? err : "ctr instance stop failed", status);
+  join.active = 0;
+  return 0;
+}

@@ -1,0 +1,77 @@
+# srun --container-image on a real two-node Slurm cluster (cluster.sh, brought up once
+# for the Slurm tests): the plugin starts one container per node and step, as the job's
+# user, and the tasks join it, so slurmstepd execs each task itself: hostnames and ranks
+# are Slurm's, the image's files are seen, --container-mounts and --container-workdir
+# apply, the task's exit status and signals are its own, a bad image fails the step with
+# ctr's one line (never a hang), and nothing stays after the steps.
+. "$(dirname "$0")/../lib.sh"
+CLUSTER=${CTR_SLURM_DIR:?the Slurm cluster directory (ctest sets it)}
+[ ! -e "$CLUSTER/skip" ] || skip "no Slurm cluster: $(cat "$CLUSTER/skip")"
+[ -e "$CLUSTER/etc/slurm.conf" ] || skip "no Slurm cluster (the fixture integration.slurm.cluster_up did not run)"
+ensure_test_user
+require_fuse
+make_demo_squashfs demo
+mkdir -p "$WORK/data" "$WORK/rw"
+echo "from the host" > "$WORK/data/x"
+chmod -R a+rX "$WORK"
+chmod 777 "$WORK/rw"
+uid=$(id -u "$CTR_TEST_USER")
+# As the test user, in the cluster's client namespace, from $WORK; 60 s at most (124: it hung).
+slurm() { ( cd "$WORK" && timeout 60 bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" \
+  runuser -u "$CTR_TEST_USER" -- env -i HOME="/home/$CTR_TEST_USER" PATH=/usr/bin:/bin \
+  SLURM_CONF="$CLUSTER/etc/slurm.conf" "$@" ); }
+
+note "srun -N2 -n4 --container-image: both nodes, four ranks, the image's files"
+out=$(slurm srun -N2 -n4 --container-image="$WORK/demo.sqfs" \
+  sh -c 'echo "$(hostname) $SLURM_PROCID $CTR_DEMO $(grep ^ID= /etc/os-release)"')
+printf '%s\n' "$out"
+expect_eq "four tasks" 4 "$(printf '%s\n' "$out" | wc -l)"
+expect_eq "both nodes" "n1 n2" "$(printf '%s\n' "$out" | awk '{print $1}' | sort -u | xargs)"
+expect_eq "ranks 0-3" "0 1 2 3" "$(printf '%s\n' "$out" | awk '{print $2}' | sort | xargs)"
+expect_eq "the image's environment and os-release" 4 "$(printf '%s\n' "$out" | grep -c ' 1 ID=ctr-demo$')"
+
+note "the task is slurmstepd's child (ctr does not stand between), in the container's root"
+parent=$(slurm srun -N1 -n1 --container-image="$WORK/demo.sqfs" sh -c 'cat /proc/$PPID/comm; ls /bin/busybox')
+expect_contains "the task's parent" "slurmstepd" "$parent"
+expect_contains "the image's busybox" "/bin/busybox" "$parent"
+
+note "--container-mounts, --container-workdir"
+expect_eq "bind" "from the host" "$(slurm srun -N1 -n1 --container-image="$WORK/demo.sqfs" \
+  --container-mounts="$WORK/data:/data:ro" cat /data/x)"
+expect_eq "workdir" "/data" "$(slurm srun -N1 -n1 --container-image="$WORK/demo.sqfs" \
+  --container-mounts="$WORK/data:/data" --container-workdir=/data pwd)"
+expect_eq "the submit directory is the tasks' working directory" "$WORK" \
+  "$(slurm srun -N1 -n1 --container-image="$WORK/demo.sqfs" pwd)"
+
+note "exit status: the task's own"
+set +e; slurm srun -N2 -n2 --container-image="$WORK/demo.sqfs" sh -c 'exit 3'; rc=$?; set -e
+expect_eq "srun's exit status" 3 "$rc"
+
+note "a bad image fails the step with ctr's line, at once"
+set +e; err=$(slurm srun -N1 -n1 --container-image="$WORK/missing.sif" true 2>&1); rc=$?; set -e
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "bad image: srun exit status $rc (124: it hung)"
+expect_contains "ctr's message" "ctr: --container-image=$WORK/missing.sif: ctr: error:" "$err"
+expect_contains "names the file" "missing.sif" "$err"
+
+note "signals from scancel reach the task"
+rm -f "$WORK/rw/"*
+slurm srun -N1 -n1 --container-image="$WORK/demo.sqfs" sh -c \
+  "trap 'echo usr1 > $WORK/rw/got; exit 42' USR1; touch $WORK/rw/ready; while :; do sleep 0.1; done" &
+srun_pid=$!
+for _ in $(seq 200); do [ -e "$WORK/rw/ready" ] && break; sleep 0.05; done
+[ -e "$WORK/rw/ready" ] || fail "the task did not start"
+job=$(bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" squeue -h -u "$CTR_TEST_USER" -o %i | head -1)
+bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" scancel -s USR1 "$job"
+for _ in $(seq 200); do [ -e "$WORK/rw/got" ] && break; sleep 0.05; done
+[ -e "$WORK/rw/got" ] || fail "SIGUSR1 did not reach the task"
+set +e; wait "$srun_pid"; rc=$?; set -e
+expect_eq "srun's exit status after the task's trap" 42 "$rc"
+
+note "nothing of the steps stays: no instance, no process, no mount"
+for _ in $(seq 100); do
+  [ -z "$(ls "/tmp/ctr-$uid/instances" 2>/dev/null)" ] && break
+  sleep 0.1
+done
+[ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
+assert_nothing_left "Slurm steps"
+echo "PASS: $TEST_NAME"
