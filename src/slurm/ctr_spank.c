@@ -335,6 +335,25 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
     argv[n++] = opt_workdir;
   }
   if (opt_no_home) argv[n++] = "--no-home";
+  /* The batch step's task is the script slurmd wrote to its spool directory: bound in at
+   * its own path (read-only), so that `#SBATCH --container-image` runs it in the container. */
+  char script_bind[4 * PATH_MAX + 8];
+  uint32_t step = 0;
+  int job_argc = 0;
+  char **job_argv = NULL;
+  if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_BATCH_SCRIPT &&
+      spank_get_item(sp, S_JOB_ARGV, &job_argc, &job_argv) == ESPANK_SUCCESS && job_argc > 0 && job_argv[0][0] == '/') {
+    char escaped[PATH_MAX * 2];
+    size_t e = 0;
+    for (const char *c = job_argv[0]; *c && e + 2 < sizeof escaped; ++c) {
+      if (*c == ',' || *c == ':' || *c == '\\') escaped[e++] = '\\';
+      escaped[e++] = *c;
+    }
+    escaped[e] = 0;
+    snprintf(script_bind, sizeof script_bind, "%s:%s:ro", escaped, escaped);
+    argv[n++] = "--bind";
+    argv[n++] = script_bind;
+  }
   if (opt_nv) argv[n++] = "--nv";
   argv[n++] = opt_image;
   argv[n++] = name;

@@ -1,0 +1,39 @@
+# sbatch with --container-image, in #SBATCH lines or on the command line: the batch
+# script itself runs in the container (the plugin binds slurmd's copy of it in), its
+# exit status is the job's (sbatch --wait returns it), and nothing stays after the job.
+. "$(dirname "$0")/../lib.sh"
+CLUSTER=${CTR_SLURM_DIR:?the Slurm cluster directory (ctest sets it)}
+[ ! -e "$CLUSTER/skip" ] || skip "no Slurm cluster: $(cat "$CLUSTER/skip")"
+[ -e "$CLUSTER/etc/slurm.conf" ] || skip "no Slurm cluster (the fixture integration.slurm.cluster_up did not run)"
+ensure_test_user
+require_fuse
+make_demo_squashfs demo
+chmod -R a+rX "$WORK"
+mkdir -m 777 "$WORK/out"
+uid=$(id -u "$CTR_TEST_USER")
+slurm() { ( cd "$WORK/out" && timeout 60 bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" \
+  runuser -u "$CTR_TEST_USER" -- env -i HOME="/home/$CTR_TEST_USER" PATH=/usr/bin:/bin \
+  SLURM_CONF="$CLUSTER/etc/slurm.conf" "$@" ); }
+
+note "#SBATCH --container-image: the script runs in the container"
+cat > "$WORK/job.sh" <<S
+#!/bin/sh
+#SBATCH --container-image=$WORK/demo.sqfs
+#SBATCH -o $WORK/out/job.out
+echo "in \$(grep ^ID= /etc/os-release) on \$(hostname) as \$(id -un) demo=\$CTR_DEMO"
+S
+chmod 644 "$WORK/job.sh"
+slurm sbatch --wait "$WORK/job.sh" >/dev/null || fail "sbatch --wait failed: $(cat "$WORK/out/job.out" 2>/dev/null)"
+out=$(cat "$WORK/out/job.out")
+expect_contains "the image's os-release" "in ID=ctr-demo on n" "$out"
+expect_contains "as the user, with the image's environment" "as $CTR_TEST_USER demo=1" "$out"
+
+note "sbatch --container-image --wrap: the job's exit status is the script's"
+set +e; slurm sbatch --wait --container-image="$WORK/demo.sqfs" -o "$WORK/out/wrap.out" --wrap 'test -x /bin/busybox; exit 5' >/dev/null; rc=$?; set -e
+expect_eq "sbatch --wait's exit status" 5 "$rc"
+
+note "nothing of the jobs stays"
+for _ in $(seq 100); do [ ! -e "/tmp/ctr-$uid/instances" ] && break; sleep 0.1; done
+[ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
+assert_nothing_left "batch jobs"
+echo "PASS: $TEST_NAME"
