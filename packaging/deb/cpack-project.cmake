@@ -1,8 +1,8 @@
 # Read by cpack for each generator: the tarball is the relocatable tree without the setuid
-# helper; the Debian packages are ctr and ctr-suid.
+# helper; the Debian packages are ctr, ctr-suid and (where the plugin was built) ctr-slurm.
 if(CPACK_GENERATOR STREQUAL "DEB")
   set(CPACK_DEB_COMPONENT_INSTALL ON)
-  set(CPACK_COMPONENTS_ALL ctr helper)
+  set(CPACK_COMPONENTS_ALL ${CPACK_CTR_DEB_COMPONENTS})
   set(CPACK_COMPONENTS_GROUPING ONE_PER_GROUP)
   set(CPACK_COMPONENT_INCLUDE_TOPLEVEL_DIRECTORY OFF)
   set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)

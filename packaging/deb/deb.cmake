@@ -4,6 +4,8 @@
 #
 #   ctr       ctr, ctr-bench and its workloads, /etc/ctr (conffiles), man pages, docs
 #   ctr-suid  ctr-mount-helper, setuid root (kernel squashfs; ctr.conf's 'allow setuid')
+#   ctr-slurm the Slurm SPANK plugin and an example plugstack.conf line (where libslurm-dev
+#             was there to build it)
 #
 # ctr's programs live in /usr/lib/ctr/bin: Debian's containerd owns /usr/bin/ctr and
 # bash-completion/completions/ctr. The package offers both names through
@@ -43,6 +45,22 @@ squashfs driver instead of FUSE, for images an administrator trusts. It does
 nothing until /etc/ctr/ctr.conf says 'allow setuid = yes'; what it may mount
 is set there too (setuid image directories, owners and formats).")
 
+set(CPACK_DEBIAN_SLURM_PACKAGE_NAME ctr-slurm)
+set(CPACK_COMPONENT_SLURM_DEPENDS ctr)
+set(CPACK_DEBIAN_SLURM_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_SLURM_PACKAGE_RECOMMENDS "slurmd")
+set(CPACK_DEBIAN_SLURM_DESCRIPTION "HPC container runtime - Slurm plugin
+ctr_spank.so lets srun, sbatch and salloc run a job's steps in ctr containers:
+srun --container-image=app.sif ./app, with pyxis's option names. One container
+per node and step is started as the job's user and shared by its tasks, which
+Slurm itself starts, so ranks, signals and exit codes are Slurm's. Enable it
+with the line in /usr/share/ctr/slurm/plugstack.conf.")
+set(ctr_deb_components ctr helper)
+if(TARGET ctr_spank)
+  list(APPEND ctr_deb_components slurm)
+endif()
+set(CPACK_CTR_DEB_COMPONENTS "${ctr_deb_components}")
+
 # Maintainer scripts, conffiles and the changelog, with the install paths filled in.
 set(ctr_deb "${CMAKE_BINARY_DIR}/deb")
 configure_file("${CMAKE_CURRENT_LIST_DIR}/ctr.conffiles.in" "${ctr_deb}/ctr/conffiles" @ONLY)
@@ -64,6 +82,10 @@ if(CTR_DEB_PACKAGE)
           DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/ctr" COMPONENT ctr)
   install(FILES "${CMAKE_CURRENT_LIST_DIR}/copyright" "${ctr_deb_changelog}"
           DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/ctr-suid" COMPONENT helper)
+  if(TARGET ctr_spank)
+    install(FILES "${CMAKE_CURRENT_LIST_DIR}/copyright" "${ctr_deb_changelog}"
+            DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/ctr-slurm" COMPONENT slurm)
+  endif()
   install(CODE "
     file(MAKE_DIRECTORY \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/bin\")
     file(CREATE_LINK ../${CMAKE_INSTALL_BINDIR}/ctr-bench \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/bin/ctr-bench\" SYMBOLIC)"

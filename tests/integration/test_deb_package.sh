@@ -3,7 +3,8 @@
 # the deb tree (preset deb, built by tests/run-all.sh), lintian finds no error in them,
 # apt-get installs them; an ordinary user runs a container through the installed ctr, by
 # squashfuse and then by the setuid helper (ctr.conf's switch turned on); `man ctr-exec`
-# works; containerd's /usr/bin/ctr, where it is installed, is left as it was. Then both are
+# works; containerd's /usr/bin/ctr, where it is installed, is left as it was; ctr-slurm (where
+# the plugin was built) installs the plugin its plugstack.conf line names. Then all are
 # purged and nothing of ctr stays: no file, no setuid bit, no alternative, no state directory.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root
@@ -13,7 +14,7 @@ deb_build=${CTR_DEB_BUILD_DIR:-$CTR_SOURCE_DIR/build/deb}
 for tool in cpack dpkg-deb dpkg-shlibdeps apt-get; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (apt-get install dpkg-dev cmake)"
 done
-for p in ctr ctr-suid; do
+for p in ctr ctr-suid ctr-slurm; do
   if dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'installed'; then
     skip "the package $p is already installed on this machine: this test installs and purges its own"
   fi
@@ -24,13 +25,15 @@ bindir=/usr/lib/ctr/bin
 helper=/usr/libexec/ctr/ctr-mount-helper
 # Everything of ctr the packages put on the system, and what ctr-suid's helper creates.
 ctr_paths="/etc/ctr $bindir /usr/lib/ctr /usr/libexec/ctr /usr/share/ctr /usr/share/doc/ctr /usr/share/doc/ctr-suid
+  /usr/share/doc/ctr-slurm /usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)/ctr
   /usr/bin/ctr-bench /usr/share/man/man1/ctr-exec.1.gz /usr/share/man/man5/ctr.conf.5.gz /run/ctr-helper
   /var/lib/dpkg/alternatives/ctr"
 purge() {
-  DEBIAN_FRONTEND=noninteractive apt-get purge -y -q ctr-suid ctr >"$WORK/purge.log" 2>&1
+  DEBIAN_FRONTEND=noninteractive apt-get purge -y -q ctr-slurm ctr-suid ctr >"$WORK/purge.log" 2>&1
 }
 cleanup() {
-  if dpkg-query -W ctr >/dev/null 2>&1 || dpkg-query -W ctr-suid >/dev/null 2>&1; then purge || true; fi
+  if dpkg-query -W ctr >/dev/null 2>&1 || dpkg-query -W ctr-suid >/dev/null 2>&1 ||
+     dpkg-query -W ctr-slurm >/dev/null 2>&1; then purge || true; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -52,6 +55,13 @@ mkdir "$WORK/pkg"
 ctr_deb=$(ls "$WORK"/pkg/ctr_*_*.deb 2>/dev/null | head -n1)
 suid_deb=$(ls "$WORK"/pkg/ctr-suid_*_*.deb 2>/dev/null | head -n1)
 [ -n "$ctr_deb" ] && [ -n "$suid_deb" ] || fail "cpack made no ctr and ctr-suid packages: $(ls "$WORK/pkg")"
+slurm_deb=$(ls "$WORK"/pkg/ctr-slurm_*_*.deb 2>/dev/null | head -n1)
+if [ -f "$deb_build/lib/ctr_spank.so" ]; then
+  [ -n "$slurm_deb" ] || fail "the plugin was built but cpack made no ctr-slurm package: $(ls "$WORK/pkg")"
+else
+  [ -z "$slurm_deb" ] || fail "a ctr-slurm package without a plugin built"
+  note "no ctr-slurm package: the deb tree has no plugin (libslurm-dev missing at configure time)"
+fi
 expect_eq "ctr-suid depends on the same ctr" "ctr (= $(dpkg-deb -f "$ctr_deb" Version))" \
   "$(dpkg-deb -f "$suid_deb" Depends | tr ',' '\n' | grep -m1 '^ *ctr ' | sed 's/^ *//')"
 depends=$(dpkg-deb -f "$ctr_deb" Depends)
@@ -67,7 +77,7 @@ expect_eq "ctr.conf is a conffile" "/etc/ctr/ctr.conf" "$(dpkg-deb -I "$ctr_deb"
 if command -v lintian >/dev/null; then
   note "lintian"
   chmod -R a+rX "$WORK/pkg"
-  lint=$(cd "$WORK" && runuser -u "$CTR_TEST_USER" -- lintian "$ctr_deb" "$suid_deb" 2>&1) || true
+  lint=$(cd "$WORK" && runuser -u "$CTR_TEST_USER" -- lintian "$ctr_deb" "$suid_deb" $slurm_deb 2>&1) || true
   errors=$(grep '^E: ' <<<"$lint" || true)
   [ -z "$errors" ] || fail "lintian reports errors: $errors"
   note "lintian: no error ($(grep -c '^W: ' <<<"$lint" || true) warnings)"
@@ -76,7 +86,7 @@ else
 fi
 
 note "apt-get install"
-DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$ctr_deb" "$suid_deb" \
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$ctr_deb" "$suid_deb" $slurm_deb \
   >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log"; fail "apt-get install of the packages failed"; }
 expect_eq "ctr-mount-helper installed 4755 root" "4755 root" "$(stat -c '%a %U' "$helper")"
 expect_eq "/usr/bin/ctr-bench" "$bindir/ctr-bench" "$(readlink -f /usr/bin/ctr-bench)"
@@ -87,6 +97,13 @@ if [ -n "$other_ctr" ]; then
 else
   expect_eq "/usr/bin/ctr (alternative)" "$bindir/ctr" "$(readlink -f /usr/bin/ctr)"
   expect_eq "$completion (alternative)" /usr/share/ctr/bash-completion/ctr "$(readlink -f "$completion")"
+fi
+if [ -n "$slurm_deb" ]; then
+  line=$(grep '^required ' /usr/share/ctr/slurm/plugstack.conf)
+  plugin=$(awk '{ print $2 }' <<<"$line")
+  [ -f "$plugin" ] || fail "ctr-slurm: the plugin its plugstack.conf line names is not there: $line"
+  expect_eq "ctr-slurm: the plugin runs the installed ctr" "ctr=$bindir/ctr" "$(awk '{ print $3 }' <<<"$line")"
+  expect_eq "ctr version: Slurm plugin built" true "$(as_user "$bindir/ctr" version --json | jq '.components.slurm_plugin.built')"
 fi
 version=$(as_user "$bindir/ctr" version --json)
 python3 - "$version" <<'PY' || fail "ctr version --json of the installed ctr: $version"
