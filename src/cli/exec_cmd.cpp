@@ -327,9 +327,11 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.option("--stats", o.statsFile, "Write wall/CPU time, peak memory, I/O and exit status as JSON to FILE");
   add.flag("--explain", s.explain, "Print the launch plan and exit");
   add.flag("--json", s.json, "With --explain: print the plan as JSON");
-  if (command == launch::Command::Instance)
+  if (command == launch::Command::Instance) {
     add.flag("--join-info", s.joinInfo, "Print how to join the started instance from outside ctr (key=value lines, "
              "for the Slurm plugin)");
+    add.flag("--reuse", o.reuseInstance, "If NAME already runs with this image, take it as it is (no error)");
+  }
 
   add.section("Mounts and working directory");
   add.list("-B,--bind", o.binds, "Bind mount src[:dst[:ro|rw]] (repeatable, comma lists)");

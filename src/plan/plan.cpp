@@ -231,7 +231,10 @@ LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy
   Environment env = planEnvironment(options, image, host, home, std::move(devices), std::move(firstLibraryDirs));
   finishIdentityAndEnvironment(plan, home, std::move(env));
   planCommand(plan, options);
-  if (options.command == Command::Instance) plan.instance = planInstanceFiles(options.instance, host.stateDir);
+  if (options.command == Command::Instance) {
+    plan.instance = planInstanceFiles(options.instance, host.stateDir);
+    plan.instance->reuse = options.reuseInstance;
+  }
   return plan;
 }
 

@@ -224,10 +224,19 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
   const auto& files = *plan.instance;
   ensureInstanceDir(files, plan.stateDir);
   UniqueFd lock = lockInstance(files);
-  if (auto running = liveRecord(files))
+  if (auto running = liveRecord(files)) {
+    if (files.reuse && running->image == plan.image.path.string()) {
+      spdlog::info("instance {} already runs (keeper pid {}): taken as it is", files.name, running->keeper);
+      return *running;
+    }
+    if (files.reuse)
+      throw Error("instance " + files.name + " runs " + running->image + ", not " + plan.image.path.string() +
+                  ": --reuse takes only an instance of the same image")
+          .withStatus(1);
     throw Error("instance " + files.name + " already runs (keeper pid " + std::to_string(running->keeper) + ", image " +
                 running->image + "): stop it first with `ctr instance stop " + files.name + "`")
         .withStatus(1);
+  }
   std::array<int, 2> pipe{};
   if (::pipe2(pipe.data(), O_CLOEXEC) != 0) throw sysError("pipe");
   UniqueFd readEnd(pipe[0]), writeEnd(pipe[1]);

@@ -46,10 +46,10 @@ SPANK_PLUGIN(ctr, 1)
 #define CTR_DEFAULT_PROGRAM "/usr/bin/ctr"
 #endif
 
-enum { OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV };
+enum { OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV, OPT_NAME, OPT_WRITABLE, OPT_READONLY };
 
-static char *opt_image, *opt_mounts, *opt_workdir;
-static int opt_no_home, opt_nv;
+static char *opt_image, *opt_mounts, *opt_workdir, *opt_name;
+static int opt_no_home, opt_nv, opt_writable;
 static char ctr_program[PATH_MAX] = CTR_DEFAULT_PROGRAM;
 
 #define MAX_NS 8
@@ -75,6 +75,9 @@ static int take_option(int val, const char *arg, int remote) {
     case OPT_WORKDIR: free(opt_workdir); opt_workdir = strdup(arg ? arg : ""); break;
     case OPT_NO_HOME: opt_no_home = 1; break;
     case OPT_NV: opt_nv = 1; break;
+    case OPT_NAME: free(opt_name); opt_name = strdup(arg ? arg : ""); break;
+    case OPT_WRITABLE: opt_writable = 1; break;
+    case OPT_READONLY: opt_writable = 0; break;
     default: return -1;
   }
   return 0;
@@ -89,9 +92,16 @@ static struct spank_option options[] = {
      take_option},
     {"no-container-mount-home", NULL, "[ctr] do not mount the home directory", 0, OPT_NO_HOME, take_option},
     {"container-nv", NULL, "[ctr] the node's NVIDIA driver and GPUs in the container", 0, OPT_NV, take_option},
+    {"container-name", "NAME", "[ctr] a named container: later steps of the job that name it on a node join it; "
+     "removed at the job's end", 1, OPT_NAME, take_option},
+    {"container-writable", NULL, "[ctr] a writable root (changes in memory, kept for the job in a named container)", 0,
+     OPT_WRITABLE, take_option},
+    {"container-readonly", NULL, "[ctr] a read-only root (the default)", 0, OPT_READONLY, take_option},
     SPANK_OPTIONS_TABLE_END};
 
-int slurm_spank_init(spank_t sp, int ac, char **av) {
+/* plugstack.conf's arguments: every callback gets them (slurmd's job_epilog runs without
+ * slurm_spank_init). */
+static int parse_arguments(int ac, char **av) {
   for (int i = 0; i < ac; ++i) {
     if (strncmp(av[i], "ctr=", 4) == 0 && strlen(av[i] + 4) < sizeof ctr_program) {
       strcpy(ctr_program, av[i] + 4);
@@ -100,6 +110,11 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
       return -1;
     }
   }
+  return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av) {
+  if (parse_arguments(ac, av) != 0) return -1;
   for (struct spank_option *o = options; o->name; ++o)
     if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
       slurm_error("ctr: cannot register --%s", o->name);
@@ -185,15 +200,8 @@ static int become_user(uid_t uid, gid_t gid) {
  * directory; its stdout into `out` (malloc'd), its last stderr line into `err`. Returns its
  * exit status, or -1. `ignore_term`: the SIGTERM with which slurmstepd ends what is left of
  * the step does not stop it (the instance's stop must finish). */
-static int run_ctr(spank_t sp, char **argv, char **out, char *err, size_t errsize, int ignore_term) {
-  uid_t uid;
-  gid_t gid;
-  char **env = NULL;
-  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
-    snprintf(err, errsize, "cannot read the job's user and environment");
-    return -1;
-  }
+static int run_ctr_as(uid_t uid, gid_t gid, char **env, char **argv, char **out, char *err, size_t errsize,
+                      int ignore_term) {
   int outp[2], errp[2];
   if (pipe2(outp, O_CLOEXEC) != 0) return -1;
   if (pipe2(errp, O_CLOEXEC) != 0) {
@@ -218,7 +226,20 @@ static int run_ctr(spank_t sp, char **argv, char **out, char *err, size_t errsiz
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     if (ignore_term) signal(SIGTERM, SIG_IGN);
-    execve(ctr_program, argv, env);
+    /* Without XDG_RUNTIME_DIR, which srun copies from the submit host and which the job's
+     * epilog does not have: every ctr of the plugin then keeps the user's instances in
+     * the same node-local state directory (/tmp/ctr-UID), where the epilog finds them. */
+    char **kept = calloc(1, sizeof(char *));
+    int nkept = 0;
+    for (char **e = env; e && *e && kept; ++e) {
+      if (strncmp(*e, "XDG_RUNTIME_DIR=", 16) == 0) continue;
+      char **grown = realloc(kept, sizeof(char *) * (size_t)(nkept + 2));
+      if (!grown) break;
+      kept = grown;
+      kept[nkept++] = *e;
+      kept[nkept] = NULL;
+    }
+    execve(ctr_program, argv, kept ? kept : env);
     fprintf(stderr, "ctr: cannot run %s (%s): set ctr=PATH in plugstack.conf\n", ctr_program, strerror(errno));
     _exit(255);
   }
@@ -287,23 +308,48 @@ static int run_ctr(spank_t sp, char **argv, char **out, char *err, size_t errsiz
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* "slurm.JOB.STEP.NODE" (the batch step: "slurm.JOB.batch.NODE"): the node's name too, for
- * nodes that share the user's state directory (a shared /tmp). At most 64 characters, the
- * node's name cut to fit; only characters an instance name may have. */
+/* run_ctr_as with the job's user and environment (user_init, exit). */
+static int run_ctr(spank_t sp, char **argv, char **out, char *err, size_t errsize, int ignore_term) {
+  uid_t uid;
+  gid_t gid;
+  char **env = NULL;
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
+    snprintf(err, errsize, "cannot read the job's user and environment");
+    return -1;
+  }
+  return run_ctr_as(uid, gid, env, argv, out, err, errsize, ignore_term);
+}
+
+/* The node's name, with only characters an instance name may have. */
+static void node_name(char *host, size_t size) {
+  if (gethostname(host, size - 1) != 0) snprintf(host, size, "node");
+  host[size - 1] = 0;
+  for (char *c = host; *c; ++c)
+    if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_')
+      *c = '_';
+}
+
+/* "slurm.JOB.STEP.NODE" (the batch step: "slurm.JOB.batch.NODE"), or for a named container
+ * "slurm.JOB.n-NAME.NODE": the node's name too, for nodes that share the user's state
+ * directory (a shared /tmp). At most 64 characters, the node's name cut to fit. */
 static int instance_name(spank_t sp, char *name, size_t size) {
   uint32_t job = 0, step = 0;
   char host[256] = "";
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
     return -1;
-  if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "node");
-  for (char *c = host; *c; ++c)
-    if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_')
-      *c = '_';
-  char stepText[16];
-  if (step == SLURM_BATCH_SCRIPT)
+  node_name(host, sizeof host);
+  char stepText[40];
+  if (opt_name && *opt_name) {
+    snprintf(stepText, sizeof stepText, "n-%.32s", opt_name);
+    for (char *c = stepText; *c; ++c)
+      if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_')
+        *c = '_';
+  } else if (step == SLURM_BATCH_SCRIPT) {
     snprintf(stepText, sizeof stepText, "batch");
-  else
+  } else {
     snprintf(stepText, sizeof stepText, "%u", step);
+  }
   int used = snprintf(name, size, "slurm.%u.%s.", job, stepText);
   if (used < 0 || (size_t)used >= size || used >= 64) return -1;
   snprintf(name + used, size - (size_t)used, "%.*s", 64 - used, host);
@@ -335,6 +381,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
     argv[n++] = opt_workdir;
   }
   if (opt_no_home) argv[n++] = "--no-home";
+  if (opt_writable) argv[n++] = "--writable-tmpfs";
+  if (opt_name && *opt_name) argv[n++] = "--reuse"; /* the job's earlier step on this node started it */
   /* The batch step's task is the script slurmd wrote to its spool directory: bound in at
    * its own path (read-only), so that `#SBATCH --container-image` runs it in the container. */
   char script_bind[4 * PATH_MAX + 8];
@@ -498,6 +546,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
   (void)ac;
   (void)av;
   if (!spank_remote(sp) || !join.active) return 0;
+  if (opt_name && *opt_name) return 0; /* a named container lives until the job's end (job_epilog) */
   char *argv[] = {ctr_program, "instance", "stop", "-t", "5", join.name, NULL};
   char *out = NULL, err[1024] = "";
   int status = run_ctr(sp, argv, &out, err, sizeof err, 1);
@@ -505,5 +554,38 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
   if (status != 0)
     slurm_error("ctr: stopping %s: %s (exit status %d)", join.name, *err ? err : "ctr instance stop failed", status);
   join.active = 0;
+  return 0;
+}
+
+/* slurmd, at the job's end on each node where it ran: the job's named containers stopped,
+ * as the job's user (slurm_spank_exit stopped each step's unnamed one). */
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
+  if (parse_arguments(ac, av) != 0) return -1;
+  uid_t uid;
+  uint32_t job = 0;
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS)
+    return 0;
+  struct passwd *pw = getpwuid(uid);
+  if (!pw) return 0;
+  char home[PATH_MAX + 8], user[300], logname[310], pattern[64];
+  snprintf(home, sizeof home, "HOME=%s", pw->pw_dir);
+  snprintf(user, sizeof user, "USER=%s", pw->pw_name);
+  snprintf(logname, sizeof logname, "LOGNAME=%s", pw->pw_name);
+  char *env[] = {home, user, logname, "PATH=/usr/local/bin:/usr/bin:/bin", NULL};
+  /* Every node's (where nodes share a state directory, the first epilog stops them all:
+   * the job has ended everywhere by then). */
+  snprintf(pattern, sizeof pattern, "slurm.%u.n-*", job);
+  /* Only when one is there: `instance stop` with no match says so and exits non-zero. */
+  char *list[] = {ctr_program, "instance", "list", pattern, NULL};
+  char *out = NULL, err[1024] = "";
+  if (run_ctr_as(uid, pw->pw_gid, env, list, &out, err, sizeof err, 1) != 0 || !out || !strstr(out, "slurm.")) {
+    free(out);
+    return 0;
+  }
+  free(out);
+  char *stop[] = {ctr_program, "instance", "stop", "-t", "5", pattern, NULL};
+  int status = run_ctr_as(uid, pw->pw_gid, env, stop, &out, err, sizeof err, 1);
+  free(out);
+  if (status != 0) slurm_error("ctr: stopping the named containers of job %u: %s (exit status %d)", job, err, status);
   return 0;
 }

@@ -78,6 +78,12 @@ refused "bind into a join" "--bind/--mount/--scratch cannot be used with instanc
 refused "limits" "do not apply to instances" "$CTR_BIN" instance start --memory 1G "$WORK/svc.sqfs" svc2
 refused "missing image" "svc-missing.sqfs" "$CTR_BIN" instance start "$WORK/svc-missing.sqfs" svc2
 refused "stop unknown" "no instance found with name nope" "$CTR_BIN" instance stop nope
+cp "$WORK/svc.sqfs" "$WORK/other.sqfs"
+chmod a+r "$WORK/other.sqfs"
+refused "--reuse with another image" "--reuse takes only an instance of the same image" \
+  "$CTR_BIN" instance start --reuse "$WORK/other.sqfs" svc1
+as_user "$CTR_BIN" instance start --reuse "$WORK/svc.sqfs" svc1 || fail "--reuse of a running instance of the same image"
+expect_eq "--reuse: the same keeper" "$keeper" "$(as_user "$CTR_BIN" instance list --json svc1 | jq -r '.instances[0].pid')"
 expect_eq "nothing of a failed start listed" 1 "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')"
 
 note "stop: every process of the instance ends, a joined launch with it"

@@ -1,6 +1,8 @@
 # sbatch with --container-image, in #SBATCH lines or on the command line: the batch
 # script itself runs in the container (the plugin binds slurmd's copy of it in), its
-# exit status is the job's (sbatch --wait returns it), and nothing stays after the job.
+# exit status is the job's (sbatch --wait returns it); a named container
+# (--container-name, --container-writable) is shared by the job's steps and removed at
+# the job's end; nothing stays after the jobs.
 . "$(dirname "$0")/../lib.sh"
 CLUSTER=${CTR_SLURM_DIR:?the Slurm cluster directory (ctest sets it)}
 [ ! -e "$CLUSTER/skip" ] || skip "no Slurm cluster: $(cat "$CLUSTER/skip")"
@@ -31,6 +33,18 @@ expect_contains "as the user, with the image's environment" "as $CTR_TEST_USER d
 note "sbatch --container-image --wrap: the job's exit status is the script's"
 set +e; slurm sbatch --wait --container-image="$WORK/demo.sqfs" -o "$WORK/out/wrap.out" --wrap 'test -x /bin/busybox; exit 5' >/dev/null; rc=$?; set -e
 expect_eq "sbatch --wait's exit status" 5 "$rc"
+
+note "--container-name: the job's steps share one writable container, an unnamed step has its own"
+cat > "$WORK/named.sh" <<S
+#!/bin/sh
+#SBATCH -N1 -o $WORK/out/named.out
+srun --container-image=$WORK/demo.sqfs --container-name=c1 --container-writable sh -c 'echo from-step-0 > /shared'
+srun --container-image=$WORK/demo.sqfs --container-name=c1 --container-writable cat /shared
+srun --container-image=$WORK/demo.sqfs --container-writable sh -c 'cat /shared 2>/dev/null || echo unnamed-is-fresh'
+S
+chmod 644 "$WORK/named.sh"
+slurm sbatch --wait "$WORK/named.sh" >/dev/null || fail "sbatch --wait named.sh failed: $(cat "$WORK/out/named.out" 2>/dev/null)"
+expect_eq "the steps' output" "from-step-0 unnamed-is-fresh" "$(xargs < "$WORK/out/named.out")"
 
 note "nothing of the jobs stays"
 for _ in $(seq 100); do [ ! -e "/tmp/ctr-$uid/instances" ] && break; sleep 0.1; done

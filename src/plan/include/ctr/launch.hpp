@@ -66,6 +66,7 @@ struct LaunchOptions {
   std::string gpus;                 // --gpus all|LIST: these NVIDIA GPUs only (implies --nv)
   std::string mpi;                  // --mpi=bind|hybrid ("" = hybrid: the image's own MPI)
   std::string instance;             // instance start: the instance's NAME
+  bool reuseInstance = false;       // instance start --reuse: a running NAME of the same image is taken
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -229,6 +230,9 @@ struct InstancePlan {
   std::string lock;        // <dir>/NAME.lock
   std::string logOut, logErr;
   std::string seccomp;     // <dir>/NAME.bpf: the compiled filter, for joins outside ctr (Slurm)
+  // --reuse: an instance NAME that already runs, of the same image, is taken as it is (a
+  // Slurm job's named container, started by its first step, joined by the next).
+  bool reuse = false;
 };
 
 // One namespace of a running instance: /proc/PID/ns/<type> of its keeper, and the inode

@@ -114,7 +114,8 @@ int holderMain(const HolderArgs& args);
 // image has one) and stays, reaping, until `instance stop`. Once the container is ready,
 // it writes the join record and returns it; a failure leaves nothing behind. Under the
 // instance's lock: a second start of the same name is refused while the first runs.
-// Without a PID namespace (--no-pid), the forked process itself is the keeper.
+// Without a PID namespace (--no-pid), the forked process itself is the keeper. With
+// plan.instance->reuse, a running NAME of the same image is returned as it is.
 launch::InstanceRecord startInstance(const launch::LaunchPlan& plan);
 // The record of the running instance `name`, or nullopt (a record whose keeper has ended
 // is removed).
