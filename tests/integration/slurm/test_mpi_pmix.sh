@@ -3,11 +3,10 @@
 # here the host's Open MPI bound into the busybox image, as test_mpi does): slurmstepd is
 # the PMIx server, its rendezvous directory (TmpFS) and PMIX_* variables reach the tasks.
 . "$(dirname "$0")/../lib.sh"
-CLUSTER=${CTR_SLURM_DIR:?the Slurm cluster directory (ctest sets it)}
-[ ! -e "$CLUSTER/skip" ] || skip "no Slurm cluster: $(cat "$CLUSTER/skip")"
-[ -e "$CLUSTER/etc/slurm.conf" ] || skip "no Slurm cluster (the fixture integration.slurm.cluster_up did not run)"
+. "$(dirname "$0")/lib.sh"
+require_slurm_cluster
 command -v mpicc >/dev/null || skip "Open MPI not installed"
-bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" srun --mpi=list 2>&1 | grep -q pmix ||
+slurm_client srun --mpi=list 2>&1 | grep -q pmix ||
   skip "Slurm has no pmix plugin here"
 ensure_test_user
 require_fuse
@@ -17,9 +16,7 @@ chmod -R a+rX "$WORK"
 
 # Shared memory between ranks of one node in one container: single copy off, as for
 # ranks in separate launches (host-notes, gotcha 2); PSM (absent here) not tried.
-out=$(cd "$WORK" && timeout 120 bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" \
-  runuser -u "$CTR_TEST_USER" -- env -i HOME="/home/$CTR_TEST_USER" PATH=/usr/bin:/bin \
-  SLURM_CONF="$CLUSTER/etc/slurm.conf" OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mtl=^psm \
+out=$(slurm_as_user "$WORK" env OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mtl=^psm \
   srun --mpi=pmix -N2 -n4 --container-image="$WORK/demo.sqfs" \
   --container-mounts=/usr,/usr/lib:/lib,/usr/lib64:/lib64,/etc/openmpi "$WORK/checks" 2>&1) || fail "srun failed: $out"
 echo "$out"

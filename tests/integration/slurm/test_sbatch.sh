@@ -4,18 +4,15 @@
 # (--container-name, --container-writable) is shared by the job's steps and removed at
 # the job's end; nothing stays after the jobs.
 . "$(dirname "$0")/../lib.sh"
-CLUSTER=${CTR_SLURM_DIR:?the Slurm cluster directory (ctest sets it)}
-[ ! -e "$CLUSTER/skip" ] || skip "no Slurm cluster: $(cat "$CLUSTER/skip")"
-[ -e "$CLUSTER/etc/slurm.conf" ] || skip "no Slurm cluster (the fixture integration.slurm.cluster_up did not run)"
+. "$(dirname "$0")/lib.sh"
+require_slurm_cluster
 ensure_test_user
 require_fuse
 make_demo_squashfs demo
 chmod -R a+rX "$WORK"
 mkdir -m 777 "$WORK/out"
 uid=$(id -u "$CTR_TEST_USER")
-slurm() { ( cd "$WORK/out" && timeout 60 bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" \
-  runuser -u "$CTR_TEST_USER" -- env -i HOME="/home/$CTR_TEST_USER" PATH=/usr/bin:/bin \
-  SLURM_CONF="$CLUSTER/etc/slurm.conf" "$@" ); }
+slurm() { slurm_as_user "$WORK/out" "$@"; }
 
 note "#SBATCH --container-image: the script runs in the container"
 cat > "$WORK/job.sh" <<S

@@ -5,9 +5,8 @@
 # apply, the task's exit status and signals are its own, a bad image fails the step with
 # ctr's one line (never a hang), and nothing stays after the steps.
 . "$(dirname "$0")/../lib.sh"
-CLUSTER=${CTR_SLURM_DIR:?the Slurm cluster directory (ctest sets it)}
-[ ! -e "$CLUSTER/skip" ] || skip "no Slurm cluster: $(cat "$CLUSTER/skip")"
-[ -e "$CLUSTER/etc/slurm.conf" ] || skip "no Slurm cluster (the fixture integration.slurm.cluster_up did not run)"
+. "$(dirname "$0")/lib.sh"
+require_slurm_cluster
 ensure_test_user
 require_fuse
 make_demo_squashfs demo
@@ -16,10 +15,7 @@ echo "from the host" > "$WORK/data/x"
 chmod -R a+rX "$WORK"
 chmod 777 "$WORK/rw"
 uid=$(id -u "$CTR_TEST_USER")
-# As the test user, in the cluster's client namespace, from $WORK; 60 s at most (124: it hung).
-slurm() { ( cd "$WORK" && timeout 60 bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" \
-  runuser -u "$CTR_TEST_USER" -- env -i HOME="/home/$CTR_TEST_USER" PATH=/usr/bin:/bin \
-  SLURM_CONF="$CLUSTER/etc/slurm.conf" "$@" ); }
+slurm() { slurm_as_user "$WORK" "$@"; }
 
 note "srun -N2 -n4 --container-image: both nodes, four ranks, the image's files"
 out=$(slurm srun -N2 -n4 --container-image="$WORK/demo.sqfs" \
@@ -60,8 +56,8 @@ slurm srun -N1 -n1 --container-image="$WORK/demo.sqfs" sh -c \
 srun_pid=$!
 for _ in $(seq 200); do [ -e "$WORK/rw/ready" ] && break; sleep 0.05; done
 [ -e "$WORK/rw/ready" ] || fail "the task did not start"
-job=$(bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" squeue -h -u "$CTR_TEST_USER" -o %i | head -1)
-bash "$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh" client "$CLUSTER" scancel -s USR1 "$job"
+job=$(slurm_client squeue -h -u "$CTR_TEST_USER" -o %i | head -1)
+slurm_client scancel -s USR1 "$job"
 for _ in $(seq 200); do [ -e "$WORK/rw/got" ] && break; sleep 0.05; done
 [ -e "$WORK/rw/got" ] || fail "SIGUSR1 did not reach the task"
 set +e; wait "$srun_pid"; rc=$?; set -e

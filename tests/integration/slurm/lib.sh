@@ -1,0 +1,23 @@
+# Shared helpers of the Slurm tests: source after ../lib.sh. They run on the cluster the
+# fixture integration.slurm.cluster_up brought up (cluster.sh), in $CTR_SLURM_DIR.
+CLUSTER=${CTR_SLURM_DIR:?the Slurm cluster directory (ctest sets it)}
+SLURM_CLUSTER_SH=$CTR_SOURCE_DIR/tests/integration/slurm/cluster.sh
+
+# Skips (with the fixture's reason) where the cluster could not come up.
+require_slurm_cluster() {
+  [ ! -e "$CLUSTER/skip" ] || skip "no Slurm cluster: $(cat "$CLUSTER/skip")"
+  [ -e "$CLUSTER/etc/slurm.conf" ] || skip "no Slurm cluster (the fixture integration.slurm.cluster_up did not run)"
+}
+
+# slurm_client CMD...: a client command (squeue, scancel, srun --mpi=list) as root.
+slurm_client() { bash "$SLURM_CLUSTER_SH" client "$CLUSTER" "$@"; }
+
+# slurm_as_user DIR CMD...: CMD (srun, sbatch) as the test user, from DIR, in the cluster's
+# client namespace with a login-like environment; 60 s at most (124: it hung).
+slurm_as_user() {
+  local dir=$1
+  shift
+  ( cd "$dir" && timeout 60 bash "$SLURM_CLUSTER_SH" client "$CLUSTER" \
+      runuser -u "$CTR_TEST_USER" -- env -i HOME="/home/$CTR_TEST_USER" PATH=/usr/bin:/bin \
+      SLURM_CONF="$CLUSTER/etc/slurm.conf" "$@" )
+}
