@@ -1,20 +1,24 @@
 #!/bin/bash
-# What a container costs a Slurm step (issue 26): the wall time of a step `srun -N2 -n4 CMD`
-# in one allocation (salloc -N2 -n4: steps, not jobs, so no queueing is timed) on the
+# What a container costs a Slurm step (issue 26): the wall time of a step `srun -N2 -nN CMD`
+# in one allocation (salloc -N2 -nN: steps, not jobs, so no queueing is timed) on the
 # suite's real two-node cluster (tests/integration/slurm/cluster.sh: slurmctld and two
-# slurmd in network namespaces of this machine), interleaved in blocks by launch-timer:
-#   bare     srun -N2 -n4 /bin/true
-#   plugin   srun -N2 -n4 --container-image=demo.sif /bin/true   (ctr_spank.so: one
+# slurmd in network namespaces of this machine), for N in SIZES, interleaved in blocks by
+# launch-timer:
+#   bare     srun -N2 -nN /bin/true
+#   plugin   srun -N2 -nN --container-image=demo.sif /bin/true   (ctr_spank.so: one
 #            container per node and step, the tasks join it)
-#   exec     srun -N2 -n4 ctr exec demo.sif /bin/true             (no plugin: each task a ctr)
+#   named    the same with --container-name=bench: after the first step, a step in a named
+#            container that is already up
+#   exec     srun -N2 -nN ctr exec demo.sif /bin/true             (no plugin: each task a ctr)
 # Prints launch-timer's table (median, min, ratio to bare) and what each adds to bare,
-# per block. As root (it starts the daemons); the jobs run as user ctrbench.
+# per block; and the image mounts on the nodes during a plugin step (one per node).
+# As root (it starts the daemons); the jobs run as user ctrbench.
 #
-#   bench/slurm/launch.sh BUILD_DIR        (BLOCKS=10 REPS=5 by default)
+#   bench/slurm/launch.sh BUILD_DIR        (SIZES="2 8 32" BLOCKS=6 REPS=4 by default)
 set -euo pipefail
 build=$(cd "${1:?usage: launch.sh BUILD_DIR}" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
-BLOCKS=${BLOCKS:-10} REPS=${REPS:-5}
+BLOCKS=${BLOCKS:-6} REPS=${REPS:-4} SIZES=${SIZES:-2 8 32}
 [ "$(id -u)" = 0 ] || { echo "launch.sh: run as root (it starts slurmctld and slurmd)" >&2; exit 1; }
 [ -f "$build/lib/ctr_spank.so" ] || { echo "launch.sh: $build/lib/ctr_spank.so was not built (libslurm-dev)" >&2; exit 1; }
 id ctrbench >/dev/null 2>&1 || useradd -m ctrbench
@@ -32,14 +36,29 @@ sh "$src/images/demo/make-rootfs.sh" "$work/rootfs" >/dev/null
 chmod -R a+rX "$work"
 mkdir -m 777 "$work/out"
 echo "$(nproc) CPUs, $(uname -r), $(srun --version 2>/dev/null || echo slurm); $BLOCKS blocks of $REPS runs per case"
-srun="$(command -v srun) --overlap -N2 -n4"
-bash "$src/tests/integration/slurm/cluster.sh" client "$cluster" runuser -u ctrbench -- \
-  env -i HOME=/home/ctrbench PATH=/usr/bin:/bin SLURM_CONF="$cluster/etc/slurm.conf" \
-  salloc -Q -N2 -n4 sh -c "cd '$work/out' && '$build/bin/launch-timer' -b '$BLOCKS' -r '$REPS' -c 1 -j '$work/out/slurm.json' \
-    'bare=$srun /bin/true' \
-    'plugin=$srun --container-image=$work/demo.sif /bin/true' \
-    'exec=$srun $build/bin/ctr exec $work/demo.sif /bin/true'"
-for b in plugin exec; do
-  read -r ma mb m lo hi < <(/usr/bin/python3 "$src/bench/startup/added_ms.py" "$work/out/slurm.json" "$BLOCKS" "$REPS" bare "$b")
-  echo "$b adds $m ms to a bare srun step of $ma ms (median $mb ms; per-block differences from $lo to $hi ms)"
+srun=$(command -v srun)
+as_user() {
+  bash "$src/tests/integration/slurm/cluster.sh" client "$cluster" runuser -u ctrbench -- \
+    env -i HOME=/home/ctrbench PATH=/usr/bin:/bin SLURM_CONF="$cluster/etc/slurm.conf" "$@"
+}
+for n in $SIZES; do
+  echo
+  echo "== srun -N2 -n$n (tasks beyond the 4 CPUs overcommitted)"
+  step="$srun --overlap -O -N2 -n$n"
+  as_user salloc -Q -O -N2 -n"$n" sh -c "cd '$work/out' && '$build/bin/launch-timer' -b '$BLOCKS' -r '$REPS' -c 1 \
+    -j '$work/out/n$n.json' \
+    'bare=$step /bin/true' \
+    'plugin=$step --container-image=$work/demo.sif /bin/true' \
+    'named=$step --container-image=$work/demo.sif --container-name=bench /bin/true' \
+    'exec=$step $build/bin/ctr exec $work/demo.sif /bin/true'"
+  for b in plugin named exec; do
+    read -r ma mb m lo hi < <(/usr/bin/python3 "$src/bench/startup/added_ms.py" "$work/out/n$n.json" "$BLOCKS" "$REPS" bare "$b")
+    echo "-n$n: $b adds $m ms to a bare step of $ma ms (median $mb ms; per-block differences from $lo to $hi ms)"
+  done
 done
+echo
+echo "== image mounts during a plugin step of 8 tasks on 2 nodes (squashfuse servers of ctrbench)"
+as_user salloc -Q -O -N2 -n8 "$srun" --overlap -N2 -n8 --container-image="$work/demo.sif" sleep 2 &
+sleep 1.5
+echo "$(pgrep -u ctrbench -c squashfuse || true) on this machine (the two nodes share its /tmp, so one user state directory and one holder)"
+wait

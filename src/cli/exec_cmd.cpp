@@ -180,6 +180,13 @@ void parseLimitFlags(RunCommandState& state) {
   if (!r.cpusetMems.empty()) r.cpusetMems = limits::formatIdList(limits::parseIdList(r.cpusetMems, "--cpuset-mems"));
 }
 
+// instance start --join-info: how to join it, against this process's environment.
+void printJoinInfo(const launch::InstanceRecord& record) {
+  std::vector<std::string> caller;
+  for (char** e = environ; e && *e; ++e) caller.emplace_back(*e);
+  std::cout << launch::instanceJoinInfo(record, caller) << std::flush;
+}
+
 // The plan explained, or run: as the app (execute), supervised (run), or as an instance.
 int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
   for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
@@ -192,11 +199,7 @@ int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
   }
   if (plan.instance) {
     const auto record = runtime::startInstance(plan);
-    if (state.joinInfo) {
-      std::vector<std::string> caller;
-      for (char** e = environ; e && *e; ++e) caller.emplace_back(*e);
-      std::cout << launch::instanceJoinInfo(record, caller) << std::flush;
-    }
+    if (state.joinInfo) printJoinInfo(record);
     return 0;
   }
   if (plan.supervised()) return runtime::run(plan);
@@ -231,6 +234,18 @@ int runLaunch(RunCommandState& state) {
           .withStatus(1);
     options.instance = options.args.front();
     options.args.erase(options.args.begin());
+    if (options.reuseInstance && !state.explain) {
+      // A running NAME of this image (a Slurm job's named container, joined by its next
+      // step): taken before any planning, which it does not need. Else the start below
+      // looks again under the instance's lock.
+      if (!launch::isValidInstanceName(options.instance)) (void)launch::planInstanceFiles(options.instance, "");
+      const auto host = host::discoverHost();
+      const auto running = runtime::findInstance(host.stateDir, options.instance);
+      if (running && running->image == std::filesystem::absolute(options.image).string()) {
+        if (state.joinInfo) printJoinInfo(*running);
+        return 0;
+      }
+    }
     if (!state.cpus.empty() || !state.memory.empty() || !state.memorySwap.empty() || !state.pidsLimit.empty() ||
         !state.blkioWeight.empty() || !state.applyCgroups.empty() || !options.limits.cpusetCpus.empty() ||
         !options.limits.cpusetMems.empty() || !options.statsFile.empty())

@@ -366,8 +366,10 @@ bool endsInstance(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SI
 // into the instance are their callers' children, a Slurm step's tasks slurmstepd's), it is
 // the subreaper of the startscript's processes, passes signals to the startscript, and
 // exits once its own descendants have ended.
+// `files`: the instance's files, which the keeper removes when it ends (removeOwnInstanceFiles),
+// so that stopping an instance need not wait for it.
 [[noreturn]] void keeperOf(const std::function<void()>* app, int signals, const sigset_t& previousMask,
-                           bool pidNamespace) {
+                           bool pidNamespace, const InstanceFiles& files) {
   if (!pidNamespace) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   pid_t child = -1;
   if (app) {
@@ -384,7 +386,10 @@ bool endsInstance(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SI
       if (done == child) child = -1;
     // Launches that joined are children of their stand-ins outside, not of this process:
     // kill(-1, 0) tells whether any process of the namespace is left.
-    if (ending && (pidNamespace ? ::kill(-1, 0) != 0 && errno == ESRCH : done < 0 && errno == ECHILD)) ::_exit(0);
+    if (ending && (pidNamespace ? ::kill(-1, 0) != 0 && errno == ESRCH : done < 0 && errno == ECHILD)) {
+      removeOwnInstanceFiles(files);
+      ::_exit(0);
+    }
     pollfd ready{signals, POLLIN, 0};
     if (::poll(&ready, 1, ending ? 20 : -1) <= 0) continue;
     signalfd_siginfo info{};
@@ -428,6 +433,8 @@ namespace {
 // `report`: instance start's channel (see executeInstance).
 [[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report) {
   // Read on the host, before any namespace change.
+  InstanceFiles instanceFiles;
+  if (plan.instance) instanceFiles = openInstanceFiles(*plan.instance);
   SeccompProgram seccomp;
   if (plan.handover.seccomp) {
     log::StepTimer timer("loading the seccomp filter");
@@ -540,9 +547,9 @@ namespace {
     }
     reportInstanceReady(report, environment);
     const bool pidNamespace = plan.namespaces.pid;
-    if (argv.empty()) keeperOf(nullptr, initSignals.get(), previousMask, pidNamespace);
+    if (argv.empty()) keeperOf(nullptr, initSignals.get(), previousMask, pidNamespace, instanceFiles);
     const std::function<void()> app = [&] { execCommand(command, argv, environment, path); };
-    keeperOf(&app, initSignals.get(), previousMask, pidNamespace);
+    keeperOf(&app, initSignals.get(), previousMask, pidNamespace, instanceFiles);
   }
   if (initSignals)
     initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground);

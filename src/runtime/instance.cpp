@@ -160,6 +160,35 @@ void writeRecord(const launch::InstancePlan& files, const launch::InstanceRecord
 
 }  // namespace
 
+InstanceFiles openInstanceFiles(const launch::InstancePlan& plan) {
+  InstanceFiles files;
+  files.dir.reset(::open(plan.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!files.dir) throw sysError("open " + plan.dir);
+  files.parent.reset(::open(plan.dir.substr(0, plan.dir.rfind('/')).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  files.plan = plan;
+  return files;
+}
+
+void removeOwnInstanceFiles(const InstanceFiles& files) {
+  if (!files.dir) return;
+  const int dir = files.dir.get();
+  auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
+  // O_PATH cannot be read through: the directory again, by its /proc/self/fd name.
+  const std::string at = "/proc/self/fd/" + std::to_string(dir) + "/";
+  UniqueFd lock(::open((at + base(files.plan.lock)).c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+  if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) return;
+  const std::string text = readFileIfPresent(at + base(files.plan.record));
+  try {
+    if (text.empty() || launch::instanceRecordFromJson(text, files.plan.record).keeperStart != processStartTime(::getpid()))
+      return;
+  } catch (const Error&) {
+    return;
+  }
+  for (const auto* path : {&files.plan.record, &files.plan.logOut, &files.plan.logErr, &files.plan.seccomp, &files.plan.lock})
+    ::unlinkat(dir, base(*path).c_str(), 0);
+  if (files.parent) ::unlinkat(files.parent.get(), base(files.plan.dir).c_str(), AT_REMOVEDIR);  // once empty
+}
+
 std::uint64_t processStartTime(pid_t pid) {
   const std::string stat = readFileIfPresent("/proc/" + std::to_string(pid) + "/stat");
   // "PID (COMM) STATE PPID ...": COMM may hold spaces and ')'; the fields follow the last ')'.

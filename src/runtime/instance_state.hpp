@@ -29,6 +29,19 @@ namespace ctr::runtime {
 // it closes (and sets to -1).
 void reportInstanceReady(int& report, const std::vector<std::string>& environment);
 
+// The instance's directory as the host sees it, opened before the keeper enters the
+// container, and its files' names: what the keeper removes when it ends.
+struct InstanceFiles {
+  UniqueFd parent;  // the state directory, from which the emptied instances directory goes
+  UniqueFd dir;
+  launch::InstancePlan plan;
+};
+[[nodiscard]] InstanceFiles openInstanceFiles(const launch::InstancePlan& plan);
+// In the keeper, as it ends: its record, logs and seccomp file removed, and its lock file,
+// if the record is still its own (its start time) and no start or stop holds the lock (one
+// that does removes them itself). Never blocks.
+void removeOwnInstanceFiles(const InstanceFiles& files);
+
 // Instance start, in the process forked for it: execute() with the plan's instance (its
 // PID namespace, its root, its startscript), telling `report` the keeper's pid ("pid N"),
 // then "ok ..." (reportInstanceReady) or nothing (the error then goes to the caller).
