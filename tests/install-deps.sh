@@ -25,7 +25,7 @@ test_packages="
   libopenblas-dev fio python3-torch python3-torchvision
   mmdebstrap uidmap patchelf help2man man-db environment-modules lintian
   libjs-vega chromium fonts-dejavu-core
-  slurmctld slurmd slurm-client munge libslurm-dev
+  slurmctld slurmd slurm-client munge libslurm-dev iproute2
 "
 
 case "${1:-}" in

@@ -113,7 +113,13 @@ CONF
   chmod 644 "$dir"/etc/*
   mkdir -p /run/munge
   chown munge:munge /run/munge
-  [ -s /etc/munge/munge.key ] || { mungekey --create 2>/dev/null || create-munge-key -f; }
+  # Debian's munge makes its key when installed; where it did not, one owned by munge
+  # (munged refuses any other).
+  if [ ! -s /etc/munge/munge.key ]; then
+    mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null || create-munge-key -f
+    chown munge:munge /etc/munge/munge.key
+    chmod 0400 /etc/munge/munge.key
+  fi
   if ! pgrep -x munged >/dev/null; then
     runuser -u munge -- munged --pid-file=/run/munge/munged.pid
     cp /run/munge/munged.pid "$dir/run/munged.pid" 2>/dev/null || true
