@@ -549,13 +549,28 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
   if (opt_name && *opt_name) return 0; /* a named container lives until the job's end (job_epilog) */
   /* The step's container ends when its keeper gets SIGTERM: the keeper removes its own
    * files as it ends, so nothing here waits for it (`ctr instance stop` would, in series
-   * with the step's end). The start time tells the keeper from a process that took its pid. */
-  int pidfd = (int)syscall(SYS_pidfd_open, join.keeper, 0);
-  if (pidfd >= 0 && start_time(join.keeper) == join.keeper_start &&
-      syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) != 0)
-    slurm_error("ctr: stopping %s (keeper pid %d): %s", join.name, (int)join.keeper, strerror(errno));
-  if (pidfd >= 0) close(pidfd);
+   * with the step's end). The start time tells the keeper from a process that took its pid.
+   * The signal is sent as the job's user, never as root: the keeper's pid came from what a
+   * ctr run as the user printed (with the user's environment), so it is the user's word. */
+  uid_t uid;
+  gid_t gid;
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
+    slurm_error("ctr: stopping %s: cannot read the job's user", join.name);
+    return 0;
+  }
   join.active = 0;
+  pid_t child = fork();
+  if (child == 0) {
+    if (become_user(uid, gid) != 0) _exit(1);
+    int pidfd = (int)syscall(SYS_pidfd_open, join.keeper, 0);
+    if (pidfd < 0 || start_time(join.keeper) != join.keeper_start) _exit(0); /* ended already */
+    _exit(syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) == 0 ? 0 : 2);
+  }
+  int status = 0;
+  while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (child < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    slurm_error("ctr: stopping %s (keeper pid %d) failed", join.name, (int)join.keeper);
   return 0;
 }
 

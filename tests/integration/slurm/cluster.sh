@@ -19,15 +19,14 @@ nsrun() {  # nsrun NS CMD...: CMD in network namespace NS, own UTS and mount nam
 }
 
 down() {
-  local f pid
+  local f pid ns c
+  # The daemons remove their pid files as they end: read them all first.
+  local pids=""
   for f in "$dir"/run/*.pid; do
-    [ -e "$f" ] || continue
-    pid=$(cat "$f")
-    kill "$pid" 2>/dev/null || true
+    pid=$(cat "$f" 2>/dev/null) && pids="$pids $pid"
   done
-  for f in "$dir"/run/*.pid; do
-    [ -e "$f" ] || continue
-    pid=$(cat "$f")
+  for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+  for pid in $pids; do
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     kill -9 "$pid" 2>/dev/null || true
   done
