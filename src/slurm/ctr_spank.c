@@ -254,7 +254,7 @@ static int run_ctr_as(uid_t uid, gid_t gid, char **env, char **argv, char **out,
   char *buf = malloc(cap);
   char ebuf[4096];
   size_t elen = 0;
-  int open_fds = 2;
+  int open_fds = 2, overflow = 0;
   while (buf && open_fds > 0) {
     fd_set rd;
     FD_ZERO(&rd);
@@ -265,13 +265,19 @@ static int run_ctr_as(uid_t uid, gid_t gid, char **env, char **argv, char **out,
       break;
     }
     if (outp[0] >= 0 && FD_ISSET(outp[0], &rd)) {
-      if (len + 1024 >= cap) {
+      /* ctr's join information is a few KiB: more than 1 MiB is not ctr's, and is read and
+       * dropped (the child must not block on a full pipe), not kept. */
+      char drop[4096];
+      if (len + 1024 >= cap && cap < (1u << 20)) {
         char *grown = realloc(buf, cap *= 2);
         if (!grown) break;
         buf = grown;
       }
-      ssize_t n = read(outp[0], buf + len, cap - len - 1);
-      if (n <= 0) {
+      const int full = len + 1024 >= cap;
+      ssize_t n = full ? read(outp[0], drop, sizeof drop) : read(outp[0], buf + len, cap - len - 1);
+      if (n > 0 && full) {
+        overflow = 1;
+      } else if (n <= 0) {
         close(outp[0]);
         outp[0] = -1;
         --open_fds;
@@ -304,6 +310,11 @@ static int run_ctr_as(uid_t uid, gid_t gid, char **env, char **argv, char **out,
   size_t tail_len = strlen(tail) < errsize ? strlen(tail) : errsize - 1;
   memcpy(err, tail, tail_len);
   err[tail_len] = 0;
+  if (overflow) {
+    free(buf);
+    buf = NULL;
+    snprintf(err, errsize, "ctr printed more than 1 MiB");
+  }
   *out = buf;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -321,13 +332,18 @@ static int run_ctr(spank_t sp, char **argv, char **out, char *err, size_t errsiz
   return run_ctr_as(uid, gid, env, argv, out, err, errsize, ignore_term);
 }
 
+/* In place: '_' for each character an instance name may not have. */
+static void name_characters(char *text) {
+  for (char *c = text; *c; ++c)
+    if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_')
+      *c = '_';
+}
+
 /* The node's name, with only characters an instance name may have. */
 static void node_name(char *host, size_t size) {
   if (gethostname(host, size - 1) != 0) snprintf(host, size, "node");
   host[size - 1] = 0;
-  for (char *c = host; *c; ++c)
-    if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_')
-      *c = '_';
+  name_characters(host);
 }
 
 /* "slurm.JOB.STEP.NODE" (the batch step: "slurm.JOB.batch.NODE"), or for a named container
@@ -342,9 +358,7 @@ static int instance_name(spank_t sp, char *name, size_t size) {
   char stepText[40];
   if (opt_name && *opt_name) {
     snprintf(stepText, sizeof stepText, "n-%.32s", opt_name);
-    for (char *c = stepText; *c; ++c)
-      if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_')
-        *c = '_';
+    name_characters(stepText);
   } else if (step == SLURM_BATCH_SCRIPT) {
     snprintf(stepText, sizeof stepText, "batch");
   } else {
