@@ -12,8 +12,18 @@
  * root) stops the instance as the user.
  *
  * C, and linked with nothing: slurmstepd loads it into every step. Options go through
- * spank_option_register (seen by srun, sbatch and salloc). plugstack.conf arguments:
- * ctr=PATH (the ctr program; default the install's). */
+ * spank_option_register (seen by srun, sbatch and salloc). plugstack.conf arguments (an
+ * unknown one, or a bad value, fails the plugin's init with a line naming it):
+ *   ctr=PATH                       the ctr program (default: the install's)
+ *   image_dir=DIR                  --container-image=NAME, a bare name (no '/', no '#', no
+ *                                  docker: or other transport), is DIR/NAME
+ *   container_required=no|steps|all  steps: every srun/salloc step must give
+ *                                  --container-image; all: batch scripts too (default no)
+ *   allow=OPT,...                  the --container-* options users may set, spelled without
+ *                                  the dashes (default: all)
+ * Policy is enforced where the step runs (user_init: each task says why and exits 255);
+ * srun, sbatch and salloc also refuse a forbidden option or a bad value at once, but their
+ * plugstack.conf is the submit host's, so they are a courtesy, not the check. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -46,11 +56,22 @@ SPANK_PLUGIN(ctr, 1)
 #define CTR_DEFAULT_PROGRAM "/usr/bin/ctr"
 #endif
 
-enum { OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV, OPT_NAME, OPT_WRITABLE, OPT_READONLY };
+enum {
+  OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV, OPT_NAME, OPT_WRITABLE, OPT_READONLY, OPT_ENV,
+  OPT_MPI, OPT_END
+};
 
-static char *opt_image, *opt_mounts, *opt_workdir, *opt_name;
+static char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi;
 static int opt_no_home, opt_nv, opt_writable;
 static char ctr_program[PATH_MAX] = CTR_DEFAULT_PROGRAM;
+
+/* The site's policy (plugstack.conf). */
+static char image_dir[PATH_MAX];
+static enum { REQUIRED_NO, REQUIRED_STEPS, REQUIRED_ALL } container_required;
+static unsigned allowed = ~0u; /* bit 1 << OPT_x: users may set --OPT */
+/* Remote: the first option the step may not have; user_init fails the step with it (a
+ * callback's error there would fail the launch with Slurm's words, not ours). */
+static char refused[512];
 
 #define MAX_NS 8
 static struct {
@@ -67,21 +88,7 @@ static struct {
   int nset, nunset;
 } join;
 
-static int take_option(int val, const char *arg, int remote) {
-  (void)remote;
-  switch (val) {
-    case OPT_IMAGE: free(opt_image); opt_image = strdup(arg ? arg : ""); break;
-    case OPT_MOUNTS: free(opt_mounts); opt_mounts = strdup(arg ? arg : ""); break;
-    case OPT_WORKDIR: free(opt_workdir); opt_workdir = strdup(arg ? arg : ""); break;
-    case OPT_NO_HOME: opt_no_home = 1; break;
-    case OPT_NV: opt_nv = 1; break;
-    case OPT_NAME: free(opt_name); opt_name = strdup(arg ? arg : ""); break;
-    case OPT_WRITABLE: opt_writable = 1; break;
-    case OPT_READONLY: opt_writable = 0; break;
-    default: return -1;
-  }
-  return 0;
-}
+static int take_option(int val, const char *arg, int remote);
 
 static struct spank_option options[] = {
     {"container-image", "IMAGE", "[ctr] run the step's tasks in a container of IMAGE (a SIF, squashfs or directory)",
@@ -97,18 +104,163 @@ static struct spank_option options[] = {
     {"container-writable", NULL, "[ctr] a writable root (changes in memory, kept for the job in a named container)", 0,
      OPT_WRITABLE, take_option},
     {"container-readonly", NULL, "[ctr] a read-only root (the default)", 0, OPT_READONLY, take_option},
+    {"container-env", "NAME,...", "[ctr] these variables keep the job's value where the image sets them too "
+     "(by default the image's wins)", 1, OPT_ENV, take_option},
+    {"container-mpi", "bind|hybrid", "[ctr] hybrid: the image's own MPI (the default); bind: the site's MPI "
+     "replaces it (ctr's --mpi)", 1, OPT_MPI, take_option},
     SPANK_OPTIONS_TABLE_END};
+
+/* --OPT's name as the table spells it (allow= and the refusals too). */
+static const char *option_name(int val) {
+  for (const struct spank_option *o = options; o->name; ++o)
+    if (o->val == val) return o->name;
+  return "?";
+}
+
+/* "container-image,container-name": the options `mask` allows. */
+static void allowed_list(unsigned mask, char *text, size_t size) {
+  size_t used = 0;
+  text[0] = 0;
+  for (int val = 1; val < OPT_END; ++val) {
+    if (!(mask & (1u << val))) continue;
+    int n = snprintf(text + used, size - used, "%s%s", used ? "," : "", option_name(val));
+    if (n < 0 || (size_t)n >= size - used) break;
+    used += (size_t)n;
+  }
+}
+
+/* Whether `name` is one of the comma-separated `list`. */
+static int listed(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *item = list; item && *item;) {
+    const char *end = strchrnul(item, ',');
+    if ((size_t)(end - item) == n && strncmp(item, name, n) == 0) return 1;
+    item = *end ? end + 1 : end;
+  }
+  return 0;
+}
+
+/* Why the user may not give --OPT=ARG here, into `why`; 0 when they may. */
+static int refuse_option(int val, const char *arg, char *why, size_t size) {
+  if (!(allowed & (1u << val))) {
+    char list[512];
+    allowed_list(allowed, list, sizeof list);
+    snprintf(why, size, "ctr: --%s is not allowed by this site's plugstack.conf (allow=%s)", option_name(val),
+             list);
+    return -1;
+  }
+  if (val == OPT_MPI && strcmp(arg, "bind") != 0 && strcmp(arg, "hybrid") != 0) {
+    snprintf(why, size, "ctr: --container-mpi=%.200s: unknown value (bind or hybrid)", arg);
+    return -1;
+  }
+  if (val == OPT_ENV && (!*arg || strchr(arg, '=') || strstr(arg, ",,") || arg[0] == ',' ||
+                         arg[strlen(arg) - 1] == ',')) {
+    snprintf(why, size, "ctr: --container-env=%.200s: a list of variable names (NAME,NAME,...)", arg);
+    return -1;
+  }
+  return 0;
+}
+
+static int take_option(int val, const char *arg, int remote) {
+  if (val <= 0 || val >= OPT_END) return -1;
+  if (!arg) arg = "";
+  char why[sizeof refused];
+  if (refuse_option(val, arg, why, sizeof why) != 0) {
+    if (!remote) { /* srun, sbatch, salloc: refused before anything is allocated */
+      slurm_error("%s", why);
+      return -1;
+    }
+    if (!refused[0]) memcpy(refused, why, sizeof refused);
+    return 0;
+  }
+  switch (val) {
+    case OPT_IMAGE: free(opt_image); opt_image = strdup(arg); break;
+    case OPT_MOUNTS: free(opt_mounts); opt_mounts = strdup(arg); break;
+    case OPT_WORKDIR: free(opt_workdir); opt_workdir = strdup(arg); break;
+    case OPT_NO_HOME: opt_no_home = 1; break;
+    case OPT_NV: opt_nv = 1; break;
+    case OPT_NAME: free(opt_name); opt_name = strdup(arg); break;
+    case OPT_WRITABLE: opt_writable = 1; break;
+    case OPT_READONLY: opt_writable = 0; break;
+    case OPT_ENV: free(opt_env); opt_env = strdup(arg); break;
+    case OPT_MPI: free(opt_mpi); opt_mpi = strdup(arg); break;
+  }
+  return 0;
+}
+
+/* allow=OPT,...: the mask of the options named, or 0 (one named is not an option). */
+static unsigned parse_allow(const char *list, char *unknown, size_t size) {
+  unsigned mask = 0;
+  for (const char *item = list; *item;) {
+    const char *end = strchrnul(item, ',');
+    int found = 0;
+    for (int val = 1; val < OPT_END && !found; ++val)
+      if (strlen(option_name(val)) == (size_t)(end - item) &&
+          strncmp(item, option_name(val), (size_t)(end - item)) == 0) {
+        mask |= 1u << val;
+        found = 1;
+      }
+    if (!found) {
+      snprintf(unknown, size, "%.*s", (int)(end - item), item);
+      return 0;
+    }
+    item = *end ? end + 1 : end;
+  }
+  if (!mask) snprintf(unknown, size, "(none)");
+  return mask;
+}
+
+/* VALUE when `arg` is "KEY=VALUE", else NULL. */
+static const char *argument_value(const char *arg, const char *key) {
+  size_t n = strlen(key);
+  return strncmp(arg, key, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+/* One plugstack.conf argument into the settings above; 0, or -1 after the line that says why. */
+static int parse_argument(const char *arg) {
+  const char *value;
+  if ((value = argument_value(arg, "ctr")) && strlen(value) < sizeof ctr_program) {
+    strcpy(ctr_program, value);
+  } else if ((value = argument_value(arg, "image_dir"))) {
+    if (value[0] != '/' || strlen(value) >= sizeof image_dir - 256) { /* room for NAME */
+      slurm_error("ctr: plugstack.conf argument '%s': DIR must be an absolute path", arg);
+      return -1;
+    }
+    strcpy(image_dir, value);
+  } else if ((value = argument_value(arg, "container_required"))) {
+    if (strcmp(value, "no") == 0) {
+      container_required = REQUIRED_NO;
+    } else if (strcmp(value, "steps") == 0) {
+      container_required = REQUIRED_STEPS;
+    } else if (strcmp(value, "all") == 0) {
+      container_required = REQUIRED_ALL;
+    } else {
+      slurm_error("ctr: plugstack.conf argument '%s': the value is no, steps or all", arg);
+      return -1;
+    }
+  } else if ((value = argument_value(arg, "allow"))) {
+    char unknown[128], all[512];
+    if (!(allowed = parse_allow(value, unknown, sizeof unknown))) {
+      allowed_list(~0u, all, sizeof all);
+      slurm_error("ctr: plugstack.conf argument '%s': '%s' is not an option of the plugin (%s)", arg, unknown, all);
+      return -1;
+    }
+  } else {
+    slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH, image_dir=DIR, "
+                "container_required=no|steps|all, allow=OPT,...)", arg);
+    return -1;
+  }
+  return 0;
+}
 
 /* plugstack.conf's arguments: every callback gets them (slurmd's job_epilog runs without
  * slurm_spank_init). */
 static int parse_arguments(int ac, char **av) {
-  for (int i = 0; i < ac; ++i) {
-    if (strncmp(av[i], "ctr=", 4) == 0 && strlen(av[i] + 4) < sizeof ctr_program) {
-      strcpy(ctr_program, av[i] + 4);
-    } else {
-      slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH)", av[i]);
-      return -1;
-    }
+  for (int i = 0; i < ac; ++i)
+    if (parse_argument(av[i]) != 0) return -1;
+  if (container_required != REQUIRED_NO && !(allowed & (1u << OPT_IMAGE))) {
+    slurm_error("ctr: plugstack.conf: container_required needs container-image in allow=");
+    return -1;
   }
   return 0;
 }
@@ -370,10 +522,46 @@ static int instance_name(spank_t sp, char *name, size_t size) {
   return 0;
 }
 
+/* Why the site's plugstack.conf does not let this step run as it was asked (an option it
+ * does not allow, a container it requires), or NULL. */
+static const char *step_refused(spank_t sp) {
+  if (refused[0]) return refused;
+  if ((opt_image && *opt_image) || container_required == REQUIRED_NO) return NULL;
+  uint32_t step = 0; /* unknown: a step like any other */
+  spank_get_item(sp, S_JOB_STEPID, &step);
+  if (step == SLURM_EXTERN_CONT) return NULL; /* slurmstepd's own, no task of the user's */
+  if (step != SLURM_BATCH_SCRIPT)
+    return "ctr: this cluster runs every job step in a container: give --container-image=IMAGE";
+  if (container_required == REQUIRED_ALL)
+    return "ctr: this cluster runs every batch script in a container: give #SBATCH --container-image=IMAGE";
+  return NULL;
+}
+
+/* The image ctr gets: with image_dir=DIR, a bare name (no '/', no '#', no transport such
+ * as docker:) is DIR/NAME; any other value is ctr's to read (a relative path is relative
+ * to the submit directory). */
+static const char *image_path(char *buf, size_t size) {
+  static const char *const transports[] = {"docker:", "docker-archive:", "docker-daemon:", "oci:", "oci-archive:",
+                                           "library:", "oras:", "shub:", "http:", "https:", "instance:", NULL};
+  if (!image_dir[0] || strpbrk(opt_image, "/#") || strcmp(opt_image, ".") == 0 || strcmp(opt_image, "..") == 0)
+    return opt_image;
+  for (const char *const *t = transports; *t; ++t)
+    if (strncmp(opt_image, *t, strlen(*t)) == 0) return opt_image;
+  int n = snprintf(buf, size, "%s/%s", image_dir, opt_image);
+  return n > 0 && (size_t)n < size ? buf : opt_image;
+}
+
 int slurm_spank_user_init(spank_t sp, int ac, char **av) {
   (void)ac;
   (void)av;
-  if (!spank_remote(sp) || !opt_image || !*opt_image) return 0;
+  if (!spank_remote(sp)) return 0;
+  const char *why = step_refused(sp);
+  if (why) { /* told by each task, as a container that cannot start */
+    snprintf(join.failed, sizeof join.failed, "%s", why);
+    slurm_info("%s", join.failed);
+    return 0;
+  }
+  if (!opt_image || !*opt_image) return 0;
   char name[96];
   if (instance_name(sp, name, sizeof name) != 0) {
     slurm_error("ctr: cannot read the job and step ids");
@@ -417,7 +605,12 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
     argv[n++] = script_bind;
   }
   if (opt_nv) argv[n++] = "--nv";
-  argv[n++] = opt_image;
+  if (opt_mpi && *opt_mpi) {
+    argv[n++] = "--mpi";
+    argv[n++] = opt_mpi;
+  }
+  char image[2 * PATH_MAX];
+  argv[n++] = (char *)image_path(image, sizeof image);
   argv[n++] = name;
   argv[n] = NULL;
   char *out = NULL, err[1024] = "";
@@ -503,6 +696,15 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail_task(const char
   _exit(255);
 }
 
+/* --container-env=NAME,...: a variable named there that the task has keeps the task's value
+ * (pyxis's rule); the container's changes apply to every other. */
+static int job_keeps(spank_t sp, const char *name) {
+  char value[1];
+  if (!opt_env || !listed(opt_env, name)) return 0;
+  spank_err_t rc = spank_getenv(sp, name, value, sizeof value);
+  return rc == ESPANK_SUCCESS || rc == ESPANK_NOSPACE;
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av) {
   (void)ac;
   (void)av;
@@ -543,10 +745,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
     char *eq = strchr(join.set[i], '=');
     if (!eq) continue;
     *eq = 0;
-    spank_setenv(sp, join.set[i], eq + 1, 1);
+    if (!job_keeps(sp, join.set[i])) spank_setenv(sp, join.set[i], eq + 1, 1);
     *eq = '=';
   }
-  for (int i = 0; i < join.nunset; ++i) spank_unsetenv(sp, join.unset[i]);
+  for (int i = 0; i < join.nunset; ++i)
+    if (!job_keeps(sp, join.unset[i])) spank_unsetenv(sp, join.unset[i]);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || drop_capabilities() != 0) {
     fail_task("ctr: cannot drop privileges in %s: %s", join.name, strerror(errno));
   }

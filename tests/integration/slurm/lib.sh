@@ -21,3 +21,14 @@ slurm_as_user() {
       runuser -u "$CTR_TEST_USER" -- env -i HOME="/home/$CTR_TEST_USER" PATH=/usr/bin:/bin \
       SLURM_CONF="$CLUSTER/etc/slurm.conf" "$@" )
 }
+
+# slurm_wait_no_jobs USER SECONDS: waits until USER has no job left, completing ones (whose
+# epilog still runs) included; non-zero if some remain after SECONDS.
+slurm_wait_no_jobs() {
+  local i jobs
+  for i in $(seq $(($2 * 10))); do
+    jobs=$(slurm_client squeue -h -u "$1" -o %i 2>/dev/null) && [ -z "$jobs" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}

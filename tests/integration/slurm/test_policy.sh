@@ -1,0 +1,118 @@
+# The site's policy in plugstack.conf and the options --container-env and --container-mpi,
+# as the test user on the real cluster: image_dir= resolves a bare image name, a step
+# without an image fails when container_required= asks for one (batch scripts too with
+# `all`), allow= refuses the options it does not name (at once in srun, and where the step
+# runs when the submit host let one through), an unknown --container-mpi value and an
+# unknown plugstack.conf argument are refused with a line naming them, --container-env
+# keeps the job's value of the variables it names. Each refusal: one line of ours, a
+# failed step, never a hang. slurmstepd and srun read plugstack.conf for every step, so
+# each case rewrites it; the trap restores it however the test ends.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib.sh"
+require_slurm_cluster
+ensure_test_user
+require_fuse
+make_demo_squashfs demo
+mkdir -p "$WORK/images" "$WORK/data"
+mkdir -m 777 "$WORK/out"
+cp "$WORK/demo.sqfs" "$WORK/images/app.sqfs"
+chmod -R a+rX "$WORK"
+uid=$(id -u "$CTR_TEST_USER")
+conf=$CLUSTER/etc/plugstack.conf
+base=$(cat "$conf")
+restore() { printf '%s\n' "$base" > "$conf"; rm -rf "$WORK"; }
+trap restore EXIT
+# policy ARG...: the cluster's plugstack line with these arguments added.
+policy() { printf '%s %s\n' "$base" "$*" > "$conf"; }
+# run CMD...: CMD as the test user from $WORK; its output (both streams) in $out, status in $rc.
+run() { set +e; out=$(slurm_as_user "$WORK" "$@" 2>&1); rc=$?; set -e; }
+# refused WHAT LINE: the last run failed (not hung) and said LINE.
+refused() {
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "$1: exit status $rc (0: not refused; 124: it hung): $out"
+  expect_contains "$1" "$2" "$out"
+}
+image=$WORK/demo.sqfs
+
+note "image_dir=: a bare name is DIR/NAME, a path is the user's"
+policy "image_dir=$WORK/images"
+run srun -N1 --container-image=app.sqfs sh -c 'grep ^ID= /etc/os-release'
+expect_eq "app.sqfs from image_dir" "ID=ctr-demo" "$out"
+run srun -N1 --container-image=./demo.sqfs true
+expect_eq "./demo.sqfs from the submit directory ($out)" 0 "$rc"
+run srun -N1 --container-image=demo.sqfs true
+refused "a bare name not in image_dir" "$WORK/images/demo.sqfs"
+
+note "container_required=steps: a step without --container-image fails, one with it runs"
+policy container_required=steps
+run srun -N2 -n2 true
+refused "a step without an image" \
+  "ctr: this cluster runs every job step in a container: give --container-image=IMAGE"
+expect_eq "one line of ours per task" 2 "$(printf '%s\n' "$out" | grep -c '^ctr: ')"
+run srun -N1 --container-image="$image" true
+expect_eq "a step with an image ($out)" 0 "$rc"
+
+note "container_required=all: a batch script without an image fails"
+policy container_required=all
+run sbatch --wait -o "$WORK/out/bare.out" --wrap true
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "a batch script without an image: sbatch --wait's status $rc"
+expect_contains "the script's output" "ctr: this cluster runs every batch script in a container" \
+  "$(cat "$WORK/out/bare.out")"
+
+note "allow=: a forbidden option is refused in srun at once, the allowed ones work"
+policy allow=container-image,container-workdir
+run srun -N1 --container-image="$image" --container-mounts="$WORK/data:/data" true
+refused "--container-mounts" \
+  "ctr: --container-mounts is not allowed by this site's plugstack.conf (allow=container-image,container-workdir)"
+run srun -N1 --container-image="$image" --container-workdir=/etc pwd
+expect_eq "--container-workdir, allowed" "/etc" "$out"
+
+note "allow=: an option the submit host let through is refused where the step runs"
+policy
+run sbatch --parsable -H -o "$WORK/out/held.out" --container-image="$image" \
+  --container-mounts="$WORK/data:/data" --wrap 'echo ran'
+[ "$rc" = 0 ] || fail "sbatch -H: $out"
+job=$out
+policy allow=container-image
+slurm_client scontrol release "$job"
+slurm_wait_no_jobs "$CTR_TEST_USER" 30 || fail "job $job did not end within 30 s"
+held=$(cat "$WORK/out/held.out" 2>/dev/null || true)
+expect_contains "the batch step's line" "ctr: --container-mounts is not allowed by this site's plugstack.conf" "$held"
+case "$held" in *ran*) fail "the script ran despite the refused option: $held" ;; esac
+
+note "--container-mpi: hybrid and bind reach ctr, another value is refused"
+policy
+run srun -N1 --container-image="$image" --container-mpi=hybrid true
+expect_eq "--container-mpi=hybrid ($out)" 0 "$rc"
+run srun -N1 --container-image="$image" --container-mpi=bind true
+# ctr's --mpi=bind: runs where ctr.conf names the host's MPI, else ctr says it does not.
+[ "$rc" = 0 ] || expect_contains "--container-mpi=bind is ctr's --mpi=bind" "--mpi=bind" "$out"
+run srun -N1 --container-image="$image" --container-mpi=fast true
+refused "--container-mpi=fast" "ctr: --container-mpi=fast: unknown value (bind or hybrid)"
+
+note "--container-env: the job's value of a listed variable stays, the image's wins otherwise"
+run env CTR_DEMO=from-job srun -N1 --container-image="$image" sh -c 'echo $CTR_DEMO'
+expect_eq "the image's value by default" 1 "$out"
+run env CTR_DEMO=from-job srun -N1 --container-image="$image" --container-env=OTHER,CTR_DEMO sh -c 'echo $CTR_DEMO'
+expect_eq "the job's value of a listed variable" from-job "$out"
+run srun -N1 --container-image="$image" --container-env=CTR_DEMO sh -c 'echo $CTR_DEMO'
+expect_eq "listed, but not in the job: the image's" 1 "$out"
+
+note "an unknown plugstack.conf argument or value fails the step with a line naming it"
+# slurmd reads plugstack.conf for each job's epilog too: no job may end while it is bad.
+slurm_wait_no_jobs "$CTR_TEST_USER" 30 || fail "jobs left before the bad plugstack.conf"
+policy colour=blue
+run srun -N1 --container-image="$image" true
+refused "an unknown argument" "ctr: unknown plugstack.conf argument 'colour=blue'"
+policy container_required=sometimes
+run srun -N1 --container-image="$image" true
+refused "a bad value" "ctr: plugstack.conf argument 'container_required=sometimes'"
+policy
+run srun -N1 --container-image="$image" true
+expect_eq "the restored plugstack.conf ($out)" 0 "$rc"
+
+note "nothing of the steps stays"
+slurm_wait_no_jobs "$CTR_TEST_USER" 30 || fail "jobs left"
+for _ in $(seq 100); do [ ! -e "/tmp/ctr-$uid/instances" ] && break; sleep 0.1; done
+[ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
+assert_nothing_left "policy steps"
+echo "PASS: $TEST_NAME"
