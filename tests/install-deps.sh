@@ -19,7 +19,7 @@ test_packages="
   libgtest-dev libgmock-dev hwloc libgsl-dev
   skopeo docker-registry
   openmpi-bin libopenmpi-dev mpich libmpich-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev ccache
   charliecloud bubblewrap hyperfine
   snakemake cwltool
   libopenblas-dev fio python3-torch python3-torchvision

@@ -135,13 +135,6 @@ void Comparer::explainUndecided(CompareRow& row, const std::vector<double>& x, c
   row.note = note;
 }
 
-std::string pct(const std::optional<double>& v) {
-  if (!v) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.2f%%", *v * 100);
-  return b;
-}
-
 }  // namespace
 
 Comparison compareResults(const Result& base, const Result& now, const CompareOptions& o) {
@@ -159,11 +152,11 @@ int printComparison(const Comparison& c, std::ostream& out) {
                 "90% CI", "tol", "verdict");
   out << line;
   for (const auto& r : c.rows) {
-    std::string ci = r.ciLow && r.ciHigh ? "[" + pct(r.ciLow) + ", " + pct(r.ciHigh) + "]" : "-";
+    std::string ci = r.ciLow && r.ciHigh ? "[" + signedPercent(r.ciLow) + ", " + signedPercent(r.ciHigh) + "]" : "-";
     std::string side = r.side == "A" ? "bare" : r.side == "B" ? "ctr" : "-";
-    std::string tol = r.tolerance ? pct(r.tolerance).substr(1) : "-";
+    std::string tol = r.tolerance ? signedPercent(r.tolerance).substr(1) : "-";
     std::snprintf(line, sizeof line, "%-14s %-28s %-5s %10s  %-22s %7s  %s\n", r.workload.c_str(), r.fom.c_str(),
-                  side.c_str(), pct(r.change).c_str(), ci.c_str(), tol.c_str(), r.verdict.c_str());
+                  side.c_str(), signedPercent(r.change).c_str(), ci.c_str(), tol.c_str(), r.verdict.c_str());
     out << line;
     if (!r.note.empty()) out << "    " << r.note << "\n";
   }

@@ -1,4 +1,5 @@
 #include "progress.hpp"
+#include "stats.hpp"
 
 #include <unistd.h>
 
@@ -31,13 +32,6 @@ std::string Progress::verdictSummary(const std::vector<FomResult>& foms) {
 
 namespace {
 
-std::string pct(const std::optional<double>& v) {
-  if (!v) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.2f%%", *v * 100);
-  return buf;
-}
-
 std::string ms(const std::optional<double>& seconds) {
   return seconds ? std::to_string(*seconds * 1000).substr(0, 6) + " ms" : std::string("-");
 }
@@ -47,9 +41,9 @@ void printFomLine(const std::string& workload, const FomResult& f, std::ostream&
   static const Analysis none;
   const Analysis& a = f.analysis ? *f.analysis : none;
   char line[512];
-  std::string ci = a.ciLow && a.ciHigh ? "[" + pct(a.ciLow) + ", " + pct(a.ciHigh) + "]" : "-";
+  std::string ci = a.ciLow && a.ciHigh ? "[" + signedPercent(a.ciLow) + ", " + signedPercent(a.ciHigh) + "]" : "-";
   std::snprintf(line, sizeof line, "%-14s %-28s %10s  %-22s %3d %6.1f%%  %s", workload.c_str(), f.name.c_str(),
-                pct(a.overhead).c_str(), ci.c_str(), a.nPairs.value_or(0), f.delta.value_or(0) * 100, a.verdict.c_str());
+                signedPercent(a.overhead).c_str(), ci.c_str(), a.nPairs.value_or(0), f.delta.value_or(0) * 100, a.verdict.c_str());
   out << line;
   if (a.speedup && a.speedup->factor && a.speedup->low && a.speedup->high) {
     double x = *a.speedup->factor, lo = *a.speedup->low, hi = *a.speedup->high;

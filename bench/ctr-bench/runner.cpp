@@ -254,10 +254,6 @@ class WorkDir {
   bool owned_ = false;
 };
 
-struct RngDeleter {
-  void operator()(gsl_rng* r) const { gsl_rng_free(r); }
-};
-
 struct Sides {
   std::vector<std::string> a;
   std::vector<std::string> b;

@@ -12,6 +12,13 @@
 
 namespace ctr::bench {
 
+std::string signedPercent(const std::optional<double>& v) {
+  if (!v) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.2f%%", *v * 100);
+  return buf;
+}
+
 std::string verdictName(Verdict v) {
   switch (v) {
     case Verdict::Pass: return "PASS";
@@ -31,10 +38,6 @@ std::vector<double> sorted(std::span<const double> values) {
   if (!v.empty()) gsl_sort(v.data(), 1, v.size());
   return v;
 }
-
-struct RngDeleter {
-  void operator()(gsl_rng* r) const { gsl_rng_free(r); }
-};
 
 }  // namespace
 

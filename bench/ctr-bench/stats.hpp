@@ -14,7 +14,17 @@
 #include <utility>
 #include <vector>
 
+#include <gsl/gsl_rng.h>
+
 namespace ctr::bench {
+
+// For std::unique_ptr<gsl_rng, RngDeleter>.
+struct RngDeleter {
+  void operator()(gsl_rng* r) const { gsl_rng_free(r); }
+};
+
+// "+1.25%" for 0.0125, "-" when there is no value.
+std::string signedPercent(const std::optional<double>& v);
 
 enum class Direction { Higher, Lower };  // higher-is-better (rates) or lower (times)
 
