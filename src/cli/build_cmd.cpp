@@ -1,12 +1,15 @@
 // `ctr build [options] OUT INPUT`: INPUT a definition file (an image built by its stages,
-// ctr/build.hpp), a directory (packed as it is) or a SIF/squashfs image (unpacked, repacked).
+// ctr/build.hpp), a directory (packed as it is), a SIF/squashfs image (unpacked, repacked)
+// or an image to pull (docker://REF, docker-archive:PATH, oci-archive:PATH, oci:DIR).
 #include <memory>
 
 #include "commands.hpp"
 #include "ctr/build.hpp"
+#include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
+#include "ctr/oci.hpp"
 #include "ctr/strings.hpp"
 
 namespace ctr::cli {
@@ -27,7 +30,35 @@ void addBuildArg(std::map<std::string, std::string>& into, const std::string& it
   into[item.substr(0, eq)] = item.substr(eq + 1);
 }
 
+// `build OUT SOURCE` with a registry or archive SOURCE is a pull into OUT, as Apptainer's
+// build does it (and cwltool's dockerLoad: `build OUT docker-archive://PATH`).
+bool isPullSource(const std::string& input) {
+  for (std::string_view prefix : {"docker://", "docker-archive:", "oci-archive:", "oci:"})
+    if (input.starts_with(prefix)) return true;
+  return false;
+}
+
+int buildFromPullSource(BuildArgs& args) {
+  if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
+      args.def.keepPrivilegedFiles)
+    throw Error("--sandbox, --keep-privileged-files, --explain, --notest and --build-arg apply to definition files; " +
+                args.input + " is an image to pull")
+        .withStatus(1);
+  image::oci::PullRequest pull;
+  pull.output = args.def.output;
+  pull.source = args.input;
+  // Apptainer's docker-archive://PATH and oci-archive://PATH: the same file as ...:PATH.
+  for (std::string_view prefix : {"docker-archive://", "oci-archive://"})
+    if (pull.source.starts_with(prefix)) pull.source.erase(prefix.size() - 2, 2);
+  pull.force = args.def.force;
+  pull.deterministic = args.def.deterministic;
+  pull.options.limits = config::loadDefaultPolicy().pull;
+  image::oci::pullToSif(pull);
+  return 0;
+}
+
 int runBuild(BuildArgs& args) {
+  if (isPullSource(args.input)) return buildFromPullSource(args);
   std::error_code ec;
   if (!std::filesystem::exists(args.input, ec)) throw Error(args.input + ": no such file or directory").withStatus(1);
   if (!args.buildArgFile.empty()) {
@@ -82,7 +113,9 @@ void registerBuild(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("build", "Build an image from a definition file, a directory or an image");
   auto args = std::make_shared<BuildArgs>();
   cmd->add_option("output", args->def.output, "SIF image to write (a directory with --sandbox)")->required();
-  cmd->add_option("input", args->input, "Definition file, root filesystem directory, or SIF/squashfs image")
+  cmd->add_option("input", args->input,
+                  "Definition file, root filesystem directory, SIF/squashfs image, or an image to pull: docker://REF, "
+                  "docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG]")
       ->required();
   cmd->add_flag("--force,-F", args->def.force, "Overwrite an existing output");
   cmd->add_flag("--sandbox,-s", args->def.sandbox, "Write a writable directory image instead of a SIF");

@@ -8,6 +8,8 @@
 #include <functional>
 #include <string_view>
 
+#include "ctr/config.hpp"
+#include "ctr/image.hpp"
 #include "ctr/log.hpp"
 
 namespace ctr::cli {
@@ -32,5 +34,9 @@ void registerBuild(CLI::App& app, Context& ctx);
 void registerPull(CLI::App& app, Context& ctx);     // pull: Docker/OCI image -> SIF
 void registerInspect(CLI::App& app, Context& ctx);
 void registerCheck(CLI::App& app, Context& ctx);    // check: which image mode, and why
+void registerCache(CLI::App& app, Context& ctx);    // cache list|clean: the docker:// image cache
+// An IMAGE argument of a launch or of inspect: a docker:// reference through the image
+// cache (pulled there when missing), else a SIF, squashfs or directory path.
+image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull);
 
 }  // namespace ctr::cli

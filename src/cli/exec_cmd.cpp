@@ -274,7 +274,7 @@ int runLaunch(RunCommandState& state) {
       reading.stop();
       plan = planIntoInstance(options, policy, *instance);
     } else {
-      const auto image = image::resolveImage(options.image);
+      const auto image = resolveImageArgument(options.image, policy.pull);
       reading.stop();
       log::StepTimer looking("looking at the host");
       auto host = host::discoverHost();

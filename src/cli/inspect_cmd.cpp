@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "ctr/config.hpp"
+#include "ctr/image_cache.hpp"
 #include "ctr/image.hpp"
 
 namespace ctr::cli {
@@ -101,7 +103,7 @@ void registerInspect(CLI::App& app, Context& ctx) {
   auto json = std::make_shared<bool>(false);
   auto summary = std::make_shared<bool>(false);
   auto ctrJson = std::make_shared<bool>(false);
-  cmd->add_option("image", *path, "SIF, squashfs image or directory")->required();
+  cmd->add_option("image", *path, "SIF, squashfs image or directory, or docker://REF (through the image cache)")->required();
   std::vector<CLI::Option*> apptainerFlags{
       cmd->add_flag("-l,--labels", query->labels, "Show the labels (the default)"),
       cmd->add_flag("-d,--deffile", query->deffile, "Show the definition file the image was built from"),
@@ -127,6 +129,9 @@ void registerInspect(CLI::App& app, Context& ctx) {
                                  " takes no other flag of inspect (they select parts of Apptainer's output)");
     }
     ctx.action = [path, query, json, summary, ctrJson] {
+      // docker://REF: the image the cache holds for it (pulled there first when missing).
+      if (image::cache::isRegistryReference(*path))
+        *path = resolveImageArgument(*path, config::loadDefaultPolicy().pull).path.string();
       if (*summary || *ctrJson) {
         auto meta = image::inspectImage(*path);
         if (*ctrJson) {

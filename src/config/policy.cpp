@@ -160,6 +160,12 @@ const std::map<std::string, Setter, std::less<>>& setters() {
       {"pull max total size", [](Policy& p, const std::string& v) { p.pull.maxTotalBytes = limits::parseSize(v, "size"); }},
       {"pull max unpacked size",
        [](Policy& p, const std::string& v) { p.pull.maxUnpackedBytes = limits::parseSize(v, "size"); }},
+      {"image cache dir",
+       [](Policy& p, const std::string& v) {
+         if (!v.empty() && v[0] != '/') throw Error("expected an absolute path, got '" + v + "'");
+         p.pull.cacheDir = v;
+       }},
+      {"image cache max size", [](Policy& p, const std::string& v) { p.pull.cacheMaxBytes = limits::parseSize(v, "size"); }},
       {"pull token realm hosts",
        [](Policy& p, const std::string& v) {
          auto hosts = parseList(v);

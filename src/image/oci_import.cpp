@@ -122,12 +122,12 @@ void finishApplying(LayerApplier& applier) {
 
 // ---- docker://
 
-ImageConfig unpackFromRegistry(const std::string& reference, const std::filesystem::path& rootfs,
-                               const PullOptions& options) {
-  Reference ref = parseReference(reference);
+// The image manifest of `ref` for this host's platform (options.platformOs/Arch): through
+// its index when the reference names one. `doc` is the manifest as fetched.
+nlohmann::json platformManifest(RegistryClient& client, const Reference& ref, const PullOptions& options,
+                                FetchedDocument& doc) {
   const std::string image = ref.shortName();
-  RegistryClient client(ref, options);
-  FetchedDocument doc = client.manifest(ref.digest.empty() ? ref.tag : ref.digest);
+  doc = client.manifest(ref.digest.empty() ? ref.tag : ref.digest);
   auto manifest = parseJson(doc.body, "manifest of " + image);
   if (isIndex(manifest, doc.mediaType)) {
     Platform want = hostPlatform();
@@ -138,6 +138,16 @@ ImageConfig unpackFromRegistry(const std::string& reference, const std::filesyst
     doc = client.manifest(d.digest);
     manifest = parseJson(doc.body, "manifest " + d.digest + " of " + image);
   }
+  return manifest;
+}
+
+ImageConfig unpackFromRegistry(const std::string& reference, const std::filesystem::path& rootfs,
+                               const PullOptions& options) {
+  Reference ref = parseReference(reference);
+  const std::string image = ref.shortName();
+  RegistryClient client(ref, options);
+  FetchedDocument doc;
+  auto manifest = platformManifest(client, ref, options, doc);
   const auto layers = layersOf(manifest, image);
   std::vector<DeclaredBlob> declared;
   for (std::size_t i = 0; i < layers.size(); ++i)
@@ -360,6 +370,14 @@ ImageConfig unpackImage(std::string_view agent, const std::string& reference, co
   }
   if (agent == "docker-archive") return unpackDockerArchive(splitTag(reference).first, rootfs, options);
   throw Error("unknown image source '" + std::string(agent) + "' (docker, docker-archive, oci-archive, oci)");
+}
+
+std::string manifestDigest(const std::string& reference, const PullOptions& options) {
+  const Reference ref = parseReference(reference);
+  RegistryClient client(ref, options);
+  FetchedDocument doc;
+  (void)platformManifest(client, ref, options, doc);
+  return doc.digest;
 }
 
 void pullToSif(const PullRequest& request) {

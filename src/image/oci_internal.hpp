@@ -2,6 +2,8 @@
 // display. Not part of the image module's interface.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -75,8 +77,11 @@ class RegistryClient {
   Impl* impl_;
 };
 
-// $CTR_CACHE_DIR, else ~/.cache/ctr (XDG_CACHE_HOME honoured), with options.cacheDir first.
+// options.cacheDir, else $CTR_CACHE_DIR, else ctr.conf's 'image cache dir' (expanded), else
+// ~/.cache/ctr (XDG_CACHE_HOME honoured).
 std::filesystem::path cacheRoot(const PullOptions& options);
+// 'image cache dir' with %u (the user's id, as in 'cgroup delegate') and %% replaced.
+std::string expandCachePattern(const std::string& pattern, uid_t uid);
 
 // "blob sha256:... of name:tag: digest mismatch (got sha256:...)"
 [[nodiscard]] std::string digestMismatch(const std::string& what, const std::string& expected,

@@ -231,6 +231,10 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                 {"kind", image::toString(plan.image.kind)},
                 {"offset", plan.image.offset},
                 {"size", plan.image.size}};
+  if (!plan.image.reference.empty()) {
+    j["image"]["reference"] = plan.image.reference;
+    j["image"]["digest"] = plan.image.digest;
+  }
   j["driver"] = toString(plan.driver);
   j["driver_reason"] = plan.driverReason;
   j["driver_fallback"] = plan.driverFallback ? nlohmann::json(toString(*plan.driverFallback)) : nlohmann::json();
@@ -291,7 +295,10 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
       << "image:      " << plan.image.path.string() << " (" << image::toString(plan.image.kind);
   if (plan.image.kind != image::ImageKind::Directory)
     out << ", squashfs at offset " << plan.image.offset << ", " << plan.image.size << " bytes";
-  out << ")\n"
+  out << ")\n";
+  if (!plan.image.reference.empty())
+    out << "from:       " << plan.image.reference << " (" << plan.image.digest << ", the image cache)\n";
+  out
       << "driver:     " << (plan.join ? std::string("the instance's") : toString(plan.driver)) << " ("
       << plan.driverReason << ")\n"
       << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n'

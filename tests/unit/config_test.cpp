@@ -131,6 +131,17 @@ TEST(ConfigPolicy, PullLimitsAndTokenRealmHosts) {
   EXPECT_THROW(parsePolicy("pull token realm hosts = user@auth.example.org", "f"), ctr::Error);
 }
 
+TEST(ConfigPolicy, ImageCacheDirectoryAndSize) {
+  auto p = parsePolicy("", "ctr.conf");
+  EXPECT_EQ(p.pull.cacheDir, "");
+  EXPECT_EQ(p.pull.cacheMaxBytes, std::uint64_t{20} << 30);
+  p = parsePolicy("image cache dir = /var/tmp/ctr-cache-%u\nimage cache max size = 500M\n", "ctr.conf");
+  EXPECT_EQ(p.pull.cacheDir, "/var/tmp/ctr-cache-%u");
+  EXPECT_EQ(p.pull.cacheMaxBytes, std::uint64_t{500} << 20);
+  EXPECT_THROW(parsePolicy("image cache dir = cache", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("image cache max size = big", "f"), ctr::Error);
+}
+
 TEST(ConfigPolicy, PullLimitMessagesNameTheFileInUse) {
   EXPECT_EQ(ctr::config::loadPolicy(CTR_SOURCE_DIR "/etc/ctr.conf").pull.configFile, CTR_SOURCE_DIR "/etc/ctr.conf");
   EXPECT_EQ(ctr::config::loadPolicy("/nonexistent/ctr.conf").pull.configFile, "/nonexistent/ctr.conf");

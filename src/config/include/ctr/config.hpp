@@ -28,6 +28,12 @@ struct PullPolicy {
   // 'pull token realm hosts': hosts (host or host:port) besides the registry's own that may
   // issue its bearer tokens; Docker Hub's registry-1.docker.io takes them from auth.docker.io.
   std::vector<std::string> tokenRealmHosts{"auth.docker.io"};
+  // 'image cache dir': where pulled layers and the images `exec docker://REF` packs are
+  // kept; %u is the user's id. Empty: $XDG_CACHE_HOME/ctr, else
+  // ~/.cache/ctr. $CTR_CACHE_DIR, the user's own choice, wins over both.
+  std::string cacheDir;
+  // 'image cache max size': the cached images together; the least recently used go first.
+  std::uint64_t cacheMaxBytes = std::uint64_t{20} << 30;
   // The ctr.conf these came from, for the messages that name a key; empty = built-in defaults.
   std::string configFile;
 };

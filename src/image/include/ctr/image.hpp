@@ -32,6 +32,10 @@ struct ImageSource {
   dev_t device = 0;
   ino_t inode = 0;
   std::int64_t mtimeNs = 0;
+  // A registry image run from the image cache (ctr/image_cache.hpp): the docker:// reference
+  // given and its manifest's digest; `path` is then the cached SIF. Empty otherwise.
+  std::string reference;
+  std::string digest;
 };
 
 // Opens `path` and works out what it is. Throws ctr::Error with a one-line message naming

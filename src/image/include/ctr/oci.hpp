@@ -86,6 +86,11 @@ struct PullRequest {
 };
 void pullToSif(const PullRequest& request);
 
+// The digest ("sha256:...") of the image manifest that docker://REFERENCE names for this
+// host's platform (options.platformOs/Arch): the manifest itself, or the one its index
+// lists for the platform. One or two manifest requests; nothing is cached. Throws ctr::Error.
+std::string manifestDigest(const std::string& reference, const PullOptions& options);
+
 // Where `pull [--name FILE] [--dir DIR] [OUTPUT] SOURCE` writes, as Apptainer decides it:
 // --name, else OUTPUT, else (SOURCE alone) defaultPullName(SOURCE); --dir goes in front.
 // `args` is OUTPUT SOURCE or SOURCE; one without a transport is refused (status 1).
