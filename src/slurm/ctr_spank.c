@@ -15,8 +15,8 @@
  * spank_option_register (seen by srun, sbatch and salloc). plugstack.conf arguments (an
  * unknown one, or a bad value, fails the plugin's init with a line naming it):
  *   ctr=PATH                       the ctr program (default: the install's)
- *   image_dir=DIR                  --container-image=NAME, a bare name (no '/', no '#', no
- *                                  docker: or other transport), is DIR/NAME
+ *   image_dir=DIR                  --container-image=NAME, a bare name (no '/', '#' or ':'
+ *                                  tag, no docker: or other transport), is DIR/NAME
  *   container_required=no|steps|all  steps: every srun/salloc step must give
  *                                  --container-image; all: batch scripts too (default no)
  *   allow=OPT,...                  the --container-* options users may set, spelled without
@@ -91,7 +91,8 @@ static struct {
 static int take_option(int val, const char *arg, int remote);
 
 static struct spank_option options[] = {
-    {"container-image", "IMAGE", "[ctr] run the step's tasks in a container of IMAGE (a SIF, squashfs or directory)",
+    {"container-image", "IMAGE", "[ctr] run the step's tasks in a container of IMAGE (a SIF, squashfs or directory; "
+     "docker://REF, REGISTRY#NAME:TAG or NAME:TAG through ctr's image cache)",
      1, OPT_IMAGE, take_option},
     {"container-mounts", "SRC[:DST[:ro|rw]],...", "[ctr] bind mounts into the container", 1, OPT_MOUNTS,
      take_option},
@@ -537,16 +538,27 @@ static const char *step_refused(spank_t sp) {
   return NULL;
 }
 
-/* The image ctr gets: with image_dir=DIR, a bare name (no '/', no '#', no transport such
- * as docker:) is DIR/NAME; any other value is ctr's to read (a relative path is relative
- * to the submit directory). */
+/* The image ctr gets. pyxis's registry forms become docker:// references, which ctr runs
+ * through its image cache (node-local where ctr.conf's 'image cache dir' says so):
+ * "REGISTRY#NAME[:TAG]" is docker://REGISTRY/NAME[:TAG], and a bare NAME:TAG (no '/', no
+ * transport) is Docker Hub's. With image_dir=DIR, another bare name is DIR/NAME. Any other
+ * value is ctr's to read (a relative path is relative to the submit directory). */
 static const char *image_path(char *buf, size_t size) {
   static const char *const transports[] = {"docker:", "docker-archive:", "docker-daemon:", "oci:", "oci-archive:",
                                            "library:", "oras:", "shub:", "http:", "https:", "instance:", NULL};
-  if (!image_dir[0] || strpbrk(opt_image, "/#") || strcmp(opt_image, ".") == 0 || strcmp(opt_image, "..") == 0)
-    return opt_image;
   for (const char *const *t = transports; *t; ++t)
     if (strncmp(opt_image, *t, strlen(*t)) == 0) return opt_image;
+  const char *hash = strchr(opt_image, '#'), *slash = strchr(opt_image, '/');
+  if (hash && hash != opt_image && (!slash || hash < slash)) {
+    int n = snprintf(buf, size, "docker://%.*s/%s", (int)(hash - opt_image), opt_image, hash + 1);
+    return n > 0 && (size_t)n < size ? buf : opt_image;
+  }
+  if (strpbrk(opt_image, "/#") || strcmp(opt_image, ".") == 0 || strcmp(opt_image, "..") == 0) return opt_image;
+  if (strchr(opt_image, ':')) {
+    int n = snprintf(buf, size, "docker://%s", opt_image);
+    return n > 0 && (size_t)n < size ? buf : opt_image;
+  }
+  if (!image_dir[0]) return opt_image;
   int n = snprintf(buf, size, "%s/%s", image_dir, opt_image);
   return n > 0 && (size_t)n < size ? buf : opt_image;
 }

@@ -1,0 +1,87 @@
+#!/bin/bash
+# Registry images under Slurm: `srun --container-image=REGISTRY#NAME:TAG` (pyxis's form) and
+# `docker://REF` on both nodes of the real cluster, through ctr's image cache. A registry
+# (Debian's docker-registry, filled with skopeo) answers on 127.0.0.1 inside each node's
+# network namespace, both serving one storage directory. The four tasks of a step on two
+# nodes share one cache here (the nodes share this machine's file system), so the layers
+# are fetched once in all: one ctr pulls under the cache's lock, the others wait and run
+# what it packed. A missing image fails the step with ctr's one line.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../registry/common.sh"
+. "$(dirname "$0")/lib.sh"
+require_slurm_cluster
+command -v skopeo >/dev/null || skip "skopeo is not installed (apt-get install skopeo)"
+command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
+ensure_test_user
+require_fuse
+
+# The image: the demo root and a layer with /etc/extra.
+mkdir -p "$WORK/root" "$WORK/extra/etc"
+make_demo_rootfs "$WORK/root"
+rm -rf "$WORK/root/.singularity.d"
+echo "from the registry" > "$WORK/extra/etc/extra"
+tar -C "$WORK/root" --numeric-owner --owner=0 --group=0 -czf "$WORK/l1.tgz" .
+tar -C "$WORK/extra" --numeric-owner --owner=0 --group=0 -czf "$WORK/l2.tgz" .
+layout_image "$WORK/layout" 1 "$WORK/l1.tgz" "$WORK/l2.tgz"
+layers=$(python3 -c 'import json,sys; print(" ".join(l["digest"] for l in json.load(open(sys.argv[1]))["layers"]))' "$MANIFEST")
+
+# Filled through a registry on the host's loopback, then served from the same storage by
+# one registry in each node's namespace (same port: each namespace has its own loopback).
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+start_registry
+pids+=("$REGISTRY_PID")
+skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout:1" "docker://$REGISTRY/demo:1"
+kill "$REGISTRY_PID"; wait "$REGISTRY_PID" 2>/dev/null || true
+port=${REGISTRY##*:}
+for n in n1 n2; do
+  printf 'version: 0.1\nlog: {level: info}\nstorage: {filesystem: {rootdirectory: %s/registry}}\nhttp: {addr: 127.0.0.1:%s}\n' \
+    "$WORK" "$port" > "$WORK/registry-$n.yml"
+  nsenter --net=/run/netns/"$n" docker-registry serve "$WORK/registry-$n.yml" > "$WORK/registry-$n.log" 2>&1 &
+  pids+=($!)
+done
+for n in n1 n2; do
+  for _ in $(seq 50); do
+    nsenter --net=/run/netns/"$n" curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && break
+    sleep 0.1
+  done
+done
+
+# The test user's ctr.conf: its cache in $WORK (sticky, so the cache stays private).
+chmod 1777 "$WORK"
+printf 'image linger = 0\nimage cache dir = %s/cache-%%u\n' "$WORK" > "$WORK/ctr.conf"
+chmod 644 "$WORK/ctr.conf"
+cache=$WORK/cache-$(id -u "$CTR_TEST_USER")
+slurm() { slurm_as_user "$WORK" env CTR_CONFIG="$WORK/ctr.conf" "$@"; }
+# blob_fetches: how many times the nodes' registries sent a layer.
+blob_fetches() {
+  local total=0 d
+  for d in $layers; do total=$(( total + $(cat "$WORK"/registry-n?.log | grep -c "GET /v2/demo/blobs/$d.*200" || true) )); done
+  echo "$total"
+}
+
+note "srun -N2 -n4 --container-image=127.0.0.1:$port#demo:1: both nodes, the image's files, pulled once"
+out=$(slurm srun -N2 -n4 --container-image="127.0.0.1:$port#demo:1" sh -c 'echo "$(hostname) $(cat /etc/extra)"')
+printf '%s\n' "$out"
+expect_eq "four tasks" 4 "$(printf '%s\n' "$out" | grep -c 'from the registry$')"
+expect_eq "both nodes" "n1 n2" "$(printf '%s\n' "$out" | awk '{print $1}' | sort -u | xargs)"
+expect_eq "one image in the cache" 1 "$(find "$cache/images" -name 'sha256-*.sif' | wc -l)"
+expect_eq "each layer fetched once" "$(echo $layers | wc -w)" "$(blob_fetches)"
+
+note "docker://: the cached image, no layer fetched again"
+expect_eq "docker:// reference" "from the registry" \
+  "$(slurm srun -N1 -n1 --container-image="docker://127.0.0.1:$port/demo:1" cat /etc/extra)"
+expect_eq "still each layer once" "$(echo $layers | wc -w)" "$(blob_fetches)"
+
+note "an image the registry lacks: the step fails with ctr's line"
+set +e; err=$(slurm srun -N1 -n1 --container-image="127.0.0.1:$port#nope:1" true 2>&1); rc=$?; set -e
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "missing registry image: srun exit status $rc (124: it hung)"
+expect_contains "ctr's message names the image" "docker://127.0.0.1:$port/nope:1" "$err"
+
+slurm_wait_no_jobs "$CTR_TEST_USER" 20
+assert_nothing_left "registry steps"
+echo "PASS: $TEST_NAME"
