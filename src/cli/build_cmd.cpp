@@ -1,7 +1,9 @@
 // `ctr build [options] OUT INPUT`: INPUT a definition file (an image built by its stages,
-// ctr/build.hpp), a directory (packed as it is), a SIF/squashfs image (unpacked, repacked)
-// or an image to pull (docker://REF, docker-archive:PATH, oci-archive:PATH, oci:DIR).
+// ctr/build.hpp), a directory (packed as it is), a SIF/squashfs image (unpacked, repacked;
+// with --sandbox unpacked into a directory) or an image to pull (docker://REF, docker-archive:PATH, oci-archive:PATH, oci:DIR).
 #include <memory>
+
+#include <spdlog/spdlog.h>
 
 #include "commands.hpp"
 #include "ctr/build.hpp"
@@ -9,6 +11,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
+#include "ctr/image_tree.hpp"
 #include "ctr/oci.hpp"
 #include "ctr/strings.hpp"
 
@@ -82,10 +85,20 @@ int runBuild(BuildArgs& args) {
       isImage = false;  // not an image: a definition file
     }
   }
+  if (isImage && args.def.sandbox && !args.def.explain && !args.def.noTest && args.def.buildArgs.empty()) {
+    // `build --sandbox DIR IMAGE`: the image unpacked into a directory.
+    const auto dropped = image::unpackToSandbox(args.input, args.def.output, args.def.force, args.def.keepPrivilegedFiles);
+    if (dropped.total() > 0)
+      spdlog::warn("dropped from the sandbox: {} setuid/setgid bits, {} file capabilities, {} device nodes "
+                   "(--keep-privileged-files keeps them)",
+                   dropped.setidBits, dropped.capabilities, dropped.deviceNodes);
+    return 0;
+  }
   if (isDirectory || isImage) {
     if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
         args.def.keepPrivilegedFiles)
-      throw Error("--sandbox, --keep-privileged-files, --explain, --notest and --build-arg apply to definition files; " + args.input +
+      throw Error("--explain, --notest and --build-arg apply to definition files, --sandbox and "
+                  "--keep-privileged-files to them and to images; " + args.input +
                   " is " + (isDirectory ? "a directory" : "an image"))
           .withStatus(1);
     image::BuildOptions options;

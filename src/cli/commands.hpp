@@ -33,6 +33,7 @@ void registerSif(CLI::App& app, Context& ctx);
 void registerBuild(CLI::App& app, Context& ctx);
 void registerPull(CLI::App& app, Context& ctx);     // pull: Docker/OCI image -> SIF
 void registerInspect(CLI::App& app, Context& ctx);
+void registerRunHelp(CLI::App& app, Context& ctx);  // run-help: an image's %help
 void registerCheck(CLI::App& app, Context& ctx);    // check: which image mode, and why
 void registerCache(CLI::App& app, Context& ctx);    // cache list|clean: the docker:// image cache
 // An IMAGE argument of a launch or of inspect: a docker:// reference through the image

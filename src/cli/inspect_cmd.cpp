@@ -152,4 +152,27 @@ void registerInspect(CLI::App& app, Context& ctx) {
   });
 }
 
+// `run-help [--app NAME] IMAGE`: the image's %help (or the app's), as Apptainer prints it.
+void registerRunHelp(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("run-help", "Show the help of an image (its %help), or of one of its SCIF apps");
+  auto path = std::make_shared<std::string>();
+  auto query = std::make_shared<image::ApptainerQuery>();
+  cmd->add_option("image", *path, "SIF, squashfs image or directory, or docker://REF (through the image cache)")
+      ->required();
+  cmd->add_option("--app", query->app, "Show the help of this SCIF app");
+  cmd->callback([&ctx, path, query] {
+    ctx.action = [path, query] {
+      if (image::cache::isRegistryReference(*path))
+        *path = resolveImageArgument(*path, config::loadDefaultPolicy().pull).path.string();
+      query->helpfile = true;
+      const auto meta = image::inspectLikeApptainer(*path, *query);
+      const auto found = meta.apps.find(query->app);
+      const auto& own = query->app.empty() || found == meta.apps.end() ? meta.image : found->second;
+      std::cout << (own.helpfile.empty() ? std::string("No help sections were defined for this image") : own.helpfile)
+                << '\n';
+      return 0;
+    };
+  });
+}
+
 }  // namespace ctr::cli

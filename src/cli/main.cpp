@@ -31,7 +31,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   static const std::pair<std::string_view, Register> single[] = {
       {"version", registerVersion}, {"sif", registerSif},         {"build", registerBuild},
       {"inspect", registerInspect}, {"check", registerCheck},     {"pull", registerPull},
-      {"instance", registerInstance}, {"cache", registerCache},
+      {"instance", registerInstance}, {"cache", registerCache},   {"run-help", registerRunHelp},
   };
   if (command == "exec" || command == "run" || command == "shell" || command == "test" || command == "__holder") {
     registerExec(app, ctx, command);
@@ -52,6 +52,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   registerCheck(app, ctx);
   registerInstance(app, ctx);
   registerCache(app, ctx);
+  registerRunHelp(app, ctx);
 }
 
 // Shows an option group (CLI::App::add_option_group, used for speed: exec_cmd.cpp) as a

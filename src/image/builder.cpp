@@ -247,14 +247,10 @@ void buildSif(const BuildOptions& options) {
   spdlog::info("built {} ({} bytes of squashfs)", output.string(), st.st_size);
 }
 
-void repackImage(const std::filesystem::path& image, const BuildOptions& options) {
-  const ImageSource source = resolveImage(image);
-  const auto output = std::filesystem::absolute(options.output);
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !options.force)
-    throw Error(options.output.string() + ": already exists (use --force to overwrite)");
-  const ScratchDir scratch(output, "unpack");
-  const std::string root = (scratch.path() / "root").string();
+namespace {
+
+// The image's squashfs unpacked (unsquashfs) into `root`, a path in a scratch directory.
+void unsquash(const ImageSource& source, const std::string& root) {
   std::vector<std::string> argv{findProgram(Program::Unsquashfs), "-n", "-d", root};
   if (source.offset != 0) argv.insert(argv.end(), {"-o", std::to_string(source.offset)});
   argv.push_back(source.path.string());
@@ -262,9 +258,46 @@ void repackImage(const std::filesystem::path& image, const BuildOptions& options
   po.captureStdout = true;
   po.captureStderr = true;
   runProcessChecked(argv, po);
+}
+
+std::filesystem::path checkedOutput(const std::filesystem::path& output, bool force) {
+  const auto absolute = std::filesystem::absolute(output);
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(absolute, ec)) && !force)
+    throw Error(output.string() + ": already exists (use --force to overwrite)");
+  return absolute;
+}
+
+}  // namespace
+
+void repackImage(const std::filesystem::path& image, const BuildOptions& options) {
+  const ImageSource source = resolveImage(image);
+  const auto output = checkedOutput(options.output, options.force);
+  const ScratchDir scratch(output, "unpack");
+  const std::string root = (scratch.path() / "root").string();
+  unsquash(source, root);
   BuildOptions pack = options;
   pack.rootfs = root;
   buildSif(pack);
+}
+
+PrivilegedFiles unpackToSandbox(const std::filesystem::path& image, const std::filesystem::path& output, bool force,
+                                bool keepPrivilegedFiles) {
+  const ImageSource source = resolveImage(image);
+  if (source.kind == ImageKind::Directory) throw Error(image.string() + ": a directory, not an image to unpack");
+  const auto target = checkedOutput(output, force);
+  const ScratchDir scratch(target, "unpack");
+  const auto root = scratch.path() / "root";
+  unsquash(source, root.string());
+  PrivilegedFiles dropped;
+  if (!keepPrivilegedFiles) dropped = dropPrivilegedFiles(ImageTree(root));
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(target, ec))) {
+    std::filesystem::remove_all(target, ec);
+    if (ec) throw Error("cannot replace " + output.string() + ": " + ec.message());
+  }
+  moveIntoPlace(root, target, false);
+  return dropped;
 }
 
 }  // namespace ctr::image

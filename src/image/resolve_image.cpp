@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -21,6 +22,16 @@ constexpr std::int64_t kMaxEnvironmentObject = 1 << 20;
 bool hasSquashfsMagicAt(int fd, std::int64_t offset) {
   std::array<char, 4> magic{};
   return readAt(fd, offset, std::span<char>(magic)) == magic.size() && magic == kSquashfsMagic;
+}
+
+// Where the squashfs of a Singularity 2 image starts: after its first line when that is
+// a "#!" line (of at most 1 KiB); 0 for any other file.
+std::int64_t launchLineEnd(int fd) {
+  std::array<char, 1024> head{};
+  const auto got = static_cast<std::ptrdiff_t>(readAt(fd, 0, std::span<char>(head)));
+  if (got < 3 || head[0] != '#' || head[1] != '!') return 0;
+  const auto end = std::find(head.begin(), head.begin() + got, '\n');
+  return end == head.begin() + got ? 0 : (end - head.begin()) + 1;
 }
 
 }  // namespace
@@ -66,6 +77,13 @@ ImageSource resolveImage(const std::filesystem::path& path) {
     source.kind = ImageKind::Squashfs;
     source.offset = 0;
     source.size = static_cast<std::uint64_t>(st.st_size);
+    return source;
+  }
+  // A Singularity 2 image (.simg): a "#!/usr/bin/env run-singularity" line, then squashfs.
+  if (auto offset = launchLineEnd(fd.get()); offset > 0 && hasSquashfsMagicAt(fd.get(), offset)) {
+    source.kind = ImageKind::Squashfs;
+    source.offset = static_cast<std::uint64_t>(offset);
+    source.size = static_cast<std::uint64_t>(st.st_size - offset);
     return source;
   }
   std::array<char, 10> sifMagic{};

@@ -1,7 +1,8 @@
 #!/bin/bash
 # ctr build OUT RECIPE.def (issue 9): demo.def as root and as the test user, every section,
 # an app, multi-stage %files from, a failing %post, --sandbox, --deterministic, Apptainer's
-# layout through `ctr inspect`, and (slow, cached) a debootstrap build with apt-get in %post.
+# layout through `ctr inspect`, run-help, build --sandbox DIR IMAGE, and (slow, cached) a
+# debootstrap build with apt-get in %post.
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
 ctr=$CTR_BIN
@@ -206,6 +207,27 @@ expect_eq "sha256 of two deterministic builds" "$(sha256sum < "$WORK/det1.sif")"
 note "SIF input: unpacked and repacked"
 "$ctr" build "$WORK/repacked.sif" "$WORK/demo.sif" 2>/dev/null
 expect_contains "repacked runs" "Hello from the ctr demo container" "$("$ctr" run "$WORK/repacked.sif")"
+
+note "run-help: the image's %help, or Apptainer's line without one"
+expect_contains "run-help" "The ctr demo image: busybox" "$("$ctr" run-help "$WORK/demo.sif")"
+make_demo_rootfs "$WORK/nohelp"
+rm -f "$WORK/nohelp/.singularity.d/runscript.help"
+"$ctr" build "$WORK/nohelp.sif" "$WORK/nohelp" >/dev/null
+expect_eq "run-help without %help" "No help sections were defined for this image" "$("$ctr" run-help "$WORK/nohelp.sif")"
+
+note "build --sandbox DIR IMAGE: unpacked; setuid bits dropped; an existing DIR only with --force"
+cp /bin/true "$WORK/nohelp/bin/setuid-true" && chmod 4755 "$WORK/nohelp/bin/setuid-true"
+"$ctr" build --force "$WORK/setuid.sif" "$WORK/nohelp" >/dev/null
+"$ctr" build --sandbox "$WORK/unpacked" "$WORK/setuid.sif" 2> "$WORK/unpack.err" || fail "build --sandbox from a SIF: $(cat "$WORK/unpack.err")"
+expect_contains "says what it dropped" "1 setuid/setgid bits" "$(cat "$WORK/unpack.err")"
+expect_eq "the setuid bit is gone" 755 "$(stat -c %a "$WORK/unpacked/bin/setuid-true")"
+expect_contains "the sandbox runs" "ctr demo" "$("$ctr" exec "$WORK/unpacked" head -1 /etc/os-release)"
+set +e; err=$("$ctr" build --sandbox "$WORK/unpacked" "$WORK/setuid.sif" 2>&1); rc=$?; set -e
+[ "$rc" != 0 ] || fail "an existing sandbox was replaced without --force"
+expect_contains "names it" "$WORK/unpacked: already exists" "$err"
+as_user "$ctr" build --force --sandbox "$WORK/user-unpacked" "$WORK/demo-user.sif" 2>/dev/null || fail "build --sandbox as $CTR_TEST_USER"
+expect_contains "the user's sandbox runs" "built by ctr build" "$(as_user "$ctr" exec "$WORK/user-unpacked" cat /etc/ctr-demo-build)"
+[ -z "$(find "$WORK" -maxdepth 1 -name '.*unpack*')" ] || fail "scratch directories left: $(find "$WORK" -maxdepth 1 -name '.*unpack*')"
 
 # ---- slow: debootstrap (mmdebstrap), apt-get install in %post, as root and as the user.
 command -v mmdebstrap >/dev/null || skip "mmdebstrap is not installed (the rest passed)"

@@ -1,4 +1,5 @@
-# ctr exec as an unprivileged user from a directory, a plain squashfs and a SIF image:
+# ctr exec as an unprivileged user from a directory, a plain squashfs, a SIF image and a
+# Singularity 2 image (.simg):
 # identity, default mounts, binds, --contain, --writable-tmpfs, environment, exit codes,
 # --explain, and the hand-over (no_new_privs, no capabilities, seccomp) seen from inside.
 . "$(dirname "$0")/lib.sh"
@@ -11,13 +12,15 @@ make_demo_rootfs "$WORK/demo"
 mkdir "$WORK/demo/scratch" && chown "$CTR_TEST_USER:$(id -g "$CTR_TEST_USER")" "$WORK/demo/scratch"
 mksquashfs "$WORK/demo" "$WORK/demo.sqfs" -quiet -noappend >/dev/null
 "$CTR_BIN" build "$WORK/demo.sif" "$WORK/demo" >/dev/null
+# A Singularity 2 image: the squashfs behind a launch line.
+{ printf '#!/usr/bin/env run-singularity\n'; cat "$WORK/demo.sqfs"; } > "$WORK/demo.simg"
 cc -static -O2 -o "$WORK/probe" "$(dirname "$0")/probe_syscall.c"
 mkdir -p "$WORK/data" && echo hello > "$WORK/data/file" && chmod -R a+rwX "$WORK/data"
 chmod -R a+rX "$WORK"
 uid=$(id -u "$CTR_TEST_USER"); gid=$(id -g "$CTR_TEST_USER")
 home=$(getent passwd "$CTR_TEST_USER" | cut -d: -f6)
 
-for img in demo demo.sqfs demo.sif; do
+for img in demo demo.sqfs demo.sif demo.simg; do
   note "image $img"
   out=$(as_user "$CTR_BIN" exec "$WORK/$img" sh -c 'id -u; id -g; pwd; grep "^'"$CTR_TEST_USER"':" /etc/passwd | cut -d: -f3; cat /etc/os-release | head -1')
   expect_eq "$img: uid/gid/cwd/passwd/image" \
@@ -136,6 +139,8 @@ out=$(as_user "$CTR_BIN" exec --explain -B "$WORK/data:/data:ro" "$img" true)
 expect_contains "--explain" "bind $WORK/data -> /data (ro) [user]" "$out"
 out=$(as_user "$CTR_BIN" exec --explain --json "$img" true)
 expect_contains "--explain --json" '"driver": "squashfuse"' "$out"
+expect_contains "--explain: the .simg's squashfs after its launch line" \
+  "squashfs, squashfs at offset 31" "$(as_user "$CTR_BIN" exec --explain "$WORK/demo.simg" true)"
 
 note "run and shell"
 out=$(as_user "$CTR_BIN" run "$img" echo arg)

@@ -1,6 +1,7 @@
 // What an IMAGE argument is, and where its root filesystem lives: the one entry point the
 // runtime uses to turn a path into something it can mount. Recognises a SIF (its primary
-// system partition), a plain squashfs file and a directory.
+// system partition), a plain squashfs file, a Singularity 2 image (.simg: squashfs after a
+// "#!/usr/bin/env run-singularity" line) and a directory.
 #pragma once
 
 #include <sys/types.h>
@@ -75,6 +76,14 @@ void buildSif(const BuildOptions& options);
 // `ctr build OUT.sif IMAGE.sif`: the image's squashfs unpacked (unsquashfs) into a temporary
 // directory next to the output and packed again with `options` (rootfs is ignored).
 void repackImage(const std::filesystem::path& image, const BuildOptions& options);
+
+// `ctr build --sandbox DIR IMAGE`: the image's squashfs unpacked into the new directory
+// DIR (replaced with `force`), by way of a scratch directory beside it. Unless
+// `keepPrivilegedFiles`, setuid/setgid bits, file capabilities and device nodes are dropped:
+// a sandbox stays on the host. Returns what was dropped.
+struct PrivilegedFiles;
+PrivilegedFiles unpackToSandbox(const std::filesystem::path& image, const std::filesystem::path& output, bool force,
+                                bool keepPrivilegedFiles);
 
 // One partition or object of an image, for `ctr inspect`.
 struct ObjectSummary {
