@@ -44,15 +44,21 @@ std::string instanceJoinInfo(const InstanceRecord& r, const std::vector<std::str
   if (!r.seccomp.empty()) out += "seccomp=" + percentEncoded(r.seccomp) + "\n";
   out += "no_new_privs=1\n";
   auto nameOf = [](std::string_view kv) { return kv.substr(0, kv.find('=')); };
+  auto has = [](const std::vector<std::string>& env, const std::string& kv) {
+    return std::find(env.begin(), env.end(), kv) != env.end();
+  };
+  auto hasName = [&nameOf](const std::vector<std::string>& env, std::string_view name) {
+    return std::any_of(env.begin(), env.end(), [&](const std::string& kv) { return nameOf(kv) == name; });
+  };
+  // Records of earlier versions have no start environment: the caller's stands for it.
+  const auto& start = r.startEnvironment.empty() ? callerEnvironment : r.startEnvironment;
   // PWD is each joining process's own (it changes to its own working directory).
   for (const auto& kv : r.environment)
-    if (nameOf(kv) != "PWD" && std::find(callerEnvironment.begin(), callerEnvironment.end(), kv) == callerEnvironment.end())
-      out += "set=" + percentEncoded(kv) + "\n";
-  for (const auto& kv : callerEnvironment) {
+    if (nameOf(kv) != "PWD" && !has(start, kv) && !has(callerEnvironment, kv)) out += "set=" + percentEncoded(kv) + "\n";
+  for (const auto& kv : start) {
     const auto name = nameOf(kv);
-    const bool kept = std::any_of(r.environment.begin(), r.environment.end(),
-                                  [&](const std::string& c) { return nameOf(c) == name; });
-    if (!kept) out += "unset=" + percentEncoded(name) + "\n";
+    if (!hasName(r.environment, name) && hasName(callerEnvironment, name))
+      out += "unset=" + percentEncoded(std::string(name)) + "\n";
   }
   return out;
 }
@@ -97,7 +103,8 @@ std::string instanceRecordToJson(const InstanceRecord& r) {
   nlohmann::json j = {{"name", r.name},       {"image", r.image},       {"started", r.started},
                       {"keeper", r.keeper},   {"keeper_start", r.keeperStart},
                       {"stand_in", r.standIn}, {"home", r.home},        {"workdir", r.workdir},
-                      {"environment", r.environment}, {"log_out", r.logOut}, {"log_err", r.logErr},
+                      {"environment", r.environment}, {"start_environment", r.startEnvironment},
+                      {"log_out", r.logOut}, {"log_err", r.logErr},
                       {"seccomp", r.seccomp}};
   j["namespaces"] = nlohmann::json::array();
   for (const auto& ns : r.namespaces) j["namespaces"].push_back({{"type", ns.type}, {"inode", ns.inode}});
@@ -117,6 +124,7 @@ InstanceRecord instanceRecordFromJson(std::string_view text, const std::string& 
     r.home = j.at("home").get<std::string>();
     r.workdir = j.at("workdir").get<std::string>();
     r.environment = j.at("environment").get<std::vector<std::string>>();
+    r.startEnvironment = j.value("start_environment", std::vector<std::string>{});
     r.logOut = j.at("log_out").get<std::string>();
     r.logErr = j.at("log_err").get<std::string>();
     r.seccomp = j.value("seccomp", "");

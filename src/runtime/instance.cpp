@@ -322,6 +322,7 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
   try {
     const auto j = nlohmann::json::parse(ready);
     record.environment = j.at("environment").get<std::vector<std::string>>();
+    for (char** e = environ; e && *e; ++e) record.startEnvironment.emplace_back(*e);
     record.workdir = j.at("workdir").get<std::string>();
     if (plan.handover.seccomp) {
       // The filter the keeper runs under, for joins that do not go through ctr (the Slurm

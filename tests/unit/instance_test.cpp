@@ -158,5 +158,18 @@ TEST(InstanceJoinInfo, TheNamespacesAndWhatTheContainerChangesInTheCallersEnviro
             "set=PATH=/usr/bin:/bin\nset=NEW=a%25b%0Ac\nunset=DROPPED\n");
 }
 
+TEST(InstanceJoinInfo, ALaterJoinKeepsItsOwnValuesOfWhatTheContainerDidNotChange) {
+  // Started by step 0 of a job; joined by step 1, whose Slurm variables differ.
+  auto r = web1();
+  r.namespaces = {{"user", 11}, {"mnt", 12}};
+  r.startEnvironment = {"PATH=/opt/bin:/usr/bin", "SLURM_STEP_ID=0", "DROPPED=x", "PWD=/home/alice"};
+  r.environment = {"PATH=/usr/bin:/bin", "SLURM_STEP_ID=0", "NEW=1", "PWD=/somewhere"};
+  const std::string info =
+      instanceJoinInfo(r, {"PATH=/opt/bin:/usr/bin", "SLURM_STEP_ID=1", "DROPPED=y", "STEP_ONLY=1", "PWD=/home/alice"});
+  EXPECT_EQ(info,
+            "name=web1\nkeeper=4242\nkeeper_start=123456\nns=user:11\nns=mnt:12\nno_new_privs=1\n"
+            "set=PATH=/usr/bin:/bin\nset=NEW=1\nunset=DROPPED\n");
+}
+
 }  // namespace
 }  // namespace ctr::launch

@@ -36,12 +36,13 @@ cat > "$WORK/named.sh" <<S
 #!/bin/sh
 #SBATCH -N1 -o $WORK/out/named.out
 srun --container-image=$WORK/demo.sqfs --container-name=c1 --container-writable sh -c 'echo from-step-0 > /shared'
-srun --container-image=$WORK/demo.sqfs --container-name=c1 --container-writable cat /shared
+srun --container-image=$WORK/demo.sqfs --container-name=c1 --container-writable sh -c 'cat /shared; echo "step \$SLURM_STEP_ID"'
 srun --container-image=$WORK/demo.sqfs --container-writable sh -c 'cat /shared 2>/dev/null || echo unnamed-is-fresh'
 S
 chmod 644 "$WORK/named.sh"
 slurm sbatch --wait "$WORK/named.sh" >/dev/null || fail "sbatch --wait named.sh failed: $(cat "$WORK/out/named.out" 2>/dev/null)"
-expect_eq "the steps' output" "from-step-0 unnamed-is-fresh" "$(xargs < "$WORK/out/named.out")"
+# The second step's tasks see its own Slurm variables, not those the container was started with.
+expect_eq "the steps' output" "from-step-0 step 1 unnamed-is-fresh" "$(xargs < "$WORK/out/named.out")"
 
 note "nothing of the jobs stays"
 for _ in $(seq 100); do [ ! -e "/tmp/ctr-$uid/instances" ] && break; sleep 0.1; done

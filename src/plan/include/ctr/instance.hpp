@@ -28,6 +28,9 @@ struct InstanceRecord {
   std::string home;                // the container's home directory
   std::string workdir;             // the keeper's working directory in the container
   std::vector<std::string> environment;   // the keeper's evaluated environment ("K=V")
+  // The environment `instance start` was given ("K=V"): what the container's changes are
+  // measured against for a later join (empty in records of earlier versions).
+  std::vector<std::string> startEnvironment;
   std::string logOut, logErr;
   std::string seccomp;             // the compiled seccomp filter (raw sock_filter[]), if the hand-over has one
 };
@@ -41,7 +44,10 @@ struct InstanceRecord {
 // ('%', control bytes): name, keeper, keeper_start, ns=TYPE:INODE (setns order), seccomp
 // (the compiled filter's path, if any), no_new_privs=1, then set=NAME=VALUE and unset=NAME
 // for each variable the container's environment changes against `callerEnvironment`
-// (the environment the instance was started with, "K=V").
+// (the joining process's, "K=V"): the changes the container made to the environment it was
+// started with (record.startEnvironment), applied to the caller's. A variable the container
+// left as it found it keeps the caller's value (the SLURM_STEP_ID of a later step that
+// joins a named container); one the caller has and the container never saw stays.
 [[nodiscard]] std::string instanceJoinInfo(const InstanceRecord& record, const std::vector<std::string>& callerEnvironment);
 
 // An instance name: letters, digits, '_', '-', '.', not starting with '.', at most 64.
