@@ -1,7 +1,7 @@
 #!/bin/bash
 # README command 2 (and CI, via .ci/run): the whole test suite. Installs what is missing,
 # builds with warnings as errors, runs unit, conformance and integration tests, then the
-# fuzzers for FUZZ_SECONDS (default 60) each under ASan+UBSan.
+# fuzzers (FUZZ_SECONDS, default 30, for the SIF reader; half that for the others) under ASan+UBSan.
 #
 # Every stage runs and reports its result even when an earlier one failed (a stage that
 # needs an earlier one's output says so); the exit status is non-zero if any stage failed.
@@ -68,7 +68,7 @@ if stage "install dependencies" tests/install-deps.sh; then
     not_run "unit, conformance and integration tests" "the build failed"
   fi
   if [ "${SKIP_FUZZ:-0}" != 1 ]; then
-    stage "fuzzers (${FUZZ_SECONDS:-60} s each, ASan+UBSan)" bash tests/fuzz/run-fuzz.sh
+    stage "fuzzers (${FUZZ_SECONDS:-30} s for the SIF reader, half for the others; ASan+UBSan)" bash tests/fuzz/run-fuzz.sh
   else
     results+=("fuzzers: skipped (SKIP_FUZZ=1)")
   fi
