@@ -131,6 +131,8 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
   }
   if (!given("--no-env"))
     if (auto v = flagVariable({"NOENV"})) s.noEnv.push_back(v->value);
+  if (!given("--no-mount"))
+    if (auto v = flagVariable({"NO_MOUNT"})) o.noMount.push_back(v->value);
   if (!given("--scratch"))
     if (auto v = flagVariable({"SCRATCH", "SCRATCHDIR"})) o.scratch.push_back(v->value);
   if (!given("--env-file"))
@@ -358,6 +360,9 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.flag("-c,--contain", o.contain, "No home, cwd or /tmp from the host");
   add.flag("-C,--containall", o.containAll, "--contain and --cleanenv");
   add.flag("--no-home", o.noHome, "Do not mount the home directory");
+  add.list("--no-mount", o.noMount,
+           "Leave out default mounts: proc, sys, dev, devpts, home, tmp, hostfs, cwd, bind-paths, or a default "
+           "or site bind's destination (comma lists)");
   add.flag("--writable-tmpfs", o.writableTmpfs, "Writable root (changes kept in memory)");
 
   add.section("Environment");

@@ -257,6 +257,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   }
   if (plan.build) j["build"] = buildJson(*plan.build, plan.handover);
   j["mounts"] = mountsJson(plan.mounts);
+  j["mounts_left_out"] = plan.mountsLeftOut;
   j["environment"] = plan.environment;
   j["user_environment"] = userEnvironmentJson(plan.userEnvironment);
   j["warnings"] = plan.warnings;
@@ -450,6 +451,11 @@ std::string toText(const LaunchPlan& plan) {
   if (plan.mpi) writeMpi(out, *plan.mpi);
   if (plan.build) writeBuild(out, *plan.build);
   writeMounts(out, plan.mounts);
+  if (!plan.mountsLeftOut.empty()) {
+    out << "left out (--no-mount):";
+    for (const auto& d : plan.mountsLeftOut) out << ' ' << d;
+    out << '\n';
+  }
   writeCommand(out, plan);
   return out.str();
 }

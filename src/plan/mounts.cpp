@@ -191,6 +191,57 @@ void addCwdMount(std::vector<Mount>& mounts, const std::string& cwd, bool contai
   addMount(mounts, bindMount(cwd, cwd, false, MountOrigin::Cwd));
 }
 
+NoMount parseNoMount(const std::vector<std::string>& specs) {
+  NoMount no;
+  for (const auto& spec : specs) {
+    for (auto word : splitList(spec)) {
+      const std::string w(trim(word));
+      if (w.empty()) continue;
+      if (w == "proc") no.proc = true;
+      else if (w == "sys") no.sys = true;
+      else if (w == "dev") no.dev = true;
+      else if (w == "devpts") no.devpts = true;
+      else if (w == "home") no.home = true;
+      else if (w == "tmp") no.tmp = true;
+      else if (w == "cwd") no.cwd = true;
+      else if (w == "bind-paths") no.bindPaths = true;
+      else if (w == "hostfs") continue;  // ctr never binds the host's file systems
+      else if (w[0] == '/') no.paths.push_back(normalizePath(w));
+      else
+        throw Error("--no-mount '" + w + "': expected proc, sys, dev, devpts, home, tmp, hostfs, cwd, bind-paths "
+                    "or the absolute destination of a default or site bind")
+            .withStatus(1);
+    }
+  }
+  return no;
+}
+
+std::vector<std::string> removeMounts(std::vector<Mount>& mounts, const NoMount& no) {
+  auto under = [](const std::string& path, std::string_view dir) {
+    return path == dir || (path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/');
+  };
+  // Apptainer's own default binds (its apptainer.conf 'bind path' entries) are these two.
+  auto defaultBindPath = [](const Mount& m) {
+    return m.origin == MountOrigin::Default && (m.destination == "/etc/hosts" || m.destination == "/etc/localtime");
+  };
+  std::vector<std::string> removed;
+  std::erase_if(mounts, [&](const Mount& m) {
+    bool drop = false;
+    if (m.origin == MountOrigin::Default || m.origin == MountOrigin::Contain) {
+      drop = (no.proc && under(m.destination, "/proc")) || (no.sys && under(m.destination, "/sys")) ||
+             (no.devpts && m.destination == "/dev/pts") ||
+             (no.tmp && (m.destination == "/tmp" || m.destination == "/var/tmp"));
+    }
+    if (no.cwd && m.origin == MountOrigin::Cwd) drop = true;
+    if ((m.origin == MountOrigin::Policy || defaultBindPath(m)) &&
+        (no.bindPaths || std::find(no.paths.begin(), no.paths.end(), m.destination) != no.paths.end()))
+      drop = true;
+    if (drop) removed.push_back(m.destination);
+    return drop;
+  });
+  return removed;
+}
+
 void addIdentityMounts(std::vector<Mount>& mounts) {
   for (const char* file : {"/etc/passwd", "/etc/group"}) {
     Mount m;

@@ -203,28 +203,47 @@ void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
 
 }  // namespace
 
-LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy,
+LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
                       const image::ImageSource& image, const host::HostFacts& host) {
   if (!policy.allowUserNamespaces)
     throw Error("user namespaces are disabled by the administrator ('allow user namespaces = "
                 "no' in " + policy.source.string() + "); ctr cannot run containers here");
+  const NoMount noMount = parseNoMount(given.noMount);
+  // --no-mount home is --no-home (a copy only then: the launch path stays lean).
+  LaunchOptions withoutHome;
+  if (noMount.home && !given.noHome) {
+    withoutHome = given;
+    withoutHome.noHome = true;
+  }
+  const LaunchOptions& options = withoutHome.noHome ? withoutHome : given;
   const bool contain = options.contain || options.containAll;
+  // --no-mount dev: the small private /dev of --contain instead of the host's, with the
+  // devices the launch asks for bound into it.
+  const bool privateDev = contain || noMount.dev;
   LaunchPlan plan = planBasics(options, policy, image, host);
   const HomeDirs home = planHome(options, host);
   plan.namespaces = planNamespaces(options);
   // Apptainer's defaults, in mount order; then the site's, the devices', MPI's, the user's.
   plan.kernelInterfaces = decideKernelInterfaces(policy, host.user.uid);
-  addSystemMounts(plan.mounts, plan.namespaces.pid, plan.kernelInterfaces, contain);
+  addSystemMounts(plan.mounts, plan.namespaces.pid, plan.kernelInterfaces, privateDev);
   const std::string workdir = planHostWorkdir(options, host);
   addTmpAndHomeMounts(plan.mounts, options, home, workdir, contain);
-  addSiteMounts(plan.mounts, options, policy, contain);
+  addSiteMounts(plan.mounts, options, policy, privateDev);
   // The host's drivers and devices, before the user's binds (which win).
-  DeviceEnvironment devices = planDevices(plan, options, policy, host, contain);
+  DeviceEnvironment devices = planDevices(plan, options, policy, host, privateDev);
   // After the devices: --gpus adds the device rules of the GPUs it left out.
   planLimits(plan, options, policy, host);
   std::vector<std::string> firstLibraryDirs = planMpi(plan, options, policy, host);
   addUserMounts(plan.mounts, options, policy, host, workdir);
+  // Before the current directory's mount: one that /tmp covered gets its own.
+  plan.mountsLeftOut = removeMounts(plan.mounts, noMount);
+  if (noMount.home && !given.noHome) plan.mountsLeftOut.push_back(home.destination);
   addCwdMount(plan.mounts, host.cwd, contain);
+  if (noMount.cwd) {
+    NoMount cwdOnly;
+    cwdOnly.cwd = true;
+    for (const auto& d : removeMounts(plan.mounts, cwdOnly)) plan.mountsLeftOut.push_back(d);
+  }
   addIdentityMounts(plan.mounts);
   orderParentsFirst(plan.mounts);
   planWorkingDirectory(plan, options, home, host, contain);

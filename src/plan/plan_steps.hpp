@@ -42,6 +42,17 @@ void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, con
 void addCwdMount(std::vector<Mount>& mounts, const std::string& cwd, bool contain);
 // /etc/passwd and /etc/group, filled by the runtime from the image's own files.
 void addIdentityMounts(std::vector<Mount>& mounts);
+// --no-mount: which default mounts to leave out. Throws ctr::Error naming a word it does not know.
+struct NoMount {
+  bool proc = false, sys = false, dev = false, devpts = false, home = false, tmp = false, cwd = false,
+       bindPaths = false;
+  std::vector<std::string> paths;  // destinations of default or site binds
+};
+[[nodiscard]] NoMount parseNoMount(const std::vector<std::string>& specs);
+// Removes what `no` names from the default, --contain, site and current-directory mounts
+// (never the user's binds, the host's injected files or the identity files); returns the
+// destinations removed.
+std::vector<std::string> removeMounts(std::vector<Mount>& mounts, const NoMount& no);
 // A parent before its children: a mount given before one of its ancestors moves right after it.
 void orderParentsFirst(std::vector<Mount>& mounts);
 

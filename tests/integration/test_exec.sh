@@ -142,6 +142,25 @@ expect_contains "--explain --json" '"driver": "squashfuse"' "$out"
 expect_contains "--explain: the .simg's squashfs after its launch line" \
   "squashfs, squashfs at offset 31" "$(as_user "$CTR_BIN" exec --explain "$WORK/demo.simg" true)"
 
+note "--no-mount: Apptainer's names of default mounts, and a default bind's destination"
+mounted() { as_user "$CTR_BIN" exec "$@" sh -c 'cut -d" " -f5 /proc/self/mountinfo' | sort -u | xargs; }
+all=$(mounted "$img")
+for d in /tmp /var/tmp /etc/hosts "$home" /sys; do
+  [[ " $all " == *" $d "* ]] || fail "$d is not mounted by default: $all"
+done
+some=$(mounted --no-mount tmp,home,/etc/hosts,sys "$img")
+for d in /tmp /var/tmp /etc/hosts "$home" /sys; do
+  [[ " $some " != *" $d "* ]] || fail "--no-mount left $d mounted: $some"
+done
+[[ " $some " == *" /etc/localtime "* ]] || fail "--no-mount /etc/hosts took /etc/localtime too: $some"
+expect_eq "APPTAINER_NO_MOUNT=proc: no /proc" 0 \
+  "$(as_user env APPTAINER_NO_MOUNT=proc "$CTR_BIN" exec "$img" sh -c 'ls /proc | wc -l')"
+expect_contains "--explain lists what is left out" "left out (--no-mount): /tmp /var/tmp" \
+  "$(as_user "$CTR_BIN" exec --explain --no-mount tmp "$img" true)"
+set +e; err=$(as_user "$CTR_BIN" exec --no-mount floppy "$img" true 2>&1); rc=$?; set -e
+expect_eq "an unknown word: exit 1" 1 "$rc"
+expect_contains "names it" "--no-mount 'floppy': expected proc, sys" "$err"
+
 note "run and shell"
 out=$(as_user "$CTR_BIN" run "$img" echo arg)
 expect_contains "run uses the runscript" "Hello from the ctr demo container" "$out"

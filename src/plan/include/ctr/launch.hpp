@@ -42,6 +42,10 @@ struct LaunchOptions {
   bool containAll = false;          // --containall (= contain + cleanenv)
   bool cleanEnv = false;            // --cleanenv
   bool noHome = false;              // --no-home
+  // --no-mount LIST (and APPTAINER_NO_MOUNT): Apptainer's names of default mounts to leave
+  // out (proc, sys, dev, devpts, home, tmp, hostfs, cwd, bind-paths) or the destination of
+  // one default or site bind (/etc/hosts)
+  std::vector<std::string> noMount;
   bool writableTmpfs = false;       // --writable-tmpfs
   limits::Request limits;           // --cpus, --memory, --pids-limit, ... (the CLI parses units)
   std::string statsFile;            // --stats FILE: a JSON record of the run when it ends
@@ -325,6 +329,7 @@ struct LaunchPlan {
   // again after the image's scripts, which cannot change them.
   std::vector<EnvVar> fixedEnvironment;
   std::vector<std::string> warnings;    // settings ignored, with why (printed at launch)
+  std::vector<std::string> mountsLeftOut;  // --no-mount: the default mounts not made ("/proc")
   // exec: the command (argv[0] looked up with the container PATH); run, shell, test: the
   // arguments after the chosen program's own.
   std::vector<std::string> argv;
