@@ -9,6 +9,15 @@ require_slurm_cluster() {
   [ -e "$CLUSTER/etc/slurm.conf" ] || skip "no Slurm cluster (the fixture integration.slurm.cluster_up did not run)"
 }
 
+# The start of the tests whose steps run the demo image as the test user: the cluster, the
+# user, FUSE, and $WORK/demo.sqfs (make_demo_squashfs).
+slurm_demo_test() {
+  require_slurm_cluster
+  ensure_test_user
+  require_fuse
+  make_demo_squashfs demo
+}
+
 # slurm_client CMD...: a client command (squeue, scancel, srun --mpi=list) as root.
 slurm_client() { bash "$SLURM_CLUSTER_SH" client "$CLUSTER" "$@"; }
 

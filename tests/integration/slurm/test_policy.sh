@@ -9,10 +9,7 @@
 # each case rewrites it; the trap restores it however the test ends.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
-require_slurm_cluster
-ensure_test_user
-require_fuse
-make_demo_squashfs demo
+slurm_demo_test
 mkdir -p "$WORK/images" "$WORK/data"
 mkdir -m 777 "$WORK/out"
 cp "$WORK/demo.sqfs" "$WORK/images/app.sqfs"

@@ -5,10 +5,7 @@
 # the job's end; nothing stays after the jobs.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
-require_slurm_cluster
-ensure_test_user
-require_fuse
-make_demo_squashfs demo
+slurm_demo_test
 chmod -R a+rX "$WORK"
 mkdir -m 777 "$WORK/out"
 uid=$(id -u "$CTR_TEST_USER")

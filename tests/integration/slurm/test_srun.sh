@@ -6,10 +6,7 @@
 # ctr's one line (never a hang), and nothing stays after the steps.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
-require_slurm_cluster
-ensure_test_user
-require_fuse
-make_demo_squashfs demo
+slurm_demo_test
 mkdir -p "$WORK/data" "$WORK/rw"
 echo "from the host" > "$WORK/data/x"
 chmod -R a+rX "$WORK"
