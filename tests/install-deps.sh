@@ -9,7 +9,7 @@ set -eu
 # Building: the compiler, CMake and the libraries ctr links or loads; running: squashfs and
 # FUSE; busybox-static for the demo image.
 run_packages="
-  build-essential cmake pkg-config git
+  build-essential cmake ninja-build pkg-config git
   libseccomp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libhwloc-dev libtomlplusplus-dev libyaml-cpp-dev libcurl4-openssl-dev libarchive-dev
   squashfs-tools squashfuse fuse3 util-linux busybox-static
