@@ -8,6 +8,10 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 cd "$src"
 
 tests/install-deps.sh --run
+# A build/run from before the preset used Ninja cannot be reconfigured with it: start anew.
+if [ -f build/run/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' build/run/CMakeCache.txt; then
+  rm -rf build/run
+fi
 cmake --preset run >/dev/null
 cmake --build --preset run -j"$(nproc)" --target ctr   # the tests build in run-all.sh
 ctr=build/run/bin/ctr
