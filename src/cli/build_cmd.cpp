@@ -35,12 +35,6 @@ void addBuildArg(std::map<std::string, std::string>& into, const std::string& it
 
 // `build OUT SOURCE` with a registry or archive SOURCE is a pull into OUT, as Apptainer's
 // build does it (and cwltool's dockerLoad: `build OUT docker-archive://PATH`).
-bool isPullSource(const std::string& input) {
-  for (std::string_view prefix : {"docker://", "docker-archive:", "oci-archive:", "oci:"})
-    if (input.starts_with(prefix)) return true;
-  return false;
-}
-
 int buildFromPullSource(BuildArgs& args) {
   if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
       args.def.keepPrivilegedFiles)
@@ -50,9 +44,6 @@ int buildFromPullSource(BuildArgs& args) {
   image::oci::PullRequest pull;
   pull.output = args.def.output;
   pull.source = args.input;
-  // Apptainer's docker-archive://PATH and oci-archive://PATH: the same file as ...:PATH.
-  for (std::string_view prefix : {"docker-archive://", "oci-archive://"})
-    if (pull.source.starts_with(prefix)) pull.source.erase(prefix.size() - 2, 2);
   pull.force = args.def.force;
   pull.deterministic = args.def.deterministic;
   pull.options.limits = config::loadDefaultPolicy().pull;
@@ -61,7 +52,7 @@ int buildFromPullSource(BuildArgs& args) {
 }
 
 int runBuild(BuildArgs& args) {
-  if (isPullSource(args.input)) return buildFromPullSource(args);
+  if (image::oci::pullSource(args.input)) return buildFromPullSource(args);
   std::error_code ec;
   if (!std::filesystem::exists(args.input, ec)) throw Error(args.input + ": no such file or directory").withStatus(1);
   if (!args.buildArgFile.empty()) {

@@ -21,11 +21,13 @@ namespace ctr::cli {
 
 namespace {
 
-image::oci::PullOptions cacheOptions() {
+image::oci::PullOptions pullOptions(const config::PullPolicy& pull) {
   image::oci::PullOptions options;
-  options.limits = config::loadDefaultPolicy().pull;
+  options.limits = pull;
   return options;
 }
+
+image::oci::PullOptions cacheOptions() { return pullOptions(config::loadDefaultPolicy().pull); }
 
 std::string localTime(std::int64_t seconds) {
   const std::time_t t = seconds;
@@ -76,13 +78,16 @@ image::ImageSource resolveImageArgument(const std::string& argument, const confi
           .withStatus(1);
     return image::resolveImage(argument);
   }
-  image::oci::PullOptions options;
-  options.limits = pull;
-  const auto got = image::cache::acquire(argument, options);
+  const auto got = image::cache::acquire(argument, pullOptions(pull));
   auto source = image::resolveImage(got.sif);
   source.reference = got.reference;
   source.digest = got.digest;
   return source;
+}
+
+std::string imagePathArgument(const std::string& argument) {
+  if (!image::cache::isRegistryReference(argument)) return argument;
+  return image::cache::acquire(argument, cacheOptions()).sif.string();
 }
 
 void registerCache(CLI::App& app, Context& ctx) {

@@ -39,5 +39,8 @@ void registerCache(CLI::App& app, Context& ctx);    // cache list|clean: the doc
 // An IMAGE argument of a launch or of inspect: a docker:// reference through the image
 // cache (pulled there when missing), else a SIF, squashfs or directory path.
 image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull);
+// The path of an IMAGE argument read without launching (inspect, run-help): a docker://
+// reference's cached SIF (pulled there when missing), else the argument as given.
+std::string imagePathArgument(const std::string& argument);
 
 }  // namespace ctr::cli

@@ -6,8 +6,6 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "ctr/config.hpp"
-#include "ctr/image_cache.hpp"
 #include "ctr/image.hpp"
 
 namespace ctr::cli {
@@ -129,9 +127,7 @@ void registerInspect(CLI::App& app, Context& ctx) {
                                  " takes no other flag of inspect (they select parts of Apptainer's output)");
     }
     ctx.action = [path, query, json, summary, ctrJson] {
-      // docker://REF: the image the cache holds for it (pulled there first when missing).
-      if (image::cache::isRegistryReference(*path))
-        *path = resolveImageArgument(*path, config::loadDefaultPolicy().pull).path.string();
+      *path = imagePathArgument(*path);
       if (*summary || *ctrJson) {
         auto meta = image::inspectImage(*path);
         if (*ctrJson) {
@@ -162,8 +158,7 @@ void registerRunHelp(CLI::App& app, Context& ctx) {
   cmd->add_option("--app", query->app, "Show the help of this SCIF app");
   cmd->callback([&ctx, path, query] {
     ctx.action = [path, query] {
-      if (image::cache::isRegistryReference(*path))
-        *path = resolveImageArgument(*path, config::loadDefaultPolicy().pull).path.string();
+      *path = imagePathArgument(*path);
       query->helpfile = true;
       const auto meta = image::inspectLikeApptainer(*path, *query);
       const auto found = meta.apps.find(query->app);

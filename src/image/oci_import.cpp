@@ -380,16 +380,21 @@ std::string manifestDigest(const std::string& reference, const PullOptions& opti
   return doc.digest;
 }
 
+std::optional<std::pair<std::string, std::string>> pullSource(std::string_view source) {
+  for (std::string_view prefix : {"docker://", "docker-archive:", "oci-archive:", "oci:"}) {
+    if (!source.starts_with(prefix)) continue;
+    std::string_view reference = source.substr(prefix.size());
+    // Apptainer also spells the archives docker-archive://PATH and oci-archive://PATH.
+    if (prefix.ends_with("archive:") && reference.starts_with("//")) reference.remove_prefix(2);
+    return std::pair{std::string(prefix.substr(0, prefix.find(':'))), std::string(reference)};
+  }
+  return std::nullopt;
+}
+
 void pullToSif(const PullRequest& request) {
   log::StepTimer timer("pull " + request.source);
-  std::string agent, reference;
-  for (std::string_view prefix : {"docker://", "docker-archive:", "oci-archive:", "oci:"}) {
-    if (request.source.starts_with(prefix)) {
-      agent = prefix.substr(0, prefix.find(':'));
-      reference = request.source.substr(prefix.size());
-      break;
-    }
-  }
+  const auto parsed = pullSource(request.source);
+  const std::string agent = parsed ? parsed->first : "", reference = parsed ? parsed->second : "";
   if (agent.empty() || reference.empty())
     throw Error("unsupported source '" + request.source +
                 "' (docker://REF, docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG])").withStatus(1);

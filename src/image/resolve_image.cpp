@@ -79,16 +79,17 @@ ImageSource resolveImage(const std::filesystem::path& path) {
     source.size = static_cast<std::uint64_t>(st.st_size);
     return source;
   }
-  // A Singularity 2 image (.simg): a "#!/usr/bin/env run-singularity" line, then squashfs.
-  if (auto offset = launchLineEnd(fd.get()); offset > 0 && hasSquashfsMagicAt(fd.get(), offset)) {
-    source.kind = ImageKind::Squashfs;
-    source.offset = static_cast<std::uint64_t>(offset);
-    source.size = static_cast<std::uint64_t>(st.st_size - offset);
-    return source;
-  }
   std::array<char, 10> sifMagic{};
   if (readAt(fd.get(), 32, std::span<char>(sifMagic)) != sifMagic.size() ||
       std::memcmp(sifMagic.data(), "SIF_MAGIC\0", sifMagic.size()) != 0) {
+    // A Singularity 2 image (.simg): a "#!/usr/bin/env run-singularity" line, then squashfs.
+    // Looked for only here: a SIF starts with such a line too, and its launch reads no more.
+    if (auto offset = launchLineEnd(fd.get()); offset > 0 && hasSquashfsMagicAt(fd.get(), offset)) {
+      source.kind = ImageKind::Squashfs;
+      source.offset = static_cast<std::uint64_t>(offset);
+      source.size = static_cast<std::uint64_t>(st.st_size - offset);
+      return source;
+    }
     throw Error(name + ": not a SIF, squashfs image or directory");
   }
 

@@ -217,6 +217,7 @@ NoMount parseNoMount(const std::vector<std::string>& specs) {
 }
 
 std::vector<std::string> removeMounts(std::vector<Mount>& mounts, const NoMount& no) {
+  if (!no.any()) return {};
   auto under = [](const std::string& path, std::string_view dir) {
     return path == dir || (path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/');
   };

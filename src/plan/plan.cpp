@@ -3,6 +3,7 @@
 // are gathered before (src/host/host_facts.cpp).
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <utility>
 
 #include "ctr/build_config.hpp"
@@ -210,12 +211,12 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
                 "no' in " + policy.source.string() + "); ctr cannot run containers here");
   const NoMount noMount = parseNoMount(given.noMount);
   // --no-mount home is --no-home (a copy only then: the launch path stays lean).
-  LaunchOptions withoutHome;
+  std::optional<LaunchOptions> withoutHome;
   if (noMount.home && !given.noHome) {
     withoutHome = given;
-    withoutHome.noHome = true;
+    withoutHome->noHome = true;
   }
-  const LaunchOptions& options = withoutHome.noHome ? withoutHome : given;
+  const LaunchOptions& options = withoutHome ? *withoutHome : given;
   const bool contain = options.contain || options.containAll;
   // --no-mount dev: the small private /dev of --contain instead of the host's, with the
   // devices the launch asks for bound into it.

@@ -47,6 +47,7 @@ struct NoMount {
   bool proc = false, sys = false, dev = false, devpts = false, home = false, tmp = false, cwd = false,
        bindPaths = false;
   std::vector<std::string> paths;  // destinations of default or site binds
+  [[nodiscard]] bool any() const { return proc || sys || dev || devpts || home || tmp || cwd || bindPaths || !paths.empty(); }
 };
 [[nodiscard]] NoMount parseNoMount(const std::vector<std::string>& specs);
 // Removes what `no` names from the default, --contain, site and current-directory mounts

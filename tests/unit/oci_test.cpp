@@ -211,6 +211,17 @@ TEST(PullName, NameThenOutputThenDefaultAndDirInFront) {
   }
 }
 
+TEST(PullSource, AgentAndReferenceWithApptainersArchiveSpelling) {
+  using Parsed = std::optional<std::pair<std::string, std::string>>;
+  EXPECT_EQ(oci::pullSource("docker://host:5000/a/b:1"), (Parsed{{"docker", "host:5000/a/b:1"}}));
+  EXPECT_EQ(oci::pullSource("docker-archive:/tmp/a.tar"), (Parsed{{"docker-archive", "/tmp/a.tar"}}));
+  EXPECT_EQ(oci::pullSource("docker-archive:///tmp/a.tar"), (Parsed{{"docker-archive", "/tmp/a.tar"}}));
+  EXPECT_EQ(oci::pullSource("oci-archive://img.tar:1"), (Parsed{{"oci-archive", "img.tar:1"}}));
+  EXPECT_EQ(oci::pullSource("oci:layout:1"), (Parsed{{"oci", "layout:1"}}));
+  EXPECT_EQ(oci::pullSource("image.sif"), std::nullopt);
+  EXPECT_EQ(oci::pullSource("library://alpine"), std::nullopt);
+}
+
 TEST(OciReference, SplitsRegistryRepositoryTagAndDigest) {
   auto r = oci::parseReference("docker://127.0.0.1:5000/group/demo:1.0");
   EXPECT_EQ(r.registry, "127.0.0.1:5000");

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -85,6 +86,9 @@ struct PullRequest {
   PullOptions options;
 };
 void pullToSif(const PullRequest& request);
+// The bootstrap agent ("docker", "docker-archive", "oci-archive", "oci") and the reference of
+// a pull SOURCE (Apptainer's docker-archive://PATH is docker-archive:PATH), or nullopt.
+[[nodiscard]] std::optional<std::pair<std::string, std::string>> pullSource(std::string_view source);
 
 // The digest ("sha256:...") of the image manifest that docker://REFERENCE names for this
 // host's platform (options.platformOs/Arch): the manifest itself, or the one its index
