@@ -283,13 +283,21 @@ class Interpreter {
     return w;
   }
 
-  // The words of one simple command, up to a separator. Operators other than ; decline.
-  std::vector<Word> readCommandWords() {
+  // The words of one simple command, up to a separator. Operators other than ; decline,
+  // except, where `andOr` is given, "&&" and "||", which end the command: put in `andOr`
+  // and consumed with the blank lines after them.
+  std::vector<Word> readCommandWords(std::string* andOr = nullptr) {
     std::vector<Word> words;
     for (;;) {
       skipBlanksAndContinuations();
       if (pos_ >= s_.size() || s_[pos_] == '\n' || s_[pos_] == ';') return words;
       char c = s_[pos_];
+      if (andOr && (c == '&' || c == '|') && pos_ + 1 < s_.size() && s_[pos_ + 1] == c) {
+        *andOr = std::string(2, c);
+        pos_ += 2;
+        while (pos_ < s_.size() && (s_[pos_] == '\n' || isBlank(s_[pos_]))) ++pos_;
+        return words;
+      }
       if (!executing_ && (c == '&' || c == '|' || c == '<' || c == '>')) {
         ++pos_;  // not run: operators and redirections only separate words here
         continue;
@@ -363,7 +371,8 @@ class Interpreter {
     bool taken = false;  // a branch has run (or, when not executing, nothing runs)
     const bool outer = executing_;
     for (;;) {
-      bool cond = evalCondition(readCommandWords());
+      executing_ = outer && !taken;  // an elif's condition runs only while no branch has
+      bool cond = evalConditionList();
       skipSeparators();
       if (peekWordRaw() != "then") decline("'if' without 'then'");
       skipBlanksAndContinuations();
@@ -379,6 +388,25 @@ class Interpreter {
       executing_ = outer;
       return;
     }
+  }
+
+  // `if`'s condition: tests joined by "&&" and "||" (equal precedence, left to right, as
+  // the shell has them); an operand whose value cannot change the result is parsed, not
+  // evaluated (no ${NAME:=...} side effect).
+  bool evalConditionList() {
+    std::string op;
+    bool result = evalCondition(readCommandWords(&op));
+    while (!op.empty()) {
+      const bool evaluate = op == "&&" ? result : !result;
+      const bool outer = executing_;
+      executing_ = outer && evaluate;
+      std::string next;
+      const bool value = evalCondition(readCommandWords(&next));
+      executing_ = outer;
+      if (evaluate) result = value;
+      op = next;
+    }
+    return result;
   }
 
   bool evalCondition(std::vector<Word> words) {

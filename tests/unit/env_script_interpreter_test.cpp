@@ -129,10 +129,30 @@ TEST(EnvScript, CraftedScriptsGiveTheShellsEnvironment) {
            "export P=a\\\nb\n",                              // continuation inside a word
            ": nothing\ntrue\nexport Q=\"$PATH\":/extra\n",
            "if [ -n \"$NOPE\" ]; then\n  if [ -z x ]; then export R=1; fi\nelse\n  export R=2\nfi\n",
+           "if [ -z x ]; then export R2=1; elif [ -n x ]; then export R2=2; else export R2=3; fi\n",
+           "if [ -n x ]; then export R3=1; elif [ \"${R4:=side}\" = x ]; then :; fi\nexport R4\n",
            "export ${KEEP:+S}=1\n" /* declined below if not exact */}) {
     std::string why;
     (void)runInterpreter(script, &why);
     if (!why.empty()) continue;  // declined: the shell does it (checked by the next test)
+    expectSameAsShells(script);
+  }
+}
+
+TEST(EnvScript, AndOrListsInConditionsGiveTheShellsEnvironment) {
+  // Images built by ctr (95-apps.sh) and many others test two things in one `if`.
+  if (shells().empty()) CTR_SKIP_BECAUSE("neither dash nor busybox is installed to compare with");
+  for (const char* script : {
+           "if [ -n \"$KEEP\" ] && [ -z \"${NOPE:-}\" ]; then export T=1; fi\n",
+           "if [ -z \"$KEEP\" ] && [ \"${U:=side}\" = x ]; then :; fi\nexport U\n",  // not evaluated: no side effect
+           "if [ -z \"$KEEP\" ] || [ -n \"$HOME\" ]; then export V=1; else export V=2; fi\n",
+           "if [ -n x ] || [ \"${W:=side}\" = x ]; then export W; fi\n",
+           "if [ -z x ] && [ -n y ] || [ -n z ]; then export X=1; fi\n",  // left to right
+           "if [ -n x ] || [ -z y ] && [ -z z ]; then export Y=1; else export Y=2; fi\n",
+           "if ! [ -n x ] || ! [ -z \"$KEEP\" ]; then export Z=1; fi\n",
+           "if [ -n x ] &&\n   [ -n y ]; then export AA=1; fi\n",
+           "if [ -z x ]; then :; elif [ -n x ] && [ -n \"$KEEP\" ]; then export BB=1; fi\n",
+           "if [ -z x ]; then\n  if [ -n x ] && [ \"${CC:=side}\" = x ]; then :; fi\nfi\nexport CC\n"}) {
     expectSameAsShells(script);
   }
 }
