@@ -348,6 +348,8 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
     add.flag("--join-info", s.joinInfo, "Print how to join the started instance from outside ctr (key=value lines, "
              "for the Slurm plugin)");
     add.flag("--reuse", o.reuseInstance, "If NAME already runs with this image, take it as it is (no error)");
+    add.flag("--no-startscript", o.noStartscript,
+             "Run nothing in the instance until a launch joins it (not the image's startscript)");
   }
 
   add.section("Mounts and working directory");

@@ -38,7 +38,7 @@ std::string percentEncoded(std::string_view text) {
 }  // namespace
 
 std::string instanceJoinInfo(const InstanceRecord& r, const std::vector<std::string>& callerEnvironment) {
-  std::string out = "name=" + r.name + "\nkeeper=" + std::to_string(r.keeper) +
+  std::string out = "name=" + r.name + "\nimage=" + percentEncoded(r.image) + "\nkeeper=" + std::to_string(r.keeper) +
                     "\nkeeper_start=" + std::to_string(r.keeperStart) + "\n";
   for (const auto& ns : r.namespaces) out += "ns=" + ns.type + ":" + std::to_string(ns.inode) + "\n";
   if (!r.seccomp.empty()) out += "seccomp=" + percentEncoded(r.seccomp) + "\n";
@@ -96,6 +96,7 @@ InstancePlan planInstanceFiles(const std::string& name, const std::string& state
   plan.logOut = joinPath(plan.dir, name + ".out");
   plan.logErr = joinPath(plan.dir, name + ".err");
   plan.seccomp = joinPath(plan.dir, name + ".bpf");
+  plan.join = joinPath(plan.dir, name + ".join");
   return plan;
 }
 

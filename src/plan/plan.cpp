@@ -187,6 +187,13 @@ void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
                         1};
       break;
     case Command::Instance:
+      if (options.noStartscript) {
+        if (!options.args.empty())
+          throw Error("instance start --no-startscript: the arguments after NAME are the startscript's, and it "
+                      "does not run")
+              .withStatus(1);
+        break;
+      }
       plan.commandChoices = {choice({"/.singularity.d/startscript"})};
       plan.noCommand = {"the image has no startscript: the instance runs nothing until a launch joins it", 0};
       break;
@@ -254,6 +261,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   if (options.command == Command::Instance) {
     plan.instance = planInstanceFiles(options.instance, host.stateDir);
     plan.instance->reuse = options.reuseInstance;
+    plan.instance->startscript = !options.noStartscript;
   }
   return plan;
 }

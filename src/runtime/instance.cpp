@@ -92,7 +92,7 @@ UniqueFd lockInstance(const launch::InstancePlan& files, int operation = LOCK_EX
 // Under the instance's lock: its files gone (the lock file last), and the instances
 // directory once it is empty (a start that finds it gone makes it again: lockInstance).
 void removeInstanceFiles(const launch::InstancePlan& files) {
-  for (const auto* path : {&files.record, &files.logOut, &files.logErr, &files.seccomp, &files.lock})
+  for (const auto* path : {&files.record, &files.join, &files.logOut, &files.logErr, &files.seccomp, &files.lock})
     ::unlink(path->c_str());
   ::rmdir(files.dir.c_str());
 }
@@ -126,14 +126,18 @@ std::string utcNow() {
   return text.data();
 }
 
-void writeRecord(const launch::InstancePlan& files, const launch::InstanceRecord& record) {
-  const std::string tmp = files.record + ".tmp";
+// `path` with `text`, whole or not at all (written beside it, then renamed), mode 0600.
+void writeInstanceFile(const std::string& path, std::string_view text) {
+  const std::string tmp = path + ".tmp";
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-  const std::string text = launch::instanceRecordToJson(record);
   if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
     throw sysError("write " + tmp);
   fd.reset();
-  if (::rename(tmp.c_str(), files.record.c_str()) != 0) throw sysError("rename " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw sysError("rename " + tmp);
+}
+
+void writeRecord(const launch::InstancePlan& files, const launch::InstanceRecord& record) {
+  writeInstanceFile(files.record, launch::instanceRecordToJson(record));
 }
 
 // The keeper's process (forked by startInstance): its own session, no terminal, output to
@@ -184,7 +188,8 @@ void removeOwnInstanceFiles(const InstanceFiles& files) {
   } catch (const Error&) {
     return;
   }
-  for (const auto* path : {&files.plan.record, &files.plan.logOut, &files.plan.logErr, &files.plan.seccomp, &files.plan.lock})
+  for (const auto* path : {&files.plan.record, &files.plan.join, &files.plan.logOut, &files.plan.logErr,
+                           &files.plan.seccomp, &files.plan.lock})
     ::unlinkat(dir, base(*path).c_str(), 0);
   if (files.parent) ::unlinkat(files.parent.get(), base(files.plan.dir).c_str(), AT_REMOVEDIR);  // once empty
 }
@@ -328,13 +333,11 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
       // The filter the keeper runs under, for joins that do not go through ctr (the Slurm
       // plugin's tasks load it as it is).
       const auto program = loadSeccompProgram(plan.seccompProfile, plan.stateDir);
-      const std::string tmp = files.seccomp + ".tmp";
-      UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-      if (!fd || ::write(fd.get(), program.bpf.data(), program.bpf.size()) != static_cast<ssize_t>(program.bpf.size()) ||
-          ::rename(tmp.c_str(), files.seccomp.c_str()) != 0)
-        throw sysError("write " + files.seccomp);
+      writeInstanceFile(files.seccomp, program.bpf);
       record.seccomp = files.seccomp;
     }
+    // Before the record: whoever finds the record finds the join file too.
+    writeInstanceFile(files.join, launch::instanceJoinInfo(record, record.startEnvironment));
     writeRecord(files, record);
   } catch (const std::exception& e) {
     throw fail(std::string("cannot record it: ") + e.what());

@@ -1,9 +1,11 @@
 /* ctr's Slurm SPANK plugin (docs/design-slurm.md, section 3): `srun --container-image=IMG`
  * runs each task of a step in one container per node, shared by the step's tasks.
  *
- * user_init (slurmstepd, once per step and node) starts the step's instance as the job's
+ * init_post_opt (slurmstepd, once per step and node) starts the step's instance as the job's
  * user: `ctr instance start --no-pid --join-info ... IMAGE slurm.JOB.STEP`, whose plan is
- * ctr's planner's; it keeps the join information ctr prints. task_init (each task, as the
+ * ctr's planner's, and user_init keeps the join information ctr prints (so the start runs
+ * while slurmstepd sets up the step). A later step of a named container reads the join
+ * file ctr wrote beside the instance's record instead of running ctr. task_init (each task, as the
  * user, right before slurmstepd execs it) joins the instance: setns into its user and
  * mount namespaces (checked against the recorded keeper), back to the task's working
  * directory, the container's environment changes, no_new_privs, every capability
@@ -78,6 +80,7 @@ static struct {
   int active;
   char failed[1024];  /* why the step's container could not start: each task says it and exits 255 */
   char name[96];
+  char image[2 * PATH_MAX];
   pid_t keeper;
   unsigned long long keeper_start;
   int nns;
@@ -318,6 +321,9 @@ static int parse_join_info(char *text) {
     const char *key = line, *value = eq + 1;
     if (strcmp(key, "name") == 0) {
       snprintf(join.name, sizeof join.name, "%s", value);
+    } else if (strcmp(key, "image") == 0) {
+      snprintf(join.image, sizeof join.image, "%s", value);
+      percent_decode(join.image);
     } else if (strcmp(key, "keeper") == 0) {
       join.keeper = (pid_t)atol(value);
     } else if (strcmp(key, "keeper_start") == 0) {
@@ -340,21 +346,51 @@ static int parse_join_info(char *text) {
   return join.keeper > 1 && join.nns >= 2 && strcmp(join.ns_type[0], "user") == 0 ? 0 : -1;
 }
 
+/* Who a ctr of the plugin runs as: the job's uid and gid, and its supplementary groups:
+ * slurmstepd's list (from the job's credential, what the tasks get), or with ngroups -1
+ * the user database's (slurmd's epilog has no list; NSS modules cost milliseconds in every
+ * forked child, so the list is taken where there is one). */
+struct job_user {
+  uid_t uid;
+  gid_t gid;
+  gid_t *groups;
+  int ngroups;
+};
+
+/* The step's user, with slurmstepd's group list. 0, or -1. */
+static int step_user(spank_t sp, struct job_user *u) {
+  u->groups = NULL;
+  u->ngroups = -1;
+  if (spank_get_item(sp, S_JOB_UID, &u->uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &u->gid) != ESPANK_SUCCESS)
+    return -1;
+  if (spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &u->groups, &u->ngroups) != ESPANK_SUCCESS) u->ngroups = -1;
+  return 0;
+}
+
 /* In a child of slurmstepd: become the job's user for good. */
-static int become_user(uid_t uid, gid_t gid) {
-  struct passwd *pw = getpwuid(uid);
+static int become_user(const struct job_user *u) {
   if (seteuid(0) != 0 && geteuid() != 0) return -1;
-  if (pw ? initgroups(pw->pw_name, gid) != 0 : setgroups(0, NULL) != 0) return -1;
-  if (setgid(gid) != 0 || setuid(uid) != 0) return -1;
+  if (u->ngroups >= 0) {
+    if (setgroups((size_t)u->ngroups, u->groups) != 0) return -1;
+  } else {
+    struct passwd *pw = getpwuid(u->uid);
+    if (pw ? initgroups(pw->pw_name, u->gid) != 0 : setgroups(0, NULL) != 0) return -1;
+  }
+  if (setgid(u->gid) != 0 || setuid(u->uid) != 0) return -1;
   return setuid(0) == 0 ? -1 : 0; /* the way back must be shut */
 }
 
-/* Runs `ctr ARGV...` as the job's user with the job's environment, in the job's working
- * directory; its stdout into `out` (malloc'd), its last stderr line into `err`. Returns its
- * exit status, or -1. `ignore_term`: the SIGTERM with which slurmstepd ends what is left of
- * the step does not stop it (the instance's stop must finish). */
-static int run_ctr_as(uid_t uid, gid_t gid, char **env, char **argv, char **out, char *err, size_t errsize,
-                      int ignore_term) {
+/* A ctr started as the job's user and not yet waited for: its pid and the read ends of its
+ * stdout and stderr. */
+struct ctr_run {
+  pid_t pid;
+  int out, err;
+};
+
+/* Starts `ctr ARGV...` as the job's user with the job's environment, in the job's working
+ * directory. 0, or -1. `ignore_term`: the SIGTERM with which slurmstepd ends what is left
+ * of the step does not stop it (the instance's stop must finish). */
+static int start_ctr_as(const struct job_user *user, char **env, char **argv, int ignore_term, struct ctr_run *run) {
   int outp[2], errp[2];
   if (pipe2(outp, O_CLOEXEC) != 0) return -1;
   if (pipe2(errp, O_CLOEXEC) != 0) {
@@ -368,8 +404,8 @@ static int run_ctr_as(uid_t uid, gid_t gid, char **env, char **argv, char **out,
     dup2(errp[1], 2);
     int null = open("/dev/null", O_RDONLY);
     if (null >= 0) dup2(null, 0);
-    if (become_user(uid, gid) != 0) {
-      fprintf(stderr, "ctr: cannot become uid %u (%s)\n", (unsigned)uid, strerror(errno));
+    if (become_user(user) != 0) {
+      fprintf(stderr, "ctr: cannot become uid %u (%s)\n", (unsigned)user->uid, strerror(errno));
       _exit(255);
     }
     const char *dir = env_value(env, "PWD");
@@ -403,6 +439,19 @@ static int run_ctr_as(uid_t uid, gid_t gid, char **env, char **argv, char **out,
     close(errp[0]);
     return -1;
   }
+  run->pid = child;
+  run->out = outp[0];
+  run->err = errp[0];
+  return 0;
+}
+
+/* Waits for the ctr `run`: its stdout into `out` (malloc'd), its last stderr line into
+ * `err`. Returns its exit status, or -1. */
+static int finish_ctr(struct ctr_run *run, char **out, char *err, size_t errsize) {
+  int outp[2] = {run->out, -1}, errp[2] = {run->err, -1};
+  const pid_t child = run->pid;
+  run->pid = 0;
+  run->out = run->err = -1;
   size_t len = 0, cap = 4096;
   char *buf = malloc(cap);
   char ebuf[4096];
@@ -452,6 +501,7 @@ static int run_ctr_as(uid_t uid, gid_t gid, char **env, char **argv, char **out,
   }
   if (outp[0] >= 0) close(outp[0]);
   if (errp[0] >= 0) close(errp[0]);
+  /* Reaped elsewhere (ECHILD): status 0, and what it printed decides. */
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
@@ -472,17 +522,13 @@ static int run_ctr_as(uid_t uid, gid_t gid, char **env, char **argv, char **out,
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* run_ctr_as with the job's user and environment (user_init, exit). */
-static int run_ctr(spank_t sp, char **argv, char **out, char *err, size_t errsize, int ignore_term) {
-  uid_t uid;
-  gid_t gid;
-  char **env = NULL;
-  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
-    snprintf(err, errsize, "cannot read the job's user and environment");
-    return -1;
-  }
-  return run_ctr_as(uid, gid, env, argv, out, err, errsize, ignore_term);
+/* Runs `ctr ARGV...` as start_ctr_as does and waits for it, as finish_ctr does. */
+static int run_ctr_as(const struct job_user *user, char **env, char **argv, char **out, char *err, size_t errsize,
+                      int ignore_term) {
+  struct ctr_run run;
+  *out = NULL;
+  if (start_ctr_as(user, env, argv, ignore_term, &run) != 0) return -1;
+  return finish_ctr(&run, out, err, errsize);
 }
 
 /* In place: '_' for each character an instance name may not have. */
@@ -563,21 +609,142 @@ static const char *image_path(char *buf, size_t size) {
   return n > 0 && (size_t)n < size ? buf : opt_image;
 }
 
-int slurm_spank_user_init(spank_t sp, int ac, char **av) {
-  (void)ac;
-  (void)av;
-  if (!spank_remote(sp)) return 0;
+/* The step's `ctr instance start`, from init_post_opt (begin_container) to user_init
+ * (finish_container): it runs while slurmstepd sets up the step (I/O, the MPI server,
+ * PAM), not after. */
+static struct {
+  int begun;
+  struct ctr_run run;
+} starting;
+
+/* What parse_join_info took, dropped (a join file that did not do). */
+static void reset_join(void) {
+  free(join.seccomp);
+  for (int i = 0; i < join.nset; ++i) free(join.set[i]);
+  for (int i = 0; i < join.nunset; ++i) free(join.unset[i]);
+  free(join.set);
+  free(join.unset);
+  memset(&join, 0, sizeof join);
+}
+
+/* The absolute path ctr reads for `image` (run in the job's working directory), or "" for
+ * a registry reference (its record names the cached copy). */
+static void image_as_ctr_reads_it(char **env, const char *image, char *path, size_t size) {
+  path[0] = 0;
+  if (strstr(image, "://") || strchr(image, '#')) return;
+  if (image[0] == '/') {
+    snprintf(path, size, "%s", image);
+    return;
+  }
+  const char *dir = env_value(env, "PWD");
+  if (!dir) dir = env_value(env, "SLURM_SUBMIT_DIR");
+  char real[PATH_MAX];
+  if (!dir || !realpath(dir, real)) return; /* ctr would run in "/": leave it to ctr */
+  int n = snprintf(path, size, "%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", image);
+  if (n < 0 || (size_t)n >= size) path[0] = 0;
+}
+
+/* A file the user owns, at `name` in the directory `dir`, opened without following a link. */
+static int open_owned(int dir, const char *name, int flags, uid_t uid) {
+  int fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_uid != uid)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* The join file of the named container `name` (ctr writes it beside the instance's record,
+ * STATE/instances/NAME.join), malloc'd, or NULL. STATE is the one the plugin's ctr runs pick
+ * (host::chooseStateDir without XDG_RUNTIME_DIR, which run_ctr_as leaves out): the first of
+ * /tmp/ctr-UID, /tmp/ctr-UID.1 ... /tmp/ctr-UID.15 that is missing or a directory of the
+ * user's. Read as root: no link followed, every step owned by the user (so nothing the user
+ * could not read anyway). */
+static char *read_join_file(uid_t uid, const char *name) {
+  int tmp = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC), state = -1;
+  if (tmp < 0) return NULL;
+  for (int i = 0; i < 16 && state < 0; ++i) {
+    char candidate[64];
+    if (i == 0)
+      snprintf(candidate, sizeof candidate, "ctr-%u", (unsigned)uid);
+    else
+      snprintf(candidate, sizeof candidate, "ctr-%u.%d", (unsigned)uid, i);
+    state = open_owned(tmp, candidate, O_RDONLY | O_DIRECTORY, uid);
+    struct stat st;
+    if (state < 0 && fstatat(tmp, candidate, &st, AT_SYMLINK_NOFOLLOW) != 0) break; /* missing: none yet */
+  }
+  close(tmp);
+  if (state < 0) return NULL;
+  int dir = open_owned(state, "instances", O_RDONLY | O_DIRECTORY, uid);
+  close(state);
+  if (dir < 0) return NULL;
+  char file[128];
+  snprintf(file, sizeof file, "%s.join", name);
+  int fd = open_owned(dir, file, O_RDONLY, uid);
+  close(dir);
+  struct stat st;
+  char *text = NULL;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size < (1 << 20) &&
+      (text = malloc((size_t)st.st_size + 1))) {
+    if (read(fd, text, (size_t)st.st_size) == st.st_size) {
+      text[st.st_size] = 0;
+    } else {
+      free(text);
+      text = NULL;
+    }
+  }
+  if (fd >= 0) close(fd);
+  return text;
+}
+
+static unsigned long long start_time(pid_t pid);
+
+/* A later step of the job on this node joins its named container without running ctr: the
+ * join file, if the keeper it names still runs with the step's image (else ctr decides, as
+ * `instance start --reuse`). */
+static int join_named_container(spank_t sp, const char *name, const char *image) {
+  uid_t uid;
+  char **env = NULL;
+  char expected[2 * PATH_MAX];
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
+    return -1;
+  image_as_ctr_reads_it(env, image, expected, sizeof expected);
+  if (!expected[0]) return -1;
+  char *text = read_join_file(uid, name);
+  if (!text) return -1;
+  const int parsed = parse_join_info(text);
+  free(text);
+  if (parsed != 0 || strcmp(join.name, name) != 0 || strcmp(join.image, expected) != 0 ||
+      start_time(join.keeper) != join.keeper_start) {
+    reset_join();
+    return -1;
+  }
+  return 0;
+}
+
+/* Remote, once per step and node: the step's container starts (or, named, is found). */
+static void begin_container(spank_t sp) {
+  starting.begun = 1;
   const char *why = step_refused(sp);
   if (why) { /* told by each task, as a container that cannot start */
     snprintf(join.failed, sizeof join.failed, "%s", why);
     slurm_info("%s", join.failed);
-    return 0;
+    return;
   }
-  if (!opt_image || !*opt_image) return 0;
+  if (!opt_image || !*opt_image) return;
   char name[96];
   if (instance_name(sp, name, sizeof name) != 0) {
-    slurm_error("ctr: cannot read the job and step ids");
-    return -1;
+    snprintf(join.failed, sizeof join.failed, "ctr: cannot read the job and step ids");
+    slurm_error("%s", join.failed);
+    return;
+  }
+  char image[2 * PATH_MAX];
+  const char *image_arg = image_path(image, sizeof image);
+  if (opt_name && *opt_name && join_named_container(sp, name, image_arg) == 0) {
+    join.active = 1;
+    slurm_info("ctr: %s runs (keeper pid %d): joined through its join file", name, (int)join.keeper);
+    return;
   }
   char *argv[32];
   int n = 0;
@@ -586,6 +753,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
   argv[n++] = "start";
   argv[n++] = "--no-pid";
   argv[n++] = "--join-info";
+  argv[n++] = "--no-startscript"; /* the step's tasks are the work, not the image's startscript */
   if (opt_mounts && *opt_mounts) {
     argv[n++] = "--bind";
     argv[n++] = opt_mounts;
@@ -621,12 +789,24 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
     argv[n++] = "--mpi";
     argv[n++] = opt_mpi;
   }
-  char image[2 * PATH_MAX];
-  argv[n++] = (char *)image_path(image, sizeof image);
+  argv[n++] = (char *)image_arg;
   argv[n++] = name;
   argv[n] = NULL;
+  struct job_user user;
+  char **env = NULL;
+  if (step_user(sp, &user) != 0 || spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS ||
+      start_ctr_as(&user, env, argv, 0, &starting.run) != 0) {
+    snprintf(join.failed, sizeof join.failed, "ctr: --container-image=%s: cannot run ctr as the job's user: %s",
+             opt_image, strerror(errno));
+    slurm_info("%s", join.failed);
+  }
+}
+
+/* The started ctr's join information taken (user_init; exit, if the step ended first). */
+static void finish_container(void) {
+  if (!starting.run.pid) return;
   char *out = NULL, err[1024] = "";
-  int status = run_ctr(sp, argv, &out, err, sizeof err, 0);
+  int status = finish_ctr(&starting.run, &out, err, sizeof err);
   if (status != 0 || !out || parse_join_info(out) != 0) {
     /* Told by each task, which then exits 255: a user_init failure is a launch failure,
      * after which srun exits 0. */
@@ -634,10 +814,26 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av) {
              *err ? err : status == 0 ? "ctr printed no join information" : "ctr instance start failed");
     slurm_info("%s", join.failed);
     free(out);
-    return 0;
+    return;
   }
   free(out);
   join.active = 1;
+}
+
+/* Remote: the step's container starts as soon as the step's options are known. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
+  (void)ac;
+  (void)av;
+  if (spank_context() == S_CTX_REMOTE) begin_container(sp);
+  return 0;
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av) {
+  (void)ac;
+  (void)av;
+  if (!spank_remote(sp)) return 0;
+  if (!starting.begun) begin_container(sp);
+  finish_container();
   return 0;
 }
 
@@ -774,23 +970,25 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
 int slurm_spank_exit(spank_t sp, int ac, char **av) {
   (void)ac;
   (void)av;
-  if (!spank_remote(sp) || !join.active) return 0;
+  if (!spank_remote(sp)) return 0;
+  finish_container(); /* the step ended before user_init */
+  if (!join.active) return 0;
   if (opt_name && *opt_name) return 0; /* a named container lives until the job's end (job_epilog) */
   /* The step's container ends when its keeper gets SIGTERM: the keeper removes its own
    * files as it ends, so nothing here waits for it (`ctr instance stop` would, in series
    * with the step's end). The start time tells the keeper from a process that took its pid.
    * The signal is sent as the job's user, never as root: the keeper's pid came from what a
    * ctr run as the user printed (with the user's environment), so it is the user's word. */
-  uid_t uid;
-  gid_t gid;
-  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
+  struct job_user user;
+  if (step_user(sp, &user) != 0) {
     slurm_error("ctr: stopping %s: cannot read the job's user", join.name);
     return 0;
   }
+  user.ngroups = 0; /* a signal needs no groups */
   join.active = 0;
   pid_t child = fork();
   if (child == 0) {
-    if (become_user(uid, gid) != 0) _exit(1);
+    if (become_user(&user) != 0) _exit(1);
     int pidfd = (int)syscall(SYS_pidfd_open, join.keeper, 0);
     if (pidfd < 0 || start_time(join.keeper) != join.keeper_start) _exit(0); /* ended already */
     _exit(syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) == 0 ? 0 : 2);
@@ -813,24 +1011,26 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
     return 0;
   struct passwd *pw = getpwuid(uid);
   if (!pw) return 0;
-  char home[PATH_MAX + 8], user[300], logname[310], pattern[64];
+  char home[PATH_MAX + 8], user_name[300], logname[310], pattern[64];
   snprintf(home, sizeof home, "HOME=%s", pw->pw_dir);
-  snprintf(user, sizeof user, "USER=%s", pw->pw_name);
+  snprintf(user_name, sizeof user_name, "USER=%s", pw->pw_name);
   snprintf(logname, sizeof logname, "LOGNAME=%s", pw->pw_name);
-  char *env[] = {home, user, logname, "PATH=/usr/local/bin:/usr/bin:/bin", NULL};
+  char *env[] = {home, user_name, logname, "PATH=/usr/local/bin:/usr/bin:/bin", NULL};
   /* Every node's (where nodes share a state directory, the first epilog stops them all:
    * the job has ended everywhere by then). */
   snprintf(pattern, sizeof pattern, "slurm.%u.n-*", job);
   /* Only when one is there: `instance stop` with no match says so and exits non-zero. */
   char *list[] = {ctr_program, "instance", "list", pattern, NULL};
   char *out = NULL, err[1024] = "";
-  if (run_ctr_as(uid, pw->pw_gid, env, list, &out, err, sizeof err, 1) != 0 || !out || !strstr(out, "slurm.")) {
+  const struct job_user user = {uid, pw->pw_gid, NULL, -1};
+  if (run_ctr_as(&user, env, list, &out, err, sizeof err, 1) != 0 || !out || !strstr(out, "slurm.")) {
     free(out);
     return 0;
   }
   free(out);
+  out = NULL;
   char *stop[] = {ctr_program, "instance", "stop", "-t", "5", pattern, NULL};
-  int status = run_ctr_as(uid, pw->pw_gid, env, stop, &out, err, sizeof err, 1);
+  int status = run_ctr_as(&user, env, stop, &out, err, sizeof err, 1);
   free(out);
   if (status != 0) slurm_error("ctr: stopping the named containers of job %u: %s (exit status %d)", job, err, status);
   return 0;

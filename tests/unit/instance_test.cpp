@@ -153,8 +153,10 @@ TEST(InstanceJoinInfo, TheNamespacesAndWhatTheContainerChangesInTheCallersEnviro
   r.environment = {"PATH=/usr/bin:/bin", "KEPT=1", "NEW=a%b\nc", "PWD=/somewhere"};
   const std::string info = instanceJoinInfo(r, {"PATH=/opt/bin:/usr/bin", "KEPT=1", "DROPPED=x", "PWD=/home/alice"});
   EXPECT_EQ(info,
-            "name=web1\nkeeper=4242\nkeeper_start=123456\nns=user:11\nns=mnt:12\n"
-            "seccomp=/state/instances/web1.bpf\nno_new_privs=1\n"
+            "name=web1\nimage=" +
+                r.image +
+                "\nkeeper=4242\nkeeper_start=123456\nns=user:11\nns=mnt:12\n"
+                "seccomp=/state/instances/web1.bpf\nno_new_privs=1\n"
             "set=PATH=/usr/bin:/bin\nset=NEW=a%25b%0Ac\nunset=DROPPED\n");
 }
 
@@ -167,8 +169,21 @@ TEST(InstanceJoinInfo, ALaterJoinKeepsItsOwnValuesOfWhatTheContainerDidNotChange
   const std::string info =
       instanceJoinInfo(r, {"PATH=/opt/bin:/usr/bin", "SLURM_STEP_ID=1", "DROPPED=y", "STEP_ONLY=1", "PWD=/home/alice"});
   EXPECT_EQ(info,
-            "name=web1\nkeeper=4242\nkeeper_start=123456\nns=user:11\nns=mnt:12\nno_new_privs=1\n"
-            "set=PATH=/usr/bin:/bin\nset=NEW=1\nunset=DROPPED\n");
+            "name=web1\nimage=" +
+                r.image + "\nkeeper=4242\nkeeper_start=123456\nns=user:11\nns=mnt:12\nno_new_privs=1\n" +
+                "set=PATH=/usr/bin:/bin\nset=NEW=1\nunset=DROPPED\n");
+}
+
+TEST(InstanceJoinInfo, AgainstTheStartEnvironmentItListsEveryChangeForAnyJoiner) {
+  // The join file: a later step reads it instead of running ctr, whatever its environment.
+  auto r = web1();
+  r.namespaces = {{"user", 11}, {"mnt", 12}};
+  r.startEnvironment = {"PATH=/opt/bin:/usr/bin", "SLURM_STEP_ID=0", "DROPPED=x", "PWD=/home/alice"};
+  r.environment = {"PATH=/usr/bin:/bin", "SLURM_STEP_ID=0", "NEW=1", "PWD=/somewhere"};
+  const std::string info = instanceJoinInfo(r, r.startEnvironment);
+  EXPECT_NE(info.find("\nset=PATH=/usr/bin:/bin\nset=NEW=1\nunset=DROPPED\n"), std::string::npos) << info;
+  EXPECT_EQ(info.find("SLURM_STEP_ID"), std::string::npos) << info;  // left as the joiner has it
+  EXPECT_EQ(info.find("PWD"), std::string::npos) << info;            // each joiner's own
 }
 
 }  // namespace

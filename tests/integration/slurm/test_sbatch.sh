@@ -40,6 +40,10 @@ chmod 644 "$WORK/named.sh"
 slurm sbatch --wait "$WORK/named.sh" >/dev/null || fail "sbatch --wait named.sh failed: $(cat "$WORK/out/named.out" 2>/dev/null)"
 # The second step's tasks see its own Slurm variables, not those the container was started with.
 expect_eq "the steps' output" "from-step-0 step 1 unnamed-is-fresh" "$(xargs < "$WORK/out/named.out")"
+# The second step found the running container through the join file ctr wrote beside its
+# record, without running ctr (slurmd's log has the plugin's line).
+grep -q "slurm\.[0-9]*\.n-c1\..* joined through its join file" "$CTR_SLURM_DIR"/log/slurmd-*.log ||
+  fail "the second step did not join through the join file: $(grep -h 'ctr:' "$CTR_SLURM_DIR"/log/slurmd-*.log | tail -3)"
 
 note "nothing of the jobs stays"
 for _ in $(seq 100); do [ ! -e "/tmp/ctr-$uid/instances" ] && break; sleep 0.1; done

@@ -41,13 +41,15 @@ struct InstanceRecord {
 
 // How a process outside ctr joins the instance (the Slurm plugin's tasks), as
 // `instance start --join-info` prints it: one "key=value" per line, values percent-encoded
-// ('%', control bytes): name, keeper, keeper_start, ns=TYPE:INODE (setns order), seccomp
+// ('%', control bytes): name, image, keeper, keeper_start, ns=TYPE:INODE (setns order), seccomp
 // (the compiled filter's path, if any), no_new_privs=1, then set=NAME=VALUE and unset=NAME
 // for each variable the container's environment changes against `callerEnvironment`
 // (the joining process's, "K=V"): the changes the container made to the environment it was
 // started with (record.startEnvironment), applied to the caller's. A variable the container
 // left as it found it keeps the caller's value (the SLURM_STEP_ID of a later step that
-// joins a named container); one the caller has and the container never saw stays.
+// joins a named container); one the caller has and the container never saw stays. Against
+// record.startEnvironment itself it lists every change, which applied to any joiner's
+// environment gives the same result: what the instance's join file holds.
 [[nodiscard]] std::string instanceJoinInfo(const InstanceRecord& record, const std::vector<std::string>& callerEnvironment);
 
 // An instance name: letters, digits, '_', '-', '.', not starting with '.', at most 64.

@@ -71,6 +71,7 @@ struct LaunchOptions {
   std::string mpi;                  // --mpi=bind|hybrid ("" = hybrid: the image's own MPI)
   std::string instance;             // instance start: the instance's NAME
   bool reuseInstance = false;       // instance start --reuse: a running NAME of the same image is taken
+  bool noStartscript = false;       // instance start --no-startscript: it runs nothing until a launch joins it
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -234,9 +235,16 @@ struct InstancePlan {
   std::string lock;        // <dir>/NAME.lock
   std::string logOut, logErr;
   std::string seccomp;     // <dir>/NAME.bpf: the compiled filter, for joins outside ctr (Slurm)
+  // <dir>/NAME.join: instanceJoinInfo against the start environment (the changes that apply
+  // to any joiner's environment), for joins outside ctr that do not run ctr to find it (a
+  // Slurm job's later steps in its named container).
+  std::string join;
   // --reuse: an instance NAME that already runs, of the same image, is taken as it is (a
   // Slurm job's named container, started by its first step, joined by the next).
   bool reuse = false;
+  // The image's startscript runs in it (else, --no-startscript, nothing runs until a launch
+  // joins: a Slurm step's container, whose tasks are the work).
+  bool startscript = true;
 };
 
 // One namespace of a running instance: /proc/PID/ns/<type> of its keeper, and the inode
