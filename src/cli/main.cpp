@@ -73,6 +73,28 @@ bool invokedAsApptainer(const char* argv0) {
   return name == "apptainer" || name == "singularity";
 }
 
+// A command line ctr does not understand: one line that names what was wrong, exit 1.
+// Through the apptainer/singularity names in Apptainer's shape (`Error for command "exec":
+// unknown flag: --x`), which wrappers written for Apptainer look for.
+int usageError(const CLI::ParseError& e, std::string_view command, bool asApptainer) {
+  std::string what = e.what();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    // CLI11: "The following argument was not expected: --x" (or "arguments were ...: a b").
+    const auto colon = what.find(": ");
+    const std::string extras = colon == std::string::npos ? what : what.substr(colon + 2);
+    what = (extras.starts_with("-") ? "unknown flag: " : "unexpected argument: ") + extras;
+  }
+  if (asApptainer) {
+    std::cerr << "Error for command \"" << (command.empty() ? std::string_view("apptainer") : command)
+              << "\": " << what << '\n';
+  } else {
+    const std::string name = command.empty() ? std::string() : std::string(command);
+    std::cerr << "ctr: error: " << (name.empty() ? "" : name + ": ") << what << " (ctr "
+              << (name.empty() ? "" : name + " ") << "--help lists the options)\n";
+  }
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,7 +154,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return usageError(e, command, ctx.asApptainer);
   }
 
   // Apptainer's APPTAINER_DEBUG / SINGULARITY_DEBUG (a flag variable: -d on the line wins).

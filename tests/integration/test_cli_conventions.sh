@@ -45,7 +45,11 @@ expect_eq "unknown command: status" 1 "$RC"
 expect_contains "unknown command" "unknown command 'nosuchcommand'" "$OUT"
 run exec --no-such-flag img true
 expect_eq "bad flag: status" 1 "$RC"
-expect_contains "bad flag" "--no-such-flag" "$OUT"
+expect_eq "bad flag: one line naming it" "ctr: error: exec: unknown flag: --no-such-flag (ctr exec --help lists the options)" "$OUT"
+run exec --bind
+expect_eq "a flag without its value: status" 1 "$RC"
+expect_eq "a flag without its value: one line" 1 "$(printf '%s\n' "$OUT" | wc -l)"
+expect_contains "a flag without its value" "exec: --bind" "$OUT"
 run
 expect_eq "no command: status" 1 "$RC"
 note "no command: $OUT"
@@ -79,6 +83,10 @@ for name in apptainer singularity; do
   set +e; OUT=$("$WORK/$name" --bogus-global-flag version 2>&1); RC=$?; set -e
   expect_eq "$name: an unknown global flag: status" 1 "$RC"
   expect_contains "$name: an unknown global flag" "--bogus-global-flag" "$OUT"
+  # Apptainer's shape for a flag a command does not have, which its wrappers look for.
+  set +e; OUT=$("$WORK/$name" exec --x img true 2>&1); RC=$?; set -e
+  expect_eq "$name exec --x: status" 1 "$RC"
+  expect_eq "$name exec --x" 'Error for command "exec": unknown flag: --x' "$OUT"
 done
 # Only the name matters: another link to ctr is still ctr.
 ln -s "$CTR_BIN" "$WORK/apptainer-not"
