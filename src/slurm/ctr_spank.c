@@ -102,7 +102,8 @@ static struct spank_option options[] = {
     {"container-workdir", "DIR", "[ctr] working directory of the tasks in the container", 1, OPT_WORKDIR,
      take_option},
     {"no-container-mount-home", NULL, "[ctr] do not mount the home directory", 0, OPT_NO_HOME, take_option},
-    {"container-nv", NULL, "[ctr] the node's NVIDIA driver and GPUs in the container", 0, OPT_NV, take_option},
+    {"container-nv", NULL, "[ctr] the node's NVIDIA driver and GPUs in the container (the default for a step "
+     "allocated GPUs)", 0, OPT_NV, take_option},
     {"container-name", "NAME", "[ctr] a named container: later steps of the job that name it on a node join it; "
      "removed at the job's end", 1, OPT_NAME, take_option},
     {"container-writable", NULL, "[ctr] a writable root (changes in memory, kept for the job in a named container)", 0,
@@ -784,7 +785,15 @@ static void begin_container(spank_t sp) {
     argv[n++] = "--bind";
     argv[n++] = script_bind;
   }
-  if (opt_nv) argv[n++] = "--nv";
+  struct job_user user;
+  char **env = NULL;
+  const int known = step_user(sp, &user) == 0 && spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS;
+  /* The step's GPUs (slurmstepd put SLURM_STEP_GPUS, or SLURM_JOB_GPUS for the batch step,
+   * in the job's environment): --nv by default, as --container-nv asks; Slurm's own
+   * CUDA_VISIBLE_DEVICES and device cgroup keep the tasks to those GPUs, as without a
+   * container. */
+  const char *gpus = env_value(env, step == SLURM_BATCH_SCRIPT ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS");
+  if (opt_nv || (gpus && *gpus)) argv[n++] = "--nv";
   if (opt_mpi && *opt_mpi) {
     argv[n++] = "--mpi";
     argv[n++] = opt_mpi;
@@ -792,10 +801,7 @@ static void begin_container(spank_t sp) {
   argv[n++] = (char *)image_arg;
   argv[n++] = name;
   argv[n] = NULL;
-  struct job_user user;
-  char **env = NULL;
-  if (step_user(sp, &user) != 0 || spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS ||
-      start_ctr_as(&user, env, argv, 0, &starting.run) != 0) {
+  if (!known || start_ctr_as(&user, env, argv, 0, &starting.run) != 0) {
     snprintf(join.failed, sizeof join.failed, "ctr: --container-image=%s: cannot run ctr as the job's user: %s",
              opt_image, strerror(errno));
     slurm_info("%s", join.failed);

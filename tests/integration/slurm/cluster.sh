@@ -103,11 +103,16 @@ SchedulerType=sched/builtin
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 KillWait=5
-NodeName=n1 NodeAddr=10.222.0.11 NodeHostname=n1 CPUs=2 RealMemory=1000 State=UNKNOWN
-NodeName=n2 NodeAddr=10.222.0.12 NodeHostname=n2 CPUs=2 RealMemory=1000 State=UNKNOWN
+GresTypes=gpu
+NodeName=n1 NodeAddr=10.222.0.11 NodeHostname=n1 CPUs=2 RealMemory=1000 Gres=gpu:1 State=UNKNOWN
+NodeName=n2 NodeAddr=10.222.0.12 NodeHostname=n2 CPUs=2 RealMemory=1000 Gres=gpu:1 State=UNKNOWN
 PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=10 State=UP OverSubscribe=YES
 CONF
   echo "$cgroup_conf" > "$dir/etc/cgroup.conf"
+  # One "GPU" per node, so that steps can be allocated one (--gpus): Slurm needs a device
+  # file for it and this machine has no GPU, so /dev/null stands in (nothing opens it; the
+  # plugin's GPU default is tested with an NVIDIA driver fixture through CTR_HOST_ROOT).
+  echo "Name=gpu File=/dev/null" > "$dir/etc/gres.conf"
   echo "required $plugin ctr=$ctr" > "$dir/etc/plugstack.conf"
   chmod 644 "$dir"/etc/*
   mkdir -p /run/munge

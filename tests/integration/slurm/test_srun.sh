@@ -40,6 +40,25 @@ note "exit status: the task's own"
 set +e; slurm srun -N2 -n2 --container-image="$WORK/demo.sqfs" sh -c 'exit 3'; rc=$?; set -e
 expect_eq "srun's exit status" 3 "$rc"
 
+note "GPUs: a step allocated one gets the node's NVIDIA driver by default (--nv)"
+# The cluster's nodes have one "GPU" each (gres.conf: /dev/null stands in for its device);
+# the driver is a fixture node (CTR_HOST_ROOT, as in test_devices) named in the job's
+# environment with a ctr.conf that lists its libraries.
+node=$WORK/node
+make_nvidia_fixture "$node" "$WORK/list/nvliblist.conf" 535.104.05 libopenblas.so.0
+printf 'nvidia library list = %s\ncdi spec dirs = %s\n' "$WORK/list/nvliblist.conf" "$WORK/no-cdi" > "$WORK/gpu.conf"
+chmod -R a+rX "$WORK"
+gpu_env="--export=ALL,CTR_HOST_ROOT=$node,CTR_CONFIG=$WORK/gpu.conf"
+out=$(slurm srun -N1 -n1 --gpus=1 "$gpu_env" --container-image="$WORK/demo.sqfs" \
+  sh -c 'ls /.singularity.d/libs; echo "cuda=$CUDA_VISIBLE_DEVICES"') || fail "a step with a GPU: $out"
+expect_contains "--gpus=1: the driver's libraries" "libopenblas.so.0" "$out"
+expect_contains "--gpus=1: Slurm's CUDA_VISIBLE_DEVICES" "cuda=0" "$out"
+out=$(slurm srun -N1 -n1 "$gpu_env" --container-image="$WORK/demo.sqfs" \
+  sh -c 'ls /.singularity.d/libs 2>/dev/null | grep -c openblas || true')
+expect_eq "no GPU allocated: no driver" 0 "$out"
+expect_contains "--container-nv without a GPU: the driver" "libopenblas.so.0" \
+  "$(slurm srun -N1 -n1 "$gpu_env" --container-nv --container-image="$WORK/demo.sqfs" ls /.singularity.d/libs)"
+
 note "a bad image fails the step with ctr's line, at once"
 set +e; err=$(slurm srun -N1 -n1 --container-image="$WORK/missing.sif" true 2>&1); rc=$?; set -e
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "bad image: srun exit status $rc (124: it hung)"
