@@ -60,7 +60,7 @@ SPANK_PLUGIN(ctr, 1)
 
 enum {
   OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV, OPT_NAME, OPT_WRITABLE, OPT_READONLY, OPT_ENV,
-  OPT_MPI, OPT_END
+  OPT_MPI, OPT_MOUNT_HOME, OPT_ENTRYPOINT, OPT_NO_ENTRYPOINT, OPT_REMAP_ROOT, OPT_NO_REMAP_ROOT, OPT_END
 };
 
 static char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi;
@@ -113,6 +113,16 @@ static struct spank_option options[] = {
      "(by default the image's wins)", 1, OPT_ENV, take_option},
     {"container-mpi", "bind|hybrid", "[ctr] hybrid: the image's own MPI (the default); bind: the site's MPI "
      "replaces it (ctr's --mpi)", 1, OPT_MPI, take_option},
+    /* pyxis's, so that its job scripts run unchanged: the defaults, or refused in one line. */
+    {"container-mount-home", NULL, "[ctr] mount the home directory (the default)", 0, OPT_MOUNT_HOME, take_option},
+    {"no-container-entrypoint", NULL, "[ctr] run the step's command as given (the default)", 0, OPT_NO_ENTRYPOINT,
+     take_option},
+    {"container-entrypoint", NULL, "[ctr] not supported: run the image's runscript as the command instead", 0,
+     OPT_ENTRYPOINT, take_option},
+    {"no-container-remap-root", NULL, "[ctr] you stay yourself in the container (the default)", 0, OPT_NO_REMAP_ROOT,
+     take_option},
+    {"container-remap-root", NULL, "[ctr] not supported: you stay yourself in the container", 0, OPT_REMAP_ROOT,
+     take_option},
     SPANK_OPTIONS_TABLE_END};
 
 /* --OPT's name as the table spells it (allow= and the refusals too). */
@@ -154,6 +164,15 @@ static int refuse_option(int val, const char *arg, char *why, size_t size) {
              list);
     return -1;
   }
+  if (val == OPT_ENTRYPOINT) {
+    snprintf(why, size, "ctr: --container-entrypoint is not supported: ctr runs the step's command as given; "
+             "give the image's runscript as the command to run its entrypoint (srun ... /.singularity.d/runscript ARGS)");
+    return -1;
+  }
+  if (val == OPT_REMAP_ROOT) {
+    snprintf(why, size, "ctr: --container-remap-root is not supported: the tasks run as you in the container");
+    return -1;
+  }
   if (val == OPT_MPI && strcmp(arg, "bind") != 0 && strcmp(arg, "hybrid") != 0) {
     snprintf(why, size, "ctr: --container-mpi=%.200s: unknown value (bind or hybrid)", arg);
     return -1;
@@ -189,6 +208,8 @@ static int take_option(int val, const char *arg, int remote) {
     case OPT_READONLY: opt_writable = 0; break;
     case OPT_ENV: free(opt_env); opt_env = strdup(arg); break;
     case OPT_MPI: free(opt_mpi); opt_mpi = strdup(arg); break;
+    case OPT_MOUNT_HOME: opt_no_home = 0; break;
+    default: break; /* the defaults: --no-container-entrypoint, --no-container-remap-root */
   }
   return 0;
 }

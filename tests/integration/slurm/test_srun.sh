@@ -40,6 +40,16 @@ note "exit status: the task's own"
 set +e; slurm srun -N2 -n2 --container-image="$WORK/demo.sqfs" sh -c 'exit 3'; rc=$?; set -e
 expect_eq "srun's exit status" 3 "$rc"
 
+note "pyxis's options that name the defaults are taken; the unsupported ones refused in one line"
+expect_eq "--no-container-entrypoint --container-mount-home --no-container-remap-root" "ID=ctr-demo" \
+  "$(slurm srun -N1 -n1 --no-container-entrypoint --container-mount-home --no-container-remap-root \
+     --container-image="$WORK/demo.sqfs" grep ^ID= /etc/os-release)"
+for opt in container-entrypoint container-remap-root; do
+  set +e; err=$(slurm srun -N1 -n1 --$opt --container-image="$WORK/demo.sqfs" true 2>&1); rc=$?; set -e
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "--$opt: srun exit status $rc"
+  expect_contains "--$opt: ctr's line" "ctr: --$opt is not supported" "$(printf '%s\n' "$err" | head -n 1)"
+done
+
 note "GPUs: a step allocated one gets the node's NVIDIA driver by default (--nv)"
 # The cluster's nodes have one "GPU" each (gres.conf: /dev/null stands in for its device);
 # the driver is a fixture node (CTR_HOST_ROOT, as in test_devices) named in the job's
