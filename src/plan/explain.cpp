@@ -78,6 +78,7 @@ std::string toString(MountKind kind) {
     case MountKind::Identity: return "identity";
     case MountKind::Proc: return "proc";
     case MountKind::Symlink: return "symlink";
+    case MountKind::Sysfs: return "sysfs";
   }
   return "?";
 }
@@ -155,7 +156,7 @@ nlohmann::json mountsJson(const std::vector<Mount>& mounts) {
                          {"readonly", m.readOnly},
                          {"origin", toString(m.origin)},
                          {"required", m.required}};
-    if (m.kind == MountKind::Bind || m.kind == MountKind::Symlink) mj["source"] = m.source;
+    if (m.kind == MountKind::Bind || m.kind == MountKind::Symlink || m.kind == MountKind::Sysfs) mj["source"] = m.source;
     if (m.createSourceMode) mj["create_source_mode"] = *m.createSourceMode;
     if (m.kind == MountKind::Tmpfs) mj["tmpfs_mode"] = m.tmpfsMode;
     if (m.tmpfsSizeBytes) mj["tmpfs_size_bytes"] = *m.tmpfsSizeBytes;
@@ -413,6 +414,9 @@ void writeMounts(std::ostream& out, const std::vector<Mount>& mounts) {
         << (m.kind == MountKind::Bind && !m.required && !m.createSourceMode ? ", skipped if absent" : "")
         << (m.createSourceMode ? ", source created if absent" : "") << tmpfsText(m) << "]"
         << (m.from.empty() ? "" : " from " + m.from) << (m.prebind ? " (made once by the image's holder)" : "")
+        << (m.kind == MountKind::Sysfs ? " (of the container's network namespace; the host's " + m.source +
+                                             " if the kernel refuses it)"
+                                       : "")
         << '\n';
   }
 }

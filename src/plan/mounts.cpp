@@ -93,7 +93,8 @@ void addScratchMounts(std::vector<Mount>& mounts, const std::vector<std::string>
 
 }  // namespace
 
-void addSystemMounts(std::vector<Mount>& mounts, bool ownPid, const KernelInterfaces& kernel, bool contain) {
+void addSystemMounts(std::vector<Mount>& mounts, bool ownPid, bool ownNet, const KernelInterfaces& kernel,
+                     bool contain) {
   if (ownPid) {
     Mount proc;
     proc.kind = MountKind::Proc;
@@ -103,8 +104,16 @@ void addSystemMounts(std::vector<Mount>& mounts, bool ownPid, const KernelInterf
   } else {
     addMount(mounts, bindMount("/proc", "/proc", false, MountOrigin::Default));
   }
-  // Recursive: read-only, the cgroup tree below it too.
-  addMount(mounts, bindMount("/sys", "/sys", kernel.readOnly, MountOrigin::Default));
+  if (ownNet) {
+    // --network none / --net: the network interfaces the container's sysfs shows are its
+    // own (Apptainer does the same); the host's /sys where the kernel refuses a new one.
+    Mount sys = bindMount("/sys", "/sys", kernel.readOnly, MountOrigin::Default);
+    sys.kind = MountKind::Sysfs;
+    addMount(mounts, std::move(sys));
+  } else {
+    // Recursive: read-only, the cgroup tree below it too.
+    addMount(mounts, bindMount("/sys", "/sys", kernel.readOnly, MountOrigin::Default));
+  }
   if (kernel.readOnly) {
     for (const auto path : kReadOnlyKernelPaths)
       addMount(mounts, bindMount(std::string(path), std::string(path), true, MountOrigin::Default));

@@ -233,7 +233,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   plan.namespaces = planNamespaces(options);
   // Apptainer's defaults, in mount order; then the site's, the devices', MPI's, the user's.
   plan.kernelInterfaces = decideKernelInterfaces(policy, host.user.uid);
-  addSystemMounts(plan.mounts, plan.namespaces.pid, plan.kernelInterfaces, privateDev);
+  addSystemMounts(plan.mounts, plan.namespaces.pid, plan.namespaces.net, plan.kernelInterfaces, privateDev);
   const std::string workdir = planHostWorkdir(options, host);
   addTmpAndHomeMounts(plan.mounts, options, home, workdir, contain);
   addSiteMounts(plan.mounts, options, policy, privateDev);

@@ -28,7 +28,8 @@ inline constexpr std::uint64_t kTargetsTmpfsBytes = 1u << 20;
 // defaults), keeping the earlier position so parents are still mounted before children.
 void addMount(std::vector<Mount>& mounts, Mount mount);
 // /proc, /sys (and the read-only kernel paths), /dev (private with --contain), /etc files.
-void addSystemMounts(std::vector<Mount>& mounts, bool ownPid, const KernelInterfaces& kernel, bool contain);
+void addSystemMounts(std::vector<Mount>& mounts, bool ownPid, bool ownNet, const KernelInterfaces& kernel,
+                     bool contain);
 // /tmp and /var/tmp (from --workdir, a tmpfs with --contain, else the host's) and the home.
 void addTmpAndHomeMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const HomeDirs& home,
                          const std::string& workdir, bool contain);

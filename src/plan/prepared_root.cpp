@@ -103,7 +103,9 @@ std::optional<std::size_t> holdingMount(const std::vector<Mount>& mounts, std::s
   std::optional<std::size_t> holder;
   for (std::size_t k = 0; k < i; ++k) {
     const Mount& m = mounts[k];
-    if (m.kind != MountKind::Bind && m.kind != MountKind::Tmpfs && m.kind != MountKind::Proc) continue;
+    if (m.kind != MountKind::Bind && m.kind != MountKind::Tmpfs && m.kind != MountKind::Proc &&
+        m.kind != MountKind::Sysfs)
+      continue;
     if (m.destination != mounts[i].destination && isAtOrUnder(mounts[i].destination, m.destination) &&
         (!holder || m.destination.size() > mounts[*holder].destination.size()))
       holder = k;

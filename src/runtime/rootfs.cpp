@@ -198,6 +198,18 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
           throw sysError("mount proc on " + m.destination);
         break;
       }
+      case MountKind::Sysfs: {
+        // In the container's network namespace (entered before the root is assembled).
+        UniqueFd targetFd = target();
+        const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (m.readOnly ? MS_RDONLY : 0);
+        if (::mount("sysfs", fdPath(targetFd.get()).c_str(), "sysfs", flags, nullptr) != 0) {
+          spdlog::warn("cannot mount a sysfs of the container's network namespace on {} ({}): the host's {} is "
+                       "shown there, its network interfaces too",
+                       m.destination, std::strerror(errno), m.source);
+          bindInto(m.source, targetFd.get(), m.readOnly, true, m.destination);
+        }
+        break;
+      }
       case MountKind::Symlink: {
         const auto slash = m.destination.find_last_of('/');
         const std::string parent = slash == 0 ? "/" : m.destination.substr(0, slash);

@@ -468,6 +468,10 @@ TEST(Planner, IsolationFlagsAskForNamespacesAndAMinimalDev) {
   plan = planLaunch(o, {}, sifImage(), alice());
   EXPECT_TRUE(plan.namespaces.uts && plan.namespaces.net);
   EXPECT_EQ(plan.namespaces.hostname, "node");
+  // Its own network namespace: a sysfs of it over /sys, not the host's (its interfaces).
+  EXPECT_EQ(findMount(plan, "/sys")->kind, MountKind::Sysfs);
+  EXPECT_EQ(findMount(plan, "/sys")->source, "/sys");
+  EXPECT_EQ(findMount(planLaunch(execTrue(), {}, sifImage(), alice()), "/sys")->kind, MountKind::Bind);
   o.network = "bridge";
   EXPECT_THROW((void)planLaunch(o, {}, sifImage(), alice()), ctr::Error);
 }

@@ -161,6 +161,10 @@ enum class MountKind {
   Identity,  // /etc/passwd or /etc/group: the image's own file plus plan.user (runtime-filled)
   Proc,      // a new procfs (of the container's PID namespace) at `destination`
   Symlink,   // a symbolic link to `source` at `destination` (inside a tmpfs of the plan)
+  // A new sysfs (of the container's network namespace: its /sys/class/net shows only its
+  // own interfaces) at `destination`; where the kernel refuses one, `source` (the host's
+  // /sys) is bound recursively instead, with a warning.
+  Sysfs,
 };
 
 // Where a mount comes from: shown by --explain; behaviour hangs on the planner's fields
