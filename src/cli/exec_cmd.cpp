@@ -115,7 +115,7 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
                         BoolFlag{"--no-eval", &o.noEval, {"NO_EVAL"}}, BoolFlag{"--pid", &o.pid, {"PID", "UNSHARE_PID"}},
                         BoolFlag{"--ipc", &o.ipc, {"IPC", "UNSHARE_IPC"}}, BoolFlag{"--uts", &o.uts, {"UTS", "UNSHARE_UTS"}},
                         BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}, BoolFlag{"--nv", &o.nv, {"NV"}},
-                        BoolFlag{"--no-pid", &o.noPid, {"NO_PID"}},
+                        BoolFlag{"--no-pid", &o.noPid, {"NO_PID"}}, BoolFlag{"--no-init", &o.noInit, {"NO_INIT"}},
                         BoolFlag{"--rocm", &o.rocm, {"ROCM"}}, BoolFlag{"--userns", &s.userns, {"USERNS", "UNSHARE_USERNS"}}}) {
     if (given(f.option)) continue;
     if (auto v = flagVariable(f.keys)) *f.target = parseFlagBool(*v);
@@ -387,6 +387,8 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.flag("-u,--userns", s.userns, "Accepted for Apptainer's scripts: every ctr container has its own user namespace");
   add.flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)");
   add.flag("--no-pid", o.noPid, "No own PID namespace, whatever --pid, --containall or instance start ask");
+  add.flag("--no-init", o.noInit, "In an own PID namespace, the app is PID 1 (no ctr init: it gets only the "
+           "signals it handles and reaps what it leaves)");
   add.flag("-i,--ipc", o.ipc, "Own IPC namespace");
   add.flag("--uts", o.uts, "Own UTS namespace");
   add.option("--hostname", o.hostname, "Hostname in the container (own UTS namespace)");

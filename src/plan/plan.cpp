@@ -69,6 +69,11 @@ Namespaces planNamespaces(const LaunchOptions& options) {
   // An instance's keeper is PID 1 of its own namespace: stopping it ends every process
   // that ran or joined there.
   ns.pid = (options.pid || options.containAll || options.command == Command::Instance) && !options.noPid;
+  if (options.noInit && options.command == Command::Instance)
+    throw Error("instance start --no-init: an instance's PID 1 is ctr's keeper, which stops it (--no-pid keeps it "
+                "in the host's PID namespace instead)")
+        .withStatus(1);
+  ns.pidInit = !options.noInit;
   ns.ipc = options.ipc || options.containAll;
   ns.hostname = options.hostname;
   ns.uts = options.uts || !options.hostname.empty();
@@ -282,7 +287,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
   refuse(options.writableTmpfs, "--writable-tmpfs");
   refuse(!options.workdir.empty(), "--workdir");
   refuse(!options.limits.empty() || !options.statsFile.empty(), "the limits and --stats");
-  refuse(options.pid || options.noPid || options.ipc || options.uts || !options.hostname.empty() || options.net ||
+  refuse(options.pid || options.noPid || options.noInit || options.ipc || options.uts || !options.hostname.empty() || options.net ||
              !options.network.empty(),
          "the namespace options");
   refuse(options.nv || options.rocm || !options.devices.empty() || options.rdma || !options.gpus.empty() ||

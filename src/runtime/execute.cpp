@@ -551,8 +551,14 @@ namespace {
     const std::function<void()> app = [&] { execCommand(command, argv, environment, path); };
     keeperOf(&app, initSignals.get(), previousMask, pidNamespace, instanceFiles);
   }
-  if (initSignals)
+  if (initSignals && plan.namespaces.pidInit)
     initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground);
+  if (initSignals) {  // --no-init: the app itself is PID 1, with the signals of a child of init
+    initSignals.reset();
+    ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
+    const sigset_t forwarded = forwardedSignals();
+    ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
+  }
   execCommand(command, argv, environment, path);
 }
 

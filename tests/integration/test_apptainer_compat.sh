@@ -144,6 +144,11 @@ cases() {
   expect_eq "--pid: SIGTERM forwarded to the app [$MODE]" 143 "$rc"
   local hostipc; hostipc=$(as_user readlink /proc/self/ns/ipc)
   expect "--containall: own IPC and PID namespaces" "different 2" -- exec --containall "$img" sh -c "[ \$(readlink /proc/self/ns/ipc) != '$hostipc' ] && echo different \$\$"
+  expect "--pid: ctr's init is PID 1, the app 2" "2" -- exec --pid "$img" sh -c 'echo $$'
+  expect "--pid --no-init: the app is PID 1" "1" -- exec --pid --no-init "$img" sh -c 'echo $$'
+  expect "APPTAINER_NO_INIT" "1" APPTAINER_NO_INIT=1 -- exec --containall "$img" sh -c 'echo $$'
+  local rc=0; as_user "$CTR" exec --pid --no-init "$img" sh -c 'exit 7' || rc=$?
+  expect_eq "--no-init: the app's exit status [$MODE]" 7 "$rc"
   expect "--ipc" "different" -- exec --ipc "$img" sh -c "[ \$(readlink /proc/self/ns/ipc) != '$hostipc' ] && echo different"
   expect "--contain: a minimal /dev" "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero" -- exec --contain "$img" sh -c 'echo $(ls /dev)'
   expect "--contain: /dev/null works" "ok" -- exec --contain "$img" sh -c 'echo x >/dev/null && head -c1 /dev/zero | wc -c | grep -q 1 && echo ok'

@@ -457,6 +457,10 @@ TEST(Planner, IsolationFlagsAskForNamespacesAndAMinimalDev) {
   o.containAll = true;
   plan = planLaunch(o, {}, sifImage(), alice());
   EXPECT_TRUE(plan.namespaces.pid && plan.namespaces.ipc);
+  EXPECT_TRUE(plan.namespaces.pidInit);
+  o.noInit = true;  // the app is PID 1
+  EXPECT_FALSE(planLaunch(o, {}, sifImage(), alice()).namespaces.pidInit);
+  o.noInit = false;
   EXPECT_EQ(findMount(plan, "/proc")->kind, MountKind::Proc);
   EXPECT_EQ(findMount(plan, "/dev")->kind, MountKind::Tmpfs);
   EXPECT_EQ(findMount(plan, "/dev/null")->source, "/dev/null");

@@ -58,6 +58,7 @@ struct LaunchOptions {
   std::string shell;                // shell -s/--shell PROGRAM
   bool pid = false;                 // -p/--pid: own PID namespace (also with --containall)
   bool noPid = false;               // --no-pid: none (wins over --pid, --containall, instance start)
+  bool noInit = false;              // --no-init: in an own PID namespace the app is PID 1 (no ctr init)
   bool ipc = false;                 // -i/--ipc: own IPC namespace (also with --containall)
   bool uts = false;                 // --uts: own UTS namespace (also with --hostname)
   std::string hostname;             // --hostname NAME
@@ -81,6 +82,8 @@ struct Namespaces {
   // The others are the host's unless asked for (MPI and the scheduler need them):
   bool pid = false;        // own PID namespace: a ctr init is PID 1 (forwards signals, reaps)
                            // and the app PID 2; /proc is that namespace's
+  bool pidInit = true;     // with pid: ctr's init is PID 1; false (--no-init): the app is, and
+                           // gets only the signals it handles, and reaps what it leaves
   bool ipc = false;        // own IPC namespace (System V IPC, POSIX message queues)
   bool uts = false;        // own UTS namespace, with `hostname` when set
   std::string hostname;
