@@ -264,7 +264,7 @@ int runLaunch(RunCommandState& state) {
                   std::strerror(errno) + ")");
   }
   for (const auto& file : state.envFiles) {
-    auto vars = launch::parseEnvFile(readEnvFile(file), file);
+    auto vars = launch::parseEnvFile(readEnvFile(file), file, launch::EnvFileQuoting::Shell);
     options.envFileVars.insert(options.envFileVars.end(), vars.begin(), vars.end());
   }
   launch::LaunchPlan plan;

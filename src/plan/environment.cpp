@@ -199,7 +199,25 @@ std::vector<EnvVar> parseEnvOption(std::string_view value) {
   return out;
 }
 
-std::vector<EnvVar> parseEnvFile(std::string_view text, const std::string& fileName) {
+namespace {
+
+// A value's backslashes as the shell reads them (EnvFileQuoting::Shell); `quote` is the
+// quote character that enclosed it, or 0.
+std::string shellUnescaped(std::string_view value, char quote) {
+  if (quote == '\'') return std::string(value);
+  std::string out;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const bool escapes = value[i] == '\\' && i + 1 < value.size() &&
+                         (quote == 0 || std::string_view("$`\"\\").find(value[i + 1]) != std::string_view::npos);
+    if (escapes) ++i;
+    out += value[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<EnvVar> parseEnvFile(std::string_view text, const std::string& fileName, EnvFileQuoting quoting) {
   std::vector<EnvVar> out;
   int lineNo = 0;
   for (std::string_view raw : splitLines(text)) {
@@ -217,13 +235,15 @@ std::vector<EnvVar> parseEnvFile(std::string_view text, const std::string& fileN
       throw Error(where + "'" + std::string(name) + "' is not a valid variable name");
     }
     std::string_view val = trim(line.substr(eq + 1));
+    char quote = 0;
     if (!val.empty() && (val[0] == '"' || val[0] == '\'')) {
       if (val.size() < 2 || val.back() != val[0]) {
         throw Error(where + "unterminated quote in the value of " + std::string(name));
       }
+      quote = val[0];
       val = val.substr(1, val.size() - 2);
     }
-    out.emplace_back(std::string(name), std::string(val));
+    out.emplace_back(std::string(name), quoting == EnvFileQuoting::Shell ? shellUnescaped(val, quote) : std::string(val));
   }
   return out;
 }

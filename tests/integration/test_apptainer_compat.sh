@@ -76,6 +76,13 @@ cases() {
   expect "APPTAINER_NO_EVAL" '\$UID' 'APPTAINERENV_WHO=\$UID' APPTAINER_NO_EVAL=1 -- exec "$img" sh -c 'echo $WHO'
   printf 'X=$HOME/x\n' >"$WORK/envfile"; chmod 644 "$WORK/envfile"
   expect "--env-file values evaluated" "$USER_HOME/x" -- exec --env-file "$WORK/envfile" "$img" sh -c 'echo $X'
+  # Apptainer's e2e AppendLiteralDefaultPath / PrependLiteralDefaultPath: "\$PATH" in an
+  # env file is the image's PATH, evaluated in the container.
+  local image_path; image_path=$(as_user "$CTR" exec "$img" sh -c 'echo $PATH')
+  printf 'PATH="\\$PATH:/"\n' >"$WORK/envfile-append"; printf 'PATH="/:\\$PATH"\n' >"$WORK/envfile-prepend"
+  chmod 644 "$WORK"/envfile-*
+  expect "--env-file PATH=\"\\\$PATH:/\"" "$image_path:/" -- exec --env-file "$WORK/envfile-append" "$img" sh -c 'echo $PATH'
+  expect "--env-file PATH=\"/:\\\$PATH\"" "/:$image_path" -- exec --env-file "$WORK/envfile-prepend" "$img" sh -c 'echo $PATH'
   expect "default LD_LIBRARY_PATH" "/.singularity.d/libs" -- exec "$img" sh -c 'echo $LD_LIBRARY_PATH'
   expect "user LD_LIBRARY_PATH gets the libs dir" "/foo:/.singularity.d/libs" -- exec --env LD_LIBRARY_PATH=/foo "$img" sh -c 'echo $LD_LIBRARY_PATH'
   expect "PREPEND_LD_LIBRARY_PATH" "/pre:/.singularity.d/libs" -- exec --env PREPEND_LD_LIBRARY_PATH=/pre "$img" sh -c 'echo $LD_LIBRARY_PATH'

@@ -230,6 +230,19 @@ TEST(EnvFile, ParsesAssignmentsCommentsExportAndQuotes) {
                                        {"E", ""}}));
 }
 
+TEST(EnvFile, ShellQuotingDropsTheBackslashesTheShellWould) {
+  // Apptainer's e2e "AppendLiteralDefaultPath": PATH="\$PATH:/" leaves $PATH to the container.
+  auto vars = parseEnvFile(
+      "PATH=\"\\$PATH:/\"\n"
+      "A=\"a\\\"b\\\\c\\d\"\n"  // "a\"b\\c\d": \d is kept in double quotes
+      "B='\\$x'\n"                  // nothing is special in single quotes
+      "C=x\\$y\\z\n",              // outside quotes a backslash escapes any character
+      "my.env", EnvFileQuoting::Shell);
+  EXPECT_EQ(vars, (std::vector<EnvVar>{{"PATH", "$PATH:/"}, {"A", "a\"b\\c\\d"}, {"B", "\\$x"}, {"C", "x$yz"}}));
+  // The SIF environment object's values stay as written.
+  EXPECT_EQ(parseEnvFile("C=x\\$y\n", "sif"), (std::vector<EnvVar>{{"C", "x\\$y"}}));
+}
+
 TEST(EnvFile, BadLineErrorNamesFileAndLine) {
   EXPECT_EQ(errorOf([] { (void)parseEnvFile("A=1\n# c\nnot an assignment\n", "my.env"); }),
             "my.env:3: expected NAME=VALUE, got 'not an assignment'");

@@ -86,10 +86,18 @@ struct Environment {
 // Throws ctr::Error naming the value for an empty or invalid name ([A-Za-z_][A-Za-z0-9_]*).
 [[nodiscard]] std::vector<EnvVar> parseEnvOption(std::string_view value);
 
+// How parseEnvFile reads backslashes. Shell (an --env-file, read as Apptainer's shell reads
+// it): in "..." a backslash before $ ` " or \ is dropped (so "\$PATH:/" gives $PATH:/, which
+// the container's evaluation then expands), outside quotes before any character, in '...'
+// never. Plain (the SIF environment object): values as written.
+enum class EnvFileQuoting { Plain, Shell };
+
 // An --env-file: one "KEY=VALUE" per line, optional "export " prefix, blank lines and
 // lines starting with '#' ignored, a value wholly in '...' or "..." has its quotes
-// removed; no expansion of $VARS. Throws ctr::Error "FILE:LINE: ..." on a bad line.
-[[nodiscard]] std::vector<EnvVar> parseEnvFile(std::string_view text, const std::string& fileName);
+// removed; no expansion of $VARS here (the container's evaluation does it, unless
+// --no-eval). Throws ctr::Error "FILE:LINE: ..." on a bad line.
+[[nodiscard]] std::vector<EnvVar> parseEnvFile(std::string_view text, const std::string& fileName,
+                                               EnvFileQuoting quoting = EnvFileQuoting::Plain);
 
 // True for a valid variable name: [A-Za-z_][A-Za-z0-9_]*.
 [[nodiscard]] bool isValidEnvName(std::string_view name);
