@@ -428,6 +428,44 @@ void executeInstance(const launch::LaunchPlan& plan, int report) { executeIn(pla
 
 namespace {
 
+// An instance whose environment only /bin/sh applies (scripts with what ctr does not
+// interpret, a command substitution): the image's scripts run once, under the app's
+// restrictions (no_new_privs, capabilities, seccomp are in place by now), and the
+// environment they export is the instance's record, which the join information gives to
+// processes that join without a shell (the Slurm plugin's tasks). Launches through ctr
+// evaluate the scripts themselves. If the shell fails, the environment before the scripts,
+// with a warning.
+std::vector<std::string> shellEnvironment(const std::string& script, const std::vector<std::string>& environment) {
+  ProcessOptions options;
+  options.captureStdout = true;
+  options.captureLimit = 4u << 20;
+  options.env = environment;
+  options.replaceEnv = true;
+  try {
+    const auto result = runProcess(launch::envProgramArgv(script, {"env", "-0"}), options);
+    if (result.ok() && !result.overflowed) {
+      std::vector<std::string> exported;
+      const std::string& out = result.capturedStdout;
+      for (std::size_t at = 0; at < out.size();) {
+        const std::size_t end = std::min(out.find('\0', at), out.size());
+        const std::string kv = out.substr(at, end - at);
+        at = end + 1;
+        // The shell's own, SHLVL and _, keep the values they had before it.
+        if (!kv.empty() && !kv.starts_with("_=") && !kv.starts_with("SHLVL=")) exported.push_back(kv);
+      }
+      for (const auto& kv : environment)
+        if (kv.starts_with("_=") || kv.starts_with("SHLVL=")) exported.push_back(kv);
+      return exported;
+    }
+    spdlog::warn("the image's environment scripts, run with /bin/sh for the instance's record: {}; processes "
+                 "that join it without ctr get the environment before them",
+                 result.overflowed ? "more than 4 MiB of environment" : result.describe());
+  } catch (const Error& e) {
+    spdlog::warn("the image's environment scripts could not be run for the instance's record: {}", e.what());
+  }
+  return environment;
+}
+
 // execute(), entering `cgroup` (when given) right before the hand-over: after the image
 // holder was started or joined, so the holder, shared by other launches, stays outside.
 // `report`: instance start's channel (see executeInstance).
@@ -520,8 +558,7 @@ namespace {
   } else {
     environment = plan.environment;
     // The program may change PATH: the shell looks the command up after it. (An instance
-    // with no startscript has no command: its record keeps the environment before the
-    // image's scripts, and each launch into it evaluates them again.)
+    // records the environment the shell leaves: see shellEnvironment.)
     if (!argv.empty()) argv = launch::envProgramArgvLookingUp(script, argv);
     command = "/bin/sh";
     if (!argv.empty() && !isExecutableFile(command))
@@ -545,7 +582,7 @@ namespace {
       initSignals.reset(::signalfd(-1, &set, SFD_CLOEXEC));
       if (!initSignals) throw sysError("signalfd");
     }
-    reportInstanceReady(report, environment);
+    reportInstanceReady(report, interpreted ? environment : shellEnvironment(script, environment));
     const bool pidNamespace = plan.namespaces.pid;
     if (argv.empty()) keeperOf(nullptr, initSignals.get(), previousMask, pidNamespace, instanceFiles);
     const std::function<void()> app = [&] { execCommand(command, argv, environment, path); };

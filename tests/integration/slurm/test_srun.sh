@@ -40,6 +40,17 @@ note "exit status: the task's own"
 set +e; slurm srun -N2 -n2 --container-image="$WORK/demo.sqfs" sh -c 'exit 3'; rc=$?; set -e
 expect_eq "srun's exit status" 3 "$rc"
 
+note "an image whose environment scripts need /bin/sh: the tasks get what they export"
+# (a command substitution: ctr does not interpret it, the shell runs it once for the
+# container's record, and the tasks, which join without a shell, get its result)
+cp -a "$WORK/demo" "$WORK/shenv"
+mkdir -p "$WORK/shenv/.singularity.d/env"
+printf 'export FROM_SHELL="$(echo from-a-shell)"\n' > "$WORK/shenv/.singularity.d/env/90-environment.sh"
+mksquashfs "$WORK/shenv" "$WORK/shenv.sqfs" -quiet -noappend -all-root >/dev/null
+chmod 644 "$WORK/shenv.sqfs"
+expect_eq "the script's variable in the tasks" "from-a-shell from-a-shell" \
+  "$(slurm srun -N2 -n2 --container-image="$WORK/shenv.sqfs" sh -c 'echo $FROM_SHELL' | xargs)"
+
 note "pyxis's options that name the defaults are taken; the unsupported ones refused in one line"
 expect_eq "--no-container-entrypoint --container-mount-home --no-container-remap-root" "ID=ctr-demo" \
   "$(slurm srun -N1 -n1 --no-container-entrypoint --container-mount-home --no-container-remap-root \
