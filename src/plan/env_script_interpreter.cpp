@@ -172,13 +172,18 @@ class Interpreter {
         }
         if (d == '$') {
           expandDollar(operand, inDoubleQuotes, word);
-        } else if (d == '"' && !inDoubleQuotes) {
+        } else if (d == '"') {
+          // Quotes in the operand are removed, also inside "${X:-"word"}" (as the shells do:
+          // the Docker images' 10-docker2singularity.sh writes that form).
           readDoubleQuoted(operand, word);
         } else if (d == '\'' && !inDoubleQuotes) {
-          readSingleQuoted(operand);
+          readSingleQuoted(operand);  // inside "...", a ' is itself
         } else if (d == '\\') {
           if (pos_ + 1 >= s_.size()) decline("trailing backslash");
-          operand += s_[pos_ + 1];
+          // Inside "...", a backslash escapes only $ ` " \ and the closing brace.
+          const char n = s_[pos_ + 1];
+          if (inDoubleQuotes && std::string_view("$`\"\\}").find(n) == std::string_view::npos) operand += '\\';
+          operand += n;
           pos_ += 2;
         } else if (d == '`') {
           decline("command substitution");

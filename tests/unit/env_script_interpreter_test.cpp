@@ -139,6 +139,18 @@ TEST(EnvScript, CraftedScriptsGiveTheShellsEnvironment) {
   }
 }
 
+TEST(EnvScript, QuotesInsideADoubleQuotedOperandGiveTheShellsEnvironment) {
+  // The env script ctr writes for a Docker image: export X="${X:-"value"}". The inner
+  // quotes are removed, as the shells do; a ' there is itself.
+  if (shells().empty()) CTR_SKIP_BECAUSE("neither dash nor busybox is installed to compare with");
+  for (const char* script : {
+           "export DQ=\"${UNSET_VAR:-\"hello from the image\"}\" DK=\"${KEEP:-\"x\"}\"\n",
+           "export SQ=\"${UNSET_VAR:-'q'}\" UQ=${UNSET_VAR:-\"p  q\"} BR=\"${UNSET_VAR:-a\\}b}\"\n",
+           "export NQ=\"${UNSET_VAR:-\"in \\\"q\\\"\"}\"\n"}) {
+    expectSameAsShells(script);
+  }
+}
+
 TEST(EnvScript, AndOrListsInConditionsGiveTheShellsEnvironment) {
   // Images built by ctr (95-apps.sh) and many others test two things in one `if`.
   if (shells().empty()) CTR_SKIP_BECAUSE("neither dash nor busybox is installed to compare with");
