@@ -314,13 +314,18 @@ void takeTerminal() {
   (void)::tcsetpgrp(STDIN_FILENO, ::getpgrp());
 }
 
+// The signals as the app gets them: the caller's mask back, the forwarded ones unblocked.
+void restoreAppSignals(const sigset_t& previousMask) {
+  ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
+  const sigset_t forwarded = forwardedSignals();
+  ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
+}
+
 // In a child of PID 1: the caller's signal mask back, the forwarded signals unblocked,
 // then `app` (which execs). A failed exec (command not found) is reported here: unwinding
 // further would run the destructors of the init's objects in this copy of it.
 [[noreturn]] void runApp(const std::function<void()>& app, const sigset_t& previousMask) {
-  ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
-  const sigset_t forwarded = forwardedSignals();
-  ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
+  restoreAppSignals(previousMask);
   try {
     app();
   } catch (const Error& e) {
@@ -495,9 +500,7 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
       enterPidNamespace(initSignals, &previousMask, &foreground, pid.get(), nullptr);
       if (foreground) takeTerminal();
       initSignals.reset();
-      ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
-      const sigset_t forwarded = forwardedSignals();
-      ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
+      restoreAppSignals(previousMask);
     }
   } else {
     image = enterRootSource(plan);
@@ -592,9 +595,7 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
     initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground);
   if (initSignals) {  // --no-init: the app itself is PID 1, with the signals of a child of init
     initSignals.reset();
-    ::sigprocmask(SIG_SETMASK, &previousMask, nullptr);
-    const sigset_t forwarded = forwardedSignals();
-    ::sigprocmask(SIG_UNBLOCK, &forwarded, nullptr);
+    restoreAppSignals(previousMask);
   }
   execCommand(command, argv, environment, path);
 }

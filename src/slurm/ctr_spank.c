@@ -389,6 +389,13 @@ static int step_user(spank_t sp, struct job_user *u) {
   return 0;
 }
 
+/* The directory the plugin's ctr runs in: the job's working directory, else its submit
+ * directory (NULL: neither; ctr then runs in "/"). */
+static const char *job_dir(char **env) {
+  const char *dir = env_value(env, "PWD");
+  return dir ? dir : env_value(env, "SLURM_SUBMIT_DIR");
+}
+
 /* In a child of slurmstepd: become the job's user for good. */
 static int become_user(const struct job_user *u) {
   if (seteuid(0) != 0 && geteuid() != 0) return -1;
@@ -430,8 +437,7 @@ static int start_ctr_as(const struct job_user *user, char **env, char **argv, in
       fprintf(stderr, "ctr: cannot become uid %u (%s)\n", (unsigned)user->uid, strerror(errno));
       _exit(255);
     }
-    const char *dir = env_value(env, "PWD");
-    if (!dir) dir = env_value(env, "SLURM_SUBMIT_DIR");
+    const char *dir = job_dir(env);
     if (!dir || chdir(dir) != 0) (void)!chdir("/");
     sigset_t none;
     sigemptyset(&none);
@@ -658,8 +664,7 @@ static void image_as_ctr_reads_it(char **env, const char *image, char *path, siz
     snprintf(path, size, "%s", image);
     return;
   }
-  const char *dir = env_value(env, "PWD");
-  if (!dir) dir = env_value(env, "SLURM_SUBMIT_DIR");
+  const char *dir = job_dir(env);
   char real[PATH_MAX];
   if (!dir || !realpath(dir, real)) return; /* ctr would run in "/": leave it to ctr */
   int n = snprintf(path, size, "%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", image);
@@ -725,12 +730,8 @@ static unsigned long long start_time(pid_t pid);
 /* A later step of the job on this node joins its named container without running ctr: the
  * join file, if the keeper it names still runs with the step's image (else ctr decides, as
  * `instance start --reuse`). */
-static int join_named_container(spank_t sp, const char *name, const char *image) {
-  uid_t uid;
-  char **env = NULL;
+static int join_named_container(uid_t uid, char **env, const char *name, const char *image) {
   char expected[2 * PATH_MAX];
-  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS)
-    return -1;
   image_as_ctr_reads_it(env, image, expected, sizeof expected);
   if (!expected[0]) return -1;
   char *text = read_join_file(uid, name);
@@ -761,9 +762,12 @@ static void begin_container(spank_t sp) {
     slurm_error("%s", join.failed);
     return;
   }
+  struct job_user user;
+  char **env = NULL;
+  const int known = step_user(sp, &user) == 0 && spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS;
   char image[2 * PATH_MAX];
   const char *image_arg = image_path(image, sizeof image);
-  if (opt_name && *opt_name && join_named_container(sp, name, image_arg) == 0) {
+  if (known && opt_name && *opt_name && join_named_container(user.uid, env, name, image_arg) == 0) {
     join.active = 1;
     slurm_info("ctr: %s runs (keeper pid %d): joined through its join file", name, (int)join.keeper);
     return;
@@ -806,9 +810,6 @@ static void begin_container(spank_t sp) {
     argv[n++] = "--bind";
     argv[n++] = script_bind;
   }
-  struct job_user user;
-  char **env = NULL;
-  const int known = step_user(sp, &user) == 0 && spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS;
   /* The step's GPUs (slurmstepd put SLURM_STEP_GPUS, or SLURM_JOB_GPUS for the batch step,
    * in the job's environment): --nv by default, as --container-nv asks; Slurm's own
    * CUDA_VISIBLE_DEVICES and device cgroup keep the tasks to those GPUs, as without a
