@@ -44,7 +44,36 @@ struct RunCommandState {
   // ctr container has; accepted so that scripts and cwltool's probe of it run unchanged.
   bool userns = false;
   std::vector<std::string> noEnv;  // --no-env NAME[,NAME...]
+  std::vector<std::string> overlays;  // --overlay PATH[:ro] (repeatable, comma lists)
 };
+
+// One --overlay spec, parsed, and what its path is on the host: a directory (with upper/
+// or not), a squashfs, SIF or ext2/3/4 image (by their magic numbers), or nothing.
+launch::OverlayArg lookAtOverlay(const std::string& spec, const std::string& cwd) {
+  launch::OverlayArg arg = launch::parseOverlaySpec(spec, cwd);
+  struct stat st {};
+  if (::stat(arg.path.c_str(), &st) != 0) {
+    if (errno != ENOENT)
+      throw Error("--overlay " + spec + ": " + std::strerror(errno)).withStatus(1);
+    arg.kind = launch::OverlayKind::Missing;
+  } else if (S_ISDIR(st.st_mode)) {
+    arg.kind = launch::OverlayKind::Directory;
+    struct stat upper {};
+    arg.hasUpperDir = ::stat((arg.path + "/upper").c_str(), &upper) == 0 && S_ISDIR(upper.st_mode);
+  } else {
+    arg.kind = launch::OverlayKind::Other;
+    std::array<unsigned char, 1082> head{};
+    UniqueFd fd(::open(arg.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    const ssize_t got = fd && S_ISREG(st.st_mode) ? ::pread(fd.get(), head.data(), head.size(), 0) : -1;
+    if (got >= 4 && std::memcmp(head.data(), "hsqs", 4) == 0)
+      arg.kind = launch::OverlayKind::Squashfs;
+    else if (got >= 42 && std::memcmp(head.data() + 32, "SIF_MAGIC", 9) == 0)
+      arg.kind = launch::OverlayKind::Sif;
+    else if (got >= 1082 && head[1080] == 0x53 && head[1081] == 0xEF)  // ext2/3/4 superblock magic 0xEF53
+      arg.kind = launch::OverlayKind::Ext3;
+  }
+  return arg;
+}
 
 // Apptainer's flag variables in the environment, collected in one pass: a launch asks for
 // some 30 keys, and a getenv per spelling scanned the whole environment 60 times.
@@ -137,6 +166,8 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
     if (auto v = flagVariable({"SCRATCH", "SCRATCHDIR"})) o.scratch.push_back(v->value);
   if (!given("--env-file"))
     if (auto v = flagVariable({"ENV_FILE"})) s.envFiles.push_back(v->value);
+  if (!given("--overlay"))
+    if (auto v = flagVariable({"OVERLAY", "OVERLAYIMAGE"})) s.overlays.push_back(v->value);
   if (auto v = flagVariable({"MOUNT"})) o.mounts.insert(o.mounts.begin(), v->value);
   for (const auto& list : s.noEnv)
     for (auto name : splitList(list))
@@ -263,6 +294,12 @@ int runLaunch(RunCommandState& state) {
       throw Error("--stats " + options.statsFile + ": cannot write in " + dir.string() + " (" +
                   std::strerror(errno) + ")");
   }
+  if (!state.overlays.empty()) {
+    const std::string cwd = std::filesystem::current_path().string();
+    for (const auto& list : state.overlays)
+      for (auto item : splitList(list))
+        if (!item.empty()) options.overlays.push_back(lookAtOverlay(std::string(item), cwd));
+  }
   for (const auto& file : state.envFiles) {
     auto vars = launch::parseEnvFile(readEnvFile(file), file, launch::EnvFileQuoting::Shell);
     options.envFileVars.insert(options.envFileVars.end(), vars.begin(), vars.end());
@@ -366,6 +403,9 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
            "Leave out default mounts: proc, sys, dev, devpts, home, tmp, hostfs, cwd, bind-paths, or a default "
            "or site bind's destination (comma lists)");
   add.flag("--writable-tmpfs", o.writableTmpfs, "Writable root (changes kept in memory)");
+  add.list("--overlay", s.overlays,
+           "A directory stacked over the image: DIR (writable, changes kept in DIR/upper; at most one) or DIR:ro "
+           "(repeatable, comma lists; the first given is on top)");
 
   add.section("Environment");
   add.list("--env", o.envs, "Set K=V in the container (repeatable)");

@@ -102,7 +102,7 @@ std::string toString(MountOrigin origin) {
 std::string toString(RootMode mode) {
   switch (mode) {
     case RootMode::Bind: return "image (read-only; overlay if a mount target is missing)";
-    case RootMode::Overlay: return "overlay (image + private tmpfs)";
+    case RootMode::Overlay: return "overlay (layers over the image)";
     case RootMode::Sandbox: return "sandbox (the build's writable directory)";
     case RootMode::Join: return "the running instance's (its mount namespace entered)";
   }
@@ -246,6 +246,22 @@ nlohmann::json toJson(const LaunchPlan& plan) {
               : plan.rootMode == RootMode::Sandbox ? "sandbox"
               : plan.rootMode == RootMode::Join    ? "instance"
                                                    : "image";
+  if (plan.rootMode == RootMode::Overlay) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : plan.overlay.layers) {
+      nlohmann::json layer = {{"path", l.path}, {"writable", l.writable}, {"dir", l.dir},
+                              {"lock", l.writable ? "exclusive" : "shared"}};
+      if (l.writable) {
+        layer["work_dir"] = l.workDir;
+        layer["create"] = l.create;
+      }
+      layers.push_back(std::move(layer));
+    }
+    j["overlay"] = {{"layers", std::move(layers)},
+                    {"upper", plan.overlay.writable() ? "overlay"
+                              : plan.overlay.tmpfsUpper ? "tmpfs"
+                                                        : "none"}};
+  }
   if (plan.instance)
     j["instance"] = {{"name", plan.instance->name},       {"record", plan.instance->record},
                      {"lock", plan.instance->lock},       {"log_out", plan.instance->logOut},
@@ -307,7 +323,20 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
   out
       << "driver:     " << (plan.join ? std::string("the instance's") : toString(plan.driver)) << " ("
       << plan.driverReason << ")\n"
-      << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n'
+      << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n';
+  if (plan.rootMode == RootMode::Overlay) {
+    // Top first, as overlayfs stacks them.
+    for (const auto& l : plan.overlay.layers)
+      out << "  layer:    " << l.dir
+          << (l.writable ? " (writable upper layer, work " + l.workDir + "; " + l.path +
+                               " created if missing; locked exclusively while the container lives)"
+                         : " (read-only; " + l.path + " locked shared while the container lives)")
+          << '\n';
+    if (plan.overlay.tmpfsUpper) out << "  layer:    a private tmpfs (writable upper layer, changes kept in memory)\n";
+    out << "  layer:    the image (read-only)" << (plan.overlay.writable() || plan.overlay.tmpfsUpper ? "" : "; the root is read-only")
+        << '\n';
+  }
+  out
       << "identity:   uid " << plan.user.uid << ", gid " << plan.user.gid << " (" << plan.user.name
       << ")\n"
       << "namespaces:";

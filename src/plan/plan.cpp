@@ -40,7 +40,7 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   plan.driver = decision.driver;
   plan.driverReason = std::move(decision.reason);
   plan.driverFallback = decision.fallback;
-  plan.rootMode = options.writableTmpfs ? RootMode::Overlay : RootMode::Bind;
+  plan.rootMode = RootMode::Bind;
   plan.user = host.user;
   plan.seccompProfile = policy.seccompProfile;
   plan.stateDir = host.stateDir;
@@ -234,6 +234,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   // devices the launch asks for bound into it.
   const bool privateDev = contain || noMount.dev;
   LaunchPlan plan = planBasics(options, policy, image, host);
+  planOverlay(plan, options);
   const HomeDirs home = planHome(options, host);
   plan.namespaces = planNamespaces(options);
   // Apptainer's defaults, in mount order; then the site's, the devices', MPI's, the user's.
@@ -284,7 +285,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
   refuse(!options.binds.empty() || !options.mounts.empty() || !options.scratch.empty(), "--bind/--mount/--scratch");
   refuse(!options.home.empty() || options.noHome, "--home/--no-home");
   refuse(options.contain || options.containAll, "--contain/--containall");
-  refuse(options.writableTmpfs, "--writable-tmpfs");
+  refuse(options.writableTmpfs || !options.overlays.empty(), "--writable-tmpfs/--overlay");
   refuse(!options.workdir.empty(), "--workdir");
   refuse(!options.limits.empty() || !options.statsFile.empty(), "the limits and --stats");
   refuse(options.pid || options.noPid || options.noInit || options.ipc || options.uts || !options.hostname.empty() || options.net ||

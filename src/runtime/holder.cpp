@@ -167,40 +167,51 @@ UniqueFd listenForRegistrations(int dirFd, const std::string& key) {
   return fd;
 }
 
-bool hasExited(const UniqueFd& pidfd) {
-  pollfd p{pidfd.get(), POLLIN, 0};
+// A registered launch: its process, and the overlay layers' locks it handed over, held
+// (their fds open) until it ends.
+struct RegisteredApp {
+  UniqueFd pidfd;
+  std::vector<UniqueFd> holds;
+};
+
+bool hasExited(const RegisteredApp& app) {
+  pollfd p{app.pidfd.get(), POLLIN, 0};
   return ::poll(&p, 1, 0) != 0;
 }
 
-// The pidfd a registering launch sent over `conn` (SCM_RIGHTS), checked to be a pidfd of
-// the connecting process (SO_PEERCRED: same uid, same pid); empty if none came within a
+// The registration a launch sent over `conn`: a pidfd of the connecting process (checked:
+// SO_PEERCRED, same uid and pid), then its locks (SCM_RIGHTS); empty if none came within a
 // second (the launch died or stopped between connect and send) or it is not that.
-UniqueFd receiveLaunchPidfd(int conn) {
+std::optional<RegisteredApp> receiveRegistration(int conn) {
   ucred peer{};
   socklen_t len = sizeof peer;
   if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.pid <= 0 || peer.uid != ::getuid())
-    return {};
+    return std::nullopt;
   pollfd ready{conn, POLLIN, 0};
-  if (::poll(&ready, 1, 1000) <= 0) return {};
+  if (::poll(&ready, 1, 1000) <= 0) return std::nullopt;
   FdMessage message(0);
   msghdr& msg = message.msg;
-  if (::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1) return {};
+  if (::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1) return std::nullopt;
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  if (!cmsg || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS || cmsg->cmsg_len != CMSG_LEN(sizeof(int)))
-    return {};
-  int fd = -1;
-  std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
-  UniqueFd pidfd(fd);
+  if (!cmsg || cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS || cmsg->cmsg_len < CMSG_LEN(sizeof(int)))
+    return std::nullopt;
+  const std::size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+  RegisteredApp app;
+  for (std::size_t i = 0; i < count; ++i) {
+    int fd = -1;
+    std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof fd);
+    (i == 0 ? app.pidfd : app.holds.emplace_back()) = UniqueFd(fd);
+  }
   // A pidfd's fdinfo names its process ("Pid:\tN").
-  const std::string info = readFileIfPresent("/proc/self/fdinfo/" + std::to_string(fd));
+  const std::string info = readFileIfPresent("/proc/self/fdinfo/" + std::to_string(app.pidfd.get()));
   const auto at = info.find("\nPid:\t");
-  if (at == std::string::npos || std::atol(info.c_str() + at + 6) != peer.pid) return {};
-  return pidfd;
+  if (at == std::string::npos || std::atol(info.c_str() + at + 6) != peer.pid) return std::nullopt;
+  return app;
 }
 
 // Accepts every pending registration: each launch's process is watched through the pidfd
 // it sent. Returns how many were taken.
-std::size_t acceptRegistrations(int listenFd, std::vector<UniqueFd>& apps) {
+std::size_t acceptRegistrations(int listenFd, std::vector<RegisteredApp>& apps) {
   std::size_t taken = 0;
   for (;;) {
     UniqueFd conn(::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC));
@@ -209,8 +220,8 @@ std::size_t acceptRegistrations(int listenFd, std::vector<UniqueFd>& apps) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return taken;
       throw sysError("accept a registration");
     }
-    if (UniqueFd pidfd = receiveLaunchPidfd(conn.get())) {
-      apps.push_back(std::move(pidfd));
+    if (auto app = receiveRegistration(conn.get())) {
+      apps.push_back(std::move(*app));
       ++taken;
     }
   }
@@ -229,7 +240,7 @@ constexpr int kDrainMs = 1000;
 // Launches pay nothing for the linger. While known apps live, registrations wait in the
 // queue (kDrainMs); with none, each is taken as it comes.
 void waitUntilUnused(int listenFd, int setupFd, std::uint32_t lingerMs) {
-  std::vector<UniqueFd> apps;
+  std::vector<RegisteredApp> apps;
   bool lingered = lingerMs == 0;
   for (;;) {
     if (acceptRegistrations(listenFd, apps) > 0) lingered = lingerMs == 0;
@@ -251,7 +262,7 @@ void waitUntilUnused(int listenFd, int setupFd, std::uint32_t lingerMs) {
     // holds K.setup: we never block on it, but look again every 20 ms in case it ends
     // without registering.
     std::vector<pollfd> fds = {{listenFd, static_cast<short>(apps.empty() ? POLLIN : 0), 0}};
-    for (const auto& app : apps) fds.push_back({app.get(), POLLIN, 0});
+    for (const auto& app : apps) fds.push_back({app.pidfd.get(), POLLIN, 0});
     if (::poll(fds.data(), fds.size(), apps.empty() ? 20 : kDrainMs) < 0 && errno != EINTR)
       throw sysError("poll");
   }

@@ -3,7 +3,7 @@
 // the holder). In the state directory, per image key K: K.setup (the lock a launch holds
 // while it joins or starts the holder, and the holder while it tears down), K.pid (the
 // holder's record, below), K.sock (where launches register with the holder, one pidfd
-// each), and the marker file of a private state directory.
+// each, with their overlay layers' locks), and the marker file of a private state directory.
 #pragma once
 
 #include <sys/socket.h>
@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "ctr/fd.hpp"
+#include "ctr/launch.hpp"
 
 namespace ctr::runtime {
 
@@ -35,12 +36,16 @@ bool lockFile(int fd, int operation, const char* what);
 // may not fit, "/proc/self/fd/N/K.sock" always does.
 sockaddr_un registrationAddress(int dirFd, const std::string& key);
 
-// The registration message, as sent and as received: one byte and room for one fd
-// (SCM_RIGHTS).
+// The most fds one registration carries: the launch's pidfd, then one lock per overlay
+// layer (the holder keeps them open, and so the locks held, while the launch lives).
+inline constexpr std::size_t kMaxRegistrationFds = 1 + launch::kMaxOverlayLayers;
+
+// The registration message, as sent and as received: one byte and room for
+// kMaxRegistrationFds fds (SCM_RIGHTS).
 struct FdMessage {
   char byte;
   iovec iov{&byte, 1};
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kMaxRegistrationFds)> control{};
   msghdr msg{};
   explicit FdMessage(char b) : byte(b) {
     msg.msg_iov = &iov;

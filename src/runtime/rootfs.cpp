@@ -487,6 +487,62 @@ UniqueFd makeReadyNamespace(const std::string& root, const std::function<void()>
   return ready;
 }
 
+namespace {
+
+// The overlay root at rootPath: plan.overlay's layers over the image, and the mount targets
+// the image lacks (`missing`: resolved path, whether a directory) in a layer of their own on
+// the stage tmpfs. The upper layer is the writable --overlay's, else the stage tmpfs's
+// (--writable-tmpfs, or a read-only root that only needs the targets: made read-only
+// later), else none: a read-only overlay of lower layers.
+void mountOverlayRoot(const LaunchPlan& plan, const SharedImage& image, const std::string& rootPath,
+                      const std::vector<std::pair<std::string, bool>>& missing) {
+  const launch::RootOverlay& layers = plan.overlay;
+  const launch::OverlayLayer* writable = layers.writable();
+  std::string upper, work;
+  if (writable) {
+    upper = writable->dir;
+    work = writable->workDir;
+  } else if (layers.tmpfsUpper || plan.rootMode == launch::RootMode::Bind) {
+    upper = image.stageDir + "/upper";
+    work = image.stageDir + "/work";
+    if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0)
+      throw sysError("mkdir in " + image.stageDir);
+  }
+  // The targets go into the private upper layer, or into a lower layer of their own: never
+  // into a directory of the user's.
+  std::string lower;
+  if (!missing.empty()) {
+    std::string targets = upper;
+    if (writable || upper.empty()) {
+      targets = image.stageDir + "/targets";
+      if (::mkdir(targets.c_str(), 0755) != 0) throw sysError("mkdir in " + image.stageDir);
+      lower = targets + ":";
+    }
+    for (const auto& [path, directory] : missing) createUnder(targets, path, directory);
+  }
+  for (const auto& layer : layers.layers)
+    if (!layer.writable) lower += layer.dir + ":";
+  lower += image.imageDir;
+  std::string options = "lowerdir=" + lower;
+  if (!upper.empty()) options += ",upperdir=" + upper + ",workdir=" + work;
+  // A layer of the user's keeps overlayfs's marks (opaque directories) in user.overlay.*
+  // extended attributes, the ones a user namespace may write and read back next time.
+  if (!layers.layers.empty()) options += ",userxattr";
+  if (::mount("overlay", rootPath.c_str(), "overlay", MS_NOSUID | MS_NODEV | (upper.empty() ? MS_RDONLY : 0),
+              options.c_str()) == 0)
+    return;
+  const int error = errno;
+  if (writable)
+    throw Error("--overlay " + writable->path + ": the kernel refused an overlay with its upper layer there (" +
+                std::strerror(error) + "): a writable layer needs a local file system with user extended " +
+                "attributes (ext4, xfs, btrfs), not NFS or Lustre")
+        .withStatus(1);
+  errno = error;
+  throw sysError("mount overlay root (" + options + ")");
+}
+
+}  // namespace
+
 void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
   log::StepTimer timer("assembling the root");
   // Host directories the plan has ctr create (--workdir's tmp, var_tmp, scratch), as the
@@ -567,13 +623,7 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
     UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
     bindInto(image.imageDir, rootTarget.get(), false, true, "/");
   } else if (overlay) {
-    const std::string upper = image.stageDir + "/upper", work = image.stageDir + "/work";
-    if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0)
-      throw sysError("mkdir in " + image.stageDir);
-    for (const auto& [path, directory] : missing) createUnder(upper, path, directory);
-    const std::string options = "lowerdir=" + image.imageDir + ",upperdir=" + upper + ",workdir=" + work;
-    if (::mount("overlay", rootPath.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
-      throw sysError("mount overlay root (" + options + ")");
+    mountOverlayRoot(plan, image, rootPath, missing);
   } else {
     UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
     bindInto(image.imageDir, rootTarget.get(), false, true, "/");

@@ -35,6 +35,7 @@
 #include "ctr/runtime.hpp"
 #include "ctr/strings.hpp"
 #include "holder_protocol.hpp"
+#include "overlay_locks.hpp"
 #include "rootfs.hpp"
 
 namespace ctr::runtime {
@@ -81,11 +82,12 @@ enum class Registration { Done, HolderGone };
 
 // Registers the calling process, the one that becomes the app, with the holder of `key`
 // (whose process `holderPidfd` is): it sends the holder a pidfd of itself (SCM_RIGHTS), and
-// the holder keeps the image mounted while that process lives. Called holding K.setup, so
-// the holder, which decides to tear down only holding K.setup, finds the message queued
-// when it next looks; no answer is awaited (the launch costs no round trip to the holder).
-// Nothing of it stays open: the app inherits no fd of ctr's.
-Registration registerWithHolder(int dirFd, const std::string& key, int holderPidfd) {
+// the holder keeps the image mounted while that process lives. With it go `holds`, the
+// overlay layers' locked fds, which the holder keeps open (so the locks held) as long.
+// Called holding K.setup, so the holder, which decides to tear down only holding K.setup,
+// finds the message queued when it next looks; no answer is awaited (the launch costs no
+// round trip to the holder). Nothing of it stays open: the app inherits no fd of ctr's.
+Registration registerWithHolder(int dirFd, const std::string& key, int holderPidfd, const std::vector<int>& holds) {
   UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!sock) throw sysError("socket");
   const sockaddr_un addr = registrationAddress(dirFd, key);
@@ -97,14 +99,17 @@ Registration registerWithHolder(int dirFd, const std::string& key, int holderPid
   }
   UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
   if (!self) throw sysError("pidfd_open of the launch");
+  std::vector<int> fds = {self.get()};
+  fds.insert(fds.end(), holds.begin(), holds.end());
+  if (fds.size() > kMaxRegistrationFds) throw Error("internal: too many overlay locks to register");
   FdMessage message('r');
   msghdr& msg = message.msg;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
   cmsg->cmsg_level = SOL_SOCKET;
   cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  const int fd = self.get();
-  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
   while (::sendmsg(sock.get(), &msg, MSG_NOSIGNAL) != 1) {
     if (errno == EINTR) continue;
     if (errno == EPIPE || errno == ECONNRESET) return Registration::HolderGone;
@@ -278,7 +283,7 @@ void sweepDeadHolders(const StateDir& state) {
 // Joins (or starts) the holder of `key` and registers this process with it, so the image
 // stays mounted while this process (the app, once it has exec'd) lives.
 HolderNamespaces joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver driver,
-                             const StateDir& state, const std::string& key) {
+                             const StateDir& state, const std::string& key, const std::vector<int>& holds) {
   UniqueFd setup;
   for (;;) {
     setup = openLockFile(state.fd.get(), key + ".setup");
@@ -288,7 +293,7 @@ HolderNamespaces joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver
     if (::fstat(setup.get(), &st) == 0 && st.st_nlink > 0) break;
   }
   auto ns = findHolder(state.fd.get(), key);
-  if (ns && registerWithHolder(state.fd.get(), key, ns->pidfd.get()) == Registration::HolderGone) {
+  if (ns && registerWithHolder(state.fd.get(), key, ns->pidfd.get(), holds) == Registration::HolderGone) {
     // We hold K.setup, so it is not tearing down: it was killed since findHolder saw it.
     spdlog::debug("the holder of {} ended before it registered this launch: starting another", key);
     ns.reset();
@@ -306,7 +311,7 @@ HolderNamespaces joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver
       throw;
     }
     ns = findHolder(state.fd.get(), key);
-    if (!ns || registerWithHolder(state.fd.get(), key, ns->pidfd.get()) == Registration::HolderGone)
+    if (!ns || registerWithHolder(state.fd.get(), key, ns->pidfd.get(), holds) == Registration::HolderGone)
       throw Error("the image holder for " + plan.image.path.string() + " vanished");
   } else {
     spdlog::debug("reusing the mounted image {}", key);
@@ -320,14 +325,18 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   log::StepTimer timer("joining the shared image mount");
   StateDir state = openStateDir(plan);
   spdlog::debug("image driver: {} ({})", launch::toString(plan.driver), plan.driverReason);
+  // Before K.setup: a lock another container holds is waited for a moment (lockOverlayLayers).
+  const std::vector<UniqueFd> locks = lockOverlayLayers(plan.overlay);
+  std::vector<int> holds;
+  for (const auto& fd : locks) holds.push_back(fd.get());
   HolderNamespaces joined;
   try {
-    joined = joinOrStart(plan, plan.driver, state, imageKey(plan.image, plan.driver));
+    joined = joinOrStart(plan, plan.driver, state, imageKey(plan.image, plan.driver), holds);
   } catch (const Error& e) {
     if (!plan.driverFallback) throw;
     spdlog::warn("{} could not mount {} ({}): using {} instead", launch::toString(plan.driver),
                  plan.image.path.string(), e.oneLine(), launch::toString(*plan.driverFallback));
-    joined = joinOrStart(plan, *plan.driverFallback, state, imageKey(plan.image, *plan.driverFallback));
+    joined = joinOrStart(plan, *plan.driverFallback, state, imageKey(plan.image, *plan.driverFallback), holds);
   }
   if (::setns(joined.user.get(), CLONE_NEWUSER) != 0) throw sysError("setns(user namespace)");
   if (::setns(joined.mount.get(), CLONE_NEWNS) != 0) throw sysError("setns(mount namespace)");

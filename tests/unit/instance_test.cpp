@@ -128,12 +128,14 @@ TEST(PlanJoin, RefusesWhatTheInstanceAlreadySet) {
   auto options = testing::execTrue();
   options.binds = {"/data"};
   options.nv = true;
+  options.overlays = {parseOverlaySpec("/data/tools:ro", "/")};
   try {
     (void)planJoin(options, config::Policy{}, web1(), testing::sifImage(), host);
     FAIL() << "accepted";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("--bind/--mount/--scratch, the device and MPI options cannot be used with instance://web1"),
+    EXPECT_NE(what.find("--bind/--mount/--scratch, --writable-tmpfs/--overlay, the device and MPI options cannot be used "
+                        "with instance://web1"),
               std::string::npos)
         << what;
     EXPECT_EQ(e.status(), 1);

@@ -389,6 +389,93 @@ TEST(Planner, WritableTmpfsAsksForAnOverlayRoot) {
   EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).rootMode, RootMode::Overlay);
 }
 
+// An --overlay argument as the CLI hands it over: parsed, with what it found at the path.
+OverlayArg overlayArg(const std::string& spec, OverlayKind kind, bool hasUpper = false) {
+  OverlayArg arg = parseOverlaySpec(spec, "/home/alice");
+  arg.kind = kind;
+  arg.hasUpperDir = hasUpper;
+  return arg;
+}
+
+TEST(Planner, OverlaysStackTheWritableOnTopThenTheReadOnlyOnesInTheOrderGiven) {
+  auto o = execTrue();
+  o.overlays = {overlayArg("/data/tools:ro", OverlayKind::Directory), overlayArg("env", OverlayKind::Missing),
+                overlayArg("/data/old:ro", OverlayKind::Directory, true)};
+  auto plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_EQ(plan.rootMode, RootMode::Overlay);
+  ASSERT_EQ(plan.overlay.layers.size(), 3u);
+  const auto& w = plan.overlay.layers[0];
+  EXPECT_TRUE(w.writable);
+  EXPECT_EQ(w.path, "/home/alice/env") << "relative to the current directory";
+  EXPECT_EQ(w.dir, "/home/alice/env/upper");
+  EXPECT_EQ(w.workDir, "/home/alice/env/work");
+  EXPECT_TRUE(w.create) << "a missing writable overlay is created, as Apptainer does";
+  EXPECT_EQ(plan.overlay.writable(), &w);
+  EXPECT_EQ(plan.overlay.layers[1].dir, "/data/tools") << "a plain directory is the layer itself";
+  EXPECT_FALSE(plan.overlay.layers[1].writable);
+  EXPECT_EQ(plan.overlay.layers[2].dir, "/data/old/upper") << "what a writable use left is stacked read-only";
+  EXPECT_FALSE(plan.overlay.tmpfsUpper);
+  const auto text = toText(plan);
+  EXPECT_NE(text.find("layer:    /home/alice/env/upper (writable upper layer"), std::string::npos) << text;
+  EXPECT_LT(text.find("/data/tools (read-only"), text.find("/data/old/upper (read-only")) << text;
+  EXPECT_EQ(toJson(plan)["overlay"]["upper"], "overlay");
+  EXPECT_EQ(toJson(plan)["overlay"]["layers"][0]["lock"], "exclusive");
+}
+
+TEST(Planner, ReadOnlyOverlaysAloneGiveAReadOnlyRootAndWritableTmpfsAnUpperOfItsOwn) {
+  auto o = execTrue();
+  o.overlays = {overlayArg("/data/tools:ro", OverlayKind::Directory)};
+  auto plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_EQ(plan.rootMode, RootMode::Overlay);
+  EXPECT_EQ(plan.overlay.writable(), nullptr);
+  EXPECT_FALSE(plan.overlay.tmpfsUpper);
+  EXPECT_EQ(toJson(plan)["overlay"]["upper"], "none");
+  o.writableTmpfs = true;
+  plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_TRUE(plan.overlay.tmpfsUpper);
+  EXPECT_TRUE(plan.warnings.empty());
+  // A writable overlay takes the upper layer: --writable-tmpfs is said to be unused.
+  o.overlays.push_back(overlayArg("/data/env:rw", OverlayKind::Directory));
+  plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_FALSE(plan.overlay.tmpfsUpper);
+  ASSERT_EQ(plan.warnings.size(), 1u);
+  EXPECT_NE(plan.warnings[0].find("--writable-tmpfs is not used"), std::string::npos);
+}
+
+TEST(Planner, OverlaysItCannotStackAreRefusedInOneLineNamingThem) {
+  auto refused = [](std::vector<OverlayArg> overlays, const std::string& expected) {
+    auto o = execTrue();
+    o.overlays = std::move(overlays);
+    try {
+      (void)planLaunch(o, {}, sifImage(), alice());
+      ADD_FAILURE() << "not refused: " << expected;
+    } catch (const ctr::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+      EXPECT_EQ(e.status(), 1);
+    }
+  };
+  refused({overlayArg("/a", OverlayKind::Directory), overlayArg("/b", OverlayKind::Missing)},
+          "--overlay /a and /b are both writable");
+  refused({overlayArg("/a:ro", OverlayKind::Missing)}, "--overlay /a:ro: no such directory");
+  refused({overlayArg("/a.sqfs", OverlayKind::Squashfs)}, "overlay images (squashfs, SIF, ext3) are not supported yet");
+  refused({overlayArg("/a.img", OverlayKind::Ext3)}, "not supported yet");
+  refused({overlayArg("/a.txt", OverlayKind::Other)}, "--overlay /a.txt: not a directory");
+  refused({overlayArg("/a:ro", OverlayKind::Directory), overlayArg("/a", OverlayKind::Directory)}, "given twice");
+  std::vector<OverlayArg> many;
+  for (int i = 0; i <= static_cast<int>(kMaxOverlayLayers); ++i)
+    many.push_back(overlayArg("/l" + std::to_string(i) + ":ro", OverlayKind::Directory));
+  refused(many, "at most 16 layers");
+}
+
+TEST(Planner, OverlaySpecsWithCharactersOverlayfsCannotCarryAreRefused) {
+  EXPECT_TRUE(parseOverlaySpec("/a/b:ro", "/").readOnly);
+  EXPECT_FALSE(parseOverlaySpec("/a/b:rw", "/").readOnly);
+  EXPECT_EQ(parseOverlaySpec("b/../c", "/a").path, "/a/c");
+  for (const char* bad : {"", ":ro", "/a:b", "/a,b:ro", "/a\\b", "/"})
+    EXPECT_THROW((void)parseOverlaySpec(bad, "/"), ctr::Error) << bad;
+}
+
 TEST(Planner, StateDirIsChosenOnceAndSkipsNamesTakenByOthers) {
   // A uid nobody has: its /tmp names are free, unless we (another uid) take them first.
   const uid_t uid = 3999999;

@@ -28,6 +28,22 @@ namespace ctr::launch {
 // whose container lives on after it, until `ctr instance stop`.
 enum class Command { Exec, Run, Shell, Test, Instance };
 
+// What an --overlay path is on the host, as the CLI found it (it looks; the planner decides).
+enum class OverlayKind { Missing, Directory, Squashfs, Sif, Ext3, Other };
+
+// One --overlay PATH[:ro|:rw] (see parseOverlaySpec), with what the CLI found at PATH.
+struct OverlayArg {
+  std::string spec;             // as given
+  std::string path;             // absolute, normalized
+  bool readOnly = false;        // ":ro"
+  OverlayKind kind = OverlayKind::Missing;
+  bool hasUpperDir = false;     // Directory: it has upper/ (a writable overlay's layout)
+};
+
+// --overlay's spec: PATH, PATH:ro or PATH:rw (relative to `cwd`). Throws ctr::Error for an
+// empty path or one that overlayfs's options cannot carry (':' or ',' in it).
+[[nodiscard]] OverlayArg parseOverlaySpec(const std::string& spec, const std::string& cwd);
+
 // What the user asked for on the command line (already split, nothing resolved).
 struct LaunchOptions {
   Command command = Command::Exec;
@@ -47,6 +63,7 @@ struct LaunchOptions {
   // one default or site bind (/etc/hosts)
   std::vector<std::string> noMount;
   bool writableTmpfs = false;       // --writable-tmpfs
+  std::vector<OverlayArg> overlays; // --overlay (the CLI parses each and looks at its path)
   limits::Request limits;           // --cpus, --memory, --pids-limit, ... (the CLI parses units)
   std::string statsFile;            // --stats FILE: a JSON record of the run when it ends
   std::vector<std::string> noEnv;   // --no-env NAMES (and APPTAINER_NOENV): host vars not passed
@@ -226,9 +243,40 @@ struct NoCommand {
 enum class RootMode {
   Bind,             // the image itself, read-only; fails over to Overlay at run time
                     // when a mount target is missing in the image
-  Overlay,          // overlayfs: image below, a private tmpfs above (--writable-tmpfs)
+  Overlay,          // overlayfs: image below, plan.overlay's layers above it
   Sandbox,          // a build step: the writable sandbox directory itself (plan.build)
   Join,             // a running instance's: the launch enters its namespaces (plan.join)
+};
+
+// One --overlay directory over the image. A writable one holds the overlayfs upper layer in
+// upper/ and its work directory in work/ (Apptainer's layout); a read-only one is stacked as
+// a lower layer: its upper/ when it has one (the layer a writable use left), else itself.
+struct OverlayLayer {
+  std::string path;        // the --overlay directory (absolute)
+  bool writable = false;
+  std::string dir;         // the layer: PATH/upper (writable, and read-only when present), else PATH
+  std::string workDir;     // writable: PATH/work (overlayfs's own, on the upper's file system)
+  // Writable: PATH, upper/ and work/ are created (as the user) when missing.
+  bool create = false;
+};
+
+// At most this many --overlay layers (each costs the image's holder an fd while the
+// container lives: the lock below).
+inline constexpr std::size_t kMaxOverlayLayers = 16;
+
+// The layers of an Overlay root, over the image. Each layer's PATH is locked (flock) while
+// the container lives, by the image's holder on the launch's behalf: exclusively for the
+// writable one, shared for the read-only ones, so one writer has a directory to itself and
+// no reader sees it change underneath.
+struct RootOverlay {
+  // Top first: the writable layer (at most one), then the read-only ones in the order given.
+  std::vector<OverlayLayer> layers;
+  // With no writable layer: --writable-tmpfs's private tmpfs is the upper layer (changes
+  // kept in memory); else, none: the root is read-only.
+  bool tmpfsUpper = false;
+  [[nodiscard]] const OverlayLayer* writable() const {
+    return !layers.empty() && layers.front().writable ? &layers.front() : nullptr;
+  }
 };
 
 // Instances (docs/design-slurm.md, section 2): a container that outlives `instance start`
@@ -333,6 +381,7 @@ struct LaunchPlan {
   std::string driverReason;
   std::optional<ImageDriver> driverFallback;  // see DriverDecision
   RootMode rootMode = RootMode::Bind;
+  RootOverlay overlay;                  // root mode Overlay: the layers over the image
   std::vector<Mount> mounts;            // applied in this order, after the root
   PreparedRootSpec preparedRoot;        // what the holder prepares (subset of `mounts`)
   std::vector<std::string> environment; // final container environment "K=V" (before env scripts)

@@ -1,0 +1,87 @@
+// --overlay: directories stacked over the image as overlayfs layers (one writable, the
+// others read-only), with Apptainer's layout and order. The CLI looks at each path; this
+// decides the layers.
+#include <algorithm>
+
+#include "ctr/error.hpp"
+#include "ctr/pathutil.hpp"
+#include "plan_steps.hpp"
+
+namespace ctr::launch {
+
+OverlayArg parseOverlaySpec(const std::string& spec, const std::string& cwd) {
+  OverlayArg arg;
+  arg.spec = spec;
+  std::string path = spec;
+  for (const char* suffix : {":ro", ":rw"}) {
+    if (path.size() > 3 && path.ends_with(suffix)) {
+      arg.readOnly = std::string_view(suffix) == ":ro";
+      path.resize(path.size() - 3);
+      break;
+    }
+  }
+  if (path.empty()) throw Error("bad --overlay '" + spec + "': no path").withStatus(1);
+  // overlayfs takes its layers in one option string: ':' separates lower layers, ','
+  // options, '\' escapes; a path with any of them would be another path there.
+  if (path.find_first_of(":,\\") != std::string::npos)
+    throw Error("bad --overlay '" + spec + "': a path with ':', ',' or '\\' cannot be an overlay layer (only :ro or :rw may follow it)")
+        .withStatus(1);
+  arg.path = normalizePath(path[0] == '/' ? path : joinPath(cwd, path));
+  if (arg.path == "/") throw Error("bad --overlay '" + spec + "': not /").withStatus(1);
+  return arg;
+}
+
+void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
+  if (options.overlays.size() > kMaxOverlayLayers)
+    throw Error("--overlay given " + std::to_string(options.overlays.size()) + " times: at most " +
+                std::to_string(kMaxOverlayLayers) + " layers")
+        .withStatus(1);
+  RootOverlay overlay;
+  std::vector<OverlayLayer> readOnly;
+  for (const auto& arg : options.overlays) {
+    const auto same = [&](const OverlayLayer& l) { return l.path == arg.path; };
+    if (std::any_of(overlay.layers.begin(), overlay.layers.end(), same) ||
+        std::any_of(readOnly.begin(), readOnly.end(), same))
+      throw Error("--overlay " + arg.path + " is given twice").withStatus(1);
+    switch (arg.kind) {
+      case OverlayKind::Directory: break;
+      case OverlayKind::Missing:
+        if (arg.readOnly) throw Error("--overlay " + arg.spec + ": no such directory").withStatus(1);
+        break;  // a writable one is created
+      case OverlayKind::Squashfs:
+      case OverlayKind::Sif:
+      case OverlayKind::Ext3:
+        throw Error("--overlay " + arg.spec + ": overlay images (squashfs, SIF, ext3) are not supported yet; ctr " +
+                    "stacks directories (--overlay DIR, --overlay DIR:ro)")
+            .withStatus(1);
+      case OverlayKind::Other: throw Error("--overlay " + arg.spec + ": not a directory").withStatus(1);
+    }
+    OverlayLayer layer;
+    layer.path = arg.path;
+    layer.writable = !arg.readOnly;
+    if (layer.writable) {
+      if (const OverlayLayer* other = overlay.writable())
+        throw Error("--overlay " + other->path + " and " + arg.path + " are both writable: at most one is (give " +
+                    "the others :ro)")
+            .withStatus(1);
+      layer.dir = joinPath(arg.path, "upper");
+      layer.workDir = joinPath(arg.path, "work");
+      layer.create = true;
+      overlay.layers.insert(overlay.layers.begin(), std::move(layer));
+    } else {
+      layer.dir = arg.hasUpperDir ? joinPath(arg.path, "upper") : arg.path;
+      readOnly.push_back(std::move(layer));
+    }
+  }
+  for (auto& layer : readOnly) overlay.layers.push_back(std::move(layer));
+  if (options.writableTmpfs) {
+    if (const OverlayLayer* writable = overlay.writable())
+      plan.warnings.push_back("--writable-tmpfs is not used: --overlay " + writable->path + " is the writable layer");
+    else
+      overlay.tmpfsUpper = true;
+  }
+  if (!overlay.layers.empty() || overlay.tmpfsUpper) plan.rootMode = RootMode::Overlay;
+  plan.overlay = std::move(overlay);
+}
+
+}  // namespace ctr::launch
