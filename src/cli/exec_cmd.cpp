@@ -145,7 +145,7 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
                         BoolFlag{"--ipc", &o.ipc, {"IPC", "UNSHARE_IPC"}}, BoolFlag{"--uts", &o.uts, {"UTS", "UNSHARE_UTS"}},
                         BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}, BoolFlag{"--nv", &o.nv, {"NV"}},
                         BoolFlag{"--no-pid", &o.noPid, {"NO_PID"}}, BoolFlag{"--no-init", &o.noInit, {"NO_INIT"}},
-                        BoolFlag{"--rocm", &o.rocm, {"ROCM"}}, BoolFlag{"--userns", &s.userns, {"USERNS", "UNSHARE_USERNS"}}}) {
+                        BoolFlag{"--rocm", &o.rocm, {"ROCM"}}, BoolFlag{"--fakeroot", &o.fakeroot, {"FAKEROOT"}}, BoolFlag{"--userns", &s.userns, {"USERNS", "UNSHARE_USERNS"}}}) {
     if (given(f.option)) continue;
     if (auto v = flagVariable(f.keys)) *f.target = parseFlagBool(*v);
   }
@@ -323,6 +323,7 @@ int runLaunch(RunCommandState& state) {
       host::discoverDevicesHost(host, {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()},
                                 policy);
       if (options.mpi == "bind") host::discoverMpiHost(host, policy);
+      if (options.fakeroot) host.subordinate = host::discoverSubordinateIds(host.user);
       looking.stop();
       log::StepTimer deciding("deciding the plan");
       plan = launch::planLaunch(options, policy, image, host);
@@ -425,6 +426,8 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
 
   add.section("Namespaces (the host's unless asked for)");
   add.flag("-u,--userns", s.userns, "Accepted for Apptainer's scripts: every ctr container has its own user namespace");
+  add.flag("-f,--fakeroot", o.fakeroot, "Be root in the container (your uid, and your /etc/subuid range if you have "
+           "one, mapped to root and up); the image's files are root's, so an --overlay can take changes to them");
   add.flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)");
   add.flag("--no-pid", o.noPid, "No own PID namespace, whatever --pid, --containall or instance start ask");
   add.flag("--no-init", o.noInit, "In an own PID namespace, the app is PID 1 (no ctr init: it gets only the "
@@ -519,6 +522,10 @@ void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   holder->add_option("--size", args->size);
   holder->add_option("--linger-ms", args->lingerMs);
   holder->add_option("--premounted", args->premounted);
+  holder->add_option("--uid-map", args->uidMap);
+  holder->add_option("--gid-map", args->gidMap);
+  holder->add_option("--newuidmap", args->newuidmap);
+  holder->add_option("--newgidmap", args->newgidmap);
   holder->add_option("--ready-fd", args->readyFd)->required();
   holder->callback([&ctx, args] { ctx.action = [args] { return runtime::holderMain(*args); }; });
 }

@@ -21,8 +21,8 @@ Mount defaultBind(std::string path, bool recursive) {
 // What the caller's root in the namespace maps to, and how the maps get written.
 }  // namespace
 
-BuildRoot planBuildRoot(const host::HostFacts& host, const host::SubordinateIds& subordinate) {
-  BuildRoot root;
+FakerootMaps planFakerootMaps(const host::HostFacts& host, const host::SubordinateIds& subordinate) {
+  FakerootMaps root;
   const std::uint32_t uid = host.user.uid, gid = host.user.gid;
   if (uid == 0) {
     // Root may write any map itself: the namespace sees the host's ids unchanged.
@@ -46,6 +46,12 @@ BuildRoot planBuildRoot(const host::HostFacts& host, const host::SubordinateIds&
                    " has no range in /etc/subuid and /etc/subgid, so programs that switch to another "
                    "user (apt-get's _apt) fail";
   }
+  return root;
+}
+
+BuildRoot planBuildRoot(const host::HostFacts& host, const host::SubordinateIds& subordinate) {
+  BuildRoot root;
+  static_cast<FakerootMaps&>(root) = planFakerootMaps(host, subordinate);
   return root;
 }
 

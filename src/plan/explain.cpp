@@ -123,16 +123,22 @@ nlohmann::json toJson(const limits::Request& r) {
 
 namespace {
 
-nlohmann::json buildJson(const BuildRoot& build, const Handover& handover) {
-  auto maps = [](const std::vector<host::IdRange>& ranges) {
+nlohmann::json mapsJson(const FakerootMaps& maps) {
+  auto ranges = [](const std::vector<host::IdRange>& list) {
     nlohmann::json a = nlohmann::json::array();
-    for (const auto& r : ranges) a.push_back({r.inside, r.outside, r.count});
+    for (const auto& r : list) a.push_back({r.inside, r.outside, r.count});
     return a;
   };
-  return {{"sandbox", build.sandbox}, {"uid_map", maps(build.uidMap)},
-          {"gid_map", maps(build.gidMap)}, {"map_helpers", build.mapHelpers},
-          {"keep_capabilities", handover.keepCapabilities}, {"seccomp", handover.seccomp},
-          {"map_note", build.mapNote}};
+  return {{"uid_map", ranges(maps.uidMap)}, {"gid_map", ranges(maps.gidMap)}, {"map_helpers", maps.mapHelpers},
+          {"map_note", maps.mapNote}};
+}
+
+nlohmann::json buildJson(const BuildRoot& build, const Handover& handover) {
+  nlohmann::json j = mapsJson(build);
+  j["sandbox"] = build.sandbox;
+  j["keep_capabilities"] = handover.keepCapabilities;
+  j["seccomp"] = handover.seccomp;
+  return j;
 }
 
 nlohmann::json handoverJson(const Handover& h) {
@@ -277,6 +283,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                  {"namespaces", ns}};
   }
   if (plan.build) j["build"] = buildJson(*plan.build, plan.handover);
+  if (plan.fakeroot) j["fakeroot"] = mapsJson(*plan.fakeroot);
   j["mounts"] = mountsJson(plan.mounts);
   j["mounts_left_out"] = plan.mountsLeftOut;
   j["environment"] = plan.environment;
@@ -416,17 +423,18 @@ void writeMpi(std::ostream& out, const MpiInjection& mpi) {
   for (const auto& note : mpi.notes) out << "  left out: " << note << '\n';
 }
 
-void writeBuild(std::ostream& out, const BuildRoot& build) {
-  auto maps = [](const std::vector<host::IdRange>& ranges) {
+// The id maps of a build step's namespace, or of a --fakeroot launch's holder.
+void writeMaps(std::ostream& out, const FakerootMaps& maps) {
+  auto ranges = [](const std::vector<host::IdRange>& list) {
     std::string text;
-    for (const auto& r : ranges)
+    for (const auto& r : list)
       text += (text.empty() ? "" : ", ") + std::to_string(r.inside) + " -> " + std::to_string(r.outside) +
               " (" + std::to_string(r.count) + ")";
     return text;
   };
-  out << "uid map:    " << maps(build.uidMap) << (build.mapHelpers ? " (newuidmap)" : "") << '\n'
-      << "gid map:    " << maps(build.gidMap) << (build.mapHelpers ? " (newgidmap)" : "") << '\n'
-      << "            " << build.mapNote << '\n';
+  out << "uid map:    " << ranges(maps.uidMap) << (maps.mapHelpers ? " (newuidmap)" : "") << '\n'
+      << "gid map:    " << ranges(maps.gidMap) << (maps.mapHelpers ? " (newgidmap)" : "") << '\n'
+      << "            " << maps.mapNote << '\n';
 }
 
 std::string tmpfsText(const Mount& m) {
@@ -487,7 +495,11 @@ std::string toText(const LaunchPlan& plan) {
   writeCgroup(out, plan);
   if (plan.devices) writeDevices(out, *plan.devices);
   if (plan.mpi) writeMpi(out, *plan.mpi);
-  if (plan.build) writeBuild(out, *plan.build);
+  if (plan.build) writeMaps(out, *plan.build);
+  if (plan.fakeroot) {
+    out << "fakeroot:   root in the container; the image's holder for --fakeroot launches makes the user namespace:\n";
+    writeMaps(out, *plan.fakeroot);
+  }
   writeMounts(out, plan.mounts);
   if (!plan.mountsLeftOut.empty()) {
     out << "left out (--no-mount):";

@@ -51,9 +51,41 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   return plan;
 }
 
-// --home SRC[:DST], else the host $HOME at the same path.
+// --fakeroot: the caller is root in the container. Its image's holder makes a user namespace
+// with the maps of planFakerootMaps (Apptainer's: subordinate ranges when the user has them,
+// else the one id) and mounts the image there, so the image's root-owned files are root's,
+// the caller's; the launch joins it as root and keeps root's capabilities there, as a build
+// step does (dpkg, pip and chown work in an --overlay). Only squashfuse (or a directory) can
+// serve such a namespace: the helper's kernel mount belongs to the host's root.
+void planFakeroot(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy,
+                  const host::HostFacts& host) {
+  if (!options.fakeroot) return;
+  if (plan.driver == ImageDriver::SetuidHelper) {
+    if (policy.imageDriver == config::ImageDriver::Setuid)
+      throw Error("--fakeroot needs the image mounted in the fakeroot user namespace (squashfuse), but " +
+                  policy.source.string() + " says 'image driver = setuid'")
+          .withStatus(1);
+    plan.driver = ImageDriver::Squashfuse;
+    plan.driverReason = "--fakeroot: squashfuse in the fakeroot user namespace (the helper's kernel mount would "
+                        "show the image's files as nobody's)";
+    plan.driverFallback.reset();
+  }
+  plan.fakeroot = planFakerootMaps(host, host.subordinate.value_or(host::SubordinateIds{}));
+  plan.user = host.user;
+  plan.user.uid = 0;
+  plan.user.gid = 0;
+  plan.user.name = "root";
+  plan.user.gecos = "root";
+  plan.user.shell = "/bin/sh";
+  plan.user.primaryGroup = {0, "root"};
+  plan.user.groups.clear();
+  plan.handover.keepCapabilities = true;
+}
+
+// --home SRC[:DST], else the host $HOME at the same path (at /root with --fakeroot, as
+// Apptainer mounts it).
 HomeDirs planHome(const LaunchOptions& options, const host::HostFacts& host) {
-  if (options.home.empty()) return {host.home, host.home};
+  if (options.home.empty()) return {host.home, options.fakeroot ? "/root" : host.home};
   auto colon = options.home.find(':');
   HomeDirs home;
   home.source = normalizePath(options.home.substr(0, colon));
@@ -234,6 +266,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   // devices the launch asks for bound into it.
   const bool privateDev = contain || noMount.dev;
   LaunchPlan plan = planBasics(options, policy, image, host);
+  planFakeroot(plan, options, policy, host);
   planOverlay(plan, options);
   const HomeDirs home = planHome(options, host);
   plan.namespaces = planNamespaces(options);
@@ -284,6 +317,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
   };
   refuse(!options.binds.empty() || !options.mounts.empty() || !options.scratch.empty(), "--bind/--mount/--scratch");
   refuse(!options.home.empty() || options.noHome, "--home/--no-home");
+  refuse(options.fakeroot, "--fakeroot");
   refuse(options.contain || options.containAll, "--contain/--containall");
   refuse(options.writableTmpfs || !options.overlays.empty(), "--writable-tmpfs/--overlay");
   refuse(!options.workdir.empty(), "--workdir");

@@ -39,7 +39,7 @@ std::vector<std::string> helperArgv(const std::string& program, pid_t pid, const
 // more than one's own id needs CAP_SETUID in the parent namespace, which a process loses
 // for its opens once it has unshared (user_namespaces(7), "Defining user and group ID
 // mappings").
-void unshareMappedFromOutside(const launch::BuildRoot& build) {
+void unshareMappedFromOutside(const launch::FakerootMaps& build) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw sysError("pipe");
   UniqueFd readEnd(fds[0]), writeEnd(fds[1]);
@@ -74,7 +74,7 @@ void unshareMappedFromOutside(const launch::BuildRoot& build) {
 
 }  // namespace
 
-void enterBuildUserNamespace(const launch::BuildRoot& build) {
+void enterBuildUserNamespace(const launch::FakerootMaps& build) {
   if (build.mapHelpers || ::getuid() == 0) {
     unshareMappedFromOutside(build);
   } else {

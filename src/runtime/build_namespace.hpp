@@ -12,7 +12,8 @@ namespace ctr::runtime {
 // Returns where the root and the stage are, as joinSharedImage does for launches.
 SharedImage enterBuildNamespaces(const launch::BuildRoot& build);
 
-// Only the user namespace part (the caller keeps the host's mounts).
-void enterBuildUserNamespace(const launch::BuildRoot& build);
+// Only the user namespace part (the caller keeps the host's mounts); also the --fakeroot
+// holder's.
+void enterBuildUserNamespace(const launch::FakerootMaps& build);
 
 }  // namespace ctr::runtime

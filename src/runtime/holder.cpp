@@ -33,6 +33,7 @@
 #include "ctr/install_paths.hpp"
 #include "ctr/runtime.hpp"
 #include "ctr/strings.hpp"
+#include "build_namespace.hpp"
 #include "holder_protocol.hpp"
 #include "rootfs.hpp"
 
@@ -308,6 +309,13 @@ std::vector<std::string> holderArgv(const HolderArgs& args) {
     argv.push_back("--premounted");
     argv.push_back(args.premounted);
   }
+  for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"--uid-map", args.uidMap},
+                                      {"--gid-map", args.gidMap}, {"--newuidmap", args.newuidmap},
+                                      {"--newgidmap", args.newgidmap}}) {
+    if (value.empty()) continue;
+    argv.push_back(option);
+    argv.push_back(value);
+  }
   return argv;
 }
 
@@ -347,7 +355,20 @@ int holderMain(const HolderArgs& args) {
     stateFd.reset(::open(args.stateDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!stateFd) throw sysError("open " + args.stateDir);
     setupFd = openLockFile(stateFd.get(), args.key + ".setup");
-    createUserAndMountNamespace();
+    if (args.uidMap.empty()) {
+      createUserAndMountNamespace();
+    } else {
+      // --fakeroot: the caller is root here, and the image's root-owned files its own.
+      launch::FakerootMaps maps;
+      maps.uidMap = parseIdMap(args.uidMap);
+      maps.gidMap = parseIdMap(args.gidMap);
+      maps.mapHelpers = !args.newuidmap.empty();
+      maps.newuidmap = args.newuidmap;
+      maps.newgidmap = args.newgidmap;
+      maps.mapNote = "the --fakeroot holder's maps";
+      enterBuildUserNamespace(maps);
+      if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace)");
+    }
     // Slave, not private: host mounts made later (automounted home directories) still show up.
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
       throw sysError("make / a slave mount");

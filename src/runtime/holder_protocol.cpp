@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -34,6 +36,33 @@ sockaddr_un registrationAddress(int dirFd, const std::string& key) {
   if (path.size() >= sizeof addr.sun_path) throw Error("image key too long: " + key);
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   return addr;
+}
+
+std::string formatIdMap(const std::vector<host::IdRange>& ranges) {
+  std::string text;
+  for (const auto& r : ranges)
+    text += (text.empty() ? "" : ",") + std::to_string(r.inside) + ':' + std::to_string(r.outside) + ':' +
+            std::to_string(r.count);
+  return text;
+}
+
+std::vector<host::IdRange> parseIdMap(std::string_view text) {
+  std::vector<host::IdRange> ranges;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string item(text.substr(start, end - start));
+    unsigned long long inside = 0, outside = 0, count = 0;
+    int used = 0;
+    if (std::sscanf(item.c_str(), "%llu:%llu:%llu%n", &inside, &outside, &count, &used) != 3 ||
+        used != static_cast<int>(item.size()) || count == 0 || inside > UINT32_MAX || outside > UINT32_MAX ||
+        count > UINT32_MAX)
+      throw Error("bad id map '" + std::string(text) + "' (INSIDE:OUTSIDE:COUNT,...)");
+    ranges.push_back({static_cast<std::uint32_t>(inside), static_cast<std::uint32_t>(outside),
+                      static_cast<std::uint32_t>(count)});
+    start = end + 1;
+  }
+  return ranges;
 }
 
 std::uint64_t nsInode(int fd) {

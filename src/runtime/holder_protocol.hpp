@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ctr/fd.hpp"
 #include "ctr/launch.hpp"
@@ -56,6 +57,11 @@ struct FdMessage {
   FdMessage(const FdMessage&) = delete;
   FdMessage& operator=(const FdMessage&) = delete;
 };
+
+// A user namespace's id map as the holder's argv carries it: "INSIDE:OUTSIDE:COUNT,..."
+// (--fakeroot), and back. Throws ctr::Error for text that is not one.
+[[nodiscard]] std::string formatIdMap(const std::vector<host::IdRange>& ranges);
+[[nodiscard]] std::vector<host::IdRange> parseIdMap(std::string_view text);
 
 // The inode of a namespace (or any) fd; 0 when it cannot be read.
 std::uint64_t nsInode(int fd);

@@ -199,6 +199,14 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
   args.offset = plan.image.offset;
   args.size = plan.image.size;
   args.lingerMs = plan.lingerMs;
+  if (plan.fakeroot) {
+    args.uidMap = formatIdMap(plan.fakeroot->uidMap);
+    args.gidMap = formatIdMap(plan.fakeroot->gidMap);
+    if (plan.fakeroot->mapHelpers) {
+      args.newuidmap = plan.fakeroot->newuidmap;
+      args.newgidmap = plan.fakeroot->newgidmap;
+    }
+  }
   args.driver = driver == launch::ImageDriver::Directory      ? "directory"
                 : driver == launch::ImageDriver::SetuidHelper ? "premounted"
                                                                : "squashfuse";
@@ -237,11 +245,14 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
 
 }  // namespace
 
-std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver) {
-  const std::string identity =
+std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver, const launch::FakerootMaps* fakeroot) {
+  std::string identity =
       std::to_string(image.device) + ':' + std::to_string(image.inode) + ':' +
       std::to_string(image.mtimeNs) + ':' + std::to_string(image.offset) + ':' +
       std::to_string(image.size) + ':' + launch::toString(driver);
+  if (fakeroot)
+    identity += ":fakeroot:" + formatIdMap(fakeroot->uidMap) + '/' + formatIdMap(fakeroot->gidMap) + '/' +
+                fakeroot->newuidmap + '/' + fakeroot->newgidmap;
   return toHex16(fnv1a64(identity));
 }
 
@@ -331,12 +342,12 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   for (const auto& fd : locks) holds.push_back(fd.get());
   HolderNamespaces joined;
   try {
-    joined = joinOrStart(plan, plan.driver, state, imageKey(plan.image, plan.driver), holds);
+    joined = joinOrStart(plan, plan.driver, state, imageKey(plan.image, plan.driver, plan.fakeroot ? &*plan.fakeroot : nullptr), holds);
   } catch (const Error& e) {
     if (!plan.driverFallback) throw;
     spdlog::warn("{} could not mount {} ({}): using {} instead", launch::toString(plan.driver),
                  plan.image.path.string(), e.oneLine(), launch::toString(*plan.driverFallback));
-    joined = joinOrStart(plan, *plan.driverFallback, state, imageKey(plan.image, *plan.driverFallback), holds);
+    joined = joinOrStart(plan, *plan.driverFallback, state, imageKey(plan.image, *plan.driverFallback, plan.fakeroot ? &*plan.fakeroot : nullptr), holds);
   }
   if (::setns(joined.user.get(), CLONE_NEWUSER) != 0) throw sysError("setns(user namespace)");
   if (::setns(joined.mount.get(), CLONE_NEWNS) != 0) throw sysError("setns(mount namespace)");

@@ -149,6 +149,8 @@ struct HostFacts {
   // Gathered only for --mpi=bind (discoverMpiHost): the configured host MPI, or why not.
   std::optional<HostMpi> mpi;
   std::string mpiMissing;
+  // Gathered only for --fakeroot (discoverSubordinateIds).
+  std::optional<SubordinateIds> subordinate;
 };
 
 // Host facts for the calling process (lookupHostUser, getcwd, environ, the setuid helper).

@@ -90,6 +90,7 @@ struct LaunchOptions {
   std::string instance;             // instance start: the instance's NAME
   bool reuseInstance = false;       // instance start --reuse: a running NAME of the same image is taken
   bool noStartscript = false;       // instance start --no-startscript: it runs nothing until a launch joins it
+  bool fakeroot = false;            // -f/--fakeroot: root in the container (the CLI reads /etc/subuid, /etc/subgid)
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -322,17 +323,24 @@ struct JoinPlan {
   std::vector<JoinNamespace> namespaces; // setns order
 };
 
-// How a build step (%post, %test while building) gets its root and its identity: a private
-// user namespace with these maps, in which the caller is root, over a writable directory.
-struct BuildRoot {
-  std::string sandbox;                // host directory: the container's root, read-write
-  std::string stageDir;               // an empty host directory the runtime mounts its stage on
+// A user namespace in which the caller is root ("fakeroot"): a build step's, and a
+// --fakeroot launch's (its image's holder makes it).
+struct FakerootMaps {
   std::vector<host::IdRange> uidMap, gidMap;
   // The maps are written by newuidmap/newgidmap (subordinate ranges); otherwise directly
   // (one id, setgroups denied, or the caller is root).
   bool mapHelpers = false;
   std::string newuidmap, newgidmap;   // their paths, when mapHelpers
   std::string mapNote;                // why these maps, for --explain and failure messages
+
+  bool operator==(const FakerootMaps&) const = default;
+};
+
+// How a build step (%post, %test while building) gets its root and its identity: a private
+// user namespace with these maps, in which the caller is root, over a writable directory.
+struct BuildRoot : FakerootMaps {
+  std::string sandbox;                // host directory: the container's root, read-write
+  std::string stageDir;               // an empty host directory the runtime mounts its stage on
 };
 
 enum class BuildSection { Post, Test };
@@ -421,6 +429,10 @@ struct LaunchPlan {
   std::optional<DeviceInjection> devices;  // --nv, --rocm, --device
   std::optional<MpiInjection> mpi;         // --mpi=bind
   std::optional<BuildRoot> build;       // a build step: private user namespace, sandbox root
+  // --fakeroot: the image's holder (one of its own: the maps are in its key) makes its user
+  // namespace with these maps, so the launch, joining it, is root there, and the image's
+  // root-owned files are its own (an overlay can copy them up); plan.user is root.
+  std::optional<FakerootMaps> fakeroot;
   std::optional<InstancePlan> instance; // instance start: the container is kept, not exec'd
   std::optional<JoinPlan> join;         // root mode Join: the running instance entered
   KernelInterfaces kernelInterfaces;    // /proc/sys, /sys, ...: read-only for the host's root
@@ -442,6 +454,10 @@ struct GlibcNeed {
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...
 [[nodiscard]] LaunchPlan planLaunch(const LaunchOptions& options, const config::Policy& policy,
                                     const image::ImageSource& image, const host::HostFacts& host);
+
+// The id maps of a namespace in which the caller is root: 0 is the caller, 1.. the
+// subordinate ranges when it has both (written by newuidmap/newgidmap), else nothing else.
+[[nodiscard]] FakerootMaps planFakerootMaps(const host::HostFacts& host, const host::SubordinateIds& subordinate);
 
 // The identity of a build's root (id maps and how they are written), for the build steps
 // and for what the builder runs in the same namespace (unpacking, packing, cleaning up).

@@ -52,6 +52,7 @@
 // Holder argv contract (hidden subcommand; also what the setuid helper execs):
 //   ctr __holder --state DIR --key K --driver squashfuse|directory|premounted
 //                --image PATH [--offset N] [--size N] [--linger-ms N] [--premounted DIR]
+//                [--uid-map MAP --gid-map MAP [--newuidmap PATH --newgidmap PATH]]
 //                --ready-fd FD
 // FD is a socket: the holder first reads the launch's prepared-root spec (JSON, see
 // launch::preparedRootToJson) to EOF, then reports exactly one line, "ok" or
@@ -89,6 +90,11 @@ struct HolderArgs {
   std::string premounted;   // driver "premounted": where the image is already mounted
   std::uint32_t lingerMs = 0;  // keep the image mounted this long after its last launch
   int readyFd = -1;
+  // --fakeroot's holder: its user namespace gets these maps (launch::FakerootMaps, as
+  // "INSIDE:OUTSIDE:COUNT,..."; written by newuidmap/newgidmap when those are given),
+  // instead of the user's own ids mapped to themselves.
+  std::string uidMap, gidMap;
+  std::string newuidmap, newgidmap;
 };
 
 // The holder: sets up U/M and the image mount, reports on args.readyFd, then waits until
@@ -98,8 +104,10 @@ int holderMain(const HolderArgs& args);
 // argv for `ctr __holder ...` (without the program path).
 [[nodiscard]] std::vector<std::string> holderArgv(const HolderArgs& args);
 
-// Key of an image mounted with `driver` in the per-user state directory (16 hex digits).
-[[nodiscard]] std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver);
+// Key of an image mounted with `driver` in the per-user state directory (16 hex digits);
+// a --fakeroot launch's (`fakeroot`: its maps) is another holder's.
+[[nodiscard]] std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver,
+                                   const launch::FakerootMaps* fakeroot = nullptr);
 
 // Runs the plan in a child process and waits for it: every signal ctr receives is
 // forwarded to it, and the result is the app's exit status, 128+N for a death by signal N
