@@ -129,13 +129,14 @@ TEST(PlanJoin, RefusesWhatTheInstanceAlreadySet) {
   options.binds = {"/data"};
   options.nv = true;
   options.overlays = {parseOverlaySpec("/data/tools:ro", "/")};
+  options.fakeroot = true;
   try {
     (void)planJoin(options, config::Policy{}, web1(), testing::sifImage(), host);
     FAIL() << "accepted";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("--bind/--mount/--scratch, --writable-tmpfs/--overlay, the device and MPI options cannot be used "
-                        "with instance://web1"),
+    EXPECT_NE(what.find("--bind/--mount/--scratch, --fakeroot, --writable-tmpfs/--overlay, the device and MPI options "
+                        "cannot be used with instance://web1"),
               std::string::npos)
         << what;
     EXPECT_EQ(e.status(), 1);

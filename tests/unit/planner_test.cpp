@@ -389,6 +389,58 @@ TEST(Planner, WritableTmpfsAsksForAnOverlayRoot) {
   EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).rootMode, RootMode::Overlay);
 }
 
+TEST(Planner, FakerootIsRootWithTheSubordinateRangesAHomeAtRootAndRootsCapabilities) {
+  auto o = execTrue();
+  o.fakeroot = true;
+  auto host = alice();
+  auto plan = planLaunch(o, {}, sifImage(), host);
+  ASSERT_TRUE(plan.fakeroot);
+  EXPECT_EQ(plan.fakeroot->uidMap, (std::vector<ctr::host::IdRange>{{0, 1000, 1}})) << "no range: the one id";
+  EXPECT_FALSE(plan.fakeroot->mapHelpers);
+  EXPECT_EQ(plan.user.uid, 0u);
+  EXPECT_EQ(plan.user.name, "root");
+  EXPECT_TRUE(plan.user.groups.empty());
+  EXPECT_EQ(plan.preparedRoot.user.uid, 0u) << "the holder prepares root's identity files";
+  EXPECT_EQ(findMount(plan, "/root")->source, "/home/alice") << "Apptainer's home under --fakeroot";
+  EXPECT_EQ(findMount(plan, "/home/alice"), nullptr);
+  EXPECT_TRUE(plan.handover.keepCapabilities);
+  EXPECT_TRUE(plan.handover.noNewPrivs);
+  EXPECT_NE(toText(plan).find("fakeroot:   root in the container"), std::string::npos) << toText(plan);
+
+  host.subordinate = ctr::host::SubordinateIds{ctr::host::IdRange{0, 300000, 65536}, ctr::host::IdRange{0, 400000, 65536}};
+  plan = planLaunch(o, {}, sifImage(), host);
+  EXPECT_EQ(plan.fakeroot->uidMap, (std::vector<ctr::host::IdRange>{{0, 1000, 1}, {1, 300000, 65536}}));
+  EXPECT_EQ(plan.fakeroot->gidMap, (std::vector<ctr::host::IdRange>{{0, 1000, 1}, {1, 400000, 65536}}));
+  EXPECT_TRUE(plan.fakeroot->mapHelpers);
+  EXPECT_EQ(toJson(plan)["fakeroot"]["uid_map"][1][1], 300000);
+  o.fakeroot = false;
+  EXPECT_FALSE(planLaunch(o, {}, sifImage(), host).fakeroot) << "the ranges alone change nothing";
+}
+
+TEST(Planner, FakerootMountsTheImageWithSquashfuseNotTheHelpersKernelMount) {
+  auto o = execTrue();
+  o.fakeroot = true;
+  auto host = alice();
+  host.setuidHelper = ctr::host::HelperState::Usable;
+  host.helperConfigSafe = true;
+  host.loopControl = true;
+  ctr::config::Policy policy;
+  policy.allowSetuid = true;
+  ASSERT_EQ(planLaunch(execTrue(), policy, sifImage(), host).driver, ImageDriver::SetuidHelper);
+  auto plan = planLaunch(o, policy, sifImage(), host);
+  EXPECT_EQ(plan.driver, ImageDriver::Squashfuse);
+  EXPECT_FALSE(plan.driverFallback);
+  EXPECT_NE(plan.driverReason.find("--fakeroot"), std::string::npos);
+  policy.imageDriver = ctr::config::ImageDriver::Setuid;
+  try {
+    (void)planLaunch(o, policy, sifImage(), host);
+    ADD_FAILURE() << "--fakeroot accepted under 'image driver = setuid'";
+  } catch (const ctr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--fakeroot needs the image mounted in the fakeroot user namespace"),
+              std::string::npos) << e.what();
+  }
+}
+
 // An --overlay argument as the CLI hands it over: parsed, with what it found at the path.
 OverlayArg overlayArg(const std::string& spec, OverlayKind kind, bool hasUpper = false) {
   OverlayArg arg = parseOverlaySpec(spec, "/home/alice");
