@@ -24,6 +24,7 @@ struct BuildArgs {
   std::string input;
   std::vector<std::string> buildArgs;
   std::string buildArgFile;
+  bool fakeroot = false;  // -f/--fakeroot: what every build does already
 };
 
 // "K=V" into the map; a value may hold '='.
@@ -123,6 +124,9 @@ void registerBuild(CLI::App& app, Context& ctx) {
       ->required();
   cmd->add_flag("--force,-F", args->def.force, "Overwrite an existing output");
   cmd->add_flag("--sandbox,-s", args->def.sandbox, "Write a writable directory image instead of a SIF");
+  cmd->add_flag("--fakeroot,-f", args->fakeroot,
+                "Accepted for Apptainer's scripts: every ctr build runs %post as root of a user namespace (with "
+                "your /etc/subuid range when you have one)");
   cmd->add_flag("--keep-privileged-files", args->def.keepPrivilegedFiles,
                 "With --sandbox: keep the image's setuid/setgid bits, file capabilities and device nodes");
   cmd->add_flag("--notest,-T", args->def.noTest, "Do not run the %test section after the build");
