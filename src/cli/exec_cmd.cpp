@@ -141,6 +141,7 @@ void applyFlagVariables(CLI::App* cmd, RunCommandState& s) {
   for (const auto& f : {BoolFlag{"--contain", &o.contain, {"CONTAIN"}}, BoolFlag{"--containall", &o.containAll, {"CONTAINALL"}},
                         BoolFlag{"--cleanenv", &o.cleanEnv, {"CLEANENV"}}, BoolFlag{"--no-home", &o.noHome, {"NO_HOME"}},
                         BoolFlag{"--writable-tmpfs", &o.writableTmpfs, {"WRITABLE_TMPFS"}},
+                        BoolFlag{"--writable", &o.writable, {"WRITABLE"}},
                         BoolFlag{"--no-eval", &o.noEval, {"NO_EVAL"}}, BoolFlag{"--pid", &o.pid, {"PID", "UNSHARE_PID"}},
                         BoolFlag{"--ipc", &o.ipc, {"IPC", "UNSHARE_IPC"}}, BoolFlag{"--uts", &o.uts, {"UTS", "UNSHARE_UTS"}},
                         BoolFlag{"--net", &o.net, {"NET", "UNSHARE_NET"}}, BoolFlag{"--nv", &o.nv, {"NV"}},
@@ -404,6 +405,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
            "Leave out default mounts: proc, sys, dev, devpts, home, tmp, hostfs, cwd, bind-paths, or a default "
            "or site bind's destination (comma lists)");
   add.flag("--writable-tmpfs", o.writableTmpfs, "Writable root (changes kept in memory)");
+  add.flag("-w,--writable", o.writable, "A sandbox directory image read-write (changes kept in it)");
   add.list("--overlay", s.overlays,
            "A directory stacked over the image: DIR (writable, changes kept in DIR/upper; at most one) or DIR:ro "
            "(repeatable, comma lists; the first given is on top)");

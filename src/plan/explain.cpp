@@ -104,6 +104,7 @@ std::string toString(RootMode mode) {
     case RootMode::Bind: return "image (read-only; overlay if a mount target is missing)";
     case RootMode::Overlay: return "overlay (layers over the image)";
     case RootMode::Sandbox: return "sandbox (the build's writable directory)";
+    case RootMode::Writable: return "the image directory itself, read-write (--writable; missing mount targets are made in it)";
     case RootMode::Join: return "the running instance's (its mount namespace entered)";
   }
   return "?";
@@ -251,6 +252,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["root"] = plan.rootMode == RootMode::Overlay   ? "overlay"
               : plan.rootMode == RootMode::Sandbox ? "sandbox"
               : plan.rootMode == RootMode::Join    ? "instance"
+              : plan.rootMode == RootMode::Writable ? "writable"
                                                    : "image";
   if (plan.rootMode == RootMode::Overlay) {
     nlohmann::json layers = nlohmann::json::array();

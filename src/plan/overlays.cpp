@@ -1,4 +1,4 @@
-// --overlay: directories stacked over the image as overlayfs layers (one writable, the
+// --writable, and --overlay: directories stacked over the image as overlayfs layers (one writable, the
 // others read-only), with Apptainer's layout and order. The CLI looks at each path; this
 // decides the layers.
 #include <algorithm>
@@ -32,6 +32,18 @@ OverlayArg parseOverlaySpec(const std::string& spec, const std::string& cwd) {
 }
 
 void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
+  if (options.writable) {
+    if (plan.image.kind != image::ImageKind::Directory)
+      throw Error("--writable needs a sandbox directory image (ctr build --sandbox DIR IMAGE makes one); " +
+                  plan.image.path.string() + " is a " + image::toString(plan.image.kind) +
+                  " image: --overlay DIR keeps changes over it, --writable-tmpfs until the container ends")
+          .withStatus(1);
+    if (options.writableTmpfs || !options.overlays.empty())
+      throw Error("--writable cannot be used with --writable-tmpfs or --overlay: the image itself takes the changes")
+          .withStatus(1);
+    plan.rootMode = RootMode::Writable;
+    return;
+  }
   if (options.overlays.size() > kMaxOverlayLayers)
     throw Error("--overlay given " + std::to_string(options.overlays.size()) + " times: at most " +
                 std::to_string(kMaxOverlayLayers) + " layers")

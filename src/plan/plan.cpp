@@ -319,7 +319,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
   refuse(!options.home.empty() || options.noHome, "--home/--no-home");
   refuse(options.fakeroot, "--fakeroot");
   refuse(options.contain || options.containAll, "--contain/--containall");
-  refuse(options.writableTmpfs || !options.overlays.empty(), "--writable-tmpfs/--overlay");
+  refuse(options.writable || options.writableTmpfs || !options.overlays.empty(), "--writable/--writable-tmpfs/--overlay");
   refuse(!options.workdir.empty(), "--workdir");
   refuse(!options.limits.empty() || !options.statsFile.empty(), "the limits and --stats");
   refuse(options.pid || options.noPid || options.noInit || options.ipc || options.uts || !options.hostname.empty() || options.net ||

@@ -55,8 +55,9 @@ struct NoMount {
 // (never the user's binds, the host's injected files or the identity files); returns the
 // destinations removed.
 std::vector<std::string> removeMounts(std::vector<Mount>& mounts, const NoMount& no);
-// overlays.cpp: --overlay and --writable-tmpfs: plan.overlay, and root mode Overlay when it
-// has a layer. Throws ctr::Error (one line) for a spec it cannot stack.
+// overlays.cpp: --writable (root mode Writable), --overlay and --writable-tmpfs: plan.overlay,
+// and root mode Overlay when it has a layer. Throws ctr::Error (one line) for a spec it
+// cannot stack, or --writable of an image that is not a directory.
 void planOverlay(LaunchPlan& plan, const LaunchOptions& options);
 // A parent before its children: a mount given before one of its ancestors moves right after it.
 void orderParentsFirst(std::vector<Mount>& mounts);

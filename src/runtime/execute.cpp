@@ -415,6 +415,7 @@ SharedImage enterRootSource(const launch::LaunchPlan& plan) {
   switch (plan.rootMode) {
     case launch::RootMode::Bind:
     case launch::RootMode::Overlay:
+    case launch::RootMode::Writable:
       return joinSharedImage(plan);
     case launch::RootMode::Sandbox:
       if (!plan.build) throw Error("internal: a sandbox root without its build root in the plan");

@@ -616,12 +616,14 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
       missing.emplace_back(resolved.path, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode));
     }
   }
-  if (plan.rootMode == launch::RootMode::Sandbox) {
-    // The sandbox is the image being built: its missing targets are created in it, as
-    // Apptainer's sandbox builds do, and it is bound read-write.
-    for (const auto& [path, directory] : missing) createUnder(image.imageDir, path, directory);
+  if (plan.rootMode == launch::RootMode::Sandbox || plan.rootMode == launch::RootMode::Writable) {
+    // The sandbox is the image being built, or (--writable) the user's directory image: its
+    // missing targets are created in it, as Apptainer does, and it is bound read-write (the
+    // host's directory: the holder's bind of it is read-only).
+    const std::string dir = plan.rootMode == launch::RootMode::Sandbox ? image.imageDir : plan.image.path.string();
+    for (const auto& [path, directory] : missing) createUnder(dir, path, directory);
     UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
-    bindInto(image.imageDir, rootTarget.get(), false, true, "/");
+    bindInto(dir, rootTarget.get(), false, true, "/");
   } else if (overlay) {
     mountOverlayRoot(plan, image, rootPath, missing);
   } else {

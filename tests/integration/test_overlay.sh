@@ -5,7 +5,8 @@
 # (whiteouts, opaque directories in user.overlay.* attributes); read-only layers alone give
 # a read-only root; one writer per directory, no reader while it writes (the image's holder
 # keeps the locks while the container lives, an instance's too); overlay images and specs
-# overlayfs cannot take are refused in one line; nothing is left behind.
+# overlayfs cannot take are refused in one line; --writable writes into a sandbox
+# directory image; nothing is left behind.
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
 require_fuse
@@ -93,6 +94,16 @@ run instance://ovl sh -c 'echo from-instance > /env/i'
 out=$(run --overlay env:ro "$img" true 2>&1) && fail "a reader got the instance's writable overlay"
 as_user "$CTR_BIN" instance stop ovl >/dev/null
 expect_eq "after stop" from-instance "$(run --overlay env:ro "$img" cat /env/i)"
+
+note "--writable: a sandbox directory image takes the changes itself"
+as_user "$CTR_BIN" build --sandbox "$U/sb" "$img" >/dev/null 2>&1 || fail "build --sandbox"
+run --writable "$U/sb" sh -c 'echo changed > /etc/written'
+expect_eq "kept in the sandbox" changed "$(cat "$U/sb/etc/written")"
+out=$(run "$U/sb" touch /etc/other 2>&1) && fail "a sandbox without --writable took a write"
+expect_contains "read-only without --writable" "Read-only file system" "$out"
+expect_eq "--fakeroot --writable: root's files" 0 "$(run -f -w "$U/sb" sh -c 'echo x > /etc/os-release && id -u')"
+out=$(run --writable "$img" true 2>&1) && fail "--writable of a squashfs accepted"
+expect_contains "--writable of an image file" "--writable needs a sandbox directory image" "$out"
 
 note "what ctr cannot stack is refused in one line, exit 1, nothing created"
 mksquashfs "$U/tools" "$U/tools.sqfs" -quiet -noappend >/dev/null && chmod a+r "$U/tools.sqfs"

@@ -520,6 +520,23 @@ TEST(Planner, OverlaysItCannotStackAreRefusedInOneLineNamingThem) {
   refused(many, "at most 16 layers");
 }
 
+TEST(Planner, WritableTakesOnlyADirectoryImageAndNoOtherWritableLayer) {
+  auto o = execTrue();
+  o.writable = true;
+  auto dir = sifImage();
+  dir.kind = ctr::image::ImageKind::Directory;
+  dir.path = "/scratch/alice/sandbox";
+  auto plan = planLaunch(o, {}, dir, alice());
+  EXPECT_EQ(plan.rootMode, RootMode::Writable);
+  EXPECT_EQ(toJson(plan)["root"], "writable");
+  EXPECT_THROW((void)planLaunch(o, {}, sifImage(), alice()), ctr::Error) << "a SIF has no directory to write";
+  o.writableTmpfs = true;
+  EXPECT_THROW((void)planLaunch(o, {}, dir, alice()), ctr::Error);
+  o.writableTmpfs = false;
+  o.overlays = {overlayArg("/data/tools:ro", OverlayKind::Directory)};
+  EXPECT_THROW((void)planLaunch(o, {}, dir, alice()), ctr::Error);
+}
+
 TEST(Planner, OverlaySpecsWithCharactersOverlayfsCannotCarryAreRefused) {
   EXPECT_TRUE(parseOverlaySpec("/a/b:ro", "/").readOnly);
   EXPECT_FALSE(parseOverlaySpec("/a/b:rw", "/").readOnly);

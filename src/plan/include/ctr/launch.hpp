@@ -63,6 +63,7 @@ struct LaunchOptions {
   // one default or site bind (/etc/hosts)
   std::vector<std::string> noMount;
   bool writableTmpfs = false;       // --writable-tmpfs
+  bool writable = false;            // -w/--writable: a directory image read-write
   std::vector<OverlayArg> overlays; // --overlay (the CLI parses each and looks at its path)
   limits::Request limits;           // --cpus, --memory, --pids-limit, ... (the CLI parses units)
   std::string statsFile;            // --stats FILE: a JSON record of the run when it ends
@@ -246,6 +247,7 @@ enum class RootMode {
                     // when a mount target is missing in the image
   Overlay,          // overlayfs: image below, plan.overlay's layers above it
   Sandbox,          // a build step: the writable sandbox directory itself (plan.build)
+  Writable,         // --writable: the directory image itself, read-write (missing targets made in it)
   Join,             // a running instance's: the launch enters its namespaces (plan.join)
 };
 
