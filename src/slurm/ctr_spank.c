@@ -64,7 +64,11 @@ enum {
 };
 
 static char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi;
-static int opt_no_home, opt_nv, opt_writable;
+static int opt_no_home, opt_nv, opt_writable, opt_remap_root;
+/* pyxis's --container-name=NAME:FLAG: auto (join NAME if it runs, else start it), create (it
+ * must not run yet), exec (it must run already); no_exec (a new container over NAME's files)
+ * has no meaning here: a named container's files live in the running container. */
+static enum { NAME_AUTO, NAME_CREATE, NAME_EXEC } opt_name_flag;
 static char ctr_program[PATH_MAX] = CTR_DEFAULT_PROGRAM;
 
 /* The site's policy (plugstack.conf). */
@@ -104,8 +108,9 @@ static struct spank_option options[] = {
     {"no-container-mount-home", NULL, "[ctr] do not mount the home directory", 0, OPT_NO_HOME, take_option},
     {"container-nv", NULL, "[ctr] the node's NVIDIA driver and GPUs in the container (the default for a step "
      "allocated GPUs)", 0, OPT_NV, take_option},
-    {"container-name", "NAME", "[ctr] a named container: later steps of the job that name it on a node join it; "
-     "removed at the job's end", 1, OPT_NAME, take_option},
+    {"container-name", "NAME[:auto|create|exec]", "[ctr] a named container: later steps of the job that name it on "
+     "a node join it (without --container-image too); removed at the job's end. create: it must not run yet; exec: "
+     "it must run already", 1, OPT_NAME, take_option},
     {"container-writable", NULL, "[ctr] a writable root (changes in memory, kept for the job in a named container)", 0,
      OPT_WRITABLE, take_option},
     {"container-readonly", NULL, "[ctr] a read-only root (the default)", 0, OPT_READONLY, take_option},
@@ -121,8 +126,8 @@ static struct spank_option options[] = {
      OPT_ENTRYPOINT, take_option},
     {"no-container-remap-root", NULL, "[ctr] you stay yourself in the container (the default)", 0, OPT_NO_REMAP_ROOT,
      take_option},
-    {"container-remap-root", NULL, "[ctr] not supported: you stay yourself in the container", 0, OPT_REMAP_ROOT,
-     take_option},
+    {"container-remap-root", NULL, "[ctr] root in the container (ctr's --fakeroot: your uid, and your /etc/subuid "
+     "range if any; no privilege on the node)", 0, OPT_REMAP_ROOT, take_option},
     SPANK_OPTIONS_TABLE_END};
 
 /* --OPT's name as the table spells it (allow= and the refusals too). */
@@ -169,9 +174,20 @@ static int refuse_option(int val, const char *arg, char *why, size_t size) {
              "give the image's runscript as the command to run its entrypoint (srun ... /.singularity.d/runscript ARGS)");
     return -1;
   }
-  if (val == OPT_REMAP_ROOT) {
-    snprintf(why, size, "ctr: --container-remap-root is not supported: the tasks run as you in the container");
-    return -1;
+  if (val == OPT_NAME) {
+    const char *colon = strchr(arg, ':');
+    if (colon == arg || !*arg) {
+      snprintf(why, size, "ctr: --container-name=%.200s: an empty name", arg);
+      return -1;
+    }
+    if (colon && strcmp(colon + 1, "auto") != 0 && strcmp(colon + 1, "create") != 0 && strcmp(colon + 1, "exec") != 0) {
+      if (strcmp(colon + 1, "no_exec") == 0)
+        snprintf(why, size, "ctr: --container-name=%.200s: no_exec is not supported: a named container's files "
+                 "live in the running container, which a step joins (auto, exec) or starts (create)", arg);
+      else
+        snprintf(why, size, "ctr: --container-name=%.200s: the flag must be auto, create or exec", arg);
+      return -1;
+    }
   }
   if (val == OPT_MPI && strcmp(arg, "bind") != 0 && strcmp(arg, "hybrid") != 0) {
     snprintf(why, size, "ctr: --container-mpi=%.200s: unknown value (bind or hybrid)", arg);
@@ -203,13 +219,23 @@ static int take_option(int val, const char *arg, int remote) {
     case OPT_WORKDIR: free(opt_workdir); opt_workdir = strdup(arg); break;
     case OPT_NO_HOME: opt_no_home = 1; break;
     case OPT_NV: opt_nv = 1; break;
-    case OPT_NAME: free(opt_name); opt_name = strdup(arg); break;
+    case OPT_NAME: {
+      const char *colon = strchr(arg, ':');
+      free(opt_name);
+      opt_name = colon ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
+      opt_name_flag = !colon || strcmp(colon + 1, "auto") == 0 ? NAME_AUTO
+                      : strcmp(colon + 1, "create") == 0       ? NAME_CREATE
+                                                               : NAME_EXEC;
+      break;
+    }
     case OPT_WRITABLE: opt_writable = 1; break;
     case OPT_READONLY: opt_writable = 0; break;
     case OPT_ENV: free(opt_env); opt_env = strdup(arg); break;
     case OPT_MPI: free(opt_mpi); opt_mpi = strdup(arg); break;
     case OPT_MOUNT_HOME: opt_no_home = 0; break;
-    default: break; /* the defaults: --no-container-entrypoint, --no-container-remap-root */
+    case OPT_REMAP_ROOT: opt_remap_root = 1; break;
+    case OPT_NO_REMAP_ROOT: opt_remap_root = 0; break;
+    default: break; /* the default: --no-container-entrypoint */
   }
   return 0;
 }
@@ -601,7 +627,7 @@ static int instance_name(spank_t sp, char *name, size_t size) {
  * does not allow, a container it requires), or NULL. */
 static const char *step_refused(spank_t sp) {
   if (refused[0]) return refused;
-  if ((opt_image && *opt_image) || container_required == REQUIRED_NO) return NULL;
+  if ((opt_image && *opt_image) || (opt_name && *opt_name) || container_required == REQUIRED_NO) return NULL;
   uint32_t step = 0; /* unknown: a step like any other */
   spank_get_item(sp, S_JOB_STEPID, &step);
   if (step == SLURM_EXTERN_CONT) return NULL; /* slurmstepd's own, no task of the user's */
@@ -729,16 +755,19 @@ static unsigned long long start_time(pid_t pid);
 
 /* A later step of the job on this node joins its named container without running ctr: the
  * join file, if the keeper it names still runs with the step's image (else ctr decides, as
- * `instance start --reuse`). */
+ * `instance start --reuse`). `image` NULL: a step that names the container only, which
+ * takes it with whatever image it runs. */
 static int join_named_container(uid_t uid, char **env, const char *name, const char *image) {
-  char expected[2 * PATH_MAX];
-  image_as_ctr_reads_it(env, image, expected, sizeof expected);
-  if (!expected[0]) return -1;
+  char expected[2 * PATH_MAX] = "";
+  if (image) {
+    image_as_ctr_reads_it(env, image, expected, sizeof expected);
+    if (!expected[0]) return -1;
+  }
   char *text = read_join_file(uid, name);
   if (!text) return -1;
   const int parsed = parse_join_info(text);
   free(text);
-  if (parsed != 0 || strcmp(join.name, name) != 0 || strcmp(join.image, expected) != 0 ||
+  if (parsed != 0 || strcmp(join.name, name) != 0 || (image && strcmp(join.image, expected) != 0) ||
       start_time(join.keeper) != join.keeper_start) {
     reset_join();
     return -1;
@@ -755,7 +784,8 @@ static void begin_container(spank_t sp) {
     slurm_info("%s", join.failed);
     return;
   }
-  if (!opt_image || !*opt_image) return;
+  const int named = opt_name && *opt_name;
+  if ((!opt_image || !*opt_image) && !named) return;
   char name[96];
   if (instance_name(sp, name, sizeof name) != 0) {
     snprintf(join.failed, sizeof join.failed, "ctr: cannot read the job and step ids");
@@ -766,10 +796,25 @@ static void begin_container(spank_t sp) {
   char **env = NULL;
   const int known = step_user(sp, &user) == 0 && spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS;
   char image[2 * PATH_MAX];
-  const char *image_arg = image_path(image, sizeof image);
-  if (known && opt_name && *opt_name && join_named_container(user.uid, env, name, image_arg) == 0) {
+  const char *image_arg = opt_image && *opt_image ? image_path(image, sizeof image) : NULL;
+  if (known && named && join_named_container(user.uid, env, name, image_arg) == 0) {
+    if (opt_name_flag == NAME_CREATE) {
+      const pid_t keeper = join.keeper;
+      reset_join();
+      snprintf(join.failed, sizeof join.failed, "ctr: --container-name=%.64s:create: the container already runs on "
+               "this node (keeper pid %d)", opt_name, (int)keeper);
+      slurm_info("%s", join.failed);
+      return;
+    }
     join.active = 1;
     slurm_info("ctr: %s runs (keeper pid %d): joined through its join file", name, (int)join.keeper);
+    return;
+  }
+  if (named && (opt_name_flag == NAME_EXEC || !image_arg)) {
+    snprintf(join.failed, sizeof join.failed, "ctr: --container-name=%.64s%s: no container of that name runs on this "
+             "node for this job%s", opt_name, opt_name_flag == NAME_EXEC ? ":exec" : "",
+             image_arg ? "" : ", and no --container-image was given to start one");
+    slurm_info("%s", join.failed);
     return;
   }
   char *argv[32];
@@ -790,7 +835,8 @@ static void begin_container(spank_t sp) {
   }
   if (opt_no_home) argv[n++] = "--no-home";
   if (opt_writable) argv[n++] = "--writable-tmpfs";
-  if (opt_name && *opt_name) argv[n++] = "--reuse"; /* the job's earlier step on this node started it */
+  if (named && opt_name_flag == NAME_AUTO) argv[n++] = "--reuse"; /* the job's earlier step on this node started it */
+  if (opt_remap_root) argv[n++] = "--fakeroot";
   /* The batch step's task is the script slurmd wrote to its spool directory: bound in at
    * its own path (read-only), so that `#SBATCH --container-image` runs it in the container. */
   char script_bind[4 * PATH_MAX + 8];

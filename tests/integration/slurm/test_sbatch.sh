@@ -28,18 +28,29 @@ note "sbatch --container-image --wrap: the job's exit status is the script's"
 set +e; slurm sbatch --wait --container-image="$WORK/demo.sqfs" -o "$WORK/out/wrap.out" --wrap 'test -x /bin/busybox; exit 5' >/dev/null; rc=$?; set -e
 expect_eq "sbatch --wait's exit status" 5 "$rc"
 
-note "--container-name: the job's steps share one writable container, an unnamed step has its own"
+note "--container-name: the job's steps share one writable container (a step may name it only), an unnamed step has its own; NAME:create and NAME:exec"
 cat > "$WORK/named.sh" <<S
 #!/bin/sh
 #SBATCH -N1 -o $WORK/out/named.out
 srun --container-image=$WORK/demo.sqfs --container-name=c1 --container-writable sh -c 'echo from-step-0 > /shared'
-srun --container-image=$WORK/demo.sqfs --container-name=c1 --container-writable sh -c 'cat /shared; echo "step \$SLURM_STEP_ID"'
+srun --container-name=c1 sh -c 'cat /shared; echo "step \$SLURM_STEP_ID"'
 srun --container-image=$WORK/demo.sqfs --container-writable sh -c 'cat /shared 2>/dev/null || echo unnamed-is-fresh'
+srun --container-image=$WORK/demo.sqfs --container-name=c1:create true > $WORK/out/create.txt 2>&1
+echo "create-rc=\$?" > $WORK/out/flags.txt
+srun --container-name=c2:exec true > $WORK/out/exec.txt 2>&1
+echo "exec-rc=\$?" >> $WORK/out/flags.txt
 S
 chmod 644 "$WORK/named.sh"
 slurm sbatch --wait "$WORK/named.sh" >/dev/null || fail "sbatch --wait named.sh failed: $(cat "$WORK/out/named.out" 2>/dev/null)"
 # The second step's tasks see its own Slurm variables, not those the container was started with.
+# A step that names the container only (pyxis's way) joins it with its image.
 expect_eq "the steps' output" "from-step-0 step 1 unnamed-is-fresh" "$(xargs < "$WORK/out/named.out")"
+# pyxis's NAME:create (it must not run yet) and NAME:exec (it must run already) fail the step in one line.
+grep -q '^create-rc=[1-9]' "$WORK/out/flags.txt" && grep -q '^exec-rc=[1-9]' "$WORK/out/flags.txt" ||
+  fail "NAME:create of a running container or NAME:exec of none did not fail: $(cat "$WORK/out/flags.txt")"
+expect_contains "NAME:create" "ctr: --container-name=c1:create: the container already runs on this node" "$(cat "$WORK/out/create.txt")"
+expect_contains "NAME:exec" "ctr: --container-name=c2:exec: no container of that name runs on this node for this job" \
+  "$(cat "$WORK/out/exec.txt")"
 # The second step found the running container through the join file ctr wrote beside its
 # record, without running ctr (slurmd's log has the plugin's line).
 grep -q "slurm\.[0-9]*\.n-c1\..* joined through its join file" "$CTR_SLURM_DIR"/log/slurmd-*.log ||
