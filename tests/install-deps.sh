@@ -8,16 +8,18 @@ set -eu
 
 # Building: the compiler, CMake and the libraries ctr links or loads; running: squashfs and
 # FUSE; busybox-static for the demo image. Not git: whoever has a clone has it (the build
-# records the revision when git is there); the tests install it.
+# records the revision when git is there); the tests install it. g++ rather than
+# build-essential: Ninja builds, so neither make nor dpkg-dev (the Debian packages' tools,
+# which the tests install) is needed to build and run.
 run_packages="
-  build-essential cmake ninja-build pkg-config
+  g++ cmake ninja-build pkg-config
   libseccomp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libhwloc-dev libtomlplusplus-dev libyaml-cpp-dev libcurl4-openssl-dev libarchive-dev
   squashfs-tools squashfuse fuse3 util-linux busybox-static
 "
 # The tests, the fuzzers, ctr-bench and its workloads, and the runtimes they compare with.
 test_packages="
-  git
+  git build-essential
   libgtest-dev libgmock-dev hwloc libgsl-dev
   skopeo docker-registry
   openmpi-bin libopenmpi-dev mpich libmpich-dev
