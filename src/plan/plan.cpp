@@ -51,6 +51,20 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   return plan;
 }
 
+// Root's identity and capabilities in a fakeroot user namespace (--fakeroot, a join of an
+// instance started with it).
+void becomeFakeroot(LaunchPlan& plan, const host::HostFacts& host) {
+  plan.user = host.user;
+  plan.user.uid = 0;
+  plan.user.gid = 0;
+  plan.user.name = "root";
+  plan.user.gecos = "root";
+  plan.user.shell = "/bin/sh";
+  plan.user.primaryGroup = {0, "root"};
+  plan.user.groups.clear();
+  plan.handover.keepCapabilities = true;
+}
+
 // --fakeroot: the caller is root in the container. Its image's holder makes a user namespace
 // with the maps of planFakerootMaps (Apptainer's: subordinate ranges when the user has them,
 // else the one id) and mounts the image there, so the image's root-owned files are root's,
@@ -71,15 +85,7 @@ void planFakeroot(LaunchPlan& plan, const LaunchOptions& options, const config::
     plan.driverFallback.reset();
   }
   plan.fakeroot = planFakerootMaps(host, host.subordinate.value_or(host::SubordinateIds{}));
-  plan.user = host.user;
-  plan.user.uid = 0;
-  plan.user.gid = 0;
-  plan.user.name = "root";
-  plan.user.gecos = "root";
-  plan.user.shell = "/bin/sh";
-  plan.user.primaryGroup = {0, "root"};
-  plan.user.groups.clear();
-  plan.handover.keepCapabilities = true;
+  becomeFakeroot(plan, host);
 }
 
 // --home SRC[:DST], else the host $HOME at the same path (at /root with --fakeroot, as
@@ -341,6 +347,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
   plan.driverReason = "the instance's: its image is mounted while it runs";
   plan.rootMode = RootMode::Join;
   plan.user = host.user;
+  if (record.fakeroot) becomeFakeroot(plan, host);
   plan.seccompProfile = policy.seccompProfile;
   plan.stateDir = host.stateDir;
   plan.lingerMs = policy.imageLingerMs;

@@ -315,6 +315,7 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
   record.home = plan.user.home;
   record.logOut = files.logOut;
   record.logErr = files.logErr;
+  record.fakeroot = plan.fakeroot.has_value();
   UniqueFd keeperFd = pidfdOpen(keeper);
   for (const auto& [type, own] : {std::pair{"user", true}, {"mnt", true}, {"ipc", plan.namespaces.ipc},
                                   {"uts", plan.namespaces.uts}, {"net", plan.namespaces.net},

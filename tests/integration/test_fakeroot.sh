@@ -58,6 +58,13 @@ expect_eq "owner on the host" "$uid" "$(stat -c %u "$U/ov/upper/usr/local/bin/to
 expect_eq "next run, no --fakeroot, read-only" "installed as root" "$(run --overlay ov:ro "$img" /usr/local/bin/tool)"
 out=$(run --overlay ov:ro "$img" cat /etc/os-release 2>&1) && fail "the deleted file came back: $out"
 
+note "an instance started with --fakeroot: a launch into it is root with root's capabilities"
+as_user env -C "$U" "$CTR_BIN" instance start --fakeroot "$img" fr
+out=$(run instance://fr sh -c 'id -u; awk "/^CapEff/ {print \$2}" /proc/self/status; echo "$HOME"')
+[ "$(sed -n 1p <<<"$out")" = 0 ] && [ "$(sed -n 2p <<<"$out")" != 0000000000000000 ] && [ "$(sed -n 3p <<<"$out")" = /root ] ||
+  fail "a launch into a --fakeroot instance: $out"
+as_user "$CTR_BIN" instance stop fr >/dev/null
+
 note "with subordinate ids: root and 65536 more, through newuidmap/newgidmap"
 if [ -u "$(command -v newuidmap || echo /nonexistent)" ] && [ -u "$(command -v newgidmap || echo /nonexistent)" ]; then
   echo "$CTR_TEST_USER:300000:65536" >> /etc/subuid

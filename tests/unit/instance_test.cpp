@@ -38,6 +38,25 @@ TEST(InstanceRecord, RoundTrips) {
   EXPECT_EQ(back.namespaces[3].inode, 14u);
   EXPECT_EQ(back.environment, r.environment);
   EXPECT_EQ(back.logErr, r.logErr);
+  EXPECT_FALSE(back.fakeroot);
+  auto fakeroot = r;
+  fakeroot.fakeroot = true;
+  EXPECT_TRUE(instanceRecordFromJson(instanceRecordToJson(fakeroot), "web1.json").fakeroot);
+}
+
+TEST(PlanJoin, AFakerootInstanceIsJoinedAsRootWithRootsCapabilities) {
+  auto host = testing::alice();
+  host.stateDir = "/run/user/1000/ctr";
+  auto record = web1();
+  auto plan = planJoin(testing::execTrue(), config::Policy{}, record, testing::sifImage(), host);
+  EXPECT_FALSE(plan.handover.keepCapabilities);
+  EXPECT_EQ(plan.user.uid, 1000u);
+  record.fakeroot = true;
+  record.home = "/root";
+  plan = planJoin(testing::execTrue(), config::Policy{}, record, testing::sifImage(), host);
+  EXPECT_TRUE(plan.handover.keepCapabilities);
+  EXPECT_EQ(plan.user.uid, 0u);
+  EXPECT_EQ(plan.user.home, "/root");
 }
 
 TEST(InstanceRecord, RefusesWhatAJoinMustNotTrust) {
@@ -135,7 +154,7 @@ TEST(PlanJoin, RefusesWhatTheInstanceAlreadySet) {
     FAIL() << "accepted";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("--bind/--mount/--scratch, --fakeroot, --writable-tmpfs/--overlay, the device and MPI options "
+    EXPECT_NE(what.find("--bind/--mount/--scratch, --fakeroot, --writable/--writable-tmpfs/--overlay, the device and MPI options "
                         "cannot be used with instance://web1"),
               std::string::npos)
         << what;

@@ -33,6 +33,9 @@ struct InstanceRecord {
   std::vector<std::string> startEnvironment;
   std::string logOut, logErr;
   std::string seccomp;             // the compiled seccomp filter (raw sock_filter[]), if the hand-over has one
+  // Started with --fakeroot: a launch into it is root there with root's capabilities, as
+  // its keeper (its user namespace maps the user to root).
+  bool fakeroot = false;
 };
 
 [[nodiscard]] std::string instanceRecordToJson(const InstanceRecord& record);
