@@ -75,14 +75,15 @@ fi
 suite_list=$(IFS=,; echo "${suite[*]}")
 note "suite workloads in this run: ${suite_list:-none (no descriptors built in $DESCRIPTORS)}"
 # The test user's run has the whole quick profile. The root run has what needs root (the
-# two-host OSU case, the scenarios) and the launch as root, but not the workloads whose
-# path does not change with the user and take most of a run's time (resnet, fio, stream:
-# about 100 s of the 2 cores' time); they run once, as the user.
+# two-host OSU case, the scenarios) and the launch as root (gemm-cpu, the lightest, and the
+# GPU ones, which skip here), but not the workloads whose path does not change with the
+# user and take most of a run's time (resnet, fio, stream, osu-shm, smallfiles-*: about
+# 125 s of the 2 cores' time); they run once, as the user.
 root_suite_list=$suite_list
 if [ -z "${CTR_BENCH_TEST_WORKLOADS:-}" ]; then
   root_suite=()
   for w in "${suite[@]}"; do
-    case $w in resnet|fio|stream) ;; *) root_suite+=("$w");; esac
+    case $w in resnet|fio|stream|osu-shm|smallfiles-dir|smallfiles-squashfs) ;; *) root_suite+=("$w");; esac
   done
   root_suite_list=$(IFS=,; echo "${root_suite[*]}")
   # No --workloads for the user: the quick profile's every suite workload, and the site ones given.
