@@ -48,7 +48,8 @@ struct RunCommandState {
 };
 
 // One --overlay spec, parsed, and what its path is on the host: a directory (with upper/
-// or not), a squashfs, SIF or ext2/3/4 image (by their magic numbers), or nothing.
+// or not), an image the image reader takes (squashfs, SIF), an ext2/3/4 image (by its
+// superblock's magic number), or nothing.
 launch::OverlayArg lookAtOverlay(const std::string& spec, const std::string& cwd) {
   launch::OverlayArg arg = launch::parseOverlaySpec(spec, cwd);
   struct stat st {};
@@ -61,16 +62,16 @@ launch::OverlayArg lookAtOverlay(const std::string& spec, const std::string& cwd
     struct stat upper {};
     arg.hasUpperDir = ::stat((arg.path + "/upper").c_str(), &upper) == 0 && S_ISDIR(upper.st_mode);
   } else {
-    arg.kind = launch::OverlayKind::Other;
-    std::array<unsigned char, 1082> head{};
-    UniqueFd fd(::open(arg.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    const ssize_t got = fd && S_ISREG(st.st_mode) ? ::pread(fd.get(), head.data(), head.size(), 0) : -1;
-    if (got >= 4 && std::memcmp(head.data(), "hsqs", 4) == 0)
-      arg.kind = launch::OverlayKind::Squashfs;
-    else if (got >= 42 && std::memcmp(head.data() + 32, "SIF_MAGIC", 9) == 0)
-      arg.kind = launch::OverlayKind::Sif;
-    else if (got >= 1082 && head[1080] == 0x53 && head[1081] == 0xEF)  // ext2/3/4 superblock magic 0xEF53
-      arg.kind = launch::OverlayKind::Ext3;
+    try {
+      const auto image = image::resolveImage(arg.path);
+      arg.kind = image.kind == image::ImageKind::Sif ? launch::OverlayKind::Sif : launch::OverlayKind::Squashfs;
+    } catch (const Error&) {
+      std::array<unsigned char, 2> magic{};
+      UniqueFd fd(::open(arg.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+      const bool ext = S_ISREG(st.st_mode) && fd && ::pread(fd.get(), magic.data(), magic.size(), 1080) == 2 &&
+                       magic[0] == 0x53 && magic[1] == 0xEF;  // 0xEF53, little-endian
+      arg.kind = ext ? launch::OverlayKind::Ext3 : launch::OverlayKind::Other;
+    }
   }
   return arg;
 }

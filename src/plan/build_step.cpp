@@ -3,6 +3,7 @@
 #include "ctr/error.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/fd.hpp"
+#include "plan_steps.hpp"
 
 namespace ctr::launch {
 
@@ -49,6 +50,19 @@ FakerootMaps planFakerootMaps(const host::HostFacts& host, const host::Subordina
   return root;
 }
 
+void becomeFakeroot(LaunchPlan& plan, const host::HostFacts& host) {
+  plan.user = host.user;
+  plan.user.uid = 0;
+  plan.user.gid = 0;
+  plan.user.name = "root";
+  plan.user.gecos = "root";
+  plan.user.home = "/root";
+  plan.user.shell = "/bin/sh";
+  plan.user.primaryGroup = {0, "root"};
+  plan.user.groups.clear();
+  plan.handover.keepCapabilities = true;
+}
+
 BuildRoot planBuildRoot(const host::HostFacts& host, const host::SubordinateIds& subordinate) {
   BuildRoot root;
   static_cast<FakerootMaps&>(root) = planFakerootMaps(host, subordinate);
@@ -75,13 +89,7 @@ LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& 
   // As Apptainer's builds: root in the namespace keeps its capabilities (dpkg chowns files)
   // and no seccomp filter is loaded.
   plan.handover.seccomp = false;
-  plan.handover.keepCapabilities = true;
-  plan.user = host.user;
-  plan.user.uid = 0;
-  plan.user.gid = 0;
-  plan.user.name = "root";
-  plan.user.home = "/root";
-  plan.user.groups.clear();
+  becomeFakeroot(plan, host);
   plan.stateDir = host.stateDir;
 
   // Apptainer's mounts during %post and %test: the kernel's file systems and the host's

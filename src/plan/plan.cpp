@@ -51,20 +51,6 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   return plan;
 }
 
-// Root's identity and capabilities in a fakeroot user namespace (--fakeroot, a join of an
-// instance started with it).
-void becomeFakeroot(LaunchPlan& plan, const host::HostFacts& host) {
-  plan.user = host.user;
-  plan.user.uid = 0;
-  plan.user.gid = 0;
-  plan.user.name = "root";
-  plan.user.gecos = "root";
-  plan.user.shell = "/bin/sh";
-  plan.user.primaryGroup = {0, "root"};
-  plan.user.groups.clear();
-  plan.handover.keepCapabilities = true;
-}
-
 // --fakeroot: the caller is root in the container. Its image's holder makes a user namespace
 // with the maps of planFakerootMaps (Apptainer's: subordinate ranges when the user has them,
 // else the one id) and mounts the image there, so the image's root-owned files are root's,

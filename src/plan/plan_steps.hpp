@@ -55,6 +55,9 @@ struct NoMount {
 // (never the user's binds, the host's injected files or the identity files); returns the
 // destinations removed.
 std::vector<std::string> removeMounts(std::vector<Mount>& mounts, const NoMount& no);
+// build_step.cpp: root's identity (home /root) and capabilities in a user namespace where
+// the caller is root: a build step's, a --fakeroot launch's, a join of a --fakeroot instance.
+void becomeFakeroot(LaunchPlan& plan, const host::HostFacts& host);
 // overlays.cpp: --writable (root mode Writable), --overlay and --writable-tmpfs: plan.overlay,
 // and root mode Overlay when it has a layer. Throws ctr::Error (one line) for a spec it
 // cannot stack, or --writable of an image that is not a directory.
