@@ -52,18 +52,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # pack
 # ---------------------------------------------------------------------------------------
 
-# copy_with_libs PROGRAM DIR: PROGRAM into DIR, the shared libraries it needs (but glibc's)
-# into DIR/lib, its RUNPATH set to $ORIGIN/lib.
-copy_with_libs() {
-  local prog=$1 dir=$2 lib
-  mkdir -p "$dir/lib"
-  cp "$prog" "$dir/"
-  for lib in $(ldd "$prog" | awk '$3 ~ /^\// {print $3}'); do
-    case $(basename "$lib") in libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) continue ;; esac
-    cp -L "$lib" "$dir/lib/"
-  done
-  patchelf --set-rpath '$ORIGIN/lib' "$dir/$(basename "$prog")"
-}
+# copy_with_libs
+. "$here/../lib/carry.sh"
 
 pack() {
   local build carry
@@ -87,6 +77,8 @@ pack() {
   # ctr finds these in its own libexec/ctr before $PATH: squashfuse_ll mounts the images,
   # mksquashfs makes ctr-bench's host-stack image (the node may have neither).
   copy_with_libs "$(command -v squashfuse_ll)" "$carry/ctr/libexec/ctr"
+  # ctr-squashfs, installed there, needs libsquashfs and libfuse3.
+  [ ! -x "$carry/ctr/libexec/ctr/ctr-squashfs" ] || copy_with_libs "$carry/ctr/libexec/ctr/ctr-squashfs" "$carry/ctr/libexec/ctr"
   copy_with_libs "$(command -v mksquashfs)" "$carry/ctr/libexec/ctr"
   # ctr-bench's HTML report inlines Debian's Vega; the node has no libjs-vega.
   [ -d /usr/share/javascript/vega ] || die "pack: /usr/share/javascript/vega is missing (apt-get install libjs-vega)"

@@ -6,8 +6,10 @@
 # One squashfs image (mksquashfs of a root with /data and the host's /usr bound in at run
 # time), read through each path:
 #   host        the same tree as a host directory (the reference)
-#   squashfuse  squashfuse_ll mounted by hand by the benchmark user (what ctr runs, minus ctr)
-#   ctr         ctr exec IMAGE: ctr's unprivileged path (squashfuse in the user's namespace)
+#   squashfuse  squashfuse_ll mounted by hand by the benchmark user (one thread)
+#   ctr-squashfuse  ctr exec IMAGE with 'squashfs server = squashfuse': ctr's unprivileged
+#               path served by squashfuse_ll (what ctr ran before ctr-squashfs)
+#   ctr         ctr exec IMAGE: ctr's unprivileged path, served by ctr-squashfs (multithreaded)
 #   kernel      ctr exec through the setuid helper: CTR_SUID, a ctr installed with it whose
 #               ctr.conf says 'allow setuid = yes' and 'setuid image owners = self'
 #               (left out without CTR_SUID)
@@ -19,6 +21,9 @@
 # and MB/s = everything read / (last reader's end - start). Cache: cold (page cache dropped;
 # for squashfuse, ctr and kernel also a fresh mount) and warm (one untimed read first, the
 # mount kept). ROUNDS (default 3) rounds; the median, and its ratio to k = 1 of its row.
+# SQUASHFUSE names the squashfuse_ll of the by-hand path (default: the one on PATH).
+# PATHS (default: all) picks paths, e.g. PATHS="squashfuse ctr". The FUSE servers' peak
+# resident memory (VmHWM) is read at the end of each warm case of ctr and ctr-squashfuse.
 # Root is needed to drop the page cache; readers run as BENCH_USER (default ctrbench).
 set -euo pipefail
 build=$(cd "${1:?usage: scaling.sh BUILD_DIR [CTR_SUID]}" && pwd)
@@ -52,12 +57,19 @@ cleanup() {
 }
 trap cleanup EXIT
 printf 'image linger = 0\n' > "$work/ctr.conf"
+printf 'image linger = 0\nsquashfs server = squashfuse\n' > "$work/ctr-squashfuse.conf"
 ks=(1); k=2; while [ "$k" -le "$(nproc)" ]; do ks+=("$k"); k=$((k * 2)); done
 
 as_user() { runuser -u "$user" -- env PATH=/usr/bin:/bin "$@"; }
 # ctr's unprivileged path with 'image linger = 0' (a cold launch mounts afresh); the kernel
 # path keeps CTR_SUID's own ctr.conf (the helper reads only that one).
-ctr_cmd() { if [ "$1" = kernel ]; then echo "$ctr_suid"; else echo "env CTR_CONFIG=$work/ctr.conf $ctr"; fi; }
+ctr_cmd() {
+  case $1 in
+    kernel) echo "$ctr_suid" ;;
+    ctr-squashfuse) echo "env CTR_CONFIG=$work/ctr-squashfuse.conf $ctr" ;;
+    *) echo "env CTR_CONFIG=$work/ctr.conf $ctr" ;;
+  esac
+}
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
 # The image: /data plus merged-/usr links (the host's /usr is bound in), one per dataset.
@@ -85,7 +97,7 @@ reader() {
   local path=$1 image=$2 args=(--read "$3" --epochs 1 --threads "$4" --shard "$5/$6" --start-at "$7")
   case $path in
     host | squashfuse) as_user "$wl" "${args[@]}" ;;
-    ctr | kernel) as_user $(ctr_cmd "$path") exec --bind /usr:/usr:ro --bind "$(dirname "$wl")" "$image" "$wl" "${args[@]}" ;;
+    ctr | ctr-squashfuse | kernel) as_user $(ctr_cmd "$path") exec --bind /usr:/usr:ro --bind "$(dirname "$wl")" "$image" "$wl" "${args[@]}" ;;
   esac
 }
 
@@ -94,12 +106,12 @@ sample() {
   local set=$1 path=$2 mode=$3 k=$4 cache=$5 dir image=$work/$1.sqfs start i out readers=()
   case $path in
     host) dir=$work/$set-host ;;
-    squashfuse) mkdir -p "$work/mnt"; chown "$user" "$work/mnt"; as_user squashfuse_ll "$image" "$work/mnt"; dir=$work/mnt/data ;;
+    squashfuse) mkdir -p "$work/mnt"; chown "$user" "$work/mnt"; as_user "${SQUASHFUSE:-squashfuse_ll}" "$image" "$work/mnt"; dir=$work/mnt/data ;;
     *) dir=/data ;;
   esac
   if [ "$cache" = warm ]; then
     case $path in
-      ctr | kernel)
+      ctr | ctr-squashfuse | kernel)
         # shellcheck disable=SC2046
         as_user $(ctr_cmd "$path") exec --bind /usr:/usr:ro "$image" sleep 100000 & holders+=($!)
         sleep 1
@@ -121,6 +133,13 @@ sample() {
   fi
   for p in "${readers[@]}"; do wait "$p" || { echo "scaling.sh: a reader failed ($set $path $mode $k $cache): $(cat "$out".err*)" >&2; exit 1; }; done
   rm -f "$out".err*
+  if [ "$cache" = warm ] && [ "$path" != host ] && [ "$path" != kernel ]; then
+    local server pid
+    server=$([ "$path" = ctr ] && echo ctr-squashfs || echo squashfuse_ll)
+    for pid in $(pgrep -u "$user" -x "$server"); do
+      echo "$path $mode $k $(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")" >> "$work/server-rss"
+    done
+  fi
   release_holders
   [ "$path" = squashfuse ] && fusermount3 -u "$work/mnt"
   python3 - "$start" "$out".* <<'PY'
@@ -135,7 +154,12 @@ PY
 
 make_image small "${SMALL_COUNT:-4000}" "${SMALL_SIZE:-16384}"
 make_image large "${LARGE_COUNT:-8}" "${LARGE_SIZE:-33554432}"
-paths=(host squashfuse ctr); [ -n "$ctr_suid" ] && paths+=(kernel)
+if [ -n "${PATHS:-}" ]; then
+  read -r -a paths <<< "$PATHS"
+else
+  paths=(host squashfuse ctr-squashfuse ctr); [ -n "$ctr_suid" ] && paths+=(kernel)
+fi
+[ -n "$ctr_suid" ] || [[ " ${paths[*]} " != *" kernel "* ]] || { echo "scaling.sh: the kernel path needs CTR_SUID" >&2; exit 1; }
 echo "$(nproc) CPUs, $(uname -r); small: ${SMALL_COUNT:-4000} x ${SMALL_SIZE:-16384} B, large: ${LARGE_COUNT:-8} x ${LARGE_SIZE:-33554432} B; $rounds rounds; k = ${ks[*]}"
 results=$work/results.tsv
 : > "$results"
@@ -161,11 +185,16 @@ for line in open(sys.argv[1]):
     s, path, mode, k, cache, fps, mbps = line.split()
     rows[(s, path, cache, mode, int(k))].append((float(fps), float(mbps)))
 med = {key: (statistics.median(v[0] for v in vals), statistics.median(v[1] for v in vals)) for key, vals in rows.items()}
-print(f"{'dataset':7} {'path':10} {'cache':5} {'readers':14} {'files/s':>10} {'MB/s':>8} {'x k=1':>6}")
-for key in sorted(med, key=lambda k: (k[0], ["host", "squashfuse", "ctr", "kernel"].index(k[1]), k[2], k[4], k[3])):
+print(f"{'dataset':7} {'path':14} {'cache':5} {'readers':14} {'files/s':>10} {'MB/s':>8} {'x k=1':>6}")
+order = ["host", "squashfuse", "ctr-squashfuse", "ctr", "kernel"]
+for key in sorted(med, key=lambda k: (k[0], order.index(k[1]), k[2], k[4], k[3])):
     s, path, cache, mode, k = key
     one = med.get((s, path, cache, "threads", 1))
     ratio = med[key][1] / one[1] if one and one[1] else float("nan")
     who = "1" if k == 1 else f"{k} {mode}"
-    print(f"{s:7} {path:10} {cache:5} {who:14} {med[key][0]:10.0f} {med[key][1]:8.1f} {ratio:6.2f}")
+    print(f"{s:7} {path:14} {cache:5} {who:14} {med[key][0]:10.0f} {med[key][1]:8.1f} {ratio:6.2f}")
 PY
+if [ -s "$work/server-rss" ]; then
+  echo "FUSE server peak RSS (VmHWM, MiB), largest per path and readers:"
+  sort -k1,1 -k3,3n -k4,4n "$work/server-rss" | awk '{key=$1" "$3" "$2; if ($4 > max[key]) max[key]=$4} END {for (k in max) printf "  %-28s %6.1f\n", k, max[k]/1024}' | sort
+fi

@@ -88,12 +88,15 @@ void checkFuse(Findings& f) {
     f.fuse = true;
     f.checks.push_back({"/dev/fuse", Status::Ok, "present and read-write for this user"});
   }
-  try {
-    f.checks.push_back({"squashfuse", Status::Ok, findProgram(Program::Squashfuse)});
-    f.squashfuse = true;
-  } catch (const Error& e) {
-    f.checks.push_back({"squashfuse", Status::Fail, e.oneLine()});
-  }
+  // Either server mounts images without the helper: ctr-squashfs (multithreaded) is the
+  // one 'squashfs server = auto' prefers, squashfuse_ll the fallback.
+  const auto servers = host::discoverSquashfsServers();
+  f.squashfuse = !servers.ctrSquashfs.empty() || !servers.squashfuse.empty();
+  const Status missing = f.squashfuse ? Status::Info : Status::Fail;
+  f.checks.push_back({"ctr-squashfs", servers.ctrSquashfs.empty() ? missing : Status::Ok,
+                      servers.ctrSquashfs.empty() ? servers.ctrSquashfsMissing : servers.ctrSquashfs});
+  f.checks.push_back({"squashfuse", servers.squashfuse.empty() ? missing : Status::Ok,
+                      servers.squashfuse.empty() ? servers.squashfuseMissing : servers.squashfuse});
 }
 
 void checkHelper(Findings& f) {

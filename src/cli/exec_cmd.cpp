@@ -320,6 +320,7 @@ int runLaunch(RunCommandState& state) {
       log::StepTimer looking("looking at the host");
       auto host = host::discoverHost();
       host::discoverImageFilesystem(host, image.path.string(), image.kind == image::ImageKind::Directory);
+      if (image.kind != image::ImageKind::Directory) host.squashfsServers = host::discoverSquashfsServers();
       if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
         host.limits = host::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
       host::discoverDevicesHost(host, {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()},
@@ -525,6 +526,7 @@ void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   holder->add_option("--size", args->size);
   holder->add_option("--linger-ms", args->lingerMs);
   holder->add_option("--premounted", args->premounted);
+  holder->add_option("--server", args->server);
   holder->add_option("--uid-map", args->uidMap);
   holder->add_option("--gid-map", args->gidMap);
   holder->add_option("--newuidmap", args->newuidmap);

@@ -29,6 +29,8 @@ ProgramInfo infoOf(Program program) {
   switch (program) {
     case Program::Squashfuse:
       return {{"squashfuse_ll", "squashfuse"}, "install squashfuse (apt/dnf install squashfuse)"};
+    case Program::SquashfsServer:
+      return {{"ctr-squashfs", nullptr}, "it is built with ctr (needs libsquashfs-dev and libfuse3-dev)"};
     case Program::Mksquashfs: return {{"mksquashfs", nullptr}, "install squashfs-tools"};
     case Program::Unsquashfs: return {{"unsquashfs", nullptr}, "install squashfs-tools"};
     case Program::Topology: return {{"ctr-topology", nullptr}, "it is built with ctr (needs libhwloc)"};
@@ -85,9 +87,9 @@ std::string findProgram(Program program) {
   const char* envPath = std::getenv("PATH");
   const std::string searchPath = envPath ? envPath : kDefaultSearchPath;
   auto dirs = libexecDirs();
-  // ctr's own programs: a build tree keeps them beside ctr (bin/ctr-topology).
+  // ctr's own programs: a build tree keeps them beside ctr (bin/ctr-topology, bin/ctr-squashfs).
   std::error_code ec;
-  if (program == Program::Topology)
+  if (program == Program::Topology || program == Program::SquashfsServer)
     if (fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec) dirs.push_back(std::move(self));
   for (const char* name : info.names) {
     if (name == nullptr) break;

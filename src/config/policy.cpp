@@ -83,6 +83,13 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          else if (v == "squashfuse") p.imageDriver = ImageDriver::Squashfuse;
          else throw Error("expected auto, setuid or squashfuse, got '" + v + "'");
        }},
+      {"squashfs server",
+       [](Policy& p, const std::string& v) {
+         if (v == "auto") p.squashfsServer = SquashfsServer::Auto;
+         else if (v == "ctr-squashfs") p.squashfsServer = SquashfsServer::CtrSquashfs;
+         else if (v == "squashfuse") p.squashfsServer = SquashfsServer::Squashfuse;
+         else throw Error("expected auto, ctr-squashfs or squashfuse, got '" + v + "'");
+       }},
       {"setuid image directories",
        [](Policy& p, const std::string& v) { p.setuidImageDirectories = parseAbsolutePaths(v); }},
       {"setuid image owners",
@@ -227,6 +234,15 @@ std::string_view toString(ImageDriver driver) {
     case ImageDriver::Auto: return "auto";
     case ImageDriver::Setuid: return "setuid";
     case ImageDriver::Squashfuse: return "squashfuse";
+  }
+  return "auto";
+}
+
+std::string_view toString(SquashfsServer server) {
+  switch (server) {
+    case SquashfsServer::Auto: return "auto";
+    case SquashfsServer::CtrSquashfs: return "ctr-squashfs";
+    case SquashfsServer::Squashfuse: return "squashfuse";
   }
   return "auto";
 }

@@ -123,6 +123,21 @@ HostFacts discoverHost() {
   return host;
 }
 
+SquashfsServers discoverSquashfsServers() {
+  SquashfsServers servers;
+  try {
+    servers.ctrSquashfs = findProgram(Program::SquashfsServer);
+  } catch (const Error& e) {
+    servers.ctrSquashfsMissing = e.oneLine();
+  }
+  try {
+    servers.squashfuse = findProgram(Program::Squashfuse);
+  } catch (const Error& e) {
+    servers.squashfuseMissing = e.oneLine();
+  }
+  return servers;
+}
+
 void discoverImageFilesystem(HostFacts& host, const std::string& imagePath, bool imageIsDirectory) {
   if (host.setuidHelper != HelperState::Usable || imageIsDirectory) return;
   struct statfs fs {};

@@ -249,6 +249,9 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["driver"] = toString(plan.driver);
   j["driver_reason"] = plan.driverReason;
   j["driver_fallback"] = plan.driverFallback ? nlohmann::json(toString(*plan.driverFallback)) : nlohmann::json();
+  j["image_server"] = plan.imageServer ? nlohmann::json{{"program", plan.imageServer->program},
+                                                        {"reason", plan.imageServer->reason}}
+                                       : nlohmann::json();
   j["root"] = plan.rootMode == RootMode::Overlay   ? "overlay"
               : plan.rootMode == RootMode::Sandbox ? "sandbox"
               : plan.rootMode == RootMode::Join    ? "instance"
@@ -331,8 +334,10 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
     out << "from:       " << plan.image.reference << " (" << plan.image.digest << ", the image cache)\n";
   out
       << "driver:     " << (plan.join ? std::string("the instance's") : toString(plan.driver)) << " ("
-      << plan.driverReason << ")\n"
-      << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n';
+      << plan.driverReason << ")\n";
+  if (plan.imageServer && !plan.join)
+    out << "server:     " << plan.imageServer->program << " (" << plan.imageServer->reason << ")\n";
+  out << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n';
   if (plan.rootMode == RootMode::Overlay) {
     // Top first, as overlayfs stacks them.
     for (const auto& l : plan.overlay.layers)

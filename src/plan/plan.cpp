@@ -51,6 +51,43 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   return plan;
 }
 
+// The FUSE server of the squashfuse driver (or of its fallback). Without one the launch cannot
+// mount the image: one line naming what to install, or, where it was only the fallback, no
+// fallback.
+void planImageServer(LaunchPlan& plan, const config::Policy& policy, const host::HostFacts& host) {
+  const bool primary = plan.driver == ImageDriver::Squashfuse;
+  if (!primary && plan.driverFallback != ImageDriver::Squashfuse) return;
+  const auto& servers = host.squashfsServers;
+  const std::string setting = "'squashfs server = " + std::string(config::toString(policy.squashfsServer)) + "'";
+  std::optional<ImageServer> chosen;
+  std::string missing;
+  switch (policy.squashfsServer) {
+    case config::SquashfsServer::CtrSquashfs:
+      if (!servers.ctrSquashfs.empty()) chosen = ImageServer{servers.ctrSquashfs, setting + " in ctr.conf"};
+      missing = servers.ctrSquashfsMissing;
+      break;
+    case config::SquashfsServer::Squashfuse:
+      if (!servers.squashfuse.empty()) chosen = ImageServer{servers.squashfuse, setting + " in ctr.conf (one thread)"};
+      missing = servers.squashfuseMissing;
+      break;
+    case config::SquashfsServer::Auto:
+      if (!servers.ctrSquashfs.empty())
+        chosen = ImageServer{servers.ctrSquashfs, setting + ": ctr's multithreaded server"};
+      else if (!servers.squashfuse.empty())
+        chosen = ImageServer{servers.squashfuse, setting + " and ctr-squashfs is not installed: squashfuse_ll, one thread"};
+      missing = servers.squashfuseMissing.empty() ? servers.ctrSquashfsMissing : servers.squashfuseMissing;
+      break;
+  }
+  if (chosen) {
+    plan.imageServer = std::move(chosen);
+  } else if (primary) {
+    throw Error("cannot mount " + plan.image.path.string() + " without the setuid helper: " +
+                (missing.empty() ? "no squashfs server found" : missing));
+  } else {
+    plan.driverFallback.reset();
+  }
+}
+
 // --fakeroot: the caller is root in the container. Its image's holder makes a user namespace
 // with the maps of planFakerootMaps (Apptainer's: subordinate ranges when the user has them,
 // else the one id) and mounts the image there, so the image's root-owned files are root's,
@@ -259,6 +296,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   const bool privateDev = contain || noMount.dev;
   LaunchPlan plan = planBasics(options, policy, image, host);
   planFakeroot(plan, options, policy, host);
+  planImageServer(plan, policy, host);
   planOverlay(plan, options);
   const HomeDirs home = planHome(options, host);
   plan.namespaces = planNamespaces(options);

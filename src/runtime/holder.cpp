@@ -76,7 +76,8 @@ Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, Scope
                 "install ctr's setuid mount helper");
   }
   // We mount the FUSE file system ourselves (we hold CAP_SYS_ADMIN in U) and hand the
-  // connection to squashfuse as /dev/fd/N (libfuse >= 3.3), so squashfuse needs no privilege.
+  // connection to the server (ctr-squashfs or squashfuse_ll, args.server) as /dev/fd/N
+  // (libfuse >= 3.3), so the server needs no privilege.
   const std::string options = "fd=" + std::to_string(fuse.get()) +
                               ",rootmode=40000,user_id=" + std::to_string(::getuid()) +
                               ",group_id=" + std::to_string(::getgid());
@@ -85,8 +86,8 @@ Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, Scope
     throw sysError("mount fuse.squashfuse on " + imageDir);
   mount = ScopedMount(imageDir);
 
-  // squashfuse reads the file we opened and checked, as /dev/fd/4: an image path swapped for
-  // a FIFO after the launch looked at it cannot hang squashfuse in open().
+  // The server reads the file we opened and checked, as /dev/fd/4: an image path swapped for
+  // a FIFO after the launch looked at it cannot hang it in open().
   UniqueFd image(::open(args.image.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   struct stat imageStat {};
   if (!image || ::fstat(image.get(), &imageStat) != 0) throw sysError("open image " + args.image);
@@ -95,20 +96,20 @@ Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, Scope
   SpawnOptions spawn;
   spawn.keepFds = {{fuse.get(), 3}, {image.get(), 4}};
   spawn.dieWithParent = true;
-  const std::string squashfuse = findProgram(Program::Squashfuse);
-  Child server = Child::spawn({squashfuse, "-f", "-o", "offset=" + std::to_string(args.offset),
+  if (args.server.empty()) throw Error("__holder: --server PATH missing");
+  Child server = Child::spawn({args.server, "-f", "-o", "offset=" + std::to_string(args.offset),
                                "/dev/fd/4", "/dev/fd/3"},
                               spawn);
   image.reset();
-  fuse.reset();  // squashfuse holds the only connection fd: if it dies, accesses fail at once
-  // The first access waits for squashfuse to answer FUSE_INIT, or fails when it exits.
+  fuse.reset();  // the server holds the only connection fd: if it dies, accesses fail at once
+  // The first access waits for the server to answer FUSE_INIT, or fails when it exits.
   struct stat st {};
   if (::stat(imageDir.c_str(), &st) != 0) {
     int err = errno;
     server.signal(SIGKILL);
     const int status = server.wait();
     throw Error("squashfuse could not mount " + args.image + " (" + std::strerror(err) + ", " +
-                squashfuse + " " +
+                args.server + " " +
                 (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
                                    : "killed by a signal") +
                 "): not a valid squashfs image?");
@@ -305,9 +306,11 @@ std::vector<std::string> holderArgv(const HolderArgs& args) {
                                    "--size", std::to_string(args.size),
                                    "--linger-ms", std::to_string(args.lingerMs),
                                    "--ready-fd", std::to_string(args.readyFd)};
-  if (!args.premounted.empty()) {
-    argv.push_back("--premounted");
-    argv.push_back(args.premounted);
+  for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"--premounted", args.premounted},
+                                      {"--server", args.server}}) {
+    if (value.empty()) continue;
+    argv.push_back(option);
+    argv.push_back(value);
   }
   for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"--uid-map", args.uidMap},
                                       {"--gid-map", args.gidMap}, {"--newuidmap", args.newuidmap},

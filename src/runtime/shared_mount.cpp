@@ -211,6 +211,10 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
                 : driver == launch::ImageDriver::SetuidHelper ? "premounted"
                                                                : "squashfuse";
   const bool viaHelper = driver == launch::ImageDriver::SetuidHelper;
+  if (driver == launch::ImageDriver::Squashfuse) {
+    if (!plan.imageServer) throw Error("the plan names no squashfs server for " + args.image);
+    args.server = plan.imageServer->program;
+  }
 
   Child intermediate = Child::fork([&] {
     ::setsid();
@@ -245,7 +249,9 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
 
 }  // namespace
 
-std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver, const launch::FakerootMaps* fakeroot) {
+std::string imageKey(const launch::LaunchPlan& plan, launch::ImageDriver driver) {
+  const image::ImageSource& image = plan.image;
+  const launch::FakerootMaps* fakeroot = plan.fakeroot ? &*plan.fakeroot : nullptr;
   std::string identity =
       std::to_string(image.device) + ':' + std::to_string(image.inode) + ':' +
       std::to_string(image.mtimeNs) + ':' + std::to_string(image.offset) + ':' +
@@ -253,6 +259,7 @@ std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver
   if (fakeroot)
     identity += ":fakeroot:" + formatIdMap(fakeroot->uidMap) + '/' + formatIdMap(fakeroot->gidMap) + '/' +
                 fakeroot->newuidmap + '/' + fakeroot->newgidmap;
+  if (driver == launch::ImageDriver::Squashfuse && plan.imageServer) identity += ":server:" + plan.imageServer->program;
   return toHex16(fnv1a64(identity));
 }
 
@@ -342,12 +349,12 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   for (const auto& fd : locks) holds.push_back(fd.get());
   HolderNamespaces joined;
   try {
-    joined = joinOrStart(plan, plan.driver, state, imageKey(plan.image, plan.driver, plan.fakeroot ? &*plan.fakeroot : nullptr), holds);
+    joined = joinOrStart(plan, plan.driver, state, imageKey(plan, plan.driver), holds);
   } catch (const Error& e) {
     if (!plan.driverFallback) throw;
     spdlog::warn("{} could not mount {} ({}): using {} instead", launch::toString(plan.driver),
                  plan.image.path.string(), e.oneLine(), launch::toString(*plan.driverFallback));
-    joined = joinOrStart(plan, *plan.driverFallback, state, imageKey(plan.image, *plan.driverFallback, plan.fakeroot ? &*plan.fakeroot : nullptr), holds);
+    joined = joinOrStart(plan, *plan.driverFallback, state, imageKey(plan, *plan.driverFallback), holds);
   }
   if (::setns(joined.user.get(), CLONE_NEWUSER) != 0) throw sysError("setns(user namespace)");
   if (::setns(joined.mount.get(), CLONE_NEWNS) != 0) throw sysError("setns(mount namespace)");

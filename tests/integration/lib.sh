@@ -144,11 +144,11 @@ assert_no_leftovers() {
   fi
 }
 
-# squashfuse_of IMAGE: the pids of the test user's squashfuse servers of IMAGE (they read it
+# squashfuse_of IMAGE: the pids of the test user's FUSE servers of IMAGE (they read it
 # as /dev/fd/4, the fd ctr checked).
 squashfuse_of() {
   local p
-  for p in $(pgrep -u "$CTR_TEST_USER" squashfuse || true); do
+  for p in $(pgrep -u "$CTR_TEST_USER" "squashfuse|ctr-squashfs" || true); do
     [ "$(readlink "/proc/$p/fd/4" 2>/dev/null)" = "$1" ] && echo "$p"
   done
   return 0

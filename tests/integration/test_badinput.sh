@@ -54,6 +54,6 @@ expect_contains "no userns: says how to enable" "user.max_user_namespaces" "$err
 # (A state directory taken by another user: test_hardening_state_squat.sh.)
 
 sleep 0.2
-[ -z "$(pgrep -u "$CTR_TEST_USER" -f squashfuse || true)" ] || fail "squashfuse left running"
+[ -z "$(pgrep -u "$CTR_TEST_USER" -f "squashfuse|ctr-squashfs" || true)" ] || fail "squashfuse left running"
 assert_no_leftovers
 echo "PASS: $TEST_NAME"

@@ -1,9 +1,10 @@
 #!/bin/bash
 # Issue 15, a relocatable install: a tree installed under one prefix, or unpacked from the
 # build's tarball, and then moved works where it lands, as the unprivileged test user: ctr
-# reads the ctr.conf beside it, finds squashfuse_ll in its own libexec/ctr before $PATH, and
-# runs a directory image and a SIF through squashfuse. A node without squashfuse_ll gets an
-# error naming the program and where it was looked for (not "exit status 127").
+# reads the ctr.conf beside it, finds its FUSE servers (ctr-squashfs, squashfuse_ll) in its
+# own libexec/ctr before $PATH, and runs a directory image and a SIF through them. A node
+# without the server ctr.conf asks for gets an error naming the program and where it was
+# looked for (not "exit status 127").
 # Also: `make install DESTDIR=...` lays out the tree under the staging directory.
 . "$(dirname "$0")/lib.sh"
 
@@ -76,15 +77,23 @@ for tree in "$TREE" "$WORK/apps/ctr/from-tarball"; do
   expect_eq "$name: the tree's ctr.conf bound the marker" "relocated-$name" "$OUT"
 done
 
-# A SIF built by the moved tree (mksquashfs from $PATH), run through squashfuse_ll from $PATH.
+# A SIF built by the moved tree (mksquashfs from $PATH), run through the tree's ctr-squashfs
+# where the build has it, else squashfuse_ll from $PATH.
 mkdir "$WORK/images"
 chown "$CTR_TEST_USER" "$WORK/images"
 run_as_user /usr/bin:/bin "$TREE/bin/ctr" build "$WORK/images/demo.sif" "$WORK/demo"
 expect_eq "ctr build from the moved tree: status ($OUT)" 0 "$RC"
 run_as_user /usr/bin:/bin "$TREE/bin/ctr" exec "$WORK/images/demo.sif" cat /mnt/marker/moved
-expect_eq "SIF, squashfuse_ll from PATH: status ($OUT)" 0 "$RC"
-expect_eq "SIF, squashfuse_ll from PATH" "relocated-moved" "$OUT"
+expect_eq "SIF, the tree's server: status ($OUT)" 0 "$RC"
+expect_eq "SIF, the tree's server" "relocated-moved" "$OUT"
+if [ -x "$TREE/libexec/ctr/ctr-squashfs" ]; then
+  run_as_user /usr/bin:/bin "$TREE/bin/ctr" exec --explain "$WORK/images/demo.sif" true
+  expect_contains "the moved tree's ctr-squashfs serves the image" "server:     $TREE/libexec/ctr/ctr-squashfs" "$OUT"
+fi
 assert_nothing_left "SIF from the moved tree"
+
+# The rest is about squashfuse_ll, which the tree's ctr.conf now asks for.
+printf 'squashfs server = squashfuse\n' >> "$TREE/etc/ctr/ctr.conf"
 
 # No squashfuse_ll on PATH, nor in the tree, nor under the configured prefix: the error
 # names the program and where it looked.
@@ -96,7 +105,7 @@ expect_eq "missing squashfuse_ll: one line" 1 "$(printf '%s\n' "$OUT" | wc -l)"
 expect_contains "missing squashfuse_ll" "squashfuse_ll not found (looked in $TREE/libexec/ctr, $CTR_INSTALL_PREFIX/libexec/ctr, \$PATH=$NOPATH): install squashfuse" "$OUT"
 case "$OUT" in *"exit status 127"*) fail "missing squashfuse_ll still reported as a failed exec: $OUT";; esac
 run_as_user "$NOPATH" "$TREE/bin/ctr" check
-expect_contains "ctr check without squashfuse_ll" "[fail] squashfuse: squashfuse_ll not found" "$OUT"
+expect_contains "ctr check without squashfuse_ll" "squashfuse: squashfuse_ll not found" "$OUT"
 assert_nothing_left "the failed launch"
 
 # The same PATH, with squashfuse_ll dropped into the tree's libexec/ctr: found there.

@@ -30,6 +30,7 @@ TEST(ConfigPolicy, ParsesEveryKey) {
       "allow setuid = yes   # trailing comment\n"
       "allow user binds = no\n"
       "image driver = squashfuse\n"
+      "squashfs server = squashfuse\n"
       "setuid image directories = /opt/images, /scratch/images\n"
       "setuid image owners = root, self\n"
       "setuid formats = sif\n"
@@ -42,6 +43,7 @@ TEST(ConfigPolicy, ParsesEveryKey) {
   EXPECT_TRUE(p.allowSetuid);
   EXPECT_FALSE(p.allowUserBinds);
   EXPECT_EQ(p.imageDriver, ctr::config::ImageDriver::Squashfuse);
+  EXPECT_EQ(p.squashfsServer, ctr::config::SquashfsServer::Squashfuse);
   EXPECT_EQ(p.setuidImageDirectories.size(), 2U);
   EXPECT_EQ(p.setuidImageOwners, (std::vector<std::string>{"root", "self"}));
   EXPECT_EQ(p.setuidFormats, std::vector<std::string>{"sif"});
@@ -68,6 +70,7 @@ TEST(ConfigPolicy, RejectsBadValues) {
   EXPECT_THROW(parsePolicy("setuid image directories = relative/dir", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("setuid formats = ext3", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("image driver = docker", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("squashfs server = squashfuse_ll", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("no equals sign here", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("bind path = relative", "f"), ctr::Error);
 }

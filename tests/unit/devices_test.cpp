@@ -197,6 +197,7 @@ ctr::host::HostFacts bob() {
   host.cwd = "/home/bob";
   host.env = {"HOME=/home/bob", "PATH=/usr/bin:/bin"};
   host.cdi = CdiRegistry{};
+  host.squashfsServers = ctr::testing::installedSquashfsServers();
   return host;
 }
 

@@ -318,6 +318,7 @@ ctr::host::HostFacts someone() {
   host.home = host.user.home = "/home/alice";
   host.cwd = "/home/alice";
   host.env = {"HOME=/home/alice"};
+  host.squashfsServers = ctr::testing::installedSquashfsServers();
   return host;
 }
 

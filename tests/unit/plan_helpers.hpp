@@ -9,6 +9,14 @@ namespace ctr::testing {
 
 // User alice (1000:1000, home /home/alice) working in /scratch/alice/run1, as an MPI rank
 // would see her environment.
+// Both FUSE servers installed, as in a package install.
+inline host::SquashfsServers installedSquashfsServers() {
+  host::SquashfsServers servers;
+  servers.ctrSquashfs = "/usr/libexec/ctr/ctr-squashfs";
+  servers.squashfuse = "/usr/bin/squashfuse_ll";
+  return servers;
+}
+
 inline host::HostFacts alice() {
   host::HostFacts facts;
   facts.user.uid = 1000;
@@ -18,6 +26,7 @@ inline host::HostFacts alice() {
   facts.home = "/home/alice";
   facts.cwd = "/scratch/alice/run1";
   facts.env = {"HOME=/home/alice", "USER=alice", "PATH=/usr/bin:/bin", "OMPI_COMM_WORLD_RANK=3"};
+  facts.squashfsServers = installedSquashfsServers();
   return facts;
 }
 

@@ -217,6 +217,60 @@ TEST(Planner, DriverFollowsImageKindAndPolicy) {
   EXPECT_NE(plan.driverReason.find("writable by group or others (refused)"), std::string::npos) << plan.driverReason;
 }
 
+TEST(Planner, SquashfsServerPrefersCtrSquashfsAndFallsBackToSquashfuse) {
+  ctr::config::Policy policy;
+  auto host = alice();
+  auto plan = planLaunch(execTrue(), policy, sifImage(), host);
+  ASSERT_TRUE(plan.imageServer);
+  EXPECT_EQ(plan.imageServer->program, "/usr/libexec/ctr/ctr-squashfs");
+  EXPECT_NE(plan.imageServer->reason.find("multithreaded"), std::string::npos) << plan.imageServer->reason;
+
+  host.squashfsServers.ctrSquashfs.clear();
+  host.squashfsServers.ctrSquashfsMissing = "ctr-squashfs not found";
+  plan = planLaunch(execTrue(), policy, sifImage(), host);
+  ASSERT_TRUE(plan.imageServer);
+  EXPECT_EQ(plan.imageServer->program, "/usr/bin/squashfuse_ll");
+  EXPECT_NE(plan.imageServer->reason.find("ctr-squashfs is not installed"), std::string::npos);
+
+  policy.squashfsServer = ctr::config::SquashfsServer::CtrSquashfs;
+  try {
+    (void)planLaunch(execTrue(), policy, sifImage(), host);
+    FAIL() << "'squashfs server = ctr-squashfs' without it must be refused";
+  } catch (const ctr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ctr-squashfs not found"), std::string::npos) << e.what();
+  }
+
+  host = alice();
+  policy.squashfsServer = ctr::config::SquashfsServer::Squashfuse;
+  EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), host).imageServer->program, "/usr/bin/squashfuse_ll")
+      << "the admin may keep squashfuse_ll";
+
+  auto dir = sifImage();
+  dir.kind = ctr::image::ImageKind::Directory;
+  EXPECT_FALSE(planLaunch(execTrue(), policy, dir, host).imageServer) << "a directory needs no server";
+}
+
+TEST(Planner, NoSquashfsServerRefusesOrDropsTheFallback) {
+  ctr::config::Policy policy;
+  auto host = alice();
+  host.squashfsServers = {};
+  host.squashfsServers.squashfuseMissing = "squashfuse_ll not found (looked in ...): install squashfuse";
+  try {
+    (void)planLaunch(execTrue(), policy, sifImage(), host);
+    FAIL() << "no server and no helper: refused at planning";
+  } catch (const ctr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("install squashfuse"), std::string::npos) << e.what();
+  }
+  policy.allowSetuid = true;
+  host.setuidHelper = ctr::host::HelperState::Usable;
+  host.helperConfigSafe = true;
+  host.loopControl = true;
+  const auto plan = planLaunch(execTrue(), policy, sifImage(), host);
+  EXPECT_EQ(plan.driver, ImageDriver::SetuidHelper);
+  EXPECT_FALSE(plan.driverFallback) << "no FUSE server to fall back to";
+  EXPECT_FALSE(plan.imageServer);
+}
+
 TEST(Planner, ImageOnAFileSystemUsersControlGoesThroughSquashfuse) {
   // The helper refuses images on FUSE (and vfat, SMB, ...): the plan says so up front
   // instead of trying the helper and falling back with a warning (issue 24, F5).

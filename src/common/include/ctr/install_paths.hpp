@@ -13,7 +13,9 @@
 
 namespace ctr {
 
-enum class Program { Squashfuse, Mksquashfs, Unsquashfs, Topology };
+// SquashfsServer is ctr's own multithreaded FUSE server for squashfs images (ctr-squashfs);
+// Squashfuse the one-threaded squashfuse_ll it replaces where it is not installed.
+enum class Program { Squashfuse, SquashfsServer, Mksquashfs, Unsquashfs, Topology };
 
 // PREFIX of the running ctr when it runs from an installed layout (its directory is
 // PREFIX/bin), else empty (a build tree's bin/ counts as PREFIX/bin too: it simply holds

@@ -13,6 +13,9 @@
 namespace ctr::config {
 
 enum class ImageDriver { Auto, Setuid, Squashfuse };
+// Which FUSE server serves a squashfs image without the helper: ctr's multithreaded
+// ctr-squashfs where installed (auto), or the one-threaded squashfuse_ll.
+enum class SquashfsServer { Auto, CtrSquashfs, Squashfuse };
 
 // What `ctr pull` and the image bootstraps of `ctr build` accept from a registry or an image
 // archive, so that a hostile image cannot fill the disk or keep the node busy: every blob is
@@ -49,6 +52,7 @@ struct Policy {
   bool allowUserBinds = true;
   // How ctr mounts images: auto = helper when installed and allowed, else squashfuse.
   ImageDriver imageDriver = ImageDriver::Auto;
+  SquashfsServer squashfsServer = SquashfsServer::Auto;
 
   // Helper policy: where images it mounts may live (empty = anywhere), who may own them
   // (user names; "self" = the invoking user), which formats it accepts, and how many loop
@@ -121,5 +125,6 @@ Policy loadPolicy(const std::filesystem::path& path);
 Policy loadDefaultPolicy();
 
 std::string_view toString(ImageDriver driver);
+std::string_view toString(SquashfsServer server);
 
 }  // namespace ctr::config

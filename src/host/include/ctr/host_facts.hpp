@@ -117,6 +117,16 @@ struct LimitsHost {
   bool delegatedWritable = false;            // ... and the user may create cgroups in it
 };
 
+// The FUSE servers that can serve a squashfs image, as findProgram finds them (empty where
+// missing, with findProgram's one line on why in `missing`).
+struct SquashfsServers {
+  std::string ctrSquashfs;  // ctr's multithreaded server (libexec/ctr/ctr-squashfs)
+  std::string squashfuse;   // squashfuse_ll
+  std::string ctrSquashfsMissing;
+  std::string squashfuseMissing;
+};
+[[nodiscard]] SquashfsServers discoverSquashfsServers();
+
 // What the planner needs to know about the caller; gathered once by discoverHost().
 struct HostFacts {
   HostUser user;                    // uid, gid, groups and their names (lookupHostUser)
@@ -133,6 +143,8 @@ struct HostFacts {
   // src/helper/untrusted_fs.h, the helper's own), else empty (discoverImageFilesystem).
   std::string imageUntrustedFs;
   pid_t pid = 0;                       // the launcher's pid (names its cgroup)
+  // Gathered only for a squashfs image (discoverSquashfsServers).
+  SquashfsServers squashfsServers;
   // Gathered only when a launch asks for limits or --stats (discoverLimitsHost).
   std::optional<LimitsHost> limits;
   // Gathered only for --nv and --device (discoverDevicesHost).

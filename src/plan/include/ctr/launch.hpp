@@ -384,12 +384,21 @@ struct Handover {
   std::optional<std::string> prompt;  // the shell's PS1 when the environment sets one
 };
 
+// The FUSE server that mounts a squashfs image for the squashfuse driver (docs/design-io.md):
+// ctr-squashfs (multithreaded) or squashfuse_ll, chosen by ctr.conf's 'squashfs server'.
+struct ImageServer {
+  std::string program;  // absolute path
+  std::string reason;   // why this one, for --explain
+};
+
 struct LaunchPlan {
   Command command = Command::Exec;
   image::ImageSource image;
   ImageDriver driver = ImageDriver::Squashfuse;
   std::string driverReason;
   std::optional<ImageDriver> driverFallback;  // see DriverDecision
+  // Set when the driver, or its fallback, is squashfuse.
+  std::optional<ImageServer> imageServer;
   RootMode rootMode = RootMode::Bind;
   RootOverlay overlay;                  // root mode Overlay: the layers over the image
   std::vector<Mount> mounts;            // applied in this order, after the root

@@ -52,6 +52,7 @@
 // Holder argv contract (hidden subcommand; also what the setuid helper execs):
 //   ctr __holder --state DIR --key K --driver squashfuse|directory|premounted
 //                --image PATH [--offset N] [--size N] [--linger-ms N] [--premounted DIR]
+//                [--server PATH]
 //                [--uid-map MAP --gid-map MAP [--newuidmap PATH --newgidmap PATH]]
 //                --ready-fd FD
 // FD is a socket: the holder first reads the launch's prepared-root spec (JSON, see
@@ -88,6 +89,7 @@ struct HolderArgs {
   std::uint64_t offset = 0; // squashfs offset inside the image file
   std::uint64_t size = 0;   // squashfs size (0 = to the end)
   std::string premounted;   // driver "premounted": where the image is already mounted
+  std::string server;       // driver "squashfuse": the FUSE server (launch::ImageServer)
   std::uint32_t lingerMs = 0;  // keep the image mounted this long after its last launch
   int readyFd = -1;
   // --fakeroot's holder: its user namespace gets these maps (launch::FakerootMaps, as
@@ -104,10 +106,9 @@ int holderMain(const HolderArgs& args);
 // argv for `ctr __holder ...` (without the program path).
 [[nodiscard]] std::vector<std::string> holderArgv(const HolderArgs& args);
 
-// Key of an image mounted with `driver` in the per-user state directory (16 hex digits);
-// a --fakeroot launch's (`fakeroot`: its maps) is another holder's.
-[[nodiscard]] std::string imageKey(const image::ImageSource& image, launch::ImageDriver driver,
-                                   const launch::FakerootMaps* fakeroot = nullptr);
+// Key of the plan's image mounted with `driver` in the per-user state directory (16 hex
+// digits); a --fakeroot launch's (its maps) and another FUSE server's are other holders'.
+[[nodiscard]] std::string imageKey(const launch::LaunchPlan& plan, launch::ImageDriver driver);
 
 // Runs the plan in a child process and waits for it: every signal ctr receives is
 // forwarded to it, and the result is the app's exit status, 128+N for a death by signal N

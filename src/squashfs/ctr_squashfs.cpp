@@ -1,0 +1,677 @@
+// ctr-squashfs: serves one squashfs image over FUSE from several threads, without privilege
+// (docs/design-io.md section 2). The image holder mounts the FUSE file system itself and
+// runs this program in its place of squashfuse_ll, with the same command line:
+//
+//   ctr-squashfs [-f] [-o offset=N,threads=N] IMAGE MOUNTPOINT
+//
+// IMAGE is usually /dev/fd/4 (the file the holder opened and checked), MOUNTPOINT /dev/fd/3
+// (the /dev/fuse connection of a mount the holder made: libfuse >= 3.3 then mounts nothing).
+// Debian's squashfuse_ll answers every request on one thread, so every rank and data-loader
+// worker of a node queues behind it (apptainer/apptainer#665). Here each worker thread of
+// libfuse's multi-threaded loop has its own libsquashfs readers (compressor, meta data
+// readers, data reader with its block and fragment cache) over one file descriptor read
+// with pread; the superblock and the id table are read once and shared read-only, and
+// directory listings are cached for all threads behind a reader-writer lock.
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <sched.h>
+#include <sqfs/compressor.h>
+#include <sqfs/data_reader.h>
+#include <sqfs/dir.h>
+#include <sqfs/error.h>
+#include <sqfs/id_table.h>
+#include <sqfs/inode.h>
+#include <sqfs/io.h>
+#include <sqfs/meta_reader.h>
+#include <sqfs/super.h>
+#include <sqfs/xattr.h>
+#include <sqfs/xattr_reader.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fcntl.h>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+// The kernel may keep names, attributes and data as long as it likes: the image never
+// changes under a mount (the holder mounts a checked file and keys it by its identity).
+constexpr double kCacheSeconds = 86400.0;
+constexpr unsigned kMaxThreads = 16;
+// Directory listings kept for all threads, in entries (about 60 bytes each): 4 MiB or so.
+constexpr size_t kMaxCachedEntries = 64 * 1024;
+
+struct SqfsDestroy {
+  void operator()(void* object) const { sqfs_destroy(object); }
+};
+template <class T>
+using SqfsObject = std::unique_ptr<T, SqfsDestroy>;
+struct SqfsFree {
+  void operator()(void* memory) const { sqfs_free(memory); }
+};
+using Inode = std::unique_ptr<sqfs_inode_generic_t, SqfsFree>;
+
+// The image as libsquashfs reads it: pread on the holder's descriptor, shifted by the
+// offset of the squashfs partition (a SIF's), bounded by the file's size.
+struct PreadFile {
+  sqfs_file_t file;
+  int fd;
+  uint64_t offset;
+  uint64_t size;
+};
+
+int preadAt(sqfs_file_t* base, sqfs_u64 offset, void* buffer, size_t size) {
+  auto* self = reinterpret_cast<PreadFile*>(base);
+  if (offset > self->size || size > self->size - offset) return SQFS_ERROR_OUT_OF_BOUNDS;
+  auto* out = static_cast<char*>(buffer);
+  while (size > 0) {
+    const ssize_t n = ::pread(self->fd, out, size, static_cast<off_t>(self->offset + offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return SQFS_ERROR_IO;
+    if (n == 0) return SQFS_ERROR_OUT_OF_BOUNDS;
+    out += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+int refuseWrite(sqfs_file_t*, sqfs_u64, const void*, size_t) { return SQFS_ERROR_UNSUPPORTED; }
+int refuseTruncate(sqfs_file_t*, sqfs_u64) { return SQFS_ERROR_UNSUPPORTED; }
+sqfs_u64 sizeOf(const sqfs_file_t* base) { return reinterpret_cast<const PreadFile*>(base)->size; }
+void destroyFile(sqfs_object_t* base) { delete reinterpret_cast<PreadFile*>(base); }
+
+sqfs_file_t* newPreadFile(int fd, uint64_t offset, uint64_t size) {
+  auto* f = new PreadFile{};
+  f->file.base.destroy = destroyFile;
+  f->file.base.copy = nullptr;
+  f->file.read_at = preadAt;
+  f->file.write_at = refuseWrite;
+  f->file.get_size = sizeOf;
+  f->file.truncate = refuseTruncate;
+  f->fd = fd;
+  f->offset = offset;
+  f->size = size;
+  return &f->file;
+}
+
+struct DirEntry {
+  std::string name;
+  uint64_t ref;   // the inode's reference: (meta data block << 16) | offset in it
+  uint32_t inum;  // the inode's number, st_ino
+  uint16_t type;  // SQFS_INODE_*
+};
+struct Listing {
+  std::vector<DirEntry> entries;  // sorted by name
+  uint32_t inum = 0;              // the directory's own inode number
+  uint32_t parentInum = 0;
+};
+using ListingPtr = std::shared_ptr<const Listing>;
+
+// What every thread shares, read-only once main() has set it up (the listing cache has its
+// own lock).
+struct Image {
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  sqfs_super_t super{};
+  SqfsObject<sqfs_id_table_t> ids;
+
+  std::shared_mutex listingsLock;
+  std::unordered_map<uint64_t, ListingPtr> listings;
+  std::deque<uint64_t> listingOrder;  // oldest first, for eviction
+  size_t cachedEntries = 0;
+};
+Image image;
+
+// Where the directory table ends: at the first table written after it.
+uint64_t directoryTableEnd(const sqfs_super_t& s) {
+  uint64_t end = s.bytes_used;
+  for (const uint64_t start : {s.fragment_table_start, s.export_table_start, s.id_table_start, s.xattr_id_table_start})
+    if (start > s.directory_table_start && start < end) end = start;
+  return end;
+}
+
+// One worker thread's readers: libsquashfs objects keep their position and caches inside,
+// so no two threads may share one.
+struct Reader {
+  SqfsObject<sqfs_file_t> file;
+  SqfsObject<sqfs_compressor_t> compressor;
+  SqfsObject<sqfs_meta_reader_t> inodes;
+  SqfsObject<sqfs_meta_reader_t> dirs;
+  SqfsObject<sqfs_data_reader_t> data;
+  SqfsObject<sqfs_xattr_reader_t> xattrs;  // null when the image has none
+  std::vector<char> buffer;                // read replies
+
+  // 0, or the libsquashfs error that stopped it.
+  int open() {
+    const sqfs_super_t& s = image.super;
+    file.reset(newPreadFile(image.fd, image.offset, image.size));
+    sqfs_compressor_config_t config{};
+    int err = sqfs_compressor_config_init(&config, static_cast<SQFS_COMPRESSOR>(s.compression_id), s.block_size,
+                                          SQFS_COMP_FLAG_UNCOMPRESS);
+    if (err != 0) return err;
+    sqfs_compressor_t* cmp = nullptr;
+    if ((err = sqfs_compressor_create(&config, &cmp)) != 0) return err;
+    compressor.reset(cmp);
+    if ((s.flags & SQFS_FLAG_COMPRESSOR_OPTIONS) != 0 && (err = cmp->read_options(cmp, file.get())) < 0) return err;
+    inodes.reset(sqfs_meta_reader_create(file.get(), cmp, s.inode_table_start, s.directory_table_start));
+    dirs.reset(sqfs_meta_reader_create(file.get(), cmp, s.directory_table_start, directoryTableEnd(s)));
+    data.reset(sqfs_data_reader_create(file.get(), s.block_size, cmp, 0));
+    if (!inodes || !dirs || !data) return SQFS_ERROR_ALLOC;
+    if ((err = sqfs_data_reader_load_fragment_table(data.get(), &s)) != 0) return err;
+    if ((s.flags & SQFS_FLAG_NO_XATTRS) == 0 && s.xattr_id_table_start != 0xFFFFFFFFFFFFFFFFULL) {
+      xattrs.reset(sqfs_xattr_reader_create(0));
+      if (!xattrs) return SQFS_ERROR_ALLOC;
+      if ((err = sqfs_xattr_reader_load(xattrs.get(), &s, file.get(), cmp)) != 0) return err;
+    }
+    return 0;
+  }
+
+  int readInode(uint64_t ref, Inode& out) {
+    sqfs_inode_generic_t* inode = nullptr;
+    const int err = sqfs_meta_reader_read_inode(inodes.get(), &image.super, ref >> 16, ref & 0xFFFF, &inode);
+    out.reset(inode);
+    return err;
+  }
+
+  int readListing(const sqfs_inode_generic_t& dir, Listing& out) {
+    sqfs_readdir_state_t state{};
+    int err = sqfs_readdir_state_init(&state, &image.super, &dir);
+    if (err != 0) return err;
+    for (;;) {
+      sqfs_dir_entry_t* entry = nullptr;
+      sqfs_u32 inum = 0;
+      sqfs_u64 ref = 0;
+      err = sqfs_meta_reader_readdir(dirs.get(), &state, &entry, &inum, &ref);
+      if (err > 0) break;
+      if (err < 0) return err;
+      std::unique_ptr<sqfs_dir_entry_t, SqfsFree> owned(entry);
+      out.entries.push_back({std::string(reinterpret_cast<const char*>(entry->name), entry->size + 1u), ref, inum,
+                             entry->type});
+    }
+    std::sort(out.entries.begin(), out.entries.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+    return 0;
+  }
+};
+
+Reader* threadReader() {
+  thread_local std::unique_ptr<Reader> reader;
+  thread_local bool failed = false;
+  if (!reader && !failed) {
+    auto fresh = std::make_unique<Reader>();
+    if (fresh->open() == 0)
+      reader = std::move(fresh);
+    else
+      failed = true;
+  }
+  return reader.get();
+}
+
+// FUSE's node ids: the root is 1; every other inode is its reference plus 2 (stable, unique,
+// never 0 or 1), so a lookup allocates nothing and `forget` has nothing to free.
+uint64_t refOfNode(fuse_ino_t node) { return node == FUSE_ROOT_ID ? image.super.root_inode_ref : node - 2; }
+fuse_ino_t nodeOfRef(uint64_t ref) { return ref == image.super.root_inode_ref ? FUSE_ROOT_ID : ref + 2; }
+
+int errnoOf(int sqfsError) {
+  switch (sqfsError) {
+    case SQFS_ERROR_ALLOC: return ENOMEM;
+    case SQFS_ERROR_NOT_DIR: return ENOTDIR;
+    case SQFS_ERROR_NO_ENTRY: return ENOENT;
+    case SQFS_ERROR_NOT_FILE: return EISDIR;
+    default: return EIO;  // a corrupt or truncated image: the reader sees EIO, never a crash
+  }
+}
+
+bool isDirectory(const sqfs_inode_generic_t& inode) {
+  return inode.base.type == SQFS_INODE_DIR || inode.base.type == SQFS_INODE_EXT_DIR;
+}
+bool isFile(const sqfs_inode_generic_t& inode) {
+  return inode.base.type == SQFS_INODE_FILE || inode.base.type == SQFS_INODE_EXT_FILE;
+}
+
+mode_t typeBits(uint16_t type) {
+  switch (type) {
+    case SQFS_INODE_DIR: case SQFS_INODE_EXT_DIR: return S_IFDIR;
+    case SQFS_INODE_FILE: case SQFS_INODE_EXT_FILE: return S_IFREG;
+    case SQFS_INODE_SLINK: case SQFS_INODE_EXT_SLINK: return S_IFLNK;
+    case SQFS_INODE_BDEV: case SQFS_INODE_EXT_BDEV: return S_IFBLK;
+    case SQFS_INODE_CDEV: case SQFS_INODE_EXT_CDEV: return S_IFCHR;
+    case SQFS_INODE_FIFO: case SQFS_INODE_EXT_FIFO: return S_IFIFO;
+    case SQFS_INODE_SOCKET: case SQFS_INODE_EXT_SOCKET: return S_IFSOCK;
+  }
+  return 0;
+}
+
+int statOf(const sqfs_inode_generic_t& inode, struct stat& st) {
+  st = {};
+  const auto& b = inode.base;
+  st.st_ino = b.inode_number;
+  st.st_mode = typeBits(b.type) | (b.mode & 07777);
+  if ((st.st_mode & S_IFMT) == 0) return SQFS_ERROR_CORRUPTED;
+  sqfs_u32 uid = 0;
+  sqfs_u32 gid = 0;
+  if (sqfs_id_table_index_to_id(image.ids.get(), b.uid_idx, &uid) != 0 ||
+      sqfs_id_table_index_to_id(image.ids.get(), b.gid_idx, &gid) != 0)
+    return SQFS_ERROR_CORRUPTED;
+  st.st_uid = uid;
+  st.st_gid = gid;
+  st.st_mtim.tv_sec = st.st_atim.tv_sec = st.st_ctim.tv_sec = b.mod_time;
+  st.st_blksize = image.super.block_size;
+  st.st_nlink = 1;
+  switch (b.type) {
+    case SQFS_INODE_DIR: st.st_nlink = inode.data.dir.nlink; st.st_size = inode.data.dir.size; break;
+    case SQFS_INODE_EXT_DIR: st.st_nlink = inode.data.dir_ext.nlink; st.st_size = inode.data.dir_ext.size; break;
+    case SQFS_INODE_FILE:
+    case SQFS_INODE_EXT_FILE: {
+      sqfs_u64 size = 0;
+      sqfs_inode_get_file_size(&inode, &size);
+      st.st_size = static_cast<off_t>(size);
+      if (b.type == SQFS_INODE_EXT_FILE) st.st_nlink = inode.data.file_ext.nlink;
+      break;
+    }
+    case SQFS_INODE_SLINK: st.st_nlink = inode.data.slink.nlink; st.st_size = inode.data.slink.target_size; break;
+    case SQFS_INODE_EXT_SLINK: st.st_nlink = inode.data.slink_ext.nlink; st.st_size = inode.data.slink_ext.target_size; break;
+    case SQFS_INODE_BDEV: case SQFS_INODE_CDEV: st.st_nlink = inode.data.dev.nlink; st.st_rdev = inode.data.dev.devno; break;
+    case SQFS_INODE_EXT_BDEV: case SQFS_INODE_EXT_CDEV:
+      st.st_nlink = inode.data.dev_ext.nlink;
+      st.st_rdev = inode.data.dev_ext.devno;
+      break;
+    case SQFS_INODE_FIFO: case SQFS_INODE_SOCKET: st.st_nlink = inode.data.ipc.nlink; break;
+    case SQFS_INODE_EXT_FIFO: case SQFS_INODE_EXT_SOCKET: st.st_nlink = inode.data.ipc_ext.nlink; break;
+  }
+  st.st_blocks = (st.st_size + 511) / 512;
+  return 0;
+}
+
+// A directory's listing, from the cache or read (and cached) now.
+int listingOf(Reader& reader, uint64_t ref, ListingPtr& out) {
+  {
+    std::shared_lock lock(image.listingsLock);
+    if (auto it = image.listings.find(ref); it != image.listings.end()) {
+      out = it->second;
+      return 0;
+    }
+  }
+  Inode dir;
+  int err = reader.readInode(ref, dir);
+  if (err != 0) return err;
+  if (!isDirectory(*dir)) return SQFS_ERROR_NOT_DIR;
+  auto listing = std::make_shared<Listing>();
+  if ((err = reader.readListing(*dir, *listing)) != 0) return err;
+  listing->inum = dir->base.inode_number;
+  listing->parentInum = dir->base.type == SQFS_INODE_DIR ? dir->data.dir.parent_inode : dir->data.dir_ext.parent_inode;
+  out = listing;
+  std::unique_lock lock(image.listingsLock);
+  if (image.listings.emplace(ref, listing).second) {
+    image.listingOrder.push_back(ref);
+    image.cachedEntries += listing->entries.size();
+    while (image.cachedEntries > kMaxCachedEntries && image.listingOrder.size() > 1) {
+      auto oldest = image.listings.find(image.listingOrder.front());
+      image.cachedEntries -= oldest->second->entries.size();
+      image.listings.erase(oldest);
+      image.listingOrder.pop_front();
+    }
+  }
+  return 0;
+}
+
+Reader* readerOr(fuse_req_t req) {
+  Reader* reader = threadReader();
+  if (!reader) fuse_reply_err(req, EIO);
+  return reader;
+}
+
+int entryOf(Reader& reader, uint64_t ref, fuse_entry_param& entry) {
+  entry = {};
+  Inode inode;
+  int err = reader.readInode(ref, inode);
+  if (err == 0) err = statOf(*inode, entry.attr);
+  if (err != 0) return err;
+  entry.ino = nodeOfRef(ref);
+  entry.attr_timeout = kCacheSeconds;
+  entry.entry_timeout = kCacheSeconds;
+  return 0;
+}
+
+const DirEntry* findEntry(const Listing& listing, std::string_view name) {
+  auto it = std::lower_bound(listing.entries.begin(), listing.entries.end(), name,
+                            [](const DirEntry& e, std::string_view n) { return e.name < n; });
+  return it != listing.entries.end() && it->name == name ? &*it : nullptr;
+}
+
+void onInit(void*, fuse_conn_info* conn) {
+  // Links resolve in the kernel after the first readlink; readdirplus on every listing, so
+  // that a reader that lists a directory and then opens its files makes no lookup.
+  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_AUTO_INVAL_DATA);
+}
+
+void onLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Reader* reader = readerOr(req);
+  if (!reader) return;
+  ListingPtr listing;
+  if (int err = listingOf(*reader, refOfNode(parent), listing); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  const DirEntry* found = findEntry(*listing, name);
+  fuse_entry_param entry{};
+  if (!found) {
+    entry.entry_timeout = kCacheSeconds;  // ino 0: the kernel keeps the name as absent
+    fuse_reply_entry(req, &entry);
+    return;
+  }
+  if (int err = entryOf(*reader, found->ref, entry); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  fuse_reply_entry(req, &entry);
+}
+
+void onGetattr(fuse_req_t req, fuse_ino_t node, fuse_file_info*) {
+  Reader* reader = readerOr(req);
+  if (!reader) return;
+  fuse_entry_param entry{};
+  if (int err = entryOf(*reader, refOfNode(node), entry); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  fuse_reply_attr(req, &entry.attr, kCacheSeconds);
+}
+
+void onReadlink(fuse_req_t req, fuse_ino_t node) {
+  Reader* reader = readerOr(req);
+  if (!reader) return;
+  Inode inode;
+  if (int err = reader->readInode(refOfNode(node), inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  if (inode->base.type != SQFS_INODE_SLINK && inode->base.type != SQFS_INODE_EXT_SLINK)
+    return (void)fuse_reply_err(req, EINVAL);
+  const uint32_t size = inode->base.type == SQFS_INODE_SLINK ? inode->data.slink.target_size
+                                                             : inode->data.slink_ext.target_size;
+  const std::string target(reinterpret_cast<const char*>(inode->extra), size);
+  fuse_reply_readlink(req, target.c_str());
+}
+
+void onOpen(fuse_req_t req, fuse_ino_t node, fuse_file_info* fi) {
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
+  Reader* reader = readerOr(req);
+  if (!reader) return;
+  Inode inode;
+  if (int err = reader->readInode(refOfNode(node), inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  if (!isFile(*inode)) return (void)fuse_reply_err(req, isDirectory(*inode) ? EISDIR : EINVAL);
+  fi->keep_cache = 1;  // the data cannot change: keep it in the page cache across opens
+  fi->fh = reinterpret_cast<uint64_t>(inode.get());
+  if (fuse_reply_open(req, fi) == 0) inode.release();
+}
+
+void onRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+  Reader* reader = readerOr(req);
+  if (!reader) return;
+  const auto* inode = reinterpret_cast<const sqfs_inode_generic_t*>(fi->fh);
+  if (reader->buffer.size() < size) reader->buffer.resize(size);
+  const sqfs_s32 n = sqfs_data_reader_read(reader->data.get(), inode, static_cast<sqfs_u64>(offset),
+                                           reader->buffer.data(), static_cast<sqfs_u32>(size));
+  if (n < 0) return (void)fuse_reply_err(req, errnoOf(n));
+  fuse_reply_buf(req, reader->buffer.data(), static_cast<size_t>(n));
+}
+
+void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  sqfs_free(reinterpret_cast<void*>(fi->fh));
+  fuse_reply_err(req, 0);
+}
+
+void onOpendir(fuse_req_t req, fuse_ino_t node, fuse_file_info* fi) {
+  Reader* reader = readerOr(req);
+  if (!reader) return;
+  ListingPtr listing;
+  if (int err = listingOf(*reader, refOfNode(node), listing); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  auto handle = std::make_unique<ListingPtr>(std::move(listing));
+  fi->cache_readdir = 1;
+  fi->keep_cache = 1;
+  fi->fh = reinterpret_cast<uint64_t>(handle.get());
+  if (fuse_reply_open(req, fi) == 0) handle.release();
+}
+
+// Offsets: 0 is the start, entry i (".", "..", then the listing) is followed by i + 1.
+void readDirectory(fuse_req_t req, size_t size, off_t offset, fuse_file_info* fi, bool plus) {
+  Reader* reader = readerOr(req);
+  if (!reader) return;
+  const Listing& listing = **reinterpret_cast<const ListingPtr*>(fi->fh);
+  std::vector<char> out(size);
+  size_t used = 0;
+  const size_t count = listing.entries.size() + 2;
+  for (size_t i = static_cast<size_t>(std::max<off_t>(offset, 0)); i < count; ++i) {
+    const bool dot = i < 2;
+    const char* name = i == 0 ? "." : i == 1 ? ".." : listing.entries[i - 2].name.c_str();
+    fuse_entry_param entry{};
+    entry.attr.st_ino = i == 0 ? listing.inum : i == 1 ? listing.parentInum : listing.entries[i - 2].inum;
+    entry.attr.st_mode = dot ? S_IFDIR : typeBits(listing.entries[i - 2].type);
+    if (plus && !dot) {
+      // The entry's attributes, and a lookup the kernel counts: ino 0 ("." and "..") is none.
+      if (int err = entryOf(*reader, listing.entries[i - 2].ref, entry); err != 0) {
+        if (used == 0) return (void)fuse_reply_err(req, errnoOf(err));
+        break;
+      }
+    }
+    const size_t room = out.size() - used;
+    const size_t need = plus ? fuse_add_direntry_plus(req, out.data() + used, room, name, &entry, static_cast<off_t>(i + 1))
+                             : fuse_add_direntry(req, out.data() + used, room, name, &entry.attr, static_cast<off_t>(i + 1));
+    if (need > room) break;
+    used += need;
+  }
+  fuse_reply_buf(req, out.data(), used);
+}
+
+void onReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+  readDirectory(req, size, offset, fi, false);
+}
+void onReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+  readDirectory(req, size, offset, fi, true);
+}
+
+void onReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<ListingPtr*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void onStatfs(fuse_req_t req, fuse_ino_t) {
+  struct statvfs st {};
+  st.f_bsize = st.f_frsize = image.super.block_size;
+  st.f_blocks = (image.super.bytes_used + image.super.block_size - 1) / image.super.block_size;
+  st.f_files = image.super.inode_count;
+  st.f_namemax = 256;
+  fuse_reply_statfs(req, &st);
+}
+
+// An inode's extended attributes as (full name, value) pairs.
+int xattrsOf(Reader& reader, uint64_t ref, std::vector<std::pair<std::string, std::string>>& out) {
+  if (!reader.xattrs) return 0;
+  Inode inode;
+  int err = reader.readInode(ref, inode);
+  if (err != 0) return err;
+  sqfs_u32 index = 0;
+  if (sqfs_inode_get_xattr_index(inode.get(), &index) != 0 || index == 0xFFFFFFFF) return 0;
+  sqfs_xattr_id_t desc{};
+  if ((err = sqfs_xattr_reader_get_desc(reader.xattrs.get(), index, &desc)) != 0) return err;
+  if ((err = sqfs_xattr_reader_seek_kv(reader.xattrs.get(), &desc)) != 0) return err;
+  for (sqfs_u32 i = 0; i < desc.count; ++i) {
+    sqfs_xattr_entry_t* key = nullptr;
+    if ((err = sqfs_xattr_reader_read_key(reader.xattrs.get(), &key)) != 0) return err;
+    std::unique_ptr<sqfs_xattr_entry_t, SqfsFree> ownedKey(key);
+    sqfs_xattr_value_t* value = nullptr;
+    if ((err = sqfs_xattr_reader_read_value(reader.xattrs.get(), key, &value)) != 0) return err;
+    std::unique_ptr<sqfs_xattr_value_t, SqfsFree> ownedValue(value);
+    // key->key is the full name ("user.test"), NUL-terminated; key->size counts only the
+    // part after the prefix, as stored.
+    out.emplace_back(std::string(reinterpret_cast<const char*>(key->key)),
+                     std::string(reinterpret_cast<const char*>(value->value), value->size));
+  }
+  return 0;
+}
+
+// getxattr and listxattr: size 0 asks for the size, too small a size is ERANGE.
+void replyXattr(fuse_req_t req, const std::string& bytes, size_t size) {
+  if (size == 0) return (void)fuse_reply_xattr(req, bytes.size());
+  if (size < bytes.size()) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, bytes.data(), bytes.size());
+}
+
+void onGetxattr(fuse_req_t req, fuse_ino_t node, const char* name, size_t size) {
+  Reader* reader = readerOr(req);
+  if (!reader) return;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (int err = xattrsOf(*reader, refOfNode(node), pairs); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  for (const auto& [key, value] : pairs)
+    if (key == name) return replyXattr(req, value, size);
+  fuse_reply_err(req, ENODATA);
+}
+
+void onListxattr(fuse_req_t req, fuse_ino_t node, size_t size) {
+  Reader* reader = readerOr(req);
+  if (!reader) return;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (int err = xattrsOf(*reader, refOfNode(node), pairs); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  std::string names;
+  for (const auto& pair : pairs) names.append(pair.first).push_back('\0');
+  replyXattr(req, names, size);
+}
+
+struct Options {
+  std::string image;
+  std::string mountpoint;
+  uint64_t offset = 0;
+  unsigned threads = 0;  // 0: the CPUs this process may run on, at most kMaxThreads
+};
+
+bool parseNumber(std::string_view text, uint64_t& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr, "ctr-squashfs: %s\nusage: ctr-squashfs [-f] [-o offset=N,threads=N] IMAGE MOUNTPOINT\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+Options parseOptions(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "-f") continue;  // always in the foreground: the holder owns this process
+    if (arg == "-o") {
+      if (++i == argc) usage("-o needs a value");
+      std::string_view list = argv[i];
+      while (!list.empty()) {
+        const size_t comma = list.find(',');
+        const std::string_view item = list.substr(0, comma);
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+        uint64_t value = 0;
+        if (item.rfind("offset=", 0) == 0 && parseNumber(item.substr(7), value)) {
+          o.offset = value;
+        } else if (item.rfind("threads=", 0) == 0 && parseNumber(item.substr(8), value) && value >= 1 &&
+                   value <= 256) {
+          o.threads = static_cast<unsigned>(value);
+        } else {
+          usage("unknown or malformed option '" + std::string(item) + "'");
+        }
+      }
+      continue;
+    }
+    if (!arg.empty() && arg[0] == '-') usage("unknown option '" + std::string(arg) + "'");
+    positional.emplace_back(arg);
+  }
+  if (positional.size() != 2) usage("expected IMAGE and MOUNTPOINT");
+  o.image = positional[0];
+  o.mountpoint = positional[1];
+  if (o.threads == 0) {
+    cpu_set_t cpus;
+    const int count = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    o.threads = std::clamp<unsigned>(static_cast<unsigned>(count), 1, kMaxThreads);
+  }
+  return o;
+}
+
+// Reads the superblock and id table and opens the main thread's readers, so that a file
+// that is no squashfs image is refused before anything is served.
+void openImage(const Options& o) {
+  const int fd = ::open(o.image.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    std::fprintf(stderr, "ctr-squashfs: %s: %s\n", o.image.c_str(), std::strerror(errno));
+    std::exit(1);
+  }
+  if (static_cast<uint64_t>(st.st_size) < o.offset) {
+    std::fprintf(stderr, "ctr-squashfs: %s: offset %llu is past the end of the file\n", o.image.c_str(),
+                 static_cast<unsigned long long>(o.offset));
+    std::exit(1);
+  }
+  image.fd = fd;
+  image.offset = o.offset;
+  image.size = static_cast<uint64_t>(st.st_size) - o.offset;
+  auto fail = [&](const char* what, int err) {
+    std::fprintf(stderr, "ctr-squashfs: %s: not a squashfs image this server can read (%s: libsquashfs error %d)\n",
+                 o.image.c_str(), what, err);
+    std::exit(1);
+  };
+  SqfsObject<sqfs_file_t> file(newPreadFile(image.fd, image.offset, image.size));
+  if (int err = sqfs_super_read(&image.super, file.get()); err != 0) fail("superblock", err);
+  Reader* reader = threadReader();
+  if (!reader) fail("compressor or tables", SQFS_ERROR_CORRUPTED);
+  image.ids.reset(sqfs_id_table_create(0));
+  if (!image.ids) fail("id table", SQFS_ERROR_ALLOC);
+  if (int err = sqfs_id_table_read(image.ids.get(), file.get(), &image.super, reader->compressor.get()); err != 0)
+    fail("id table", err);
+  Inode root;
+  if (int err = reader->readInode(image.super.root_inode_ref, root); err != 0) fail("root inode", err);
+  if (!isDirectory(*root)) fail("root inode", SQFS_ERROR_NOT_DIR);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parseOptions(argc, argv);
+  openImage(options);
+
+  fuse_lowlevel_ops ops{};
+  ops.init = onInit;
+  ops.lookup = onLookup;
+  ops.getattr = onGetattr;
+  ops.readlink = onReadlink;
+  ops.open = onOpen;
+  ops.read = onRead;
+  ops.release = onRelease;
+  ops.opendir = onOpendir;
+  ops.readdir = onReaddir;
+  ops.readdirplus = onReaddirplus;
+  ops.releasedir = onReleasedir;
+  ops.statfs = onStatfs;
+  ops.getxattr = onGetxattr;
+  ops.listxattr = onListxattr;
+
+  char program[] = "ctr-squashfs";
+  char* fuseArgv[] = {program, nullptr};
+  fuse_args args = FUSE_ARGS_INIT(1, fuseArgv);
+  fuse_session* session = fuse_session_new(&args, &ops, sizeof ops, nullptr);
+  if (!session) return 1;
+  if (fuse_set_signal_handlers(session) != 0 || fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
+    fuse_session_destroy(session);
+    return 1;
+  }
+  fuse_loop_config* loop = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(loop, options.threads);
+  fuse_loop_cfg_set_idle_threads(loop, options.threads);  // keep workers (and their caches) alive
+  fuse_loop_cfg_set_clone_fd(loop, 1);                    // a /dev/fuse queue per worker
+  const int result = fuse_session_loop_mt(session, loop);
+  fuse_loop_cfg_destroy(loop);
+  fuse_session_unmount(session);
+  fuse_remove_signal_handlers(session);
+  fuse_session_destroy(session);
+  return result == 0 ? 0 : 1;
+}
