@@ -21,6 +21,8 @@
 # and MB/s = everything read / (last reader's end - start). Cache: cold (page cache dropped;
 # for squashfuse, ctr and kernel also a fresh mount) and warm (one untimed read first, the
 # mount kept). ROUNDS (default 3) rounds; the median, and its ratio to k = 1 of its row.
+# KS (default "1 2 4 ... nproc") the reader counts; RESULTS_FILE keeps every sample there as it
+# is taken (a run cut short still leaves them).
 # SQUASHFUSE names the squashfuse_ll of the by-hand path (default: the one on PATH).
 # PATHS (default: all) picks paths, e.g. PATHS="squashfuse ctr". The FUSE servers' peak
 # resident memory (VmHWM) is read at the end of each warm case of ctr and ctr-squashfuse.
@@ -58,7 +60,11 @@ cleanup() {
 trap cleanup EXIT
 printf 'image linger = 0\n' > "$work/ctr.conf"
 printf 'image linger = 0\nsquashfs server = squashfuse\n' > "$work/ctr-squashfuse.conf"
-ks=(1); k=2; while [ "$k" -le "$(nproc)" ]; do ks+=("$k"); k=$((k * 2)); done
+if [ -n "${KS:-}" ]; then
+  read -r -a ks <<< "$KS"
+else
+  ks=(1); k=2; while [ "$k" -le "$(nproc)" ]; do ks+=("$k"); k=$((k * 2)); done
+fi
 
 as_user() { runuser -u "$user" -- env PATH=/usr/bin:/bin "$@"; }
 # ctr's unprivileged path with 'image linger = 0' (a cold launch mounts afresh); the kernel
@@ -161,7 +167,7 @@ else
 fi
 [ -n "$ctr_suid" ] || [[ " ${paths[*]} " != *" kernel "* ]] || { echo "scaling.sh: the kernel path needs CTR_SUID" >&2; exit 1; }
 echo "$(nproc) CPUs, $(uname -r); small: ${SMALL_COUNT:-4000} x ${SMALL_SIZE:-16384} B, large: ${LARGE_COUNT:-8} x ${LARGE_SIZE:-33554432} B; $rounds rounds; k = ${ks[*]}"
-results=$work/results.tsv
+results=${RESULTS_FILE:-$work/results.tsv}
 : > "$results"
 for round in $(seq "$rounds"); do
   # Every case once per round, in a random order (drift spreads over all of them).

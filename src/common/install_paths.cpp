@@ -87,10 +87,12 @@ std::string findProgram(Program program) {
   const char* envPath = std::getenv("PATH");
   const std::string searchPath = envPath ? envPath : kDefaultSearchPath;
   auto dirs = libexecDirs();
-  // ctr's own programs: a build tree keeps them beside ctr (bin/ctr-topology, bin/ctr-squashfs).
+  // ctr's own programs: a build tree keeps them beside ctr (bin/ctr-topology, bin/ctr-squashfs),
+  // and its own must win over those of an install at the configured prefix.
   std::error_code ec;
   if (program == Program::Topology || program == Program::SquashfsServer)
-    if (fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec) dirs.push_back(std::move(self));
+    if (fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec)
+      dirs.insert(dirs.begin() + (relocatedPrefix().empty() ? 0 : 1), std::move(self));
   for (const char* name : info.names) {
     if (name == nullptr) break;
     for (const auto& dir : dirs)

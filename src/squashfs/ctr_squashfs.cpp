@@ -11,7 +11,9 @@
 // libfuse's multi-threaded loop has its own libsquashfs readers (compressor, meta data
 // readers, data reader with its block and fragment cache) over one file descriptor read
 // with pread; the superblock and the id table are read once and shared read-only, and
-// directory listings are cached for all threads behind a reader-writer lock.
+// inodes and directory listings are cached for all threads behind reader-writer locks (a
+// reader that opens files in random order would otherwise decompress a meta data block for
+// every open).
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 #include <sched.h>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -52,8 +55,10 @@ namespace {
 // changes under a mount (the holder mounts a checked file and keys it by its identity).
 constexpr double kCacheSeconds = 86400.0;
 constexpr unsigned kMaxThreads = 16;
-// Directory listings kept for all threads, in entries (about 60 bytes each): 4 MiB or so.
+// Directory listings kept for all threads, in entries (about 60 bytes each): 4 MiB or so;
+// inodes, in bytes (a file's inode holds 4 bytes per data block).
 constexpr size_t kMaxCachedEntries = 64 * 1024;
+constexpr size_t kMaxCachedInodeBytes = 8 << 20;
 
 struct SqfsDestroy {
   void operator()(void* object) const { sqfs_destroy(object); }
@@ -63,7 +68,41 @@ using SqfsObject = std::unique_ptr<T, SqfsDestroy>;
 struct SqfsFree {
   void operator()(void* memory) const { sqfs_free(memory); }
 };
-using Inode = std::unique_ptr<sqfs_inode_generic_t, SqfsFree>;
+using Inode = std::shared_ptr<const sqfs_inode_generic_t>;
+
+// A map the worker threads share, bounded by a cost (entries, bytes): the oldest insertion
+// goes first. Values are shared pointers, so one dropped here lives on where it is in use.
+template <class Value>
+class SharedCache {
+ public:
+  explicit SharedCache(size_t maxCost) : maxCost_(maxCost) {}
+
+  Value find(uint64_t key) {
+    std::shared_lock lock(mutex_);
+    auto it = map_.find(key);
+    return it == map_.end() ? Value() : it->second.first;
+  }
+
+  void insert(uint64_t key, const Value& value, size_t cost) {
+    std::unique_lock lock(mutex_);
+    if (!map_.emplace(key, std::pair(value, cost)).second) return;
+    order_.push_back(key);
+    cost_ += cost;
+    while (cost_ > maxCost_ && order_.size() > 1) {
+      auto oldest = map_.find(order_.front());
+      cost_ -= oldest->second.second;
+      map_.erase(oldest);
+      order_.pop_front();
+    }
+  }
+
+ private:
+  std::shared_mutex mutex_;
+  std::unordered_map<uint64_t, std::pair<Value, size_t>> map_;
+  std::deque<uint64_t> order_;
+  size_t cost_ = 0;
+  size_t maxCost_;
+};
 
 // The image as libsquashfs reads it: pread on the holder's descriptor, shifted by the
 // offset of the squashfs partition (a SIF's), bounded by the file's size.
@@ -121,19 +160,16 @@ struct Listing {
 };
 using ListingPtr = std::shared_ptr<const Listing>;
 
-// What every thread shares, read-only once main() has set it up (the listing cache has its
-// own lock).
+// What every thread shares, read-only once main() has set it up (the caches have their own
+// locks).
 struct Image {
   int fd = -1;
   uint64_t offset = 0;
   uint64_t size = 0;
   sqfs_super_t super{};
   SqfsObject<sqfs_id_table_t> ids;
-
-  std::shared_mutex listingsLock;
-  std::unordered_map<uint64_t, ListingPtr> listings;
-  std::deque<uint64_t> listingOrder;  // oldest first, for eviction
-  size_t cachedEntries = 0;
+  SharedCache<Inode> inodes{kMaxCachedInodeBytes};
+  SharedCache<ListingPtr> listings{kMaxCachedEntries};
 };
 Image image;
 
@@ -181,11 +217,15 @@ struct Reader {
     return 0;
   }
 
+  // The inode at `ref`, from the shared cache or read (and cached) now.
   int readInode(uint64_t ref, Inode& out) {
+    if ((out = image.inodes.find(ref))) return 0;
     sqfs_inode_generic_t* inode = nullptr;
     const int err = sqfs_meta_reader_read_inode(inodes.get(), &image.super, ref >> 16, ref & 0xFFFF, &inode);
-    out.reset(inode);
-    return err;
+    if (err != 0) return err;
+    out = Inode(inode, SqfsFree{});
+    image.inodes.insert(ref, out, sizeof *inode + inode->payload_bytes_available);
+    return 0;
   }
 
   int readListing(const sqfs_inode_generic_t& dir, Listing& out) {
@@ -299,13 +339,7 @@ int statOf(const sqfs_inode_generic_t& inode, struct stat& st) {
 
 // A directory's listing, from the cache or read (and cached) now.
 int listingOf(Reader& reader, uint64_t ref, ListingPtr& out) {
-  {
-    std::shared_lock lock(image.listingsLock);
-    if (auto it = image.listings.find(ref); it != image.listings.end()) {
-      out = it->second;
-      return 0;
-    }
-  }
+  if ((out = image.listings.find(ref))) return 0;
   Inode dir;
   int err = reader.readInode(ref, dir);
   if (err != 0) return err;
@@ -315,17 +349,7 @@ int listingOf(Reader& reader, uint64_t ref, ListingPtr& out) {
   listing->inum = dir->base.inode_number;
   listing->parentInum = dir->base.type == SQFS_INODE_DIR ? dir->data.dir.parent_inode : dir->data.dir_ext.parent_inode;
   out = listing;
-  std::unique_lock lock(image.listingsLock);
-  if (image.listings.emplace(ref, listing).second) {
-    image.listingOrder.push_back(ref);
-    image.cachedEntries += listing->entries.size();
-    while (image.cachedEntries > kMaxCachedEntries && image.listingOrder.size() > 1) {
-      auto oldest = image.listings.find(image.listingOrder.front());
-      image.cachedEntries -= oldest->second->entries.size();
-      image.listings.erase(oldest);
-      image.listingOrder.pop_front();
-    }
-  }
+  image.listings.insert(ref, listing, listing->entries.size() + 1);
   return 0;
 }
 
@@ -353,11 +377,20 @@ const DirEntry* findEntry(const Listing& listing, std::string_view name) {
   return it != listing.entries.end() && it->name == name ? &*it : nullptr;
 }
 
+// Opens need no message where the kernel can do without (Linux >= 4.19 files, 5.1
+// directories): ENOSYS to the first open makes it stop sending OPEN and RELEASE, and keep the
+// page cache across opens. So a reader that opens many small files, or the same files each
+// epoch, makes no request once their data is cached. Reads find the inode by node id.
+std::atomic<bool> zeroMessageOpen{false};
+std::atomic<bool> zeroMessageOpendir{false};
+
 void onInit(void*, fuse_conn_info* conn) {
   // Links resolve in the kernel after the first readlink; readdirplus on every listing, so
   // that a reader that lists a directory and then opens its files makes no lookup.
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
   conn->want &= ~(FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_AUTO_INVAL_DATA);
+  zeroMessageOpen = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+  zeroMessageOpendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 }
 
 void onLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -397,51 +430,52 @@ void onReadlink(fuse_req_t req, fuse_ino_t node) {
   fuse_reply_readlink(req, target.c_str());
 }
 
+
 void onOpen(fuse_req_t req, fuse_ino_t node, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
+  if (zeroMessageOpen.load(std::memory_order_relaxed)) return (void)fuse_reply_err(req, ENOSYS);
   Reader* reader = readerOr(req);
   if (!reader) return;
   Inode inode;
   if (int err = reader->readInode(refOfNode(node), inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
   if (!isFile(*inode)) return (void)fuse_reply_err(req, isDirectory(*inode) ? EISDIR : EINVAL);
   fi->keep_cache = 1;  // the data cannot change: keep it in the page cache across opens
-  fi->fh = reinterpret_cast<uint64_t>(inode.get());
-  if (fuse_reply_open(req, fi) == 0) inode.release();
+  fuse_reply_open(req, fi);
 }
 
-void onRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+void onRead(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, fuse_file_info*) {
   Reader* reader = readerOr(req);
   if (!reader) return;
-  const auto* inode = reinterpret_cast<const sqfs_inode_generic_t*>(fi->fh);
+  Inode inode;
+  if (int err = reader->readInode(refOfNode(node), inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  if (!isFile(*inode)) return (void)fuse_reply_err(req, EISDIR);
   if (reader->buffer.size() < size) reader->buffer.resize(size);
-  const sqfs_s32 n = sqfs_data_reader_read(reader->data.get(), inode, static_cast<sqfs_u64>(offset),
+  const sqfs_s32 n = sqfs_data_reader_read(reader->data.get(), inode.get(), static_cast<sqfs_u64>(offset),
                                            reader->buffer.data(), static_cast<sqfs_u32>(size));
   if (n < 0) return (void)fuse_reply_err(req, errnoOf(n));
   fuse_reply_buf(req, reader->buffer.data(), static_cast<size_t>(n));
 }
 
-void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  sqfs_free(reinterpret_cast<void*>(fi->fh));
-  fuse_reply_err(req, 0);
-}
-
 void onOpendir(fuse_req_t req, fuse_ino_t node, fuse_file_info* fi) {
+  if (zeroMessageOpendir.load(std::memory_order_relaxed)) return (void)fuse_reply_err(req, ENOSYS);
   Reader* reader = readerOr(req);
   if (!reader) return;
   ListingPtr listing;
   if (int err = listingOf(*reader, refOfNode(node), listing); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
-  auto handle = std::make_unique<ListingPtr>(std::move(listing));
   fi->cache_readdir = 1;
   fi->keep_cache = 1;
-  fi->fh = reinterpret_cast<uint64_t>(handle.get());
-  if (fuse_reply_open(req, fi) == 0) handle.release();
+  fuse_reply_open(req, fi);
 }
 
 // Offsets: 0 is the start, entry i (".", "..", then the listing) is followed by i + 1.
-void readDirectory(fuse_req_t req, size_t size, off_t offset, fuse_file_info* fi, bool plus) {
+// The listing is the cached one (or read again: the image does not change, so the offsets
+// of a directory read in several calls stay valid).
+void readDirectory(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, bool plus) {
   Reader* reader = readerOr(req);
   if (!reader) return;
-  const Listing& listing = **reinterpret_cast<const ListingPtr*>(fi->fh);
+  ListingPtr cached;
+  if (int err = listingOf(*reader, refOfNode(node), cached); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  const Listing& listing = *cached;
   std::vector<char> out(size);
   size_t used = 0;
   const size_t count = listing.entries.size() + 2;
@@ -467,16 +501,11 @@ void readDirectory(fuse_req_t req, size_t size, off_t offset, fuse_file_info* fi
   fuse_reply_buf(req, out.data(), used);
 }
 
-void onReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
-  readDirectory(req, size, offset, fi, false);
+void onReaddir(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, fuse_file_info*) {
+  readDirectory(req, node, size, offset, false);
 }
-void onReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
-  readDirectory(req, size, offset, fi, true);
-}
-
-void onReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<ListingPtr*>(fi->fh);
-  fuse_reply_err(req, 0);
+void onReaddirplus(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, fuse_file_info*) {
+  readDirectory(req, node, size, offset, true);
 }
 
 void onStatfs(fuse_req_t req, fuse_ino_t) {
@@ -646,18 +675,19 @@ int main(int argc, char** argv) {
   ops.readlink = onReadlink;
   ops.open = onOpen;
   ops.read = onRead;
-  ops.release = onRelease;
   ops.opendir = onOpendir;
   ops.readdir = onReaddir;
   ops.readdirplus = onReaddirplus;
-  ops.releasedir = onReleasedir;
   ops.statfs = onStatfs;
   ops.getxattr = onGetxattr;
   ops.listxattr = onListxattr;
 
+  // Read-only also where this program mounts by itself (by hand, through fusermount3): the
+  // kernel then refuses writes, which the zero-message opens would not see.
   char program[] = "ctr-squashfs";
-  char* fuseArgv[] = {program, nullptr};
-  fuse_args args = FUSE_ARGS_INIT(1, fuseArgv);
+  char readOnly[] = "-oro";
+  char* fuseArgv[] = {program, readOnly, nullptr};
+  fuse_args args = FUSE_ARGS_INIT(2, fuseArgv);
   fuse_session* session = fuse_session_new(&args, &ops, sizeof ops, nullptr);
   if (!session) return 1;
   if (fuse_set_signal_handlers(session) != 0 || fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
