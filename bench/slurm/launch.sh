@@ -60,5 +60,5 @@ echo
 echo "== image mounts during a plugin step of 8 tasks on 2 nodes (squashfuse servers of ctrbench)"
 as_user salloc -Q -O -N2 -n8 "$srun" --overlap -N2 -n8 --container-image="$work/demo.sif" sleep 2 &
 sleep 1.5
-echo "$(pgrep -u ctrbench -c "squashfuse|ctr-squashfs" || true) on this machine (the two nodes share its /tmp, so one user state directory and one holder)"
+echo "$(pgrep -u ctrbench -c -f "squashfuse|ctr-squashfs" || true) on this machine (the two nodes share its /tmp, so one user state directory and one holder)"
 wait

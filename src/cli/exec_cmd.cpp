@@ -76,6 +76,22 @@ launch::OverlayArg lookAtOverlay(const std::string& spec, const std::string& cwd
   return arg;
 }
 
+// A dataset image (--bind FILE:DST:image-src=PATH): its kind, squashfs offset and size and
+// identity, for the planner.
+image::ImageSource lookAtDataset(const launch::BindSpec& bind) {
+  struct stat st {};
+  if (::stat(bind.source.c_str(), &st) != 0)
+    throw Error("--bind " + launch::toString(bind) + ": " + bind.source + ": " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    throw Error("--bind " + launch::toString(bind) + ": image-src= needs a squashfs or SIF file, and " + bind.source +
+                " is a directory (bind it without image-src=)");
+  try {
+    return image::resolveImage(bind.source);
+  } catch (const Error& e) {
+    throw Error("--bind " + launch::toString(bind) + ": not a squashfs or SIF image (" + e.oneLine() + ")");
+  }
+}
+
 // Apptainer's flag variables in the environment, collected in one pass: a launch asks for
 // some 30 keys, and a getenv per spelling scanned the whole environment 60 times.
 struct FlagVariable {
@@ -320,7 +336,11 @@ int runLaunch(RunCommandState& state) {
       log::StepTimer looking("looking at the host");
       auto host = host::discoverHost();
       host::discoverImageFilesystem(host, image.path.string(), image.kind == image::ImageKind::Directory);
-      if (image.kind != image::ImageKind::Directory) host.squashfsServers = host::discoverSquashfsServers();
+      for (const auto& bind : launch::userBindSpecs(options, host.env))
+        if (!bind.imageSrc.empty() && !options.datasetImages.contains(bind.source))
+          options.datasetImages.emplace(bind.source, lookAtDataset(bind));
+      if (image.kind != image::ImageKind::Directory || !options.datasetImages.empty())
+        host.squashfsServers = host::discoverSquashfsServers();
       if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
         host.limits = host::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
       host::discoverDevicesHost(host, {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()},
@@ -527,6 +547,7 @@ void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   holder->add_option("--linger-ms", args->lingerMs);
   holder->add_option("--premounted", args->premounted);
   holder->add_option("--server", args->server);
+  holder->add_option("--dataset", args->datasets);
   holder->add_option("--uid-map", args->uidMap);
   holder->add_option("--gid-map", args->gidMap);
   holder->add_option("--newuidmap", args->newuidmap);

@@ -57,20 +57,51 @@ BindSpec parseOne(std::string_view spec) {
   if (fields.size() > 3) throw bad("too many ':' (expected src[:dst[:ro|rw]]; write a ':' in a path as '\\:')");
   const std::string source = unescape(fields[0]);
   BindSpec bind = makeBind(source, fields.size() >= 2 ? unescape(fields[1]) : source, bad);
-  if (fields.size() == 3) {
-    if (fields[2] == "ro") bind.readOnly = true;
-    else if (fields[2] == "rw") bind.readOnly = false;
-    else throw bad("unknown option '" + std::string(fields[2]) + "' (ro or rw)");
+  if (fields.size() < 3) return bind;
+  bool rw = false;
+  for (auto option : splitUnescaped(fields[2], ',')) {
+    if (option == "ro") {
+      bind.readOnly = true;
+    } else if (option == "rw") {
+      bind.readOnly = false;
+      rw = true;
+    } else if (option.starts_with("image-src=")) {
+      const std::string path = unescape(option.substr(10));
+      if (path.empty() || path[0] != '/') throw bad("image-src '" + path + "' is not an absolute path in the image");
+      if (hasDotDotComponent(path)) throw bad("image-src '" + path + "' contains '..'");
+      bind.imageSrc = normalizePath(path);
+    } else if (option.starts_with("id=")) {
+      throw bad("id= (a SIF data partition) is not supported: ctr mounts the SIF's primary squashfs partition");
+    } else {
+      throw bad("unknown option '" + std::string(option) + "' (ro, rw or image-src=PATH)");
+    }
+  }
+  if (!bind.imageSrc.empty()) {
+    if (rw) throw bad("a dataset image (image-src=) is mounted read-only, not rw");
+    bind.readOnly = true;
   }
   return bind;
+}
+
+// An option after a bind's options belongs to that bind: "a:/d:image-src=/,ro".
+bool isBindOption(std::string_view item) {
+  return item == "ro" || item == "rw" || item.starts_with("image-src=") || item.starts_with("id=");
 }
 
 }  // namespace
 
 std::vector<BindSpec> parseBindSpecs(std::string_view list) {
+  std::vector<std::string> specs;
+  for (auto item : splitUnescaped(list, ',')) {
+    item = trim(item);
+    if (item.empty()) continue;
+    if (isBindOption(item) && !specs.empty() && splitUnescaped(specs.back(), ':').size() == 3)
+      specs.back().append(",").append(item);
+    else
+      specs.emplace_back(item);
+  }
   std::vector<BindSpec> binds;
-  for (auto item : splitUnescaped(list, ','))
-    if (!trim(item).empty()) binds.push_back(parseOne(trim(item)));
+  for (const auto& spec : specs) binds.push_back(parseOne(spec));
   return binds;
 }
 
@@ -123,6 +154,7 @@ BindSpec parseMountSpec(std::string_view spec) {
 }
 
 std::string toString(const BindSpec& bind) {
+  if (!bind.imageSrc.empty()) return bind.source + ":" + bind.destination + ":image-src=" + bind.imageSrc;
   return bind.source + ":" + bind.destination + (bind.readOnly ? ":ro" : "");
 }
 

@@ -252,6 +252,11 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["image_server"] = plan.imageServer ? nlohmann::json{{"program", plan.imageServer->program},
                                                         {"reason", plan.imageServer->reason}}
                                        : nlohmann::json();
+  nlohmann::json datasets = nlohmann::json::array();
+  for (const auto& d : plan.datasets)
+    datasets.push_back({{"path", d.image.path.string()}, {"kind", image::toString(d.image.kind)},
+                        {"offset", d.image.offset}, {"size", d.image.size}, {"key", d.key}, {"mount", d.mountDir}});
+  j["datasets"] = datasets;
   j["root"] = plan.rootMode == RootMode::Overlay   ? "overlay"
               : plan.rootMode == RootMode::Sandbox ? "sandbox"
               : plan.rootMode == RootMode::Join    ? "instance"
@@ -337,6 +342,10 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
       << plan.driverReason << ")\n";
   if (plan.imageServer && !plan.join)
     out << "server:     " << plan.imageServer->program << " (" << plan.imageServer->reason << ")\n";
+  for (const auto& d : plan.datasets)
+    out << "dataset:    " << d.image.path.string() << " (" << image::toString(d.image.kind) << ", squashfs at offset "
+        << d.image.offset << ", " << d.image.size << " bytes), read-only at " << d.mountDir
+        << " in the image's holder, by " << (plan.imageServer ? plan.imageServer->program : std::string("?")) << '\n';
   out << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n';
   if (plan.rootMode == RootMode::Overlay) {
     // Top first, as overlayfs stacks them.

@@ -154,8 +154,11 @@ void addTmpAndHomeMounts(std::vector<Mount>& mounts, const LaunchOptions& option
 void addSiteMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
                    bool contain) {
   for (const auto& spec : policy.defaultBinds) {
-    for (auto& b : withContext("in ctr.conf 'bind path'", [&] { return parseBindSpecs(spec); }))
+    for (auto& b : withContext("in ctr.conf 'bind path'", [&] { return parseBindSpecs(spec); })) {
+      if (!b.imageSrc.empty())
+        throw Error("in ctr.conf 'bind path': " + toString(b) + ": image-src= is for users' --bind, not site binds");
       addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::Policy));
+    }
   }
   // The fabric: with a private /dev, the verbs and RDMA CM devices on request or by policy
   // (/sys/class/infiniband is there with /sys). The whole directory, recursively: its
@@ -167,19 +170,36 @@ void addSiteMounts(std::vector<Mount>& mounts, const LaunchOptions& options, con
   }
 }
 
-void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
-                   const host::HostFacts& host, const std::string& workdir) {
+std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vector<std::string>& env) {
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
-  std::vector<std::string> userBinds;
+  std::vector<BindSpec> binds;
+  auto add = [&](const std::string& spec) {
+    for (auto& b : parseBindSpecs(spec)) binds.push_back(std::move(b));
+  };
   for (const char* name : {"CTR_BIND", "APPTAINER_BIND", "APPTAINER_BINDPATH", "SINGULARITY_BIND", "SINGULARITY_BINDPATH"})
-    if (auto fromEnv = envValue(host.env, name); !fromEnv.empty()) userBinds.push_back(fromEnv);
-  userBinds.insert(userBinds.end(), options.binds.begin(), options.binds.end());
+    if (auto fromEnv = envValue(env, name); !fromEnv.empty()) add(fromEnv);
+  for (const auto& spec : options.binds) add(spec);
+  return binds;
+}
+
+void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
+                   const host::HostFacts& host, const std::string& workdir, const std::vector<DatasetImage>& datasets) {
+  const std::vector<BindSpec> userBinds = userBindSpecs(options, host.env);
   if ((!userBinds.empty() || !options.mounts.empty() || !options.workdir.empty()) && !policy.allowUserBinds)
     throw Error("user bind mounts are disabled by the administrator ('allow user binds = no')");
-  for (const auto& spec : userBinds) {
-    for (auto& b : parseBindSpecs(spec))
+  for (const auto& b : userBinds) {
+    if (b.imageSrc.empty()) {
       addMount(mounts, bindMount(b.source, b.destination, b.readOnly, MountOrigin::User));
+      continue;
+    }
+    // A dataset image: PATH of its mount in the holder (planDatasets made one per file).
+    const auto dataset = std::find_if(datasets.begin(), datasets.end(),
+                                      [&](const DatasetImage& d) { return d.source == b.source; });
+    if (dataset == datasets.end()) throw Error("--bind " + toString(b) + ": the dataset image was not resolved");
+    Mount m = bindMount(joinPath(dataset->mountDir, b.imageSrc), b.destination, true, MountOrigin::User);
+    m.from = "--bind " + toString(b) + " (dataset image)";
+    addMount(mounts, std::move(m));
   }
   for (const auto& spec : options.mounts) {
     auto b = parseMountSpec(spec);

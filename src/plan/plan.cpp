@@ -8,6 +8,7 @@
 
 #include "ctr/build_config.hpp"
 #include "ctr/error.hpp"
+#include "ctr/hash.hpp"
 #include "ctr/instance.hpp"
 #include "ctr/pathutil.hpp"
 #include "plan_steps.hpp"
@@ -51,11 +52,37 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   return plan;
 }
 
+// Dataset images (--bind FILE:DST:image-src=PATH): one per file, keyed by its identity, to be
+// mounted by the image's holder under the state directory (docs/design-io.md section 3).
+void planDatasets(LaunchPlan& plan, const LaunchOptions& options, const host::HostFacts& host) {
+  for (const auto& bind : userBindSpecs(options, host.env)) {
+    if (bind.imageSrc.empty()) continue;
+    if (std::any_of(plan.datasets.begin(), plan.datasets.end(),
+                    [&](const DatasetImage& d) { return d.source == bind.source; }))
+      continue;
+    auto found = options.datasetImages.find(bind.source);
+    if (found == options.datasetImages.end())
+      throw Error("--bind " + toString(bind) + ": the dataset image was not looked at");
+    if (plan.stateDir.empty())
+      throw Error("--bind " + toString(bind) + ": dataset images are mounted by the image's holder, and every " +
+                  "per-user state directory (/tmp/ctr-" + std::to_string(host.user.uid) + "*) is taken");
+    DatasetImage dataset;
+    dataset.source = bind.source;
+    dataset.image = found->second;
+    const auto& i = dataset.image;
+    dataset.key = toHex16(fnv1a64(std::to_string(i.device) + ':' + std::to_string(i.inode) + ':' +
+                                  std::to_string(i.mtimeNs) + ':' + std::to_string(i.offset) + ':' +
+                                  std::to_string(i.size)));
+    dataset.mountDir = joinPath(plan.stateDir, "mnt/data/" + dataset.key);
+    plan.datasets.push_back(std::move(dataset));
+  }
+}
+
 // The FUSE server of the squashfuse driver (or of its fallback). Without one the launch cannot
 // mount the image: one line naming what to install, or, where it was only the fallback, no
 // fallback.
 void planImageServer(LaunchPlan& plan, const config::Policy& policy, const host::HostFacts& host) {
-  const bool primary = plan.driver == ImageDriver::Squashfuse;
+  const bool primary = plan.driver == ImageDriver::Squashfuse || !plan.datasets.empty();
   if (!primary && plan.driverFallback != ImageDriver::Squashfuse) return;
   const auto& servers = host.squashfsServers;
   const std::string setting = "'squashfs server = " + std::string(config::toString(policy.squashfsServer)) + "'";
@@ -81,8 +108,10 @@ void planImageServer(LaunchPlan& plan, const config::Policy& policy, const host:
   if (chosen) {
     plan.imageServer = std::move(chosen);
   } else if (primary) {
-    throw Error("cannot mount " + plan.image.path.string() + " without the setuid helper: " +
-                (missing.empty() ? "no squashfs server found" : missing));
+    const std::string what = plan.driver == ImageDriver::Squashfuse
+                                 ? plan.image.path.string() + " without the setuid helper"
+                                 : "the dataset image " + plan.datasets.front().image.path.string();
+    throw Error("cannot mount " + what + ": " + (missing.empty() ? "no squashfs server found" : missing));
   } else {
     plan.driverFallback.reset();
   }
@@ -296,6 +325,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   const bool privateDev = contain || noMount.dev;
   LaunchPlan plan = planBasics(options, policy, image, host);
   planFakeroot(plan, options, policy, host);
+  planDatasets(plan, options, host);
   planImageServer(plan, policy, host);
   planOverlay(plan, options);
   const HomeDirs home = planHome(options, host);
@@ -311,7 +341,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   // After the devices: --gpus adds the device rules of the GPUs it left out.
   planLimits(plan, options, policy, host);
   std::vector<std::string> firstLibraryDirs = planMpi(plan, options, policy, host);
-  addUserMounts(plan.mounts, options, policy, host, workdir);
+  addUserMounts(plan.mounts, options, policy, host, workdir, plan.datasets);
   // Before the current directory's mount: one that /tmp covered gets its own.
   plan.mountsLeftOut = removeMounts(plan.mounts, noMount);
   if (noMount.home && !given.noHome) plan.mountsLeftOut.push_back(home.destination);

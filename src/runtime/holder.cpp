@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <optional>
 #include <map>
@@ -62,7 +63,10 @@ void createUserAndMountNamespace() {
   writeFile("/proc/self/gid_map", std::to_string(gid) + ' ' + std::to_string(gid) + " 1\n");
 }
 
-Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, ScopedMount& mount) {
+// Mounts the squashfs at `offset` of the file `imagePath` read-only on `imageDir`, served by
+// `server` (args.server), and returns the server.
+Child startSquashfuse(const std::string& server, const std::string& imagePath, std::uint64_t offset,
+                      const std::string& imageDir, ScopedMount& mount) {
   UniqueFd fuse(::open("/dev/fuse", O_RDWR | O_CLOEXEC));
   if (!fuse) {
     int err = errno;
@@ -76,7 +80,7 @@ Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, Scope
                 "install ctr's setuid mount helper");
   }
   // We mount the FUSE file system ourselves (we hold CAP_SYS_ADMIN in U) and hand the
-  // connection to the server (ctr-squashfs or squashfuse_ll, args.server) as /dev/fd/N
+  // connection to the server (ctr-squashfs or squashfuse_ll) as /dev/fd/N
   // (libfuse >= 3.3), so the server needs no privilege.
   const std::string options = "fd=" + std::to_string(fuse.get()) +
                               ",rootmode=40000,user_id=" + std::to_string(::getuid()) +
@@ -88,16 +92,16 @@ Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, Scope
 
   // The server reads the file we opened and checked, as /dev/fd/4: an image path swapped for
   // a FIFO after the launch looked at it cannot hang it in open().
-  UniqueFd image(::open(args.image.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  UniqueFd image(::open(imagePath.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   struct stat imageStat {};
-  if (!image || ::fstat(image.get(), &imageStat) != 0) throw sysError("open image " + args.image);
+  if (!image || ::fstat(image.get(), &imageStat) != 0) throw sysError("open image " + imagePath);
   if (!S_ISREG(imageStat.st_mode))
-    throw Error("image " + args.image + " is " + fileTypeName(imageStat.st_mode) + ", not a regular file");
+    throw Error("image " + imagePath + " is " + fileTypeName(imageStat.st_mode) + ", not a regular file");
   SpawnOptions spawn;
   spawn.keepFds = {{fuse.get(), 3}, {image.get(), 4}};
   spawn.dieWithParent = true;
-  if (args.server.empty()) throw Error("__holder: --server PATH missing");
-  Child server = Child::spawn({args.server, "-f", "-o", "offset=" + std::to_string(args.offset),
+  if (server.empty()) throw Error("__holder: --server PATH missing");
+  Child child = Child::spawn({server, "-f", "-o", "offset=" + std::to_string(offset),
                                "/dev/fd/4", "/dev/fd/3"},
                               spawn);
   image.reset();
@@ -106,15 +110,39 @@ Child startSquashfuse(const HolderArgs& args, const std::string& imageDir, Scope
   struct stat st {};
   if (::stat(imageDir.c_str(), &st) != 0) {
     int err = errno;
-    server.signal(SIGKILL);
-    const int status = server.wait();
-    throw Error("squashfuse could not mount " + args.image + " (" + std::strerror(err) + ", " +
-                args.server + " " +
+    child.signal(SIGKILL);
+    const int status = child.wait();
+    throw Error("squashfuse could not mount " + imagePath + " (" + std::strerror(err) + ", " +
+                server + " " +
                 (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
                                    : "killed by a signal") +
                 "): not a valid squashfs image?");
   }
-  return server;
+  return child;
+}
+
+// The dataset images ("KEY:OFFSET:SIZE:PATH"), each read-only at DIR/KEY, served as a
+// squashfs image is (args.server), whatever the image's own driver.
+void mountDatasets(const HolderArgs& args, const std::string& dir, std::vector<Child>& servers,
+                   std::vector<ScopedMount>& mounts) {
+  if (args.datasets.empty()) return;
+  if (::mkdir(dir.c_str(), 0700) != 0) throw sysError("mkdir " + dir);
+  for (const std::string& spec : args.datasets) {
+    // KEY (16 hex digits), OFFSET, SIZE (unused: the server reads to the end), PATH (the rest).
+    const size_t a = spec.find(':');
+    const size_t b = a == std::string::npos ? a : spec.find(':', a + 1);
+    const size_t c = b == std::string::npos ? b : spec.find(':', b + 1);
+    std::uint64_t offset = 0;
+    const std::string key = spec.substr(0, a);
+    const bool keyOk = key.size() == 16 && key.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (c == std::string::npos || !keyOk ||
+        std::from_chars(spec.data() + a + 1, spec.data() + b, offset).ptr != spec.data() + b)
+      throw Error("__holder: bad --dataset '" + spec + "'");
+    const std::string mountDir = dir + "/" + key;
+    if (::mkdir(mountDir.c_str(), 0700) != 0) throw sysError("mkdir " + mountDir);
+    mounts.emplace_back();
+    servers.push_back(startSquashfuse(args.server, spec.substr(c + 1), offset, mountDir, mounts.back()));
+  }
 }
 
 void bindImageDirectory(const std::string& source, const std::string& imageDir) {
@@ -312,6 +340,10 @@ std::vector<std::string> holderArgv(const HolderArgs& args) {
     argv.push_back(option);
     argv.push_back(value);
   }
+  for (const auto& dataset : args.datasets) {
+    argv.push_back("--dataset");
+    argv.push_back(dataset);
+  }
   for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"--uid-map", args.uidMap},
                                       {"--gid-map", args.gidMap}, {"--newuidmap", args.newuidmap},
                                       {"--newgidmap", args.newgidmap}}) {
@@ -350,6 +382,8 @@ int holderMain(const HolderArgs& args) {
   const std::string imageDir = mntDir + "/img";
   const std::string baseDir = mntDir + "/base";
   Child server;
+  std::vector<Child> datasetServers;
+  std::vector<ScopedMount> datasetMounts;  // detached before their servers are killed
   ScopedMount imageMount, baseMount, baseRootMount;
   UniqueFd ready;  // closed first: it holds copies of the mounts above
   try {
@@ -381,7 +415,7 @@ int holderMain(const HolderArgs& args) {
         ::mkdir(baseDir.c_str(), 0700) != 0)
       throw sysError("mkdir in " + mntDir);
     if (args.driver == "squashfuse") {
-      server = startSquashfuse(args, imageDir, imageMount);
+      server = startSquashfuse(args.server, args.image, args.offset, imageDir, imageMount);
     } else if (args.driver == "directory") {
       bindImageDirectory(args.image, imageDir);
       imageMount = ScopedMount(imageDir);
@@ -393,6 +427,7 @@ int holderMain(const HolderArgs& args) {
     } else {
       throw Error("__holder: unknown driver '" + args.driver + "'");
     }
+    mountDatasets(args, mntDir + "/data", datasetServers, datasetMounts);
     // The root every launch of this user can reuse (optional: without it, each launch
     // builds its own).
     std::optional<launch::PreparedRootManifest> manifest;

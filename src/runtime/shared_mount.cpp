@@ -211,10 +211,13 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
                 : driver == launch::ImageDriver::SetuidHelper ? "premounted"
                                                                : "squashfuse";
   const bool viaHelper = driver == launch::ImageDriver::SetuidHelper;
-  if (driver == launch::ImageDriver::Squashfuse) {
+  if (driver == launch::ImageDriver::Squashfuse || !plan.datasets.empty()) {
     if (!plan.imageServer) throw Error("the plan names no squashfs server for " + args.image);
     args.server = plan.imageServer->program;
   }
+  for (const auto& d : plan.datasets)
+    args.datasets.push_back(d.key + ':' + std::to_string(d.image.offset) + ':' + std::to_string(d.image.size) + ':' +
+                            d.image.path.string());
 
   Child intermediate = Child::fork([&] {
     ::setsid();
@@ -259,7 +262,9 @@ std::string imageKey(const launch::LaunchPlan& plan, launch::ImageDriver driver)
   if (fakeroot)
     identity += ":fakeroot:" + formatIdMap(fakeroot->uidMap) + '/' + formatIdMap(fakeroot->gidMap) + '/' +
                 fakeroot->newuidmap + '/' + fakeroot->newgidmap;
-  if (driver == launch::ImageDriver::Squashfuse && plan.imageServer) identity += ":server:" + plan.imageServer->program;
+  if ((driver == launch::ImageDriver::Squashfuse || !plan.datasets.empty()) && plan.imageServer)
+    identity += ":server:" + plan.imageServer->program;
+  for (const auto& d : plan.datasets) identity += ":dataset:" + d.key;
   return toHex16(fnv1a64(identity));
 }
 

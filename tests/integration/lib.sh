@@ -148,7 +148,7 @@ assert_no_leftovers() {
 # as /dev/fd/4, the fd ctr checked).
 squashfuse_of() {
   local p
-  for p in $(pgrep -u "$CTR_TEST_USER" "squashfuse|ctr-squashfs" || true); do
+  for p in $(pgrep -u "$CTR_TEST_USER" squashfuse; pgrep -u "$CTR_TEST_USER" ctr-squashfs) ; do
     [ "$(readlink "/proc/$p/fd/4" 2>/dev/null)" = "$1" ] && echo "$p"
   done
   return 0

@@ -2,8 +2,9 @@
 # Issue 14, "Done when": a SIGKILL storm. At least 100 launches as the unprivileged test user,
 # three at a time, through squashfuse and through the installed setuid helper; while they
 # run, SIGKILL goes at random moments to a random one of: the ctr launcher, the image holder,
-# the setuid helper, squashfuse, or all of them. Once the holders are gone nothing may remain:
-# no mount, loop device, process or state file; and the next launch works.
+# the setuid helper, the FUSE server (ctr-squashfs or squashfuse_ll), or all of them. Once
+# the holders are gone nothing may remain: no mount, loop device, process or state file; and
+# the next launch works.
 CTR_HELPER_SOURCE_ONLY=1 . "$(dirname "${BASH_SOURCE[0]}")/test_helper_security.sh"
 
 ensure_test_user
@@ -28,7 +29,7 @@ kill_one() {
     ctr) pattern='^[^ ]*/ctr exec';;
     holder) pattern='holder';;
     helper) pattern='ctr-mount-helper';;
-    squashfuse) pattern='squashfuse';;
+    squashfuse) pattern='squashfuse|ctr-squashfs';;  # the image's FUSE server
     all) pattern='ctr|squashfuse';;
   esac
   for try in $(seq 40); do

@@ -21,17 +21,17 @@ std::string errorOf(std::string_view spec) {
 }  // namespace
 
 TEST(BindSpecs, SourceOnlyBindsAtTheSamePathReadWrite) {
-  EXPECT_EQ(parseBindSpecs("/scratch"), (std::vector<BindSpec>{{"/scratch", "/scratch", false}}));
+  EXPECT_EQ(parseBindSpecs("/scratch"), (std::vector<BindSpec>{{"/scratch", "/scratch", false, ""}}));
 }
 
 TEST(BindSpecs, SourceAndDestination) {
   EXPECT_EQ(parseBindSpecs("/data/set1:/input"),
-            (std::vector<BindSpec>{{"/data/set1", "/input", false}}));
+            (std::vector<BindSpec>{{"/data/set1", "/input", false, ""}}));
 }
 
 TEST(BindSpecs, ReadOnlyAndReadWriteOptions) {
   EXPECT_EQ(parseBindSpecs("/a:/b:ro,/c:/d:rw"),
-            (std::vector<BindSpec>{{"/a", "/b", true}, {"/c", "/d", false}}));
+            (std::vector<BindSpec>{{"/a", "/b", true, ""}, {"/c", "/d", false, ""}}));
 }
 
 TEST(BindSpecs, CommaListKeepsOrderAndSkipsEmptyItems) {
@@ -45,7 +45,7 @@ TEST(BindSpecs, EmptyValueGivesNoBinds) { EXPECT_TRUE(parseBindSpecs("").empty()
 
 TEST(BindSpecs, NormalisesDoubleSlashesAndTrailingSlash) {
   EXPECT_EQ(parseBindSpecs("//scratch//user/:/mnt/./data/"),
-            (std::vector<BindSpec>{{"/scratch/user", "/mnt/data", false}}));
+            (std::vector<BindSpec>{{"/scratch/user", "/mnt/data", false, ""}}));
 }
 
 TEST(BindSpecs, RefusesEmptySource) {
@@ -84,8 +84,8 @@ TEST(BindSpecs, ErrorNamesTheBadSpecOnly) {
 }
 
 TEST(BindSpecs, PrintsInSpecSyntax) {
-  EXPECT_EQ(toString(BindSpec{"/a", "/b", true}), "/a:/b:ro");
-  EXPECT_EQ(toString(BindSpec{"/a", "/a", false}), "/a:/a");
+  EXPECT_EQ(toString(BindSpec{"/a", "/b", true, ""}), "/a:/b:ro");
+  EXPECT_EQ(toString(BindSpec{"/a", "/a", false, ""}), "/a:/a");
 }
 
 TEST(BindSpecs, EscapedCommaAndColonArePartOfThePath) {
@@ -107,4 +107,25 @@ TEST(MountSpec, BindWithDockerNamesAndQuotes) {
   EXPECT_THROW((void)parseMountSpec("type=volume,src=/a,dst=/b"), ctr::Error);
   EXPECT_THROW((void)parseMountSpec("type=bind,src=/a"), ctr::Error);
   EXPECT_THROW((void)parseMountSpec("type=bind,src=/a,dst=/b,bind-propagation=shared"), ctr::Error);
+}
+
+TEST(BindSpecs, DatasetImageSourceIsReadOnlyWithItsOptionsAfterIt) {
+  auto binds = parseBindSpecs("/d/data.sqfs:/data:image-src=/,ro,/scratch,/x.sif:/x:image-src=/train//a/,/y");
+  ASSERT_EQ(binds.size(), 4U);
+  EXPECT_EQ(binds[0].source, "/d/data.sqfs");
+  EXPECT_EQ(binds[0].imageSrc, "/");
+  EXPECT_TRUE(binds[0].readOnly) << "a dataset image is always read-only";
+  EXPECT_EQ(binds[1].source, "/scratch");
+  EXPECT_TRUE(binds[1].imageSrc.empty());
+  EXPECT_EQ(binds[2].imageSrc, "/train/a");
+  EXPECT_EQ(binds[3].source, "/y");
+  EXPECT_EQ(toString(binds[2]), "/x.sif:/x:image-src=/train/a");
+}
+
+TEST(BindSpecs, RefusesBadDatasetOptions) {
+  EXPECT_NE(errorOf("/d.sqfs:/d:image-src=rel").find("is not an absolute path in the image"), std::string::npos);
+  EXPECT_NE(errorOf("/d.sqfs:/d:image-src=/a/../b").find("contains '..'"), std::string::npos);
+  EXPECT_NE(errorOf("/d.sqfs:/d:image-src=/,rw").find("mounted read-only, not rw"), std::string::npos);
+  EXPECT_NE(errorOf("/d.sif:/d:image-src=/,id=2").find("id= (a SIF data partition) is not supported"), std::string::npos);
+  EXPECT_NE(errorOf("/d:/d:bogus").find("unknown option 'bogus'"), std::string::npos);
 }

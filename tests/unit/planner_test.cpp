@@ -689,3 +689,38 @@ TEST(Planner, IsolationFlagsAskForNamespacesAndAMinimalDev) {
   o.network = "bridge";
   EXPECT_THROW((void)planLaunch(o, {}, sifImage(), alice()), ctr::Error);
 }
+
+TEST(Planner, DatasetImageIsMountedByTheHolderAndBoundReadOnly) {
+  auto host = alice();
+  host.stateDir = "/run/user/1000/ctr";
+  auto options = execTrue();
+  options.binds = {"/d/data.sqfs:/data:image-src=/val"};
+  EXPECT_THROW((void)planLaunch(options, {}, sifImage(), host), ctr::Error) << "the CLI must have looked at it";
+  ctr::image::ImageSource data;
+  data.path = "/d/data.sqfs";
+  data.kind = ctr::image::ImageKind::Squashfs;
+  data.size = 4096;
+  data.device = 7;
+  data.inode = 42;
+  options.datasetImages.emplace("/d/data.sqfs", data);
+  auto dir = sifImage();
+  dir.kind = ctr::image::ImageKind::Directory;
+  const auto plan = planLaunch(options, {}, dir, host);
+  ASSERT_EQ(plan.datasets.size(), 1U);
+  const auto& d = plan.datasets[0];
+  EXPECT_EQ(d.key.size(), 16U);
+  EXPECT_EQ(d.mountDir, "/run/user/1000/ctr/mnt/data/" + d.key);
+  ASSERT_TRUE(plan.imageServer) << "a directory image with a dataset still needs the FUSE server";
+  const auto* m = findMount(plan, "/data");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->source, d.mountDir + "/val");
+  EXPECT_TRUE(m->readOnly);
+
+  host.stateDir.clear();
+  try {
+    (void)planLaunch(options, {}, dir, host);
+    FAIL() << "no state directory, no holder to mount the dataset";
+  } catch (const ctr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is taken"), std::string::npos) << e.what();
+  }
+}

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ctr/binds.hpp"
 #include "ctr/cdi.hpp"
 #include "ctr/config.hpp"
 #include "ctr/environment.hpp"
@@ -65,6 +67,9 @@ struct LaunchOptions {
   bool writableTmpfs = false;       // --writable-tmpfs
   bool writable = false;            // -w/--writable: a directory image read-write
   std::vector<OverlayArg> overlays; // --overlay (the CLI parses each and looks at its path)
+  // The dataset images of the user's binds (image-src=), by bind source: the CLI resolves
+  // each (its kind, squashfs offset and size, identity), the planner stays pure.
+  std::map<std::string, image::ImageSource> datasetImages;
   limits::Request limits;           // --cpus, --memory, --pids-limit, ... (the CLI parses units)
   std::string statsFile;            // --stats FILE: a JSON record of the run when it ends
   std::vector<std::string> noEnv;   // --no-env NAMES (and APPTAINER_NOENV): host vars not passed
@@ -171,6 +176,10 @@ struct DriverDecision {
   // the launch falls back to this one with a warning ('image driver = auto' only).
   std::optional<ImageDriver> fallback;
 };
+
+// The user's bind specs: $CTR_BIND and Apptainer's variables from `env`, then --bind, in the
+// order they apply (for one destination, the later wins).
+[[nodiscard]] std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vector<std::string>& env);
 
 // Throws ctr::Error when the policy demands a driver that cannot work here.
 [[nodiscard]] DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind,
@@ -391,14 +400,26 @@ struct ImageServer {
   std::string reason;   // why this one, for --explain
 };
 
+// A dataset image (--bind FILE:DST:image-src=PATH, docs/design-io.md section 3): the image's
+// holder mounts it read-only at `mountDir` with the plan's image server before it reports,
+// so every launch of the node with the same image and datasets shares one mount; the
+// launch binds mountDir + PATH at DST (a plan Mount of origin User).
+struct DatasetImage {
+  std::string source;        // the bind's source, as BindSpec has it
+  image::ImageSource image;  // the squashfs or SIF file, resolved by the CLI
+  std::string key;           // 16 hex digits of its identity (file, offset, size)
+  std::string mountDir;      // <state>/mnt/data/KEY, in the holder's mount namespace
+};
+
 struct LaunchPlan {
   Command command = Command::Exec;
   image::ImageSource image;
   ImageDriver driver = ImageDriver::Squashfuse;
   std::string driverReason;
   std::optional<ImageDriver> driverFallback;  // see DriverDecision
-  // Set when the driver, or its fallback, is squashfuse.
+  // Set when the driver, or its fallback, is squashfuse, or there are dataset images.
   std::optional<ImageServer> imageServer;
+  std::vector<DatasetImage> datasets;  // in the order of their first bind
   RootMode rootMode = RootMode::Bind;
   RootOverlay overlay;                  // root mode Overlay: the layers over the image
   std::vector<Mount> mounts;            // applied in this order, after the root

@@ -52,7 +52,7 @@
 // Holder argv contract (hidden subcommand; also what the setuid helper execs):
 //   ctr __holder --state DIR --key K --driver squashfuse|directory|premounted
 //                --image PATH [--offset N] [--size N] [--linger-ms N] [--premounted DIR]
-//                [--server PATH]
+//                [--server PATH] [--dataset KEY:OFFSET:SIZE:PATH]...
 //                [--uid-map MAP --gid-map MAP [--newuidmap PATH --newgidmap PATH]]
 //                --ready-fd FD
 // FD is a socket: the holder first reads the launch's prepared-root spec (JSON, see
@@ -89,7 +89,11 @@ struct HolderArgs {
   std::uint64_t offset = 0; // squashfs offset inside the image file
   std::uint64_t size = 0;   // squashfs size (0 = to the end)
   std::string premounted;   // driver "premounted": where the image is already mounted
-  std::string server;       // driver "squashfuse": the FUSE server (launch::ImageServer)
+  std::string server;       // the FUSE server (launch::ImageServer) of driver "squashfuse"
+                            // and of the datasets
+  // Dataset images (launch::DatasetImage) as "KEY:OFFSET:SIZE:PATH": each mounted read-only
+  // at <state>/mnt/data/KEY before the holder reports, whatever the driver.
+  std::vector<std::string> datasets;
   std::uint32_t lingerMs = 0;  // keep the image mounted this long after its last launch
   int readyFd = -1;
   // --fakeroot's holder: its user namespace gets these maps (launch::FakerootMaps, as
