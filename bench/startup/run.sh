@@ -61,8 +61,12 @@ mksquashfs rootfs demo.sqfs -quiet -noappend -comp gzip >/dev/null
 "$ctr" -q build demo.sif rootfs
 cp demo.sif seq.sif     # nothing holds it: launched one after another, joins the lingering holder
 cp demo.sif cold.sif    # mounted afresh by every launch ('image linger = 0')
+cp demo.sif cold-sqfuse.sif
 printf 'image linger = 0\n' > nolinger.conf
+printf 'image linger = 0\nsquashfs server = squashfuse\n' > nolinger-squashfuse.conf
 cold="/usr/bin/env CTR_CONFIG=$work/nolinger.conf"
+# The same cold launch served by squashfuse_ll instead of ctr-squashfs.
+coldsqfuse="/usr/bin/env CTR_CONFIG=$work/nolinger-squashfuse.conf"
 
 # Held = an image already mounted on this node by another rank: keep one launch alive.
 for img in demo.sif demo.sqfs appt.sif; do
@@ -76,6 +80,7 @@ cases=(
   "ctr-sif-held=$ctr exec demo.sif /bin/true"
   "ctr-sif-seq=$ctr exec seq.sif /bin/true"
   "ctr-sif-cold=$cold $ctr exec cold.sif /bin/true"
+  "ctr-sif-cold-squashfuse=$coldsqfuse $ctr exec cold-sqfuse.sif /bin/true"
   "ctr-appt-held=$ctr exec appt.sif /bin/true"
   "ctr-appt-seq=$ctr exec appt-seq.sif /bin/true"
   "ctr-appt-cold=$cold $ctr exec appt-cold.sif /bin/true"

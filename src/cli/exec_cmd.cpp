@@ -63,8 +63,9 @@ launch::OverlayArg lookAtOverlay(const std::string& spec, const std::string& cwd
     arg.hasUpperDir = ::stat((arg.path + "/upper").c_str(), &upper) == 0 && S_ISDIR(upper.st_mode);
   } else {
     try {
-      const auto image = image::resolveImage(arg.path);
+      auto image = image::resolveImage(arg.path);
       arg.kind = image.kind == image::ImageKind::Sif ? launch::OverlayKind::Sif : launch::OverlayKind::Squashfs;
+      arg.image = std::move(image);
     } catch (const Error&) {
       std::array<unsigned char, 2> magic{};
       UniqueFd fd(::open(arg.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
@@ -339,7 +340,9 @@ int runLaunch(RunCommandState& state) {
       for (const auto& bind : launch::userBindSpecs(options, host.env))
         if (!bind.imageSrc.empty() && !options.datasetImages.contains(bind.source))
           options.datasetImages.emplace(bind.source, lookAtDataset(bind));
-      if (image.kind != image::ImageKind::Directory || !options.datasetImages.empty())
+      const bool overlayImages = std::any_of(options.overlays.begin(), options.overlays.end(),
+                                             [](const launch::OverlayArg& a) { return a.image.has_value(); });
+      if (image.kind != image::ImageKind::Directory || !options.datasetImages.empty() || overlayImages)
         host.squashfsServers = host::discoverSquashfsServers();
       if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
         host.limits = host::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);

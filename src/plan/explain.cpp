@@ -266,7 +266,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : plan.overlay.layers) {
       nlohmann::json layer = {{"path", l.path}, {"writable", l.writable}, {"dir", l.dir},
-                              {"lock", l.writable ? "exclusive" : "shared"}};
+                              {"lock", l.image ? "none" : l.writable ? "exclusive" : "shared"}, {"image", l.image}};
       if (l.writable) {
         layer["work_dir"] = l.workDir;
         layer["create"] = l.create;
@@ -353,6 +353,7 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
       out << "  layer:    " << l.dir
           << (l.writable ? " (writable upper layer, work " + l.workDir + "; " + l.path +
                                " created if missing; locked exclusively while the container lives)"
+              : l.image  ? " (read-only image " + l.path + ", mounted by the image's holder)"
                          : " (read-only; " + l.path + " locked shared while the container lives)")
           << '\n';
     if (plan.overlay.tmpfsUpper) out << "  layer:    a private tmpfs (writable upper layer, changes kept in memory)\n";

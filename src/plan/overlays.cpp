@@ -61,10 +61,23 @@ void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
         if (arg.readOnly) throw Error("--overlay " + arg.spec + ": no such directory").withStatus(1);
         break;  // a writable one is created
       case OverlayKind::Squashfs:
-      case OverlayKind::Sif:
+      case OverlayKind::Sif: {
+        // Read-only whatever the spec says (as Apptainer): the holder's mount of the image.
+        const auto dataset = std::find_if(plan.datasets.begin(), plan.datasets.end(), [&](const DatasetImage& d) {
+          return arg.image && d.source == arg.image->path.string();
+        });
+        if (dataset == plan.datasets.end())
+          throw Error("--overlay " + arg.spec + ": the image was not looked at").withStatus(1);
+        OverlayLayer layer;
+        layer.path = arg.path;
+        layer.dir = dataset->mountDir;
+        layer.image = true;
+        readOnly.push_back(std::move(layer));
+        continue;
+      }
       case OverlayKind::Ext3:
-        throw Error("--overlay " + arg.spec + ": overlay images (squashfs, SIF, ext3) are not supported yet; ctr " +
-                    "stacks directories (--overlay DIR, --overlay DIR:ro)")
+        throw Error("--overlay " + arg.spec + ": ext3 overlay images are not supported yet; ctr stacks " +
+                    "directories (--overlay DIR, --overlay DIR:ro) and squashfs or SIF images (read-only)")
             .withStatus(1);
       case OverlayKind::Other: throw Error("--overlay " + arg.spec + ": not a directory").withStatus(1);
     }

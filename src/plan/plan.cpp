@@ -54,21 +54,30 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
 
 // Dataset images (--bind FILE:DST:image-src=PATH): one per file, keyed by its identity, to be
 // mounted by the image's holder under the state directory (docs/design-io.md section 3).
+// Squashfs and SIF --overlay images are mounted the same way (planOverlay stacks them).
 void planDatasets(LaunchPlan& plan, const LaunchOptions& options, const host::HostFacts& host) {
+  std::vector<std::pair<std::string, const image::ImageSource*>> wanted;  // what asks, the image
   for (const auto& bind : userBindSpecs(options, host.env)) {
     if (bind.imageSrc.empty()) continue;
-    if (std::any_of(plan.datasets.begin(), plan.datasets.end(),
-                    [&](const DatasetImage& d) { return d.source == bind.source; }))
-      continue;
     auto found = options.datasetImages.find(bind.source);
     if (found == options.datasetImages.end())
       throw Error("--bind " + toString(bind) + ": the dataset image was not looked at");
+    wanted.emplace_back("--bind " + toString(bind), &found->second);
+  }
+  for (const auto& arg : options.overlays)
+    if ((arg.kind == OverlayKind::Squashfs || arg.kind == OverlayKind::Sif) && arg.image)
+      wanted.emplace_back("--overlay " + arg.spec, &*arg.image);
+  for (const auto& [what, image] : wanted) {
+    const std::string source = image->path.string();
+    if (std::any_of(plan.datasets.begin(), plan.datasets.end(),
+                    [&](const DatasetImage& d) { return d.source == source; }))
+      continue;
     if (plan.stateDir.empty())
-      throw Error("--bind " + toString(bind) + ": dataset images are mounted by the image's holder, and every " +
+      throw Error(what + ": images beside the root are mounted by the image's holder, and every " +
                   "per-user state directory (/tmp/ctr-" + std::to_string(host.user.uid) + "*) is taken");
     DatasetImage dataset;
-    dataset.source = bind.source;
-    dataset.image = found->second;
+    dataset.source = source;
+    dataset.image = *image;
     const auto& i = dataset.image;
     dataset.key = toHex16(fnv1a64(std::to_string(i.device) + ':' + std::to_string(i.inode) + ':' +
                                   std::to_string(i.mtimeNs) + ':' + std::to_string(i.offset) + ':' +

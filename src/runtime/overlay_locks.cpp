@@ -34,6 +34,7 @@ void createDirectory(const std::string& path, mode_t mode, const std::string& wh
 std::vector<UniqueFd> lockOverlayLayers(const launch::RootOverlay& overlay) {
   std::vector<UniqueFd> locks;
   for (const auto& layer : overlay.layers) {
+    if (layer.image) continue;  // a read-only image: it cannot change under a reader
     if (layer.create) {
       createDirectory(layer.path, 0755, layer.path);
       createDirectory(layer.dir, 0755, layer.path);

@@ -105,9 +105,25 @@ expect_eq "--fakeroot --writable: root's files" 0 "$(run -f -w "$U/sb" sh -c 'ec
 out=$(run --writable "$img" true 2>&1) && fail "--writable of a squashfs accepted"
 expect_contains "--writable of an image file" "--writable needs a sandbox directory image" "$out"
 
-note "what ctr cannot stack is refused in one line, exit 1, nothing created"
+note "a squashfs or SIF image stacks read-only, mounted by the image's holder"
 mksquashfs "$U/tools" "$U/tools.sqfs" -quiet -noappend >/dev/null && chmod a+r "$U/tools.sqfs"
-for spec_msg in "tools.sqfs|overlay images (squashfs, SIF, ext3) are not supported yet" \
+"$CTR_BIN" -q build "$U/more.sif" "$U/more" && chmod a+r "$U/more.sif"
+expect_eq "a squashfs layer" tools "$(run --overlay tools.sqfs "$img" cat /stack/which)"
+expect_eq "a SIF layer over it" more "$(run --overlay more.sif --overlay tools.sqfs "$img" cat /stack/which)"
+expect_contains "--explain: the image layer" "(read-only image $U/tools.sqfs, mounted by the image's holder)" \
+  "$(run --explain --overlay tools.sqfs "$img" true)"
+expect_eq "a writable directory over an image layer" "tools changed" \
+  "$(run --overlay envimg --overlay tools.sqfs "$img" sh -c 'echo "$(cat /stack/which) changed" > /stack/which; cat /stack/which')"
+expect_eq "the change is in the directory" "tools changed" "$(cat "$U/envimg/upper/stack/which")"
+expect_eq "the image is as it was" tools "$(run --overlay tools.sqfs "$img" cat /stack/which)"
+
+note "what ctr cannot stack is refused in one line, exit 1, nothing created"
+ext3=""
+if PATH=$PATH:/usr/sbin:/sbin command -v mkfs.ext3 >/dev/null; then
+  truncate -s 4M "$U/ext.img" && PATH=$PATH:/usr/sbin:/sbin mkfs.ext3 -q -F "$U/ext.img" && chmod a+r "$U/ext.img"
+  ext3="ext.img|ext3 overlay images are not supported yet"
+fi
+for spec_msg in ${ext3:+"$ext3"} \
                 "missing:ro|--overlay missing:ro: no such directory" \
                 "a:b|a path with ':', ',' or '\\' cannot be an overlay layer" \
                 "env --overlay tools|are both writable: at most one is"; do

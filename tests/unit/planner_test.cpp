@@ -564,8 +564,8 @@ TEST(Planner, OverlaysItCannotStackAreRefusedInOneLineNamingThem) {
   refused({overlayArg("/a", OverlayKind::Directory), overlayArg("/b", OverlayKind::Missing)},
           "--overlay /a and /b are both writable");
   refused({overlayArg("/a:ro", OverlayKind::Missing)}, "--overlay /a:ro: no such directory");
-  refused({overlayArg("/a.sqfs", OverlayKind::Squashfs)}, "overlay images (squashfs, SIF, ext3) are not supported yet");
-  refused({overlayArg("/a.img", OverlayKind::Ext3)}, "not supported yet");
+  refused({overlayArg("/a.sqfs", OverlayKind::Squashfs)}, "the image was not looked at");
+  refused({overlayArg("/a.img", OverlayKind::Ext3)}, "ext3 overlay images are not supported yet");
   refused({overlayArg("/a.txt", OverlayKind::Other)}, "--overlay /a.txt: not a directory");
   refused({overlayArg("/a:ro", OverlayKind::Directory), overlayArg("/a", OverlayKind::Directory)}, "given twice");
   std::vector<OverlayArg> many;
@@ -723,4 +723,25 @@ TEST(Planner, DatasetImageIsMountedByTheHolderAndBoundReadOnly) {
   } catch (const ctr::Error& e) {
     EXPECT_NE(std::string(e.what()).find("is taken"), std::string::npos) << e.what();
   }
+}
+
+TEST(Planner, SquashfsOverlayImageIsAReadOnlyLayerTheHolderMounts) {
+  auto host = alice();
+  host.stateDir = "/run/user/1000/ctr";
+  auto o = execTrue();
+  auto arg = overlayArg("/data/tools.sqfs", OverlayKind::Squashfs);
+  ctr::image::ImageSource tools;
+  tools.path = "/data/tools.sqfs";
+  tools.kind = ctr::image::ImageKind::Squashfs;
+  tools.size = 8192;
+  arg.image = tools;
+  o.overlays = {overlayArg("env", OverlayKind::Missing), arg};
+  const auto plan = planLaunch(o, {}, sifImage(), host);
+  ASSERT_EQ(plan.datasets.size(), 1U);
+  ASSERT_EQ(plan.overlay.layers.size(), 2U);
+  const auto& layer = plan.overlay.layers[1];
+  EXPECT_TRUE(layer.image);
+  EXPECT_FALSE(layer.writable) << "an image layer is read-only, :ro or not";
+  EXPECT_EQ(layer.dir, plan.datasets[0].mountDir);
+  EXPECT_TRUE(plan.overlay.layers[0].writable);
 }

@@ -40,6 +40,7 @@ struct OverlayArg {
   bool readOnly = false;        // ":ro"
   OverlayKind kind = OverlayKind::Missing;
   bool hasUpperDir = false;     // Directory: it has upper/ (a writable overlay's layout)
+  std::optional<image::ImageSource> image;  // Squashfs, Sif: the image, resolved
 };
 
 // --overlay's spec: PATH, PATH:ro or PATH:rw (relative to `cwd`). Throws ctr::Error for an
@@ -270,6 +271,9 @@ struct OverlayLayer {
   std::string workDir;     // writable: PATH/work (overlayfs's own, on the upper's file system)
   // Writable: PATH, upper/ and work/ are created (as the user) when missing.
   bool create = false;
+  // A squashfs or SIF overlay image: read-only, `dir` is the holder's mount of it (a
+  // plan.datasets entry); nothing to lock, the image cannot change.
+  bool image = false;
 };
 
 // At most this many --overlay layers (each costs the image's holder an fd while the
