@@ -183,9 +183,8 @@ std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vec
   return binds;
 }
 
-void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
-                   const host::HostFacts& host, const std::string& workdir, const std::vector<DatasetImage>& datasets) {
-  const std::vector<BindSpec> userBinds = userBindSpecs(options, host.env);
+void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const std::vector<BindSpec>& userBinds,
+                   const config::Policy& policy, const std::string& workdir, const std::vector<DatasetImage>& datasets) {
   if ((!userBinds.empty() || !options.mounts.empty() || !options.workdir.empty()) && !policy.allowUserBinds)
     throw Error("user bind mounts are disabled by the administrator ('allow user binds = no')");
   for (const auto& b : userBinds) {

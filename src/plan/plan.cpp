@@ -55,9 +55,10 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
 // Dataset images (--bind FILE:DST:image-src=PATH): one per file, keyed by its identity, to be
 // mounted by the image's holder under the state directory (docs/design-io.md section 3).
 // Squashfs and SIF --overlay images are mounted the same way (planOverlay stacks them).
-void planDatasets(LaunchPlan& plan, const LaunchOptions& options, const host::HostFacts& host) {
+void planDatasets(LaunchPlan& plan, const LaunchOptions& options, const std::vector<BindSpec>& userBinds,
+                  const host::HostFacts& host) {
   std::vector<std::pair<std::string, const image::ImageSource*>> wanted;  // what asks, the image
-  for (const auto& bind : userBindSpecs(options, host.env)) {
+  for (const auto& bind : userBinds) {
     if (bind.imageSrc.empty()) continue;
     auto found = options.datasetImages.find(bind.source);
     if (found == options.datasetImages.end())
@@ -72,6 +73,10 @@ void planDatasets(LaunchPlan& plan, const LaunchOptions& options, const host::Ho
     if (std::any_of(plan.datasets.begin(), plan.datasets.end(),
                     [&](const DatasetImage& d) { return d.source == source; }))
       continue;
+    if (plan.datasets.size() == kMaxDatasetImages)
+      throw Error(what + ": at most " + std::to_string(kMaxDatasetImages) +
+                  " dataset and overlay images per launch (pack them into fewer)")
+          .withStatus(1);
     if (plan.stateDir.empty())
       throw Error(what + ": images beside the root are mounted by the image's holder, and every " +
                   "per-user state directory (/tmp/ctr-" + std::to_string(host.user.uid) + "*) is taken");
@@ -91,8 +96,8 @@ void planDatasets(LaunchPlan& plan, const LaunchOptions& options, const host::Ho
 // mount the image: one line naming what to install, or, where it was only the fallback, no
 // fallback.
 void planImageServer(LaunchPlan& plan, const config::Policy& policy, const host::HostFacts& host) {
-  const bool primary = plan.driver == ImageDriver::Squashfuse || !plan.datasets.empty();
-  if (!primary && plan.driverFallback != ImageDriver::Squashfuse) return;
+  const bool required = plan.driver == ImageDriver::Squashfuse || !plan.datasets.empty();
+  if (!required && plan.driverFallback != ImageDriver::Squashfuse) return;
   const auto& servers = host.squashfsServers;
   const std::string setting = "'squashfs server = " + std::string(config::toString(policy.squashfsServer)) + "'";
   std::optional<ImageServer> chosen;
@@ -116,7 +121,7 @@ void planImageServer(LaunchPlan& plan, const config::Policy& policy, const host:
   }
   if (chosen) {
     plan.imageServer = std::move(chosen);
-  } else if (primary) {
+  } else if (required) {
     const std::string what = plan.driver == ImageDriver::Squashfuse
                                  ? plan.image.path.string() + " without the setuid helper"
                                  : "the dataset image " + plan.datasets.front().image.path.string();
@@ -334,7 +339,8 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   const bool privateDev = contain || noMount.dev;
   LaunchPlan plan = planBasics(options, policy, image, host);
   planFakeroot(plan, options, policy, host);
-  planDatasets(plan, options, host);
+  const std::vector<BindSpec> userBinds = userBindSpecs(options, host.env);
+  planDatasets(plan, options, userBinds, host);
   planImageServer(plan, policy, host);
   planOverlay(plan, options);
   const HomeDirs home = planHome(options, host);
@@ -350,7 +356,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   // After the devices: --gpus adds the device rules of the GPUs it left out.
   planLimits(plan, options, policy, host);
   std::vector<std::string> firstLibraryDirs = planMpi(plan, options, policy, host);
-  addUserMounts(plan.mounts, options, policy, host, workdir, plan.datasets);
+  addUserMounts(plan.mounts, options, userBinds, policy, workdir, plan.datasets);
   // Before the current directory's mount: one that /tmp covered gets its own.
   plan.mountsLeftOut = removeMounts(plan.mounts, noMount);
   if (noMount.home && !given.noHome) plan.mountsLeftOut.push_back(home.destination);

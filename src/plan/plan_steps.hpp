@@ -36,10 +36,11 @@ void addTmpAndHomeMounts(std::vector<Mount>& mounts, const LaunchOptions& option
 // ctr.conf's 'bind path' and, with a private /dev, the fabric's devices.
 void addSiteMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
                    bool contain);
-// $CTR_BIND and friends, --bind, --mount and --scratch; a dataset image's bind takes its
-// directory from the holder's mount of it (`datasets`, planDatasets).
-void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const config::Policy& policy,
-                   const host::HostFacts& host, const std::string& workdir, const std::vector<DatasetImage>& datasets);
+// `userBinds` (userBindSpecs: $CTR_BIND and friends, --bind), --mount and --scratch; a
+// dataset image's bind takes its directory from the holder's mount of it (`datasets`,
+// planDatasets).
+void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const std::vector<BindSpec>& userBinds,
+                   const config::Policy& policy, const std::string& workdir, const std::vector<DatasetImage>& datasets);
 // The current directory, unless contained or already under a bound path.
 void addCwdMount(std::vector<Mount>& mounts, const std::string& cwd, bool contain);
 // /etc/passwd and /etc/group, filled by the runtime from the image's own files.

@@ -121,27 +121,26 @@ Child startSquashfuse(const std::string& server, const std::string& imagePath, s
   return child;
 }
 
-// The dataset images ("KEY:OFFSET:SIZE:PATH"), each read-only at DIR/KEY, served as a
+// The dataset images ("KEY:OFFSET:PATH"), each read-only at DIR/KEY, served as a
 // squashfs image is (args.server), whatever the image's own driver.
 void mountDatasets(const HolderArgs& args, const std::string& dir, std::vector<Child>& servers,
                    std::vector<ScopedMount>& mounts) {
   if (args.datasets.empty()) return;
   if (::mkdir(dir.c_str(), 0700) != 0) throw sysError("mkdir " + dir);
   for (const std::string& spec : args.datasets) {
-    // KEY (16 hex digits), OFFSET, SIZE (unused: the server reads to the end), PATH (the rest).
+    // KEY (16 hex digits), OFFSET, PATH (the rest: it may hold ':').
     const size_t a = spec.find(':');
     const size_t b = a == std::string::npos ? a : spec.find(':', a + 1);
-    const size_t c = b == std::string::npos ? b : spec.find(':', b + 1);
     std::uint64_t offset = 0;
     const std::string key = spec.substr(0, a);
     const bool keyOk = key.size() == 16 && key.find_first_not_of("0123456789abcdef") == std::string::npos;
-    if (c == std::string::npos || !keyOk ||
+    if (b == std::string::npos || !keyOk ||
         std::from_chars(spec.data() + a + 1, spec.data() + b, offset).ptr != spec.data() + b)
       throw Error("__holder: bad --dataset '" + spec + "'");
     const std::string mountDir = dir + "/" + key;
     if (::mkdir(mountDir.c_str(), 0700) != 0) throw sysError("mkdir " + mountDir);
     mounts.emplace_back();
-    servers.push_back(startSquashfuse(args.server, spec.substr(c + 1), offset, mountDir, mounts.back()));
+    servers.push_back(startSquashfuse(args.server, spec.substr(b + 1), offset, mountDir, mounts.back()));
   }
 }
 

@@ -216,8 +216,7 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
     args.server = plan.imageServer->program;
   }
   for (const auto& d : plan.datasets)
-    args.datasets.push_back(d.key + ':' + std::to_string(d.image.offset) + ':' + std::to_string(d.image.size) + ':' +
-                            d.image.path.string());
+    args.datasets.push_back(d.key + ':' + std::to_string(d.image.offset) + ':' + d.image.path.string());
 
   Child intermediate = Child::fork([&] {
     ::setsid();

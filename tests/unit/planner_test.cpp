@@ -745,3 +745,27 @@ TEST(Planner, SquashfsOverlayImageIsAReadOnlyLayerTheHolderMounts) {
   EXPECT_EQ(layer.dir, plan.datasets[0].mountDir);
   EXPECT_TRUE(plan.overlay.layers[0].writable);
 }
+
+TEST(Planner, DatasetImagesAreBoundedInOneLine) {
+  auto host = alice();
+  host.stateDir = "/run/user/1000/ctr";
+  auto options = execTrue();
+  for (std::size_t i = 0; i <= kMaxDatasetImages; ++i) {
+    const std::string path = "/d/set" + std::to_string(i) + ".sqfs";
+    options.binds.push_back(path + ":/data" + std::to_string(i) + ":image-src=/");
+    ctr::image::ImageSource data;
+    data.path = path;
+    data.kind = ctr::image::ImageKind::Squashfs;
+    data.inode = i + 1;
+    options.datasetImages.emplace(path, data);
+  }
+  try {
+    (void)planLaunch(options, {}, sifImage(), host);
+    FAIL() << "17 dataset images accepted";
+  } catch (const ctr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 16 dataset and overlay images"), std::string::npos) << e.what();
+    EXPECT_EQ(e.status(), 1);
+  }
+  options.binds.pop_back();
+  EXPECT_EQ(planLaunch(options, {}, sifImage(), host).datasets.size(), kMaxDatasetImages);
+}

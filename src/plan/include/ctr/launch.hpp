@@ -408,6 +408,10 @@ struct ImageServer {
 // holder mounts it read-only at `mountDir` with the plan's image server before it reports,
 // so every launch of the node with the same image and datasets shares one mount; the
 // launch binds mountDir + PATH at DST (a plan Mount of origin User).
+// At most this many dataset and overlay images per launch: each is two holder arguments, and
+// the setuid helper passes at most 64 on to the holder it execs (src/helper/helper_parse.h).
+inline constexpr std::size_t kMaxDatasetImages = 16;
+
 struct DatasetImage {
   std::string source;        // the bind's source, as BindSpec has it
   image::ImageSource image;  // the squashfs or SIF file, resolved by the CLI

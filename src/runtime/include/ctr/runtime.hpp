@@ -52,7 +52,7 @@
 // Holder argv contract (hidden subcommand; also what the setuid helper execs):
 //   ctr __holder --state DIR --key K --driver squashfuse|directory|premounted
 //                --image PATH [--offset N] [--size N] [--linger-ms N] [--premounted DIR]
-//                [--server PATH] [--dataset KEY:OFFSET:SIZE:PATH]...
+//                [--server PATH] [--dataset KEY:OFFSET:PATH]...
 //                [--uid-map MAP --gid-map MAP [--newuidmap PATH --newgidmap PATH]]
 //                --ready-fd FD
 // FD is a socket: the holder first reads the launch's prepared-root spec (JSON, see
@@ -91,7 +91,7 @@ struct HolderArgs {
   std::string premounted;   // driver "premounted": where the image is already mounted
   std::string server;       // the FUSE server (launch::ImageServer) of driver "squashfuse"
                             // and of the datasets
-  // Dataset images (launch::DatasetImage) as "KEY:OFFSET:SIZE:PATH": each mounted read-only
+  // Dataset images (launch::DatasetImage) as "KEY:OFFSET:PATH": each mounted read-only
   // at <state>/mnt/data/KEY before the holder reports, whatever the driver.
   std::vector<std::string> datasets;
   std::uint32_t lingerMs = 0;  // keep the image mounted this long after its last launch
