@@ -13,7 +13,7 @@ if [ -f build/run/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja
   rm -rf build/run
 fi
 cmake --preset run >/dev/null
-cmake --build --preset run -j"$(nproc)" --target ctr   # the tests build in run-all.sh
+cmake --build --preset run -j"$(nproc)" --target ctr ctr-squashfs ctr-topology   # the tests build in run-all.sh
 ctr=build/run/bin/ctr
 
 demo=build/demo
