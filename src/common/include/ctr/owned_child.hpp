@@ -38,8 +38,9 @@ class Child {
   // exception: its message on stderr, exit 255). Throws ctr::Error if fork fails.
   [[nodiscard]] static Child fork(const std::function<int()>& body);
 
-  // Forks and execs argv[0] (a path) with `argv`, the caller's environment and the fds of
-  // `options`. A failed exec exits 127. Throws ctr::Error if fork fails.
+  // Starts argv[0] (a path) with `argv`, the caller's environment and the fds of `options`,
+  // as posix_spawn does (the child shares our memory until it execs; we wait until then).
+  // A failed exec exits 127. Throws ctr::Error if the child cannot be created.
   [[nodiscard]] static Child spawn(const std::vector<std::string>& argv, const SpawnOptions& options = {});
 
   [[nodiscard]] pid_t pid() const { return pid_; }
