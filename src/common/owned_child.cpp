@@ -33,6 +33,19 @@ pid_t forkOrThrow() {
   return pid;
 }
 
+[[noreturn]] void runBody(const std::function<int()>& body) {
+  int status = kExitFailure;
+  try {
+    status = body();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ctr: error: %s\n", e.oneLine().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ctr: error: %s\n", e.what());
+  }
+  std::fflush(nullptr);
+  ::_exit(status);
+}
+
 }  // namespace
 
 Child& Child::operator=(Child&& other) noexcept {
@@ -57,18 +70,7 @@ Child::~Child() {
 Child Child::fork(const std::function<int()>& body) {
   Child child;
   pid_t pid = forkOrThrow();
-  if (pid == 0) {
-    int status = kExitFailure;
-    try {
-      status = body();
-    } catch (const Error& e) {
-      std::fprintf(stderr, "ctr: error: %s\n", e.oneLine().c_str());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ctr: error: %s\n", e.what());
-    }
-    std::fflush(nullptr);
-    ::_exit(status);
-  }
+  if (pid == 0) runBody(body);
   child.pid_ = pid;
   child.pidfd_.reset(pidfdOpen(pid));  // the child is ours and unreaped: the pid is pinned
   return child;
@@ -152,6 +154,56 @@ Child Child::spawn(const std::vector<std::string>& argv, const SpawnOptions& opt
   child.pid_ = pid;
   child.pidfd_.reset(pidfdOpen(pid));
   return child;
+}
+
+namespace {
+
+struct DaemonTask {
+  const std::function<int()>* body;
+  sigset_t parentMask;
+  int forkErrno;  // written by the intermediate when its fork fails
+};
+
+// The intermediate: shares the caller's memory (the caller waits, as after vfork) and only
+// makes system calls until it forks. The fork copies that memory, this stack included, into
+// the daemon, which runs `body` on it; the intermediate exits at once.
+int daemonIntermediate(void* arg) {
+  DaemonTask& task = *static_cast<DaemonTask*>(arg);
+  ::setsid();
+  const pid_t daemon = ::fork();
+  if (daemon < 0) task.forkErrno = errno;
+  if (daemon != 0) ::_exit(daemon < 0 ? kExitFailure : 0);
+  ::sigprocmask(SIG_SETMASK, &task.parentMask, nullptr);
+  runBody(*task.body);
+}
+
+}  // namespace
+
+void forkDaemon(const std::function<int()>& body) {
+  std::fflush(nullptr);  // else the daemon's exit would write our buffered output a second time
+  // The daemon's whole stack: reserved, not committed (pages are taken as it grows).
+  constexpr size_t kStackSize = 8 << 20;
+  void* stack = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+  if (stack == MAP_FAILED) throw sysError("mmap a stack for a daemon");
+  DaemonTask task{&body, {}, 0};
+  sigset_t all;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &task.parentMask);  // no handler of ours runs in it
+  const pid_t pid = ::clone(daemonIntermediate, static_cast<char*>(stack) + kStackSize,
+                            CLONE_VM | CLONE_VFORK | SIGCHLD, &task);
+  const int err = errno;
+  ::pthread_sigmask(SIG_SETMASK, &task.parentMask, nullptr);
+  if (pid < 0) {
+    ::munmap(stack, kStackSize);
+    throw Error(std::string("clone: ") + std::strerror(err));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::munmap(stack, kStackSize);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw Error(std::string("fork: ") + std::strerror(task.forkErrno != 0 ? task.forkErrno : ECHILD));
 }
 
 bool Child::signal(int sig) const {

@@ -218,20 +218,20 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
   for (const auto& d : plan.datasets)
     args.datasets.push_back(d.key + ':' + std::to_string(d.image.offset) + ':' + d.image.path.string());
 
-  Child intermediate = Child::fork([&] {
-    ::setsid();
-    pid_t holder = ::fork();
-    if (holder != 0) return holder < 0 ? kExitFailure : 0;
-    launchEnd.reset();
-    args.readyFd = holderEnd.release();
-    if (viaHelper) {
-      ::fcntl(args.readyFd, F_SETFD, 0);
-      execSetuidHelper(args);
-    }
-    return holderMain(args);
-  });
+  try {
+    forkDaemon([&] {
+      launchEnd.reset();
+      args.readyFd = holderEnd.release();
+      if (viaHelper) {
+        ::fcntl(args.readyFd, F_SETFD, 0);
+        execSetuidHelper(args);
+      }
+      return holderMain(args);
+    });
+  } catch (const Error& e) {
+    throw Error("cannot start the image holder for " + args.image + ": " + e.oneLine());
+  }
   holderEnd.reset();
-  (void)intermediate.wait();
 
   std::string report;
   std::array<char, 512> buf{};

@@ -117,5 +117,33 @@ TEST(ChildSpawn, DiesWithItsParent) {
   EXPECT_TRUE(gone) << "the spawned child outlived its parent";
 }
 
+TEST(ForkDaemon, RunsTheBodyInItsOwnSessionAndNotAsOurChild) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  UniqueFd readEnd(fds[0]), writeEnd(fds[1]);
+  const pid_t us = ::getpid();
+  const pid_t ourSession = ::getsid(0);
+  int touched = 1;
+  forkDaemon([&] {
+    touched = 2;  // the daemon's copy of our memory, not ours
+    readEnd.reset();
+    // A session of its own (the intermediate's: the daemon cannot take a terminal).
+    const pid_t self = ::getpid();
+    const std::string line = std::to_string(::getsid(0) != ourSession) + ' ' + std::to_string(self != us) + ' ' +
+                             std::to_string(touched) + '\n';
+    return ::write(writeEnd.get(), line.data(), line.size()) == static_cast<ssize_t>(line.size()) ? 0 : 1;
+  });
+  writeEnd.reset();
+  std::string out;
+  char buf[64];
+  ssize_t n;
+  while ((n = ::read(readEnd.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  EXPECT_EQ(out, "1 1 2\n");
+  EXPECT_EQ(touched, 1);
+  // Not our child: nothing for us to wait for.
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
 }  // namespace
 }  // namespace ctr

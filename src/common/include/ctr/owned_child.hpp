@@ -87,4 +87,12 @@ class ScopedMount {
   std::string path_;
 };
 
+// Runs `body` in a daemon: a grandchild in a session of its own, reparented at once to init
+// (or the nearest subreaper), so it is neither our child nor in our process group; it
+// _exits with body's return value (an exception: its message on stderr, exit 255). The
+// intermediate shares our memory until it forks (vfork semantics), so a daemon costs one
+// copy of our page tables, not two. Returns once the intermediate has exited; throws
+// ctr::Error if the daemon could not be created.
+void forkDaemon(const std::function<int()>& body);
+
 }  // namespace ctr
