@@ -39,13 +39,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <condition_variable>
 #include <deque>
+#include <map>
 #include <fcntl.h>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -443,17 +446,188 @@ void onOpen(fuse_req_t req, fuse_ino_t node, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
+// Data blocks, decompressed once for every worker (a read that spans two blocks, or the
+// kernel's read-ahead windows, which are not aligned to them, no longer decompress a block
+// again on another thread), and read ahead: the block after the one a read ended in is
+// decompressed on a thread of its own while the kernel consumes this one. A program run
+// from a cold image (its pages fault in one 128 KiB window at a time, each waiting for
+// the last) then finds most of its blocks done.
+struct DataBlock {
+  std::mutex mutex;
+  std::condition_variable done;
+  bool ready = false;
+  int error = 0;
+  std::vector<uint8_t> bytes;
+};
+using DataBlockPtr = std::shared_ptr<DataBlock>;
+
+class BlockCache {
+ public:
+  // The block of (inode ref, index), and whether the caller is to fill it (then it must
+  // call fill() whatever happens). Index kFragment is the file's tail in a fragment.
+  std::pair<DataBlockPtr, bool> acquire(uint64_t ref, uint64_t index) {
+    std::lock_guard lock(mutex_);
+    auto [it, inserted] = map_.try_emplace({ref, index});
+    if (!inserted) return {it->second, false};
+    it->second = std::make_shared<DataBlock>();
+    order_.push_back({ref, index});
+    while (order_.size() > capacity_) {
+      map_.erase(order_.front());
+      order_.pop_front();
+    }
+    return {it->second, true};
+  }
+
+  bool contains(uint64_t ref, uint64_t index) {
+    std::lock_guard lock(mutex_);
+    return map_.count({ref, index}) != 0;
+  }
+
+  // Publishes a filled block; a failed one is dropped, so the next read tries again.
+  void fill(uint64_t ref, uint64_t index, const DataBlockPtr& block, int error, std::vector<uint8_t> bytes) {
+    if (error != 0) {
+      std::lock_guard lock(mutex_);
+      auto it = map_.find({ref, index});
+      if (it != map_.end() && it->second == block) map_.erase(it);  // its order_ entry ages out
+    }
+    std::lock_guard lock(block->mutex);
+    block->error = error;
+    block->bytes = std::move(bytes);
+    block->ready = true;
+    block->done.notify_all();
+  }
+
+  void setCapacity(size_t blocks) { capacity_ = blocks; }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<uint64_t, uint64_t>, DataBlockPtr> map_;
+  std::deque<std::pair<uint64_t, uint64_t>> order_;
+  size_t capacity_ = 64;
+};
+
+constexpr uint64_t kFragment = ~uint64_t{0};
+constexpr size_t kBlockCacheBytes = 16 << 20;
+constexpr uint64_t kReadAheadBlocks = 8;
+// Never destroyed: the read-ahead thread may still wait on them when main returns.
+BlockCache& blockCache = *new BlockCache;
+
+// Decompresses one block (or the fragment tail) with `reader`.
+int decompressBlock(Reader& reader, const sqfs_inode_generic_t& inode, uint64_t index, std::vector<uint8_t>& out) {
+  size_t size = 0;
+  sqfs_u8* raw = nullptr;
+  const int err = index == kFragment ? sqfs_data_reader_get_fragment(reader.data.get(), &inode, &size, &raw)
+                                     : sqfs_data_reader_get_block(reader.data.get(), &inode, index, &size, &raw);
+  if (err != 0) return err;
+  std::unique_ptr<sqfs_u8, SqfsFree> owned(raw);
+  out.assign(raw, raw + size);
+  return 0;
+}
+
+// The block, from the cache or decompressed here; waits for one another thread is filling.
+int blockOf(Reader& reader, const Inode& inode, uint64_t ref, uint64_t index, DataBlockPtr& out) {
+  auto [block, mine] = blockCache.acquire(ref, index);
+  if (mine) {
+    std::vector<uint8_t> bytes;
+    const int err = decompressBlock(reader, *inode, index, bytes);
+    blockCache.fill(ref, index, block, err, std::move(bytes));
+  }
+  std::unique_lock lock(block->mutex);
+  block->done.wait(lock, [&] { return block->ready; });
+  if (block->error != 0) return block->error;
+  out = block;
+  return 0;
+}
+
+// One thread decompresses ahead; requests queue (at most a few: older ones are dropped, a
+// reader that moved on no longer needs them).
+class ReadAhead {
+ public:
+  void request(const Inode& inode, uint64_t ref, uint64_t index) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!started_) {
+        started_ = true;
+        std::thread([this] { run(); }).detach();
+      }
+      queue_.push_back({inode, ref, index});
+      if (queue_.size() > 2 * kReadAheadBlocks) queue_.pop_front();
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  struct Task {
+    Inode inode;
+    uint64_t ref;
+    uint64_t index;
+  };
+  [[noreturn]] void run() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return !queue_.empty(); });
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Reader* reader = threadReader();
+      if (!reader) continue;
+      auto [block, mine] = blockCache.acquire(task.ref, task.index);
+      if (!mine) continue;
+      std::vector<uint8_t> bytes;
+      const int err = decompressBlock(*reader, *task.inode, task.index, bytes);
+      blockCache.fill(task.ref, task.index, block, err, std::move(bytes));
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Task> queue_;
+  bool started_ = false;
+};
+ReadAhead& readAhead = *new ReadAhead;
+
 void onRead(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, fuse_file_info*) {
   Reader* reader = readerOr(req);
   if (!reader) return;
+  const uint64_t ref = refOfNode(node);
   Inode inode;
-  if (int err = reader->readInode(refOfNode(node), inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  if (int err = reader->readInode(ref, inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
   if (!isFile(*inode)) return (void)fuse_reply_err(req, EISDIR);
+  sqfs_u64 fileSize = 0;
+  sqfs_u32 fragment = 0, fragmentOffset = 0;
+  if (sqfs_inode_get_file_size(inode.get(), &fileSize) != 0 ||
+      sqfs_inode_get_frag_location(inode.get(), &fragment, &fragmentOffset) != 0)
+    return (void)fuse_reply_err(req, EIO);
+  const uint64_t start = static_cast<uint64_t>(offset);
+  if (offset < 0 || start >= fileSize || size == 0) return (void)fuse_reply_buf(req, nullptr, 0);
+  const uint64_t end = std::min<uint64_t>(fileSize, start + size);
+  const uint64_t blockSize = image.super.block_size;
+  // Whole blocks, then the tail in a fragment if the file has one (else a short last block).
+  const uint64_t blocks = sqfs_inode_get_file_block_count(inode.get());
+  const bool hasFragment = fragment != 0xFFFFFFFF && fileSize % blockSize != 0;
   if (reader->buffer.size() < size) reader->buffer.resize(size);
-  const sqfs_s32 n = sqfs_data_reader_read(reader->data.get(), inode.get(), static_cast<sqfs_u64>(offset),
-                                           reader->buffer.data(), static_cast<sqfs_u32>(size));
-  if (n < 0) return (void)fuse_reply_err(req, errnoOf(n));
-  fuse_reply_buf(req, reader->buffer.data(), static_cast<size_t>(n));
+  uint64_t at = start;
+  uint64_t lastIndex = 0;
+  while (at < end) {
+    const uint64_t index = at / blockSize;
+    const uint64_t key = index < blocks ? index : (hasFragment ? kFragment : index);
+    DataBlockPtr block;
+    if (int err = blockOf(*reader, inode, ref, key, block); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+    const uint64_t within = at - index * blockSize;
+    if (within >= block->bytes.size()) return (void)fuse_reply_err(req, EIO);  // shorter than the inode says
+    const uint64_t n = std::min<uint64_t>(end - at, block->bytes.size() - within);
+    std::memcpy(reader->buffer.data() + (at - start), block->bytes.data() + within, n);
+    at += n;
+    lastIndex = index;
+  }
+  // Read ahead the blocks after this read's last (programs fault their pages in anywhere
+  // in the file, windows of 128 KiB, so up to kReadAheadBlocks, not just the next one).
+  for (uint64_t next = lastIndex + 1; next <= lastIndex + kReadAheadBlocks && next * blockSize < fileSize; ++next) {
+    const uint64_t key = next < blocks ? next : (hasFragment ? kFragment : next);
+    if (!blockCache.contains(ref, key)) readAhead.request(inode, ref, key);
+  }
+  fuse_reply_buf(req, reader->buffer.data(), static_cast<size_t>(end - start));
 }
 
 void onOpendir(fuse_req_t req, fuse_ino_t node, fuse_file_info* fi) {
@@ -651,6 +825,7 @@ void openImage(const Options& o) {
   };
   SqfsObject<sqfs_file_t> file(newPreadFile(image.fd, image.offset, image.size));
   if (int err = sqfs_super_read(&image.super, file.get()); err != 0) fail("superblock", err);
+  blockCache.setCapacity(std::max<size_t>(8, kBlockCacheBytes / image.super.block_size));
   Reader* reader = threadReader();
   if (!reader) fail("compressor or tables", SQFS_ERROR_CORRUPTED);
   image.ids.reset(sqfs_id_table_create(0));
