@@ -4,7 +4,8 @@
  *
  *   launch-timer [-b BLOCKS] [-r REPS] [-c CONCURRENCY] [-j OUT.json] NAME=COMMAND...
  *
- * COMMAND is split on spaces (no quoting). With -c 1 a sample is one launch's wall time;
+ * COMMAND is split on spaces (no quoting); leading NAME=VALUE words set variables in that
+ * case's environment (as env(1) would, without env's own exec). With -c 1 a sample is one launch's wall time;
  * with -c N it is the wall time from starting N copies at once until the last one exits.
  * Every launch must exit 0, or the run is aborted (a failing case measures nothing).
  * The first case is the reference: each case is reported as median and min in ms and as a
@@ -26,6 +27,7 @@ enum { kMaxCases = 32, kMaxArgs = 64 };
 struct bench_case {
   char *name;
   char *argv[kMaxArgs];
+  char **env; /* environ with the case's NAME=VALUE words */
   double *samples; /* ms, blocks*reps */
   double *block_medians;
   size_t n;
@@ -57,7 +59,7 @@ static double run_once(struct bench_case *c, int conc) {
   pid_t pids[1024];
   double t0 = now_ms();
   for (int i = 0; i < conc; i++) {
-    int rc = posix_spawn(&pids[i], c->argv[0], NULL, NULL, c->argv, environ);
+    int rc = posix_spawn(&pids[i], c->argv[0], NULL, NULL, c->argv, c->env);
     if (rc != 0) {
       fprintf(stderr, "launch-timer: %s: cannot start %s: %s\n", c->name, c->argv[0], strerror(rc));
       exit(2);
@@ -104,11 +106,32 @@ int main(int argc, char **argv) {
     *eq = '\0';
     cases[i].name = spec;
     int k = 0;
+    char *sets[kMaxArgs];
+    int nsets = 0;
     for (char *save = NULL, *tok = strtok_r(eq + 1, " ", &save); tok && k < kMaxArgs - 1;
-         tok = strtok_r(NULL, " ", &save))
+         tok = strtok_r(NULL, " ", &save)) {
+      if (k == 0 && tok[0] != '/' && strchr(tok, '=')) {
+        sets[nsets++] = tok;
+        continue;
+      }
       cases[i].argv[k++] = tok;
+    }
     cases[i].argv[k] = NULL;
     if (k == 0) { fprintf(stderr, "launch-timer: case '%s' has no command\n", spec); return 2; }
+    size_t nenv = 0;
+    while (environ[nenv]) nenv++;
+    cases[i].env = calloc(nenv + (size_t)nsets + 1, sizeof(char *));
+    if (!cases[i].env) { perror("calloc"); return 2; }
+    size_t e = 0;
+    for (size_t j = 0; j < nenv; j++) {
+      int replaced = 0;
+      for (int v = 0; v < nsets && !replaced; v++) {
+        size_t len = (size_t)(strchr(sets[v], '=') - sets[v]) + 1;
+        replaced = strncmp(environ[j], sets[v], len) == 0;
+      }
+      if (!replaced) cases[i].env[e++] = environ[j];
+    }
+    for (int v = 0; v < nsets; v++) cases[i].env[e++] = sets[v];
     cases[i].samples = calloc((size_t)blocks * (size_t)reps, sizeof(double));
     cases[i].block_medians = calloc((size_t)blocks, sizeof(double));
     cases[i].n = 0;

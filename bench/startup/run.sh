@@ -64,9 +64,9 @@ cp demo.sif cold.sif    # mounted afresh by every launch ('image linger = 0')
 cp demo.sif cold-sqfuse.sif
 printf 'image linger = 0\n' > nolinger.conf
 printf 'image linger = 0\nsquashfs server = squashfuse\n' > nolinger-squashfuse.conf
-cold="/usr/bin/env CTR_CONFIG=$work/nolinger.conf"
+cold="CTR_CONFIG=$work/nolinger.conf"   # launch-timer sets it (no env(1) exec)
 # The same cold launch served by squashfuse_ll instead of ctr-squashfs.
-coldsqfuse="/usr/bin/env CTR_CONFIG=$work/nolinger-squashfuse.conf"
+coldsqfuse="CTR_CONFIG=$work/nolinger-squashfuse.conf"
 
 # Held = an image already mounted on this node by another rank: keep one launch alive.
 for img in demo.sif demo.sqfs appt.sif; do
@@ -105,7 +105,7 @@ if [ -n "${CTR_SUID:-}" ]; then
   # The installed ctr's own ctr.conf (allow setuid = yes), with linger 0 for the cold cases.
   suid_conf=$(dirname "$(dirname "$CTR_SUID")")/etc/ctr/ctr.conf
   { cat "$suid_conf" 2>/dev/null; printf 'image linger = 0\n'; } > kernel-nolinger.conf
-  kcold="/usr/bin/env CTR_CONFIG=$work/kernel-nolinger.conf"
+  kcold="CTR_CONFIG=$work/kernel-nolinger.conf"
   for f in kernel kernel-seq kernel-cold; do cp demo.sif $f.sif; cp appt.sif $f-appt.sif; done
   "$CTR_SUID" exec kernel.sif sleep 100000 & holders+=($!)
   "$CTR_SUID" exec kernel-appt.sif sleep 100000 & holders+=($!)
