@@ -5,7 +5,8 @@
 #   times, link count, device number, link target, extended attributes and content equal the
 #   source tree's (blocks, tail fragments, a sparse file, a 3,000-entry directory, a 250-byte
 #   name, hard links, a FIFO, a device node);
-# - 8 concurrent readers over 4 worker threads read every byte right;
+# - 8 concurrent readers over 4 worker threads read every byte right, and 600 reads at random
+#   offsets and sizes from 4 threads on a fresh mount (the shared block cache, the read-ahead);
 # - a corrupt data block reads as EIO, and the server goes on serving the other files; a
 #   file that is no squashfs image is refused in one line before anything is served;
 # - as the ordinary user, ctr exec's default server is ctr-squashfs (--explain says so), and
@@ -19,6 +20,11 @@ server=$(dirname "$CTR_BIN")/ctr-squashfs
 command -v squashfuse_ll >/dev/null || skip "squashfuse_ll (the reference) is not installed"
 command -v python3 >/dev/null || skip "python3 (to compare trees) is not installed"
 use_linger 0
+# A failure between mount_by_hand and unmount_by_hand must not leave the mount or the server.
+server_pid=
+trap '{ fusermount3 -u "$WORK/m" || umount -l "$WORK/m"; } 2>/dev/null || true
+      [ -z "$server_pid" ] || kill "$server_pid" 2>/dev/null || true
+      wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 note "the image: demo root plus /data with every kind of inode"
 tree=$WORK/tree
@@ -120,6 +126,39 @@ done
 threads=$(ls "/proc/$server_pid/task" | wc -l)
 [ "$threads" -ge 2 ] || fail "ctr-squashfs served 8 readers from $threads thread(s)"
 note "served by $threads threads"
+unmount_by_hand "$WORK/m"
+
+note "by hand: reads at random offsets and sizes (across blocks and into the tail) from 4 threads"
+# The server decompresses each block once for all workers and reads ahead: reads that start
+# and end anywhere, on a fresh mount (an empty page cache), must still return the source's bytes.
+mount_by_hand "$WORK/rich.sqfs" "$WORK/m" threads=4
+out=$(python3 - "$tree/data" "$WORK/m/data" <<'PY'
+import os, random, sys, threading
+src, mnt = sys.argv[1], sys.argv[2]
+names = [n for n in ("random.bin", "sparse", "big.txt", "small.bin") if os.path.isfile(os.path.join(src, n))]
+bad = []
+def reader(seed):
+    r = random.Random(seed)
+    for _ in range(150):
+        name = r.choice(names)
+        want = open(os.path.join(src, name), "rb").read()
+        fd = os.open(os.path.join(mnt, name), os.O_RDONLY)
+        try:
+            off = r.randint(0, len(want) + 100)
+            size = r.choice((1, 4096, 131072, 131073, r.randint(1, 600000)))
+            got = os.pread(fd, size, off)
+            if got != want[off:off + size]:
+                bad.append(f"{name} at {off}+{size}")
+        finally:
+            os.close(fd)
+threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(f"{len(names)} files, 600 reads, {len(bad)} wrong" + (": " + ", ".join(bad[:5]) if bad else ""))
+sys.exit(1 if bad or not names else 0)
+PY
+) || fail "random reads through ctr-squashfs: $out"
+note "$out"
 unmount_by_hand "$WORK/m"
 
 note "a corrupt data block is EIO, and the server serves the other files"
