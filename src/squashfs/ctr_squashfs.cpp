@@ -520,7 +520,11 @@ int decompressBlock(Reader& reader, const sqfs_inode_generic_t& inode, uint64_t 
                                      : sqfs_data_reader_get_block(reader.data.get(), &inode, index, &size, &raw);
   if (err != 0) return err;
   std::unique_ptr<sqfs_u8, SqfsFree> owned(raw);
-  out.assign(raw, raw + size);
+  try {
+    out.assign(raw, raw + size);
+  } catch (const std::bad_alloc&) {
+    return SQFS_ERROR_ALLOC;  // never thrown past fill(): a waiter would wait for ever
+  }
   return 0;
 }
 
