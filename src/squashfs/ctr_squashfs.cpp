@@ -457,7 +457,8 @@ struct DataBlock {
   std::condition_variable done;
   bool ready = false;
   int error = 0;
-  std::vector<uint8_t> bytes;
+  std::unique_ptr<sqfs_u8, SqfsFree> bytes;  // libsquashfs's buffer, kept as it was returned
+  size_t size = 0;
 };
 using DataBlockPtr = std::shared_ptr<DataBlock>;
 
@@ -484,7 +485,7 @@ class BlockCache {
   }
 
   // Publishes a filled block; a failed one is dropped, so the next read tries again.
-  void fill(uint64_t ref, uint64_t index, const DataBlockPtr& block, int error, std::vector<uint8_t> bytes) {
+  void fill(uint64_t ref, uint64_t index, const DataBlockPtr& block, int error, sqfs_u8* bytes, size_t size) {
     if (error != 0) {
       std::lock_guard lock(mutex_);
       auto it = map_.find({ref, index});
@@ -492,7 +493,8 @@ class BlockCache {
     }
     std::lock_guard lock(block->mutex);
     block->error = error;
-    block->bytes = std::move(bytes);
+    block->bytes.reset(bytes);
+    block->size = size;
     block->ready = true;
     block->done.notify_all();
   }
@@ -512,30 +514,21 @@ constexpr uint64_t kReadAheadBlocks = 8;
 // Never destroyed: the read-ahead thread may still wait on them when main returns.
 BlockCache& blockCache = *new BlockCache;
 
-// Decompresses one block (or the fragment tail) with `reader`.
-int decompressBlock(Reader& reader, const sqfs_inode_generic_t& inode, uint64_t index, std::vector<uint8_t>& out) {
+// Decompresses one block (or the fragment tail) with `reader` into `block`, which this
+// thread acquired to fill, and publishes it (or the error) to every waiter.
+void fillBlock(Reader& reader, const sqfs_inode_generic_t& inode, uint64_t ref, uint64_t index,
+               const DataBlockPtr& block) {
   size_t size = 0;
   sqfs_u8* raw = nullptr;
   const int err = index == kFragment ? sqfs_data_reader_get_fragment(reader.data.get(), &inode, &size, &raw)
                                      : sqfs_data_reader_get_block(reader.data.get(), &inode, index, &size, &raw);
-  if (err != 0) return err;
-  std::unique_ptr<sqfs_u8, SqfsFree> owned(raw);
-  try {
-    out.assign(raw, raw + size);
-  } catch (const std::bad_alloc&) {
-    return SQFS_ERROR_ALLOC;  // never thrown past fill(): a waiter would wait for ever
-  }
-  return 0;
+  blockCache.fill(ref, index, block, err, err == 0 ? raw : nullptr, err == 0 ? size : 0);
 }
 
 // The block, from the cache or decompressed here; waits for one another thread is filling.
 int blockOf(Reader& reader, const Inode& inode, uint64_t ref, uint64_t index, DataBlockPtr& out) {
   auto [block, mine] = blockCache.acquire(ref, index);
-  if (mine) {
-    std::vector<uint8_t> bytes;
-    const int err = decompressBlock(reader, *inode, index, bytes);
-    blockCache.fill(ref, index, block, err, std::move(bytes));
-  }
+  if (mine) fillBlock(reader, *inode, ref, index, block);
   std::unique_lock lock(block->mutex);
   block->done.wait(lock, [&] { return block->ready; });
   if (block->error != 0) return block->error;
@@ -578,10 +571,7 @@ class ReadAhead {
       Reader* reader = threadReader();
       if (!reader) continue;
       auto [block, mine] = blockCache.acquire(task.ref, task.index);
-      if (!mine) continue;
-      std::vector<uint8_t> bytes;
-      const int err = decompressBlock(*reader, *task.inode, task.index, bytes);
-      blockCache.fill(task.ref, task.index, block, err, std::move(bytes));
+      if (mine) fillBlock(*reader, *task.inode, task.ref, task.index, block);
     }
   }
   std::mutex mutex_;
@@ -610,26 +600,25 @@ void onRead(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, fuse_fil
   // Whole blocks, then the tail in a fragment if the file has one (else a short last block).
   const uint64_t blocks = sqfs_inode_get_file_block_count(inode.get());
   const bool hasFragment = fragment != 0xFFFFFFFF && fileSize % blockSize != 0;
+  auto keyOf = [&](uint64_t index) { return index < blocks || !hasFragment ? index : kFragment; };
   if (reader->buffer.size() < size) reader->buffer.resize(size);
   uint64_t at = start;
   uint64_t lastIndex = 0;
   while (at < end) {
     const uint64_t index = at / blockSize;
-    const uint64_t key = index < blocks ? index : (hasFragment ? kFragment : index);
     DataBlockPtr block;
-    if (int err = blockOf(*reader, inode, ref, key, block); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+    if (int err = blockOf(*reader, inode, ref, keyOf(index), block); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
     const uint64_t within = at - index * blockSize;
-    if (within >= block->bytes.size()) return (void)fuse_reply_err(req, EIO);  // shorter than the inode says
-    const uint64_t n = std::min<uint64_t>(end - at, block->bytes.size() - within);
-    std::memcpy(reader->buffer.data() + (at - start), block->bytes.data() + within, n);
+    if (within >= block->size) return (void)fuse_reply_err(req, EIO);  // shorter than the inode says
+    const uint64_t n = std::min<uint64_t>(end - at, block->size - within);
+    std::memcpy(reader->buffer.data() + (at - start), block->bytes.get() + within, n);
     at += n;
     lastIndex = index;
   }
   // Read ahead the blocks after this read's last (programs fault their pages in anywhere
   // in the file, windows of 128 KiB, so up to kReadAheadBlocks, not just the next one).
   for (uint64_t next = lastIndex + 1; next <= lastIndex + kReadAheadBlocks && next * blockSize < fileSize; ++next) {
-    const uint64_t key = next < blocks ? next : (hasFragment ? kFragment : next);
-    if (!blockCache.contains(ref, key)) readAhead.request(inode, ref, key);
+    if (!blockCache.contains(ref, keyOf(next))) readAhead.request(inode, ref, keyOf(next));
   }
   fuse_reply_buf(req, reader->buffer.data(), static_cast<size_t>(end - start));
 }
