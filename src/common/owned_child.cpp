@@ -46,6 +46,25 @@ pid_t forkOrThrow() {
   ::_exit(status);
 }
 
+// Runs fn(arg) in a child that shares our memory until it execs or exits (CLONE_VM |
+// CLONE_VFORK: we wait until then), on a stack of its own, with every signal blocked (no
+// handler of ours may run in the shared memory); `mask` gets our mask, restored after.
+// Returns the child's pid, or throws.
+pid_t cloneSharingMemory(int (*fn)(void*), void* arg, size_t stackSize, sigset_t& mask, const std::string& what) {
+  void* stack = ::mmap(nullptr, stackSize, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+  if (stack == MAP_FAILED) throw sysError("mmap a stack to " + what);
+  sigset_t all;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &mask);
+  const pid_t pid = ::clone(fn, static_cast<char*>(stack) + stackSize, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+  const int err = errno;
+  ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  ::munmap(stack, stackSize);  // the child has exec'd or exited: it no longer runs on it
+  if (pid < 0) throw Error("clone to " + what + ": " + std::strerror(err));
+  return pid;
+}
+
 }  // namespace
 
 Child& Child::operator=(Child&& other) noexcept {
@@ -137,19 +156,8 @@ Child Child::spawn(const std::vector<std::string>& argv, const SpawnOptions& opt
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   std::vector<int> temporary(options.keepFds.size(), -1);
-  constexpr size_t kStackSize = 64 * 1024;
-  void* stack = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) throw sysError("mmap a stack to spawn " + argv.at(0));
   SpawnTask task{cargv.data(), &options, temporary.data(), ::getpid(), {}};
-  sigset_t all;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &task.parentMask);
-  const pid_t pid = ::clone(spawnedChild, static_cast<char*>(stack) + kStackSize,
-                            CLONE_VM | CLONE_VFORK | SIGCHLD, &task);
-  const int err = errno;
-  ::pthread_sigmask(SIG_SETMASK, &task.parentMask, nullptr);
-  ::munmap(stack, kStackSize);
-  if (pid < 0) throw Error("clone to spawn " + argv.at(0) + ": " + std::strerror(err));
+  const pid_t pid = cloneSharingMemory(spawnedChild, &task, 64 * 1024, task.parentMask, "spawn " + argv.at(0));
   Child child;
   child.pid_ = pid;
   child.pidfd_.reset(pidfdOpen(pid));
@@ -181,27 +189,12 @@ int daemonIntermediate(void* arg) {
 
 void forkDaemon(const std::function<int()>& body) {
   std::fflush(nullptr);  // else the daemon's exit would write our buffered output a second time
-  // The daemon's whole stack: reserved, not committed (pages are taken as it grows).
-  constexpr size_t kStackSize = 8 << 20;
-  void* stack = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-  if (stack == MAP_FAILED) throw sysError("mmap a stack for a daemon");
+  // The daemon runs on the intermediate's stack (its copy): 8 MiB reserved, not committed.
   DaemonTask task{&body, {}, 0};
-  sigset_t all;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &task.parentMask);  // no handler of ours runs in it
-  const pid_t pid = ::clone(daemonIntermediate, static_cast<char*>(stack) + kStackSize,
-                            CLONE_VM | CLONE_VFORK | SIGCHLD, &task);
-  const int err = errno;
-  ::pthread_sigmask(SIG_SETMASK, &task.parentMask, nullptr);
-  if (pid < 0) {
-    ::munmap(stack, kStackSize);
-    throw Error(std::string("clone: ") + std::strerror(err));
-  }
+  const pid_t pid = cloneSharingMemory(daemonIntermediate, &task, 8 << 20, task.parentMask, "start a daemon");
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  ::munmap(stack, kStackSize);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw Error(std::string("fork: ") + std::strerror(task.forkErrno != 0 ? task.forkErrno : ECHILD));
 }
