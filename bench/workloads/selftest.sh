@@ -80,7 +80,7 @@ built() {
 }
 
 t0=$(date +%s)
-for p in ctr-wl-gemm ctr-wl-stream ctr-wl-osu ctr-wl-fio ctr-wl-smallfiles ctr-wl-resnet ctr-wl-cugemm ctr-wl-custream; do
+for p in ctr-wl-gemm ctr-wl-stream ctr-wl-osu ctr-wl-fio ctr-wl-smallfiles ctr-wl-resnet ctr-wl-dlio ctr-wl-cugemm ctr-wl-custream; do
   if [ -x "$wl/$p" ] && ! "$wl/$p" --help >/dev/null 2>&1; then
     # MPI programs need MPI_Init to print help; a singleton start is enough.
     printf 'FAIL  %-22s --help\n' "$p"
@@ -118,6 +118,20 @@ if built ctr-wl-resnet; then
   OMP_NUM_THREADS=1 run resnet "$wl/ctr-wl-resnet" --quick
   if command -v mpirun >/dev/null; then
     run resnet-np2 mpirun -np 2 -x OMP_NUM_THREADS=1 -x MASTER_PORT="${MASTER_PORT:-29517}" "$wl/ctr-wl-resnet" --quick
+  fi
+fi
+# dl-io: the DataLoader over a tree the smallfiles generator made; one changed byte must fail it.
+if built ctr-wl-dlio && built ctr-wl-smallfiles; then
+  "$wl/ctr-wl-smallfiles" --prepare "$scratch/tree" --count 2000 --size 16384 2>/dev/null
+  run dl-io "$wl/ctr-wl-dlio" --quick --data "$scratch/tree"
+  if [ "$rc" = 0 ]; then
+    printf 'X' | dd of="$scratch/tree/0001/0001234.bin" bs=1 seek=9000 conv=notrunc 2>/dev/null
+    "$wl/ctr-wl-dlio" --quick --data "$scratch/tree" >/dev/null 2>"$scratch/err"
+    rc=$?
+    if [ $rc != 1 ] || ! grep -q 'content other than' "$scratch/err"; then
+      echo "FAIL  dl-io with a changed file exited $rc: $(tail -1 "$scratch/err")"
+      failures=$((failures + 1))
+    fi
   fi
 fi
 built ctr-wl-cugemm && run cugemm "$wl/ctr-wl-cugemm" --quick
