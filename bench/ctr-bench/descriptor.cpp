@@ -153,8 +153,8 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
   if (!root.IsMap()) r.fail("(top level)", "must be a mapping of keys");
   r.onlyKeys(root, "", {"name", "description", "command", "quick_args", "image_command", "profiles",
                         "launcher", "ranks", "mpirun_args", "env", "requires", "requires_root",
-                        "setup", "quick_setup", "teardown", "binds", "timeout_s", "blocks", "max_blocks", "output",
-                        "output_files", "foms"});
+                        "setup", "quick_setup", "teardown", "binds", "container_args", "compare_source", "timeout_s",
+                        "blocks", "max_blocks", "output", "output_files", "foms"});
   Descriptor d;
   d.file = file;
   if (!root["name"]) r.fail("name", "missing");
@@ -209,6 +209,21 @@ Descriptor loadDescriptor(const std::filesystem::path& file) {
   if (root["binds"]) d.binds = r.words(root["binds"], "binds");
   for (const auto& b : d.binds)
     if (b.empty() || b[0] != '/') r.fail("binds", "'" + b + "' is not an absolute path");
+  if (root["container_args"]) {
+    d.containerArgs = r.words(root["container_args"], "container_args");
+    // Options only: the image and the command are ctr-bench's to place.
+    if (d.containerArgs.empty()) r.fail("container_args", "is empty");
+    if (!d.containerArgs[0].starts_with("-"))
+      r.fail("container_args", "'" + d.containerArgs[0] + "' is not an option of ctr exec (they start with '-')");
+    for (const auto& w : d.containerArgs)
+      if (w == "--") r.fail("container_args", "'--' would end ctr exec's options");
+  }
+  if (root["compare_source"]) {
+    d.compareSource = r.scalar(root["compare_source"], "compare_source");
+    if (!std::regex_match(d.compareSource, nameRe))
+      r.fail("compare_source", "'" + d.compareSource + "' is not a workload name");
+    if (d.compareSource == d.name) r.fail("compare_source", "names the workload itself");
+  }
   if (root["timeout_s"]) {
     d.timeoutS = r.number(root["timeout_s"], "timeout_s");
     if (d.timeoutS <= 0) r.fail("timeout_s", "must be > 0 seconds");

@@ -31,7 +31,7 @@ struct Descriptor {
   std::string description;
   // Words may hold the placeholders {bindir} (the suite's programs), {workdir} (the
   // workload's scratch directory, bound into the container at the same path) and {datadir}
-  // (the descriptor's directory), replaced by expand().
+  // (the descriptor's directory), replaced by expand(); so may containerArgs.
   std::vector<std::string> command;                       // bare (A) and runtime-overhead B
   std::optional<std::vector<std::string>> quickArgs;      // --quick: command[0] + these
   std::vector<std::string> imageCommand;                  // image-vs-host B (the image's build)
@@ -46,6 +46,12 @@ struct Descriptor {
   std::optional<std::vector<std::string>> quickSetup;  // --quick: replaces setup (a smaller data set)
   std::vector<std::string> teardown;  // the same, always after
   std::vector<std::string> binds;  // extra host paths the container needs
+  // Options every container launch of this workload needs and a bare launch has no use for
+  // (a dataset image: --bind IMAGE:DEST:image-src=/), appended to its `ctr exec` options.
+  std::vector<std::string> containerArgs;
+  // The workload of the same run whose samples this one's are compared with, side by side,
+  // as a data source (source_compare.hpp): not a runtime overhead, no verdict of the run.
+  std::string compareSource;
   double timeoutS = 600;
   std::map<Profile, int> blocks;  // initial blocks per profile
   std::map<Profile, int> maxBlocks;

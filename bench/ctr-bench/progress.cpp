@@ -55,6 +55,29 @@ void printFomLine(const std::string& workload, const FomResult& f, std::ostream&
   out << "\n";
 }
 
+// The data-source comparisons (compare_source): apart from the overhead lines above.
+void printSourceComparisons(const Result& result, std::ostream& out) {
+  for (const auto& w : result.workloads) {
+    if (!w.sourceComparison) continue;
+    const auto& c = *w.sourceComparison;
+    out << "data source (not runtime overhead): " << w.name << " against " << c.against << " (ratio " << w.name << "/"
+        << c.against << ")";
+    if (!c.note.empty()) out << ": " << c.note;
+    out << "\n";
+    for (const auto& r : c.rows) {
+      char line[512];
+      std::string ratio = r.ratio ? "x" + std::to_string(*r.ratio).substr(0, 5) : "-";
+      std::string ci = r.ciLow && r.ciHigh ? "[" + std::to_string(*r.ciLow).substr(0, 5) + ", " +
+                                                 std::to_string(*r.ciHigh).substr(0, 5) + "]"
+                                           : "-";
+      std::snprintf(line, sizeof line, "  %-28s %-5s %8s  %-16s %2d/%-2d %6.1f%%  %s", r.fom.c_str(),
+                    (r.side == "A" ? w.sides().a : w.sides().b).c_str(), ratio.c_str(), ci.c_str(), r.n, r.nAgainst,
+                    r.delta.value_or(0) * 100, r.verdict.c_str());
+      out << line << (r.note.empty() ? "" : "  (" + r.note + ")") << "\n";
+    }
+  }
+}
+
 }  // namespace
 
 void printSummaryTable(const Result& result, std::ostream& out) {
@@ -70,6 +93,7 @@ void printSummaryTable(const Result& result, std::ostream& out) {
     for (const auto& f : w.foms) printFomLine(w.name, f, out);
     if (w.status == "error" && !w.reason.empty()) out << w.name << ": error: " << w.reason << "\n";
   }
+  printSourceComparisons(result, out);
   if (result.coldStart && !result.coldStart->medianS.empty()) {
     auto median = [&](const std::string& k) {
       auto it = result.coldStart->medianS.find(k);

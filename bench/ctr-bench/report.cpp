@@ -329,6 +329,7 @@ dl.facts dd { margin: 0; }
 .v-PASS { background: var(--pass); } .v-FAIL { background: var(--fail); } .v-INCONCLUSIVE { background: var(--inc); }
 .v-FASTER { background: #1565c0; } .v-ESTIMATE { background: #4c78a8; }
 .v-ERROR { background: var(--err); } .v-none, .v-SKIPPED { background: #757575; }
+.v-NO-DIFFERENCE { background: var(--pass); } .v-SLOWER { background: #b26a00; }
 table { border-collapse: collapse; background: #fff; width: 100%; table-layout: auto; }
 td.name, td.note { overflow-wrap: anywhere; }
 .table-wrap { overflow-x: auto; max-width: 100%; }

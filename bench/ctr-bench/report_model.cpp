@@ -258,6 +258,51 @@ Section summarySection(const Result& r) {
   return {"summary", "Results", {Paragraph{ruleText(r), true}, std::move(t)}, {}, false};
 }
 
+// The data-source comparisons (compare_source), apart from the overhead table: what a source
+// costs is not what the runtime costs.
+std::optional<Section> sourcesSection(const Result& r) {
+  Table t;
+  for (const char* c : {"Workload", "Against", "FOM", "Side"}) t.columns.push_back({c});
+  for (const char* c : {"Median", "Median against", "Ratio", "Interval (level)", "Delta", "n"}) t.columns.push_back({c, true});
+  t.columns.push_back({"Verdict"});
+  t.columns.push_back({"Note"});
+  for (const auto& w : r.workloads) {
+    if (!w.sourceComparison) continue;
+    const auto& c = *w.sourceComparison;
+    if (c.rows.empty())
+      t.rows.push_back({{w.name, CellKind::Name}, {c.against, CellKind::Name}, {"—", CellKind::Text, 9},
+                        {c.note, CellKind::Note}});
+    for (const auto& row : c.rows) {
+      std::string ci = row.ciLow && row.ciHigh ? "[" + fixed(*row.ciLow, 3) + ", " + fixed(*row.ciHigh, 3) + "]" : "—";
+      if (row.ciLow && row.ciHigh && row.ciLevel) ci += " (" + fixed(*row.ciLevel * 100, 0) + "%)";
+      t.rows.push_back({{w.name, CellKind::Name},
+                        {c.against, CellKind::Name},
+                        {row.fom, CellKind::Name},
+                        {row.side == "A" ? w.sides().a : w.sides().b},
+                        {formatValue(row.median), CellKind::Number},
+                        {formatValue(row.medianAgainst), CellKind::Number},
+                        {row.ratio ? "x" + fixed(*row.ratio, 3) : "—", CellKind::Number},
+                        {ci, CellKind::Number},
+                        {formatDelta(row.delta), CellKind::Number},
+                        {std::to_string(row.n) + " / " + std::to_string(row.nAgainst), CellKind::Number},
+                        {row.verdict, CellKind::Verdict},
+                        {row.note, CellKind::Note}});
+    }
+  }
+  if (t.rows.empty()) return std::nullopt;
+  return Section{"sources", "Data sources (not runtime overhead)",
+                 {Paragraph{"Each workload against the one its descriptor names (compare_source), from this run: bare "
+                            "with bare, container with container. The ratio is this workload's figure over the other's "
+                            "(Hodges-Lehmann, unpaired: the two ran one after the other) with its Mann-Whitney interval; "
+                            "NO-DIFFERENCE, SLOWER or FASTER against the FOM's delta (at least 10 samples a side), else "
+                            "INCONCLUSIVE. It says what the data source costs; the runtime overhead is each workload's "
+                            "own row above, and these rows change no verdict or exit status.",
+                            true},
+                  std::move(t)},
+                 {},
+                 false};
+}
+
 // The overview and one plot per FOM; the page only (the table above has the numbers).
 std::vector<Section> plotSections(const Result& r) {
   Section distributions{"distributions", "Distributions, A against B",
@@ -503,6 +548,7 @@ Report buildReport(const Result& r) {
   const Question q = questionOf(r.mode);
   Report out{r.mode, q.title, q.explanation, r.started, r.benchVersion, r.interrupted, runFacts(r), countVerdicts(r), {}};
   out.sections.push_back(summarySection(r));
+  if (auto s = sourcesSection(r)) out.sections.push_back(std::move(*s));
   for (auto& s : plotSections(r)) out.sections.push_back(std::move(s));
   if (auto s = skippedSection(r)) out.sections.push_back(std::move(*s));
   if (auto s = errorsSection(r)) out.sections.push_back(std::move(*s));

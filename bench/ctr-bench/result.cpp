@@ -231,6 +231,35 @@ std::map<std::string, std::string> readEnv(const Fields& f) {
   return f.members<std::string>([](const Fields& e, const std::string& k) { return e.optText(k); });
 }
 
+SourceRow readSourceRow(const Fields& f) {
+  SourceRow r;
+  r.fom = f.text("fom");
+  r.side = f.text("side");
+  r.unit = f.optText("unit");
+  r.direction = f.optText("direction");
+  r.delta = f.optNumber("delta");
+  r.n = f.optInt("n").value_or(0);
+  r.nAgainst = f.optInt("n_against").value_or(0);
+  r.median = f.optNumber("median");
+  r.medianAgainst = f.optNumber("median_against");
+  r.ratio = f.optNumber("ratio");
+  readInterval(f, "ci", r.ciLow, r.ciHigh);
+  r.ciLevel = f.optNumber("ci_level");
+  r.spread = f.optNumber("spread");
+  r.verdict = f.text("verdict");
+  r.note = f.optText("note");
+  return r;
+}
+
+SourceComparison readSourceComparison(const Fields& f) {
+  SourceComparison c;
+  c.against = f.text("against");
+  c.note = f.optText("note");
+  c.rows = readList(f, "rows", readSourceRow);
+  c.extra = f.unknown({"against", "note", "rows"});
+  return c;
+}
+
 WorkloadResult readWorkload(const Fields& f) {
   WorkloadResult w;
   w.name = f.text("name");
@@ -257,8 +286,9 @@ WorkloadResult readWorkload(const Fields& f) {
   w.plan = readList(f, "plan", readBlock);
   if (const json* info = f.find("info")) w.info = *info;
   w.foms = readList(f, "foms", readFom);
+  if (auto c = f.optObject("source_comparison")) w.sourceComparison = readSourceComparison(*c);
   w.extra = f.unknown({"name", "description", "descriptor", "status", "reason", "stderr_tail", "budget_note", "labels",
-                       "commands", "env", "duration_s", "looks", "plan", "info", "foms"});
+                       "commands", "env", "duration_s", "looks", "plan", "info", "foms", "source_comparison"});
   return w;
 }
 
@@ -454,6 +484,29 @@ json fomJson(const FomResult& f) {
                              {"analysis", f.analysis ? analysisJson(*f.analysis) : json(nullptr)}});
 }
 
+json sourceComparisonJson(const SourceComparison& c) {
+  json rows = json::array();
+  for (const auto& r : c.rows)
+    rows.push_back({{"fom", r.fom},
+                    {"side", r.side},
+                    {"unit", r.unit},
+                    {"direction", orNull(r.direction)},
+                    {"delta", orNull(r.delta)},
+                    {"n", r.n},
+                    {"n_against", r.nAgainst},
+                    {"median", orNull(r.median)},
+                    {"median_against", orNull(r.medianAgainst)},
+                    {"ratio", orNull(r.ratio)},
+                    {"ci", intervalJson(r.ciLow, r.ciHigh)},
+                    {"ci_level", orNull(r.ciLevel)},
+                    {"spread", orNull(r.spread)},
+                    {"verdict", r.verdict},
+                    {"note", orNull(r.note)}});
+  json out = {{"against", c.against}, {"rows", std::move(rows)}};
+  if (!c.note.empty()) out["note"] = c.note;
+  return withExtra(c.extra, std::move(out));
+}
+
 json workloadJson(const WorkloadResult& w) {
   json out = {{"name", w.name},
               {"description", w.description},
@@ -472,6 +525,7 @@ json workloadJson(const WorkloadResult& w) {
   if (!w.budgetNote.empty()) out["budget_note"] = w.budgetNote;
   for (const auto& b : w.plan) out["plan"].push_back({{"block", b.block}, {"order", b.order}, {"wall_s", b.wallS}});
   for (const auto& f : w.foms) out["foms"].push_back(fomJson(f));
+  if (w.sourceComparison) out["source_comparison"] = sourceComparisonJson(*w.sourceComparison);
   return withExtra(w.extra, std::move(out));
 }
 

@@ -76,6 +76,30 @@ struct SideLabels {
   bool operator==(const SideLabels&) const = default;
 };
 
+// One FOM on one side (A with A, B with B) of a data-source comparison (descriptor key
+// compare_source): this workload's samples against those of the workload it names, from
+// the same run. Unpaired (the two workloads' blocks are not interleaved), and about the
+// data source, not the runtime: no verdict of the run, no exit status.
+struct SourceRow {
+  std::string fom, side, unit, direction;
+  std::optional<double> delta;
+  int n = 0, nAgainst = 0;  // samples of this workload's side and of the other's
+  std::optional<double> median, medianAgainst;
+  std::optional<double> ratio, ciLow, ciHigh, ciLevel;  // this / against (the FOM's own ratio) and its interval
+  std::optional<double> spread;  // the larger robust spread of the two sides' samples
+  std::string verdict;  // NO-DIFFERENCE, SLOWER, FASTER, INCONCLUSIVE
+  std::string note;
+  bool operator==(const SourceRow&) const = default;
+};
+
+struct SourceComparison {
+  std::string against;  // the other workload's name
+  std::string note;     // why there are no rows (the other did not run ok in this run)
+  std::vector<SourceRow> rows;
+  nlohmann::json extra = nlohmann::json::object();
+  bool operator==(const SourceComparison&) const = default;
+};
+
 struct WorkloadResult {
   std::string name, description, descriptor;
   std::string status = "ok";  // ok, skipped or error
@@ -88,6 +112,7 @@ struct WorkloadResult {
   std::vector<BlockPlan> plan;
   nlohmann::json info;  // the program's own "info" object, as it printed it
   std::vector<FomResult> foms;
+  std::optional<SourceComparison> sourceComparison;
   nlohmann::json extra = nlohmann::json::object();
   [[nodiscard]] SideLabels sides() const { return labels.value_or(SideLabels{}); }
   bool operator==(const WorkloadResult&) const = default;

@@ -30,6 +30,7 @@
 #include "progress.hpp"
 #include "result.hpp"
 #include "scenarios.hpp"
+#include "source_compare.hpp"
 
 #ifndef CTR_BENCH_VERSION
 #define CTR_BENCH_VERSION "0.0.0"
@@ -380,6 +381,8 @@ class Runner {
   std::string resolveImages(const std::vector<Descriptor>& descriptors);
   RunConfig config(double budget, const std::string& imageNote) const;
   bool measureAll(const std::vector<Descriptor>& descriptors);
+  void compareDataSources(const std::vector<Descriptor>& descriptors);
+  std::vector<std::unique_ptr<Keeper>> holdContainerArgs(const WorkloadRun& run);
 };
 
 std::vector<Descriptor> Runner::selectWorkloads() {
@@ -422,6 +425,7 @@ Sides Runner::commandsFor(const Descriptor& d, const std::string& program, const
   std::vector<std::string> ctrExec{ctr_, "exec"};
   ctrExec.insert(ctrExec.end(), opt_.ctrArgs.begin(), opt_.ctrArgs.end());
   ctrExec.insert(ctrExec.end(), extraCtrArgs.begin(), extraCtrArgs.end());
+  ctrExec.insert(ctrExec.end(), d.containerArgs.begin(), d.containerArgs.end());
   // The container's environment is the launch's (ctr passes it through) but for the
   // variables ctr sets itself: PATH is already the container default; LD_LIBRARY_PATH is
   // not passed in by ctr, so it is given explicitly.
@@ -589,6 +593,7 @@ Descriptor Runner::expanded(const Descriptor& raw) const {
   d.teardown = expand(raw.teardown, p);
   d.mpirunArgs = expand(raw.mpirunArgs, p);
   d.binds = expand(raw.binds, p);
+  d.containerArgs = expand(raw.containerArgs, p);
   d.outputFiles = expand(raw.outputFiles, p);
   for (auto& [k, v] : d.env) v = expand(v, p);
   return d;
@@ -801,7 +806,30 @@ void Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
     }
   } teardown{run};
   if (!d.setupFor(opt_.profile).empty() && !setUp(run, teardown.armed)) return;
+  // Declared after the teardown: they end (and free the data set) before it runs.
+  auto keepers = holdContainerArgs(run);
   measure(run, index, count);
+}
+
+// A workload whose container launches carry their own arguments (a dataset bind) gets
+// another holder than the run's keepers hold: a keeper of its own, with those arguments, for
+// as long as the workload runs, so that B finds that holder mounted as the other ranks of a
+// job would keep it, as the bare side finds setup's mount.
+std::vector<std::unique_ptr<Keeper>> Runner::holdContainerArgs(const WorkloadRun& run) {
+  std::vector<std::unique_ptr<Keeper>> keepers;
+  if (run.d.containerArgs.empty()) return keepers;
+  for (const auto* argv : {&run.sides.a, &run.sides.b}) {
+    // The container launch's own words: from ctr to its image (an mpirun prefix left out).
+    auto exec = std::find(argv->begin(), argv->end(), "exec");
+    if (exec == argv->end() || exec == argv->begin() || *(exec - 1) != ctr_) continue;
+    auto image = std::find_if(exec, argv->end(), [&](const std::string& w) { return w == imageA_ || w == imageB_; });
+    if (image == argv->end()) continue;
+    std::vector<std::string> k(exec - 1, image + 1);
+    k.insert(k.end(), {"/bin/sleep", "2147483647"});
+    keepers.push_back(std::make_unique<Keeper>(k, run.env));
+  }
+  if (!keepers.empty()) ::usleep(300000);  // let them mount; a refusal shows in B's warm-up
+  return keepers;
 }
 
 std::string Runner::coldConfig() {
@@ -1026,6 +1054,7 @@ bool Runner::measureAll(const std::vector<Descriptor>& descriptors) {
       if (interruptRequested()) throw Interrupted{};
       runWorkload(descriptors[i], i, descriptors.size());
     }
+    compareDataSources(descriptors);
     for (const auto& s : opt_.scenarios) {
       if (interruptRequested()) throw Interrupted{};
       result_.scenarios.push_back(scenario(s, descriptors));
@@ -1038,6 +1067,19 @@ bool Runner::measureAll(const std::vector<Descriptor>& descriptors) {
   releaseImages();
   waitForImagesReleased({(workdirPath_ / "cold-start.sif").string()}, 15);
   return !interrupted;
+}
+
+// Each workload with compare_source against the one it names, once every workload has run.
+void Runner::compareDataSources(const std::vector<Descriptor>& descriptors) {
+  auto find = [&](const std::string& name) -> WorkloadResult* {
+    auto it = std::find_if(result_.workloads.begin(), result_.workloads.end(), [&](const auto& w) { return w.name == name; });
+    return it == result_.workloads.end() ? nullptr : &*it;
+  };
+  for (const auto& d : descriptors) {
+    if (d.compareSource.empty()) continue;
+    if (WorkloadResult* w = find(d.name)) w->sourceComparison = compareSources(*w, find(d.compareSource), d.compareSource, opt_.alpha);
+  }
+  save();
 }
 
 // The verdict counts and the exit status (docs/benchmark-guide.md).

@@ -95,6 +95,30 @@ TEST_F(Descriptors, QuickSetupReplacesSetupWithQuick) {
   EXPECT_NE(errorOf("name: x\ncommand: [x]\nquick_setup: []\n").find("bad.yaml: quick_setup: is empty"), std::string::npos);
 }
 
+TEST_F(Descriptors, ContainerArgsAndCompareSourceAreReadAndChecked) {
+  auto d = loadDescriptor(write("img.yaml",
+                                "name: reader-image\ncommand: [reader, '{workdir}/mnt']\n"
+                                "container_args: [--bind, '{workdir}/d.sqfs:{workdir}/mnt:image-src=/']\n"
+                                "compare_source: reader-dir\n"));
+  EXPECT_EQ(d.containerArgs, (std::vector<std::string>{"--bind", "{workdir}/d.sqfs:{workdir}/mnt:image-src=/"}));
+  EXPECT_EQ(expand(d.containerArgs, Placeholders{"/b", "/w", "/d"}),
+            (std::vector<std::string>{"--bind", "/w/d.sqfs:/w/mnt:image-src=/"}));
+  EXPECT_EQ(d.compareSource, "reader-dir");
+  auto plain = loadDescriptor(write("p.yaml", "name: p\ncommand: [x]\n"));
+  EXPECT_TRUE(plain.containerArgs.empty());
+  EXPECT_TRUE(plain.compareSource.empty());
+  EXPECT_NE(errorOf("name: x\ncommand: [x]\ncontainer_args: []\n").find("bad.yaml: container_args: is empty"), std::string::npos);
+  EXPECT_NE(errorOf("name: x\ncommand: [x]\ncontainer_args: [image.sif, --bind, /a]\n")
+                .find("bad.yaml: container_args: 'image.sif' is not an option of ctr exec"),
+            std::string::npos);
+  EXPECT_NE(errorOf("name: x\ncommand: [x]\ncontainer_args: [--stage, --, true]\n").find("container_args: '--' would end"),
+            std::string::npos);
+  EXPECT_NE(errorOf("name: x\ncommand: [x]\ncompare_source: x\n").find("bad.yaml: compare_source: names the workload itself"),
+            std::string::npos);
+  EXPECT_NE(errorOf("name: x\ncommand: [x]\ncompare_source: 'a b'\n").find("compare_source: 'a b' is not a workload name"),
+            std::string::npos);
+}
+
 TEST_F(Descriptors, ReadsEverySuiteDescriptor) {
   // The suite's own files (bench/workloads) and its site example must load.
   fs::path suite = fs::path(CTR_BENCH_SOURCE_DIR) / "bench/workloads";

@@ -405,6 +405,33 @@ TEST_F(ReportTest, StackDeltaIsAnEstimateWithItsIntervalNotAVerdict) {
   EXPECT_NE(row.find("B 2.00x slower \\[1.60, 2.50\\]"), std::string::npos) << row;
 }
 
+TEST_F(ReportTest, ADataSourceComparisonHasItsOwnSectionApartFromTheOverheads) {
+  json result = fixture();
+  EXPECT_EQ(renderMarkdown(result).find("Data sources"), std::string::npos) << "no section without a comparison";
+  result["workloads"][1]["source_comparison"] = {
+      {"against", "gemm-cpu"},
+      {"rows",
+       {{{"fom", "triad_GBps"}, {"side", "B"}, {"unit", "GB/s"}, {"direction", "higher"}, {"delta", 0.05}, {"n", 12},
+         {"n_against", 12}, {"median", 8.0}, {"median_against", 10.0}, {"ratio", 0.8}, {"ci", {0.75, 0.85}},
+         {"ci_level", 0.9}, {"spread", 0.01}, {"verdict", "SLOWER"}, {"note", nullptr}}}}};
+  const std::string md = renderMarkdown(result);
+  const size_t section = md.find("Data sources (not runtime overhead)");
+  ASSERT_NE(section, std::string::npos) << md;
+  EXPECT_LT(md.find("| Workload | FOM |"), section) << "after the overhead table, not in it";
+  const std::string row = rowOf(md.substr(section), "stream", "gemm-cpu");
+  EXPECT_NE(row.find("x0.800"), std::string::npos) << row;
+  EXPECT_NE(row.find("[0.750, 0.850] (90%)"), std::string::npos) << row;
+  EXPECT_NE(row.find("**SLOWER**"), std::string::npos) << row;
+  EXPECT_NE(row.find("| 12 / 12 |"), std::string::npos) << row;
+  // Not counted among the run's verdicts.
+  const size_t counts = md.find("- Verdicts: ");
+  ASSERT_NE(counts, std::string::npos);
+  EXPECT_EQ(md.substr(counts, md.find('\n', counts) - counts).find("SLOWER"), std::string::npos);
+  EXPECT_NE(renderHtml(result).find("<span class=\"v-SLOWER\">SLOWER</span>"), std::string::npos);
+  result["workloads"][1]["source_comparison"] = {{"against", "gemm-cpu"}, {"note", "gemm-cpu is not in this run"}, {"rows", json::array()}};
+  EXPECT_NE(renderMarkdown(result).find("gemm-cpu is not in this run"), std::string::npos);
+}
+
 TEST_F(ReportTest, FasterIsItsOwnVerdictNotPass) {
   json result = fixture();
   auto& a = result["workloads"][0]["foms"][0]["analysis"];
