@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <vector>
 
 #include "ctr/error.hpp"
 
@@ -96,12 +98,35 @@ std::string readFirstLine(const std::string& path) {
 void writeFile(const std::string& path, std::string_view content) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd) throw sysError("open " + path + " for writing");
-  size_t done = 0;
+  writeAllTo(fd.get(), content, path);
+}
+
+void writeAllTo(int fd, std::string_view content, const std::string& what) {
+  std::size_t done = 0;
   while (done < content.size()) {
-    ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw sysError("write " + path, n < 0 ? errno : EIO);
-    done += static_cast<size_t>(n);
+    if (n <= 0) throw sysError("write " + what, n < 0 ? errno : EIO);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void copyFileData(int in, int out, const std::string& what) {
+  for (;;) {
+    const ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, std::size_t{1} << 30, 0);
+    if (n > 0) continue;
+    if (n == 0) return;
+    if (errno == EINTR) continue;
+    if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) throw sysError("copy " + what);
+    break;  // the rest by hand, from where copy_file_range left both offsets
+  }
+  std::vector<char> buffer(std::size_t{1} << 20);
+  for (;;) {
+    const ssize_t r = ::read(in, buffer.data(), buffer.size());
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw sysError("read " + what);
+    if (r == 0) return;
+    writeAllTo(out, std::string_view(buffer.data(), static_cast<std::size_t>(r)), what);
   }
 }
 

@@ -219,6 +219,24 @@ bool hasDotDotComponent(std::string_view path) {
   return false;
 }
 
+std::string expandUidPattern(std::string_view pattern, unsigned uid, std::string_view setting) {
+  std::string out;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    switch (pattern[++i]) {
+      case 'u': out += std::to_string(uid); break;
+      case '%': out += '%'; break;
+      default:
+        throw Error(std::string(setting) + " " + std::string(pattern) + ": unknown %" + pattern[i] +
+                    " (known: %u, the user's id; %%)");
+    }
+  }
+  return out;
+}
+
 std::string_view toString(PathKind kind) {
   switch (kind) {
     case PathKind::Missing: return "missing";

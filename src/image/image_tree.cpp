@@ -60,16 +60,6 @@ void replaceNonDirectory(int dir, const std::string& name, const std::string& wh
   if (::unlinkat(dir, name.c_str(), 0) != 0) throw sysError("replace " + what);
 }
 
-void writeAllTo(int fd, std::string_view content, const std::string& what) {
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw sysError("write " + what, n < 0 ? errno : EIO);
-    done += static_cast<std::size_t>(n);
-  }
-}
-
 // A directory's entries, read through its own descriptor.
 std::vector<std::string> entriesOf(int dirFd, const std::string& what) {
   const int copy = ::openat(dirFd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -139,23 +129,7 @@ class Copier {
       throw Error(what_ + ": " + shown + " changed while it was copied");
     UniqueFd out(::openat(toDir, toName.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!out) throw sysError(what_ + ": create " + shown);
-    for (;;) {
-      const ssize_t n = ::copy_file_range(in.get(), nullptr, out.get(), nullptr, 1 << 30, 0);
-      if (n == 0) break;
-      if (n > 0) continue;
-      if (errno == EINTR) continue;
-      if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-        throw sysError(what_ + ": copy " + shown);
-      char buffer[1 << 16];
-      for (;;) {
-        const ssize_t r = ::read(in.get(), buffer, sizeof buffer);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) throw sysError(what_ + ": read " + shown);
-        if (r == 0) break;
-        writeAllTo(out.get(), std::string_view(buffer, static_cast<std::size_t>(r)), what_ + ": " + shown);
-      }
-      break;
-    }
+    copyFileData(in.get(), out.get(), what_ + ": " + shown);
     copyXattrs(in.get(), out.get());
     finish(toDir, toName, out.get(), st);
   }

@@ -80,8 +80,6 @@ class RegistryClient {
 // options.cacheDir, else $CTR_CACHE_DIR, else ctr.conf's 'image cache dir' (expanded), else
 // ~/.cache/ctr (XDG_CACHE_HOME honoured).
 std::filesystem::path cacheRoot(const PullOptions& options);
-// 'image cache dir' with %u (the user's id, as in 'cgroup delegate') and %% replaced.
-std::string expandCachePattern(const std::string& pattern, uid_t uid);
 
 // "blob sha256:... of name:tag: digest mismatch (got sha256:...)"
 [[nodiscard]] std::string digestMismatch(const std::string& what, const std::string& expected,

@@ -15,6 +15,7 @@
 #include "ctr/fd.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/log.hpp"
+#include "ctr/pathutil.hpp"
 #include "oci_internal.hpp"
 #include "oci_libs.hpp"
 
@@ -78,26 +79,10 @@ void Progress::note(const std::string& line) {
 
 // ---- cache and messages
 
-std::string expandCachePattern(const std::string& pattern, uid_t uid) {
-  std::string out;
-  for (std::size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] != '%' || i + 1 == pattern.size()) {
-      out += pattern[i];
-      continue;
-    }
-    switch (pattern[++i]) {
-      case 'u': out += std::to_string(uid); break;
-      case '%': out += '%'; break;
-      default: throw Error("'image cache dir' " + pattern + ": unknown %" + pattern[i] + " (known: %u, the user's id; %%)");
-    }
-  }
-  return out;
-}
-
 std::filesystem::path cacheRoot(const PullOptions& options) {
   if (!options.cacheDir.empty()) return options.cacheDir;
   if (const char* dir = std::getenv("CTR_CACHE_DIR"); dir && *dir) return dir;
-  if (!options.limits.cacheDir.empty()) return expandCachePattern(options.limits.cacheDir, ::geteuid());
+  if (!options.limits.cacheDir.empty()) return expandUidPattern(options.limits.cacheDir, ::geteuid(), "'image cache dir'");
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "ctr";
   const char* home = std::getenv("HOME");
   std::string h = home && *home ? home : "";

@@ -78,6 +78,12 @@ std::string readFirstLine(const std::string& path);
 
 // Creates or truncates `path` and writes `content` to it. Throws ctr::Error naming the path.
 void writeFile(const std::string& path, std::string_view content);
+// Writes all of `content` to `fd`. Throws ctr::Error "write WHAT: ...".
+void writeAllTo(int fd, std::string_view content, const std::string& what);
+// Copies what is left of `in` (from its offset) to `out` (at its offset): copy_file_range,
+// or read and write where the kernel cannot copy between the two. Throws ctr::Error
+// "copy WHAT: ..." (read WHAT, write WHAT).
+void copyFileData(int in, int out, const std::string& what);
 
 template <typename T>
 std::size_t readAt(int fd, std::int64_t offset, std::span<T> out) {

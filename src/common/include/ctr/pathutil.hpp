@@ -30,6 +30,10 @@ namespace ctr {
 // True if any '/'-separated component of `path` is exactly "..".
 [[nodiscard]] bool hasDotDotComponent(std::string_view path);
 
+// A directory pattern of ctr.conf ('image cache dir', 'stage dir') with %u replaced by
+// `uid` and %% by %. Throws ctr::Error naming `setting` for any other %X.
+[[nodiscard]] std::string expandUidPattern(std::string_view pattern, unsigned uid, std::string_view setting);
+
 enum class PathKind { Missing, Directory, RegularFile, Other };
 
 // "missing", "directory", "file", "other"
