@@ -1,6 +1,9 @@
 // `ctr cache list [--json]`, `ctr cache clean [--days N] [--dry-run] [--force]`: the image
-// cache that `exec docker://REF` and the Slurm plugin run from (ctr/image_cache.hpp); and
+// cache that `exec docker://REF` and the Slurm plugin run from (ctr/image_cache.hpp) and the
+// node's staged copies (ctr/stage.hpp); and
 // resolveImageArgument, the IMAGE argument of a launch or of inspect.
+#include <unistd.h>
+
 #include <chrono>
 #include <ctime>
 #include <iomanip>
@@ -16,6 +19,8 @@
 #include "ctr/error.hpp"
 #include "ctr/image_cache.hpp"
 #include "ctr/limits.hpp"
+#include "ctr/pathutil.hpp"
+#include "ctr/stage.hpp"
 
 namespace ctr::cli {
 
@@ -29,6 +34,11 @@ image::oci::PullOptions pullOptions(const config::PullPolicy& pull) {
 
 image::oci::PullOptions cacheOptions() { return pullOptions(config::loadDefaultPolicy().pull); }
 
+// This user's stage directory on this node (ctr.conf 'stage dir'): node-local copies of images.
+std::filesystem::path stageDir() {
+  return expandUidPattern(config::loadDefaultPolicy().stageDir, ::geteuid(), "'stage dir'");
+}
+
 std::string localTime(std::int64_t seconds) {
   const std::time_t t = seconds;
   std::tm tm{};
@@ -40,12 +50,17 @@ std::string localTime(std::int64_t seconds) {
 
 int listCache(bool json) {
   const auto listing = image::cache::list(cacheOptions());
+  const auto stage = stageDir();
+  const auto staged = image::stage::list(stage);
   if (json) {
     nlohmann::json j{{"root", listing.root.string()}, {"images", nlohmann::json::array()},
-                     {"blobs", {{"count", listing.blobs}, {"bytes", listing.blobBytes}}}};
+                     {"blobs", {{"count", listing.blobs}, {"bytes", listing.blobBytes}}},
+                     {"stage", {{"dir", stage.string()}, {"copies", nlohmann::json::array()}}}};
     for (const auto& e : listing.images)
       j["images"].push_back({{"digest", e.digest}, {"references", e.references}, {"sif", e.sif.string()},
                              {"bytes", e.bytes}, {"last_used", e.lastUsed}});
+    for (const auto& e : staged)
+      j["stage"]["copies"].push_back({{"copy", e.copy.string()}, {"bytes", e.bytes}, {"last_used", e.lastUsed}});
     std::cout << j.dump(2) << '\n';
     return 0;
   }
@@ -57,6 +72,11 @@ int listCache(bool json) {
     std::cout << "  " << e.digest.substr(0, 19) << "  " << std::setw(8) << limits::formatSize(e.bytes) << "  "
               << localTime(e.lastUsed) << "  " << refs << '\n';
   }
+  std::cout << "stage directory " << stage.string() << ": " << staged.size() << " staged cop"
+            << (staged.size() == 1 ? "y" : "ies") << '\n';
+  for (const auto& e : staged)
+    std::cout << "  " << std::setw(8) << limits::formatSize(e.bytes) << "  " << localTime(e.lastUsed) << "  "
+              << e.copy.filename().string() << '\n';
   return 0;
 }
 
@@ -64,8 +84,12 @@ int cleanCache(int days, bool dryRun) {
   std::optional<std::chrono::seconds> unused;
   if (days >= 0) unused = std::chrono::seconds(std::int64_t{days} * 86400);
   const auto cleaned = image::cache::clean(cacheOptions(), unused, dryRun);
+  const auto staged = image::stage::clean(stageDir(), unused, dryRun);
+  std::uint64_t stagedBytes = 0;
+  for (const auto& e : staged) stagedBytes += e.bytes;
   std::cout << (dryRun ? "would remove " : "removed ") << cleaned.images << " image(s) and " << cleaned.blobs
-            << " layer(s), " << limits::formatSize(cleaned.bytes) << '\n';
+            << " layer(s), " << limits::formatSize(cleaned.bytes) << "; " << staged.size() << " staged cop"
+            << (staged.size() == 1 ? "y" : "ies") << ", " << limits::formatSize(stagedBytes) << '\n';
   return 0;
 }
 
@@ -91,16 +115,17 @@ std::string imagePathArgument(const std::string& argument) {
 }
 
 void registerCache(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("cache", "The image cache of docker:// images (ctr.conf 'image cache dir')");
+  auto* cmd = app.add_subcommand("cache", "The image cache of docker:// images (ctr.conf 'image cache dir') and "
+                                          "this node's staged copies (ctr.conf 'stage dir')");
   cmd->require_subcommand(1);
   auto json = std::make_shared<bool>(false);
-  auto* list = cmd->add_subcommand("list", "The cached images (digest, size, last use, references) and layers");
+  auto* list = cmd->add_subcommand("list", "The cached images (digest, size, last use, references), layers and staged copies");
   list->add_flag("--json", *json, "One JSON object");
   list->callback([&ctx, json] { ctx.action = [json] { return listCache(*json); }; });
 
   auto days = std::make_shared<int>(-1);
   auto dryRun = std::make_shared<bool>(false);
-  auto* clean = cmd->add_subcommand("clean", "Remove the cached images and layers (all, or those unused for --days)");
+  auto* clean = cmd->add_subcommand("clean", "Remove the cached images, layers and staged copies (all, or those unused for --days)");
   clean->add_option("-D,--days", *days, "Only what was not used for N days")->check(CLI::NonNegativeNumber);
   clean->add_flag("-n,--dry-run", *dryRun, "Only say what would be removed");
   auto force = std::make_shared<bool>(false);  // ctr never asks; the flag is Apptainer's

@@ -45,6 +45,7 @@ struct RunCommandState {
   bool userns = false;
   std::vector<std::string> noEnv;  // --no-env NAME[,NAME...]
   std::vector<std::string> overlays;  // --overlay PATH[:ro] (repeatable, comma lists)
+  bool stage = false, noStage = false;  // --stage, --no-stage (options.stage)
 };
 
 // One --overlay spec, parsed, and what its path is on the host: a directory (with upper/
@@ -306,6 +307,8 @@ int runLaunch(RunCommandState& state) {
           .withStatus(1);
   }
   parseLimitFlags(state);
+  if (state.stage && state.noStage) throw Error("--stage and --no-stage contradict each other: give one").withStatus(1);
+  if (state.stage || state.noStage) options.stage = state.stage;
   if (!options.statsFile.empty()) {
     // Refused now, not after the run: the record is written beside the file and renamed.
     const auto dir = std::filesystem::absolute(options.statsFile).parent_path();
@@ -434,6 +437,9 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.list("--overlay", s.overlays,
            "A directory stacked over the image: DIR (writable, changes kept in DIR/upper; at most one) or DIR:ro "
            "(repeatable, comma lists; the first given is on top)");
+  add.flag("--stage", s.stage, "Copy the image and dataset images to this node's stage directory first (ctr.conf "
+           "'stage dir'), once per node, and mount the copies");
+  add.flag("--no-stage", s.noStage, "Mount the images where they are, whatever ctr.conf's 'stage images' says");
 
   add.section("Environment");
   add.list("--env", o.envs, "Set K=V in the container (repeatable)");

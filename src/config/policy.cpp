@@ -10,6 +10,7 @@
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/pathutil.hpp"
 
 namespace ctr::config {
 namespace {
@@ -90,6 +91,20 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          else if (v == "squashfuse") p.squashfsServer = SquashfsServer::Squashfuse;
          else throw Error("expected auto, ctr-squashfs or squashfuse, got '" + v + "'");
        }},
+      {"stage dir",
+       [](Policy& p, const std::string& v) {
+         if (v.empty() || v[0] != '/') throw Error("expected an absolute path, got '" + v + "'");
+         (void)expandUidPattern(v, 0, "'stage dir'");  // an unknown %X is refused here, not at a launch
+         p.stageDir = v;
+       }},
+      {"stage images",
+       [](Policy& p, const std::string& v) {
+         if (v == "never") p.stageImages = StageImages::Never;
+         else if (v == "auto") p.stageImages = StageImages::Auto;
+         else if (v == "always") p.stageImages = StageImages::Always;
+         else throw Error("expected never, auto or always, got '" + v + "'");
+       }},
+      {"stage max size", [](Policy& p, const std::string& v) { p.stageMaxBytes = limits::parseSize(v, "size"); }},
       {"setuid image directories",
        [](Policy& p, const std::string& v) { p.setuidImageDirectories = parseAbsolutePaths(v); }},
       {"setuid image owners",
@@ -245,6 +260,15 @@ std::string_view toString(SquashfsServer server) {
     case SquashfsServer::Squashfuse: return "squashfuse";
   }
   return "auto";
+}
+
+std::string_view toString(StageImages stage) {
+  switch (stage) {
+    case StageImages::Never: return "never";
+    case StageImages::Auto: return "auto";
+    case StageImages::Always: return "always";
+  }
+  return "never";
 }
 
 }  // namespace ctr::config

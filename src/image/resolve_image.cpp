@@ -1,6 +1,7 @@
 // resolveImage: turns an IMAGE argument into the location of its root filesystem.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,6 +66,8 @@ ImageSource resolveImage(const std::filesystem::path& path) {
   source.device = st.st_dev;
   source.inode = st.st_ino;
   source.mtimeNs = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  source.fileBytes = static_cast<std::uint64_t>(st.st_size);
+  if (struct statfs fs {}; ::fstatfs(fd.get(), &fs) == 0) source.filesystem = static_cast<std::int64_t>(fs.f_type);
 
   if (S_ISDIR(st.st_mode)) {
     source.kind = ImageKind::Directory;

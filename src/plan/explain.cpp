@@ -257,6 +257,15 @@ nlohmann::json toJson(const LaunchPlan& plan) {
     datasets.push_back({{"path", d.image.path.string()}, {"kind", image::toString(d.image.kind)},
                         {"offset", d.image.offset}, {"size", d.image.size}, {"key", d.key}, {"mount", d.mountDir}});
   j["datasets"] = datasets;
+  if (plan.staging) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : plan.staging->files)
+      files.push_back({{"what", f.what}, {"source", f.source}, {"copy", f.copy}, {"bytes", f.bytes},
+                       {"mtime_ns", f.mtimeNs}, {"reason", f.reason}});
+    j["staging"] = {{"dir", plan.staging->dir}, {"max_bytes", plan.staging->maxBytes}, {"files", files}};
+  } else {
+    j["staging"] = nullptr;
+  }
   j["root"] = plan.rootMode == RootMode::Overlay   ? "overlay"
               : plan.rootMode == RootMode::Sandbox ? "sandbox"
               : plan.rootMode == RootMode::Join    ? "instance"
@@ -346,6 +355,10 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
     out << "dataset:    " << d.image.path.string() << " (" << image::toString(d.image.kind) << ", squashfs at offset "
         << d.image.offset << ", " << d.image.size << " bytes), read-only at " << d.mountDir
         << " in the image's holder, by " << (plan.imageServer ? plan.imageServer->program : std::string("?")) << '\n';
+  if (plan.staging)
+    for (const auto& f : plan.staging->files)
+      out << "staged:     " << f.source << " -> " << f.copy << " (" << f.what << ", " << f.bytes << " bytes, " << f.reason
+          << "; copied once per node, again when its size or mtime changes)\n";
   out << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n';
   if (plan.rootMode == RootMode::Overlay) {
     // Top first, as overlayfs stacks them.

@@ -341,6 +341,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   planFakeroot(plan, options, policy, host);
   const std::vector<BindSpec> userBinds = userBindSpecs(options, host.env);
   planDatasets(plan, options, userBinds, host);
+  planStaging(plan, options, policy, host);
   planImageServer(plan, policy, host);
   planOverlay(plan, options);
   const HomeDirs home = planHome(options, host);
@@ -396,6 +397,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
   refuse(options.contain || options.containAll, "--contain/--containall");
   refuse(options.writable || options.writableTmpfs || !options.overlays.empty(), "--writable/--writable-tmpfs/--overlay");
   refuse(!options.workdir.empty(), "--workdir");
+  refuse(options.stage.has_value(), "--stage/--no-stage");
   refuse(!options.limits.empty() || !options.statsFile.empty(), "the limits and --stats");
   refuse(options.pid || options.noPid || options.noInit || options.ipc || options.uts || !options.hostname.empty() || options.net ||
              !options.network.empty(),

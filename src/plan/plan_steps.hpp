@@ -84,4 +84,10 @@ void planLimits(LaunchPlan& plan, const LaunchOptions& options, const config::Po
 [[nodiscard]] std::vector<std::string> planMpi(LaunchPlan& plan, const LaunchOptions& options,
                                                const config::Policy& policy, const host::HostFacts& host);
 
+// staging.cpp: --stage, --no-stage and 'stage images' into plan.staging; the image's and the
+// datasets' paths become their copies', and a setuid-helper driver that would refuse the
+// user's own copy gives way to squashfuse. Before planImageServer.
+void planStaging(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy,
+                 const host::HostFacts& host);
+
 }  // namespace ctr::launch

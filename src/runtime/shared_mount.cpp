@@ -30,6 +30,7 @@
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/error.hpp"
+#include "ctr/stage.hpp"
 #include "ctr/log.hpp"
 #include "ctr/install_paths.hpp"
 #include "ctr/runtime.hpp"
@@ -344,6 +345,12 @@ HolderNamespaces joinOrStart(const launch::LaunchPlan& plan, launch::ImageDriver
 }  // namespace
 
 SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
+  if (plan.staging) {
+    // Before the holder's lock: a launch waiting for a copy holds nothing another needs.
+    log::StepTimer staging("staging the image files to the node");
+    for (const auto& f : plan.staging->files)
+      image::stage::ensure(plan.staging->dir, {f.source, f.copy, f.bytes, f.mtimeNs}, plan.staging->maxBytes);
+  }
   log::StepTimer timer("joining the shared image mount");
   StateDir state = openStateDir(plan);
   spdlog::debug("image driver: {} ({})", launch::toString(plan.driver), plan.driverReason);

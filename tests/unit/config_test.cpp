@@ -145,6 +145,24 @@ TEST(ConfigPolicy, ImageCacheDirectoryAndSize) {
   EXPECT_THROW(parsePolicy("image cache max size = big", "f"), ctr::Error);
 }
 
+TEST(ConfigPolicy, NodeLocalStaging) {
+  auto p = parsePolicy("", "ctr.conf");
+  EXPECT_EQ(p.stageDir, "/var/tmp/ctr-stage-%u");
+  EXPECT_EQ(p.stageImages, ctr::config::StageImages::Never);
+  EXPECT_EQ(p.stageMaxBytes, std::uint64_t{20} << 30);
+  p = parsePolicy("stage dir = /local/stage-%u\nstage images = auto\nstage max size = 2G\n", "ctr.conf");
+  EXPECT_EQ(p.stageDir, "/local/stage-%u");
+  EXPECT_EQ(p.stageImages, ctr::config::StageImages::Auto);
+  EXPECT_EQ(p.stageMaxBytes, std::uint64_t{2} << 30);
+  EXPECT_EQ(parsePolicy("stage images = always", "f").stageImages, ctr::config::StageImages::Always);
+  EXPECT_THROW(parsePolicy("stage dir = stage", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("stage dir = /local/%h", "f"), ctr::Error) << "an unknown %X at parse time";
+  EXPECT_THROW(parsePolicy("stage images = sometimes", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("stage max size = huge", "f"), ctr::Error);
+  const auto shipped = ctr::config::loadPolicy(CTR_SOURCE_DIR "/etc/ctr.conf");
+  EXPECT_EQ(shipped.stageImages, ctr::config::StageImages::Never);
+}
+
 TEST(ConfigPolicy, PullLimitMessagesNameTheFileInUse) {
   EXPECT_EQ(ctr::config::loadPolicy(CTR_SOURCE_DIR "/etc/ctr.conf").pull.configFile, CTR_SOURCE_DIR "/etc/ctr.conf");
   EXPECT_EQ(ctr::config::loadPolicy("/nonexistent/ctr.conf").pull.configFile, "/nonexistent/ctr.conf");

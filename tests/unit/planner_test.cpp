@@ -769,3 +769,113 @@ TEST(Planner, DatasetImagesAreBoundedInOneLine) {
   options.binds.pop_back();
   EXPECT_EQ(planLaunch(options, {}, sifImage(), host).datasets.size(), kMaxDatasetImages);
 }
+
+// Node-local staging (docs/design-io.md section 4): which files are copied, where, and what
+// the rest of the plan mounts.
+TEST(Planner, StagingFollowsTheFlagAndTheSitePolicy) {
+  auto host = alice();
+  host.stateDir = "/run/user/1000/ctr";
+  auto image = sifImage();
+  image.fileBytes = 1 << 20;
+  image.mtimeNs = 1'700'000'000'123'456'789;
+  image.device = 9;
+  image.inode = 77;
+  ctr::config::Policy policy;
+  EXPECT_FALSE(planLaunch(execTrue(), policy, image, host).staging) << "'stage images = never' by default";
+
+  auto o = execTrue();
+  o.stage = true;
+  auto plan = planLaunch(o, policy, image, host);
+  ASSERT_TRUE(plan.staging);
+  EXPECT_EQ(plan.staging->dir, "/var/tmp/ctr-stage-1000") << "%u is the user's id";
+  ASSERT_EQ(plan.staging->files.size(), 1U);
+  const auto& f = plan.staging->files[0];
+  EXPECT_EQ(f.source, "/images/app.sif");
+  EXPECT_EQ(f.copy.rfind("/var/tmp/ctr-stage-1000/", 0), 0U) << f.copy;
+  EXPECT_TRUE(f.copy.ends_with("-app.sif")) << f.copy;
+  EXPECT_EQ(f.bytes, 1U << 20);
+  EXPECT_EQ(f.mtimeNs, image.mtimeNs);
+  EXPECT_EQ(f.reason, "--stage");
+  EXPECT_EQ(plan.image.path.string(), f.copy) << "the holder mounts the copy";
+  EXPECT_EQ(plan.image.inode, 77U) << "the holder's key stays the source's identity";
+  const auto json = toJson(plan);
+  EXPECT_EQ(json["staging"]["files"][0]["source"], "/images/app.sif");
+  EXPECT_NE(toText(plan).find("staged:     /images/app.sif -> " + f.copy), std::string::npos) << toText(plan);
+
+  o.stage = false;
+  policy.stageImages = ctr::config::StageImages::Always;
+  EXPECT_FALSE(planLaunch(o, policy, image, host).staging) << "--no-stage wins over the site's always";
+  o.stage.reset();
+  plan = planLaunch(o, policy, image, host);
+  ASSERT_TRUE(plan.staging);
+  EXPECT_EQ(plan.staging->files[0].reason, "'stage images = always'");
+
+  policy.stageImages = ctr::config::StageImages::Auto;
+  EXPECT_FALSE(planLaunch(o, policy, image, host).staging) << "auto: a local file stays where it is";
+  image.filesystem = 0x6969;  // NFS
+  plan = planLaunch(o, policy, image, host);
+  ASSERT_TRUE(plan.staging);
+  EXPECT_EQ(plan.staging->files[0].reason, "on NFS ('stage images = auto')");
+  image.filesystem = 0x0BD00BD0;  // Lustre
+  EXPECT_TRUE(planLaunch(o, policy, image, host).staging);
+
+  policy.stageMaxBytes = 1000;
+  plan = planLaunch(o, policy, image, host);
+  EXPECT_FALSE(plan.staging) << "larger than 'stage max size'";
+  EXPECT_EQ(plan.image.path, "/images/app.sif");
+  ASSERT_EQ(plan.warnings.size(), 1U);
+  EXPECT_NE(plan.warnings[0].find("is not staged"), std::string::npos) << plan.warnings[0];
+
+  policy.stageDir = "/local/%u/%x";
+  try {
+    (void)planLaunch(o, policy, image, host);
+    FAIL() << "an unknown %x accepted";
+  } catch (const ctr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown %x"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Planner, StagingCopiesDatasetsAndLeavesDirectoriesAlone) {
+  auto host = alice();
+  host.stateDir = "/run/user/1000/ctr";
+  auto o = execTrue();
+  o.stage = true;
+  o.binds = {"/shared/data.sqfs:/data:image-src=/"};
+  ctr::image::ImageSource data;
+  data.path = "/shared/data.sqfs";
+  data.kind = ctr::image::ImageKind::Squashfs;
+  data.fileBytes = 4096;
+  data.inode = 5;
+  o.datasetImages.emplace("/shared/data.sqfs", data);
+  auto dir = sifImage();
+  dir.kind = ctr::image::ImageKind::Directory;
+  const auto plan = planLaunch(o, {}, dir, host);
+  ASSERT_TRUE(plan.staging);
+  ASSERT_EQ(plan.staging->files.size(), 1U) << "a directory image is not copied";
+  EXPECT_EQ(plan.staging->files[0].what, "the dataset image");
+  ASSERT_EQ(plan.datasets.size(), 1U);
+  EXPECT_EQ(plan.datasets[0].image.path.string(), plan.staging->files[0].copy);
+  EXPECT_EQ(plan.datasets[0].source, "/shared/data.sqfs") << "the bind still names its source";
+  ASSERT_EQ(plan.warnings.size(), 1U);
+  EXPECT_NE(plan.warnings[0].find("is a directory: not staged"), std::string::npos) << plan.warnings[0];
+}
+
+TEST(Planner, StagedImageLeavesTheHelperWhereItRefusesTheUsersFiles) {
+  ctr::config::Policy policy;
+  policy.allowSetuid = true;
+  auto host = alice();
+  host.setuidHelper = ctr::host::HelperState::Usable;
+  host.helperConfigSafe = true;
+  host.loopControl = true;
+  auto o = execTrue();
+  o.stage = true;
+  auto plan = planLaunch(o, policy, sifImage(), host);
+  EXPECT_EQ(plan.driver, ImageDriver::Squashfuse) << "'setuid image owners = root' refuses alice's copy";
+  EXPECT_NE(plan.driverReason.find("staged copy"), std::string::npos) << plan.driverReason;
+  EXPECT_FALSE(plan.driverFallback);
+  policy.setuidImageOwners = {"root", "self"};
+  EXPECT_EQ(planLaunch(o, policy, sifImage(), host).driver, ImageDriver::SetuidHelper);
+  policy.setuidImageDirectories = {"/images"};
+  EXPECT_EQ(planLaunch(o, policy, sifImage(), host).driver, ImageDriver::Squashfuse)
+      << "the stage directory is not among 'setuid image directories'";
+}

@@ -16,6 +16,9 @@ enum class ImageDriver { Auto, Setuid, Squashfuse };
 // Which FUSE server serves a squashfs image without the helper: ctr's multithreaded
 // ctr-squashfs where installed (auto), or the one-threaded squashfuse_ll.
 enum class SquashfsServer { Auto, CtrSquashfs, Squashfuse };
+// Which images and dataset images a launch copies to the node first ('stage images'):
+// never (unless --stage), those on a network file system (auto), or all (always).
+enum class StageImages { Never, Auto, Always };
 
 // What `ctr pull` and the image bootstraps of `ctr build` accept from a registry or an image
 // archive, so that a hostile image cannot fill the disk or keep the node busy: every blob is
@@ -67,6 +70,14 @@ struct Policy {
   // How long an image stays mounted after its last launch ends ('image linger', seconds in
   // ctr.conf), so that the next launch of a script, job step or workflow task joins it.
   std::uint32_t imageLingerMs = 5000;
+
+  // Node-local staging (docs/design-io.md section 4): 'stage dir' (%u is the user's id)
+  // holds the node-local copies of images and dataset images, made once per node and
+  // reused; 'stage images' says which a launch stages without --stage; past 'stage max
+  // size' the least recently used copies go.
+  std::string stageDir = "/var/tmp/ctr-stage-%u";
+  StageImages stageImages = StageImages::Never;
+  std::uint64_t stageMaxBytes = std::uint64_t{20} << 30;
 
   // Bind specs ("src[:dst[:ro|rw]]") added to every container.
   std::vector<std::string> defaultBinds;
@@ -126,5 +137,6 @@ Policy loadDefaultPolicy();
 
 std::string_view toString(ImageDriver driver);
 std::string_view toString(SquashfsServer server);
+std::string_view toString(StageImages stage);
 
 }  // namespace ctr::config

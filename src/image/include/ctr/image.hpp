@@ -33,6 +33,11 @@ struct ImageSource {
   dev_t device = 0;
   ino_t inode = 0;
   std::int64_t mtimeNs = 0;
+  // The file's own size (a SIF is more than its squashfs) and the statfs type of the file
+  // system it is on: what node-local staging copies and checks, and whether 'stage images =
+  // auto' copies it (a network file system).
+  std::uint64_t fileBytes = 0;
+  std::int64_t filesystem = 0;
   // A registry image run from the image cache (ctr/image_cache.hpp): the docker:// reference
   // given and its manifest's digest; `path` is then the cached SIF. Empty otherwise.
   std::string reference;

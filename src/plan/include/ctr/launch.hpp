@@ -98,6 +98,9 @@ struct LaunchOptions {
   bool reuseInstance = false;       // instance start --reuse: a running NAME of the same image is taken
   bool noStartscript = false;       // instance start --no-startscript: it runs nothing until a launch joins it
   bool fakeroot = false;            // -f/--fakeroot: root in the container (the CLI reads /etc/subuid, /etc/subgid)
+  // --stage (true) / --no-stage (false): copy the image and dataset images to the node's
+  // stage directory first, or not; unset: as ctr.conf's 'stage images' says.
+  std::optional<bool> stage;
 };
 
 // Which namespaces a launch uses and how (the runtime creates exactly these).
@@ -419,6 +422,26 @@ struct DatasetImage {
   std::string mountDir;      // <state>/mnt/data/KEY, in the holder's mount namespace
 };
 
+// Node-local staging (docs/design-io.md section 4): an image or dataset image copied from a
+// shared file system to the node's stage directory once, and mounted from there. The
+// runtime makes (or finds) each copy before it joins the image's holder (image::stage::
+// ensure: one copier per node and user, the others wait; size and mtime checked); the plan's
+// image and dataset paths already name the copies, their identities (the holder's key)
+// stay the sources'.
+struct StagedFile {
+  std::string what;       // "the image", "--bind SRC:DST:image-src=PATH", "--overlay SPEC"
+  std::string source;     // the file on the shared file system
+  std::string copy;       // its copy in the stage directory (what is mounted)
+  std::uint64_t bytes = 0;
+  std::int64_t mtimeNs = 0;
+  std::string reason;     // why: --stage, 'stage images = always', on NFS ('stage images = auto')
+};
+struct Staging {
+  std::string dir;                // ctr.conf 'stage dir', %u expanded
+  std::uint64_t maxBytes = 0;     // 'stage max size'
+  std::vector<StagedFile> files;
+};
+
 struct LaunchPlan {
   Command command = Command::Exec;
   image::ImageSource image;
@@ -428,6 +451,7 @@ struct LaunchPlan {
   // Set when the driver, or its fallback, is squashfuse, or there are dataset images.
   std::optional<ImageServer> imageServer;
   std::vector<DatasetImage> datasets;  // in the order of their first bind
+  std::optional<Staging> staging;      // the image and datasets copied to the node first
   RootMode rootMode = RootMode::Bind;
   RootOverlay overlay;                  // root mode Overlay: the layers over the image
   std::vector<Mount> mounts;            // applied in this order, after the root

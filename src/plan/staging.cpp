@@ -1,0 +1,100 @@
+// Node-local staging (docs/design-io.md section 4): which image files a launch copies to the
+// node's stage directory first, and where. The copy itself is the runtime's.
+#include <linux/magic.h>
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+
+#include "ctr/error.hpp"
+#include "ctr/limits.hpp"
+#include "ctr/pathutil.hpp"
+#include "ctr/stage.hpp"
+#include "plan_steps.hpp"
+
+namespace ctr::launch {
+
+namespace {
+
+// The shared (network and parallel) file systems, by statfs type: where many nodes reading
+// one image file is what staging saves. FUSE is left out: it may be anything.
+std::optional<std::string_view> sharedFilesystemName(std::int64_t type) {
+  switch (static_cast<std::uint32_t>(type)) {
+    case NFS_SUPER_MAGIC: return "NFS";
+    case 0x0BD00BD0u: return "Lustre";
+    case 0x47504653u: return "GPFS";
+    case 0x19830326u: return "BeeGFS";
+    case 0x00C36400u: return "CephFS";
+    case 0xAAD7AAEAu: return "PanFS";
+    case 0x20030528u: return "OrangeFS";
+    case AFS_SUPER_MAGIC:
+    case 0x6B414653u: return "AFS";
+    case CIFS_SUPER_MAGIC:
+    case SMB2_SUPER_MAGIC: return "SMB/CIFS";
+    default: return std::nullopt;
+  }
+}
+
+
+// Whether ctr-mount-helper would mount a copy in `dir`: the copy is the user's own file.
+bool helperTakesOwnFiles(const config::Policy& policy, const host::HostUser& user, const std::string& dir) {
+  const auto& owners = policy.setuidImageOwners;
+  if (std::find(owners.begin(), owners.end(), "self") == owners.end() &&
+      std::find(owners.begin(), owners.end(), user.name) == owners.end())
+    return false;
+  const auto& dirs = policy.setuidImageDirectories;
+  return dirs.empty() || std::any_of(dirs.begin(), dirs.end(), [&](const std::string& d) { return isAtOrUnder(dir, d); });
+}
+
+}  // namespace
+
+void planStaging(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy,
+                 const host::HostFacts& host) {
+  if (options.stage == false || (!options.stage && policy.stageImages == config::StageImages::Never)) return;
+  Staging staging;
+  staging.dir = normalizePath(expandUidPattern(policy.stageDir, host.user.uid, "'stage dir'"));
+  staging.maxBytes = policy.stageMaxBytes;
+  std::uint64_t total = 0;
+  auto consider = [&](const std::string& what, image::ImageSource& image) {
+    if (image.kind == image::ImageKind::Directory) {
+      if (options.stage) plan.warnings.push_back(what + " is a directory: not staged (--stage copies image files)");
+      return;
+    }
+    if (isAtOrUnder(image.path.string(), staging.dir)) return;  // a copy already
+    std::string reason;
+    if (options.stage) {
+      reason = "--stage";
+    } else if (policy.stageImages == config::StageImages::Always) {
+      reason = "'stage images = always'";
+    } else if (auto fs = sharedFilesystemName(image.filesystem)) {
+      reason = "on " + std::string(*fs) + " ('stage images = auto')";
+    } else {
+      return;
+    }
+    if (total + image.fileBytes > staging.maxBytes) {
+      plan.warnings.push_back(what + " " + image.path.string() + " (" + limits::formatSize(image.fileBytes) + ") is not staged: " +
+                              "with the launch's other copies it passes 'stage max size' (" + limits::formatSize(staging.maxBytes) +
+                              ")");
+      return;
+    }
+    total += image.fileBytes;
+    StagedFile file{what, image.path.string(), joinPath(staging.dir, image::stage::copyName(image.path)),
+                    image.fileBytes, image.mtimeNs, reason};
+    image.path = file.copy;
+    staging.files.push_back(std::move(file));
+  };
+  consider("the image", plan.image);
+  for (auto& d : plan.datasets) consider("the dataset image", d.image);
+  if (staging.files.empty()) return;
+
+  const bool imageStaged = staging.files.front().what == "the image";
+  if (imageStaged && plan.driver == ImageDriver::SetuidHelper && !helperTakesOwnFiles(policy, host.user, staging.dir)) {
+    plan.driver = ImageDriver::Squashfuse;
+    plan.driverReason = "the staged copy is the user's own file, which the setuid helper mounts only where " +
+                        std::string("'setuid image owners' has self (and 'setuid image directories' the stage directory)");
+    plan.driverFallback.reset();
+  }
+  plan.staging = std::move(staging);
+}
+
+}  // namespace ctr::launch
