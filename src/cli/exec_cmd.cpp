@@ -299,11 +299,8 @@ int runLaunch(RunCommandState& state) {
         return 0;
       }
     }
-    if (!state.cpus.empty() || !state.memory.empty() || !state.memorySwap.empty() || !state.pidsLimit.empty() ||
-        !state.blkioWeight.empty() || !state.applyCgroups.empty() || !options.limits.cpusetCpus.empty() ||
-        !options.limits.cpusetMems.empty() || !options.statsFile.empty())
-      throw Error("instance start: the resource limits and --stats do not apply to instances yet: start the "
-                  "instance without them")
+    if (!options.statsFile.empty())
+      throw Error("instance start: --stats records one run; an instance's figures are `ctr instance stats NAME`")
           .withStatus(1);
   }
   parseLimitFlags(state);

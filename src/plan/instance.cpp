@@ -106,7 +106,7 @@ std::string instanceRecordToJson(const InstanceRecord& r) {
                       {"stand_in", r.standIn}, {"home", r.home},        {"workdir", r.workdir},
                       {"environment", r.environment}, {"start_environment", r.startEnvironment},
                       {"log_out", r.logOut}, {"log_err", r.logErr},
-                      {"seccomp", r.seccomp}, {"fakeroot", r.fakeroot}};
+                      {"seccomp", r.seccomp}, {"fakeroot", r.fakeroot}, {"cgroups", r.cgroups}};
   j["namespaces"] = nlohmann::json::array();
   for (const auto& ns : r.namespaces) j["namespaces"].push_back({{"type", ns.type}, {"inode", ns.inode}});
   return j.dump(2) + "\n";
@@ -130,6 +130,7 @@ InstanceRecord instanceRecordFromJson(std::string_view text, const std::string& 
     r.logErr = j.at("log_err").get<std::string>();
     r.seccomp = j.value("seccomp", "");
     r.fakeroot = j.value("fakeroot", false);
+    if (j.contains("cgroups")) r.cgroups = j.at("cgroups").get<std::map<std::string, std::string>>();
     std::size_t next = 0;  // each type once, in kJoinOrder's order, user and mnt first
     for (const auto& nj : j.at("namespaces")) {
       JoinNamespace ns{nj.at("type").get<std::string>(), nj.at("inode").get<std::uint64_t>()};

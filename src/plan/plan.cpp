@@ -431,7 +431,10 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
     plan.namespaces.net = plan.namespaces.net || ns.type == "net";
   }
   plan.join = JoinPlan{record.name, planInstanceFiles(record.name, host.stateDir).record, record.keeper,
-                       record.keeperStart, record.namespaces};
+                       record.keeperStart, record.namespaces, {}};
+  for (const auto& [controller, dir] : record.cgroups)
+    if (std::find(plan.join->cgroups.begin(), plan.join->cgroups.end(), dir) == plan.join->cgroups.end())
+      plan.join->cgroups.push_back(dir);
   const HomeDirs home{host.home, record.home.empty() ? host.home : record.home};
   planWorkingDirectory(plan, options, home, host, false);
   Environment env = planEnvironment(options, image, host, home, {}, {});

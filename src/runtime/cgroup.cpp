@@ -307,6 +307,22 @@ void LaunchCgroup::remove() {
   dirs_.clear();
 }
 
+void LaunchCgroup::release() {
+  procs_.clear();
+  dirs_.clear();
+}
+
+void removeCgroupDirs(const std::map<std::string, std::string>& dirs) {
+  for (const auto& [controller, dir] : dirs) emptyAndRemove(dir);
+}
+
+void enterCgroupDirs(const std::vector<std::string>& dirs) {
+  for (const auto& dir : dirs) {
+    UniqueFd procs(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!procs || ::write(procs.get(), "0", 1) != 1) throw sysError("cgroup: join the instance's cgroup " + dir);
+  }
+}
+
 void sweepStaleCgroups(const launch::LaunchPlan& plan) {
   for (const auto& parent : plan.cgroup.sweepDirs) {
     DIR* d = ::opendir(parent.c_str());
@@ -314,6 +330,11 @@ void sweepStaleCgroups(const launch::LaunchPlan& plan) {
     std::vector<std::string> stale;
     while (dirent* e = ::readdir(d)) {
       const std::string name = e->d_name;
+      if (name.starts_with("ctr-instance-")) {
+        // An instance's holds at least its keeper while it runs: an empty one has ended.
+        if (::rmdir((parent + "/" + name).c_str()) == 0) spdlog::debug("removed the cgroup {} of an ended instance", name);
+        continue;
+      }
       if (!name.starts_with("ctr-") || name.size() < 5) continue;
       char* end = nullptr;
       const long pid = std::strtol(name.c_str() + 4, &end, 10);

@@ -42,6 +42,11 @@ class LaunchCgroup {
   [[nodiscard]] CgroupUsage usage() const;
   // Kills whatever is left in it and removes the directories (also done on destruction).
   void remove();
+  // The directories as created (controller, "" on v2, -> directory).
+  [[nodiscard]] const std::map<std::string, std::string>& dirs() const { return dirs_; }
+  // Lets go of the directories without removing them: an instance's cgroup outlives the
+  // command that started it (its record names them; stopping it removes them).
+  void release();
 
  private:
   std::map<std::string, std::string> dirs_;  // controller ("" on v2) -> directory, as created
@@ -50,7 +55,16 @@ class LaunchCgroup {
 };
 
 // Removes the cgroups of launches whose supervisor died (SIGKILL): the ctr-<pid> directories
-// in plan.cgroup.sweepDirs whose pid no longer exists. Their processes are killed first.
+// in plan.cgroup.sweepDirs whose pid no longer exists (their processes are killed first),
+// and the empty ctr-instance-* directories of instances that ended.
 void sweepStaleCgroups(const launch::LaunchPlan& plan);
+
+// An instance's cgroup directories (its record's): everything left in them killed, then
+// removed. Where a directory cannot be removed, a warning.
+void removeCgroupDirs(const std::map<std::string, std::string>& dirs);
+
+// Moves the calling process into each directory (a launch into an instance started with
+// limits). Throws ctr::Error naming the directory.
+void enterCgroupDirs(const std::vector<std::string>& dirs);
 
 }  // namespace ctr::runtime

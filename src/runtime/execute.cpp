@@ -239,7 +239,9 @@ void enterOwnNamespaces(const launch::Namespaces& ns) {
 // `signals` reads to it, then exits with its status as a shell reports it.
 // `terminalGroup`: the foreground process group of the terminal on stdin, to give back
 // when the app, which took it inside the namespace, has ended (-1: none).
-[[noreturn]] void standInFor(pid_t pid, int signals, pid_t terminalGroup) {
+// `cgroupDirs`: an instance's cgroup, removed once its keeper (`pid`) has ended.
+[[noreturn]] void standInFor(pid_t pid, int signals, pid_t terminalGroup,
+                             const std::map<std::string, std::string>* cgroupDirs = nullptr) {
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   std::array<pollfd, 2> fds{pollfd{signals, POLLIN, 0}, pollfd{pidfd.get(), POLLIN, 0}};
   for (;;) {
@@ -249,6 +251,7 @@ void enterOwnNamespaces(const launch::Namespaces& ns) {
         ::signal(SIGTTOU, SIG_IGN);
         (void)::tcsetpgrp(STDIN_FILENO, terminalGroup);
       }
+      if (cgroupDirs) removeCgroupDirs(*cgroupDirs);
       ::_exit(shellStatus(status));
     }
     if (::poll(fds.data(), pidfd ? 2 : 1, pidfd ? -1 : 50) < 0 && errno != EINTR) ::_exit(kExitFailure);
@@ -272,7 +275,9 @@ void enterOwnNamespaces(const launch::Namespaces& ns) {
 // the child is then an ordinary process of that namespace, not its init.
 // `report` (instance start): the stand-in writes "pid N" (the init's host pid) there and
 // closes its copy.
-void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foreground, int join, int* report) {
+// `cgroupDirs`: the instance's cgroup, which the stand-in removes when the keeper has ended.
+void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foreground, int join, int* report,
+                       const std::map<std::string, std::string>* cgroupDirs = nullptr) {
   const pid_t terminalGroup = ::isatty(STDIN_FILENO) ? ::tcgetpgrp(STDIN_FILENO) : -1;
   *foreground = terminalGroup > 0 && terminalGroup == ::getpgrp();
   sigset_t set = forwardedSignals();
@@ -294,7 +299,7 @@ void enterPidNamespace(UniqueFd& signals, sigset_t* previousMask, bool* foregrou
       (void)!::write(*report, line.data(), line.size());
       ::close(std::exchange(*report, -1));
     }
-    standInFor(init, signals.get(), *foreground ? terminalGroup : -1);
+    standInFor(init, signals.get(), *foreground ? terminalGroup : -1, cgroupDirs);
   }
   // PID 1 (its parent is outside: getppid() is 0) dies with the stand-in; if that already
   // died before this was set, stop here.
@@ -430,7 +435,9 @@ SharedImage enterRootSource(const launch::LaunchPlan& plan) {
 
 void execute(const launch::LaunchPlan& plan) { executeIn(plan, nullptr); }
 
-void executeInstance(const launch::LaunchPlan& plan, int report) { executeIn(plan, nullptr, report); }
+void executeInstance(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report) {
+  executeIn(plan, cgroup, report);
+}
 
 namespace {
 
@@ -494,6 +501,7 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
   if (plan.rootMode == launch::RootMode::Join) {
     if (!plan.join) throw Error("internal: a join without its instance in the plan");
     log::StepTimer timer("joining the instance");
+    enterCgroupDirs(plan.join->cgroups);  // on the host, before its namespaces
     UniqueFd pid = enterInstance(*plan.join);
     if (pid) {
       // An ordinary process of the instance (its init reaps what it leaves); this
@@ -506,7 +514,9 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
   } else {
     image = enterRootSource(plan);
     enterOwnNamespaces(plan.namespaces);
-    if (plan.namespaces.pid) enterPidNamespace(initSignals, &previousMask, &foreground, -1, &report);
+    if (plan.namespaces.pid)
+      enterPidNamespace(initSignals, &previousMask, &foreground, -1, &report,
+                        plan.instance && cgroup ? &cgroup->dirs() : nullptr);
     assembleRoot(plan, image);
     checkGlibcNeeds(plan);
   }

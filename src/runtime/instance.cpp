@@ -32,6 +32,7 @@
 #include "ctr/log.hpp"
 #include "ctr/runtime.hpp"
 #include "ctr/strings.hpp"
+#include "cgroup.hpp"
 #include "holder_protocol.hpp"
 #include "instance_state.hpp"
 
@@ -112,7 +113,10 @@ std::optional<launch::InstanceRecord> liveRecord(const launch::InstancePlan& fil
     spdlog::warn("{}: removed", e.oneLine());
   }
   if (record && isRunning(*record)) return record;
-  if (record) spdlog::debug("instance {} has ended (keeper pid {}): its files removed", files.name, record->keeper);
+  if (record) {
+    spdlog::debug("instance {} has ended (keeper pid {}): its files removed", files.name, record->keeper);
+    removeCgroupDirs(record->cgroups);
+  }
   for (const auto* path : {&files.record, &files.logOut, &files.logErr, &files.seccomp}) ::unlink(path->c_str());
   return std::nullopt;
 }
@@ -142,7 +146,7 @@ void writeRecord(const launch::InstancePlan& files, const launch::InstanceRecord
 
 // The keeper's process (forked by startInstance): its own session, no terminal, output to
 // the instance's log files; then the launch path, which reports on `report`.
-[[noreturn]] void becomeKeeper(const launch::LaunchPlan& plan, int report) {
+[[noreturn]] void becomeKeeper(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report) {
   try {
     if (::setsid() < 0) throw sysError("setsid");
     UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -150,7 +154,7 @@ void writeRecord(const launch::InstancePlan& files, const launch::InstanceRecord
     UniqueFd err(::open(plan.instance->logErr.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!in || !out || !err) throw sysError("open the instance's log files in " + plan.instance->dir);
     if (::dup2(in.get(), 0) < 0 || ::dup2(out.get(), 1) < 0 || ::dup2(err.get(), 2) < 0) throw sysError("dup2");
-    executeInstance(plan, report);
+    executeInstance(plan, cgroup, report);
   } catch (const Error& e) {
     const std::string line = "error: " + e.oneLine() + "\n";
     (void)!::write(report, line.data(), line.size());
@@ -271,6 +275,13 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
                 running->image + "): stop it first with `ctr instance stop " + files.name + "`")
         .withStatus(1);
   }
+  // The limits' cgroup, made before the keeper exists, entered by it at its hand-over (the
+  // image's holder stays outside); removed if the start fails, else kept for the instance.
+  LaunchCgroup cgroup;
+  if (plan.cgroup.backend != limits::Backend::None) {
+    sweepStaleCgroups(plan);
+    cgroup = LaunchCgroup::create(plan);
+  }
   std::array<int, 2> pipe{};
   if (::pipe2(pipe.data(), O_CLOEXEC) != 0) throw sysError("pipe");
   UniqueFd readEnd(pipe[0]), writeEnd(pipe[1]);
@@ -279,7 +290,7 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
   if (standIn == 0) {
     readEnd.reset();
     lock.reset();  // the parent's copy keeps it locked
-    becomeKeeper(plan, writeEnd.release());
+    becomeKeeper(plan, cgroup ? &cgroup : nullptr, writeEnd.release());
   }
   writeEnd.reset();
   // "pid N" from the stand-in, then "ok {...}" or "error: ..." from the keeper (or the
@@ -316,6 +327,7 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
   record.logOut = files.logOut;
   record.logErr = files.logErr;
   record.fakeroot = plan.fakeroot.has_value();
+  record.cgroups = cgroup.dirs();
   UniqueFd keeperFd = pidfdOpen(keeper);
   for (const auto& [type, own] : {std::pair{"user", true}, {"mnt", true}, {"ipc", plan.namespaces.ipc},
                                   {"uts", plan.namespaces.uts}, {"net", plan.namespaces.net},
@@ -343,6 +355,7 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
   } catch (const std::exception& e) {
     throw fail(std::string("cannot record it: ") + e.what());
   }
+  cgroup.release();  // the record has it now
   spdlog::info("instance {} started (image {}, keeper pid {})", files.name, record.image, keeper);
   return record;
 }
@@ -417,6 +430,7 @@ bool stopInstance(const std::string& stateDir, const std::string& name, int sign
     if (!waitEnded(std::chrono::seconds(10)))
       throw Error("instance " + name + " (keeper pid " + std::to_string(record->keeper) + ") did not end after SIGKILL");
   }
+  removeCgroupDirs(record->cgroups);  // its stand-in's work, unless that was killed first
   removeInstanceFiles(files);
   return true;
 }

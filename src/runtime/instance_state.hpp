@@ -13,6 +13,8 @@
 
 namespace ctr::runtime {
 
+class LaunchCgroup;
+
 // The start time of process `pid` (/proc/PID/stat field 22, clock ticks after boot), 0 when
 // there is no such process: with the pid, what tells a process from a later one that got
 // its recycled pid.
@@ -45,6 +47,8 @@ void removeOwnInstanceFiles(const InstanceFiles& files);
 // Instance start, in the process forked for it: execute() with the plan's instance (its
 // PID namespace, its root, its startscript), telling `report` the keeper's pid ("pid N"),
 // then "ok ..." (reportInstanceReady) or nothing (the error then goes to the caller).
-[[noreturn]] void executeInstance(const launch::LaunchPlan& plan, int report);
+// `cgroup`: the instance's limits (null: none), entered by the keeper at its hand-over; its
+// stand-in removes it once the keeper has ended.
+[[noreturn]] void executeInstance(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report);
 
 }  // namespace ctr::runtime

@@ -215,6 +215,35 @@ else
   note "SKIP part: no cgroup v1 devices controller here; the v2 BPF filter is DeviceFilter.* in the unit tests"
 fi
 
+note "InstanceLimitsCoverTheWholeInstance"
+# Issue 28: an instance's limits are one cgroup named for it, which its keeper, what its
+# startscript starts and every later launch into it are in; stopping it removes the cgroup.
+instance_cgroups() { find /sys/fs/cgroup -maxdepth 6 -type d -name 'ctr-instance-*' 2>/dev/null || true; }
+[ -z "$(instance_cgroups)" ] || fail "instance cgroups before the test: $(instance_cgroups)"
+"$CTR" instance start --memory 64M --cpus 0.5 demo.sqfs limited >/dev/null
+mem_dir=$(instance_cgroups | grep /memory/ | head -1)
+[ -n "$mem_dir" ] || fail "no memory cgroup for the instance: $(instance_cgroups)"
+expect_eq "instance memory limit" $((64 << 20)) "$(cat "$mem_dir/memory.limit_in_bytes")"
+keeper=$("$CTR" instance list --json | jq -r '.instances[] | select(.instance == "limited") | .pid')
+grep -qx "$keeper" "$mem_dir/cgroup.procs" || fail "the keeper ($keeper) is not in $mem_dir: $(cat "$mem_dir/cgroup.procs")"
+joined=$("$CTR" exec instance://limited sh -c 'grep :memory: /proc/self/cgroup')
+expect_contains "a launch into the instance is in its cgroup" "ctr-instance-0-limited" "$joined"
+set +e; "$CTR" exec instance://limited ./hog mem 200 2>/dev/null; rc=$?; set -e
+[ "$rc" != 0 ] || fail "200 MiB touched in an instance limited to 64M"
+expect_eq "the instance survives its process's OOM kill" limited \
+  "$("$CTR" instance list --json | jq -r '.instances[] | select(.instance == "limited") | .instance')"
+"$CTR" instance stop limited >/dev/null
+[ -z "$(instance_cgroups)" ] || fail "instance stop left its cgroups: $(instance_cgroups)"
+# An instance whose keeper was SIGKILLed: the next look at it removes its cgroup.
+"$CTR" instance start --memory 64M demo.sqfs killed >/dev/null
+kill -KILL "$("$CTR" instance list --json | jq -r '.instances[] | select(.instance == "killed") | .pid')"
+for _ in $(seq 50); do [ -z "$("$CTR" instance list --json | jq -r '.instances[].instance')" ] && break; sleep 0.1; done
+for _ in $(seq 50); do [ -z "$(instance_cgroups)" ] && break; sleep 0.1; done
+[ -z "$(instance_cgroups)" ] || fail "a killed instance's cgroup stayed: $(instance_cgroups)"
+set +e; out=$("$CTR" instance start --stats "$WORK/s.json" demo.sqfs withstats 2>&1); rc=$?; set -e
+[ "$rc" != 0 ] || fail "instance start --stats accepted"
+expect_contains "instance --stats refused" "instance stats NAME" "$out"
+
 note "UserWithoutDelegationIsRefused"
 set +e; out=$(as_user "$CTR" exec --memory 64M "$WORK/demo.sqfs" true 2>&1); rc=$?; set -e
 expect_eq "user limits: exit status" 255 "$rc"

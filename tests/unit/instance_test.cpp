@@ -59,6 +59,42 @@ TEST(PlanJoin, AFakerootInstanceIsJoinedAsRootWithRootsCapabilities) {
   EXPECT_EQ(plan.user.home, "/root");
 }
 
+TEST(PlanJoin, ALimitedInstanceIsJoinedIntoItsCgroup) {
+  auto host = testing::alice();
+  host.stateDir = "/run/user/1000/ctr";
+  auto record = web1();
+  EXPECT_TRUE(planJoin(testing::execTrue(), config::Policy{}, record, testing::sifImage(), host).join->cgroups.empty());
+  // cpu and cpuacct share one v1 hierarchy: one directory, entered once.
+  record.cgroups = {{"memory", "/sys/fs/cgroup/memory/ctr-instance-1000-web1"},
+                    {"cpu", "/sys/fs/cgroup/cpu,cpuacct/ctr-instance-1000-web1"},
+                    {"cpuacct", "/sys/fs/cgroup/cpu,cpuacct/ctr-instance-1000-web1"}};
+  const auto back = instanceRecordFromJson(instanceRecordToJson(record), "web1.json");
+  EXPECT_EQ(back.cgroups, record.cgroups);
+  const auto plan = planJoin(testing::execTrue(), config::Policy{}, back, testing::sifImage(), host);
+  EXPECT_EQ(plan.join->cgroups.size(), 2U);
+}
+
+TEST(PlanInstance, ItsCgroupIsNamedForTheUserAndTheInstance) {
+  auto host = testing::alice();
+  host.stateDir = "/run/user/1000/ctr";
+  host.pid = 4242;
+  host.limits = host::LimitsHost{};
+  host.limits->mounts.v1 = {{"memory", "/sys/fs/cgroup/memory"}, {"cpuacct", "/sys/fs/cgroup/cpuacct"}};
+  host.limits->own = {{"memory", "/"}, {"cpuacct", "/"}};
+  host.user.uid = 0;  // v1 limits are root's
+  auto options = testing::execTrue();
+  options.command = Command::Instance;
+  options.args = {"web1"};
+  options.instance = "web1";
+  options.limits.memory = 64u << 20;
+  auto plan = planLaunch(options, config::Policy{}, testing::sifImage(), host);
+  ASSERT_EQ(plan.cgroup.dirs.count("memory"), 1U);
+  EXPECT_EQ(plan.cgroup.dirs.at("memory"), "/sys/fs/cgroup/memory/ctr-instance-0-web1");
+  options.command = Command::Exec;
+  plan = planLaunch(options, config::Policy{}, testing::sifImage(), host);
+  EXPECT_EQ(plan.cgroup.dirs.at("memory"), "/sys/fs/cgroup/memory/ctr-4242") << "a launch's holds its pid";
+}
+
 TEST(InstanceRecord, RefusesWhatAJoinMustNotTrust) {
   auto withNamespaces = [](std::vector<JoinNamespace> ns) {
     auto r = web1();

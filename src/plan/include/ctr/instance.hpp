@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,10 @@ struct InstanceRecord {
   // Started with --fakeroot: a launch into it is root there with root's capabilities, as
   // its keeper (its user namespace maps the user to root).
   bool fakeroot = false;
+  // Started with limits (--memory, --cpus, ...): its cgroup's directories (controller, "" on
+  // v2, -> directory), which its keeper and everything in it, later launches into it
+  // included, are in; removed when it is stopped.
+  std::map<std::string, std::string> cgroups;
 };
 
 [[nodiscard]] std::string instanceRecordToJson(const InstanceRecord& record);

@@ -339,6 +339,9 @@ struct JoinPlan {
   pid_t keeper = 0;                      // the instance's PID 1, as the host sees it
   std::uint64_t keeperStart = 0;         // its start time (clock ticks after boot)
   std::vector<JoinNamespace> namespaces; // setns order
+  // The instance's cgroup directories (started with limits): the launch enters them first,
+  // so that the limits cover it too.
+  std::vector<std::string> cgroups;
 };
 
 // A user namespace in which the caller is root ("fakeroot"): a build step's, and a
