@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -98,6 +99,13 @@ std::string inImage(const std::string& path, const std::string& where) {
   fs::path relative = fs::path(path).relative_path().lexically_normal();
   if (relative.empty() || *relative.begin() == "..") throw Error(where + ": '" + path + "' leaves the image's root");
   return "/" + relative.string();
+}
+
+// Whether --section lets `name` run (no list, or "all" in it: every section).
+bool sectionRuns(const std::vector<std::string>& sections, std::string_view name) {
+  if (sections.empty()) return true;
+  return std::find(sections.begin(), sections.end(), "all") != sections.end() ||
+         std::find(sections.begin(), sections.end(), name) != sections.end();
 }
 
 class Build {
@@ -299,6 +307,7 @@ void Build::writeMetadata(const deffile::Definition& stage, const std::string& s
   const image::ImageTree tree(rootfs);
   for (const auto& file : metadataFiles(stage, storedText)) {
     const std::string path = "/" + file.path;
+    if (file.path == ".singularity.d/env/90-environment.sh" && !sectionRuns(options_.sections, "environment")) continue;
     if (file.path == ".singularity.d/Singularity" && tree.exists(path)) {
       // The base image's definition goes to bootstrap_history, as Apptainer keeps it.
       const std::string history = "/.singularity.d/bootstrap_history/Singularity";
@@ -319,6 +328,10 @@ void Build::writeMetadata(const deffile::Definition& stage, const std::string& s
   if (const std::string text = tree.readFile(labelsPath); !text.empty()) {
     existing = nlohmann::json::parse(text, nullptr, false);
     if (existing.is_discarded()) throw Error("the base image's /.singularity.d/labels.json is not JSON");
+  }
+  if (!sectionRuns(options_.sections, "labels")) {
+    tree.remove("/.build.labels");
+    return;
   }
   const std::string labels = labelsJson(existing, tree.readFile("/.build.labels"), stage, epoch_, image::sif::hostArch());
   tree.remove("/.build.labels");
@@ -346,18 +359,23 @@ void Build::buildStage(std::size_t index, const deffile::DefinitionFile& def) {
   const auto& stage = def.stages[index];
   const std::string name = stage.header.stage().empty() ? std::to_string(index + 1) : stage.header.stage();
   const std::string prefix = def.stages.size() > 1 ? "stage " + name + ": " : "";
-  const fs::path rootfs = temp_ / ("rootfs-" + std::to_string(index));
+  // --update: the existing sandbox is the root, as it is (the header is skipped).
+  const fs::path rootfs = options_.update ? output_ : temp_ / ("rootfs-" + std::to_string(index));
   rootfses_.push_back(rootfs);
   const BootstrapAgent& agent = bootstrapAgentOf(stage);
   if (options_.explain) {
     explainStage(stage, rootfs, prefix);
     return;
   }
-  if (::mkdir(rootfs.c_str(), 0755) != 0) throw sysError("mkdir " + rootfs.string());
-  // %pre: on the host, as the caller, before the bootstrap (Apptainer's runHostScript):
-  // $APPTAINER_ROOTFS names the still empty root.
-  if (stage.pre.present()) runHostScript(stage.pre, rootfs, prefix + "%pre (on the host)");
-  bootstrap(stage, agent, rootfs, prefix);
+  if (options_.update) {
+    note(prefix + "--update: the header skipped, the sections run over " + rootfs.string());
+  } else {
+    if (::mkdir(rootfs.c_str(), 0755) != 0) throw sysError("mkdir " + rootfs.string());
+    // %pre: on the host, as the caller, before the bootstrap (Apptainer's runHostScript):
+    // $APPTAINER_ROOTFS names the still empty root.
+    if (stage.pre.present()) runHostScript(stage.pre, rootfs, prefix + "%pre (on the host)");
+    bootstrap(stage, agent, rootfs, prefix);
+  }
   addStageFiles(index, def, rootfs, prefix);
   runStageScripts(stage, def.storedText, rootfs, prefix);
 }
@@ -440,22 +458,24 @@ void Build::bootstrap(const deffile::Definition& stage, const BootstrapAgent& ag
 void Build::addStageFiles(std::size_t index, const deffile::DefinitionFile& def, const fs::path& rootfs,
                           const std::string& prefix) {
   const auto& stage = def.stages[index];
-  for (const auto& files : stage.files) {
-    if (files.fromStage.empty()) continue;
+  const bool files = sectionRuns(options_.sections, "files");
+  for (const auto& entry : stage.files) {
+    if (!files || entry.fromStage.empty()) continue;
     std::size_t from = index;
     for (std::size_t j = 0; j < index; ++j)
-      if (def.stages[j].header.stage() == files.fromStage) from = j;
+      if (def.stages[j].header.stage() == entry.fromStage) from = j;
     if (from == index)
-      throw Error(options_.recipe.string() + ":" + std::to_string(files.line) + ": %files from " + files.fromStage +
+      throw Error(options_.recipe.string() + ":" + std::to_string(entry.line) + ": %files from " + entry.fromStage +
                   ": no earlier stage has that name");
-    note(prefix + "%files from " + files.fromStage);
-    copyFiles(files.entries, rootfses_[from], rootfs, "/");
+    note(prefix + "%files from " + entry.fromStage);
+    copyFiles(entry.entries, rootfses_[from], rootfs, "/");
   }
-  if (stage.setup.present()) runHostScript(stage.setup, rootfs, prefix + "%setup (on the host)");
-  for (const auto& files : stage.files) {
-    if (!files.fromStage.empty()) continue;
+  if (stage.setup.present() && sectionRuns(options_.sections, "setup"))
+    runHostScript(stage.setup, rootfs, prefix + "%setup (on the host)");
+  for (const auto& entry : stage.files) {
+    if (!files || !entry.fromStage.empty()) continue;
     note(prefix + "%files");
-    copyFiles(files.entries, {}, rootfs, "/");
+    copyFiles(entry.entries, {}, rootfs, "/");
   }
   for (const auto& app : stage.apps) {
     const std::string appRoot = "/scif/apps/" + app.name;
@@ -464,7 +484,7 @@ void Build::addStageFiles(std::size_t index, const deffile::DefinitionFile& def,
       for (const char* dir : {"bin", "lib", "scif/env"}) (void)tree.directory(appRoot + "/" + dir, true);
       for (const char* dir : {"input", "output"}) (void)tree.directory("/scif/data/" + app.name + "/" + dir, true);
     });
-    if (!app.fileEntries.empty()) {
+    if (files && !app.fileEntries.empty()) {
       note(prefix + "%appfiles " + app.name);
       copyFiles(app.fileEntries, {}, rootfs, appRoot);
     }
@@ -482,19 +502,21 @@ void Build::runScript(const deffile::Definition& stage, const fs::path& rootfs, 
 // %post, the metadata (/.singularity.d, /scif/apps), each %appinstall, then %test.
 void Build::runStageScripts(const deffile::Definition& stage, const std::string& storedText, const fs::path& rootfs,
                             const std::string& prefix) {
-  if (stage.post.present()) runScript(stage, rootfs, "/.post.script", stage.post.body, stage.post, prefix + "%post");
+  const bool post = sectionRuns(options_.sections, "post");
+  if (stage.post.present() && post)
+    runScript(stage, rootfs, "/.post.script", stage.post.body, stage.post, prefix + "%post");
   note(prefix + "metadata (/.singularity.d" + (stage.apps.empty() ? "" : ", /scif/apps") + ")");
   asTreeOwner([&] { writeMetadata(stage, storedText, rootfs); });
   for (const auto& app : stage.apps) {
-    if (!app.install.present()) continue;
+    if (!app.install.present() || !post) continue;
     runScript(stage, rootfs, "/.appinstall.script",
               ". /scif/apps/" + app.name + "/scif/env/01-base.sh\ncd /scif/apps/" + app.name + "\n" + app.install.body,
               app.install, prefix + "%appinstall " + app.name);
   }
-  if (stage.test.present() && !options_.noTest) {
+  if (stage.test.present() && !options_.noTest && sectionRuns(options_.sections, "test")) {
     runStep(stage, rootfs, launch::BuildSection::Test, {"/.singularity.d/test"}, prefix + "%test");
   } else if (stage.test.present()) {
-    note(prefix + "%test skipped (--notest)");
+    note(prefix + "%test skipped (" + std::string(options_.noTest ? "--notest" : "--section") + ")");
   }
 }
 
@@ -514,8 +536,17 @@ void Build::run() {
     say("warning: unused --build-arg: " + names);
   }
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(output_, ec)) && !options_.force && !options_.explain)
+  if (options_.update) {
+    if (!options_.sandbox || !fs::is_directory(fs::symlink_status(output_, ec)))
+      throw Error("--update runs the definition over an existing sandbox directory: give --sandbox and an existing "
+                  "directory OUT (" + options_.output.string() + " is " +
+                  (fs::exists(fs::symlink_status(output_, ec)) ? "not a directory" : "missing") + ")");
+    if (def.stages.size() != 1)
+      throw Error("--update takes a definition of one stage (" + options_.recipe.string() + " has " +
+                  std::to_string(def.stages.size()) + ")");
+  } else if (fs::exists(fs::symlink_status(output_, ec)) && !options_.force && !options_.explain) {
     throw Error(options_.output.string() + ": already exists (use --force to overwrite)");
+  }
   if (!options_.sandbox && fs::is_directory(output_, ec)) throw Error(options_.output.string() + ": is a directory");
 
   if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde) epoch_ = std::strtoll(sde, nullptr, 10);
@@ -555,13 +586,15 @@ void Build::run() {
       }));
       if (!dropped.empty()) say("dropped from the sandbox: " + dropped + " (--keep-privileged-files keeps them)");
     }
-    if (fs::exists(fs::symlink_status(output_, ec))) {
-      if (fullIds_ && host_.user.uid != 0) (void)runtime::runAsBuildRoot(root_, {"/bin/rm", "-rf", "--", output_.string()});
-      fs::remove_all(output_, ec);
-      if (ec) throw Error("cannot replace " + output_.string() + ": " + ec.message());
+    if (!options_.update) {  // an update worked in place
+      if (fs::exists(fs::symlink_status(output_, ec))) {
+        if (fullIds_ && host_.user.uid != 0) (void)runtime::runAsBuildRoot(root_, {"/bin/rm", "-rf", "--", output_.string()});
+        fs::remove_all(output_, ec);
+        if (ec) throw Error("cannot replace " + output_.string() + ": " + ec.message());
+      }
+      // Across file systems this copies: as the owner of the tree's files.
+      asTreeOwner([&] { image::moveIntoPlace(rootfs, output_, false); });
     }
-    // Across file systems this copies: as the owner of the tree's files.
-    asTreeOwner([&] { image::moveIntoPlace(rootfs, output_, false); });
   } else {
     note("packing " + output_.string() + " (mksquashfs" + (options_.deterministic ? ", deterministic" : "") + ")");
     image::BuildOptions pack;
@@ -596,6 +629,11 @@ void Build::run() {
 }
 
 }  // namespace
+
+const std::vector<std::string>& buildSectionNames() {
+  static const std::vector<std::string> names{"setup", "post", "files", "environment", "test", "labels", "none", "all"};
+  return names;
+}
 
 void buildDefinition(const DefinitionBuildOptions& options) {
   Build build(options);

@@ -1,6 +1,7 @@
 // `ctr build [options] OUT INPUT`: INPUT a definition file (an image built by its stages,
 // ctr/build.hpp), a directory (packed as it is), a SIF/squashfs image (unpacked, repacked;
 // with --sandbox unpacked into a directory) or an image to pull (docker://REF, docker-archive:PATH, oci-archive:PATH, oci:DIR).
+#include <algorithm>
 #include <memory>
 
 #include <spdlog/spdlog.h>
@@ -25,6 +26,7 @@ struct BuildArgs {
   std::vector<std::string> buildArgs;
   std::string buildArgFile;
   bool fakeroot = false;  // -f/--fakeroot: what every build does already
+  std::vector<std::string> sections;  // --section (comma lists)
 };
 
 // "K=V" into the map; a value may hold '='.
@@ -38,8 +40,9 @@ void addBuildArg(std::map<std::string, std::string>& into, const std::string& it
 // build does it (and cwltool's dockerLoad: `build OUT docker-archive://PATH`).
 int buildFromPullSource(BuildArgs& args) {
   if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
-      args.def.keepPrivilegedFiles)
-    throw Error("--sandbox, --keep-privileged-files, --explain, --notest and --build-arg apply to definition files; " +
+      args.def.keepPrivilegedFiles || args.def.update || !args.sections.empty())
+    throw Error("--sandbox, --keep-privileged-files, --explain, --notest, --build-arg, --update and --section apply to "
+                "definition files; " +
                 args.input + " is an image to pull")
         .withStatus(1);
   image::oci::PullRequest pull;
@@ -67,6 +70,15 @@ int runBuild(BuildArgs& args) {
     }
   }
   for (const auto& item : args.buildArgs) addBuildArg(args.def.buildArgs, item, "--build-arg");
+  for (const auto& list : args.sections)
+    for (auto item : splitList(list)) {
+      const std::string name(trim(item));
+      const auto& known = builder::buildSectionNames();
+      if (std::find(known.begin(), known.end(), name) == known.end())
+        throw Error("--section " + name + ": expected setup, post, files, environment, test, labels, none or all")
+            .withStatus(1);
+      args.def.sections.push_back(name);
+    }
 
   const bool isDirectory = std::filesystem::is_directory(args.input, ec);
   bool isImage = false;
@@ -77,7 +89,8 @@ int runBuild(BuildArgs& args) {
       isImage = false;  // not an image: a definition file
     }
   }
-  if (isImage && args.def.sandbox && !args.def.explain && !args.def.noTest && args.def.buildArgs.empty()) {
+  if (isImage && args.def.sandbox && !args.def.explain && !args.def.noTest && args.def.buildArgs.empty() &&
+      !args.def.update && args.def.sections.empty()) {
     // `build --sandbox DIR IMAGE`: the image unpacked into a directory.
     const auto dropped = image::unpackToSandbox(args.input, args.def.output, args.def.force, args.def.keepPrivilegedFiles);
     if (dropped.total() > 0)
@@ -88,8 +101,8 @@ int runBuild(BuildArgs& args) {
   }
   if (isDirectory || isImage) {
     if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
-        args.def.keepPrivilegedFiles)
-      throw Error("--explain, --notest and --build-arg apply to definition files, --sandbox and "
+        args.def.keepPrivilegedFiles || args.def.update || !args.def.sections.empty())
+      throw Error("--explain, --notest, --build-arg, --update and --section apply to definition files, --sandbox and "
                   "--keep-privileged-files to them and to images; " + args.input +
                   " is " + (isDirectory ? "a directory" : "an image"))
           .withStatus(1);
@@ -137,6 +150,10 @@ void registerBuild(CLI::App& app, Context& ctx) {
   cmd->add_flag("--warn-unused-build-args", args->def.warnUnusedBuildArgs,
                 "Warn about --build-arg values no stage uses, instead of failing");
   cmd->add_flag("--explain", args->def.explain, "Print the plan of each build step and exit");
+  cmd->add_flag("-u,--update", args->def.update,
+                "With --sandbox: run the definition over the existing directory OUT (no %pre, no bootstrap)");
+  cmd->add_option("--section", args->sections,
+                  "Only these sections (comma lists): setup, post, files, environment, test, labels, none, all");
   cmd->callback([&ctx, args] {
     ctx.action = [args] { return runBuild(*args); };
   });

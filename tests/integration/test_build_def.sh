@@ -246,6 +246,54 @@ OSVersion: bookworm
 %test
     hello
 EOF
+note "--update and --section: a definition over an existing sandbox, or some of its sections only"
+cat > "$WORK/upd1.def" <<EOF
+Bootstrap: localimage
+From: $WORK/demo.sif
+
+%files
+    $WORK/hostdir/data.txt /opt/first.txt
+
+%post
+    echo one >> /post.log
+
+%environment
+    export WHICH=first
+
+%labels
+    Which first
+EOF
+sed 's/one/two/; s/WHICH=first/WHICH=second/; s/Which first/Which second/; s|/opt/first.txt|/opt/second.txt|' \
+  "$WORK/upd1.def" > "$WORK/upd2.def"
+chmod 644 "$WORK"/upd[12].def
+"$ctr" build --sandbox "$WORK/upd" "$WORK/upd1.def" 2>/dev/null || fail "the sandbox to update"
+"$ctr" build --update --sandbox --section post "$WORK/upd" "$WORK/upd2.def" 2>"$WORK/upd.err" ||
+  { cat "$WORK/upd.err"; fail "build --update --section post"; }
+expect_eq "--section post: %post ran over the sandbox" "one two" "$(echo $(cat "$WORK/upd/post.log"))"
+[ ! -e "$WORK/upd/opt/second.txt" ] || fail "--section post copied %files"
+expect_eq "--section post: %environment left" first "$("$ctr" exec "$WORK/upd" sh -c 'echo $WHICH')"
+expect_contains "--section post: labels left" '"Which": "first"' "$(cat "$WORK/upd/.singularity.d/labels.json")"
+"$ctr" build -u -s --section files,environment,labels "$WORK/upd" "$WORK/upd2.def" 2>/dev/null || fail "--section files,environment,labels"
+expect_eq "--section files: copied" "from the host" "$(cat "$WORK/upd/opt/second.txt")"
+expect_eq "--section environment" second "$("$ctr" exec "$WORK/upd" sh -c 'echo $WHICH')"
+expect_contains "--section labels" '"Which": "second"' "$(cat "$WORK/upd/.singularity.d/labels.json")"
+expect_eq "--section files,...: %post not run" "one two" "$(echo $(cat "$WORK/upd/post.log"))"
+"$ctr" build --update --sandbox "$WORK/upd" "$WORK/upd2.def" 2>/dev/null || fail "build --update (every section)"
+expect_eq "--update: every section, no bootstrap" "one two two" "$(echo $(cat "$WORK/upd/post.log"))"
+expect_bad_build() {  # WHAT TEXT ARGS...
+  local what=$1 want=$2 out rc
+  shift 2
+  set +e; out=$("$ctr" build "$@" 2>&1); rc=$?; set -e
+  [ "$rc" != 0 ] || fail "$what: accepted"
+  expect_eq "$what: one line ($out)" 1 "$(printf '%s\n' "$out" | grep -c .)"
+  expect_contains "$what" "$want" "$out"
+}
+expect_bad_build "--update of a SIF" "give --sandbox and an existing directory" --update "$WORK/demo.sif" "$WORK/upd2.def"
+expect_bad_build "--update of a missing sandbox" "is missing" --update --sandbox "$WORK/nothing" "$WORK/upd2.def"
+expect_bad_build "--section unknown" "--section postt: expected setup, post, files" --section postt --sandbox "$WORK/x" "$WORK/upd2.def"
+expect_bad_build "--update from a directory" "apply to definition files" --update --sandbox "$WORK/upd" "$WORK/hostdir"
+[ ! -e "$WORK/nothing" ] && [ ! -e "$WORK/x" ] || fail "a refused build left its output"
+
 note "debootstrap + apt-get as root"
 start=$(date +%s)
 "$ctr" build "$WORK/deb.sif" "$WORK/deb.def" 2>/dev/null || { tail -20 "$WORK/deb.sif.build.log"; fail "debootstrap build as root"; }

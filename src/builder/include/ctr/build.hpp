@@ -32,7 +32,17 @@ struct DefinitionBuildOptions {
   bool warnUnusedBuildArgs = false;
   std::map<std::string, std::string> buildArgs;  // --build-arg and --build-arg-file
   std::filesystem::path cacheDir;                // empty: $CTR_CACHE_DIR or ~/.cache/ctr
+  // --update: the definition runs over the existing sandbox directory `output` (no header:
+  // no %pre, no bootstrap), in place (Apptainer's `build --update --sandbox`).
+  bool update = false;
+  // --section: only these sections run (buildSectionNames(); empty = all). The metadata
+  // other than %environment and %labels is written whatever the list.
+  std::vector<std::string> sections;
 };
+
+// The names --section takes, in Apptainer's words: setup, post, files, environment, test,
+// labels, none, all.
+[[nodiscard]] const std::vector<std::string>& buildSectionNames();
 
 // Builds the image; nothing but OUT and OUT.build.log remains, and OUT only on success.
 // Throws ctr::Error naming the log (with the exit status of a failed section and the last
