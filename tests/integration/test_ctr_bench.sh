@@ -77,18 +77,22 @@ note "suite workloads in this run: ${suite_list:-none (no descriptors built in $
 # The test user's run has the whole quick profile. The root run has what needs root (the
 # two-host OSU case, the scenarios) and the launch as root (gemm-cpu, the lightest, and the
 # GPU ones, which skip here), but not the workloads whose path does not change with the
-# user and take most of a run's time (resnet, fio, stream, osu-shm, smallfiles-*: about
-# 125 s of the 2 cores' time); they run once, as the user.
+# user and take most of a run's time (resnet, fio, stream, osu-shm, smallfiles-*, dl-io-*:
+# about 190 s of the 2 cores' time); they run once, as the user.
 root_suite_list=$suite_list
 if [ -z "${CTR_BENCH_TEST_WORKLOADS:-}" ]; then
   root_suite=()
   for w in "${suite[@]}"; do
-    case $w in resnet|fio|stream|osu-shm|smallfiles-dir|smallfiles-squashfs) ;; *) root_suite+=("$w");; esac
+    case $w in resnet|fio|stream|osu-shm|smallfiles-dir|smallfiles-squashfs|dl-io-*) ;; *) root_suite+=("$w");; esac
   done
   root_suite_list=$(IFS=,; echo "${root_suite[*]}")
   # No --workloads for the user: the quick profile's every suite workload, and the site ones given.
   root_args=(--workloads "${root_suite_list:+$root_suite_list,}dd-zero,skipper") user_args=()
 fi
+# dl-io needs torch and squashfs-tools; with both its directory and image workloads must run
+# (not skip) in the user's run, and the image one is compared with the directory as a source.
+need_dlio=0
+if $PY -c 'import torch' 2>/dev/null && command -v mksquashfs >/dev/null; then need_dlio=1; fi
 # The two-host OSU case needs root and iproute2 (netns-hosts.sh); with both it must run.
 need_2host=0
 if command -v ip >/dev/null && [[ ",$suite_list," == *,osu-tcp-2host,* ]]; then need_2host=1; fi
@@ -104,9 +108,10 @@ if command -v ip >/dev/null && [[ ",$suite_list," == *,osu-tcp-2host,* ]]; then 
 check_result() {
   local list=$suite_list
   [[ $1 != *root.json ]] || list=$root_suite_list
-  $PY - "$1" "$2" "$list" "$need_2host" <<'PY' || fail "result file $1 breaks the contract"
-import json, os, sys
+  $PY - "$1" "$2" "$list" "$need_2host" "$need_dlio" <<'PY' || fail "result file $1 breaks the contract"
+import json, math, os, statistics, sys
 path, rc, suite, need_2host = sys.argv[1], int(sys.argv[2]), [n for n in sys.argv[3].split(",") if n], sys.argv[4] == "1"
+need_dlio = sys.argv[5] == "1"
 is_root = path.endswith("root.json")
 r = json.load(open(path))
 assert r["format"] == "ctr-bench-result" and r["version"] == 1, r.get("format")
@@ -164,6 +169,45 @@ if "osu-tcp-2host" in names:
         assert "-H" in t["commands"]["B"] and "10.99.0.1,10.99.0.2" in t["commands"]["B"], t["commands"]
     if not is_root:
         assert t["status"] == "skipped" and "root" in t["reason"], t
+# dl-io: its figures, the container reading the image through ctr's dataset bind, and the
+# image against the directory as a data source (unpaired, apart from the overhead rows).
+for n in ("dl-io-dir", "dl-io-image", "dl-io-staged"):
+    if n not in suite or n not in names:
+        continue
+    w = names[n]
+    if need_dlio:
+        assert w["status"] == "ok", (n, "skipped or failed although torch and mksquashfs are here", w["status"], w["reason"])
+    if w["status"] != "ok":
+        continue
+    assert [f["name"] for f in w["foms"]] == ["files_per_s", "epoch_s", "MBps", "first_epoch_s"], (n, [f["name"] for f in w["foms"]])
+    assert w["info"]["files"] == 2000 and 1 <= w["info"]["workers"] <= 2 and w["info"]["epochs"] == 2, (n, w["info"])
+    assert "exec" not in w["commands"]["A"], (n, w["commands"]["A"])
+    if n == "dl-io-dir":
+        continue
+    a, b = w["commands"]["A"], w["commands"]["B"]
+    data = a[a.index("--data") + 1]
+    assert data.endswith(f"/{n}/sq/mnt"), a
+    want = f"{data[:-len('mnt')]}dataset.sqfs:{data}:image-src=/"
+    assert want in b and b[b.index(want) - 1] == "--bind", ("B does not bind the dataset image at the bare mount's path", want, b)
+    assert b[b.index("--data") + 1] == data, b
+    assert ("--stage" in b[:b.index(want)]) == (n == "dl-io-staged"), (n, "--stage", b)
+    sc = w["source_comparison"]
+    assert sc["against"] == "dl-io-dir", sc
+    ref = names.get("dl-io-dir")
+    if ref and ref["status"] == "ok":
+        assert not sc.get("note"), sc
+        assert {(x["fom"], x["side"]) for x in sc["rows"]} == {(f, s) for f in ("files_per_s", "epoch_s", "MBps", "first_epoch_s") for s in "AB"}, sc["rows"]
+        for row in sc["rows"]:
+            mine = [v for v in next(f for f in w["foms"] if f["name"] == row["fom"])["samples"][row["side"]] if v]
+            theirs = [v for v in next(f for f in ref["foms"] if f["name"] == row["fom"])["samples"][row["side"]] if v]
+            assert row["n"] == len(mine) == len(w["plan"]) and row["n_against"] == len(theirs) == len(ref["plan"]), row
+            # The Hodges-Lehmann ratio: the median of every log(mine/theirs).
+            hl = math.exp(statistics.median([math.log(y / x) for x in theirs for y in mine]))
+            assert abs(row["ratio"] / hl - 1) < 1e-9, (row, hl)
+            assert abs(row["median"] / statistics.median(mine) - 1) < 1e-9, row
+            assert row["verdict"] == "INCONCLUSIVE" and "a verdict needs at least 10 on each side" in row["note"], row
+        print(f"-- {os.path.basename(path)}: {n} against dl-io-dir: " + ", ".join(
+            f"{x['fom']} {x['side']} x{x['ratio']:.3f}" for x in sc["rows"] if x["fom"] == "files_per_s"))
 if is_root:
     assert r["summary"]["SKIPPED"] >= 1, r["summary"]
     sc = {s["name"]: s for s in r["scenarios"]}
@@ -231,6 +275,14 @@ chmod 777 "$WORK"
 run_quick user as_user "$BENCH" run --quick --blocks 2 --budget 3000 --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" "${user_args[@]}"
 $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); assert not r["host"]["is_root"] and "OMPI_ALLOW_RUN_AS_ROOT" not in r["config"]["env"]' \
   "$WORK/user.json" || fail "test user's run recorded as root"
+if [ "$need_dlio" = 1 ] && [[ ",$suite_list," == *,dl-io-image,* ]]; then
+  note "dl-io: the image against the directory is reported as a data source, apart from the overheads"
+  grep -q '^data source (not runtime overhead): dl-io-image against dl-io-dir' "$WORK/user.out" ||
+    fail "no data-source lines in the summary: $(cat "$WORK/user.out")"
+  "$BENCH" report "$WORK/user.json" --out-dir "$WORK/rep-user" > /dev/null || fail "report of the user's run"
+  sed -n '/Data sources (not runtime overhead)/,$p' "$WORK/rep-user/ctr-bench-report.md" | grep -q '^| dl-io-image | dl-io-dir | files\\_per\\_s |' ||
+    fail "the report has no data-source row for dl-io-image: $(grep -n 'dl-io' "$WORK/rep-user/ctr-bench-report.md")"
+fi
 
 note "test user: the host-stack image holds every mount target of B (no overlay for the workload's binds, the home, /etc/hosts...)"
 # A target missing in the image makes ctr lay an overlay over the image to create it, and
@@ -265,6 +317,22 @@ as_user "$CTR_BIN" -d "${hs_b[@]}" true > /dev/null 2> "$WORK/hs.err" || fail "c
 as_user "$CTR_BIN" "${hs_b[@]}" cat /proc/self/mountinfo > "$WORK/hs-mi" || fail "ctr ${hs_b[*]} cat /proc/self/mountinfo"
 rootfs=$(awk '$5 == "/" { for (i = 7; i <= NF; i++) if ($i == "-") { print $(i + 1); exit } }' "$WORK/hs-mi")
 [ -n "$rootfs" ] && [ "$rootfs" != overlay ] || fail "B's root is '$rootfs' although the image has every target"
+
+if [ "$need_dlio" = 1 ]; then
+  note "dl-io-image's B reads the image through ctr's dataset mount, laid over the bare side's mount at the same path"
+  # Its setup's script as the test user (ctr-squashfs where built), and B's binds with the dataset.
+  dl=$WORK/dlio-mount
+  sq=$(dirname "$DESCRIPTORS")/smallfiles-squashfs.sh
+  as_user mkdir -p "$dl"
+  as_user "$sq" up "$dl/sq" --count 20 --size 4096 --server auto > "$WORK/dl-up.log" 2>&1 || fail "smallfiles-squashfs.sh up: $(tail -2 "$WORK/dl-up.log")"
+  bare=$(as_user sh -c "stat -c %d '$dl/sq/mnt'; md5sum < '$dl/sq/mnt/0000/0000007.bin'")
+  inside=$(as_user "$CTR_BIN" "${hs_b[0]}" --bind "$dl/sq/dataset.sqfs:$dl/sq/mnt:image-src=/" "${hs_b[@]:1}" \
+    sh -c "stat -c %d '$dl/sq/mnt'; md5sum < '$dl/sq/mnt/0000/0000007.bin'") || fail "ctr exec with the dataset bind"
+  as_user "$sq" down "$dl/sq" || fail "smallfiles-squashfs.sh down"
+  [ "$(echo "$bare" | sed -n 2p)" = "$(echo "$inside" | sed -n 2p)" ] || fail "a file of the dataset differs in the container: $bare / $inside"
+  [ "$(echo "$bare" | sed -n 1p)" != "$(echo "$inside" | sed -n 1p)" ] ||
+    fail "the container reads the bare side's mount (device $(echo "$bare" | head -1)), not ctr's dataset mount"
+fi
 
 note "a workload failing in the container: ERROR with its stderr tail; a hanging one times out; exit 3"
 set +e
