@@ -234,6 +234,7 @@ void Build::runStep(const deffile::Definition& stage, const fs::path& rootfs, la
   step.stageDir = (temp_ / "mnt").string();
   step.argv = argv;
   step.hostEnv = host_.env;
+  step.writableTmpfs = options_.writableTmpfs;
   auto plan = launch::planBuildStep(step, config::loadDefaultPolicy(), host_, host::discoverSubordinateIds(host_.user));
   if (options_.explain) {
     std::cout << "== " << what << '\n' << launch::toText(plan);

@@ -43,8 +43,7 @@ int buildFromPullSource(BuildArgs& args) {
       args.def.keepPrivilegedFiles || args.def.update || !args.sections.empty())
     throw Error("--sandbox, --keep-privileged-files, --explain, --notest, --build-arg, --update and --section apply to "
                 "definition files; " +
-                args.input + " is an image to pull")
-        .withStatus(1);
+                args.input + " is an image to pull");
   image::oci::PullRequest pull;
   pull.output = args.def.output;
   pull.source = args.input;
@@ -58,7 +57,7 @@ int buildFromPullSource(BuildArgs& args) {
 int runBuild(BuildArgs& args) {
   if (image::oci::pullSource(args.input)) return buildFromPullSource(args);
   std::error_code ec;
-  if (!std::filesystem::exists(args.input, ec)) throw Error(args.input + ": no such file or directory").withStatus(1);
+  if (!std::filesystem::exists(args.input, ec)) throw Error(args.input + ": no such file or directory");
   if (!args.buildArgFile.empty()) {
     // One KEY=VALUE a line; blank lines and '#' comments skipped (Apptainer's format).
     const std::string text = readCheckedFile(args.buildArgFile, 1u << 20, args.buildArgFile);
@@ -104,8 +103,7 @@ int runBuild(BuildArgs& args) {
         args.def.keepPrivilegedFiles || args.def.update || !args.def.sections.empty())
       throw Error("--explain, --notest, --build-arg, --update and --section apply to definition files, --sandbox and "
                   "--keep-privileged-files to them and to images; " + args.input +
-                  " is " + (isDirectory ? "a directory" : "an image"))
-          .withStatus(1);
+                  " is " + (isDirectory ? "a directory" : "an image"));
     image::BuildOptions options;
     options.output = args.def.output;
     options.force = args.def.force;
@@ -150,6 +148,8 @@ void registerBuild(CLI::App& app, Context& ctx) {
   cmd->add_flag("--warn-unused-build-args", args->def.warnUnusedBuildArgs,
                 "Warn about --build-arg values no stage uses, instead of failing");
   cmd->add_flag("--explain", args->def.explain, "Print the plan of each build step and exit");
+  cmd->add_flag("--writable-tmpfs", args->def.writableTmpfs,
+                "Let %test write, into a tmpfs that vanishes after it (without: the tree is read-only during %test)");
   cmd->add_flag("-u,--update", args->def.update,
                 "With --sandbox: run the definition over the existing directory OUT (no %pre, no bootstrap)");
   cmd->add_option("--section", args->sections,

@@ -46,6 +46,10 @@ struct RunCommandState {
   std::vector<std::string> noEnv;  // --no-env NAME[,NAME...]
   std::vector<std::string> overlays;  // --overlay PATH[:ro] (repeatable, comma lists)
   bool stage = false, noStage = false;  // --stage, --no-stage (options.stage)
+  bool compat = false;       // --compat: Apptainer's OCI-compatibility set of options
+  bool underlay = false;     // --underlay: accepted (ctr makes missing bind targets in a private layer)
+  bool ignoreSubuid = false; // --ignore-subuid: --fakeroot maps the one id, not /etc/subuid's range
+  std::string pidFile;       // instance start --pid-file FILE
 };
 
 // One --overlay spec, parsed, and what its path is on the host: a directory (with upper/
@@ -252,6 +256,7 @@ int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
   }
   if (plan.instance) {
     const auto record = runtime::startInstance(plan);
+    if (!state.pidFile.empty()) writeFile(state.pidFile, std::to_string(record.keeper) + "\n");
     if (state.joinInfo) printJoinInfo(record);
     return 0;
   }
@@ -305,6 +310,14 @@ int runLaunch(RunCommandState& state) {
   }
   parseLimitFlags(state);
   if (state.stage && state.noStage) throw Error("--stage and --no-stage contradict each other: give one").withStatus(1);
+  if (state.compat) {
+    // Apptainer's --compat: a container that behaves like Docker's/OCI runtimes'.
+    options.containAll = true;
+    options.noInit = true;
+    options.noUmask = true;
+    options.noEval = true;
+    options.writableTmpfs = !options.writable && options.overlays.empty() && state.overlays.empty();
+  }
   if (state.stage || state.noStage) options.stage = state.stage;
   if (!options.statsFile.empty()) {
     // Refused now, not after the run: the record is written beside the file and renamed.
@@ -349,7 +362,7 @@ int runLaunch(RunCommandState& state) {
       host::discoverDevicesHost(host, {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()},
                                 policy);
       if (options.mpi == "bind") host::discoverMpiHost(host, policy);
-      if (options.fakeroot) host.subordinate = host::discoverSubordinateIds(host.user);
+      if (options.fakeroot && !state.ignoreSubuid) host.subordinate = host::discoverSubordinateIds(host.user);
       looking.stop();
       log::StepTimer deciding("deciding the plan");
       plan = launch::planLaunch(options, policy, image, host);
@@ -412,6 +425,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
     add.flag("--join-info", s.joinInfo, "Print how to join the started instance from outside ctr (key=value lines, "
              "for the Slurm plugin)");
     add.flag("--reuse", o.reuseInstance, "If NAME already runs with this image, take it as it is (no error)");
+    add.option("--pid-file", s.pidFile, "Write the instance's process id (its init, as the host sees it) to FILE");
     add.flag("--no-startscript", o.noStartscript,
              "Run nothing in the instance until a launch joins it (not the image's startscript)");
   }
@@ -437,6 +451,8 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.flag("--stage", s.stage, "Copy the image and dataset images to this node's stage directory first (ctr.conf "
            "'stage dir'), once per node, and mount the copies");
   add.flag("--no-stage", s.noStage, "Mount the images where they are, whatever ctr.conf's 'stage images' says");
+  add.flag("--underlay", s.underlay, "Accepted for Apptainer's scripts: ctr makes missing bind targets in a private "
+           "layer over the image either way");
 
   add.section("Environment");
   add.list("--env", o.envs, "Set K=V in the container (repeatable)");
@@ -444,6 +460,9 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.list("--no-env", s.noEnv, "Do not pass these host variables (NAME[,NAME...])");
   add.flag("--no-eval", o.noEval, "Do not shell-evaluate --env, --env-file and APPTAINERENV_ values");
   add.flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment");
+  add.flag("--no-umask", o.noUmask, "Start the app with umask 0022, not yours");
+  add.flag("--compat", s.compat, "As Docker/OCI runtimes do: --containall, --no-init, --no-umask, --no-eval, "
+           "--writable-tmpfs");
 
   add.section("Host devices");
   add.flag("--nv", o.nv, "The host's NVIDIA driver and GPUs (CDI spec for nvidia.com/gpu, else the ld.so cache)");
@@ -458,6 +477,8 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.flag("-u,--userns", s.userns, "Accepted for Apptainer's scripts: every ctr container has its own user namespace");
   add.flag("-f,--fakeroot", o.fakeroot, "Be root in the container (your uid, and your /etc/subuid range if you have "
            "one, mapped to root and up); the image's files are root's, so an --overlay can take changes to them");
+  add.flag("--ignore-subuid", s.ignoreSubuid, "With --fakeroot: map only your own id to root, not your /etc/subuid "
+           "range");
   add.flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)");
   add.flag("--no-pid", o.noPid, "No own PID namespace, whatever --pid, --containall or instance start ask");
   add.flag("--no-init", o.noInit, "In an own PID namespace, the app is PID 1 (no ctr init: it gets only the "

@@ -1,12 +1,17 @@
-// `ctr pull [--force] [--name FILE] [--dir DIR] [OUT.sif] SOURCE`: a Docker/OCI image into a
-// SIF, named as Apptainer names it when OUT.sif and --name are not given.
+// `ctr pull [--force] [--sandbox] [--disable-cache] [--name FILE] [--dir DIR] [OUT.sif] SOURCE`: a
+// Docker/OCI image into a SIF (or, --sandbox, a directory), named as Apptainer names it when
+// OUT.sif and --name are not given.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "ctr/config.hpp"
+#include "ctr/error.hpp"
+#include "ctr/image.hpp"
 #include "ctr/oci.hpp"
+#include "ctr/scratch.hpp"
 
 namespace ctr::cli {
 
@@ -27,12 +32,31 @@ void registerPull(CLI::App& app, Context& ctx) {
                 "Reproducible output: nil UUID, fixed times, reproducible squashfs");
   cmd->add_flag("--nohttps,--no-https", request->options.noHttps, "Use plain http for the registry");
   cmd->add_option("--arch", request->options.platformArch, "Architecture to pull from a multi-platform image");
-  cmd->callback([&ctx, request, args, name, dir] {
-    ctx.action = [request, args, name, dir] {
-      request->output = image::oci::pullOutputPath(*args, *name, *dir);
+  auto flags = std::make_shared<std::pair<bool, bool>>(false, false);  // --sandbox, --disable-cache
+  cmd->add_flag("--sandbox,-s", flags->first, "Unpack the image into a writable directory OUTPUT instead of a SIF");
+  cmd->add_flag("--disable-cache", flags->second,
+                "Keep nothing in the image cache: the layers go to a temporary directory, removed afterwards");
+  cmd->callback([&ctx, request, args, name, dir, flags] {
+    ctx.action = [request, args, name, dir, flags] {
+      const std::filesystem::path output = image::oci::pullOutputPath(*args, *name, *dir);
       request->source = args->back();
       request->options.limits = config::loadDefaultPolicy().pull;
+      // Beside the output where that is private (else a private temporary directory).
+      std::optional<image::ScratchDir> scratch;
+      if (flags->first || flags->second) scratch.emplace(output, "pull");
+      if (flags->second) request->options.cacheDir = scratch->path() / "cache";
+      if (!flags->first) {
+        request->output = output;
+        image::oci::pullToSif(*request);
+        return 0;
+      }
+      // --sandbox: the SIF in the scratch directory, unpacked as `build --sandbox` does.
+      if (std::filesystem::exists(std::filesystem::symlink_status(output)) && !request->force)
+        throw Error(output.string() + ": already exists (use --force to overwrite)");
+      request->output = scratch->path() / "image.sif";
+      request->force = true;
       image::oci::pullToSif(*request);
+      (void)image::unpackToSandbox(request->output, output, true, false);
       return 0;
     };
   });

@@ -96,6 +96,18 @@ LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& 
   // name resolution (apt needs it), nothing of the user's.
   plan.mounts = {defaultBind("/proc", true), defaultBind("/sys", true), defaultBind("/dev", true),
                  defaultBind("/etc/resolv.conf", false), defaultBind("/etc/hosts", false)};
+  if (options.section == BuildSection::Test) {
+    // The tree as it will run: read-only, or (--writable-tmpfs) with a tmpfs over it whose
+    // changes vanish; a scratch /tmp and /var/tmp either way (mpirun, compilers).
+    if (options.writableTmpfs) {
+      plan.rootMode = RootMode::Overlay;
+      plan.overlay.tmpfsUpper = true;
+    } else {
+      plan.build->readOnly = true;
+    }
+    plan.mounts.push_back(tmpfsMount("/tmp", MountOrigin::Default, 01777));
+    plan.mounts.push_back(tmpfsMount("/var/tmp", MountOrigin::Default, 01777));
+  }
 
   // A clean environment (Apptainer: --cleanenv), the build's variables, and what a user
   // sets for network access and the terminal.

@@ -146,6 +146,7 @@ nlohmann::json handoverJson(const Handover& h) {
   nlohmann::json j = {{"seccomp", h.seccomp}, {"keep_capabilities", h.keepCapabilities},
                       {"no_new_privs", h.noNewPrivs}};
   if (h.prompt) j["prompt"] = *h.prompt;
+  if (h.umask) j["umask"] = *h.umask;
   return j;
 }
 
@@ -155,6 +156,11 @@ std::string handoverText(const Handover& h, const std::string& profile) {
   text += h.keepCapabilities ? "; root keeps its capabilities" : "; capabilities dropped";
   if (h.noNewPrivs) text += "; no_new_privs";
   if (h.prompt) text += "; PS1='" + *h.prompt + "'";
+  if (h.umask) {
+    char mask[8];
+    std::snprintf(mask, sizeof mask, "%04o", *h.umask);
+    text += std::string("; umask ") + mask + " (--no-umask)";
+  }
   return text;
 }
 

@@ -36,11 +36,9 @@ void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
     if (plan.image.kind != image::ImageKind::Directory)
       throw Error("--writable needs a sandbox directory image (ctr build --sandbox DIR IMAGE makes one); " +
                   plan.image.path.string() + " is a " + image::toString(plan.image.kind) +
-                  " image: --overlay DIR keeps changes over it, --writable-tmpfs until the container ends")
-          .withStatus(1);
+                  " image: --overlay DIR keeps changes over it, --writable-tmpfs until the container ends");
     if (options.writableTmpfs || !options.overlays.empty())
-      throw Error("--writable cannot be used with --writable-tmpfs or --overlay: the image itself takes the changes")
-          .withStatus(1);
+      throw Error("--writable cannot be used with --writable-tmpfs or --overlay: the image itself takes the changes");
     plan.rootMode = RootMode::Writable;
     return;
   }

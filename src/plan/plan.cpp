@@ -186,7 +186,7 @@ Namespaces planNamespaces(const LaunchOptions& options) {
     throw Error("bad --hostname '" + options.hostname + "': at most 64 characters, no '/' or blanks").withStatus(1);
   ns.net = options.net || !options.network.empty();
   if (!options.network.empty() && options.network != "none")
-    throw Error("--network " + options.network + ": ctr has only 'none' (loopback only; no CNI plugins)").withStatus(1);
+    throw Error("--network " + options.network + ": ctr has only 'none' (loopback only; no CNI plugins)");
   return ns;
 }
 
@@ -372,6 +372,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   planWorkingDirectory(plan, options, home, host, contain);
   Environment env = planEnvironment(options, image, host, home, std::move(devices), std::move(firstLibraryDirs));
   finishIdentityAndEnvironment(plan, home, std::move(env));
+  if (options.noUmask) plan.handover.umask = 022;
   planCommand(plan, options);
   if (options.command == Command::Instance) {
     plan.instance = planInstanceFiles(options.instance, host.stateDir);

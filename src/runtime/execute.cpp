@@ -581,6 +581,7 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
   }
 
   if (cgroup) cgroup->enter();
+  if (plan.handover.umask) ::umask(static_cast<mode_t>(*plan.handover.umask));
   if (plan.handover.noNewPrivs) setNoNewPrivs();
   if (!plan.handover.keepCapabilities) dropAllCapabilities();
   if (plan.handover.seccomp) installSeccomp(seccomp);

@@ -271,9 +271,8 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
       throw Error("instance " + files.name + " runs " + running->image + ", not " + plan.image.path.string() +
                   ": --reuse takes only an instance of the same image")
           .withStatus(1);
-    throw Error("instance " + files.name + " already runs (keeper pid " + std::to_string(running->keeper) + ", image " +
-                running->image + "): stop it first with `ctr instance stop " + files.name + "`")
-        .withStatus(1);
+    throw Error("instance " + files.name + " already exists (it runs: keeper pid " + std::to_string(running->keeper) +
+                ", image " + running->image + "): stop it first with `ctr instance stop " + files.name + "`");
   }
   // The limits' cgroup, made before the keeper exists, entered by it at its hand-over (the
   // image's holder stays outside); removed if the start fails, else kept for the instance.

@@ -635,8 +635,9 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
 
   mountPlan(plan, image, rootPath, rootFd.get(), nullptr);
 
-  if (overlay && plan.rootMode == launch::RootMode::Bind) {
-    // The overlay only exists to hold mount targets: the root stays read-only.
+  if ((overlay && plan.rootMode == launch::RootMode::Bind) || (plan.build && plan.build->readOnly)) {
+    // The overlay only exists to hold mount targets (or a build's %test sees the tree as it
+    // will run): the root stays read-only.
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_RDONLY;
     if (::mount_setattr(rootFd.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)

@@ -294,6 +294,16 @@ expect_bad_build "--section unknown" "--section postt: expected setup, post, fil
 expect_bad_build "--update from a directory" "apply to definition files" --update --sandbox "$WORK/upd" "$WORK/hostdir"
 [ ! -e "$WORK/nothing" ] && [ ! -e "$WORK/x" ] || fail "a refused build left its output"
 
+note "%test sees the tree read-only (a scratch /tmp); --writable-tmpfs lets it write, and nothing stays"
+printf 'Bootstrap: localimage\nFrom: %s\n\n%%%%test\n    echo scratch > /tmp/t && cat /tmp/t\n    touch /var/test\n' \
+  "$WORK/demo.sif" > "$WORK/wt.def"
+set +e; "$ctr" build "$WORK/wt.sif" "$WORK/wt.def" 2>/dev/null; rc=$?; set -e
+[ "$rc" != 0 ] || fail "%test wrote into the tree without --writable-tmpfs"
+grep -q 'Read-only file system' "$WORK/wt.sif.build.log" || fail "%test's write did not fail as read-only: $(tail -5 "$WORK/wt.sif.build.log")"
+[ ! -e "$WORK/wt.sif" ] || fail "a failed %test left its image"
+"$ctr" build --writable-tmpfs "$WORK/wt.sif" "$WORK/wt.def" 2>/dev/null || fail "build --writable-tmpfs: $(tail -5 "$WORK/wt.sif.build.log")"
+"$ctr" exec "$WORK/wt.sif" test ! -e /var/test || fail "what %test wrote went into the image"
+
 note "debootstrap + apt-get as root"
 start=$(date +%s)
 "$ctr" build "$WORK/deb.sif" "$WORK/deb.def" 2>/dev/null || { tail -20 "$WORK/deb.sif.build.log"; fail "debootstrap build as root"; }

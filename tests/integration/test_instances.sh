@@ -68,7 +68,7 @@ refused() {  # WHAT EXPECTED-TEXT CMD...
   expect_eq "$what: one line" 1 "$(printf '%s\n' "$err" | wc -l)"
   expect_contains "$what" "$text" "$err"
 }
-refused "second start" "instance svc1 already runs" "$CTR_BIN" instance start "$WORK/svc.sqfs" svc1
+refused "second start" "instance svc1 already exists" "$CTR_BIN" instance start "$WORK/svc.sqfs" svc1
 refused "bad name" "bad instance name '../x'" "$CTR_BIN" instance start "$WORK/svc.sqfs" ../x
 refused "no name" "no instance name" "$CTR_BIN" instance start "$WORK/svc.sqfs"
 refused "unknown instance" "no instance nope is running" "$CTR_BIN" exec instance://nope true

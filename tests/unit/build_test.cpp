@@ -85,6 +85,23 @@ TEST(BuildStepPlan, ApptainersMountsAndNothingOfTheUsers) {
   for (const auto& m : plan.mounts) EXPECT_FALSE(m.required) << m.destination;
 }
 
+TEST(BuildStepPlan, TestSeesTheTreeReadOnlyOrOverATmpfs) {
+  auto step = postStep();
+  EXPECT_FALSE(launch::planBuildStep(step, config::Policy{}, userHost(), {}).build->readOnly) << "%post writes the tree";
+  step.section = launch::BuildSection::Test;
+  auto plan = launch::planBuildStep(step, config::Policy{}, userHost(), {});
+  EXPECT_TRUE(plan.build->readOnly) << "nothing %test writes may go into the image";
+  EXPECT_EQ(plan.rootMode, launch::RootMode::Sandbox);
+  ASSERT_GE(plan.mounts.size(), 2U);
+  EXPECT_EQ(plan.mounts[plan.mounts.size() - 2].destination, "/tmp");
+  EXPECT_EQ(plan.mounts.back().kind, launch::MountKind::Tmpfs);
+  step.writableTmpfs = true;
+  plan = launch::planBuildStep(step, config::Policy{}, userHost(), {});
+  EXPECT_EQ(plan.rootMode, launch::RootMode::Overlay);
+  EXPECT_TRUE(plan.overlay.tmpfsUpper) << "--writable-tmpfs: the writes go to a tmpfs that vanishes";
+  EXPECT_FALSE(plan.build->readOnly);
+}
+
 TEST(BuildStepPlan, CleanEnvironmentWithTheBuildVariables) {
   auto step = postStep();
   step.hostEnv = userHost().env;

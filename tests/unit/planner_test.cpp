@@ -879,3 +879,14 @@ TEST(Planner, StagedImageLeavesTheHelperWhereItRefusesTheUsersFiles) {
   EXPECT_EQ(planLaunch(o, policy, sifImage(), host).driver, ImageDriver::Squashfuse)
       << "the stage directory is not among 'setuid image directories'";
 }
+
+TEST(Planner, NoUmaskSetsTheAppsUmask) {
+  EXPECT_FALSE(planLaunch(execTrue(), {}, sifImage(), alice()).handover.umask) << "the caller's umask by default";
+  auto o = execTrue();
+  o.noUmask = true;
+  const auto plan = planLaunch(o, {}, sifImage(), alice());
+  ASSERT_TRUE(plan.handover.umask);
+  EXPECT_EQ(*plan.handover.umask, 022U);
+  EXPECT_NE(toText(plan).find("umask 0022 (--no-umask)"), std::string::npos);
+  EXPECT_EQ(toJson(plan)["handover"]["umask"], 022);
+}

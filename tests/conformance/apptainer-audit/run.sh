@@ -15,6 +15,7 @@
 AUDIT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$AUDIT_DIR/../../.." && pwd)
 : "${CTR_BIN:=$REPO/build/ci/bin/ctr}"
+CTR_BIN=$(realpath "$CTR_BIN")  # the apptainer links below must not be relative
 export CTR_BIN
 . "$REPO/tests/integration/lib.sh"
 . "$REPO/tests/integration/registry/common.sh"

@@ -35,6 +35,8 @@ struct DefinitionBuildOptions {
   // --update: the definition runs over the existing sandbox directory `output` (no header:
   // no %pre, no bootstrap), in place (Apptainer's `build --update --sandbox`).
   bool update = false;
+  // --writable-tmpfs: %test may write, into a tmpfs that vanishes (else its root is read-only).
+  bool writableTmpfs = false;
   // --section: only these sections run (buildSectionNames(); empty = all). The metadata
   // other than %environment and %labels is written whatever the list.
   std::vector<std::string> sections;

@@ -98,6 +98,7 @@ struct LaunchOptions {
   bool reuseInstance = false;       // instance start --reuse: a running NAME of the same image is taken
   bool noStartscript = false;       // instance start --no-startscript: it runs nothing until a launch joins it
   bool fakeroot = false;            // -f/--fakeroot: root in the container (the CLI reads /etc/subuid, /etc/subgid)
+  bool noUmask = false;             // --no-umask: the app gets umask 0022, not the caller's
   // --stage (true) / --no-stage (false): copy the image and dataset images to the node's
   // stage directory first, or not; unset: as ctr.conf's 'stage images' says.
   std::optional<bool> stage;
@@ -362,6 +363,9 @@ struct FakerootMaps {
 struct BuildRoot : FakerootMaps {
   std::string sandbox;                // host directory: the container's root, read-write
   std::string stageDir;               // an empty host directory the runtime mounts its stage on
+  // %test: the finished tree is tested as it will be run, read-only (Apptainer's), so that
+  // nothing the test writes goes into the image.
+  bool readOnly = false;
 };
 
 enum class BuildSection { Post, Test };
@@ -372,6 +376,8 @@ struct BuildStepOptions {
   std::string stageDir;               // empty directory in the build's temporary directory
   std::vector<std::string> argv;      // deffile::scriptCommand of the section
   std::vector<std::string> hostEnv;   // the caller's environment (TERM, http_proxy, ... kept)
+  // %test with build --writable-tmpfs: its writes go to a tmpfs over the tree, then vanish.
+  bool writableTmpfs = false;
 };
 
 // The root the image's holder prepares once and every launch of this user and image can
@@ -401,6 +407,8 @@ struct Handover {
   bool keepCapabilities = false;  // a build step's root keeps them (dpkg chowns files); else all dropped
   bool noNewPrivs = true;         // PR_SET_NO_NEW_PRIVS: no setuid program gains privilege
   std::optional<std::string> prompt;  // the shell's PS1 when the environment sets one
+  // --no-umask (and --compat): the app starts with this umask instead of the caller's.
+  std::optional<unsigned> umask;
 };
 
 // The FUSE server that mounts a squashfs image for the squashfuse driver (docs/design-io.md):
