@@ -144,10 +144,16 @@ void addTmpAndHomeMounts(std::vector<Mount>& mounts, const LaunchOptions& option
     addMount(mounts, bindMount("/var/tmp", "/var/tmp", false, MountOrigin::Default));
   }
   if (!options.noHome) {
-    if (contain && options.home.empty())
+    if (contain && options.home.empty() && !workdir.empty()) {
+      // Apptainer's --workdir with --contain: the home is WORKDIR/home (kept between runs).
+      Mount m = bindMount(joinPath(workdir, "home"), home.destination, false, MountOrigin::Contain);
+      m.createSourceMode = 0700;
+      addMount(mounts, std::move(m));
+    } else if (contain && options.home.empty()) {
       addMount(mounts, tmpfsMount(home.destination, MountOrigin::Contain, 0700));
-    else
+    } else {
       addMount(mounts, bindMount(home.source, home.destination, false, MountOrigin::Default));
+    }
   }
 }
 

@@ -303,6 +303,12 @@ void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
               .withStatus(1);
         break;
       }
+      if (!appDir.empty()) {
+        // --app NAME: the app's %appstart, as Apptainer runs it.
+        plan.commandChoices = {choice({appDir + "/startscript"})};
+        plan.noCommand = {"no %appstart for the app '" + options.app + "' (" + appDir + "/startscript)", 1};
+        break;
+      }
       plan.commandChoices = {choice({"/.singularity.d/startscript"})};
       plan.noCommand = {"the image has no startscript: the instance runs nothing until a launch joins it", 0};
       break;

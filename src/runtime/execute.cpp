@@ -537,7 +537,7 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
     auto chosen = std::find_if(plan.commandChoices.begin(), plan.commandChoices.end(),
                                [](const launch::CommandChoice& c) { return isExecutableFile(c.argv[0]); });
     if (chosen == plan.commandChoices.end()) {
-      if (!plan.instance) throw Error(plan.noCommand.message).withStatus(plan.noCommand.status);
+      if (!plan.instance || plan.noCommand.status != 0) throw Error(plan.noCommand.message).withStatus(plan.noCommand.status);
       spdlog::info("{}", plan.noCommand.message);
       argv.clear();
     } else {

@@ -15,6 +15,10 @@ cat > "$WORK/svc/.singularity.d/startscript" <<'S'
 echo "service started: $* FIXTURE_ENV=$FIXTURE_ENV"
 exec sleep 3600
 S
+# An app with its own %appstart (instance start --app tool runs it, as Apptainer does).
+mkdir -p "$WORK/svc/scif/apps/tool/scif"
+printf '#!/bin/sh\necho "appstart of tool: $*"\nexec sleep 3600\n' > "$WORK/svc/scif/apps/tool/scif/startscript"
+chmod 755 "$WORK/svc/scif/apps/tool/scif/startscript"
 mksquashfs "$WORK/svc" "$WORK/svc.sqfs" -quiet -noappend -all-root >/dev/null
 chmod -R a+rX "$WORK"
 mkdir -m 777 "$WORK/rw"
@@ -126,6 +130,15 @@ kill -KILL "$(as_user "$CTR_BIN" instance list --json | jq -r '.instances[0].pid
 for _ in $(seq 100); do [ "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')" = 0 ] && break; sleep 0.05; done
 expect_eq "no instance listed" 0 "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')"
 assert_nothing_left "killed keeper"
+
+note "--app NAME: the app's %appstart runs; an app without one is refused"
+as_user "$CTR_BIN" instance start --app tool "$WORK/svc.sqfs" appsvc x y
+log=$(as_user "$CTR_BIN" instance list --json | jq -r '.instances[] | select(.instance == "appsvc") | .logOutPath')
+for _ in $(seq 50); do grep -q appstart "$log" 2>/dev/null && break; sleep 0.1; done
+expect_eq "the app's startscript, with the arguments" "appstart of tool: x y" "$(head -1 "$log")"
+as_user "$CTR_BIN" instance stop appsvc >/dev/null
+refused "an app without %appstart" "no %appstart for the app 'nosuch'" "$CTR_BIN" instance start --app nosuch "$WORK/svc.sqfs" appsvc2
+assert_nothing_left "--app instances"
 
 note "--no-pid: a keeper in the host's PID namespace; --join-info says how to join it"
 info=$(as_user "$CTR_BIN" instance start --no-pid --join-info "$WORK/svc.sqfs" nopid)

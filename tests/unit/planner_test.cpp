@@ -411,8 +411,11 @@ TEST(Planner, MountWorkdirScratchAndFlagVariablesOfBinds) {
   EXPECT_EQ(findMount(plan, "/var/tmp")->source, "/scratch/alice/w/var_tmp");
   EXPECT_EQ(findMount(plan, "/tmp")->createSourceMode, 01777U);
   EXPECT_EQ(findMount(plan, "/s2")->source, "/scratch/alice/w/scratch/s2");
+  EXPECT_EQ(findMount(plan, "/home/alice")->source, "/scratch/alice/w/home") << "Apptainer's home with -W and -c";
+  EXPECT_EQ(findMount(plan, "/home/alice")->createSourceMode, 0700U);
   o.workdir.clear();
   plan = planLaunch(o, {}, sifImage(), host);
+  EXPECT_EQ(findMount(plan, "/home/alice")->kind, ctr::launch::MountKind::Tmpfs);
   EXPECT_EQ(findMount(plan, "/s1")->kind, ctr::launch::MountKind::Tmpfs);
   EXPECT_EQ(findMount(plan, "/tmp")->kind, ctr::launch::MountKind::Tmpfs);
 }
