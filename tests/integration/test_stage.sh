@@ -101,25 +101,23 @@ expect_contains "cache clean" "1 staged copy" "$(as_user "$CTR_BIN" cache clean)
 [ ! -e "$other_copy" ] || fail "cache clean left the staged copy"
 
 note "bad input: one line, nothing left"
+# refused WHAT TEXT: a launch of the image fails in one line containing TEXT.
+refused() {
+  local out rc
+  set +e; out=$(run "$img" true 2>&1); rc=$?; set -e
+  [ "$rc" != 0 ] || fail "$1: accepted"
+  expect_eq "$1: one line ($out)" 1 "$(printf '%s\n' "$out" | wc -l)"
+  expect_contains "$1" "$2" "$out"
+}
 config "stage images = always"
 rm -rf "$stage"
 as_user mkdir "$stage"
 chmod 777 "$stage"
-set +e
-out=$(run "$img" true 2>&1); rc=$?
-set -e
-[ "$rc" != 0 ] || fail "a stage directory anyone can write was used"
-expect_eq "one line ($out)" 1 "$(printf '%s\n' "$out" | wc -l)"
-expect_contains "names the directory" "stage directory $stage: not private to this user" "$out"
+refused "a stage directory anyone can write" "stage directory $stage: not private to this user"
 [ -z "$(ls -A "$stage")" ] || fail "something was left in the refused directory: $(ls -A "$stage")"
 rm -rf "$stage"
 chmod 755 "$WORK/local"
-set +e
-out=$(run "$img" true 2>&1); rc=$?
-set -e
-[ "$rc" != 0 ] || fail "a stage directory that cannot be made was accepted"
-expect_eq "one line ($out)" 1 "$(printf '%s\n' "$out" | wc -l)"
-expect_contains "cannot be made" "stage directory $stage (ctr.conf 'stage dir'): Permission denied" "$out"
+refused "a stage directory that cannot be made" "stage directory $stage (ctr.conf 'stage dir'): Permission denied"
 assert_nothing_left "staged launches"
 assert_no_leftovers
 note "staging: ok"
