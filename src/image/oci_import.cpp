@@ -391,13 +391,39 @@ std::optional<std::pair<std::string, std::string>> pullSource(std::string_view s
   return std::nullopt;
 }
 
+namespace {
+
+// An http(s) URL: the file as the server has it (Apptainer's pull of a SIF from a web
+// server), written beside the output and renamed into place, executable as a SIF is.
+void pullUrl(const PullRequest& request) {
+  const auto output = std::filesystem::absolute(request.output);
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !request.force)
+    throw Error(request.output.string() + ": already exists (use --force to overwrite)");
+  if (std::filesystem::is_directory(output, ec)) throw Error(request.output.string() + ": is a directory");
+  SignalWatcher watcher;
+  ScratchDir work(output, "pull");
+  const auto file = work.path() / "download";
+  UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) throw sysError("create " + file.string());
+  RegistryClient::download(request.source, fd.get(), request.options.limits.maxBlobBytes, request.options);
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd.get(), 0777 & ~mask) != 0 || ::fsync(fd.get()) != 0) throw sysError("write " + file.string());
+  fd.reset();
+  moveIntoPlace(file, output, request.force);
+}
+
+}  // namespace
+
 void pullToSif(const PullRequest& request) {
+  if (request.source.starts_with("http://") || request.source.starts_with("https://")) return pullUrl(request);
   log::StepTimer timer("pull " + request.source);
   const auto parsed = pullSource(request.source);
   const std::string agent = parsed ? parsed->first : "", reference = parsed ? parsed->second : "";
   if (agent.empty() || reference.empty())
     throw Error("unsupported source '" + request.source +
-                "' (docker://REF, docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG])").withStatus(1);
+                "' (docker://REF, docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG], http(s)://URL)").withStatus(1);
   const auto output = std::filesystem::absolute(request.output);
   std::error_code ec;
   if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !request.force)

@@ -67,6 +67,10 @@ class RegistryClient {
                                     const std::string& label);
   // Drops a cache entry whose content turned out wrong.
   void evict(const std::string& digest);
+  // GET `url` (http or https, redirects within those) into `fd`, at most `limit` bytes;
+  // returns the bytes written. Throws ctr::Error naming the URL (HTTP status, too large,
+  // truncated, unreachable).
+  static std::uint64_t download(const std::string& url, int fd, std::uint64_t limit, const PullOptions& options);
 
   [[nodiscard]] const Reference& reference() const { return ref_; }
 

@@ -627,6 +627,33 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
   return path;
 }
 
+std::uint64_t RegistryClient::download(const std::string& url, int fd, std::uint64_t limit,
+                                       const PullOptions& options) {
+  const auto colon = url.find("://");
+  Reference server;  // what the transfer's messages name: the host
+  server.registry = url.substr(colon + 3, url.find('/', colon + 3) - colon - 3);
+  server.repository = url;
+  Impl I;
+  I.ref = &server;
+  I.scheme = url.substr(0, colon);
+  I.limits = options.limits;
+  I.handle = I.curl.easy_init();
+  if (!I.handle) throw Error("curl_easy_init failed");
+  struct Cleanup {
+    Impl& impl;
+    ~Cleanup() { impl.curl.easy_cleanup(impl.handle); }
+  } cleanup{I};
+  I.prepare();
+  I.sinkFd = fd;
+  I.sinkLimit = limit;
+  const long status = I.get(url, nullptr, false);
+  if (status == Impl::kLargerThanDeclared)
+    throw Error(url + ": larger than 'pull max blob size' (" + std::to_string(limit) + " bytes): the download was stopped");
+  if (status == Impl::kTruncated) throw Error(url + ": truncated (got " + std::to_string(I.received) + " bytes)");
+  if (status != 200) throw Error(url + ": HTTP " + std::to_string(status));
+  return I.received;
+}
+
 void RegistryClient::evict(const std::string& digest) {
   ::unlink((cacheDir_ / "blobs" / "sha256" / digest.substr(7)).c_str());
 }

@@ -192,6 +192,31 @@ for agent_from in "docker|$reg/demo:1" "oci|oci-dir:1" "docker-archive|demo-dock
   rm -f "$WORK/def-$agent.sif" "$WORK/def-$agent.sif.build.log"
 done
 
+note "pull --sandbox (a directory) and --disable-cache (nothing left in the cache)"
+"$CTR_BIN" pull --sandbox "$WORK/sb" "docker://$reg/demo:1" 2>/dev/null || fail "pull --sandbox"
+expect_eq "pull --sandbox: a directory image" "hello from the image" "$("$CTR_BIN" exec "$WORK/sb" sh -c 'echo "$GREETING"')"
+before=$(find "$WORK/cache" -type f | wc -l)
+CTR_CACHE_DIR=$WORK/nocache "$CTR_BIN" pull --disable-cache "$WORK/nc.sif" "docker://$reg/demo:1" 2>/dev/null || fail "pull --disable-cache"
+[ ! -e "$WORK/nocache" ] || fail "--disable-cache wrote the cache: $(find "$WORK/nocache" | head -3)"
+expect_eq "--disable-cache: the image" "entry default cmd" "$("$CTR_BIN" run "$WORK/nc.sif")"
+[ -z "$(ls -A "$WORK" | grep '^\.' || true)" ] || fail "pull left hidden scratch files: $(ls -A "$WORK" | grep '^\.')"
+
+note "pull http(s)://URL: the file as the web server has it, executable as Apptainer leaves it"
+mkdir -p "$WORK/www" && cp "$WORK/good.sif" "$WORK/www/app.sif" && echo DATADATA > "$WORK/www/data.txt"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m http.server --bind 127.0.0.1 --directory "$WORK/www" "$port" >/dev/null 2>&1 &
+www=$!
+for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port))" 2>/dev/null && break; sleep 0.1; done
+(umask 022 && "$CTR_BIN" pull "$WORK/web.sif" "http://127.0.0.1:$port/app.sif" 2>/dev/null) || fail "pull http://"
+cmp -s "$WORK/web.sif" "$WORK/good.sif" || fail "the pulled file differs from the server's"
+expect_eq "mode under umask 022" 755 "$(stat -c %a "$WORK/web.sif")"
+expect_eq "run the pulled SIF" "entry default cmd" "$("$CTR_BIN" run "$WORK/web.sif")"
+"$CTR_BIN" pull "$WORK/data.sif" "http://127.0.0.1:$port/data.txt" 2>/dev/null || fail "pull of a plain file"
+expect_eq "any file as it is" DATADATA "$(cat "$WORK/data.sif")"
+expect_failure "HTTP 404" "HTTP 404" "$CTR_BIN" pull "$WORK/missing.sif" "http://127.0.0.1:$port/nothere.sif"
+[ ! -e "$WORK/missing.sif" ] || fail "a failed download left its output"
+kill "$www" 2>/dev/null; wait "$www" 2>/dev/null || true
+
 note "SIGINT during a pull leaves nothing"
 # An image with one 64 MiB uncompressed layer, so that the pull is still running.
 mkdir -p "$WORK/big/root" "$WORK/big/layout/blobs/sha256"
