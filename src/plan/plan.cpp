@@ -45,7 +45,10 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   plan.user = host.user;
   plan.seccompProfile = policy.seccompProfile;
   plan.stateDir = host.stateDir;
-  plan.lingerMs = policy.imageLingerMs;
+  // A directory image is not kept after its last launch: its holder's root has it as an
+  // overlay's lower layer, and a lower layer edited underneath (a sandbox after `build
+  // --update`, a file the user changed) may be served stale; mounting one costs nothing.
+  plan.lingerMs = plan.driver == ImageDriver::Directory ? 0 : policy.imageLingerMs;
   plan.limits = options.limits;
   if (!options.statsFile.empty())
     plan.statsFile = options.statsFile[0] == '/' ? options.statsFile : joinPath(host.cwd, options.statsFile);

@@ -893,3 +893,13 @@ TEST(Planner, NoUmaskSetsTheAppsUmask) {
   EXPECT_NE(toText(plan).find("umask 0022 (--no-umask)"), std::string::npos);
   EXPECT_EQ(toJson(plan)["handover"]["umask"], 022);
 }
+
+TEST(Planner, ADirectoryImageIsNotKeptAfterItsLastLaunch) {
+  ctr::config::Policy policy;
+  policy.imageLingerMs = 5000;
+  EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), alice()).lingerMs, 5000U);
+  auto dir = sifImage();
+  dir.kind = ctr::image::ImageKind::Directory;
+  EXPECT_EQ(planLaunch(execTrue(), policy, dir, alice()).lingerMs, 0U)
+      << "an edited sandbox must not be served from the last launch's holder";
+}
