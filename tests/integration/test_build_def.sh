@@ -310,32 +310,6 @@ start=$(date +%s)
 note "built in $(( $(date +%s) - start )) s"
 expect_eq "hello from apt" "Hello, world!" "$("$ctr" exec "$WORK/deb.sif" hello)"
 
-note "--deterministic on a debootstrap recipe: two builds, the same bytes"
-# The base comes from the run's mmdebstrap cache (the build above made it); %post writes
-# files (new mtimes each time) and %environment/%labels go into the metadata: the SIFs
-# must still be identical. A fresh mmdebstrap each time is not tested (minutes each).
-cat > "$WORK/deb-det.def" <<'EOF'
-Bootstrap: debootstrap
-OSVersion: bookworm
-
-%post
-    echo built > /etc/ctr-deterministic
-    mkdir -p /opt/app
-
-%environment
-    export APP_MODE=det
-
-%labels
-    Maintainer ctr-tests
-EOF
-"$ctr" build --deterministic "$WORK/deb-det1.sif" "$WORK/deb-det.def" 2>/dev/null ||
-  { tail -20 "$WORK/deb-det1.sif.build.log"; fail "deterministic debootstrap build 1"; }
-sleep 1.1  # a second later: any build time that leaks into the image would differ
-"$ctr" build --deterministic "$WORK/deb-det2.sif" "$WORK/deb-det.def" 2>/dev/null ||
-  { tail -20 "$WORK/deb-det2.sif.build.log"; fail "deterministic debootstrap build 2"; }
-expect_eq "sha256 of two deterministic debootstrap builds" "$(sha256sum < "$WORK/deb-det1.sif")" "$(sha256sum < "$WORK/deb-det2.sif")"
-rm -f "$WORK"/deb-det[12].sif*
-
 note "debootstrap + apt-get as $CTR_TEST_USER with subordinate ids"
 added=
 if ! grep -q "^$CTR_TEST_USER:" /etc/subuid; then echo "$CTR_TEST_USER:300000:65536" >> /etc/subuid; added=1; fi
