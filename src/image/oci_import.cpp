@@ -393,14 +393,20 @@ std::optional<std::pair<std::string, std::string>> pullSource(std::string_view s
 
 namespace {
 
-// An http(s) URL: the file as the server has it (Apptainer's pull of a SIF from a web
-// server), written beside the output and renamed into place, executable as a SIF is.
-void pullUrl(const PullRequest& request) {
+// The output, absolute; refused where it exists (without --force) or is a directory.
+std::filesystem::path checkedOutput(const PullRequest& request) {
   const auto output = std::filesystem::absolute(request.output);
   std::error_code ec;
   if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !request.force)
     throw Error(request.output.string() + ": already exists (use --force to overwrite)");
   if (std::filesystem::is_directory(output, ec)) throw Error(request.output.string() + ": is a directory");
+  return output;
+}
+
+// An http(s) URL: the file as the server has it (Apptainer's pull of a SIF from a web
+// server), written beside the output and renamed into place, executable as a SIF is.
+void pullUrl(const PullRequest& request) {
+  const auto output = checkedOutput(request);
   SignalWatcher watcher;
   ScratchDir work(output, "pull");
   const auto file = work.path() / "download";
@@ -424,11 +430,7 @@ void pullToSif(const PullRequest& request) {
   if (agent.empty() || reference.empty())
     throw Error("unsupported source '" + request.source +
                 "' (docker://REF, docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG], http(s)://URL)").withStatus(1);
-  const auto output = std::filesystem::absolute(request.output);
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::symlink_status(output, ec)) && !request.force)
-    throw Error(request.output.string() + ": already exists (use --force to overwrite)");
-  if (std::filesystem::is_directory(output, ec)) throw Error(request.output.string() + ": is a directory");
+  const auto output = checkedOutput(request);
 
   SignalWatcher watcher;
   ScratchDir work(output, "pull");
