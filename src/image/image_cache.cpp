@@ -49,14 +49,9 @@ fs::path imagesDir(const fs::path& root, bool create) {
         throw sysError("image cache " + d.string() + " (set 'image cache dir' or CTR_CACHE_DIR)");
   }
   // Nobody else may rename it or anything above it, nor add or replace what is in it.
-  std::string why;
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) return dir;
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    why = dir.string() + " is not a directory of this user's that only it can write";
-  else if (!privateDirectory(dir, ::geteuid(), &why))
-    why = "above it, " + why;
-  if (!why.empty()) throw Error("image cache " + dir.string() + ": not private to this user (" + why + "): refused");
+  requireOwnPrivateDirectory(dir, st, "image cache");
   return dir;
 }
 

@@ -65,6 +65,16 @@ bool privateDirectory(const fs::path& dir, uid_t uid, std::string* why) {
   }
 }
 
+void requireOwnPrivateDirectory(const fs::path& dir, const struct stat& st, std::string_view what) {
+  std::string why;
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    why = dir.string() + " is not a directory of this user's that only it can write";
+  else if (!privateDirectory(dir, ::geteuid(), &why))
+    why = "above it, " + why;
+  if (!why.empty())
+    throw Error(std::string(what) + " " + dir.string() + ": not private to this user (" + why + "): refused");
+}
+
 fs::path makeScratchDir(const fs::path& output, std::string_view what) {
   const uid_t uid = ::geteuid();
   std::vector<fs::path> candidates{outputDirectory(output)};

@@ -40,14 +40,8 @@ UniqueFd openStageDir(const fs::path& dir, bool create) {
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) throw sysError(shown);
   struct stat st {};
-  std::string why;
   if (::fstat(fd.get(), &st) != 0) throw sysError(shown);
-  if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    why = "owner uid " + std::to_string(st.st_uid) + ", writable by others: " +
-          ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 ? "yes" : "no");
-  else if (!privateDirectory(dir.parent_path(), ::geteuid(), &why))
-    why = "above it, " + why;
-  if (!why.empty()) throw Error(shown + ": not private to this user (" + why + "): refused");
+  requireOwnPrivateDirectory(dir, st, "stage directory");
   return fd;
 }
 
@@ -68,6 +62,8 @@ class StageLock {
 };
 
 bool isCopyName(const std::string& name) { return name != kLock && !name.empty() && name[0] != '.'; }
+// A copy being made: ".KEY-NAME.XXXXXX" (copyInto's temporary name).
+bool isTempName(const std::string& name) { return name.size() > 8 && name[0] == '.'; }
 
 // Whether `name` in the directory is a copy with this size and mtime. A file system that
 // keeps whole seconds only counts as the same time.
@@ -114,7 +110,7 @@ std::vector<Entry> entriesOf(int dirFd, const fs::path& dir) {
 // used copies until the rest, `keep` aside, fit in `budget`.
 void makeRoom(int dirFd, const fs::path& dir, std::uint64_t budget, const std::string& keep) {
   for (const auto& name : namesIn(dirFd))
-    if (name[0] == '.' && name.size() > 8) ::unlinkat(dirFd, name.c_str(), 0);
+    if (isTempName(name)) ::unlinkat(dirFd, name.c_str(), 0);
   auto entries = entriesOf(dirFd, dir);
   std::uint64_t total = 0;
   for (const auto& e : entries)
@@ -217,7 +213,7 @@ std::vector<Entry> clean(const fs::path& dir, std::optional<std::chrono::seconds
   if (dryRun) return entries;
   for (const auto& e : entries) ::unlinkat(dirFd.get(), e.copy.filename().c_str(), 0);
   for (const auto& name : namesIn(dirFd.get()))
-    if (name[0] == '.' && name.size() > 8) ::unlinkat(dirFd.get(), name.c_str(), 0);
+    if (isTempName(name)) ::unlinkat(dirFd.get(), name.c_str(), 0);
   return entries;
 }
 

@@ -8,6 +8,7 @@
 // reach the output's directory as new files (O_EXCL) renamed into place.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <filesystem>
@@ -23,6 +24,12 @@ namespace ctr::image {
 // sticky (others may add entries but not rename ours). With `why`, the first directory
 // that fails and the reason.
 [[nodiscard]] bool privateDirectory(const std::filesystem::path& dir, uid_t uid, std::string* why = nullptr);
+
+// For a directory ctr keeps the user's files in (the image cache, the stage directory):
+// throws ctr::Error "WHAT DIR: not private to this user (why): refused" unless `st` (its
+// stat) is a directory of the caller's that only it can write, and nobody but root and the
+// caller can rename it or anything above it (privateDirectory).
+void requireOwnPrivateDirectory(const std::filesystem::path& dir, const struct stat& st, std::string_view what);
 
 // A new directory (mode 0700) for work whose result becomes `output`: beside it when the
 // output's directory is private (the final rename stays on one file system), else in the
