@@ -92,9 +92,17 @@ LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& 
   becomeFakeroot(plan, host);
   plan.stateDir = host.stateDir;
 
-  // Apptainer's mounts during %post and %test: the kernel's file systems and the host's
-  // name resolution (apt needs it), nothing of the user's.
-  plan.mounts = {defaultBind("/proc", true), defaultBind("/sys", true), defaultBind("/dev", true),
+  // Apptainer's mounts during %post and %test: the kernel's file systems (the step's own
+  // /proc) and the host's name resolution (apt needs it), nothing of the user's.
+  // Its own PID namespace: what a step starts ends with it, and a signal that interrupts
+  // the build reaches every process of the step (apt-get under the script's shell too).
+  plan.namespaces.pid = true;
+  plan.namespaces.signalAll = true;
+  Mount proc;
+  proc.kind = MountKind::Proc;
+  proc.destination = "/proc";
+  proc.origin = MountOrigin::Default;
+  plan.mounts = {proc, defaultBind("/sys", true), defaultBind("/dev", true),
                  defaultBind("/etc/resolv.conf", false), defaultBind("/etc/hosts", false)};
   if (options.section == BuildSection::Test) {
     // The tree as it will run: read-only, or (--writable-tmpfs) with a tmpfs over it whose

@@ -37,9 +37,10 @@ std::vector<std::string> namespaceLines(const Namespaces& ns) {
   if (ns.sharedUser) lines.emplace_back("user (shared by the user's launches of this image)");
   if (ns.ownMount) lines.emplace_back("mount (the holder's ready one if the prepared root is exactly this root, else an own copy)");
   if (ns.pid)
-    lines.emplace_back(ns.pidInit ? "pid (own: ctr's init is PID 1, the app PID 2)"
-                                  : "pid (own: the app is PID 1, no init: --no-init; it gets only the signals it "
-                                    "handles and reaps what it leaves)");
+    lines.emplace_back(!ns.pidInit ? "pid (own: the app is PID 1, no init: --no-init; it gets only the signals it "
+                                     "handles and reaps what it leaves)"
+                       : ns.signalAll ? "pid (own: ctr's init is PID 1, the app PID 2; signals go to every process)"
+                                      : "pid (own: ctr's init is PID 1, the app PID 2)");
   if (ns.ipc) lines.emplace_back("ipc (own)");
   if (ns.uts) lines.emplace_back("uts (own" + (ns.hostname.empty() ? std::string(")") : ", hostname " + ns.hostname + ")"));
   if (ns.net) lines.emplace_back("network (own: loopback only)");

@@ -345,8 +345,9 @@ void restoreAppSignals(const sigset_t& previousMask) {
 // PID 1 of the container: starts the app (which execs `argv`) as PID 2, forwards the
 // signals to it, reaps every orphan, and exits with the app's status when it ends (the
 // kernel then ends whatever the app left).
+// `signalAll` (the plan's): every signal goes to every process of the namespace instead.
 [[noreturn]] void initOf(const std::function<void()>& app, int signals, const sigset_t& previousMask,
-                         bool foreground) {
+                         bool foreground, bool signalAll) {
   const pid_t child = ::fork();
   if (child < 0) throw sysError("fork the app");
   if (child == 0) {
@@ -360,7 +361,7 @@ void restoreAppSignals(const sigset_t& previousMask) {
       if (done == child) ::_exit(shellStatus(status));
     signalfd_siginfo info{};
     if (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info) && info.ssi_signo != SIGCHLD)
-      ::kill(child, static_cast<int>(info.ssi_signo));
+      ::kill(signalAll ? -1 : child, static_cast<int>(info.ssi_signo));
   }
 }
 
@@ -604,7 +605,8 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
     keeperOf(&app, initSignals.get(), previousMask, pidNamespace, instanceFiles);
   }
   if (initSignals && plan.namespaces.pidInit)
-    initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground);
+    initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground,
+           plan.namespaces.signalAll);
   if (initSignals) {  // --no-init: the app itself is PID 1, with the signals of a child of init
     initSignals.reset();
     restoreAppSignals(previousMask);

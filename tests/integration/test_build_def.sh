@@ -190,13 +190,24 @@ printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%post\n    sleep 60\n' > "$WOR
 "$ctr" build "$WORK/slow.sif" "$WORK/slow.def" 2>/dev/null &
 pid=$!
 for _ in $(seq 100); do grep -q '+ sleep 60' "$WORK/slow.sif.build.log" 2>/dev/null && break; sleep 0.1; done
+t0=$(date +%s)
 kill -INT "$pid"
 set +e; wait "$pid"; status=$?; set -e
 expect_eq "status after SIGINT" 130 "$status"
+# Only ctr got the signal (no terminal's Ctrl-C to the whole group): it must still reach the
+# script's sleep, which would otherwise finish its 60 s first.
+[ $(( $(date +%s) - t0 )) -le 10 ] || fail "the interrupted build took $(( $(date +%s) - t0 )) s to stop"
+! pgrep -f '^sleep 60$' >/dev/null || fail "the interrupted %post's sleep is still running"
 [ ! -e "$WORK/slow.sif" ] || fail "an interrupted build left its output"
 left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
 [ -z "$left" ] || fail "an interrupted build left temporary directories: $left"
 ! grep -q "$WORK" /proc/self/mountinfo || fail "mounts left under $WORK: $(grep "$WORK" /proc/self/mountinfo)"
+
+note "a step's background process ends with the step (its own PID namespace)"
+printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%post\n    (sleep 1234 &)\n    cat /proc/1/comm\n' > "$WORK/bg.def"
+"$ctr" build "$WORK/bg.sif" "$WORK/bg.def" 2>/dev/null || fail "a %post that leaves a background process"
+grep -qx 'ctr-init' "$WORK/bg.sif.build.log" || fail "%post's PID 1 is not ctr's init: $(tail -5 "$WORK/bg.sif.build.log")"
+! pgrep -f '^sleep 1234$' >/dev/null || fail "%post's background process outlived the build"
 
 note "--deterministic: the same inputs give the same bytes"
 "$ctr" build --deterministic "$WORK/det1.sif" "$WORK/full.def" 2>/dev/null

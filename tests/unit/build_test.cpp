@@ -60,6 +60,13 @@ TEST(BuildStepPlan, CallerIsRootOfAPrivateNamespaceOverTheSandbox) {
   EXPECT_FALSE(plan.handover.seccomp);
   EXPECT_EQ(plan.argv, postStep().argv);
   EXPECT_EQ(plan.workdir, "/");
+  // Its own PID namespace and /proc; an interrupting signal reaches every process of it.
+  EXPECT_TRUE(plan.namespaces.pid);
+  EXPECT_TRUE(plan.namespaces.pidInit);
+  EXPECT_TRUE(plan.namespaces.signalAll);
+  ASSERT_FALSE(plan.mounts.empty());
+  EXPECT_EQ(plan.mounts.front().kind, launch::MountKind::Proc);
+  EXPECT_EQ(plan.mounts.front().destination, "/proc");
 }
 
 TEST(BuildStepPlan, SubordinateRangesAreMappedAboveRootThroughTheHelpers) {

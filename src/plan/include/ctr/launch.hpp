@@ -113,6 +113,10 @@ struct Namespaces {
                            // and the app PID 2; /proc is that namespace's
   bool pidInit = true;     // with pid: ctr's init is PID 1; false (--no-init): the app is, and
                            // gets only the signals it handles, and reaps what it leaves
+  bool signalAll = false;  // with pid and its init: each forwarded signal goes to every process
+                           // of the namespace, as a terminal's Ctrl-C reaches the whole
+                           // foreground job, not to the app alone (a build step: an interrupted
+                           // %post ends at once, not when its current command has finished)
   bool ipc = false;        // own IPC namespace (System V IPC, POSIX message queues)
   bool uts = false;        // own UTS namespace, with `hostname` when set
   std::string hostname;
