@@ -6,8 +6,8 @@
 #   (none)  that, plus what the test suite and the benchmarks need (README command 2, CI).
 set -eu
 
-# Building: the compiler, CMake and the libraries ctr links or loads; running: squashfs and
-# FUSE; busybox-static for the demo image. Not git: whoever has a clone has it (the build
+# Building: the compiler, CMake and the libraries ctr links or loads; running: squashfs,
+# FUSE and e2fsprogs (overlay create); busybox-static for the demo image. Not git: whoever has a clone has it (the build
 # records the revision when git is there); the tests install it. g++ rather than
 # build-essential: Ninja builds, so neither make nor dpkg-dev (the Debian packages' tools,
 # which the tests install) is needed to build and run.
@@ -16,7 +16,7 @@ run_packages="
   libseccomp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libhwloc-dev libtomlplusplus-dev libyaml-cpp-dev libcurl4-openssl-dev libarchive-dev
   libsquashfs-dev libfuse3-dev
-  squashfs-tools squashfuse fuse3 util-linux busybox-static
+  squashfs-tools squashfuse fuse3 util-linux busybox-static e2fsprogs
 "
 # The tests, the fuzzers, ctr-bench and its workloads, and the runtimes they compare with.
 test_packages="

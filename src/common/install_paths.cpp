@@ -23,6 +23,7 @@ constexpr const char* kDefaultSearchPath = "/usr/local/bin:/usr/bin:/bin:/usr/sb
 struct ProgramInfo {
   std::array<const char*, 2> names;  // in order of preference; nullptr ends the list early
   const char* installHint;
+  bool sbin = false;  // also looked for in /usr/sbin and /sbin, after $PATH
 };
 
 ProgramInfo infoOf(Program program) {
@@ -34,6 +35,8 @@ ProgramInfo infoOf(Program program) {
     case Program::Mksquashfs: return {{"mksquashfs", nullptr}, "install squashfs-tools"};
     case Program::Unsquashfs: return {{"unsquashfs", nullptr}, "install squashfs-tools"};
     case Program::Topology: return {{"ctr-topology", nullptr}, "it is built with ctr (needs libhwloc)"};
+    case Program::MkfsExt3: return {{"mkfs.ext3", nullptr}, "install e2fsprogs", true};
+    case Program::Debugfs: return {{"debugfs", nullptr}, "install e2fsprogs", true};
   }
   return {{"", nullptr}, ""};
 }
@@ -85,7 +88,8 @@ std::string findInSearchPath(const std::string& name, const std::string& searchP
 std::string findProgram(Program program) {
   const ProgramInfo info = infoOf(program);
   const char* envPath = std::getenv("PATH");
-  const std::string searchPath = envPath ? envPath : kDefaultSearchPath;
+  std::string searchPath = envPath ? envPath : kDefaultSearchPath;
+  if (info.sbin) searchPath += ":/usr/sbin:/sbin";
   auto dirs = libexecDirs();
   // ctr's own programs: a build tree keeps them beside ctr (bin/ctr-topology, bin/ctr-squashfs),
   // and its own must win over those of an install at the configured prefix.

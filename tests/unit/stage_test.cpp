@@ -2,6 +2,7 @@
 // made again when the source changes, the least recently used evicted, one copier at a time.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
