@@ -26,8 +26,8 @@ struct OverlayCreateOptions {
 
 // The directories of the image's layout, relative to its root, parents before children and
 // each once: "upper", "work", then every directory on the way to each --create-dir under
-// upper ("/usr/local" gives "upper/usr", "upper/usr/local"). Throws ctr::Error (status 1)
-// for a --create-dir that is not absolute or has a ".." component.
+// upper ("/usr/local" gives "upper/usr", "upper/usr/local"). Throws ctr::Error (status 255, as
+// every refusal of overlay create) for a --create-dir that is not absolute or has a "..".
 [[nodiscard]] std::vector<std::filesystem::path> overlayLayoutDirs(const std::vector<std::string>& createDirs);
 
 // Throws ctr::Error (status 255, as Apptainer) for a size below kMinOverlaySizeMiB.
