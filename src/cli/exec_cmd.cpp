@@ -48,6 +48,7 @@ struct RunCommandState {
   bool stage = false, noStage = false;  // --stage, --no-stage (options.stage)
   bool compat = false;       // --compat: Apptainer's OCI-compatibility set of options
   bool underlay = false;     // --underlay: accepted (ctr makes missing bind targets in a private layer)
+  bool sharens = false;      // --sharens: accepted (one image's launches share its holder's namespaces)
   bool ignoreSubuid = false; // --ignore-subuid: --fakeroot maps the one id, not /etc/subuid's range
   std::string pidFile;       // instance start --pid-file FILE
 };
@@ -474,6 +475,8 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.list("--device", o.devices, "A CDI device vendor.com/class=NAME, e.g. nvidia.com/gpu=all (repeatable)");
 
   add.section("Namespaces (the host's unless asked for)");
+  add.flag("--sharens", s.sharens, "Accepted for Apptainer's scripts: your launches of one image on a node share "
+           "its holder's user and mount namespaces, and the host's others, either way");
   add.flag("-u,--userns", s.userns, "Accepted for Apptainer's scripts: every ctr container has its own user namespace");
   add.flag("-f,--fakeroot", o.fakeroot, "Be root in the container (your uid, and your /etc/subuid range if you have "
            "one, mapped to root and up); the image's files are root's, so an --overlay can take changes to them");

@@ -152,6 +152,11 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
       env.fixed.emplace_back(key, in.imagePath);
     for (const char* key : {"CTR_NAME", "APPTAINER_NAME", "SINGULARITY_NAME"}) env.fixed.emplace_back(key, name);
   }
+  if (!in.bindDestinations.empty()) {
+    std::string list;
+    for (const auto& d : in.bindDestinations) list += (list.empty() ? "" : ",") + d;
+    for (const char* key : {"APPTAINER_BIND", "SINGULARITY_BIND"}) env.fixed.emplace_back(key, list);
+  }
   for (const auto& [name, value] : env.fixed) vars[name] = value;
 
   if (!in.libraryDirs.empty() || !in.libraryDirsFirst.empty()) {

@@ -318,6 +318,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["argv"] = plan.argv;
   j["command_choices"] = commandChoicesJson(plan.commandChoices);
   if (!plan.commandChoices.empty()) j["no_command"] = {{"message", plan.noCommand.message}, {"status", plan.noCommand.status}};
+  if (!plan.appRoot.empty()) j["app_root"] = plan.appRoot;
   j["workdir_required"] = plan.workdirRequired;
   j["workdir"] = plan.workdir;
   j["uid"] = plan.user.uid;
@@ -501,6 +502,7 @@ void writeMounts(std::ostream& out, const std::vector<Mount>& mounts) {
 // workdir, the program and its arguments, the environment and the warnings.
 void writeCommand(std::ostream& out, const LaunchPlan& plan) {
   out << "workdir:    " << plan.workdir << (plan.workdirRequired ? " (--pwd: must exist)" : "") << '\n';
+  if (!plan.appRoot.empty()) out << "app:        " << plan.appRoot << " (must exist, else exit 1)\n";
   for (const auto& c : plan.commandChoices) {
     out << "program:   ";
     for (const auto& a : c.argv) out << " '" << a << '\'';

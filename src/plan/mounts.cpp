@@ -176,6 +176,11 @@ void addSiteMounts(std::vector<Mount>& mounts, const LaunchOptions& options, con
   }
 }
 
+namespace {
+constexpr const char* kBindVariables[] = {"CTR_BIND", "APPTAINER_BIND", "APPTAINER_BINDPATH", "SINGULARITY_BIND",
+                                          "SINGULARITY_BINDPATH"};
+}  // namespace
+
 std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vector<std::string>& env) {
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
@@ -183,10 +188,21 @@ std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vec
   auto add = [&](const std::string& spec) {
     for (auto& b : parseBindSpecs(spec)) binds.push_back(std::move(b));
   };
-  for (const char* name : {"CTR_BIND", "APPTAINER_BIND", "APPTAINER_BINDPATH", "SINGULARITY_BIND", "SINGULARITY_BINDPATH"})
+  for (const char* name : kBindVariables)
     if (auto fromEnv = envValue(env, name); !fromEnv.empty()) add(fromEnv);
   for (const auto& spec : options.binds) add(spec);
   return binds;
+}
+
+std::vector<std::string> bindDestinationsForNesting(const LaunchOptions& options, const std::vector<std::string>& env) {
+  std::vector<std::string> destinations;
+  auto add = [&](const std::string& spec) {
+    for (const auto& b : parseBindSpecs(spec)) destinations.push_back(b.destination);
+  };
+  for (const auto& spec : options.binds) add(spec);
+  for (const char* name : kBindVariables)
+    if (auto fromEnv = envValue(env, name); !fromEnv.empty()) add(fromEnv);
+  return destinations;
 }
 
 void addUserMounts(std::vector<Mount>& mounts, const LaunchOptions& options, const std::vector<BindSpec>& userBinds,

@@ -225,6 +225,7 @@ Environment planEnvironment(const LaunchOptions& options, const image::ImageSour
   envInputs.evaluate = !options.noEval;
   envInputs.home = home.destination;
   envInputs.imagePath = image.path.string();
+  envInputs.bindDestinations = bindDestinationsForNesting(options, host.env);
   for (const auto& value : options.envs) {
     auto vars = parseEnvOption(value);
     envInputs.cli.insert(envInputs.cli.end(), vars.begin(), vars.end());
@@ -272,6 +273,7 @@ void finishIdentityAndEnvironment(LaunchPlan& plan, const HomeDirs& home, Enviro
 // The program: exec's command, or the choices of run, shell and test (Apptainer's order).
 void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
   plan.argv = options.args;
+  if (!options.app.empty()) plan.appRoot = "/scif/apps/" + options.app;
   const std::string appDir = options.app.empty() ? "" : "/scif/apps/" + options.app + "/scif";
   auto choice = [](std::vector<std::string> program, std::vector<EnvVar> set = {}, std::string note = {}) {
     return CommandChoice{std::move(program), std::move(set), std::move(note)};

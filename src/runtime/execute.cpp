@@ -531,6 +531,10 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
     if (::chdir("/") != 0) throw sysError("chdir /");
   }
 
+  if (struct stat st {}; !plan.appRoot.empty() && (::stat(plan.appRoot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+    throw Error("--app: the image has no app '" + plan.appRoot.substr(plan.appRoot.rfind('/') + 1) + "' (no " +
+                plan.appRoot + ")")
+        .withStatus(1);
   std::vector<std::string> argv = plan.argv;
   std::vector<launch::EnvVar> chosenEnv;
   if (!plan.commandChoices.empty()) {

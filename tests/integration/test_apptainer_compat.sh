@@ -17,6 +17,7 @@ USER_UID=$(id -u "$CTR_TEST_USER")
 USER_HOME=$(getent passwd "$CTR_TEST_USER" | cut -d: -f6)
 
 make_apptainer_rootfs "$WORK/sandbox"
+mkdir -p "$WORK/sandbox/scif/apps/norun/scif"   # an app without a runscript
 "$CTR_BIN" build "$WORK/fixture.sif" "$WORK/sandbox" >/dev/null
 # A copy without runscript and test, and one with a stand-in /bin/bash (busybox has none).
 cp -a "$WORK/sandbox" "$WORK/bare"
@@ -127,7 +128,10 @@ cases() {
   expect "--app: its bin first in PATH" "tool binary: x" -- exec --app tool "$img" tool-bin x
   expect "run --app" "tool runscript: y" -- run --app tool "$img" y
   expect "test --app" "tool test" -- test --app tool "$img"
-  expect_fail "run --app of a missing app" 1 "no runscript for the app 'nosuch'" -- run --app nosuch "$img"
+  expect_fail "run --app of a missing app" 1 "the image has no app 'nosuch'" -- run --app nosuch "$img"
+  expect_fail "run --app of an app without a runscript" 1 "no runscript for the app 'norun'" -- run --app norun "$img"
+  # An Apptainer image's 95-apps.sh exits 1 for an app it lacks; ctr says so for any image.
+  expect_fail "exec --app of a missing app" 1 "the image has no app 'nosuch'" -- exec --app nosuch "$img" true
   expect "shell: /bin/sh when there is no bash, SHELL set" "/bin/sh" -- shell "$img" -c 'echo $SHELL'
   expect_fail "exec without a command" 1 "no command" -- exec "$img"
   expect_fail "--pwd to a missing directory" 255 "--pwd /nonexistent" -- exec --pwd /nonexistent "$img" true
@@ -169,11 +173,15 @@ cases() {
   local hostuserns; hostuserns=$(as_user readlink /proc/self/ns/user)
   expect "--userns: own user namespace" "different" -- exec --userns "$img" sh -c "[ \$(readlink /proc/self/ns/user) != '$hostuserns' ] && echo different"
   expect "-u" "ok" -- exec -u "$img" echo ok
+  expect "--sharens (accepted)" "ok" -- exec --sharens "$img" echo ok
   expect "APPTAINER_USERNS" "ok" APPTAINER_USERNS=1 -- exec "$img" echo ok
   expect_fail "APPTAINER_USERNS not a boolean" 1 "APPTAINER_USERNS='sometimes'" APPTAINER_USERNS=sometimes -- exec "$img" true
 
   note "$MODE: binds"
   local c=$WORK/canary
+  # APPTAINER_BIND in the container: the destinations, --bind's then the environment's, for
+  # a nested container (Apptainer's regression test issue 5599).
+  expect "APPTAINER_BIND in the container" "/mnt,/srv /mnt,/srv" APPTAINER_BIND="$c:/srv" -- exec --bind "$c:/mnt" "$img" sh -c 'echo $APPTAINER_BIND $SINGULARITY_BIND'
   expect "nested bind of a file" "yes" -- exec -B "$c/file:/canary/file2" -B "$c:/canary" "$img" sh -c 'test -f /canary/file2 && echo yes'
   [ -f "$c/file2" ] || fail "nested bind [$MODE]: the target was not created in the host directory (as Apptainer does)"
   rm -f "$c/file2"

@@ -379,8 +379,21 @@ TEST(Planner, RunUsesTheRunscriptAndShellUsesBinSh) {
   EXPECT_EQ(plan.commandChoices[0].argv, std::vector<std::string>{"/scif/apps/tool/scif/test"});
   EXPECT_EQ(plan.noCommand.status, 1);
   EXPECT_EQ(envOf(plan, "SINGULARITY_APPNAME"), "tool");
+  EXPECT_EQ(plan.appRoot, "/scif/apps/tool");  // the runtime refuses an image without it (exit 1)
   o.app = "../x";
   EXPECT_THROW((void)planLaunch(o, {}, sifImage(), alice()), ctr::Error);
+}
+
+TEST(Planner, BindDestinationsReachTheContainerAsApptainerBind) {
+  auto o = execTrue();
+  EXPECT_EQ(envOf(planLaunch(o, {}, sifImage(), alice()), "APPTAINER_BIND"), "<unset>");
+  o.binds = {"/d:/mnt", "/e"};
+  auto host = alice();
+  host.env.push_back("APPTAINER_BIND=/t:/srv");
+  auto plan = planLaunch(o, {}, sifImage(), host);
+  // --bind's first, then the environment's (Apptainer's order), destinations only.
+  EXPECT_EQ(envOf(plan, "APPTAINER_BIND"), "/mnt,/e,/srv");
+  EXPECT_EQ(envOf(plan, "SINGULARITY_BIND"), "/mnt,/e,/srv");
 }
 
 TEST(Planner, NestedBindsComeAfterTheirParentWhateverTheOrder) {

@@ -53,6 +53,9 @@ struct EnvironmentInputs {
   std::vector<EnvVar> cli;        // parseEnvOption results of every --env, in order
   std::string home;               // container HOME; empty = keep the host's HOME
   std::string imagePath;          // CTR_CONTAINER (absolute image path)
+  // The user's bind destinations, --bind's then the environment's: APPTAINER_BIND and
+  // SINGULARITY_BIND in the container, as Apptainer passes them to nested containers.
+  std::vector<std::string> bindDestinations;
   std::vector<std::string> libraryDirs;  // appended to LD_LIBRARY_PATH (injected host libraries)
   std::vector<std::string> libraryDirsFirst;  // put first on LD_LIBRARY_PATH (--mpi=bind's dependencies)
   std::vector<EnvVar> devices;    // from --nv/--device (CDI): after the image's, before the user's

@@ -189,6 +189,10 @@ struct DriverDecision {
 // The user's bind specs: $CTR_BIND and Apptainer's variables from `env`, then --bind, in the
 // order they apply (for one destination, the later wins).
 [[nodiscard]] std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vector<std::string>& env);
+// Their destinations in Apptainer's order for APPTAINER_BIND in the container: --bind's,
+// then the environment's (a nested ctr or Apptainer binds the same paths again).
+[[nodiscard]] std::vector<std::string> bindDestinationsForNesting(const LaunchOptions& options,
+                                                                  const std::vector<std::string>& env);
 
 // Throws ctr::Error when the policy demands a driver that cannot work here.
 [[nodiscard]] DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind,
@@ -486,6 +490,9 @@ struct LaunchPlan {
   std::vector<std::string> argv;
   std::vector<CommandChoice> commandChoices;  // run, shell, test (empty for exec)
   NoCommand noCommand;                  // when no choice is executable
+  // --app NAME: the app's directory (/scif/apps/NAME), which the image must have; without
+  // it the launch fails with status 1, as an Apptainer image's 95-apps.sh exits
+  std::string appRoot;
   bool sourceEnvScripts = true;         // apply /.singularity.d/env/*.sh if the image has them
   std::string workdir;                  // inside the container
   bool workdirRequired = false;         // --pwd given: a missing one fails (else: warning, /)
