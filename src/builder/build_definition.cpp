@@ -615,10 +615,15 @@ void Build::run() {
     // Packed as the build's root, so files keep the owners they have in the container.
     pack.allRoot = !fullIds_;
     pack.runMksquashfs = [this](std::vector<std::string> argv) { return runAsRoot(argv); };
+    pack.mksquashfsArgs = options_.mksquashfsArgs;
+    std::string summary;
     {
       LogRedirect redirect(log_.get());
-      image::buildSif(pack);
+      summary = image::buildSif(pack);
     }
+    // Verbose: the squashfs's summary on stdout, where Apptainer's verbose build lets
+    // mksquashfs print its own (--mksquashfs-args '-comp lz4' shows "lz4 compressed").
+    if (spdlog::should_log(spdlog::level::info)) std::cout << output_.string() << ": " << summary << std::endl;
   }
   checkInterrupted();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -3,6 +3,7 @@
 // with --sandbox unpacked into a directory) or an image to pull (docker://REF, docker-archive:PATH, oci-archive:PATH, oci:DIR).
 #include <algorithm>
 #include <memory>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -27,6 +28,7 @@ struct BuildArgs {
   std::string buildArgFile;
   bool fakeroot = false;  // -f/--fakeroot: what every build does already
   std::vector<std::string> sections;  // --section (comma lists)
+  std::string mksquashfsArgs;         // --mksquashfs-args: split at blanks
 };
 
 // "K=V" into the map; a value may hold '='.
@@ -40,8 +42,9 @@ void addBuildArg(std::map<std::string, std::string>& into, const std::string& it
 // build does it (and cwltool's dockerLoad: `build OUT docker-archive://PATH`).
 int buildFromPullSource(BuildArgs& args) {
   if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
-      args.def.keepPrivilegedFiles || args.def.update || !args.sections.empty())
-    throw Error("--sandbox, --keep-privileged-files, --explain, --notest, --build-arg, --update and --section apply to "
+      args.def.keepPrivilegedFiles || args.def.update || !args.sections.empty() || !args.mksquashfsArgs.empty())
+    throw Error("--sandbox, --keep-privileged-files, --explain, --notest, --build-arg, --update, --section and "
+                "--mksquashfs-args apply to "
                 "definition files; " +
                 args.input + " is an image to pull");
   image::oci::PullRequest pull;
@@ -69,6 +72,8 @@ int runBuild(BuildArgs& args) {
     }
   }
   for (const auto& item : args.buildArgs) addBuildArg(args.def.buildArgs, item, "--build-arg");
+  std::istringstream extra(args.mksquashfsArgs);
+  for (std::string word; extra >> word;) args.def.mksquashfsArgs.push_back(word);
   for (const auto& list : args.sections)
     for (auto item : splitList(list)) {
       const std::string name(trim(item));
@@ -98,19 +103,31 @@ int runBuild(BuildArgs& args) {
                    dropped.setidBits, dropped.capabilities, dropped.deviceNodes);
     return 0;
   }
+  if (isImage && args.def.sandbox && args.def.update && !args.def.explain && !args.def.noTest &&
+      args.def.buildArgs.empty() && args.def.sections.empty()) {
+    // `build --update --sandbox DIR IMAGE`: the image unpacked over the existing DIR.
+    const auto dropped = image::unpackOverSandbox(args.input, args.def.output, args.def.keepPrivilegedFiles);
+    if (dropped.total() > 0)
+      spdlog::warn("dropped from the sandbox: {} setuid/setgid bits, {} file capabilities, {} device nodes "
+                   "(--keep-privileged-files keeps them)",
+                   dropped.setidBits, dropped.capabilities, dropped.deviceNodes);
+    return 0;
+  }
   if (isDirectory || isImage) {
     if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
         args.def.keepPrivilegedFiles || args.def.update || !args.def.sections.empty())
-      throw Error("--explain, --notest, --build-arg, --update and --section apply to definition files, --sandbox and "
-                  "--keep-privileged-files to them and to images; " + args.input +
+      throw Error("--explain, --notest, --build-arg, --update and --section apply to definition files (--update "
+                  "--sandbox also to images), --sandbox and --keep-privileged-files to them and to images; " +
+                  args.input +
                   " is " + (isDirectory ? "a directory" : "an image"));
     image::BuildOptions options;
     options.output = args.def.output;
     options.force = args.def.force;
     options.deterministic = args.def.deterministic;
+    options.mksquashfsArgs = args.def.mksquashfsArgs;
     if (isDirectory) {
       options.rootfs = args.input;
-      image::buildSif(options);
+      (void)image::buildSif(options);
     } else {
       image::repackImage(args.input, options);
     }
@@ -152,6 +169,8 @@ void registerBuild(CLI::App& app, Context& ctx) {
                 "Let %test write, into a tmpfs that vanishes after it (without: the tree is read-only during %test)");
   cmd->add_flag("-u,--update", args->def.update,
                 "With --sandbox: run the definition over the existing directory OUT (no %pre, no bootstrap)");
+  cmd->add_option("--mksquashfs-args", args->mksquashfsArgs,
+                  "More mksquashfs options for the image's squashfs, e.g. '-comp lz4' or '-b 1M' (split at blanks)");
   cmd->add_option("--section", args->sections,
                   "Only these sections (comma lists): setup, post, files, environment, test, labels, none, all");
   cmd->callback([&ctx, args] {

@@ -160,12 +160,17 @@ int main(int argc, char** argv) {
     return usageError(e, command, ctx.asApptainer);
   }
 
-  // Apptainer's APPTAINER_DEBUG / SINGULARITY_DEBUG (a flag variable: -d on the line wins).
-  for (const char* name : {"APPTAINER_DEBUG", "SINGULARITY_DEBUG"}) {
+  // Apptainer's APPTAINER_DEBUG / APPTAINER_VERBOSE and SINGULARITY_ ones (flag variables:
+  // a flag on the line wins).
+  auto flagVariable = [](const char* name) {
     const char* value = std::getenv(name);
     const std::string v = value ? value : "";
-    if (!debug && (v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True")) debug = true;
-  }
+    return v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True";
+  };
+  for (const char* name : {"APPTAINER_DEBUG", "SINGULARITY_DEBUG"})
+    if (!debug && flagVariable(name)) debug = true;
+  for (const char* name : {"APPTAINER_VERBOSE", "SINGULARITY_VERBOSE"})
+    if (!verbose && !quiet && flagVariable(name)) verbose = true;
   log::init(debug     ? log::Verbosity::Debug
             : verbose ? log::Verbosity::Verbose
             : quiet   ? log::Verbosity::Quiet

@@ -151,7 +151,7 @@ std::string clearSetidPseudoFile(const std::filesystem::path& rootfs) {
 
 }  // namespace
 
-void buildSif(const BuildOptions& options) {
+std::string buildSif(const BuildOptions& options) {
   log::StepTimer timer("build " + options.output.string());
   const auto output = std::filesystem::absolute(options.output);
   std::error_code ec;
@@ -184,6 +184,7 @@ void buildSif(const BuildOptions& options) {
     if (options.deterministic) {
       argv.insert(argv.end(), {"-reproducible", "-mkfs-time", "0", "-all-time", "0"});
     }
+    argv.insert(argv.end(), options.mksquashfsArgs.begin(), options.mksquashfsArgs.end());
     if (options.runMksquashfs) {
       if (const int status = options.runMksquashfs(argv); status != 0)
         throw Error("mksquashfs " + options.rootfs.string() + " failed (exit status " + std::to_string(status) + ")");
@@ -243,8 +244,10 @@ void buildSif(const BuildOptions& options) {
     if (::fchmod(sifFile.fd(), 0666 & ~mask) != 0) throw sysError("chmod " + sifFile.path());
     if (::fsync(sifFile.fd()) != 0) throw sysError("fsync " + sifFile.path());
   }
+  const std::string summary = describeSquashfs(squashfs.fd());
   sifFile.commit(output);
-  spdlog::info("built {} ({} bytes of squashfs)", output.string(), st.st_size);
+  spdlog::info("built {} ({} bytes of {})", output.string(), st.st_size, summary);
+  return summary;
 }
 
 namespace {
@@ -278,7 +281,7 @@ void repackImage(const std::filesystem::path& image, const BuildOptions& options
   unsquash(source, root);
   BuildOptions pack = options;
   pack.rootfs = root;
-  buildSif(pack);
+  (void)buildSif(pack);
 }
 
 PrivilegedFiles unpackToSandbox(const std::filesystem::path& image, const std::filesystem::path& output, bool force,
@@ -297,6 +300,28 @@ PrivilegedFiles unpackToSandbox(const std::filesystem::path& image, const std::f
     if (ec) throw Error("cannot replace " + output.string() + ": " + ec.message());
   }
   moveIntoPlace(root, target, false);
+  return dropped;
+}
+
+PrivilegedFiles unpackOverSandbox(const std::filesystem::path& image, const std::filesystem::path& sandbox,
+                                  bool keepPrivilegedFiles) {
+  const ImageSource source = resolveImage(image);
+  if (source.kind == ImageKind::Directory) throw Error(image.string() + ": a directory, not an image to unpack");
+  const auto target = std::filesystem::absolute(sandbox);
+  UniqueFd to(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!to) throw sysError(sandbox.string() + ": not an existing sandbox directory to update");
+  const ScratchDir scratch(target, "unpack");
+  const auto root = scratch.path() / "root";
+  unsquash(source, root.string());
+  PrivilegedFiles dropped;
+  if (!keepPrivilegedFiles) dropped = dropPrivilegedFiles(ImageTree(root));
+  UniqueFd from(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!from) throw sysError("open " + root.string());
+  CopyOptions copy;
+  copy.preserveOwner = ::geteuid() == 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root))
+    copyEntry(from.get(), entry.path().filename().string(), to.get(), entry.path().filename().string(), copy,
+              "update " + sandbox.string() + " from " + image.string());
   return dropped;
 }
 

@@ -448,7 +448,7 @@ void pullToSif(const PullRequest& request) {
     build.rootfs = rootfs;
     build.force = true;
     build.deterministic = request.deterministic;
-    buildSif(build);
+    (void)buildSif(build);
     check();
     // Without --force, an output that appeared meanwhile is not replaced.
     moveIntoPlace(build.output, output, request.force);

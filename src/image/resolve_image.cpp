@@ -37,6 +37,24 @@ std::int64_t launchLineEnd(int fd) {
 
 }  // namespace
 
+std::string describeSquashfs(int fd, std::int64_t offset) {
+  // The superblock (squashfs 4.0): block size at 12, compression id at 20, version at 28.
+  std::array<unsigned char, 32> sb{};
+  if (readAt(fd, offset, std::span<unsigned char>(sb)) != sb.size() ||
+      !std::equal(kSquashfsMagic.begin(), kSquashfsMagic.end(), sb.begin()))
+    return {};
+  auto le = [&sb](std::size_t at, std::size_t bytes) {
+    std::uint32_t v = 0;
+    for (std::size_t i = 0; i < bytes; ++i) v |= static_cast<std::uint32_t>(sb[at + i]) << (8 * i);
+    return v;
+  };
+  static constexpr std::array<const char*, 7> kCompressors = {"unknown", "gzip", "lzma", "lzo", "xz", "lz4", "zstd"};
+  const std::uint32_t id = le(20, 2);
+  return "squashfs " + std::to_string(le(28, 2)) + "." + std::to_string(le(30, 2)) + ", " +
+         (id < kCompressors.size() ? kCompressors[id] : "unknown") + " compressed, data block size " +
+         std::to_string(le(12, 4));
+}
+
 std::string toString(ImageKind kind) {
   switch (kind) {
     case ImageKind::Sif: return "sif";

@@ -197,7 +197,8 @@ expect_eq "status after SIGINT" 130 "$status"
 # Only ctr got the signal (no terminal's Ctrl-C to the whole group): it must still reach the
 # script's sleep, which would otherwise finish its 60 s first.
 [ $(( $(date +%s) - t0 )) -le 10 ] || fail "the interrupted build took $(( $(date +%s) - t0 )) s to stop"
-! pgrep -f '^sleep 60$' >/dev/null || fail "the interrupted %post's sleep is still running"
+for _ in $(seq 30); do pgrep -f '^sleep 60$' >/dev/null || break; sleep 0.1; done
+! pgrep -af '^sleep 60$' || fail "the interrupted %post's sleep is still running"
 [ ! -e "$WORK/slow.sif" ] || fail "an interrupted build left its output"
 left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
 [ -z "$left" ] || fail "an interrupted build left temporary directories: $left"
@@ -305,6 +306,15 @@ expect_bad_build "--section unknown" "--section postt: expected setup, post, fil
 expect_bad_build "--update from a directory" "apply to definition files" --update --sandbox "$WORK/upd" "$WORK/hostdir"
 [ ! -e "$WORK/nothing" ] && [ ! -e "$WORK/x" ] || fail "a refused build left its output"
 
+note "--mksquashfs-args: given to mksquashfs; -v shows the squashfs's compression"
+out=$("$ctr" -v build --mksquashfs-args '-comp lz4 -b 65536' "$WORK/lz4.sif" "$WORK/upd1.def" 2>/dev/null) ||
+  fail "build --mksquashfs-args"
+expect_contains "verbose summary" "lz4 compressed, data block size 65536" "$out"
+expect_eq "the lz4 image runs" "first" "$("$ctr" exec "$WORK/lz4.sif" sh -c 'echo $WHICH')"
+note "--update --sandbox DIR IMAGE: the image's files over DIR, DIR's own kept"
+"$ctr" build --update --sandbox "$WORK/upd" "$WORK/lz4.sif" 2>/dev/null || fail "build --update --sandbox from an image"
+expect_eq "the image's files replace the sandbox's" "one" "$(cat "$WORK/upd/post.log")"
+expect_eq "the sandbox's own files stay" "from the host" "$(cat "$WORK/upd/opt/second.txt")"
 note "%test sees the tree read-only (a scratch /tmp); --writable-tmpfs lets it write, and nothing stays"
 printf 'Bootstrap: localimage\nFrom: %s\n\n%%%%test\n    echo scratch > /tmp/t && cat /tmp/t\n    touch /var/test\n' \
   "$WORK/demo.sif" > "$WORK/wt.def"

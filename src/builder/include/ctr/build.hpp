@@ -37,6 +37,7 @@ struct DefinitionBuildOptions {
   bool update = false;
   // --writable-tmpfs: %test may write, into a tmpfs that vanishes (else its root is read-only).
   bool writableTmpfs = false;
+  std::vector<std::string> mksquashfsArgs;  // --mksquashfs-args: more mksquashfs options
   // --section: only these sections run (buildSectionNames(); empty = all). The metadata
   // other than %environment and %labels is written whatever the list.
   std::vector<std::string> sections;

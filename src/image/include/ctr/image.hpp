@@ -49,6 +49,10 @@ struct ImageSource {
 // without a primary squashfs partition, ...
 ImageSource resolveImage(const std::filesystem::path& path);
 
+// "squashfs 4.0, lz4 compressed, data block size 131072": the superblock at `offset` of
+// `fd`, as mksquashfs sums it up; empty when there is none.
+std::string describeSquashfs(int fd, std::int64_t offset = 0);
+
 // "sif", "squashfs", "directory"
 std::string toString(ImageKind kind);
 
@@ -72,11 +76,14 @@ struct BuildOptions {
   std::optional<bool> allRoot;
   // A definition build installs its own SIGINT/SIGTERM cleanup around the whole build.
   bool installSignalCleanup = true;
+  // --mksquashfs-args: more mksquashfs options, after ctr's (-comp lz4, -b 1M, ...).
+  std::vector<std::string> mksquashfsArgs;
 };
 
 // Builds the SIF, writing only temporary files next to the output until a final rename.
 // Temporary files are removed on any error and on SIGINT/SIGTERM/SIGHUP. Throws ctr::Error.
-void buildSif(const BuildOptions& options);
+// Returns the squashfs's summary (describeSquashfs).
+std::string buildSif(const BuildOptions& options);
 
 // `ctr build OUT.sif IMAGE.sif`: the image's squashfs unpacked (unsquashfs) into a temporary
 // directory next to the output and packed again with `options` (rootfs is ignored).
@@ -89,6 +96,12 @@ void repackImage(const std::filesystem::path& image, const BuildOptions& options
 struct PrivilegedFiles;
 PrivilegedFiles unpackToSandbox(const std::filesystem::path& image, const std::filesystem::path& output, bool force,
                                 bool keepPrivilegedFiles);
+
+// `build --update --sandbox DIR IMAGE`: the image unpacked over the existing directory DIR,
+// as Apptainer updates a sandbox from an image: its files replace DIR's, the files only
+// DIR has stay. Privileged files dropped as unpackToSandbox does.
+PrivilegedFiles unpackOverSandbox(const std::filesystem::path& image, const std::filesystem::path& sandbox,
+                                  bool keepPrivilegedFiles);
 
 // One partition or object of an image, for `ctr inspect`.
 struct ObjectSummary {
