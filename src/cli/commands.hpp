@@ -26,9 +26,9 @@ std::string versionFlagText(const Context& ctx);
 // exec, run, shell, __holder; with `only`, just that one (the launch path builds no more
 // of the command tree than it parses: see main.cpp).
 void registerExec(CLI::App& app, Context& ctx, std::string_view only = {});
-// instance start|list|stop|stats; `start` takes exec's options (registerInstanceStart).
+// instance start|run|list|stop|stats; `start` and `run` take exec's options (registerInstanceStart).
 void registerInstance(CLI::App& app, Context& ctx);
-void registerInstanceStart(CLI::App& instance, Context& ctx, bool parsed);
+void registerInstanceStart(CLI::App& instance, Context& ctx, bool parsed, bool runParsed);
 void registerSif(CLI::App& app, Context& ctx);
 void registerBuild(CLI::App& app, Context& ctx);
 void registerPull(CLI::App& app, Context& ctx);     // pull: Docker/OCI image -> SIF

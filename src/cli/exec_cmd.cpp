@@ -514,6 +514,7 @@ void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const 
                            launch::Command command, bool parsed) {
   auto state = std::make_shared<RunCommandState>();
   state->options.command = command;
+  state->options.instanceRunscript = command == launch::Command::Instance && std::string_view(name) == "run";
   auto* cmd = app.add_subcommand(name, help);
   OptionFilter filter;
   if (parsed) {
@@ -546,11 +547,15 @@ void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const 
 
 }  // namespace
 
-void registerInstanceStart(CLI::App& instance, Context& ctx, bool parsed) {
+void registerInstanceStart(CLI::App& instance, Context& ctx, bool parsed, bool runParsed) {
   registerLaunchCommand(instance, ctx, "start",
                         "Start a named instance of an image (IMAGE NAME [ARGS...]): its startscript runs, "
                         "and the container stays until `ctr instance stop`",
                         launch::Command::Instance, parsed);
+  registerLaunchCommand(instance, ctx, "run",
+                        "Start a named instance of an image (IMAGE NAME [ARGS...]) that runs its runscript, "
+                        "and stays until `ctr instance stop`",
+                        launch::Command::Instance, runParsed);
 }
 
 void registerExec(CLI::App& app, Context& ctx, std::string_view only) {

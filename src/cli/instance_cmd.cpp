@@ -131,12 +131,13 @@ int statsCommand(const StatsState& s) {
 }  // namespace
 
 void registerInstance(CLI::App& app, Context& ctx) {
-  auto* instance = app.add_subcommand("instance", "Containers that run in the background (start, list, stop, stats)");
+  auto* instance = app.add_subcommand("instance", "Containers that run in the background (start, run, list, stop, stats)");
   instance->require_subcommand(1);
   const auto& raw = ctx.rawArgs;
   auto at = std::find(raw.begin(), raw.end(), "instance");
   const bool startParsed = at != raw.end() && at + 1 != raw.end() && *(at + 1) == "start";
-  registerInstanceStart(*instance, ctx, startParsed);
+  const bool runParsed = at != raw.end() && at + 1 != raw.end() && *(at + 1) == "run";
+  registerInstanceStart(*instance, ctx, startParsed, runParsed);
 
   auto list = std::make_shared<ListState>();
   auto* listCmd = instance->add_subcommand("list", "List your running instances (NAME globs: only those)");

@@ -299,6 +299,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                      {"lock", plan.instance->lock},       {"log_out", plan.instance->logOut},
                      {"log_err", plan.instance->logErr}, {"join", plan.instance->join},
                      {"reuse", plan.instance->reuse},   {"startscript", plan.instance->startscript},
+                     {"runscript", plan.instance->runscript},
                      {"keeper", plan.namespaces.pid ? "ctr's init, PID 1 of the instance's PID namespace"
                                                     : "ctr's keeper, in the host's PID namespace (--no-pid)"}};
   if (plan.join) {
@@ -397,7 +398,9 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
   if (plan.instance)
     out << "\ninstance:   " << plan.instance->name << ": kept running by "
         << (plan.namespaces.pid ? "ctr's init (PID 1 of its PID namespace)" : "ctr's keeper (no PID namespace: --no-pid)")
-        << (plan.instance->startscript ? " after the startscript ends" : ", which runs nothing (--no-startscript)")
+        << (!plan.instance->startscript ? ", which runs nothing (--no-startscript)"
+            : plan.instance->runscript  ? " after the runscript ends (instance run)"
+                                        : " after the startscript ends")
         << ", until `ctr instance stop`; record " << plan.instance->record << ", output "
         << plan.instance->logOut << " and " << plan.instance->logErr << ", join file " << plan.instance->join
         << (plan.instance->reuse ? "; if it already runs with this image, it is taken as it is (--reuse)" : "");

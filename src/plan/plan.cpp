@@ -278,7 +278,9 @@ void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
   auto choice = [](std::vector<std::string> program, std::vector<EnvVar> set = {}, std::string note = {}) {
     return CommandChoice{std::move(program), std::move(set), std::move(note)};
   };
-  switch (options.command) {
+  // instance run: the instance's program is chosen as run chooses it.
+  const bool instanceRun = options.command == Command::Instance && options.instanceRunscript && !options.noStartscript;
+  switch (instanceRun ? Command::Run : options.command) {
     case Command::Exec:
       if (options.args.empty()) throw Error("exec: no command given (usage: ctr exec [options] IMAGE COMMAND [ARGS...])").withStatus(1);
       break;
@@ -389,6 +391,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
     plan.instance = planInstanceFiles(options.instance, host.stateDir);
     plan.instance->reuse = options.reuseInstance;
     plan.instance->startscript = !options.noStartscript;
+    plan.instance->runscript = options.instanceRunscript && !options.noStartscript;
   }
   return plan;
 }

@@ -137,8 +137,17 @@ log=$(as_user "$CTR_BIN" instance list --json | jq -r '.instances[] | select(.in
 for _ in $(seq 50); do grep -q appstart "$log" 2>/dev/null && break; sleep 0.1; done
 expect_eq "the app's startscript, with the arguments" "appstart of tool: x y" "$(head -1 "$log")"
 as_user "$CTR_BIN" instance stop appsvc >/dev/null
-refused "an app without %appstart" "no %appstart for the app 'nosuch'" "$CTR_BIN" instance start --app nosuch "$WORK/svc.sqfs" appsvc2
+refused "an app the image lacks" "the image has no app 'nosuch'" "$CTR_BIN" instance start --app nosuch "$WORK/svc.sqfs" appsvc2
 assert_nothing_left "--app instances"
+
+note "instance run: the runscript (with the arguments) is the instance's program, output in its log"
+as_user "$CTR_BIN" instance run "$WORK/svc.sqfs" runsvc r1 r2
+log=$(as_user "$CTR_BIN" instance list --json | jq -r '.instances[] | select(.instance == "runsvc") | .logOutPath')
+for _ in $(seq 50); do grep -q 'fixture runscript' "$log" 2>/dev/null && break; sleep 0.1; done
+expect_eq "the runscript, with the arguments" "fixture runscript: r1 r2" "$(head -1 "$log")"
+expect_eq "the instance stays after it" runsvc "$(as_user "$CTR_BIN" instance list --json | jq -r '.instances[].instance' | grep -x runsvc)"
+as_user "$CTR_BIN" instance stop runsvc >/dev/null
+assert_nothing_left "instance run"
 
 note "--no-pid: a keeper in the host's PID namespace; --join-info says how to join it"
 info=$(as_user "$CTR_BIN" instance start --no-pid --join-info "$WORK/svc.sqfs" nopid)

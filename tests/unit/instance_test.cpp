@@ -95,6 +95,26 @@ TEST(PlanInstance, ItsCgroupIsNamedForTheUserAndTheInstance) {
   EXPECT_EQ(plan.cgroup.dirs.at("memory"), "/sys/fs/cgroup/memory/ctr-4242") << "a launch's holds its pid";
 }
 
+TEST(InstancePlan, InstanceRunChoosesTheRunscriptAsRunDoes) {
+  auto options = testing::execTrue();
+  options.command = Command::Instance;
+  options.args = {"a", "b"};
+  options.instance = "web1";
+  auto host = testing::alice();
+  host.stateDir = "/run/user/1000/ctr";
+  auto plan = planLaunch(options, config::Policy{}, testing::sifImage(), host);
+  ASSERT_FALSE(plan.commandChoices.empty());
+  EXPECT_EQ(plan.commandChoices[0].argv, std::vector<std::string>{"/.singularity.d/startscript"});
+  EXPECT_FALSE(plan.instance->runscript);
+  options.instanceRunscript = true;  // instance run
+  plan = planLaunch(options, config::Policy{}, testing::sifImage(), host);
+  ASSERT_FALSE(plan.commandChoices.empty());
+  EXPECT_EQ(plan.commandChoices[0].argv, std::vector<std::string>{"/.singularity.d/runscript"});
+  EXPECT_EQ(plan.commandChoices.back().argv, std::vector<std::string>{"/bin/sh"});
+  EXPECT_TRUE(plan.instance->runscript);
+  EXPECT_EQ(plan.argv, (std::vector<std::string>{"a", "b"}));
+}
+
 TEST(InstanceRecord, RefusesWhatAJoinMustNotTrust) {
   auto withNamespaces = [](std::vector<JoinNamespace> ns) {
     auto r = web1();

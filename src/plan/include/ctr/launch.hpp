@@ -97,6 +97,7 @@ struct LaunchOptions {
   std::string instance;             // instance start: the instance's NAME
   bool reuseInstance = false;       // instance start --reuse: a running NAME of the same image is taken
   bool noStartscript = false;       // instance start --no-startscript: it runs nothing until a launch joins it
+  bool instanceRunscript = false;   // instance run: the instance's program is the runscript (run's choices)
   bool fakeroot = false;            // -f/--fakeroot: root in the container (the CLI reads /etc/subuid, /etc/subgid)
   bool noUmask = false;             // --no-umask: the app gets umask 0022, not the caller's
   // --stage (true) / --no-stage (false): copy the image and dataset images to the node's
@@ -328,6 +329,7 @@ struct InstancePlan {
   // The image's startscript runs in it (else, --no-startscript, nothing runs until a launch
   // joins: a Slurm step's container, whose tasks are the work).
   bool startscript = true;
+  bool runscript = false;  // instance run: the runscript (run's choices) instead of the startscript
 };
 
 // One namespace of a running instance: /proc/PID/ns/<type> of its keeper, and the inode
