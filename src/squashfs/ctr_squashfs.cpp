@@ -99,6 +99,13 @@ class SharedCache {
     }
   }
 
+  void clear() {
+    std::unique_lock lock(mutex_);
+    map_.clear();
+    order_.clear();
+    cost_ = 0;
+  }
+
  private:
   std::shared_mutex mutex_;
   std::unordered_map<uint64_t, std::pair<Value, size_t>> map_;
@@ -420,16 +427,24 @@ void onGetattr(fuse_req_t req, fuse_ino_t node, fuse_file_info*) {
   fuse_reply_attr(req, &entry.attr, kCacheSeconds);
 }
 
+// A symbolic link's target: 0, EINVAL for another kind of inode, EIO when the inode says
+// more than it holds.
+int linkTargetOf(const sqfs_inode_generic_t& inode, std::string& out) {
+  if (inode.base.type != SQFS_INODE_SLINK && inode.base.type != SQFS_INODE_EXT_SLINK) return EINVAL;
+  const uint32_t size = inode.base.type == SQFS_INODE_SLINK ? inode.data.slink.target_size
+                                                            : inode.data.slink_ext.target_size;
+  if (size > inode.payload_bytes_available) return EIO;
+  out.assign(reinterpret_cast<const char*>(inode.extra), size);
+  return 0;
+}
+
 void onReadlink(fuse_req_t req, fuse_ino_t node) {
   Reader* reader = readerOr(req);
   if (!reader) return;
   Inode inode;
   if (int err = reader->readInode(refOfNode(node), inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
-  if (inode->base.type != SQFS_INODE_SLINK && inode->base.type != SQFS_INODE_EXT_SLINK)
-    return (void)fuse_reply_err(req, EINVAL);
-  const uint32_t size = inode->base.type == SQFS_INODE_SLINK ? inode->data.slink.target_size
-                                                             : inode->data.slink_ext.target_size;
-  const std::string target(reinterpret_cast<const char*>(inode->extra), size);
+  std::string target;
+  if (int err = linkTargetOf(*inode, target); err != 0) return (void)fuse_reply_err(req, err);
   fuse_reply_readlink(req, target.c_str());
 }
 
@@ -500,6 +515,11 @@ class BlockCache {
   }
 
   void setCapacity(size_t blocks) { capacity_ = blocks; }
+  void clear() {
+    std::lock_guard lock(mutex_);
+    map_.clear();
+    order_.clear();
+  }
 
  private:
   std::mutex mutex_;
@@ -527,8 +547,9 @@ void fillBlock(Reader& reader, const sqfs_inode_generic_t& inode, uint64_t ref, 
 
 // The block, from the cache or decompressed here; waits for one another thread is filling.
 int blockOf(Reader& reader, const Inode& inode, uint64_t ref, uint64_t index, DataBlockPtr& out) {
-  auto [block, mine] = blockCache.acquire(ref, index);
-  if (mine) fillBlock(reader, *inode, ref, index, block);
+  auto acquired = blockCache.acquire(ref, index);
+  const DataBlockPtr block = acquired.first;  // not a structured binding: the lambda below takes it
+  if (acquired.second) fillBlock(reader, *inode, ref, index, block);
   std::unique_lock lock(block->mutex);
   block->done.wait(lock, [&] { return block->ready; });
   if (block->error != 0) return block->error;
@@ -581,6 +602,46 @@ class ReadAhead {
 };
 ReadAhead& readAhead = *new ReadAhead;
 
+// Where a file's bytes are: whole blocks, then the tail in a fragment if it has one (else
+// a short last block).
+struct FileLayout {
+  uint64_t size = 0;
+  uint64_t blocks = 0;
+  bool fragmentTail = false;
+  uint64_t keyOf(uint64_t index) const { return index < blocks || !fragmentTail ? index : kFragment; }
+};
+
+int layoutOf(const sqfs_inode_generic_t& inode, FileLayout& out) {
+  sqfs_u64 fileSize = 0;
+  sqfs_u32 fragment = 0, fragmentOffset = 0;
+  if (sqfs_inode_get_file_size(&inode, &fileSize) != 0 ||
+      sqfs_inode_get_frag_location(&inode, &fragment, &fragmentOffset) != 0)
+    return EIO;
+  out.size = fileSize;
+  out.blocks = sqfs_inode_get_file_block_count(&inode);
+  out.fragmentTail = fragment != 0xFFFFFFFF && fileSize % image.super.block_size != 0;
+  return 0;
+}
+
+// Copies the file's bytes [start, end) (end <= its size) to `out`; 0 or an errno. `lastIndex`:
+// the block the copy ended in.
+int copyRange(Reader& reader, const Inode& inode, uint64_t ref, const FileLayout& layout, uint64_t start,
+              uint64_t end, char* out, uint64_t& lastIndex) {
+  const uint64_t blockSize = image.super.block_size;
+  for (uint64_t at = start; at < end;) {
+    const uint64_t index = at / blockSize;
+    DataBlockPtr block;
+    if (int err = blockOf(reader, inode, ref, layout.keyOf(index), block); err != 0) return errnoOf(err);
+    const uint64_t within = at - index * blockSize;
+    if (within >= block->size) return EIO;  // shorter than the inode says
+    const uint64_t n = std::min<uint64_t>(end - at, block->size - within);
+    std::memcpy(out + (at - start), block->bytes.get() + within, n);
+    at += n;
+    lastIndex = index;
+  }
+  return 0;
+}
+
 void onRead(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, fuse_file_info*) {
   Reader* reader = readerOr(req);
   if (!reader) return;
@@ -588,37 +649,20 @@ void onRead(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, fuse_fil
   Inode inode;
   if (int err = reader->readInode(ref, inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
   if (!isFile(*inode)) return (void)fuse_reply_err(req, EISDIR);
-  sqfs_u64 fileSize = 0;
-  sqfs_u32 fragment = 0, fragmentOffset = 0;
-  if (sqfs_inode_get_file_size(inode.get(), &fileSize) != 0 ||
-      sqfs_inode_get_frag_location(inode.get(), &fragment, &fragmentOffset) != 0)
-    return (void)fuse_reply_err(req, EIO);
+  FileLayout layout;
+  if (int err = layoutOf(*inode, layout); err != 0) return (void)fuse_reply_err(req, err);
   const uint64_t start = static_cast<uint64_t>(offset);
-  if (offset < 0 || start >= fileSize || size == 0) return (void)fuse_reply_buf(req, nullptr, 0);
-  const uint64_t end = std::min<uint64_t>(fileSize, start + size);
-  const uint64_t blockSize = image.super.block_size;
-  // Whole blocks, then the tail in a fragment if the file has one (else a short last block).
-  const uint64_t blocks = sqfs_inode_get_file_block_count(inode.get());
-  const bool hasFragment = fragment != 0xFFFFFFFF && fileSize % blockSize != 0;
-  auto keyOf = [&](uint64_t index) { return index < blocks || !hasFragment ? index : kFragment; };
+  if (offset < 0 || start >= layout.size || size == 0) return (void)fuse_reply_buf(req, nullptr, 0);
+  const uint64_t end = std::min<uint64_t>(layout.size, start + size);
   if (reader->buffer.size() < size) reader->buffer.resize(size);
-  uint64_t at = start;
   uint64_t lastIndex = 0;
-  while (at < end) {
-    const uint64_t index = at / blockSize;
-    DataBlockPtr block;
-    if (int err = blockOf(*reader, inode, ref, keyOf(index), block); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
-    const uint64_t within = at - index * blockSize;
-    if (within >= block->size) return (void)fuse_reply_err(req, EIO);  // shorter than the inode says
-    const uint64_t n = std::min<uint64_t>(end - at, block->size - within);
-    std::memcpy(reader->buffer.data() + (at - start), block->bytes.get() + within, n);
-    at += n;
-    lastIndex = index;
-  }
+  if (int err = copyRange(*reader, inode, ref, layout, start, end, reader->buffer.data(), lastIndex); err != 0)
+    return (void)fuse_reply_err(req, err);
   // Read ahead the blocks after this read's last (programs fault their pages in anywhere
   // in the file, windows of 128 KiB, so up to kReadAheadBlocks, not just the next one).
-  for (uint64_t next = lastIndex + 1; next <= lastIndex + kReadAheadBlocks && next * blockSize < fileSize; ++next) {
-    if (!blockCache.contains(ref, keyOf(next))) readAhead.request(inode, ref, keyOf(next));
+  const uint64_t blockSize = image.super.block_size;
+  for (uint64_t next = lastIndex + 1; next <= lastIndex + kReadAheadBlocks && next * blockSize < layout.size; ++next) {
+    if (!blockCache.contains(ref, layout.keyOf(next))) readAhead.request(inode, ref, layout.keyOf(next));
   }
   fuse_reply_buf(req, reader->buffer.data(), static_cast<size_t>(end - start));
 }
@@ -794,7 +838,43 @@ Options parseOptions(int argc, char** argv) {
   return o;
 }
 
-// Reads the superblock and id table and opens the main thread's readers, so that a file
+// Sets up `image` over fd's bytes [offset, offset + size): the superblock, the id table,
+// the caches emptied; readers over it open (the compressor and tables check out) and the root
+// is a directory. 0, or the libsquashfs error and `what` failed. What a fuzzer calls for
+// every input, and main once.
+int loadImage(int fd, uint64_t offset, uint64_t size, const char*& what) {
+  image.fd = fd;
+  image.offset = offset;
+  image.size = size;
+  image.ids.reset();
+  image.inodes.clear();
+  image.listings.clear();
+  blockCache.clear();
+  SqfsObject<sqfs_file_t> file(newPreadFile(image.fd, image.offset, image.size));
+  what = "superblock";
+  if (int err = sqfs_super_read(&image.super, file.get()); err != 0) return err;
+  // libsquashfs sizes the fragment table by the superblock's count (16 bytes an entry) and
+  // allocates it before reading: a count no image of this size can have (every fragment
+  // block takes at least a byte) would have it ask for up to 64 GiB.
+  what = "superblock";
+  if (uint64_t{image.super.fragment_entry_count} > size || image.super.bytes_used > size) return SQFS_ERROR_CORRUPTED;
+  blockCache.setCapacity(std::max<size_t>(8, kBlockCacheBytes / image.super.block_size));
+  what = "compressor or tables";
+  Reader reader;
+  if (int err = reader.open(); err != 0) return err;
+  what = "id table";
+  image.ids.reset(sqfs_id_table_create(0));
+  if (!image.ids) return SQFS_ERROR_ALLOC;
+  if (int err = sqfs_id_table_read(image.ids.get(), file.get(), &image.super, reader.compressor.get()); err != 0)
+    return err;
+  what = "root inode";
+  Inode root;
+  if (int err = reader.readInode(image.super.root_inode_ref, root); err != 0) return err;
+  return isDirectory(*root) ? 0 : SQFS_ERROR_NOT_DIR;
+}
+
+#ifndef CTR_SQUASHFS_NO_MAIN
+// Opens IMAGE and sets it up (loadImage), so that a file
 // that is no squashfs image is refused before anything is served.
 void openImage(const Options& o) {
   const int fd = ::open(o.image.c_str(), O_RDONLY | O_CLOEXEC);
@@ -808,30 +888,19 @@ void openImage(const Options& o) {
                  static_cast<unsigned long long>(o.offset));
     std::exit(1);
   }
-  image.fd = fd;
-  image.offset = o.offset;
-  image.size = static_cast<uint64_t>(st.st_size) - o.offset;
-  auto fail = [&](const char* what, int err) {
+  const char* what = "";
+  if (int err = loadImage(fd, o.offset, static_cast<uint64_t>(st.st_size) - o.offset, what); err != 0) {
     std::fprintf(stderr, "ctr-squashfs: %s: not a squashfs image this server can read (%s: libsquashfs error %d)\n",
                  o.image.c_str(), what, err);
     std::exit(1);
-  };
-  SqfsObject<sqfs_file_t> file(newPreadFile(image.fd, image.offset, image.size));
-  if (int err = sqfs_super_read(&image.super, file.get()); err != 0) fail("superblock", err);
-  blockCache.setCapacity(std::max<size_t>(8, kBlockCacheBytes / image.super.block_size));
-  Reader* reader = threadReader();
-  if (!reader) fail("compressor or tables", SQFS_ERROR_CORRUPTED);
-  image.ids.reset(sqfs_id_table_create(0));
-  if (!image.ids) fail("id table", SQFS_ERROR_ALLOC);
-  if (int err = sqfs_id_table_read(image.ids.get(), file.get(), &image.super, reader->compressor.get()); err != 0)
-    fail("id table", err);
-  Inode root;
-  if (int err = reader->readInode(image.super.root_inode_ref, root); err != 0) fail("root inode", err);
-  if (!isDirectory(*root)) fail("root inode", SQFS_ERROR_NOT_DIR);
+  }
 }
+
+#endif  // CTR_SQUASHFS_NO_MAIN
 
 }  // namespace
 
+#ifndef CTR_SQUASHFS_NO_MAIN
 int main(int argc, char** argv) {
   const Options options = parseOptions(argc, argv);
   openImage(options);
@@ -873,3 +942,4 @@ int main(int argc, char** argv) {
   fuse_session_destroy(session);
   return result == 0 ? 0 : 1;
 }
+#endif  // CTR_SQUASHFS_NO_MAIN
