@@ -24,6 +24,7 @@
 #include "ctr/limits.hpp"
 #include "ctr/log.hpp"
 #include "ctr/option_filter.hpp"
+#include "ctr/overlay_image.hpp"
 #include "ctr/runtime.hpp"
 #include "ctr/strings.hpp"
 
@@ -71,6 +72,15 @@ launch::OverlayArg lookAtOverlay(const std::string& spec, const std::string& cwd
     try {
       auto image = image::resolveImage(arg.path);
       arg.kind = image.kind == image::ImageKind::Sif ? launch::OverlayKind::Sif : launch::OverlayKind::Squashfs;
+      // A SIF with an ext3 overlay partition: that partition is the layer (Apptainer's).
+      if (const auto part = arg.kind == launch::OverlayKind::Sif
+                                ? image::sifExt3Overlay(image::sif::Image::open(arg.path, false))
+                                : std::nullopt) {
+        arg.kind = launch::OverlayKind::Ext3;
+        arg.ext3Offset = part->offset;
+        arg.ext3Size = part->size;
+        return arg;
+      }
       arg.image = std::move(image);
     } catch (const Error&) {
       std::array<unsigned char, 2> magic{};
@@ -78,6 +88,7 @@ launch::OverlayArg lookAtOverlay(const std::string& spec, const std::string& cwd
       const bool ext = S_ISREG(st.st_mode) && fd && ::pread(fd.get(), magic.data(), magic.size(), 1080) == 2 &&
                        magic[0] == 0x53 && magic[1] == 0xEF;  // 0xEF53, little-endian
       arg.kind = ext ? launch::OverlayKind::Ext3 : launch::OverlayKind::Other;
+      arg.ext3Size = static_cast<std::uint64_t>(st.st_size);
     }
   }
   return arg;

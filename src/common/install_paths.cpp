@@ -37,6 +37,11 @@ ProgramInfo infoOf(Program program) {
     case Program::Topology: return {{"ctr-topology", nullptr}, "it is built with ctr (needs libhwloc)"};
     case Program::MkfsExt3: return {{"mkfs.ext3", nullptr}, "install e2fsprogs", true};
     case Program::Debugfs: return {{"debugfs", nullptr}, "install e2fsprogs", true};
+    case Program::Fuse2fs:
+      return {{"fuse2fs", nullptr}, "an ext3 --overlay image needs it: install fuse2fs (apt install fuse2fs)", true};
+    case Program::FuseOverlayfs:
+      return {{"fuse-overlayfs", nullptr},
+              "an ext3 --overlay image needs it: install fuse-overlayfs (apt install fuse-overlayfs)", true};
   }
   return {{"", nullptr}, ""};
 }

@@ -162,6 +162,14 @@ void checkOverlaySize(std::int64_t sizeMiB) {
                 std::to_string(kMinOverlaySizeMiB) + " MiB");
 }
 
+std::optional<Ext3Partition> sifExt3Overlay(const sif::Image& image) {
+  for (const auto& d : image.usedDescriptors())
+    if (d.isPartition() && d.partType() == static_cast<std::int32_t>(sif::PartType::Overlay) &&
+        d.fsType() == static_cast<std::int32_t>(sif::FsType::Ext3))
+      return Ext3Partition{static_cast<std::uint64_t>(d.offset), static_cast<std::uint64_t>(d.size)};
+  return std::nullopt;
+}
+
 void checkSifTakesOverlay(const sif::Image& image, const std::string& name) {
   const sif::Descriptor* primary = image.primaryPartition();
   if (primary == nullptr) throw Error(name + ": SIF has no primary system partition to put an overlay on");

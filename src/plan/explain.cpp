@@ -287,9 +287,13 @@ nlohmann::json toJson(const LaunchPlan& plan) {
         layer["work_dir"] = l.workDir;
         layer["create"] = l.create;
       }
+      layer["ext3"] = l.ext3 ? nlohmann::json{{"offset", l.ext3->offset}, {"size", l.ext3->size},
+                                              {"server", "fuse2fs"}, {"read_only", !l.writable}}
+                             : nlohmann::json();
       layers.push_back(std::move(layer));
     }
     j["overlay"] = {{"layers", std::move(layers)},
+                    {"driver", toString(plan.overlay.driver)},
                     {"upper", plan.overlay.writable() ? "overlay"
                               : plan.overlay.tmpfsUpper ? "tmpfs"
                                                         : "none"}};
@@ -371,13 +375,28 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
   out << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n';
   if (plan.rootMode == RootMode::Overlay) {
     // Top first, as overlayfs stacks them.
-    for (const auto& l : plan.overlay.layers)
+    out << "  union:    " << toString(plan.overlay.driver)
+        << (plan.overlay.driver == UnionDriver::FuseOverlayfs
+                ? " (a FUSE server of this launch: an ext3 layer is a FUSE mount, which the kernel's overlayfs takes "
+                  "in no user namespace as its upper layer; it ends with the container)"
+                : " (the kernel's)")
+        << '\n';
+    for (const auto& l : plan.overlay.layers) {
+      if (l.ext3) {
+        out << "  layer:    " << l.dir << "/ of ext3 image " << l.path << " (offset " << l.ext3->offset << ", "
+            << l.ext3->size << " bytes; mounted by fuse2fs for this launch"
+            << (l.writable ? ", writable upper layer, work " + l.workDir + "/; locked exclusively"
+                           : ", read-only; locked shared")
+            << " until fuse2fs has written it back)\n";
+        continue;
+      }
       out << "  layer:    " << l.dir
           << (l.writable ? " (writable upper layer, work " + l.workDir + "; " + l.path +
                                " created if missing; locked exclusively while the container lives)"
               : l.image  ? " (read-only image " + l.path + ", mounted by the image's holder)"
                          : " (read-only; " + l.path + " locked shared while the container lives)")
           << '\n';
+    }
     if (plan.overlay.tmpfsUpper) out << "  layer:    a private tmpfs (writable upper layer, changes kept in memory)\n";
     out << "  layer:    the image (read-only)" << (plan.overlay.writable() || plan.overlay.tmpfsUpper ? "" : "; the root is read-only")
         << '\n';

@@ -31,6 +31,10 @@ OverlayArg parseOverlaySpec(const std::string& spec, const std::string& cwd) {
   return arg;
 }
 
+std::string_view toString(UnionDriver driver) {
+  return driver == UnionDriver::Kernel ? "overlayfs" : "fuse-overlayfs";
+}
+
 void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
   if (options.writable) {
     if (plan.image.kind != image::ImageKind::Directory)
@@ -73,16 +77,28 @@ void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
         readOnly.push_back(std::move(layer));
         continue;
       }
-      case OverlayKind::Ext3:
-        throw Error("--overlay " + arg.spec + ": ext3 overlay images are not supported yet; ctr stacks " +
-                    "directories (--overlay DIR, --overlay DIR:ro) and squashfs or SIF images (read-only)")
-            .withStatus(1);
+      case OverlayKind::Ext3: break;  // read-only or writable, as given
       case OverlayKind::Other: throw Error("--overlay " + arg.spec + ": not a directory").withStatus(1);
     }
     OverlayLayer layer;
     layer.path = arg.path;
     layer.writable = !arg.readOnly;
-    if (layer.writable) {
+    if (arg.kind == OverlayKind::Ext3) {
+      layer.ext3 = OverlayLayer::Ext3{arg.ext3Offset, arg.ext3Size};
+      overlay.driver = UnionDriver::FuseOverlayfs;
+    }
+    if (layer.ext3 && layer.writable) {
+      if (const OverlayLayer* other = overlay.writable())
+        throw Error("--overlay " + other->path + " and " + arg.path + " are both writable: at most one is (give " +
+                    "the others :ro)")
+            .withStatus(1);
+      layer.dir = "upper";
+      layer.workDir = "work";
+      overlay.layers.insert(overlay.layers.begin(), std::move(layer));
+    } else if (layer.ext3) {
+      layer.dir = "upper";
+      readOnly.push_back(std::move(layer));
+    } else if (layer.writable) {
       if (const OverlayLayer* other = overlay.writable())
         throw Error("--overlay " + other->path + " and " + arg.path + " are both writable: at most one is (give " +
                     "the others :ro)")
@@ -104,6 +120,10 @@ void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
       overlay.tmpfsUpper = true;
   }
   if (!overlay.layers.empty() || overlay.tmpfsUpper) plan.rootMode = RootMode::Overlay;
+  if (overlay.hasExt3() && options.command == Command::Instance)
+    throw Error("--overlay with an ext3 image is not supported by instance start yet (its FUSE servers end with "
+                "a launch's process); use a directory: --overlay DIR")
+        .withStatus(1);
   plan.overlay = std::move(overlay);
 }
 

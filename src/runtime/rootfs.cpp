@@ -23,6 +23,7 @@
 #include "ctr/pathutil.hpp"
 #include "ctr/prepared_root.hpp"
 #include "ctr/strings.hpp"
+#include "fuse_union.hpp"
 
 namespace ctr::runtime {
 
@@ -498,10 +499,15 @@ void mountOverlayRoot(const LaunchPlan& plan, const SharedImage& image, const st
                       const std::vector<std::pair<std::string, bool>>& missing) {
   const launch::RootOverlay& layers = plan.overlay;
   const launch::OverlayLayer* writable = layers.writable();
+  // An ext3 layer's directories are inside its fuse2fs mount.
+  const std::vector<std::string> ext3Mounts = mountExt3Layers(layers, image.overlayLocks, image.stageDir);
+  const auto layerDir = [&](size_t i, const std::string& dir) {
+    return ext3Mounts[i].empty() ? dir : ext3Mounts[i] + "/" + dir;
+  };
   std::string upper, work;
   if (writable) {
-    upper = writable->dir;
-    work = writable->workDir;
+    upper = layerDir(0, writable->dir);
+    work = layerDir(0, writable->workDir);
   } else if (layers.tmpfsUpper || plan.rootMode == launch::RootMode::Bind) {
     upper = image.stageDir + "/upper";
     work = image.stageDir + "/work";
@@ -520,11 +526,15 @@ void mountOverlayRoot(const LaunchPlan& plan, const SharedImage& image, const st
     }
     for (const auto& [path, directory] : missing) createUnder(targets, path, directory);
   }
-  for (const auto& layer : layers.layers)
-    if (!layer.writable) lower += layer.dir + ":";
+  for (size_t i = 0; i < layers.layers.size(); ++i)
+    if (!layers.layers[i].writable) lower += layerDir(i, layers.layers[i].dir) + ":";
   lower += image.imageDir;
   std::string options = "lowerdir=" + lower;
   if (!upper.empty()) options += ",upperdir=" + upper + ",workdir=" + work;
+  if (layers.driver == launch::UnionDriver::FuseOverlayfs) {
+    mountFuseOverlayfs(options, rootPath, plan.user.uid, plan.user.gid);
+    return;
+  }
   // A layer of the user's keeps overlayfs's marks (opaque directories) in user.overlay.*
   // extended attributes, the ones a user namespace may write and read back next time.
   if (!layers.layers.empty()) options += ",userxattr";

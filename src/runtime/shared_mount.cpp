@@ -355,7 +355,7 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   StateDir state = openStateDir(plan);
   spdlog::debug("image driver: {} ({})", launch::toString(plan.driver), plan.driverReason);
   // Before K.setup: a lock another container holds is waited for a moment (lockOverlayLayers).
-  const std::vector<UniqueFd> locks = lockOverlayLayers(plan.overlay);
+  std::vector<UniqueFd> locks = lockOverlayLayers(plan.overlay);
   std::vector<int> holds;
   for (const auto& fd : locks) holds.push_back(fd.get());
   HolderNamespaces joined;
@@ -373,7 +373,7 @@ SharedImage joinSharedImage(const launch::LaunchPlan& plan) {
   // returned) and keeps the image mounted while it lives. Still in the holder's own mount
   // namespace: assembleRoot joins the ready one or unshares before it mounts anything.
   return {state.path + "/mnt/img", state.path + "/mnt/stage", state.path + "/mnt/base",
-          std::move(joined.ready), true, std::nullopt};
+          std::move(joined.ready), true, std::nullopt, std::move(locks)};
 }
 
 }  // namespace ctr::runtime

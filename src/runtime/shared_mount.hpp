@@ -30,6 +30,9 @@ struct SharedImage {
   // The image's env scripts as the holder read them in its ready namespace, when this
   // launch joined it (assembleRoot); else empty, and the hand-over reads the image's files.
   std::optional<std::vector<EnvScript>> envScripts;
+  // The --overlay layers' locked fds (lockOverlayLayers, in the layers' order): an ext3
+  // layer's fuse2fs inherits its own, so the lock lasts until it has written the image back.
+  std::vector<UniqueFd> overlayLocks;
 };
 
 SharedImage joinSharedImage(const launch::LaunchPlan& plan);

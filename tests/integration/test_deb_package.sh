@@ -65,7 +65,7 @@ fi
 expect_eq "ctr-suid depends on the same ctr" "ctr (= $(dpkg-deb -f "$ctr_deb" Version))" \
   "$(dpkg-deb -f "$suid_deb" Depends | tr ',' '\n' | grep -m1 '^ *ctr ' | sed 's/^ *//')"
 depends=$(dpkg-deb -f "$ctr_deb" Depends)
-for dep in squashfuse fuse3 squashfs-tools e2fsprogs libc6; do
+for dep in squashfuse fuse3 squashfs-tools e2fsprogs fuse2fs fuse-overlayfs libc6; do
   expect_contains "ctr depends on $dep" "$dep" "$depends"
 done
 expect_eq "ctr-mount-helper in the package: 4755 root" "-rwsr-xr-x root/root" \

@@ -581,7 +581,7 @@ TEST(Planner, OverlaysItCannotStackAreRefusedInOneLineNamingThem) {
           "--overlay /a and /b are both writable");
   refused({overlayArg("/a:ro", OverlayKind::Missing)}, "--overlay /a:ro: no such directory");
   refused({overlayArg("/a.sqfs", OverlayKind::Squashfs)}, "the image was not looked at");
-  refused({overlayArg("/a.img", OverlayKind::Ext3)}, "ext3 overlay images are not supported yet");
+  refused({overlayArg("/a.img", OverlayKind::Ext3), overlayArg("/b.img", OverlayKind::Ext3)}, "are both writable");
   refused({overlayArg("/a.txt", OverlayKind::Other)}, "--overlay /a.txt: not a directory");
   refused({overlayArg("/a:ro", OverlayKind::Directory), overlayArg("/a", OverlayKind::Directory)}, "given twice");
   std::vector<OverlayArg> many;
@@ -760,6 +760,51 @@ TEST(Planner, SquashfsOverlayImageIsAReadOnlyLayerTheHolderMounts) {
   EXPECT_FALSE(layer.writable) << "an image layer is read-only, :ro or not";
   EXPECT_EQ(layer.dir, plan.datasets[0].mountDir);
   EXPECT_TRUE(plan.overlay.layers[0].writable);
+}
+
+TEST(Planner, Ext3OverlayImagesAreFuse2fsLayersStackedByFuseOverlayfs) {
+  auto o = execTrue();
+  auto env = overlayArg("env.img", OverlayKind::Ext3);
+  env.ext3Size = 64 << 20;
+  auto app = overlayArg("/data/app.sif:ro", OverlayKind::Ext3);
+  app.ext3Offset = 4096;
+  app.ext3Size = 32 << 20;
+  o.overlays = {app, env, overlayArg("/data/tools:ro", OverlayKind::Directory)};
+  const auto plan = planLaunch(o, {}, sifImage(), alice());
+  EXPECT_EQ(plan.rootMode, RootMode::Overlay);
+  EXPECT_EQ(plan.overlay.driver, UnionDriver::FuseOverlayfs);
+  ASSERT_EQ(plan.overlay.layers.size(), 3U);
+  const auto& top = plan.overlay.layers[0];
+  EXPECT_EQ(top.path, "/home/alice/env.img");
+  EXPECT_TRUE(top.writable);
+  ASSERT_TRUE(top.ext3);
+  EXPECT_EQ(top.ext3->offset, 0U);
+  EXPECT_EQ(top.ext3->size, 64U << 20);
+  EXPECT_EQ(top.dir, "upper");
+  EXPECT_EQ(top.workDir, "work");
+  EXPECT_FALSE(top.create) << "an image is made by ctr overlay create, never by a launch";
+  const auto& sif = plan.overlay.layers[1];
+  EXPECT_EQ(sif.path, "/data/app.sif");
+  EXPECT_FALSE(sif.writable);
+  ASSERT_TRUE(sif.ext3);
+  EXPECT_EQ(sif.ext3->offset, 4096U);
+  EXPECT_EQ(sif.dir, "upper");
+  EXPECT_FALSE(plan.overlay.layers[2].ext3);
+
+  // Without an ext3 layer the kernel's overlayfs stacks them, as before.
+  o.overlays = {overlayArg("/data/tools:ro", OverlayKind::Directory)};
+  EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).overlay.driver, UnionDriver::Kernel);
+
+  // A PID namespace would kill fuse2fs before it has written the image back: refused.
+  o.overlays = {env};
+  o.pid = true;
+  try {
+    (void)planLaunch(o, {}, sifImage(), alice());
+    ADD_FAILURE() << "--overlay IMG.img accepted with --pid";
+  } catch (const ctr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PID namespace"), std::string::npos) << e.what();
+    EXPECT_EQ(e.status(), 1);
+  }
 }
 
 TEST(Planner, DatasetImagesAreBoundedInOneLine) {

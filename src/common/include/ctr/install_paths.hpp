@@ -3,8 +3,9 @@
 //   1. relative to the running executable: /proc/self/exe is PREFIX/bin/ctr, so
 //      PREFIX/libexec/ctr/NAME and PREFIX/etc/ctr/ctr.conf, as installed;
 //   2. the prefix configured at build time (CMAKE_INSTALL_PREFIX);
-//   3. for external programs only (squashfuse_ll, mksquashfs, unsquashfs, mkfs.ext3, debugfs):
-//      $PATH, and for e2fsprogs' programs /usr/sbin and /sbin after it (an ordinary user's
+//   3. for external programs only (squashfuse_ll, mksquashfs, unsquashfs, mkfs.ext3, debugfs,
+//      fuse2fs, fuse-overlayfs): $PATH, and for e2fsprogs' and the FUSE servers' programs
+//      /usr/sbin and /sbin after it (an ordinary user's
 //      PATH often lacks them).
 // Unprivileged code only: the setuid helper keeps its compiled-in paths (its trust rests on
 // them), and so does the check of that helper in the launch planner.
@@ -17,8 +18,9 @@ namespace ctr {
 
 // SquashfsServer is ctr's own multithreaded FUSE server for squashfs images (ctr-squashfs);
 // Squashfuse the one-threaded squashfuse_ll it replaces where it is not installed.
-// MkfsExt3 and Debugfs (e2fsprogs) make and edit `ctr overlay create`'s ext3 images.
-enum class Program { Squashfuse, SquashfsServer, Mksquashfs, Unsquashfs, Topology, MkfsExt3, Debugfs };
+// MkfsExt3 and Debugfs (e2fsprogs) make and edit `ctr overlay create`'s ext3 images;
+// Fuse2fs and FuseOverlayfs mount and stack them for `--overlay IMG.img`.
+enum class Program { Squashfuse, SquashfsServer, Mksquashfs, Unsquashfs, Topology, MkfsExt3, Debugfs, Fuse2fs, FuseOverlayfs };
 
 // PREFIX of the running ctr when it runs from an installed layout (its directory is
 // PREFIX/bin), else empty (a build tree's bin/ counts as PREFIX/bin too: it simply holds

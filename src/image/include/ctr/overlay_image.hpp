@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,14 @@ void checkOverlaySize(std::int64_t sizeMiB);
 // already, it is signed (the signature would no longer cover the image), or its root file
 // system is encrypted.
 void checkSifTakesOverlay(const sif::Image& image, const std::string& name);
+
+// Where a SIF's ext3 overlay partition lies (`--overlay app.sif` stacks it as Apptainer does):
+// the first Overlay partition of fs type Ext3, or nullopt when the SIF has none.
+struct Ext3Partition {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+[[nodiscard]] std::optional<Ext3Partition> sifExt3Overlay(const sif::Image& image);
 
 // debugfs commands that give each of `dirs` (relative to the image's root) to root:root.
 [[nodiscard]] std::string rootOwnershipScript(const std::vector<std::filesystem::path>& dirs);

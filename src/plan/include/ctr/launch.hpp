@@ -41,6 +41,10 @@ struct OverlayArg {
   OverlayKind kind = OverlayKind::Missing;
   bool hasUpperDir = false;     // Directory: it has upper/ (a writable overlay's layout)
   std::optional<image::ImageSource> image;  // Squashfs, Sif: the image, resolved
+  // Ext3: where its file system lies in the file (0 and the file's size, or a SIF's ext3
+  // overlay partition: the descriptor's offset and size).
+  std::uint64_t ext3Offset = 0;
+  std::uint64_t ext3Size = 0;
 };
 
 // --overlay's spec: PATH, PATH:ro or PATH:rw (relative to `cwd`). Throws ctr::Error for an
@@ -287,7 +291,22 @@ struct OverlayLayer {
   // A squashfs or SIF overlay image: read-only, `dir` is the holder's mount of it (a
   // plan.datasets entry); nothing to lock, the image cannot change.
   bool image = false;
+  // An ext3 overlay image (`ctr overlay create`, Apptainer's): its file system, at `offset`
+  // in the file `path`, is mounted by fuse2fs for this launch alone (read-only with :ro);
+  // `dir` and `workDir` are then "upper" and "work" inside that mount. `path` is locked
+  // like a directory's (flock on the file), and fuse2fs holds the lock until it has flushed.
+  struct Ext3 {
+    std::uint64_t offset = 0;
+    std::uint64_t size = 0;
+  };
+  std::optional<Ext3> ext3;
 };
+
+// What stacks the layers: the kernel's overlayfs, or (when a layer is an ext3 image, which
+// only a FUSE server can mount unprivileged, and the kernel's overlayfs in a user namespace
+// takes no FUSE upper layer) fuse-overlayfs, run for this launch alone as fuse2fs is.
+enum class UnionDriver { Kernel, FuseOverlayfs };
+[[nodiscard]] std::string_view toString(UnionDriver driver);
 
 // At most this many --overlay layers (each costs the image's holder an fd while the
 // container lives: the lock below).
@@ -303,6 +322,12 @@ struct RootOverlay {
   // With no writable layer: --writable-tmpfs's private tmpfs is the upper layer (changes
   // kept in memory); else, none: the root is read-only.
   bool tmpfsUpper = false;
+  UnionDriver driver = UnionDriver::Kernel;
+  [[nodiscard]] bool hasExt3() const {
+    for (const auto& l : layers)
+      if (l.ext3) return true;
+    return false;
+  }
   [[nodiscard]] const OverlayLayer* writable() const {
     return !layers.empty() && layers.front().writable ? &layers.front() : nullptr;
   }

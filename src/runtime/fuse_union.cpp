@@ -1,0 +1,135 @@
+// The FUSE servers of an overlay root with ext3 layers (fuse_union.hpp).
+#include "fuse_union.hpp"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "ctr/error.hpp"
+#include "ctr/install_paths.hpp"
+#include "ctr/owned_child.hpp"
+#include "ctr/strings.hpp"
+
+namespace ctr::runtime {
+
+namespace {
+
+// How long a FUSE server may take to answer its mount (fuse2fs reads the image's bitmaps).
+constexpr auto kFuseMountWait = std::chrono::seconds(20);
+
+// In the forked child, before execve: a server of this launch's process, which becomes the
+// app, ends (SIGTERM: libfuse unmounts, fuse2fs writes the image back) when the app does;
+// it keeps CAP_SYS_ADMIN of the user namespace across execve (ambient) to mount /dev/fuse
+// itself in this mount namespace; `keepFd` (an ext3 layer's locked image file) stays open
+// in it, so the lock lasts until it has ended. `quiet`: its stderr too goes to /dev/null.
+[[noreturn]] void execFuseServer(const std::vector<std::string>& argv, pid_t parent, int keepFd, bool quiet) {
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != parent) ::_exit(1);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+  if (::syscall(SYS_capget, &header, data) == 0) {
+    data[CAP_TO_INDEX(CAP_SYS_ADMIN)].inheritable |= CAP_TO_MASK(CAP_SYS_ADMIN);
+    if (::syscall(SYS_capset, &header, data) == 0)
+      ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_ADMIN, 0, 0);
+  }
+  if (keepFd >= 0) ::fcntl(keepFd, F_SETFD, 0);
+  // fuse2fs says "Writing to the journal is not supported" on stdout for every ext3 image,
+  // fuse-overlayfs that /proc "seems to be mounted as readonly" on stderr as it ends (the
+  // container's, after the pivot): a server that fails says so in its exit status.
+  if (const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
+    ::dup2(null, STDOUT_FILENO);
+    if (quiet) ::dup2(null, STDERR_FILENO);
+  }
+  // The launch pivots into the container's root after this starts: the kernel moves this
+  // process's root there too (pivot_root(2)), where glibc would not find libgcc_s when
+  // libfuse cancels its worker threads at exit. Loaded now, from the host.
+  ::setenv("LD_PRELOAD", "libgcc_s.so.1", 1);
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  ::execv(cargv[0], cargv.data());
+  std::fprintf(stderr, "ctr: cannot run %s: %s\n", cargv[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+dev_t deviceOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw sysError("stat " + path);
+  return st.st_dev;
+}
+
+// Starts `argv` (a FUSE server mounting at `mountPoint`, in the foreground) and waits until
+// its file system is there. The server is left running, the launch's (see execFuseServer).
+void startFuseServer(const std::vector<std::string>& argv, const std::string& mountPoint, int keepFd,
+                     const std::string& what, bool quiet) {
+  const std::string parentDir = mountPoint.substr(0, mountPoint.rfind('/'));
+  const dev_t before = deviceOf(parentDir);
+  const pid_t parent = ::getpid();
+  Child server = Child::fork([&]() -> int { execFuseServer(argv, parent, keepFd, quiet); });
+  const auto deadline = std::chrono::steady_clock::now() + kFuseMountWait;
+  for (;;) {
+    if (const auto status = server.tryWait())
+      throw Error(what + ": " + argv[0] + " ended before its mount was there (" +
+                  (WIFEXITED(*status) ? "exit status " + std::to_string(WEXITSTATUS(*status))
+                                      : std::string("signal ") + strsignal(WTERMSIG(*status))) +
+                  ")")
+          .withStatus(1);
+    if (deviceOf(mountPoint) != before) break;
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw Error(what + ": " + argv[0] + " did not mount " + mountPoint + " within 20 s").withStatus(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  spdlog::debug("{}: {} (pid {}) mounted {}", what, argv[0], server.pid(), mountPoint);
+  server.release();
+}
+
+}  // namespace
+
+std::vector<std::string> mountExt3Layers(const launch::RootOverlay& overlay, const std::vector<UniqueFd>& locks,
+                                         const std::string& stageDir) {
+  std::vector<std::string> mounts(overlay.layers.size());
+  if (!overlay.hasExt3()) return mounts;
+  const std::string fuse2fs = findProgram(Program::Fuse2fs);
+  size_t lockIndex = 0;
+  for (size_t i = 0; i < overlay.layers.size(); ++i) {
+    const auto& layer = overlay.layers[i];
+    if (layer.image) continue;  // no lock of its own
+    const int lock = lockIndex < locks.size() ? locks[lockIndex].get() : -1;
+    ++lockIndex;
+    if (!layer.ext3) continue;
+    const std::string mnt = stageDir + "/ext3-" + std::to_string(i);
+    if (::mkdir(mnt.c_str(), 0755) != 0) throw sysError("mkdir " + mnt);
+    std::string options = "fakeroot";
+    if (!layer.writable) options += ",ro";
+    if (layer.ext3->offset != 0) options += ",offset=" + std::to_string(layer.ext3->offset);
+    startFuseServer({fuse2fs, layer.path, mnt, "-f", "-o", options}, mnt, lock, "--overlay " + layer.path, false);
+    mounts[i] = mnt;
+  }
+  return mounts;
+}
+
+void mountFuseOverlayfs(const std::string& layerOptions, const std::string& target, uid_t uid, gid_t gid) {
+  // The image's files belong to ids the user namespace does not map: shown as the user's
+  // (squash_to_uid/gid), fuse-overlayfs can copy them up into the user's upper layer.
+  const std::string options =
+      layerOptions + ",squash_to_uid=" + std::to_string(uid) + ",squash_to_gid=" + std::to_string(gid);
+  startFuseServer({findProgram(Program::FuseOverlayfs), "-f", "-o", options, target}, target, -1,
+                  "--overlay (fuse-overlayfs)", true);
+}
+
+}  // namespace ctr::runtime

@@ -1,0 +1,31 @@
+// Runtime-internal: an overlay root with ext3 layers (launch::UnionDriver::FuseOverlayfs).
+// Each ext3 image is mounted by fuse2fs and the layers are stacked by fuse-overlayfs, both
+// started by this launch, in its mount namespace, before it pivots into the root: they end
+// (SIGTERM, PR_SET_PDEATHSIG) when the launch's process, the app after execve, ends, and
+// fuse2fs writes the image back as it ends; an image's lock (overlay_locks.hpp) stays with
+// its fuse2fs until then, so the next launch that locks it waits for a written-back image.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "ctr/fd.hpp"
+#include "ctr/launch.hpp"
+
+namespace ctr::runtime {
+
+// Mounts each ext3 layer of `overlay` at stageDir/ext3-I (I: its index), read-only for a
+// read-only layer; returns each layer's mount (empty for the other layers). `locks` are
+// lockOverlayLayers's fds. Throws ctr::Error naming the Debian package when fuse2fs is
+// missing, or when a server ends before its mount is there.
+[[nodiscard]] std::vector<std::string> mountExt3Layers(const launch::RootOverlay& overlay,
+                                                       const std::vector<UniqueFd>& locks,
+                                                       const std::string& stageDir);
+
+// Mounts fuse-overlayfs at `target` with `layerOptions` (lowerdir=...[,upperdir=...,workdir=...]),
+// every file shown as uid:gid's.
+void mountFuseOverlayfs(const std::string& layerOptions, const std::string& target, uid_t uid, gid_t gid);
+
+}  // namespace ctr::runtime

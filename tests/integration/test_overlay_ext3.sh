@@ -1,0 +1,92 @@
+#!/bin/bash
+# ext3 overlay images (`ctr overlay create`), as Apptainer stacks them, as an ordinary user:
+# --overlay env.img keeps a run's changes in the image's upper/ (fuse2fs mounts it, and
+# fuse-overlayfs stacks it over the image, both for that launch alone), the next run sees
+# them and a run without it does not; env.img:ro stacks it read-only; one writer at a time,
+# a second refused in one line; an ext3 overlay partition in a SIF works the same; after each
+# run no FUSE server, no mount, and the image is clean (e2fsck -fn).
+. "$(dirname "$0")/lib.sh"
+ensure_test_user
+require_fuse
+require_kernel_mount_api
+command -v fuse2fs >/dev/null || skip "fuse2fs is not installed (Debian package fuse2fs)"
+command -v fuse-overlayfs >/dev/null || skip "fuse-overlayfs is not installed (Debian package fuse-overlayfs)"
+E2FSCK=$(PATH=$PATH:/usr/sbin:/sbin command -v e2fsck) || skip "e2fsck is not installed (e2fsprogs)"
+use_linger 0
+make_demo_squashfs demo
+chmod -R a+rX "$WORK"
+U="$WORK/user"
+mkdir -m 755 "$U" && chown "$CTR_TEST_USER" "$U"
+img="$WORK/demo.sqfs"
+uid=$(id -u "$CTR_TEST_USER")
+run() { as_user env -C "$U" "$CTR_BIN" exec "$@"; }
+
+# fuse_servers: the user's fuse2fs and fuse-overlayfs processes, listed; false when none.
+fuse_servers() {
+  local found
+  found=$(pgrep -u "$uid" -a -x fuse2fs; pgrep -u "$uid" -a -x fuse-overlayfs)
+  [ -n "$found" ] && echo "$found"
+}
+# settled IMAGE [no-fsck]: the run's FUSE servers have ended (its fuse2fs holds the image's lock until
+# it has written it back), none of the user's is left, nor a FUSE mount, and the image is clean.
+settled() {
+  local i
+  flock -w 10 "$1" true || fail "$1: still locked 10 s after the run"
+  for i in $(seq 100); do
+    fuse_servers >/dev/null || break
+    sleep 0.05
+  done
+  ! fuse_servers || fail "FUSE servers left"
+  ! as_user grep -E 'fuse2fs|fuse-overlayfs|fuse\.' /proc/self/mountinfo || fail "FUSE mounts left"
+  [ "${2:-}" = no-fsck ] && return 0  # a SIF: the file system is at an offset in it
+  "$E2FSCK" -fn "$1" >"$WORK/fsck" 2>&1 || fail "$1 not clean after the run: $(cat "$WORK/fsck")"
+}
+
+as_user "$CTR_BIN" overlay create "$U/env.img"
+
+note "--explain: the ext3 layer and fuse-overlayfs"
+explain=$(run --explain --overlay env.img "$img" true)
+expect_contains "union" "union:    fuse-overlayfs" "$explain"
+expect_contains "layer" "layer:    upper/ of ext3 image $U/env.img (offset 0, $((64 << 20)) bytes" "$explain"
+json=$(run --explain --json --overlay env.img "$img" true)
+expect_eq "json driver" fuse-overlayfs "$(jq -r .overlay.driver <<<"$json")"
+expect_eq "json ext3" "0 true" "$(jq -r '.overlay.layers[0].ext3 | "\(.offset) \(.read_only | not)"' <<<"$json")"
+
+note "a file written under /opt through --overlay env.img is there in the next run"
+run --overlay env.img "$img" sh -c 'mkdir -p /opt/app && echo kept > /opt/app/file'
+settled "$U/env.img"
+expect_eq "second run" kept "$(run --overlay env.img "$img" cat /opt/app/file)"
+settled "$U/env.img"
+out=$(run "$img" cat /opt/app/file 2>&1) && fail "the file is there without the overlay: $out"
+
+note "env.img:ro sees it and cannot write"
+expect_eq "read-only run" kept "$(run --overlay env.img:ro "$img" cat /opt/app/file)"
+out=$(run --overlay env.img:ro "$img" sh -c 'echo x > /opt/app/other' 2>&1) && fail "wrote through :ro"
+expect_contains "read-only" "Read-only file system" "$out"
+settled "$U/env.img"
+
+note "a second writer is refused in one line while the first runs"
+run --overlay env.img "$img" sleep 8 &
+first=$!
+for i in $(seq 100); do pgrep -u "$uid" -x fuse-overlayfs >/dev/null && break; sleep 0.05; done
+rc=0; out=$(run --overlay env.img "$img" true 2>&1) || rc=$?
+expect_eq "second writer: exit" 1 "$rc"
+expect_eq "second writer: one line" 1 "$(wc -l <<<"$out")"
+expect_contains "second writer" "in use by another container" "$out"
+rc=0; out=$(run --overlay env.img:ro "$img" true 2>&1) || rc=$?
+expect_eq "reader while written: exit" 1 "$rc"
+expect_contains "reader while written" "open writable in another container" "$out"
+wait "$first" || fail "the first writer failed"
+settled "$U/env.img"
+
+note "an ext3 overlay partition in a SIF"
+"$CTR_BIN" build "$WORK/demo.sif" "$WORK/demo" >/dev/null
+cp "$WORK/demo.sif" "$U/app.sif" && chown "$CTR_TEST_USER" "$U/app.sif"
+as_user "$CTR_BIN" overlay create "$U/app.sif"
+run --overlay app.sif "$img" sh -c 'mkdir -p /opt && echo insif > /opt/sif'
+settled "$U/app.sif" no-fsck
+expect_eq "SIF partition, read-only" insif "$(run --overlay app.sif:ro "$img" cat /opt/sif)"
+expect_eq "the SIF itself, with its partition" insif "$(run --overlay app.sif app.sif cat /opt/sif)"
+settled "$U/app.sif" no-fsck
+
+assert_nothing_left "ext3 overlays"
