@@ -118,6 +118,12 @@ std::vector<std::string> mountExt3Layers(const launch::RootOverlay& overlay, con
     if (!layer.writable) options += ",ro";
     if (layer.ext3->offset != 0) options += ",offset=" + std::to_string(layer.ext3->offset);
     startFuseServer({fuse2fs, layer.path, mnt, "-f", "-o", options}, mnt, lock, "--overlay " + layer.path, false);
+    // An ext3 image made by mkfs alone has no layout yet: a writable one gets it, as
+    // Apptainer gives it (`overlay create` makes both).
+    if (layer.writable)
+      for (const char* dir : {"/upper", "/work"})
+        if (::mkdir((mnt + dir).c_str(), 0755) != 0 && errno != EEXIST)
+          throw sysError("--overlay " + layer.path + ": cannot make " + std::string(dir + 1) + "/ in it");
     mounts[i] = mnt;
   }
   return mounts;
