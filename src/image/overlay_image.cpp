@@ -11,21 +11,18 @@
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/image.hpp"
 #include "ctr/install_paths.hpp"
 #include "ctr/log.hpp"
 #include "ctr/run_process.hpp"
 #include "ctr/scratch.hpp"
+#include "ctr/strings.hpp"
 
 namespace ctr::image {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-bool hasSifMagic(int fd) {
-  std::array<char, 10> magic{};
-  return readAt(fd, 32, std::span<char>(magic)) == magic.size() && std::memcmp(magic.data(), "SIF_MAGIC\0", 10) == 0;
-}
 
 // What is at the IMAGE path: nothing (a new image), a SIF (opened for writing), or
 // anything else, which is refused.
@@ -93,13 +90,8 @@ void giveLayoutToRoot(const fs::path& file, const fs::path& scriptFile, const st
   const auto result =
       runProcessChecked({findProgram(Program::Debugfs), "-w", "-f", scriptFile.string(), file.string()}, options);
   std::string complaints;
-  for (std::size_t start = 0; start < result.capturedStderr.size();) {
-    std::size_t end = result.capturedStderr.find('\n', start);
-    if (end == std::string::npos) end = result.capturedStderr.size();
-    const std::string line = result.capturedStderr.substr(start, end - start);
-    if (!line.empty() && !line.starts_with("debugfs ")) complaints += (complaints.empty() ? "" : "; ") + line;
-    start = end + 1;
-  }
+  for (const auto line : splitLines(result.capturedStderr))
+    if (!line.empty() && !line.starts_with("debugfs ")) complaints += (complaints.empty() ? "" : "; ") + std::string(line);
   if (!complaints.empty()) throw Error("debugfs could not give the layout to root: " + complaints);
 }
 

@@ -37,6 +37,11 @@ std::int64_t launchLineEnd(int fd) {
 
 }  // namespace
 
+bool hasSifMagic(int fd) {
+  std::array<char, 10> magic{};
+  return readAt(fd, 32, std::span<char>(magic)) == magic.size() && std::memcmp(magic.data(), "SIF_MAGIC\0", 10) == 0;
+}
+
 std::string describeSquashfs(int fd, std::int64_t offset) {
   // The superblock (squashfs 4.0): block size at 12, compression id at 20, version at 28.
   std::array<unsigned char, 32> sb{};
@@ -100,9 +105,7 @@ ImageSource resolveImage(const std::filesystem::path& path) {
     source.size = static_cast<std::uint64_t>(st.st_size);
     return source;
   }
-  std::array<char, 10> sifMagic{};
-  if (readAt(fd.get(), 32, std::span<char>(sifMagic)) != sifMagic.size() ||
-      std::memcmp(sifMagic.data(), "SIF_MAGIC\0", sifMagic.size()) != 0) {
+  if (!hasSifMagic(fd.get())) {
     // A Singularity 2 image (.simg): a "#!/usr/bin/env run-singularity" line, then squashfs.
     // Looked for only here: a SIF starts with such a line too, and its launch reads no more.
     if (auto offset = launchLineEnd(fd.get()); offset > 0 && hasSquashfsMagicAt(fd.get(), offset)) {

@@ -49,6 +49,10 @@ struct ImageSource {
 // without a primary squashfs partition, ...
 ImageSource resolveImage(const std::filesystem::path& path);
 
+// Whether the file `fd` has the SIF magic at byte 32 (what makes it a SIF, not what makes
+// it a valid one: sif::Image::open checks the rest).
+bool hasSifMagic(int fd);
+
 // "squashfs 4.0, lz4 compressed, data block size 131072": the superblock at `offset` of
 // `fd`, as mksquashfs sums it up; empty when there is none.
 std::string describeSquashfs(int fd, std::int64_t offset = 0);
