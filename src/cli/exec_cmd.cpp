@@ -594,6 +594,7 @@ void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   holder->add_option("--premounted", args->premounted);
   holder->add_option("--server", args->server);
   holder->add_option("--dataset", args->datasets);
+  holder->add_option("--premounted-dataset", args->premountedDatasets);
   holder->add_option("--uid-map", args->uidMap);
   holder->add_option("--gid-map", args->gidMap);
   holder->add_option("--newuidmap", args->newuidmap);

@@ -1,11 +1,14 @@
 /* ctr-mount-helper: the one privileged step of ctr (docs/admin-guide.md, "Security model").
  *
- *   ctr-mount-helper IMAGE [HOLDER-ARG...]
+ *   ctr-mount-helper [--dataset KEY:FILE]... IMAGE [HOLDER-ARG...]
  *
- * Installed setuid root. Opens IMAGE as the invoking user, checks the admin's policy in
- * ctr.conf, attaches (or reuses) a read-only autoclear loop device, mounts its squashfs in a
- * new private mount namespace at CTR_HELPER_RUNDIR/mnt, drops every privilege for good and
- * execs `CTR_BIN_PATH __holder --premounted MOUNTPOINT HOLDER-ARG...`.
+ * Installed setuid root. Opens IMAGE, and each dataset image FILE, as the invoking user,
+ * checks each against the admin's policy in ctr.conf, attaches (or reuses) a read-only
+ * autoclear loop device per file, mounts their squashfs in a new private mount namespace
+ * (the image at CTR_HELPER_RUNDIR/mnt, the i-th dataset at CTR_HELPER_RUNDIR/data/i), drops
+ * every privilege for good and execs `CTR_BIN_PATH __holder --premounted MOUNTPOINT
+ * [--premounted-dataset KEY:DIR]... HOLDER-ARG...`. KEY is only the holder's name for the
+ * dataset (launch::DatasetImage::key): nothing here reads it.
  *
  * Nothing here outlives a SIGKILL: the mount lives only in this process's mount namespace,
  * and the loop device clears itself when its last opener (our fd, then the mount) is gone.
@@ -48,6 +51,7 @@
 #error "CTR_SYSCONF_PATH, CTR_BIN_PATH and CTR_HELPER_RUNDIR are set by src/helper/CMakeLists.txt"
 #endif
 #define MOUNT_POINT CTR_HELPER_RUNDIR "/mnt"
+#define DATA_DIR CTR_HELPER_RUNDIR "/data" /* DATA_DIR/<i>: the i-th --dataset image */
 #define INDEX_DIR CTR_HELPER_RUNDIR "/loop"
 #define LOCK_TIMEOUT_S 30
 
@@ -151,7 +155,7 @@ static void capabilities(int set, struct __user_cap_data_struct caps[2]) {
  * and /proc magic links are refused outright (openat2 RESOLVE_NO_MAGICLINKS). An unreadable
  * file therefore gives the caller the error their own open(2) would: nothing new is learnt.
  * Everything after this uses the fd, never the path again. */
-static int open_image_as_user(const char *path, struct stat *st) {
+static int open_image_as_user(const char *what, const char *path, struct stat *st) {
   struct __user_cap_data_struct all[2], none[2];
   capabilities(0, all);
   memcpy(none, all, sizeof none);
@@ -166,7 +170,7 @@ static int open_image_as_user(const char *path, struct stat *st) {
   capabilities(1, all);
   set_fs_ids(0, 0);
   if (fd < 0)
-    die("open image %s as uid %u: %s%s", path, (unsigned)real_uid, strerror(saved),
+    die("open %s %s as uid %u: %s%s", what, path, (unsigned)real_uid, strerror(saved),
         saved == ELOOP ? " (paths through /proc magic links are refused)" : "");
   /* Before anything else is read from it: on these file systems the owner (and the data) is
    * whatever a user says, so the owner policy below would mean nothing (untrusted_fs.h). */
@@ -174,13 +178,13 @@ static int open_image_as_user(const char *path, struct stat *st) {
   if (fstatfs(fd, &fs) != 0) die_errno("fstatfs image");
   const char *untrusted = ctr_untrusted_fs_name((unsigned long)fs.f_type);
   if (untrusted != NULL)
-    die("image %s is on a %s file system, whose owner and content users control: refused (copy it to a "
-        "local or site file system)", path, untrusted);
+    die("%s %s is on a %s file system, whose owner and content users control: refused (copy it to a "
+        "local or site file system)", what, path, untrusted);
   if (fstat(fd, st) != 0) die_errno("fstat image");
-  if (!S_ISREG(st->st_mode)) die("image %s is not a regular file", path);
+  if (!S_ISREG(st->st_mode)) die("%s %s is not a regular file", what, path);
   /* Another name could lie outside 'setuid image directories' (fs.protected_hardlinks=0, or
    * a root-owned file the user may write): only the name opened is checked. 0: deleted. */
-  if (st->st_nlink != 1) die("image %s has %ju hard links (1 is allowed): refused", path, (uintmax_t)st->st_nlink);
+  if (st->st_nlink != 1) die("%s %s has %ju hard links (1 is allowed): refused", what, path, (uintmax_t)st->st_nlink);
   return fd;
 }
 
@@ -195,12 +199,12 @@ static int owner_allowed(const struct hp_config *cfg, uid_t owner) {
   return 0;
 }
 
-static void check_policy(const struct hp_config *cfg, int fd, const struct stat *st, const char *path,
-                         const struct hp_fs *fs) {
+static void check_policy(const struct hp_config *cfg, int fd, const struct stat *st, const char *what,
+                         const char *path, const struct hp_fs *fs) {
   if ((cfg->formats & fs->format) == 0)
-    die("image %s: format %s is not in 'setuid formats'", path, fs->format == HP_FORMAT_SIF ? "sif" : "squashfs");
+    die("%s %s: format %s is not in 'setuid formats'", what, path, fs->format == HP_FORMAT_SIF ? "sif" : "squashfs");
   if (!owner_allowed(cfg, st->st_uid))
-    die("image %s: owner uid %u is not in 'setuid image owners'", path, (unsigned)st->st_uid);
+    die("%s %s: owner uid %u is not in 'setuid image owners'", what, path, (unsigned)st->st_uid);
   if (cfg->n_dirs == 0) return;
   /* Where the opened file really is (after symlinks and renames), not what the path said. */
   char link[64], real[PATH_MAX];
@@ -215,7 +219,7 @@ static void check_policy(const struct hp_config *cfg, int fd, const struct stat 
     if (strcmp(dir, "/") == 0) return;
     if (strncmp(real, dir, len) == 0 && real[len] == '/') return;
   }
-  die("image %s (%s) is not under any 'setuid image directories'", path, real);
+  die("%s %s (%s) is not under any 'setuid image directories'", what, path, real);
 }
 
 static void ensure_root_dir(const char *path, mode_t mode) {
@@ -353,6 +357,38 @@ static int attach_loop(const struct hp_config *cfg, int image_fd, const struct s
   return fd;
 }
 
+/* An image file opened as the caller and checked against the policy, not yet attached. */
+struct checked {
+  const char *what, *path;
+  int fd;
+  struct stat st;
+  struct hp_fs fs;
+};
+
+static void check_image(const struct hp_config *cfg, struct checked *c, const char *what, const char *path) {
+  char err[HP_ERR_LEN];
+  c->what = what;
+  c->path = path;
+  c->fd = open_image_as_user(what, path, &c->st);
+  if (hp_locate_fs(pread_all, &c->fd, (uint64_t)c->st.st_size, &c->fs, err, sizeof err) != 0)
+    die("%s %s: %s", what, path, err);
+  check_policy(cfg, c->fd, &c->st, what, path, &c->fs);
+}
+
+/* Attaches (or reuses) the image's loop device and mounts its squashfs read-only at
+ * mount_point, in this process's private mount namespace. */
+static void mount_image(const struct hp_config *cfg, struct checked *c, const char *mount_point) {
+  int loop_nr = -1;
+  int loop_fd = attach_loop(cfg, c->fd, &c->st, &c->fs, &loop_nr);
+  char dev[64];
+  snprintf(dev, sizeof dev, "/dev/loop%d", loop_nr);
+  if (mount(dev, mount_point, "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0)
+    die("mount %s (squashfs, %s %s) on %s: %s", dev, c->what, c->path, mount_point, strerror(errno));
+  /* The mount now holds the device; autoclear detaches it when the last mount is gone. */
+  if (close(loop_fd) != 0) die_errno("close loop device");
+  if (close(c->fd) != 0) die_errno("close image");
+}
+
 /* Groups, then gid, then uid (the other order would lose the right to change groups);
  * then prove none of it can be undone. */
 static void drop_privileges(void) {
@@ -412,36 +448,46 @@ int main(int argc, char **argv) {
   struct hp_config cfg;
   load_config(&cfg, config_text, sizeof config_text);
 
-  struct stat st;
-  int image_fd = open_image_as_user(args.image, &st);
-  struct hp_fs fs;
-  if (hp_locate_fs(pread_all, &image_fd, (uint64_t)st.st_size, &fs, err, sizeof err) != 0)
-    die("image %s: %s", args.image, err);
-  check_policy(&cfg, image_fd, &st, args.image, &fs);
+  /* Every file is opened and checked before anything is attached or mounted: a refused
+   * dataset costs no loop device. */
+  struct checked images[1 + HP_MAX_DATASETS];
+  const int n_images = 1 + args.n_datasets;
+  check_image(&cfg, &images[0], "image", args.image);
+  for (int i = 0; i < args.n_datasets; i++) check_image(&cfg, &images[1 + i], "dataset image", args.datasets[i].path);
 
   ensure_root_dir(CTR_HELPER_RUNDIR, 0755);
   ensure_root_dir(MOUNT_POINT, 0755);
-  /* A private copy of the mount table: the kernel mount never appears on the host and goes
+  if (args.n_datasets > 0) ensure_root_dir(DATA_DIR, 0755);
+  /* A private copy of the mount table: the kernel mounts never appear on the host and go
    * away with the last process in this namespace. mount_namespaces(7). */
   if (unshare(CLONE_NEWNS) != 0) die_errno("unshare(CLONE_NEWNS)");
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die_errno("make / private");
-  int loop_nr = -1;
-  int loop_fd = attach_loop(&cfg, image_fd, &st, &fs, &loop_nr);
-  char dev[64];
-  snprintf(dev, sizeof dev, "/dev/loop%d", loop_nr);
-  if (mount(dev, MOUNT_POINT, "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0)
-    die("mount %s (squashfs) on %s: %s", dev, MOUNT_POINT, strerror(errno));
-  /* The mount now holds the device; autoclear detaches it when the last mount is gone. */
-  if (close(loop_fd) != 0) die_errno("close loop device");
-  if (close(image_fd) != 0) die_errno("close image");
+  /* The holder's own arguments, then where each dataset is: DATA_DIR/<i> in this namespace. */
+  static char dataset_args[HP_MAX_DATASETS][HP_KEY_LEN + sizeof DATA_DIR + 16];
+  for (int i = 0; i < n_images; i++) {
+    char mount_point[sizeof DATA_DIR + 16];
+    if (i == 0) {
+      snprintf(mount_point, sizeof mount_point, "%s", MOUNT_POINT);
+    } else {
+      snprintf(mount_point, sizeof mount_point, "%s/%d", DATA_DIR, i - 1);
+      ensure_root_dir(mount_point, 0755);
+      snprintf(dataset_args[i - 1], sizeof dataset_args[i - 1], "%s:%s", args.datasets[i - 1].key, mount_point);
+    }
+    mount_image(&cfg, &images[i], mount_point);
+  }
 
   drop_privileges();
   umask(saved_umask);
   if (sigprocmask(SIG_SETMASK, &saved_mask, NULL) != 0) die_errno("sigprocmask restore");
 
-  char *holder_argv[HP_MAX_ARGS + 8] = {(char *)CTR_BIN_PATH, (char *)"__holder", (char *)"--premounted",
-                                        (char *)MOUNT_POINT};
-  memcpy(holder_argv + 4, args.holder_args, (size_t)args.n_holder_args * sizeof(char *));
+  char *holder_argv[HP_MAX_ARGS + 8 + 2 * HP_MAX_DATASETS] = {(char *)CTR_BIN_PATH, (char *)"__holder",
+                                                              (char *)"--premounted", (char *)MOUNT_POINT};
+  int n = 4;
+  for (int i = 0; i < args.n_datasets; i++) {
+    holder_argv[n++] = (char *)"--premounted-dataset";
+    holder_argv[n++] = dataset_args[i];
+  }
+  memcpy(holder_argv + n, args.holder_args, (size_t)args.n_holder_args * sizeof(char *));
   char *envp[] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
   execve(CTR_BIN_PATH, holder_argv, envp);
   die("exec %s: %s", CTR_BIN_PATH, strerror(errno));

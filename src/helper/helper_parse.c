@@ -16,15 +16,32 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 
 int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, size_t errlen) {
   /* argc 0 is possible (execve with an empty argv); argv[1] would then be the environment. */
-  if (argc < 2) return fail(err, errlen, "usage: ctr-mount-helper IMAGE [HOLDER-ARG...]");
+  if (argc < 2) return fail(err, errlen, "usage: ctr-mount-helper [--dataset KEY:FILE]... IMAGE [HOLDER-ARG...]");
   if (argc > HP_MAX_ARGS + 1) return fail(err, errlen, "too many arguments (at most %d)", HP_MAX_ARGS);
   for (int i = 1; i < argc; i++) {
     if (argv[i] == NULL) return fail(err, errlen, "argument %d is missing", i);
     if (strnlen(argv[i], HP_MAX_ARG_LEN) >= HP_MAX_ARG_LEN)
       return fail(err, errlen, "argument %d is too long (limit %d bytes)", i, HP_MAX_ARG_LEN - 1);
   }
-  if (argv[1][0] == '\0') return fail(err, errlen, "empty image path");
-  *out = (struct hp_args){.image = argv[1], .holder_args = argv + 2, .n_holder_args = argc - 2};
+  memset(out, 0, sizeof *out);
+  int i = 1;
+  for (; i < argc && strcmp(argv[i], "--dataset") == 0; i += 2) {
+    if (i + 1 >= argc) return fail(err, errlen, "--dataset needs KEY:FILE");
+    if (out->n_datasets == HP_MAX_DATASETS) return fail(err, errlen, "more than %d --dataset images", HP_MAX_DATASETS);
+    const char *spec = argv[i + 1];
+    const size_t hex = strspn(spec, "0123456789abcdef");
+    if (hex != HP_KEY_LEN || spec[HP_KEY_LEN] != ':' || spec[HP_KEY_LEN + 1] != '/')
+      return fail(err, errlen, "bad --dataset '%.64s': expected KEY:FILE (16 hex digits, an absolute path)", spec);
+    struct hp_dataset *d = &out->datasets[out->n_datasets++];
+    memcpy(d->key, spec, HP_KEY_LEN);
+    d->key[HP_KEY_LEN] = '\0';
+    d->path = spec + HP_KEY_LEN + 1;
+  }
+  if (i >= argc) return fail(err, errlen, "no image after the --dataset images");
+  if (argv[i][0] == '\0') return fail(err, errlen, "empty image path");
+  out->image = argv[i];
+  out->holder_args = argv + i + 1;
+  out->n_holder_args = argc - i - 1;
   return 0;
 }
 

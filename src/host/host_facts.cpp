@@ -142,7 +142,12 @@ void discoverImageFilesystem(HostFacts& host, const std::string& imagePath, bool
   if (host.setuidHelper != HelperState::Usable || imageIsDirectory) return;
   struct statfs fs {};
   if (::statfs(imagePath.c_str(), &fs) != 0) return;  // resolveImage read it: the launch will say
-  if (const char* name = ctr_untrusted_fs_name(static_cast<unsigned long>(fs.f_type))) host.imageUntrustedFs = name;
+  host.imageUntrustedFs = untrustedFilesystemName(static_cast<std::int64_t>(fs.f_type));
+}
+
+std::string untrustedFilesystemName(std::int64_t statfsType) {
+  const char* name = ctr_untrusted_fs_name(static_cast<unsigned long>(statfsType));
+  return name ? name : "";
 }
 
 std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {

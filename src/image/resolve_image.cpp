@@ -90,6 +90,8 @@ ImageSource resolveImage(const std::filesystem::path& path) {
   source.inode = st.st_ino;
   source.mtimeNs = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   source.fileBytes = static_cast<std::uint64_t>(st.st_size);
+  source.owner = st.st_uid;
+  source.links = static_cast<std::uint64_t>(st.st_nlink);
   if (struct statfs fs {}; ::fstatfs(fd.get(), &fs) == 0) source.filesystem = static_cast<std::int64_t>(fs.f_type);
 
   if (S_ISDIR(st.st_mode)) {

@@ -262,7 +262,8 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   nlohmann::json datasets = nlohmann::json::array();
   for (const auto& d : plan.datasets)
     datasets.push_back({{"path", d.image.path.string()}, {"kind", image::toString(d.image.kind)},
-                        {"offset", d.image.offset}, {"size", d.image.size}, {"key", d.key}, {"mount", d.mountDir}});
+                        {"offset", d.image.offset}, {"size", d.image.size}, {"key", d.key}, {"mount", d.mountDir},
+                        {"driver", toString(d.driver)}, {"driver_reason", d.driverReason}});
   j["datasets"] = datasets;
   if (plan.staging) {
     nlohmann::json files = nlohmann::json::array();
@@ -367,7 +368,10 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
   for (const auto& d : plan.datasets)
     out << "dataset:    " << d.image.path.string() << " (" << image::toString(d.image.kind) << ", squashfs at offset "
         << d.image.offset << ", " << d.image.size << " bytes), read-only at " << d.mountDir
-        << " in the image's holder, by " << (plan.imageServer ? plan.imageServer->program : std::string("?")) << '\n';
+        << " in the image's holder, by "
+        << (d.driver == ImageDriver::SetuidHelper ? std::string("the setuid helper")
+                                                  : plan.imageServer ? plan.imageServer->program : std::string("?"))
+        << " (" << d.driverReason << ")\n";
   if (plan.staging)
     for (const auto& f : plan.staging->files)
       out << "staged:     " << f.source << " -> " << f.copy << " (" << f.what << ", " << f.bytes << " bytes, " << f.reason

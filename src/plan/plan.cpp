@@ -355,6 +355,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   const std::vector<BindSpec> userBinds = userBindSpecs(options, host.env);
   planDatasets(plan, options, userBinds, host);
   planStaging(plan, options, policy, host);
+  planDatasetDrivers(plan, policy, host);
   planImageServer(plan, policy, host);
   planOverlay(plan, options);
   const HomeDirs home = planHome(options, host);
@@ -499,6 +500,59 @@ DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind,
             ImageDriver::Squashfuse};
   return {ImageDriver::Squashfuse, "'image driver = auto' and no usable setuid helper (" + helperProblem + ")",
           std::nullopt};
+}
+
+std::string whyHelperRefuses(const config::Policy& policy, const host::HostFacts& host,
+                             const image::ImageSource& image) {
+  const std::string format = image.kind == image::ImageKind::Sif ? "sif" : "squashfs";
+  if (std::find(policy.setuidFormats.begin(), policy.setuidFormats.end(), format) == policy.setuidFormats.end())
+    return "format " + format + " is not in 'setuid formats'";
+  if (const std::string fs = host::untrustedFilesystemName(image.filesystem); !fs.empty())
+    return "it is on a " + fs + " file system, whose owner and content users control";
+  if (image.links != 1) return "it has " + std::to_string(image.links) + " hard links";
+  const auto& owners = policy.setuidImageOwners;
+  const auto listed = [&](const std::string& name) { return std::find(owners.begin(), owners.end(), name) != owners.end(); };
+  const bool otherNames = std::any_of(owners.begin(), owners.end(), [&](const std::string& name) {
+    return name != "root" && name != "self" && name != host.user.name;
+  });
+  const bool ownerListed = (image.owner == 0 && listed("root")) ||
+                           (image.owner == host.user.uid && (listed("self") || listed(host.user.name)));
+  if (!ownerListed && !otherNames)
+    return "its owner (uid " + std::to_string(image.owner) + ") is not in 'setuid image owners'";
+  const auto& dirs = policy.setuidImageDirectories;
+  if (!dirs.empty() && std::none_of(dirs.begin(), dirs.end(), [&](const std::string& dir) {
+        return isAtOrUnder(image.path.string(), dir);
+      }))
+    return "it is not under any 'setuid image directories'";
+  return {};
+}
+
+image::ImageSource fileMounted(const LaunchPlan& plan, const host::HostFacts& host, const image::ImageSource& image) {
+  image::ImageSource file = image;
+  if (plan.staging && std::any_of(plan.staging->files.begin(), plan.staging->files.end(),
+                                  [&](const StagedFile& f) { return f.copy == image.path.string(); })) {
+    file.owner = host.user.uid;  // the copy is the user's: their launch made it
+    file.links = 1;
+    file.filesystem = 0;  // the stage directory is node-local
+  }
+  return file;
+}
+
+void planDatasetDrivers(LaunchPlan& plan, const config::Policy& policy, const host::HostFacts& host) {
+  for (auto& dataset : plan.datasets) {
+    if (plan.driver != ImageDriver::SetuidHelper) {
+      dataset.driver = ImageDriver::Squashfuse;
+      dataset.driverReason = "the image does not go through the setuid helper";
+    } else if (const std::string why = whyHelperRefuses(policy, host, fileMounted(plan, host, dataset.image));
+               !why.empty()) {
+      dataset.driver = ImageDriver::Squashfuse;
+      dataset.driverReason = "the setuid helper would refuse it: " + why;
+    } else {
+      dataset.driver = ImageDriver::SetuidHelper;
+      dataset.driverReason = "kernel squashfs through the setuid helper, with the image" +
+                             std::string(plan.driverFallback ? " (the image server if the helper cannot proceed)" : "");
+    }
+  }
 }
 
 std::vector<GlibcNeed> glibcNeeds(const LaunchPlan& plan) {

@@ -84,6 +84,20 @@ void planLimits(LaunchPlan& plan, const LaunchOptions& options, const config::Po
 [[nodiscard]] std::vector<std::string> planMpi(LaunchPlan& plan, const LaunchOptions& options,
                                                const config::Policy& policy, const host::HostFacts& host);
 
+// plan.cpp, with decideDriver. Why ctr-mount-helper would refuse `image` by the checks it
+// makes that need no privilege (format, file system, link count, owner, directory), or
+// empty: the planner's prediction (the helper checks again). An owner named in 'setuid image owners' by another user's name
+// is taken as allowed: the helper looks the name up.
+[[nodiscard]] std::string whyHelperRefuses(const config::Policy& policy, const host::HostFacts& host,
+                                           const image::ImageSource& image);
+// The image file the helper would open for `image`: its node-local copy (the user's own
+// file, in the stage directory) where the plan stages it, else itself.
+[[nodiscard]] image::ImageSource fileMounted(const LaunchPlan& plan, const host::HostFacts& host,
+                                             const image::ImageSource& image);
+// Each dataset image's driver: kernel squashfs through the setuid helper when the launch's
+// image goes through it and the helper would take the dataset too, else the image server.
+void planDatasetDrivers(LaunchPlan& plan, const config::Policy& policy, const host::HostFacts& host);
+
 // staging.cpp: --stage, --no-stage and 'stage images' into plan.staging; the image's and the
 // datasets' paths become their copies', and a setuid-helper driver that would refuse the
 // user's own copy gives way to squashfuse. Before planImageServer.

@@ -35,17 +35,6 @@ std::optional<std::string_view> sharedFilesystemName(std::int64_t type) {
   }
 }
 
-
-// Whether ctr-mount-helper would mount a copy in `dir`: the copy is the user's own file.
-bool helperTakesOwnFiles(const config::Policy& policy, const host::HostUser& user, const std::string& dir) {
-  const auto& owners = policy.setuidImageOwners;
-  if (std::find(owners.begin(), owners.end(), "self") == owners.end() &&
-      std::find(owners.begin(), owners.end(), user.name) == owners.end())
-    return false;
-  const auto& dirs = policy.setuidImageDirectories;
-  return dirs.empty() || std::any_of(dirs.begin(), dirs.end(), [&](const std::string& d) { return isAtOrUnder(dir, d); });
-}
-
 }  // namespace
 
 void planStaging(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy,
@@ -88,13 +77,13 @@ void planStaging(LaunchPlan& plan, const LaunchOptions& options, const config::P
   if (staging.files.empty()) return;
 
   const bool imageStaged = staging.files.front().what == "the image";
-  if (imageStaged && plan.driver == ImageDriver::SetuidHelper && !helperTakesOwnFiles(policy, host.user, staging.dir)) {
+  plan.staging = std::move(staging);
+  if (!imageStaged || plan.driver != ImageDriver::SetuidHelper) return;
+  if (const std::string why = whyHelperRefuses(policy, host, fileMounted(plan, host, plan.image)); !why.empty()) {
     plan.driver = ImageDriver::Squashfuse;
-    plan.driverReason = "the staged copy is the user's own file, which the setuid helper mounts only where " +
-                        std::string("'setuid image owners' has self (and 'setuid image directories' the stage directory)");
+    plan.driverReason = "the setuid helper would refuse the staged copy, the user's own file: " + why;
     plan.driverFallback.reset();
   }
-  plan.staging = std::move(staging);
 }
 
 }  // namespace ctr::launch

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstring>
@@ -121,7 +122,17 @@ Child startSquashfuse(const std::string& server, const std::string& imagePath, s
   return child;
 }
 
-// The dataset images ("KEY:OFFSET:PATH"), each read-only at DIR/KEY, served as a
+void bindImageDirectory(const std::string& source, const std::string& imageDir) {
+  if (::mount(source.c_str(), imageDir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+    throw sysError("bind " + source);
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (::mount_setattr(AT_FDCWD, imageDir.c_str(), AT_RECURSIVE, &attr, sizeof attr) != 0)
+    throw sysError("make " + imageDir + " read-only");
+}
+
+// The dataset images ("KEY:OFFSET:PATH"), each read-only at DIR/KEY: bound from where the
+// setuid helper mounted it as kernel squashfs (args.premountedDatasets), else served as a
 // squashfs image is (args.server), whatever the image's own driver.
 void mountDatasets(const HolderArgs& args, const std::string& dir, std::vector<Child>& servers,
                    std::vector<ScopedMount>& mounts) {
@@ -139,18 +150,16 @@ void mountDatasets(const HolderArgs& args, const std::string& dir, std::vector<C
       throw Error("__holder: bad --dataset '" + spec + "'");
     const std::string mountDir = dir + "/" + key;
     if (::mkdir(mountDir.c_str(), 0700) != 0) throw sysError("mkdir " + mountDir);
+    const auto premounted = std::find_if(args.premountedDatasets.begin(), args.premountedDatasets.end(),
+                                         [&](const std::string& p) { return p.starts_with(key + ':'); });
+    if (premounted != args.premountedDatasets.end()) {
+      bindImageDirectory(premounted->substr(key.size() + 1), mountDir);
+      mounts.emplace_back(mountDir);
+      continue;
+    }
     mounts.emplace_back();
     servers.push_back(startSquashfuse(args.server, spec.substr(b + 1), offset, mountDir, mounts.back()));
   }
-}
-
-void bindImageDirectory(const std::string& source, const std::string& imageDir) {
-  if (::mount(source.c_str(), imageDir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
-    throw sysError("bind " + source);
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  if (::mount_setattr(AT_FDCWD, imageDir.c_str(), AT_RECURSIVE, &attr, sizeof attr) != 0)
-    throw sysError("make " + imageDir + " read-only");
 }
 
 // K.pid, replaced atomically (see HolderRecord).
@@ -339,9 +348,12 @@ std::vector<std::string> holderArgv(const HolderArgs& args) {
     argv.push_back(option);
     argv.push_back(value);
   }
-  for (const auto& dataset : args.datasets) {
-    argv.push_back("--dataset");
-    argv.push_back(dataset);
+  for (const auto& [option, list] : {std::pair<const char*, const std::vector<std::string>&>{"--dataset", args.datasets},
+                                     {"--premounted-dataset", args.premountedDatasets}}) {
+    for (const auto& value : list) {
+      argv.push_back(option);
+      argv.push_back(value);
+    }
   }
   for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"--uid-map", args.uidMap},
                                       {"--gid-map", args.gidMap}, {"--newuidmap", args.newuidmap},

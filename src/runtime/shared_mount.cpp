@@ -155,11 +155,17 @@ std::optional<HolderNamespaces> findHolder(int dirFd, const std::string& key) {
   return ns;
 }
 
-[[noreturn]] void execSetuidHelper(const HolderArgs& args) {
-  // ctr-mount-helper IMAGE HOLDER-ARG...: it mounts the image in a private mount namespace,
-  // drops privileges for good and execs `ctr __holder --premounted DIR HOLDER-ARG...`,
-  // leaving the report fd open (src/helper/ctr_mount_helper.c).
-  std::vector<std::string> argv = {build::kHelperPath, args.image};
+// ctr-mount-helper [--dataset KEY:FILE]... IMAGE HOLDER-ARG...: it mounts the image (and
+// each dataset given, `kernelDatasets`) in a private mount namespace, drops privileges for
+// good and execs `ctr __holder --premounted DIR [--premounted-dataset KEY:DIR]...
+// HOLDER-ARG...`, leaving the report fd open (src/helper/ctr_mount_helper.c).
+[[noreturn]] void execSetuidHelper(const HolderArgs& args, const std::vector<std::string>& kernelDatasets) {
+  std::vector<std::string> argv = {build::kHelperPath};
+  for (const auto& dataset : kernelDatasets) {
+    argv.push_back("--dataset");
+    argv.push_back(dataset);
+  }
+  argv.push_back(args.image);
   auto rest = holderArgv(args);
   argv.insert(argv.end(), rest.begin(), rest.end());
   std::vector<char*> cargv;
@@ -216,8 +222,12 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
     if (!plan.imageServer) throw Error("the plan names no squashfs server for " + args.image);
     args.server = plan.imageServer->program;
   }
-  for (const auto& d : plan.datasets)
+  std::vector<std::string> kernelDatasets;  // "KEY:FILE" for the helper
+  for (const auto& d : plan.datasets) {
     args.datasets.push_back(d.key + ':' + std::to_string(d.image.offset) + ':' + d.image.path.string());
+    if (viaHelper && d.driver == launch::ImageDriver::SetuidHelper)
+      kernelDatasets.push_back(d.key + ':' + d.image.path.string());
+  }
 
   try {
     forkDaemon([&] {
@@ -225,7 +235,7 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
       args.readyFd = holderEnd.release();
       if (viaHelper) {
         ::fcntl(args.readyFd, F_SETFD, 0);
-        execSetuidHelper(args);
+        execSetuidHelper(args, kernelDatasets);
       }
       return holderMain(args);
     });
@@ -264,7 +274,9 @@ std::string imageKey(const launch::LaunchPlan& plan, launch::ImageDriver driver)
                 fakeroot->newuidmap + '/' + fakeroot->newgidmap;
   if ((driver == launch::ImageDriver::Squashfuse || !plan.datasets.empty()) && plan.imageServer)
     identity += ":server:" + plan.imageServer->program;
-  for (const auto& d : plan.datasets) identity += ":dataset:" + d.key;
+  for (const auto& d : plan.datasets)
+    identity += ":dataset:" + d.key +
+                (driver == launch::ImageDriver::SetuidHelper && d.driver == launch::ImageDriver::SetuidHelper ? ":kernel" : "");
   return toHex16(fnv1a64(identity));
 }
 

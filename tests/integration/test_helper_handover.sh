@@ -75,4 +75,61 @@ note "NothingLeftAfterLastLaunch"
 for i in $(seq 100); do [ -z "$(losetup -a)" ] && break; sleep 0.1; done
 no_leftovers "after launches"
 
+note "DatasetImagesThroughTheHelper"
+# A dataset image the helper would take is mounted as kernel squashfs beside the image, by
+# the same helper run (one loop device each, no FUSE server); one it would refuse is served
+# by FUSE, the image still kernel squashfs; one the planner could not judge and the helper
+# refuses fails the launch in one line under 'image driver = setuid', nothing attached.
+write_conf "allow setuid = yes" "image driver = setuid" "image linger = 0"
+mkdir -p "$WORK/ds/val"
+echo validation >"$WORK/ds/val/v.txt"
+mksquashfs "$WORK/ds" "$IMAGES/data.sqfs" -noappend -quiet -all-root >/dev/null
+cp "$IMAGES/data.sqfs" "$IMAGES/own.sqfs"
+chown "$TUID:$TGID" "$IMAGES/own.sqfs"
+chmod 644 "$IMAGES/data.sqfs" "$IMAGES/own.sqfs"
+bind_data="$IMAGES/data.sqfs:/data:image-src=/"
+explain=$(run_ctr exec --explain --bind "$bind_data" "$IMAGES/demo.sif" true 2>&1) || fail "explain: $explain"
+expect_contains "explain: dataset by the helper" "by the setuid helper (kernel squashfs through the setuid helper" "$explain"
+expect_eq "json: dataset driver" setuid-helper \
+  "$(run_ctr exec --explain --json --bind "$bind_data" "$IMAGES/demo.sif" true | jq -r '.datasets[0].driver')"
+expect_eq "dataset read" validation "$(run_ctr exec --bind "$bind_data" "$IMAGES/demo.sif" cat /data/val/v.txt 2>&1)"
+as_user "$CTR" exec --bind "$bind_data" "$IMAGES/demo.sif" sleep 30 >/dev/null 2>&1 &
+launch=$!
+for i in $(seq 100); do [ "$(losetup -a | wc -l)" = 2 ] && break; sleep 0.05; done
+expect_eq "two loop devices: the image and the dataset" 2 "$(losetup -a | wc -l)"
+holder=$(pgrep -U "$CTR_TEST_USER" -f "__holder --premounted" | head -1 || true)
+[ -n "$holder" ] || fail "no holder process found"
+expect_eq "the holder has the dataset by the helper's mount" 1 "$(tr '\0' '\n' <"/proc/$holder/cmdline" | grep -c -x -- --premounted-dataset)"
+expect_eq "no FUSE server of the dataset" "" "$(squashfuse_of "$IMAGES/data.sqfs")"
+fstype=$(run_ctr exec --bind "$bind_data" "$IMAGES/demo.sif" awk '$5 == "/data" {i = 7; while ($i != "-") i++; print $(i+1), $6}' /proc/self/mountinfo)
+case "$fstype" in squashfs\ ro,*) ;; *) fail "/data in the container: '$fstype' (want squashfs, read-only)";; esac
+expect_eq "still two loop devices (the second launch joined)" 2 "$(losetup -a | wc -l)"
+pkill -u "$CTR_TEST_USER" -x sleep || true
+wait "$launch" || true
+no_leftovers "after the dataset launches"
+
+explain=$(run_ctr exec --explain --bind "$IMAGES/own.sqfs:/data:image-src=/" "$IMAGES/demo.sif" true 2>&1) || fail "explain: $explain"
+expect_contains "explain: the user's own dataset by FUSE" "the setuid helper would refuse it: its owner (uid $TUID)" "$explain"
+as_user "$CTR" exec --bind "$IMAGES/own.sqfs:/data:image-src=/" "$IMAGES/demo.sif" sleep 30 >/dev/null 2>&1 &
+launch=$!
+for i in $(seq 100); do [ -n "$(squashfuse_of "$IMAGES/own.sqfs")" ] && break; sleep 0.05; done
+expect_eq "a FUSE server of the user's dataset" 1 "$(squashfuse_of "$IMAGES/own.sqfs" | wc -l)"
+expect_eq "one loop device: the image" 1 "$(losetup -a | wc -l)"
+expect_eq "the user's dataset read" validation \
+  "$(run_ctr exec --bind "$IMAGES/own.sqfs:/data:image-src=/" "$IMAGES/demo.sif" cat /data/val/v.txt 2>&1)"
+pkill -u "$CTR_TEST_USER" -x sleep || true
+wait "$launch" || true
+no_leftovers "after the user's dataset launches"
+
+# 'daemon' in the owners: the planner cannot tell whether it is this file's owner.
+write_conf "allow setuid = yes" "image driver = setuid" "image linger = 0" "setuid image owners = root, daemon"
+set +e
+out=$(run_ctr exec --bind "$IMAGES/own.sqfs:/data:image-src=/" "$IMAGES/demo.sif" true 2>&1)
+rc=$?
+set -e
+[ "$rc" != 0 ] || fail "a dataset the helper refuses was accepted"
+expect_eq "one line ($out)" 1 "$(printf '%s\n' "$out" | wc -l)"
+expect_contains "the helper names the dataset" "dataset image $IMAGES/own.sqfs: owner uid $TUID is not in 'setuid image owners'" "$out"
+no_leftovers "after the refused dataset"
+
 echo "PASS: $TEST_NAME"

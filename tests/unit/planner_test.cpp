@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "ctr/error.hpp"
 #include "ctr/launch.hpp"
@@ -939,6 +940,60 @@ TEST(Planner, StagedImageLeavesTheHelperWhereItRefusesTheUsersFiles) {
   policy.setuidImageDirectories = {"/images"};
   EXPECT_EQ(planLaunch(o, policy, sifImage(), host).driver, ImageDriver::Squashfuse)
       << "the stage directory is not among 'setuid image directories'";
+}
+
+TEST(Planner, DatasetsGoThroughTheHelperWithTheImageWhereItWouldTakeThem) {
+  ctr::config::Policy policy;
+  policy.allowSetuid = true;
+  auto host = alice();
+  host.stateDir = "/run/user/1000/ctr";
+  host.setuidHelper = ctr::host::HelperState::Usable;
+  host.helperConfigSafe = true;
+  host.loopControl = true;
+  auto options = execTrue();
+  options.binds = {"/d/data.sqfs:/data:image-src=/"};
+  ctr::image::ImageSource data;
+  data.path = "/d/data.sqfs";
+  data.kind = ctr::image::ImageKind::Squashfs;
+  data.size = 4096;
+  data.owner = 0;
+  options.datasetImages.emplace("/d/data.sqfs", data);
+  auto driverOf = [&](const ctr::image::ImageSource& image) {
+    const auto plan = planLaunch(options, policy, image, host);
+    EXPECT_EQ(plan.datasets.size(), 1U);
+    return std::pair{plan.datasets.at(0).driver, plan.datasets.at(0).driverReason};
+  };
+  auto [driver, why] = driverOf(sifImage());
+  EXPECT_EQ(driver, ImageDriver::SetuidHelper) << why;
+  EXPECT_NE(why.find("the image server if the helper cannot proceed"), std::string::npos) << why;
+
+  auto dir = sifImage();
+  dir.kind = ctr::image::ImageKind::Directory;
+  std::tie(driver, why) = driverOf(dir);
+  EXPECT_EQ(driver, ImageDriver::Squashfuse) << "a directory image does not go through the helper";
+  EXPECT_NE(why.find("does not go through the setuid helper"), std::string::npos) << why;
+
+  auto& d = options.datasetImages.at("/d/data.sqfs");
+  d.owner = 1000;  // alice's own
+  std::tie(driver, why) = driverOf(sifImage());
+  EXPECT_EQ(driver, ImageDriver::Squashfuse);
+  EXPECT_NE(why.find("owner (uid 1000) is not in 'setuid image owners'"), std::string::npos) << why;
+  policy.setuidImageOwners = {"root", "self"};
+  EXPECT_EQ(driverOf(sifImage()).first, ImageDriver::SetuidHelper);
+  policy.setuidImageDirectories = {"/images"};
+  std::tie(driver, why) = driverOf(sifImage());
+  EXPECT_EQ(driver, ImageDriver::Squashfuse);
+  EXPECT_NE(why.find("not under any 'setuid image directories'"), std::string::npos) << why;
+  policy.setuidImageDirectories = {"/d"};
+  EXPECT_EQ(driverOf(sifImage()).first, ImageDriver::SetuidHelper);
+  d.links = 2;
+  EXPECT_NE(driverOf(sifImage()).second.find("2 hard links"), std::string::npos);
+  d.links = 1;
+  d.filesystem = 0x65735546;  // FUSE
+  EXPECT_NE(driverOf(sifImage()).second.find("FUSE"), std::string::npos);
+  d.filesystem = 0;
+  policy.setuidFormats = {"sif"};
+  EXPECT_NE(driverOf(sifImage()).second.find("format squashfs"), std::string::npos);
 }
 
 TEST(Planner, NoUmaskSetsTheAppsUmask) {

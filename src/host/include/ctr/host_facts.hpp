@@ -202,5 +202,8 @@ void discoverMpiHost(HostFacts& host, const config::Policy& policy);
 // The image's file system, when the setuid helper would refuse it (host.imageUntrustedFs):
 // one statfs, only where the helper is installed and the image is a file.
 void discoverImageFilesystem(HostFacts& host, const std::string& imagePath, bool imageIsDirectory);
+// The name of a file system (statfs f_type) the setuid helper refuses images from
+// (src/helper/untrusted_fs.h), or empty.
+[[nodiscard]] std::string untrustedFilesystemName(std::int64_t statfsType);
 
 }  // namespace ctr::host

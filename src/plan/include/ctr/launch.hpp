@@ -457,8 +457,9 @@ struct ImageServer {
 // holder mounts it read-only at `mountDir` with the plan's image server before it reports,
 // so every launch of the node with the same image and datasets shares one mount; the
 // launch binds mountDir + PATH at DST (a plan Mount of origin User).
-// At most this many dataset and overlay images per launch: each is two holder arguments, and
-// the setuid helper passes at most 64 on to the holder it execs (src/helper/helper_parse.h).
+// At most this many dataset and overlay images per launch: each is two holder arguments (and
+// two more to the setuid helper, which takes at most 128 and mounts at most HP_MAX_DATASETS:
+// src/helper/helper_parse.h).
 inline constexpr std::size_t kMaxDatasetImages = 16;
 
 struct DatasetImage {
@@ -466,6 +467,10 @@ struct DatasetImage {
   image::ImageSource image;  // the squashfs or SIF file, resolved by the CLI
   std::string key;           // 16 hex digits of its identity (file, offset, size)
   std::string mountDir;      // <state>/mnt/data/KEY, in the holder's mount namespace
+  // Kernel squashfs through the setuid helper (with the image: only a launch whose image
+  // goes through the helper) or the image server (planDatasetDrivers), and why.
+  ImageDriver driver = ImageDriver::Squashfuse;
+  std::string driverReason;
 };
 
 // Node-local staging (docs/design-io.md section 4): an image or dataset image copied from a
