@@ -13,10 +13,22 @@
  * pid, signals and exit status are Slurm's as without a container. exit (slurmstepd, as
  * root) stops the instance as the user.
  *
+ * --container-entrypoint runs the image's runscript (/.singularity.d/runscript, ctr's name
+ * for an image's entrypoint) with the task's command line as its arguments. slurmstepd
+ * resolves and execs the task's argv (job->argv, what S_JOB_ARGV gives) after task_init,
+ * but that array cannot grow there: task_init opens ctr-slurm-entrypoint on the node before
+ * it enters the container, puts "/proc/self/fd/N" in argv[0] and the task's own argv[0] in
+ * CTR_ENTRYPOINT_ARG0, and that static program, exec'd in the container, execs the
+ * runscript with ARG0 argv[1] ... (the fd is close-on-exec: the kernel has the file open
+ * by then). Under srun --multi-prog each task's argv is an array of its own, which SPANK
+ * does not give a plugin: there the option has no effect.
+ *
  * C, and linked with nothing: slurmstepd loads it into every step. Options go through
  * spank_option_register (seen by srun, sbatch and salloc). plugstack.conf arguments (an
  * unknown one, or a bad value, fails the plugin's init with a line naming it):
  *   ctr=PATH                       the ctr program (default: the install's)
+ *   entrypoint=PATH                ctr-slurm-entrypoint, for --container-entrypoint (default:
+ *                                  the install's, in ctr's libexec directory)
  *   image_dir=DIR                  --container-image=NAME, a bare name (no '/', '#' or ':'
  *                                  tag, no docker: or other transport), is DIR/NAME
  *   container_required=no|steps|all  steps: every srun/salloc step must give
@@ -57,6 +69,9 @@ SPANK_PLUGIN(ctr, 1)
 #ifndef CTR_DEFAULT_PROGRAM
 #define CTR_DEFAULT_PROGRAM "/usr/bin/ctr"
 #endif
+#ifndef CTR_DEFAULT_ENTRYPOINT
+#define CTR_DEFAULT_ENTRYPOINT "/usr/libexec/ctr/ctr-slurm-entrypoint"
+#endif
 
 enum {
   OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV, OPT_NAME, OPT_WRITABLE, OPT_READONLY, OPT_ENV,
@@ -64,12 +79,13 @@ enum {
 };
 
 static char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi;
-static int opt_no_home, opt_nv, opt_writable, opt_remap_root;
+static int opt_no_home, opt_nv, opt_writable, opt_remap_root, opt_entrypoint;
 /* pyxis's --container-name=NAME:FLAG: auto (join NAME if it runs, else start it), create (it
  * must not run yet), exec (it must run already); no_exec (a new container over NAME's files)
  * has no meaning here: a named container's files live in the running container. */
 static enum { NAME_AUTO, NAME_CREATE, NAME_EXEC } opt_name_flag;
 static char ctr_program[PATH_MAX] = CTR_DEFAULT_PROGRAM;
+static char entrypoint_program[PATH_MAX] = CTR_DEFAULT_ENTRYPOINT;
 
 /* The site's policy (plugstack.conf). */
 static char image_dir[PATH_MAX];
@@ -118,12 +134,12 @@ static struct spank_option options[] = {
      "(by default the image's wins)", 1, OPT_ENV, take_option},
     {"container-mpi", "bind|hybrid", "[ctr] hybrid: the image's own MPI (the default); bind: the site's MPI "
      "replaces it (ctr's --mpi)", 1, OPT_MPI, take_option},
-    /* pyxis's, so that its job scripts run unchanged: the defaults, or refused in one line. */
+    /* pyxis's, so that its job scripts run unchanged. */
     {"container-mount-home", NULL, "[ctr] mount the home directory (the default)", 0, OPT_MOUNT_HOME, take_option},
     {"no-container-entrypoint", NULL, "[ctr] run the step's command as given (the default)", 0, OPT_NO_ENTRYPOINT,
      take_option},
-    {"container-entrypoint", NULL, "[ctr] not supported: run the image's runscript as the command instead", 0,
-     OPT_ENTRYPOINT, take_option},
+    {"container-entrypoint", NULL, "[ctr] run the image's entrypoint (its runscript) with the step's command as its "
+     "arguments", 0, OPT_ENTRYPOINT, take_option},
     {"no-container-remap-root", NULL, "[ctr] you stay yourself in the container (the default)", 0, OPT_NO_REMAP_ROOT,
      take_option},
     {"container-remap-root", NULL, "[ctr] root in the container (ctr's --fakeroot: your uid, and your /etc/subuid "
@@ -167,11 +183,6 @@ static int refuse_option(int val, const char *arg, char *why, size_t size) {
     allowed_list(allowed, list, sizeof list);
     snprintf(why, size, "ctr: --%s is not allowed by this site's plugstack.conf (allow=%s)", option_name(val),
              list);
-    return -1;
-  }
-  if (val == OPT_ENTRYPOINT) {
-    snprintf(why, size, "ctr: --container-entrypoint is not supported: ctr runs the step's command as given; "
-             "give the image's runscript as the command to run its entrypoint (srun ... /.singularity.d/runscript ARGS)");
     return -1;
   }
   if (val == OPT_NAME) {
@@ -235,7 +246,9 @@ static int take_option(int val, const char *arg, int remote) {
     case OPT_MOUNT_HOME: opt_no_home = 0; break;
     case OPT_REMAP_ROOT: opt_remap_root = 1; break;
     case OPT_NO_REMAP_ROOT: opt_remap_root = 0; break;
-    default: break; /* the default: --no-container-entrypoint */
+    case OPT_ENTRYPOINT: opt_entrypoint = 1; break;
+    case OPT_NO_ENTRYPOINT: opt_entrypoint = 0; break;
+    default: break;
   }
   return 0;
 }
@@ -273,6 +286,12 @@ static int parse_argument(const char *arg) {
   const char *value;
   if ((value = argument_value(arg, "ctr")) && strlen(value) < sizeof ctr_program) {
     strcpy(ctr_program, value);
+  } else if ((value = argument_value(arg, "entrypoint"))) {
+    if (value[0] != '/' || strlen(value) >= sizeof entrypoint_program) {
+      slurm_error("ctr: plugstack.conf argument '%s': PATH must be an absolute path", arg);
+      return -1;
+    }
+    strcpy(entrypoint_program, value);
   } else if ((value = argument_value(arg, "image_dir"))) {
     if (value[0] != '/' || strlen(value) >= sizeof image_dir - 256) { /* room for NAME */
       slurm_error("ctr: plugstack.conf argument '%s': DIR must be an absolute path", arg);
@@ -298,7 +317,7 @@ static int parse_argument(const char *arg) {
       return -1;
     }
   } else {
-    slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH, image_dir=DIR, "
+    slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH, entrypoint=PATH, image_dir=DIR, "
                 "container_required=no|steps|all, allow=OPT,...)", arg);
     return -1;
   }
@@ -987,11 +1006,44 @@ static int job_keeps(spank_t sp, const char *name) {
   return rc == ESPANK_SUCCESS || rc == ESPANK_NOSPACE;
 }
 
+#define RUNSCRIPT "/.singularity.d/runscript"
+
+/* --container-entrypoint, before the task enters the container (where the node's files are
+ * not): ctr-slurm-entrypoint opened on the node. */
+static int open_entrypoint(void) {
+  int fd = open(entrypoint_program, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    fail_task("ctr: --container-entrypoint: cannot open %s (%s): set entrypoint=PATH in plugstack.conf",
+              entrypoint_program, strerror(errno));
+  return fd;
+}
+
+/* --container-entrypoint, in the container: the task's argv[0] becomes the program `fd`
+ * (slurmstepd execs job->argv after task_init, and takes an absolute argv[0] as it is), the
+ * task's own argv[0] goes in CTR_ENTRYPOINT_ARG0, and that program execs the image's
+ * runscript with ARG0 argv[1] ... */
+static void run_through_entrypoint(spank_t sp, int fd) {
+  static char path[32];
+  int argc = 0;
+  char **argv = NULL;
+  if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv || !argv[0])
+    fail_task("ctr: --container-entrypoint: cannot read the task's command line");
+  if (access(RUNSCRIPT, X_OK) != 0) {
+    if (errno == ENOENT) fail_task("ctr: --container-entrypoint: the image has no " RUNSCRIPT);
+    fail_task("ctr: --container-entrypoint: cannot run " RUNSCRIPT ": %s", strerror(errno));
+  }
+  if (spank_setenv(sp, "CTR_ENTRYPOINT_ARG0", argv[0], 1) != ESPANK_SUCCESS)
+    fail_task("ctr: --container-entrypoint: cannot set CTR_ENTRYPOINT_ARG0 in the task's environment");
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  argv[0] = path;
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av) {
   (void)ac;
   (void)av;
   if (join.failed[0]) fail_task("%s", join.failed);
   if (!join.active) return 0;
+  const int entrypoint = opt_entrypoint ? open_entrypoint() : -1;
   int fds[MAX_NS];
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");
@@ -1032,6 +1084,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
   }
   for (int i = 0; i < join.nunset; ++i)
     if (!job_keeps(sp, join.unset[i])) spank_unsetenv(sp, join.unset[i]);
+  if (entrypoint >= 0) run_through_entrypoint(sp, entrypoint);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || drop_capabilities() != 0) {
     fail_task("ctr: cannot drop privileges in %s: %s", join.name, strerror(errno));
   }

@@ -113,7 +113,8 @@ CONF
   # file for it and this machine has no GPU, so /dev/null stands in (nothing opens it; the
   # plugin's GPU default is tested with an NVIDIA driver fixture through CTR_HOST_ROOT).
   echo "Name=gpu File=/dev/null" > "$dir/etc/gres.conf"
-  echo "required $plugin ctr=$ctr" > "$dir/etc/plugstack.conf"
+  # The build tree's ctr-slurm-entrypoint (--container-entrypoint) is beside its ctr.
+  echo "required $plugin ctr=$ctr entrypoint=$(dirname "$ctr")/ctr-slurm-entrypoint" > "$dir/etc/plugstack.conf"
   chmod 644 "$dir"/etc/*
   mkdir -p /run/munge
   chown munge:munge /run/munge

@@ -41,3 +41,19 @@ slurm_wait_no_jobs() {
   done
   return 1
 }
+
+# make_entrypoint_images: $WORK/entry.sqfs, the demo image whose runscript (its entrypoint)
+# prints "runscript PID: ARGS" and execs its arguments, and $WORK/norunscript.sqfs, the demo
+# image without a runscript (after slurm_demo_test).
+make_entrypoint_images() {
+  cp -a "$WORK/demo" "$WORK/entry"
+  printf '#!/bin/sh\necho "runscript $$: $*"\nexec "$@"\n' > "$WORK/entry/.singularity.d/runscript"
+  chmod 755 "$WORK/entry/.singularity.d/runscript"
+  cp -a "$WORK/demo" "$WORK/norunscript"
+  rm -f "$WORK/norunscript/.singularity.d/runscript" "$WORK/norunscript/singularity"
+  local image
+  for image in entry norunscript; do
+    mksquashfs "$WORK/$image" "$WORK/$image.sqfs" -quiet -noappend -all-root >/dev/null
+    chmod 644 "$WORK/$image.sqfs"
+  done
+}

@@ -62,6 +62,9 @@ refused "--container-mounts" \
   "ctr: --container-mounts is not allowed by this site's plugstack.conf (allow=container-image,container-workdir)"
 run srun -N1 --container-image="$image" --container-workdir=/etc pwd
 expect_eq "--container-workdir, allowed" "/etc" "$out"
+run srun -N1 --container-image="$image" --container-entrypoint true
+refused "--container-entrypoint" \
+  "ctr: --container-entrypoint is not allowed by this site's plugstack.conf (allow=container-image,container-workdir)"
 
 note "allow=: an option the submit host let through is refused where the step runs"
 policy

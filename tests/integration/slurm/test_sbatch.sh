@@ -28,6 +28,18 @@ note "sbatch --container-image --wrap: the job's exit status is the script's"
 set +e; slurm sbatch --wait --container-image="$WORK/demo.sqfs" -o "$WORK/out/wrap.out" --wrap 'test -x /bin/busybox; exit 5' >/dev/null; rc=$?; set -e
 expect_eq "sbatch --wait's exit status" 5 "$rc"
 
+note "sbatch --container-entrypoint: the image's runscript runs the batch script"
+make_entrypoint_images
+set +e; slurm sbatch --wait --container-entrypoint --container-image="$WORK/entry.sqfs" -o "$WORK/out/entry.out" \
+  --wrap 'echo "script $$ $0"; exit 4' >/dev/null; rc=$?; set -e
+out=$(cat "$WORK/out/entry.out")
+expect_eq "sbatch --wait's exit status: the script's" 4 "$rc"
+script=$(printf '%s\n' "$out" | sed -n 's/^script [0-9]* //p')
+pid=$(printf '%s\n' "$out" | sed -n 's/^runscript \([0-9]*\): .*/\1/p')
+[ -n "$script" ] && [ -n "$pid" ] || fail "--container-entrypoint: the runscript or the script did not run: $out"
+expect_eq "the runscript ran the script, in one process" "runscript $pid: $script|script $pid $script" \
+  "$(printf '%s\n' "$out" | paste -sd '|')"
+
 note "--container-name: the job's steps share one writable container (a step may name it only), an unnamed step has its own; NAME:create and NAME:exec"
 cat > "$WORK/named.sh" <<S
 #!/bin/sh

@@ -51,17 +51,38 @@ chmod 644 "$WORK/shenv.sqfs"
 expect_eq "the script's variable in the tasks" "from-a-shell from-a-shell" \
   "$(slurm srun -N2 -n2 --container-image="$WORK/shenv.sqfs" sh -c 'echo $FROM_SHELL' | xargs)"
 
-note "pyxis's options that name the defaults are taken, --container-remap-root too; --container-entrypoint refused in one line"
+note "pyxis's options that name the defaults are taken, --container-remap-root too"
 expect_eq "--no-container-entrypoint --container-mount-home --no-container-remap-root" "ID=ctr-demo" \
   "$(slurm srun -N1 -n1 --no-container-entrypoint --container-mount-home --no-container-remap-root \
      --container-image="$WORK/demo.sqfs" grep ^ID= /etc/os-release)"
-set +e; err=$(slurm srun -N1 -n1 --container-entrypoint --container-image="$WORK/demo.sqfs" true 2>&1); rc=$?; set -e
-[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "--container-entrypoint: srun exit status $rc"
-expect_contains "--container-entrypoint: ctr's line" "ctr: --container-entrypoint is not supported" \
-  "$(printf '%s\n' "$err" | head -n 1)"
 # --container-remap-root is ctr's --fakeroot: root in the container, the image's files root's.
 expect_eq "--container-remap-root" "0 root 0" \
   "$(slurm srun -N1 -n1 --container-remap-root --container-image="$WORK/demo.sqfs" sh -c 'echo $(id -u) $(stat -c %U /usr) $(id -g)')"
+
+note "--container-entrypoint: the image's runscript runs the step's command, as the task itself"
+make_entrypoint_images
+set +e
+out=$(slurm srun -N1 -n1 --container-entrypoint --container-image="$WORK/entry.sqfs" \
+  sh -c 'echo "app $$ $SLURM_TASK_PID $0 $1 ${CTR_ENTRYPOINT_ARG0-unset} $(cat /proc/$PPID/comm)"; exit 3' a b 2>&1)
+rc=$?
+set -e
+printf '%s\n' "$out"
+expect_eq "srun's exit status: the app's" 3 "$rc"
+pid=$(printf '%s\n' "$out" | sed -n 's/^runscript \([0-9]*\): .*/\1/p')
+[ -n "$pid" ] || fail "--container-entrypoint: the runscript did not run: $out"
+expect_contains "the runscript's arguments: the step's command" "runscript $pid: sh -c echo " "$out"
+# One pid from the runscript to the app, Slurm's task pid, a child of slurmstepd; the
+# shim's variable is gone.
+expect_eq "the app: the task's pid, its arguments, its parent" "app $pid $pid a b unset slurmstepd" \
+  "$(printf '%s\n' "$out" | grep '^app ')"
+expect_eq "--container-entrypoint on both nodes, two tasks each" 4 \
+  "$(slurm srun -N2 -n4 --container-entrypoint --container-image="$WORK/entry.sqfs" hostname | grep -c '^runscript ')"
+expect_eq "without the option the command runs as given" "direct" \
+  "$(slurm srun -N1 -n1 --container-image="$WORK/entry.sqfs" echo direct)"
+set +e; err=$(slurm srun -N1 -n1 --container-entrypoint --container-image="$WORK/norunscript.sqfs" true 2>&1); rc=$?; set -e
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "--container-entrypoint without a runscript: srun exit status $rc"
+expect_eq "an image without a runscript: ctr's line" \
+  "ctr: --container-entrypoint: the image has no /.singularity.d/runscript" "$(printf '%s\n' "$err" | grep '^ctr: ')"
 
 note "GPUs: a step allocated one gets the node's NVIDIA driver by default (--nv)"
 # The cluster's nodes have one "GPU" each (gres.conf: /dev/null stands in for its device);
