@@ -360,10 +360,6 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   planOverlay(plan, options);
   const HomeDirs home = planHome(options, host);
   plan.namespaces = planNamespaces(options);
-  if (plan.overlay.hasExt3() && plan.namespaces.pid)
-    throw Error("--overlay with an ext3 image cannot be used with a PID namespace (--pid, --containall) yet: "
-                "the namespace's end would kill fuse2fs before it has written the image back; add --no-pid")
-        .withStatus(1);
   // Apptainer's defaults, in mount order; then the site's, the devices', MPI's, the user's.
   plan.kernelInterfaces = decideKernelInterfaces(policy, host.user.uid);
   addSystemMounts(plan.mounts, plan.namespaces.pid, plan.namespaces.net, plan.kernelInterfaces, privateDev);

@@ -38,6 +38,7 @@
 #include "ctr/strings.hpp"
 #include "build_namespace.hpp"
 #include "cgroup.hpp"
+#include "fuse_union.hpp"
 #include "image_env_scripts.hpp"
 #include "instance_state.hpp"
 #include "rootfs.hpp"
@@ -343,8 +344,9 @@ void restoreAppSignals(const sigset_t& previousMask) {
 }
 
 // PID 1 of the container: starts the app (which execs `argv`) as PID 2, forwards the
-// signals to it, reaps every orphan, and exits with the app's status when it ends (the
-// kernel then ends whatever the app left).
+// signals to it, reaps every orphan, and exits with the app's status when it ends, after
+// the FUSE servers of an ext3 overlay have written their images back (the kernel then ends
+// whatever the app left).
 // `signalAll` (the plan's): every signal goes to every process of the namespace instead.
 [[noreturn]] void initOf(const std::function<void()>& app, int signals, const sigset_t& previousMask,
                          bool foreground, bool signalAll) {
@@ -357,8 +359,11 @@ void restoreAppSignals(const sigset_t& previousMask) {
   ::prctl(PR_SET_NAME, "ctr-init");
   for (;;) {
     int status = 0;
-    for (pid_t done; (done = ::waitpid(-1, &status, WNOHANG)) > 0;)
-      if (done == child) ::_exit(shellStatus(status));
+    for (pid_t done; (done = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      if (done != child) continue;
+      endFuseServers();  // --overlay ext3: written back before the namespace's end kills them
+      ::_exit(shellStatus(status));
+    }
     signalfd_siginfo info{};
     if (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info) && info.ssi_signo != SIGCHLD)
       ::kill(signalAll ? -1 : child, static_cast<int>(info.ssi_signo));

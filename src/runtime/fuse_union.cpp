@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -28,6 +30,15 @@ namespace {
 
 // How long a FUSE server may take to answer its mount (fuse2fs reads the image's bitmaps).
 constexpr auto kFuseMountWait = std::chrono::seconds(20);
+// How long endFuseServers waits for the servers to end (fuse2fs writes the image back).
+constexpr int kFuseEndWaitMs = 60'000;
+
+// The servers this process started (pidfds: a server reaped by someone's waitpid(-1)
+// cannot be mistaken for a process that took its pid).
+std::vector<UniqueFd>& startedServers() {
+  static std::vector<UniqueFd> servers;
+  return servers;
+}
 
 // In the forked child, before execve: a server of this launch's process, which becomes the
 // app, ends (SIGTERM: libfuse unmounts, fuse2fs writes the image back) when the app does;
@@ -95,6 +106,7 @@ void startFuseServer(const std::vector<std::string>& argv, const std::string& mo
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   spdlog::debug("{}: {} (pid {}) mounted {}", what, argv[0], server.pid(), mountPoint);
+  startedServers().emplace_back(static_cast<int>(::syscall(SYS_pidfd_open, server.pid(), 0)));
   server.release();
 }
 
@@ -127,6 +139,23 @@ std::vector<std::string> mountExt3Layers(const launch::RootOverlay& overlay, con
     mounts[i] = mnt;
   }
   return mounts;
+}
+
+void endFuseServers() {
+  auto& servers = startedServers();
+  for (const auto& pidfd : servers)
+    if (pidfd) ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGTERM, nullptr, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kFuseEndWaitMs);
+  for (const auto& pidfd : servers) {
+    if (!pidfd) continue;
+    pollfd ended{pidfd.get(), POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    while (::poll(&ended, 1, static_cast<int>(std::max<long>(left.count(), 0))) < 0 && errno == EINTR) {
+    }
+    siginfo_t info{};
+    ::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED | WNOHANG);  // ECHILD: reaped already
+  }
+  servers.clear();
 }
 
 void mountFuseOverlayfs(const std::string& layerOptions, const std::string& target, uid_t uid, gid_t gid) {

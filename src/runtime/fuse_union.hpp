@@ -4,6 +4,8 @@
 // (SIGTERM, PR_SET_PDEATHSIG) when the launch's process, the app after execve, ends, and
 // fuse2fs writes the image back as it ends; an image's lock (overlay_locks.hpp) stays with
 // its fuse2fs until then, so the next launch that locks it waits for a written-back image.
+// In a PID namespace they are its init's children, and the init ends them (endFuseServers)
+// before it exits with the app's status.
 #pragma once
 
 #include <sys/types.h>
@@ -23,6 +25,11 @@ namespace ctr::runtime {
 [[nodiscard]] std::vector<std::string> mountExt3Layers(const launch::RootOverlay& overlay,
                                                        const std::vector<UniqueFd>& locks,
                                                        const std::string& stageDir);
+
+// Sends SIGTERM to every FUSE server this process started and waits (up to a minute) for
+// each to end, fuse2fs having written its image back. For a PID namespace's init, whose end
+// would SIGKILL them first: without one they end with the app's process (PR_SET_PDEATHSIG).
+void endFuseServers();
 
 // Mounts fuse-overlayfs at `target` with `layerOptions` (lowerdir=...[,upperdir=...,workdir=...]),
 // every file shown as uid:gid's.

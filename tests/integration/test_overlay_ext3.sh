@@ -3,7 +3,8 @@
 # --overlay env.img keeps a run's changes in the image's upper/ (fuse2fs mounts it, and
 # fuse-overlayfs stacks it over the image, both for that launch alone), the next run sees
 # them and a run without it does not; env.img:ro stacks it read-only; one writer at a time,
-# a second refused in one line; an ext3 overlay partition in a SIF works the same; after each
+# a second refused in one line; the same with a PID namespace, whose init ends the servers
+# before the namespace ends; an ext3 overlay partition in a SIF works the same; after each
 # run no FUSE server, no mount, and the image is clean (e2fsck -fn).
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
@@ -12,6 +13,7 @@ require_kernel_mount_api
 command -v fuse2fs >/dev/null || skip "fuse2fs is not installed (Debian package fuse2fs)"
 command -v fuse-overlayfs >/dev/null || skip "fuse-overlayfs is not installed (Debian package fuse-overlayfs)"
 E2FSCK=$(PATH=$PATH:/usr/sbin:/sbin command -v e2fsck) || skip "e2fsck is not installed (e2fsprogs)"
+DUMPE2FS=$(PATH=$PATH:/usr/sbin:/sbin command -v dumpe2fs) || skip "dumpe2fs is not installed (e2fsprogs)"
 use_linger 0
 make_demo_squashfs demo
 chmod -R a+rX "$WORK"
@@ -40,6 +42,9 @@ settled() {
   ! as_user grep -E 'fuse2fs|fuse-overlayfs|fuse\.' /proc/self/mountinfo || fail "FUSE mounts left"
   [ "${2:-}" = no-fsck ] && return 0  # a SIF: the file system is at an offset in it
   "$E2FSCK" -fn "$1" >"$WORK/fsck" 2>&1 || fail "$1 not clean after the run: $(cat "$WORK/fsck")"
+  # fuse2fs marks the file system clean only as it ends normally (SIGTERM), not when killed.
+  state=$("$DUMPE2FS" -h "$1" 2>/dev/null | sed -n 's/^Filesystem state: *//p')
+  [ "$state" = clean ] || fail "$1: file system state '$state' after the run (fuse2fs was killed before it closed it?)"
 }
 
 as_user "$CTR_BIN" overlay create "$U/env.img"
@@ -77,6 +82,20 @@ rc=0; out=$(run --overlay env.img:ro "$img" true 2>&1) || rc=$?
 expect_eq "reader while written: exit" 1 "$rc"
 expect_contains "reader while written" "open writable in another container" "$out"
 wait "$first" || fail "the first writer failed"
+settled "$U/env.img"
+
+note "with a PID namespace (--pid, --containall): the init lets fuse2fs write the image back"
+# The namespace's end SIGKILLs what is left in it: the init ends the FUSE servers first.
+run --pid --overlay env.img "$img" sh -c 'dd if=/dev/zero of=/opt/app/big bs=1M count=8 2>/dev/null; echo pid > /opt/app/pid'
+settled "$U/env.img"
+expect_eq "--pid: the file is kept" pid "$(run --containall --overlay "$U/env.img" "$img" cat /opt/app/pid)"
+settled "$U/env.img"
+expect_eq "--pid: the 8 MiB file is whole" 8388608 "$(run --pid --overlay env.img:ro "$img" stat -c %s /opt/app/big)"
+settled "$U/env.img"
+rc=0; run --pid --overlay env.img "$img" sh -c 'echo status > /opt/app/status; exit 7' || rc=$?
+expect_eq "--pid: the app's exit status" 7 "$rc"
+settled "$U/env.img"
+expect_eq "--pid: written before exit 7" status "$(run --overlay env.img:ro "$img" cat /opt/app/status)"
 settled "$U/env.img"
 
 note "an ext3 overlay partition in a SIF"
