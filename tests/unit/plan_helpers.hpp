@@ -40,6 +40,17 @@ inline image::ImageSource sifImage() {
   return source;
 }
 
+// A squashfs dataset image at `path` (--bind PATH:DST:image-src=...), as the CLI resolves it.
+inline image::ImageSource squashfsDataset(const std::string& path, ino_t inode = 0) {
+  image::ImageSource source;
+  source.path = path;
+  source.kind = image::ImageKind::Squashfs;
+  source.size = 4096;
+  source.fileBytes = 4096;
+  source.inode = inode;
+  return source;
+}
+
 // `ctr exec /images/app.sif /bin/true`
 inline launch::LaunchOptions execTrue() {
   launch::LaunchOptions o;

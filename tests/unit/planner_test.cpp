@@ -16,6 +16,7 @@ using namespace ctr::launch;
 using ctr::testing::alice;
 using ctr::testing::execTrue;
 using ctr::testing::sifImage;
+using ctr::testing::squashfsDataset;
 
 std::vector<std::string> destinations(const LaunchPlan& plan) {
   std::vector<std::string> d;
@@ -899,12 +900,7 @@ TEST(Planner, StagingCopiesDatasetsAndLeavesDirectoriesAlone) {
   auto o = execTrue();
   o.stage = true;
   o.binds = {"/shared/data.sqfs:/data:image-src=/"};
-  ctr::image::ImageSource data;
-  data.path = "/shared/data.sqfs";
-  data.kind = ctr::image::ImageKind::Squashfs;
-  data.fileBytes = 4096;
-  data.inode = 5;
-  o.datasetImages.emplace("/shared/data.sqfs", data);
+  o.datasetImages.emplace("/shared/data.sqfs", squashfsDataset("/shared/data.sqfs", 5));
   auto dir = sifImage();
   dir.kind = ctr::image::ImageKind::Directory;
   const auto plan = planLaunch(o, {}, dir, host);
@@ -948,12 +944,7 @@ TEST(Planner, DatasetsGoThroughTheHelperWithTheImageWhereItWouldTakeThem) {
   host.loopControl = true;
   auto options = execTrue();
   options.binds = {"/d/data.sqfs:/data:image-src=/"};
-  ctr::image::ImageSource data;
-  data.path = "/d/data.sqfs";
-  data.kind = ctr::image::ImageKind::Squashfs;
-  data.size = 4096;
-  data.owner = 0;
-  options.datasetImages.emplace("/d/data.sqfs", data);
+  options.datasetImages.emplace("/d/data.sqfs", squashfsDataset("/d/data.sqfs"));  // root's
   auto driverOf = [&](const ctr::image::ImageSource& image) {
     const auto plan = planLaunch(options, policy, image, host);
     EXPECT_EQ(plan.datasets.size(), 1U);
