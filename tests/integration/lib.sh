@@ -87,6 +87,22 @@ as_user() {
       ${CTR_TEST_CONFIG:+CTR_CONFIG=$CTR_TEST_CONFIG} "$@" )
 }
 
+# make_user_dir: $U, a directory of the test user's own in $WORK (where its launches start
+# and its overlay images go).
+make_user_dir() {
+  U="$WORK/user"
+  mkdir -m 755 "$U" && chown "$CTR_TEST_USER" "$U"
+}
+
+# demo_for_user: $img, the demo image as squashfs in $WORK (readable by the test user), and
+# make_user_dir's $U.
+demo_for_user() {
+  make_demo_squashfs demo
+  chmod -R a+rX "$WORK"
+  img="$WORK/demo.sqfs"
+  make_user_dir
+}
+
 # use_linger SECONDS: the test user's launches use a ctr.conf with 'image linger = SECONDS'
 # (0: a holder ends with the image's last launch, so leftover checks need not wait; the
 # default keeps images mounted a few seconds for the next launch).

@@ -9,11 +9,7 @@
 ensure_test_user
 require_fuse
 use_linger 0
-make_demo_squashfs demo
-chmod -R a+rX "$WORK"
-img="$WORK/demo.sqfs"
-U="$WORK/user"
-mkdir -m 755 "$U" && chown "$CTR_TEST_USER" "$U"
+demo_for_user
 uid=$(id -u "$CTR_TEST_USER")
 gid=$(id -g "$CTR_TEST_USER")
 home=$(getent passwd "$CTR_TEST_USER" | cut -d: -f6)

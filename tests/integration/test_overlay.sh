@@ -13,11 +13,7 @@ require_fuse
 require_kernel_mount_api
 require_userns_overlay
 use_linger 0
-make_demo_squashfs demo
-chmod -R a+rX "$WORK"
-U="$WORK/user"
-mkdir -m 755 "$U" && chown "$CTR_TEST_USER" "$U"
-img="$WORK/demo.sqfs"
+demo_for_user
 run() { as_user env -C "$U" "$CTR_BIN" exec "$@"; }
 
 # A writable layer keeps overlayfs's marks in user.overlay.* attributes of the directory's

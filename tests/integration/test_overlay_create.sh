@@ -10,8 +10,7 @@
 create_test_user
 MKFS=$(PATH=$PATH:/usr/sbin:/sbin command -v mkfs.ext3) || skip "mkfs.ext3 is not installed (e2fsprogs)"
 DEBUGFS=$(PATH=$PATH:/usr/sbin:/sbin command -v debugfs) || skip "debugfs is not installed (e2fsprogs)"
-U="$WORK/user"
-mkdir -m 755 "$U" && chown "$CTR_TEST_USER" "$U"
+make_user_dir
 uid=$(id -u "$CTR_TEST_USER")
 gid=$(id -g "$CTR_TEST_USER")
 ctr() { as_user "$CTR_BIN" "$@"; }

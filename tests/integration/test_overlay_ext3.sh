@@ -15,11 +15,7 @@ command -v fuse-overlayfs >/dev/null || skip "fuse-overlayfs is not installed (D
 E2FSCK=$(PATH=$PATH:/usr/sbin:/sbin command -v e2fsck) || skip "e2fsck is not installed (e2fsprogs)"
 DUMPE2FS=$(PATH=$PATH:/usr/sbin:/sbin command -v dumpe2fs) || skip "dumpe2fs is not installed (e2fsprogs)"
 use_linger 0
-make_demo_squashfs demo
-chmod -R a+rX "$WORK"
-U="$WORK/user"
-mkdir -m 755 "$U" && chown "$CTR_TEST_USER" "$U"
-img="$WORK/demo.sqfs"
+demo_for_user
 uid=$(id -u "$CTR_TEST_USER")
 run() { as_user env -C "$U" "$CTR_BIN" exec "$@"; }
 
