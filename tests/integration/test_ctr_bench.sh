@@ -101,10 +101,12 @@ if command -v ip >/dev/null && [[ ",$suite_list," == *,osu-tcp-2host,* ]]; then 
 # (or was skipped with a reason), both sides of every block gave a number for every FOM,
 # and the exit status is the one the verdicts call for. The quick profile's 3 pairs are
 # below the rule's minimum of 10 (benchmark-guide.md, "Decision per FOM"): every FOM must be
-# INCONCLUSIVE with no interval and a note that says so (exit 2); a container over twice
-# as slow in every pair still fails the test: noise does not do that (one pair of sgemm_n512
-# was 2.6x on a loaded node), a broken path does (ranks that lost shared memory, a dataset
-# read through the wrong mount). ERROR (exit 3) always fails.
+# INCONCLUSIVE with no interval and a note that says so (exit 2); a container over five
+# times as slow in every pair still fails the test: a broken path does that (ranks that fell
+# back from shared memory to TCP: osu-shm's 8-byte latency 34x, its 8-byte bandwidth 50x on
+# this VM), noise on a loaded 2-core node does not (it has shown 2.6x in one pair of
+# sgemm_n512, and 2.4x and 2.2x in both of the user run's resnet pairs on CI: 2x was too
+# tight). ERROR (exit 3) always fails.
 check_result() {
   local list=$suite_list
   [[ $1 != *root.json ]] || list=$root_suite_list
@@ -154,10 +156,10 @@ for w in r["workloads"]:
         assert a["verdict"] == "INCONCLUSIVE" and a["ci"] is None, (n, f["name"], "a verdict from too few pairs", a)
         assert "a verdict needs at least 10" in a["note"], (n, f["name"], a)
         verdicts.append(a["verdict"])
-        # Over twice as slow in every pair (3 pairs of a loaded node can show 2x in one or two).
+        # Over five times as slow in every pair: a broken path, not a loaded node.
         pairs = [(x, y) for x, y in zip(f["samples"]["A"], f["samples"]["B"])]
         worse = [(y / x if f["direction"] == "lower" else x / y) for x, y in pairs]
-        assert min(worse) < 2.0, (n, f["name"], "the container is over twice as slow in every pair", worse, a)
+        assert min(worse) < 5.0, (n, f["name"], "the container is over five times as slow in every pair", worse, a)
     print(f"-- {os.path.basename(path)}: {n}: ok in {w['duration_s']:.0f} s, {len(plan)} blocks, "
           + ", ".join(f"{f['name']} {f['analysis']['verdict']}" for f in w["foms"]))
 want = 1 if "FAIL" in verdicts else 2 if "INCONCLUSIVE" in verdicts else 0
