@@ -46,6 +46,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -54,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -415,8 +417,8 @@ static int parse_join_info(char *text) {
 
 /* Who a ctr of the plugin runs as: the job's uid and gid, and its supplementary groups:
  * slurmstepd's list (from the job's credential, what the tasks get), or with ngroups -1
- * the user database's (slurmd's epilog has no list; NSS modules cost milliseconds in every
- * forked child, so the list is taken where there is one). */
+ * the user database's (slurmd's epilog has no list; NSS lookups cost milliseconds, so the
+ * list is taken where there is one). */
 struct job_user {
   uid_t uid;
   gid_t gid;
@@ -441,17 +443,101 @@ static const char *job_dir(char **env) {
   return dir ? dir : env_value(env, "SLURM_SUBMIT_DIR");
 }
 
-/* In a child of slurmstepd: become the job's user for good. */
-static int become_user(const struct job_user *u) {
-  if (seteuid(0) != 0 && geteuid() != 0) return -1;
-  if (u->ngroups >= 0) {
-    if (setgroups((size_t)u->ngroups, u->groups) != 0) return -1;
-  } else {
-    struct passwd *pw = getpwuid(u->uid);
-    if (pw ? initgroups(pw->pw_name, u->gid) != 0 : setgroups(0, NULL) != 0) return -1;
+/* A child of slurmstepd as the job's user (spawn_as_user): started with
+ * clone(CLONE_VM | CLONE_VFORK), as posix_spawn starts its children, not with fork.
+ * slurmstepd's memory is not copied: a fork copied its page tables, both processes then
+ * took a copy-on-write fault for every page either wrote, and the exec tore the copy down,
+ * which made the plugin's slurmstepd about 30 ms of CPU dearer per step of two nodes than
+ * a bare step's on the 2-core VM (perf record -a; docs/benchmark-guide.md). slurmstepd's
+ * thread waits until the child has exec'd or exited. The child shares that memory, so it
+ * makes system calls only: no malloc, no stdio, and no glibc set*id (whose process-wide
+ * broadcast would reach slurmstepd's threads): the raw calls change this task alone. */
+struct as_user {
+  const struct job_user *user;
+  const gid_t *groups;
+  int ngroups;
+  const char *dir;   /* chdir there, else to "/"; NULL: stay */
+  int out, err;      /* dup2'd onto 1 and 2 (stdin /dev/null); -1: left as they are */
+  int ignore_term;   /* SIGTERM ignored (slurmstepd's end of the step must not stop it) */
+  int (*run)(void *); /* what the child does as the user: exec, or return an exit status */
+  void *arg;
+};
+
+/* Writes the strings to fd 2 (a child's message; no stdio in the shared memory). */
+static void child_say(const char *a, const char *b, const char *c) {
+  const char *parts[] = {a, b, c, "\n"};
+  for (int i = 0; i < 4; ++i)
+    if (parts[i]) (void)!write(2, parts[i], strlen(parts[i]));
+}
+
+static int as_user_child(void *p) {
+  const struct as_user *a = p;
+  /* slurmstepd's handlers must not run here: back to the default first, then unblock (the
+   * parent blocked every signal across the clone). */
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa;
+    if (sigaction(sig, NULL, &sa) != 0 || sa.sa_handler == SIG_IGN || sa.sa_handler == SIG_DFL) continue;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, NULL);
   }
-  if (setgid(u->gid) != 0 || setuid(u->uid) != 0) return -1;
-  return setuid(0) == 0 ? -1 : 0; /* the way back must be shut */
+  if (a->out >= 0) {
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null >= 0) dup3(null, 0, 0);
+    dup3(a->out, 1, 0);
+    dup3(a->err, 2, 0);
+  }
+  const struct job_user *u = a->user;
+  if ((syscall(SYS_setresuid, -1L, 0L, -1L) != 0 && syscall(SYS_geteuid) != 0) ||
+      syscall(SYS_setgroups, (long)a->ngroups, a->groups) != 0 ||
+      syscall(SYS_setresgid, (long)u->gid, (long)u->gid, (long)u->gid) != 0 ||
+      syscall(SYS_setresuid, (long)u->uid, (long)u->uid, (long)u->uid) != 0 ||
+      syscall(SYS_setresuid, 0L, 0L, 0L) == 0) { /* the way back must be shut */
+    child_say("ctr: cannot become the job's user: ", strerrordesc_np(errno), NULL);
+    return 255;
+  }
+  if (a->dir && chdir(a->dir) != 0) (void)!chdir("/");
+  if (a->ignore_term) signal(SIGTERM, SIG_IGN);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  return a->run(a->arg);
+}
+
+/* Starts a's child (as_user_child) and returns its pid once it has exec'd or exited, or -1.
+ * The job's groups: slurmstepd's list, else the user database's, looked up here. */
+static pid_t spawn_as_user(struct as_user *a) {
+  gid_t *looked_up = NULL;
+  a->groups = a->user->groups;
+  a->ngroups = a->user->ngroups;
+  if (a->ngroups < 0) {
+    struct passwd *pw = getpwuid(a->user->uid);
+    int n = 64;
+    a->ngroups = 0;
+    while (pw && (looked_up = realloc(looked_up, sizeof(gid_t) * (size_t)n))) {
+      if (getgrouplist(pw->pw_name, a->user->gid, looked_up, &n) >= 0) {
+        a->groups = looked_up;
+        a->ngroups = n;
+        break;
+      }
+    }
+  }
+  const size_t stack_size = 64 * 1024;
+  char *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) {
+    free(looked_up);
+    return -1;
+  }
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  const pid_t child = clone(as_user_child, stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+  const int saved = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  munmap(stack, stack_size);
+  free(looked_up);
+  errno = saved;
+  return child;
 }
 
 /* A ctr started as the job's user and not yet waited for: its pid and the read ends of its
@@ -461,55 +547,58 @@ struct ctr_run {
   int out, err;
 };
 
+/* The child's exec of ctr (spawn_as_user's run). */
+struct exec_ctr {
+  char **argv, **env;
+  const char *why; /* "ctr: cannot run PATH (" */
+};
+
+static int exec_ctr(void *p) {
+  const struct exec_ctr *e = p;
+  execve(ctr_program, e->argv, e->env);
+  child_say(e->why, strerrordesc_np(errno), "): set ctr=PATH in plugstack.conf");
+  return 255;
+}
+
 /* Starts `ctr ARGV...` as the job's user with the job's environment, in the job's working
  * directory. 0, or -1. `ignore_term`: the SIGTERM with which slurmstepd ends what is left
  * of the step does not stop it (the instance's stop must finish). */
 static int start_ctr_as(const struct job_user *user, char **env, char **argv, int ignore_term, struct ctr_run *run) {
+  /* Without XDG_RUNTIME_DIR, which srun copies from the submit host and which the job's
+   * epilog does not have: every ctr of the plugin then keeps the user's instances in
+   * the same node-local state directory (/tmp/ctr-UID), where the epilog finds them. */
+  int nenv = 0;
+  while (env && env[nenv]) ++nenv;
+  char **kept = calloc((size_t)nenv + 1, sizeof(char *));
+  if (!kept) return -1;
+  for (int i = 0, k = 0; i < nenv; ++i)
+    if (strncmp(env[i], "XDG_RUNTIME_DIR=", 16) != 0) kept[k++] = env[i];
+  char why[PATH_MAX + 32];
+  snprintf(why, sizeof why, "ctr: cannot run %s (", ctr_program);
+  struct exec_ctr exec = {argv, kept, why};
   int outp[2], errp[2];
-  if (pipe2(outp, O_CLOEXEC) != 0) return -1;
+  if (pipe2(outp, O_CLOEXEC) != 0) {
+    free(kept);
+    return -1;
+  }
   if (pipe2(errp, O_CLOEXEC) != 0) {
     close(outp[0]);
     close(outp[1]);
+    free(kept);
     return -1;
   }
-  pid_t child = fork();
-  if (child == 0) {
-    dup2(outp[1], 1);
-    dup2(errp[1], 2);
-    int null = open("/dev/null", O_RDONLY);
-    if (null >= 0) dup2(null, 0);
-    if (become_user(user) != 0) {
-      fprintf(stderr, "ctr: cannot become uid %u (%s)\n", (unsigned)user->uid, strerror(errno));
-      _exit(255);
-    }
-    const char *dir = job_dir(env);
-    if (!dir || chdir(dir) != 0) (void)!chdir("/");
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    if (ignore_term) signal(SIGTERM, SIG_IGN);
-    /* Without XDG_RUNTIME_DIR, which srun copies from the submit host and which the job's
-     * epilog does not have: every ctr of the plugin then keeps the user's instances in
-     * the same node-local state directory (/tmp/ctr-UID), where the epilog finds them. */
-    char **kept = calloc(1, sizeof(char *));
-    int nkept = 0;
-    for (char **e = env; e && *e && kept; ++e) {
-      if (strncmp(*e, "XDG_RUNTIME_DIR=", 16) == 0) continue;
-      char **grown = realloc(kept, sizeof(char *) * (size_t)(nkept + 2));
-      if (!grown) break;
-      kept = grown;
-      kept[nkept++] = *e;
-      kept[nkept] = NULL;
-    }
-    execve(ctr_program, argv, kept ? kept : env);
-    fprintf(stderr, "ctr: cannot run %s (%s): set ctr=PATH in plugstack.conf\n", ctr_program, strerror(errno));
-    _exit(255);
-  }
+  struct as_user a = {.user = user, .dir = job_dir(env), .out = outp[1], .err = errp[1],
+                      .ignore_term = ignore_term, .run = exec_ctr, .arg = &exec};
+  if (!a.dir) a.dir = "/";
+  const pid_t child = spawn_as_user(&a);
+  const int saved = errno;
+  free(kept);
   close(outp[1]);
   close(errp[1]);
   if (child < 0) {
     close(outp[0]);
     close(errp[0]);
+    errno = saved;
     return -1;
   }
   run->pid = child;
@@ -1094,6 +1183,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
   return 0;
 }
 
+/* As the job's user: SIGTERM through the pidfd at `arg`. */
+static int send_term(void *arg) {
+  return syscall(SYS_pidfd_send_signal, *(const int *)arg, SIGTERM, NULL, 0) == 0 ? 0 : 2;
+}
+
 int slurm_spank_exit(spank_t sp, int ac, char **av) {
   (void)ac;
   (void)av;
@@ -1113,13 +1207,15 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
   }
   user.ngroups = 0; /* a signal needs no groups */
   join.active = 0;
-  pid_t child = fork();
-  if (child == 0) {
-    if (become_user(&user) != 0) _exit(1);
-    int pidfd = (int)syscall(SYS_pidfd_open, join.keeper, 0);
-    if (pidfd < 0 || start_time(join.keeper) != join.keeper_start) _exit(0); /* ended already */
-    _exit(syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) == 0 ? 0 : 2);
+  /* The pidfd first, then the start time: if it is still the keeper's, the pidfd is. */
+  int pidfd = (int)syscall(SYS_pidfd_open, join.keeper, 0);
+  if (pidfd < 0 || start_time(join.keeper) != join.keeper_start) { /* ended already */
+    if (pidfd >= 0) close(pidfd);
+    return 0;
   }
+  struct as_user a = {.user = &user, .out = -1, .err = -1, .run = send_term, .arg = &pidfd};
+  const pid_t child = spawn_as_user(&a);
+  close(pidfd);
   int status = 0;
   while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
