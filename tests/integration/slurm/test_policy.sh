@@ -4,8 +4,9 @@
 # `all`), allow= refuses the options it does not name (at once in srun, and where the step
 # runs when the submit host let one through), an unknown --container-mpi value and an
 # unknown plugstack.conf argument are refused with a line naming them, --container-env
-# keeps the job's value of the variables it names. Each refusal: one line of ours, a
-# failed step, never a hang. slurmstepd and srun read plugstack.conf for every step, so
+# keeps the job's value of the variables it names, a ctr= that is not there is named in
+# the step's one line, and the step's container holds exactly the job user's uid, gid and
+# groups. Each refusal: one line of ours, a failed step, never a hang. slurmstepd and srun read plugstack.conf for every step, so
 # each case rewrites it; the trap restores it however the test ends.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
@@ -17,7 +18,7 @@ chmod -R a+rX "$WORK"
 uid=$(id -u "$CTR_TEST_USER")
 conf=$CLUSTER/etc/plugstack.conf
 base=$(cat "$conf")
-restore() { printf '%s\n' "$base" > "$conf"; rm -rf "$WORK"; }
+restore() { printf '%s\n' "$base" > "$conf"; pkill -u "$uid" -x srun || true; rm -rf "$WORK"; }
 trap restore EXIT
 # policy ARG...: the cluster's plugstack line with these arguments added.
 policy() { printf '%s %s\n' "$base" "$*" > "$conf"; }
@@ -106,9 +107,30 @@ refused "an unknown argument" "ctr: unknown plugstack.conf argument 'colour=blue
 policy container_required=sometimes
 run srun -N1 --container-image="$image" true
 refused "a bad value" "ctr: plugstack.conf argument 'container_required=sometimes'"
+policy ctr=/nonexistent/ctr
+run srun -N1 --container-image="$image" true
+refused "a ctr= that is not there (the child's own line, after it became the user)" \
+  "ctr: cannot run /nonexistent/ctr (No such file or directory): set ctr=PATH in plugstack.conf"
 policy
 run srun -N1 --container-image="$image" true
 expect_eq "the restored plugstack.conf ($out)" 0 "$rc"
+
+note "the step's container runs as the job's user: uid, gid and groups, no way back"
+# The plugin starts ctr from slurmstepd (root) with raw set*id calls in a child that shares
+# slurmstepd's memory: the keeper must hold exactly the user's credentials.
+slurm_as_user "$WORK" srun -N1 --container-image="$image" sleep 2 >/dev/null 2>&1 &
+step=$!
+keeper=
+for _ in $(seq 80); do keeper=$(pgrep -r S,R,D -u "$uid" -x ctr-instance | head -1) && [ -n "$keeper" ] && break; sleep 0.1; done
+[ -n "$keeper" ] || fail "no keeper of the user's during the step"
+status=$(cat "/proc/$keeper/status")
+gid=$(id -g "$CTR_TEST_USER")
+expect_eq "the keeper's uids (real, effective, saved, fs)" "$uid $uid $uid $uid" \
+  "$(awk '/^Uid:/ {print $2, $3, $4, $5}' <<<"$status")"
+expect_eq "the keeper's gids" "$gid $gid $gid $gid" "$(awk '/^Gid:/ {print $2, $3, $4, $5}' <<<"$status")"
+expect_eq "the keeper's groups: the user's" "$(id -G "$CTR_TEST_USER" | tr ' ' '\n' | sort -n | xargs)" \
+  "$(awk '/^Groups:/ {$1 = ""; print}' <<<"$status" | tr ' ' '\n' | sed '/^$/d' | sort -n | xargs)"
+wait "$step" || fail "the step with a sleep failed"
 
 note "nothing of the steps stays"
 slurm_wait_no_jobs "$CTR_TEST_USER" 30 || fail "jobs left"
