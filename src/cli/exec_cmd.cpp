@@ -267,9 +267,12 @@ int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
     return 0;
   }
   if (plan.instance) {
-    const auto record = runtime::startInstance(plan);
-    if (!state.pidFile.empty()) writeFile(state.pidFile, std::to_string(record.keeper) + "\n");
-    if (state.joinInfo) printJoinInfo(record);
+    // Once the record is written; with --stay, by this process as it becomes the keeper
+    // (in the container: --pid-file is refused with it), which then closes its output.
+    runtime::startInstance(plan, [&state](const launch::InstanceRecord& record) {
+      if (!state.pidFile.empty()) writeFile(state.pidFile, std::to_string(record.keeper) + "\n");
+      if (state.joinInfo) printJoinInfo(record);
+    });
     return 0;
   }
   if (plan.supervised()) return runtime::run(plan);
@@ -316,6 +319,9 @@ int runLaunch(RunCommandState& state) {
         return 0;
       }
     }
+    if (options.stayAsKeeper && !state.pidFile.empty())
+      throw Error("instance start: --pid-file with --stay: the keeper is this ctr process, whose pid its caller has")
+          .withStatus(1);
     if (!options.statsFile.empty())
       throw Error("instance start: --stats records one run; an instance's figures are `ctr instance stats NAME`")
           .withStatus(1);
@@ -440,6 +446,9 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
     add.option("--pid-file", s.pidFile, "Write the instance's process id (its init, as the host sees it) to FILE");
     add.flag("--no-startscript", o.noStartscript,
              "Run nothing in the instance until a launch joins it (not the image's startscript)");
+    add.flag("--stay", o.stayAsKeeper,
+             "With --no-pid: this ctr keeps the instance itself (no forked keeper): once it is ready, ctr prints "
+             "the join information, closes its output and stays, for a caller that reaps it (the Slurm plugin)");
   }
 
   add.section("Mounts and working directory");

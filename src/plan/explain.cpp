@@ -304,9 +304,10 @@ nlohmann::json toJson(const LaunchPlan& plan) {
                      {"lock", plan.instance->lock},       {"log_out", plan.instance->logOut},
                      {"log_err", plan.instance->logErr}, {"join", plan.instance->join},
                      {"reuse", plan.instance->reuse},   {"startscript", plan.instance->startscript},
-                     {"runscript", plan.instance->runscript},
+                     {"runscript", plan.instance->runscript},   {"stay", plan.instance->stay},
                      {"keeper", plan.namespaces.pid ? "ctr's init, PID 1 of the instance's PID namespace"
-                                                    : "ctr's keeper, in the host's PID namespace (--no-pid)"}};
+                                : plan.instance->stay ? "this ctr process, in the host's PID namespace (--no-pid --stay)"
+                                                      : "ctr's keeper, in the host's PID namespace (--no-pid)"}};
   if (plan.join) {
     nlohmann::json ns = nlohmann::json::array();
     for (const auto& n : plan.join->namespaces) ns.push_back({{"type", n.type}, {"inode", n.inode}});
@@ -420,7 +421,10 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
   }
   if (plan.instance)
     out << "\ninstance:   " << plan.instance->name << ": kept running by "
-        << (plan.namespaces.pid ? "ctr's init (PID 1 of its PID namespace)" : "ctr's keeper (no PID namespace: --no-pid)")
+        << (plan.namespaces.pid   ? "ctr's init (PID 1 of its PID namespace)"
+            : plan.instance->stay ? "this ctr process itself (no PID namespace, --stay: it prints the join "
+                                    "information, closes its output and stays; its caller reaps it)"
+                                  : "ctr's keeper (no PID namespace: --no-pid)")
         << (!plan.instance->startscript ? ", which runs nothing (--no-startscript)"
             : plan.instance->runscript  ? " after the runscript ends (instance run)"
                                         : " after the startscript ends")

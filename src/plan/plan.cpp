@@ -393,6 +393,10 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
     plan.instance->reuse = options.reuseInstance;
     plan.instance->startscript = !options.noStartscript;
     plan.instance->runscript = options.instanceRunscript && !options.noStartscript;
+    if (options.stayAsKeeper && plan.namespaces.pid)
+      throw Error("instance start --stay: the keeper stays in the caller's PID namespace: give --no-pid too")
+          .withStatus(1);
+    plan.instance->stay = options.stayAsKeeper;
   }
   return plan;
 }

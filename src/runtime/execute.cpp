@@ -185,7 +185,8 @@ std::optional<std::vector<std::string>> interpretEnvProgram(const std::string& p
   throw Error("command '" + program + "' not found in the container");
 }
 
-[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report = -1);
+[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report = -1,
+                            const InstanceReady* ready = nullptr);
 
 // The signals a scheduler or a user sends: every process of ctr that stands between them
 // and the app forwards them.
@@ -445,6 +446,10 @@ void executeInstance(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup,
   executeIn(plan, cgroup, report);
 }
 
+void executeInstanceHere(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, const InstanceReady& ready) {
+  executeIn(plan, cgroup, -1, &ready);
+}
+
 namespace {
 
 // An instance whose environment only /bin/sh applies (scripts with what ctr does not
@@ -487,8 +492,10 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
 
 // execute(), entering `cgroup` (when given) right before the hand-over: after the image
 // holder was started or joined, so the holder, shared by other launches, stays outside.
-// `report`: instance start's channel (see executeInstance).
-[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report) {
+// `report`: instance start's channel (see executeInstance); `ready`: instead of it, with
+// --stay (see executeInstanceHere).
+[[noreturn]] void executeIn(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report,
+                            const InstanceReady* ready) {
   // Read on the host, before any namespace change.
   InstanceFiles instanceFiles;
   if (plan.instance) instanceFiles = openInstanceFiles(*plan.instance);
@@ -607,7 +614,11 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
       initSignals.reset(::signalfd(-1, &set, SFD_CLOEXEC));
       if (!initSignals) throw sysError("signalfd");
     }
-    reportInstanceReady(report, interpreted ? environment : shellEnvironment(script, environment));
+    const auto recorded = interpreted ? environment : shellEnvironment(script, environment);
+    if (ready)
+      (*ready)(recorded, plan.handover.seccomp ? &seccomp : nullptr);
+    else
+      reportInstanceReady(report, recorded);
     const bool pidNamespace = plan.namespaces.pid;
     if (argv.empty()) keeperOf(nullptr, initSignals.get(), previousMask, pidNamespace, instanceFiles);
     const std::function<void()> app = [&] { execCommand(command, argv, environment, path); };

@@ -130,18 +130,63 @@ std::string utcNow() {
   return text.data();
 }
 
-// `path` with `text`, whole or not at all (written beside it, then renamed), mode 0600.
-void writeInstanceFile(const std::string& path, std::string_view text) {
+// `path` with `text`, whole or not at all (written beside it, then renamed), mode 0600;
+// relative to the directory `dir` (AT_FDCWD: an absolute path).
+void writeInstanceFile(int dir, const std::string& path, std::string_view text) {
   const std::string tmp = path + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  UniqueFd fd(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
     throw sysError("write " + tmp);
   fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw sysError("rename " + tmp);
+  if (::renameat(dir, tmp.c_str(), dir, path.c_str()) != 0) throw sysError("rename " + tmp);
 }
 
-void writeRecord(const launch::InstancePlan& files, const launch::InstanceRecord& record) {
-  writeInstanceFile(files.record, launch::instanceRecordToJson(record));
+std::string baseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+// The record of the instance kept by `keeper`, once it is ready: `environment` is what its
+// keeper evaluated, the rest this process's (the start environment, for the join
+// information's differences).
+launch::InstanceRecord newRecord(const launch::LaunchPlan& plan, pid_t keeper, pid_t standIn, std::uint64_t keeperStart,
+                                 std::vector<std::string> environment, std::string workdir, const LaunchCgroup& cgroup) {
+  const auto& files = *plan.instance;
+  launch::InstanceRecord record;
+  record.name = files.name;
+  record.image = plan.image.path.string();
+  record.started = utcNow();
+  record.keeper = keeper;
+  record.keeperStart = keeperStart;
+  record.standIn = standIn;
+  record.home = plan.user.home;
+  record.logOut = files.logOut;
+  record.logErr = files.logErr;
+  record.fakeroot = plan.fakeroot.has_value();
+  record.cgroups = cgroup.dirs();
+  for (const auto& [type, own] : {std::pair{"user", true}, {"mnt", true}, {"ipc", plan.namespaces.ipc},
+                                  {"uts", plan.namespaces.uts}, {"net", plan.namespaces.net},
+                                  {"pid", plan.namespaces.pid}}) {
+    if (!own) continue;
+    record.namespaces.push_back({type, namespaceInode(keeper, type)});
+    if (record.namespaces.back().inode == 0) throw Error(std::string("cannot read its ") + type + " namespace");
+  }
+  record.environment = std::move(environment);
+  for (char** e = environ; e && *e; ++e) record.startEnvironment.emplace_back(*e);
+  record.workdir = std::move(workdir);
+  return record;
+}
+
+// The record's files in the instance's directory (`dir`: AT_FDCWD for the plan's absolute
+// paths, or the directory's descriptor for their names): the compiled filter the keeper
+// runs under, for joins that do not go through ctr (the Slurm plugin's tasks load it as it
+// is), and the join file before the record (whoever finds the record finds it too).
+void writeRecordFiles(const launch::InstancePlan& files, int dir, launch::InstanceRecord& record,
+                      const SeccompProgram* seccomp) {
+  const auto name = [dir](const std::string& path) { return dir == AT_FDCWD ? path : baseName(path); };
+  if (seccomp) {
+    writeInstanceFile(dir, name(files.seccomp), seccomp->bpf);
+    record.seccomp = files.seccomp;
+  }
+  writeInstanceFile(dir, name(files.join), launch::instanceJoinInfo(record, record.startEnvironment));
+  writeInstanceFile(dir, name(files.record), launch::instanceRecordToJson(record));
 }
 
 // The keeper's process (forked by startInstance): its own session, no terminal, output to
@@ -257,7 +302,58 @@ void reportInstanceReady(int& report, const std::vector<std::string>& environmen
   ::close(std::exchange(report, -1));
 }
 
-launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
+namespace {
+
+// Under the instance's lock, from anywhere (the names relative to the directory opened on
+// the host): as removeInstanceFiles.
+void removeInstanceFilesAt(const InstanceFiles& at) {
+  const auto& f = at.plan;
+  for (const auto* path : {&f.record, &f.join, &f.logOut, &f.logErr, &f.seccomp, &f.lock})
+    ::unlinkat(at.dir.get(), baseName(*path).c_str(), 0);
+  if (at.parent) ::unlinkat(at.parent.get(), baseName(f.dir).c_str(), AT_REMOVEDIR);  // once empty
+}
+
+// instance start --stay: this process keeps the instance (see startInstance).
+[[noreturn]] void keepHere(const launch::LaunchPlan& plan, LaunchCgroup& cgroup, UniqueFd lock,
+                           const InstanceStarted& started) {
+  const auto& files = *plan.instance;
+  const pid_t self = ::getpid();
+  const std::uint64_t start = processStartTime(self);
+  const InstanceFiles at = openInstanceFiles(files);  // the files, once this process is in the container
+  bool recorded = false;
+  try {
+    if (::setsid() < 0 && errno != EPERM) throw sysError("setsid");  // EPERM: it leads its group already
+    executeInstanceHere(plan, cgroup ? &cgroup : nullptr,
+                        [&](const std::vector<std::string>& environment, const SeccompProgram* seccomp) {
+      std::array<char, PATH_MAX> cwd{};
+      auto record = newRecord(plan, self, self, start, environment,
+                              ::getcwd(cwd.data(), cwd.size()) ? cwd.data() : "/", cgroup);
+      writeRecordFiles(files, at.dir.get(), record, seccomp);
+      recorded = true;
+      cgroup.release();  // the record has it now
+      lock.reset();      // the keeper's end takes it again (removeOwnInstanceFiles)
+      spdlog::info("instance {} started (image {}, keeper pid {}: this process)", files.name, record.image, self);
+      if (started) started(record);
+      // From now on its output goes where a forked keeper's does: the instance's log files.
+      UniqueFd out(::openat(at.dir.get(), baseName(files.logOut).c_str(),
+                            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+      UniqueFd err(::openat(at.dir.get(), baseName(files.logErr).c_str(),
+                            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!out || !err) throw sysError("open the instance's log files in " + files.dir);
+      if (::dup2(out.get(), 1) < 0 || ::dup2(err.get(), 2) < 0) throw sysError("dup2");
+    });
+  } catch (...) {
+    if (recorded)
+      removeOwnInstanceFiles(at);
+    else
+      removeInstanceFilesAt(at);  // still under its lock
+    throw;
+  }
+}
+
+}  // namespace
+
+launch::InstanceRecord startInstance(const launch::LaunchPlan& plan, const InstanceStarted& started) {
   if (!plan.instance) throw Error("internal: instance start without its instance in the plan");
   const auto& files = *plan.instance;
   ensureInstanceDir(files, plan.stateDir);
@@ -265,6 +361,7 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
   if (auto running = liveRecord(files)) {
     if (files.reuse && running->image == plan.image.path.string()) {
       spdlog::info("instance {} already runs (keeper pid {}): taken as it is", files.name, running->keeper);
+      if (started) started(*running);
       return *running;
     }
     if (files.reuse)
@@ -281,6 +378,7 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
     sweepStaleCgroups(plan);
     cgroup = LaunchCgroup::create(plan);
   }
+  if (files.stay) keepHere(plan, cgroup, std::move(lock), started);
   std::array<int, 2> pipe{};
   if (::pipe2(pipe.data(), O_CLOEXEC) != 0) throw sysError("pipe");
   UniqueFd readEnd(pipe[0]), writeEnd(pipe[1]);
@@ -315,47 +413,34 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan) {
   if (!plan.namespaces.pid) keeper = standIn;  // --no-pid: the forked process keeps it
   if (ready.empty() || keeper <= 0)
     throw fail(error.empty() ? "the container ended before it was ready (its output: " + files.logErr + ")" : error);
-  launch::InstanceRecord record;
-  record.name = files.name;
-  record.image = plan.image.path.string();
-  record.started = utcNow();
-  record.keeper = keeper;
-  record.keeperStart = processStartTime(keeper);
-  record.standIn = standIn;
-  record.home = plan.user.home;
-  record.logOut = files.logOut;
-  record.logErr = files.logErr;
-  record.fakeroot = plan.fakeroot.has_value();
-  record.cgroups = cgroup.dirs();
   UniqueFd keeperFd = pidfdOpen(keeper);
-  for (const auto& [type, own] : {std::pair{"user", true}, {"mnt", true}, {"ipc", plan.namespaces.ipc},
-                                  {"uts", plan.namespaces.uts}, {"net", plan.namespaces.net},
-                                  {"pid", plan.namespaces.pid}}) {
-    if (!own) continue;
-    record.namespaces.push_back({type, namespaceInode(keeper, type)});
-    if (record.namespaces.back().inode == 0) throw fail(std::string("cannot read its ") + type + " namespace");
-  }
-  if (!keeperFd || hasEnded(keeperFd.get()) || record.keeperStart == 0) throw fail("the container ended at once");
+  const std::uint64_t keeperStart = processStartTime(keeper);
+  std::vector<std::string> environment;
+  std::string workdir;
   try {
     const auto j = nlohmann::json::parse(ready);
-    record.environment = j.at("environment").get<std::vector<std::string>>();
-    for (char** e = environ; e && *e; ++e) record.startEnvironment.emplace_back(*e);
-    record.workdir = j.at("workdir").get<std::string>();
-    if (plan.handover.seccomp) {
-      // The filter the keeper runs under, for joins that do not go through ctr (the Slurm
-      // plugin's tasks load it as it is).
-      const auto program = loadSeccompProgram(plan.seccompProfile, plan.stateDir);
-      writeInstanceFile(files.seccomp, program.bpf);
-      record.seccomp = files.seccomp;
-    }
-    // Before the record: whoever finds the record finds the join file too.
-    writeInstanceFile(files.join, launch::instanceJoinInfo(record, record.startEnvironment));
-    writeRecord(files, record);
+    environment = j.at("environment").get<std::vector<std::string>>();
+    workdir = j.at("workdir").get<std::string>();
+  } catch (const std::exception& e) {
+    throw fail(std::string("cannot record it: ") + e.what());
+  }
+  launch::InstanceRecord record;
+  try {
+    record = newRecord(plan, keeper, standIn, keeperStart, std::move(environment), std::move(workdir), cgroup);
+  } catch (const Error& e) {
+    throw fail(e.oneLine());
+  }
+  if (!keeperFd || hasEnded(keeperFd.get()) || keeperStart == 0) throw fail("the container ended at once");
+  try {
+    std::optional<SeccompProgram> program;
+    if (plan.handover.seccomp) program = loadSeccompProgram(plan.seccompProfile, plan.stateDir);
+    writeRecordFiles(files, AT_FDCWD, record, program ? &*program : nullptr);
   } catch (const std::exception& e) {
     throw fail(std::string("cannot record it: ") + e.what());
   }
   cgroup.release();  // the record has it now
   spdlog::info("instance {} started (image {}, keeper pid {})", files.name, record.image, keeper);
+  if (started) started(record);
   return record;
 }
 

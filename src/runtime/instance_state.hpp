@@ -5,10 +5,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "ctr/fd.hpp"
+#include "ctr/handover.hpp"
 #include "ctr/launch.hpp"
 
 namespace ctr::runtime {
@@ -50,5 +52,13 @@ void removeOwnInstanceFiles(const InstanceFiles& files);
 // `cgroup`: the instance's limits (null: none), entered by the keeper at its hand-over; its
 // stand-in removes it once the keeper has ended.
 [[noreturn]] void executeInstance(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int report);
+
+// Instance start --stay: the same path in this process, which keeps the instance; where the
+// forked keeper reports "ok", `ready` is called with what the record takes from inside (the
+// evaluated environment) and the filter the keeper loaded (null: none). Throws what the
+// launch path throws until then.
+using InstanceReady = std::function<void(const std::vector<std::string>& environment, const SeccompProgram* seccomp)>;
+[[noreturn]] void executeInstanceHere(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup,
+                                      const InstanceReady& ready);
 
 }  // namespace ctr::runtime

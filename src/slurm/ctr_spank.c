@@ -105,6 +105,7 @@ static struct {
   char image[2 * PATH_MAX];
   pid_t keeper;
   unsigned long long keeper_start;
+  int keeper_is_child; /* --stay: the keeper is the ctr this plugin started, a child of slurmstepd's */
   int nns;
   char ns_type[MAX_NS][8];
   unsigned long long ns_inode[MAX_NS];
@@ -607,9 +608,18 @@ static int start_ctr_as(const struct job_user *user, char **env, char **argv, in
   return 0;
 }
 
-/* Waits for the ctr `run`: its stdout into `out` (malloc'd), its last stderr line into
- * `err`. Returns its exit status, or -1. */
-static int finish_ctr(struct ctr_run *run, char **out, char *err, size_t errsize) {
+/* The exit status of the ctr `child`, waited for: 0 if it was reaped elsewhere (ECHILD),
+ * and then what it printed decides. */
+static int wait_ctr(pid_t child) {
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Reads the ctr `run` until it has closed its output: its stdout into `out` (malloc'd),
+ * its last stderr line into `err`. Returns its pid, not waited for. */
+static pid_t read_ctr(struct ctr_run *run, char **out, char *err, size_t errsize) {
   int outp[2] = {run->out, -1}, errp[2] = {run->err, -1};
   const pid_t child = run->pid;
   run->pid = 0;
@@ -663,10 +673,6 @@ static int finish_ctr(struct ctr_run *run, char **out, char *err, size_t errsize
   }
   if (outp[0] >= 0) close(outp[0]);
   if (errp[0] >= 0) close(errp[0]);
-  /* Reaped elsewhere (ECHILD): status 0, and what it printed decides. */
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
   if (buf) buf[len] = 0;
   ebuf[elen] = 0;
   while (elen > 0 && ebuf[elen - 1] == '\n') ebuf[--elen] = 0;
@@ -681,7 +687,12 @@ static int finish_ctr(struct ctr_run *run, char **out, char *err, size_t errsize
     snprintf(err, errsize, "ctr printed more than 1 MiB");
   }
   *out = buf;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return child;
+}
+
+/* Waits for the ctr `run` (read_ctr, then its exit). Returns its exit status, or -1. */
+static int finish_ctr(struct ctr_run *run, char **out, char *err, size_t errsize) {
+  return wait_ctr(read_ctr(run, out, err, errsize));
 }
 
 /* Runs `ctr ARGV...` as start_ctr_as does and waits for it, as finish_ctr does. */
@@ -816,15 +827,14 @@ static int open_owned(int dir, const char *name, int flags, uid_t uid) {
   return fd;
 }
 
-/* The join file of the named container `name` (ctr writes it beside the instance's record,
- * STATE/instances/NAME.join), malloc'd, or NULL. STATE is the one the plugin's ctr runs pick
- * (host::chooseStateDir without XDG_RUNTIME_DIR, which run_ctr_as leaves out): the first of
- * /tmp/ctr-UID, /tmp/ctr-UID.1 ... /tmp/ctr-UID.15 that is missing or a directory of the
- * user's. Read as root: no link followed, every step owned by the user (so nothing the user
- * could not read anyway). */
-static char *read_join_file(uid_t uid, const char *name) {
+/* The user's state directory, where the plugin's ctr runs keep their instances
+ * (STATE/instances/NAME.*), opened, or -1. STATE is the one they pick (host::chooseStateDir
+ * without XDG_RUNTIME_DIR, which start_ctr_as leaves out): the first of /tmp/ctr-UID,
+ * /tmp/ctr-UID.1 ... /tmp/ctr-UID.15 that is missing or a directory of the user's. Opened
+ * as root: no link followed, owned by the user. */
+static int open_state_dir(uid_t uid) {
   int tmp = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC), state = -1;
-  if (tmp < 0) return NULL;
+  if (tmp < 0) return -1;
   for (int i = 0; i < 16 && state < 0; ++i) {
     char candidate[64];
     if (i == 0)
@@ -836,6 +846,14 @@ static char *read_join_file(uid_t uid, const char *name) {
     if (state < 0 && fstatat(tmp, candidate, &st, AT_SYMLINK_NOFOLLOW) != 0) break; /* missing: none yet */
   }
   close(tmp);
+  return state;
+}
+
+/* The join file of the named container `name` (ctr writes it beside the instance's record,
+ * STATE/instances/NAME.join), malloc'd, or NULL. Read as root: no link followed, every
+ * step owned by the user (so nothing the user could not read anyway). */
+static char *read_join_file(uid_t uid, const char *name) {
+  int state = open_state_dir(uid);
   if (state < 0) return NULL;
   int dir = open_owned(state, "instances", O_RDONLY | O_DIRECTORY, uid);
   close(state);
@@ -933,6 +951,10 @@ static void begin_container(spank_t sp) {
   argv[n++] = "--no-pid";
   argv[n++] = "--join-info";
   argv[n++] = "--no-startscript"; /* the step's tasks are the work, not the image's startscript */
+  /* An unnamed step's container: the ctr started here keeps it itself (no forked keeper;
+   * slurmstepd ends it with the step's other processes, and exit removes its files). A
+   * named one must outlive the step: its keeper is a process of its own. */
+  if (!named) argv[n++] = "--stay";
   if (opt_mounts && *opt_mounts) {
     argv[n++] = "--bind";
     argv[n++] = opt_mounts;
@@ -988,17 +1010,23 @@ static void begin_container(spank_t sp) {
 static void finish_container(void) {
   if (!starting.run.pid) return;
   char *out = NULL, err[1024] = "";
-  int status = finish_ctr(&starting.run, &out, err, sizeof err);
-  if (status != 0 || !out || parse_join_info(out) != 0) {
+  const pid_t ctr = read_ctr(&starting.run, &out, err, sizeof err);
+  const int parsed = out && parse_join_info(out) == 0;
+  int status = 0;
+  if (parsed && join.keeper == ctr)
+    join.keeper_is_child = 1; /* --stay: ctr closed its output once ready and stays as the keeper */
+  else
+    status = wait_ctr(ctr); /* a forked keeper's (a named container's), or a failure */
+  free(out);
+  if (!parsed || status != 0) {
+    reset_join();
     /* Told by each task, which then exits 255: a user_init failure is a launch failure,
      * after which srun exits 0. */
     snprintf(join.failed, sizeof join.failed, "ctr: --container-image=%s: %.900s", opt_image,
              *err ? err : status == 0 ? "ctr printed no join information" : "ctr instance start failed");
     slurm_info("%s", join.failed);
-    free(out);
     return;
   }
-  free(out);
   join.active = 1;
 }
 
@@ -1183,6 +1211,40 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
   return 0;
 }
 
+/* As the job's user: the files of an instance in the directory `dir`, then the directory
+ * from `state` once it is empty (what a keeper removes as it ends). */
+struct instance_files {
+  int state, dir;
+  char names[6][128];
+};
+
+static int unlink_instance_files(void *arg) {
+  const struct instance_files *f = arg;
+  for (int i = 0; i < 6; ++i) unlinkat(f->dir, f->names[i], 0);
+  unlinkat(f->state, "instances", AT_REMOVEDIR);
+  return 0;
+}
+
+/* The files of the step's instance `name` (STATE/instances/NAME.*), whose keeper was
+ * killed, removed as the user. */
+static void remove_instance_files(const struct job_user *user, const char *name) {
+  struct instance_files f;
+  static const char *const suffixes[6] = {"json", "join", "bpf", "out", "err", "lock"};
+  f.state = open_state_dir(user->uid);
+  f.dir = f.state >= 0 ? open_owned(f.state, "instances", O_RDONLY | O_DIRECTORY, user->uid) : -1;
+  if (f.dir >= 0) {
+    for (int i = 0; i < 6; ++i) snprintf(f.names[i], sizeof f.names[i], "%s.%s", name, suffixes[i]);
+    struct as_user a = {.user = user, .out = -1, .err = -1, .run = unlink_instance_files, .arg = &f};
+    const pid_t child = spawn_as_user(&a);
+    int status = 0;
+    while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (child < 0) slurm_error("ctr: removing the files of %s: %s", name, strerror(errno));
+  }
+  if (f.dir >= 0) close(f.dir);
+  if (f.state >= 0) close(f.state);
+}
+
 /* As the job's user: SIGTERM through the pidfd at `arg`. */
 static int send_term(void *arg) {
   return syscall(SYS_pidfd_send_signal, *(const int *)arg, SIGTERM, NULL, 0) == 0 ? 0 : 2;
@@ -1207,6 +1269,17 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
   }
   user.ngroups = 0; /* a signal needs no groups */
   join.active = 0;
+  if (join.keeper_is_child) {
+    /* --stay: slurmstepd has killed what was left of the step, the keeper with it (it is a
+     * child of slurmstepd), before this hook: its files are removed here, as the user. */
+    int status;
+    const pid_t ended = waitpid(join.keeper, &status, WNOHANG);
+    if (ended == join.keeper || (ended < 0 && errno == ECHILD)) {
+      remove_instance_files(&user, join.name);
+      return 0;
+    }
+    /* Still there (a process tracking that left it): SIGTERM, and it removes them itself. */
+  }
   /* The pidfd first, then the start time: if it is still the keeper's, the pidfd is. */
   int pidfd = (int)syscall(SYS_pidfd_open, join.keeper, 0);
   if (pidfd < 0 || start_time(join.keeper) != join.keeper_start) { /* ended already */

@@ -2,7 +2,8 @@
 # user: the startscript runs in the background with its output in the instance's log;
 # launches join the instance's namespaces (one PID namespace: they see its processes)
 # and get their own exit status and signals; a second start of a name, a bad name, an
-# unknown instance and options a join cannot change are refused in one line; stop ends
+# unknown instance and options a join cannot change are refused in one line; --no-pid
+# --stay keeps the instance in ctr's own process; stop ends
 # every process in the instance (SIGKILL after its timeout), a killed keeper's record is
 # dropped, and 48 instances started in parallel stop with nothing left.
 . "$(dirname "$0")/lib.sh"
@@ -160,6 +161,35 @@ expect_eq "a launch into it is in the host's PID namespace" "$(readlink /proc/se
   "$(as_user "$CTR_BIN" exec instance://nopid readlink /proc/self/ns/pid)"
 as_user "$CTR_BIN" instance stop nopid 2>/dev/null
 assert_nothing_left "--no-pid"
+
+note "--no-pid --stay: ctr itself keeps the instance, closes its output once ready, stays"
+# The Slurm plugin's unnamed step container: no forked keeper. The join information comes
+# on stdout, then ctr closes its output (the reader sees EOF) and keeps running as the
+# keeper; SIGTERM ends it and its files; a start that fails leaves nothing, no process.
+as_user "$CTR_BIN" instance start --no-pid --stay --join-info --no-startscript "$WORK/svc.sqfs" stay \
+  > "$WORK/rw/stay.out" 2> "$WORK/rw/stay.err" &
+stayer=$!
+for _ in $(seq 100); do kill -0 "$stayer" 2>/dev/null || break; grep -q '^keeper=' "$WORK/rw/stay.out" && break; sleep 0.1; done
+keeper=$(sed -n 's/^keeper=//p' "$WORK/rw/stay.out")
+[ -n "$keeper" ] || fail "--stay: no join information: $(cat "$WORK/rw/stay.out" "$WORK/rw/stay.err")"
+expect_eq "the keeper is the ctr that was started (named ctr-instance now)" ctr-instance "$(cat "/proc/$keeper/comm")"
+[ "$(ps -o ppid= -p "$keeper" | tr -d ' ')" != 1 ] || fail "--stay: the keeper was reparented (forked and left)"
+expect_eq "its output closed (nothing more on stderr)" "" "$(cat "$WORK/rw/stay.err")"
+expect_eq "a launch joins it" "FIXTURE_ENV=from-environment" \
+  "$(as_user "$CTR_BIN" exec instance://stay sh -c 'echo FIXTURE_ENV=$FIXTURE_ENV')"
+expect_eq "listed with its pid" "$keeper" \
+  "$(as_user "$CTR_BIN" instance list --json stay | jq -r '.instances[0].pid')"
+kill -TERM "$keeper"
+for _ in $(seq 100); do [ -e "/tmp/ctr-$uid/instances/stay.json" ] || break; sleep 0.1; done
+wait "$stayer" 2>/dev/null || true
+[ ! -e "/tmp/ctr-$uid/instances/stay.json" ] || fail "--stay: SIGTERM left the record"
+refused "--stay without --no-pid" "give --no-pid too" "$CTR_BIN" instance start --stay "$WORK/svc.sqfs" stay2
+# Fails in the container, after pivot_root: its files are removed through the directory
+# it opened on the host.
+refused "--stay with a working directory the container lacks" "--pwd /no/such/dir" \
+  "$CTR_BIN" instance start --no-pid --stay --join-info --pwd /no/such/dir "$WORK/svc.sqfs" stay3
+[ ! -e "/tmp/ctr-$uid/instances/stay3.lock" ] || fail "--stay: a failed start left $(ls "/tmp/ctr-$uid/instances")"
+assert_nothing_left "--stay"
 
 note "48 instances started in parallel, each joined, stopped with --all"
 for i in $(seq 48); do as_user "$CTR_BIN" instance start "$WORK/svc.sqfs" "par$i" & done

@@ -115,6 +115,34 @@ TEST(InstancePlan, InstanceRunChoosesTheRunscriptAsRunDoes) {
   EXPECT_EQ(plan.argv, (std::vector<std::string>{"a", "b"}));
 }
 
+TEST(InstancePlan, StayKeepsTheInstanceInTheCallersPidNamespaceOnly) {
+  auto options = testing::execTrue();
+  options.command = Command::Instance;
+  options.instance = "slurm.7.0.n1";
+  options.stayAsKeeper = true;
+  auto host = testing::alice();
+  host.stateDir = "/run/user/1000/ctr";
+  // An instance has its own PID namespace by default: its init, not the caller's ctr, keeps it.
+  try {
+    (void)planLaunch(options, config::Policy{}, testing::sifImage(), host);
+    ADD_FAILURE() << "--stay without --no-pid was planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("give --no-pid too"), std::string::npos) << e.what();
+    EXPECT_EQ(e.status(), 1);
+  }
+  options.noPid = true;
+  auto plan = planLaunch(options, config::Policy{}, testing::sifImage(), host);
+  ASSERT_TRUE(plan.instance);
+  EXPECT_TRUE(plan.instance->stay);
+  EXPECT_FALSE(plan.namespaces.pid);
+  EXPECT_EQ(toJson(plan)["instance"]["stay"], true);
+  EXPECT_NE(toText(plan).find("this ctr process itself"), std::string::npos) << toText(plan);
+  options.stayAsKeeper = false;
+  plan = planLaunch(options, config::Policy{}, testing::sifImage(), host);
+  EXPECT_FALSE(plan.instance->stay);
+  EXPECT_NE(toText(plan).find("ctr's keeper (no PID namespace: --no-pid)"), std::string::npos);
+}
+
 TEST(InstanceRecord, RefusesWhatAJoinMustNotTrust) {
   auto withNamespaces = [](std::vector<JoinNamespace> ns) {
     auto r = web1();

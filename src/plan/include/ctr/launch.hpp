@@ -101,6 +101,7 @@ struct LaunchOptions {
   std::string instance;             // instance start: the instance's NAME
   bool reuseInstance = false;       // instance start --reuse: a running NAME of the same image is taken
   bool noStartscript = false;       // instance start --no-startscript: it runs nothing until a launch joins it
+  bool stayAsKeeper = false;        // instance start --stay: this ctr keeps the instance (with --no-pid)
   bool instanceRunscript = false;   // instance run: the instance's program is the runscript (run's choices)
   bool fakeroot = false;            // -f/--fakeroot: root in the container (the CLI reads /etc/subuid, /etc/subgid)
   bool noUmask = false;             // --no-umask: the app gets umask 0022, not the caller's
@@ -355,6 +356,13 @@ struct InstancePlan {
   // joins: a Slurm step's container, whose tasks are the work).
   bool startscript = true;
   bool runscript = false;  // instance run: the runscript (run's choices) instead of the startscript
+  // --stay (with --no-pid): the ctr process itself becomes the keeper, not a process it
+  // forks: once the instance is ready it writes the record, prints the join information,
+  // closes its standard output and error and stays. For a caller that reaps it and removes
+  // its files if it is killed (the Slurm plugin's unnamed step container, whose keeper
+  // slurmstepd kills at the step's end); the fork, and the copy-on-write faults of two
+  // processes that follow it, are not paid.
+  bool stay = false;
 };
 
 // One namespace of a running instance: /proc/PID/ns/<type> of its keeper, and the inode

@@ -131,8 +131,15 @@ int holderMain(const HolderArgs& args);
 // it writes the join record and returns it; a failure leaves nothing behind. Under the
 // instance's lock: a second start of the same name is refused while the first runs.
 // Without a PID namespace (--no-pid), the forked process itself is the keeper. With
-// plan.instance->reuse, a running NAME of the same image is returned as it is.
-launch::InstanceRecord startInstance(const launch::LaunchPlan& plan);
+// plan.instance->reuse, a running NAME of the same image is returned as it is. `started`
+// gets the record once it is written (the CLI prints the join information).
+// With plan.instance->stay (--no-pid --stay) nothing is forked: this process becomes the
+// keeper and never returns. Once the instance is ready it writes the record in the
+// instance's directory (through a descriptor opened on the host), calls `started` (in the
+// container, so it may write to its output only), then puts its output on the instance's
+// log files and keeps the instance. A failure before that throws, leaving nothing behind.
+using InstanceStarted = std::function<void(const launch::InstanceRecord&)>;
+launch::InstanceRecord startInstance(const launch::LaunchPlan& plan, const InstanceStarted& started = {});
 // The record of the running instance `name`, or nullopt (a record whose keeper has ended
 // is removed).
 [[nodiscard]] std::optional<launch::InstanceRecord> findInstance(const std::string& stateDir, const std::string& name);
