@@ -3,7 +3,7 @@
 # profile plus site workloads (regex output) as the test user, and as root (the netns
 # two-host OSU case, the scenarios, the workloads but resnet, fio and stream) (1-10 min
 # each on 2 cores, with the node's load);
-# 3 pairs decide nothing under issue 23's rule; --budget bounds the first blocks; the result file's
+# 2 pairs decide nothing under issue 23's rule; --budget bounds the first blocks; the result file's
 # contract; the root run's HTML report in headless Chromium with every plot; a failing
 # workload gives ERROR with its stderr tail; a hanging one times out; Ctrl-C keeps
 # the samples; compare and report refuse corrupt or foreign result files; a bad descriptor
@@ -99,7 +99,7 @@ if command -v ip >/dev/null && [[ ",$suite_list," == *,osu-tcp-2host,* ]]; then 
 
 # check_result FILE EXIT_STATUS: the result file keeps the contract, every suite workload ran
 # (or was skipped with a reason), both sides of every block gave a number for every FOM,
-# and the exit status is the one the verdicts call for. The quick profile's 3 pairs are
+# and the exit status is the one the verdicts call for. The runs' 2 pairs (--blocks 2) are
 # below the rule's minimum of 10 (benchmark-guide.md, "Decision per FOM"): every FOM must be
 # INCONCLUSIVE with no interval and a note that says so (exit 2); a container over five
 # times as slow in every pair still fails the test: a broken path does that (ranks that fell
@@ -243,8 +243,9 @@ run_quick() {
 
 note "root: ctr-bench run --quick (${root_suite_list:-no suite workload}, the two-host OSU case, scenarios)"
 # --budget: the whole path must run here however slow the node; the budget's own bound is
-# checked below with a small one.
-run_quick root "$BENCH" run --quick --budget 3000 --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" --workload-file "$WORK/skipper.yaml" \
+# checked below with a small one. --blocks 2, as the user's run: the quick profile's third
+# pair decides nothing either, and the two-host OSU case's took 10 s of the suite.
+run_quick root "$BENCH" run --quick --blocks 2 --budget 3000 --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" --workload-file "$WORK/skipper.yaml" \
   "${root_args[@]}" --seed 5 --scenario concurrent --scenario cpu-steps --scenario-workload dd-zero
 grep -q '^dd-zero  *copy_rate' "$WORK/root.out" || fail "no summary table: $(cat "$WORK/root.out")"
 # Nothing may keep the run's images (host-stack, the cold-start copy) open or mounted.
@@ -273,7 +274,7 @@ fi
 
 note "test user: ctr-bench run --quick (the whole quick profile)"
 chmod 777 "$WORK"
-# Two blocks (the root run has the profile's three): the path is the same, 40 s shorter.
+# Two blocks, as the root run's: the path is the same, 40 s shorter than the profile's three.
 run_quick user as_user "$BENCH" run --quick --blocks 2 --budget 3000 --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" "${user_args[@]}"
 $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); assert not r["host"]["is_root"] and "OMPI_ALLOW_RUN_AS_ROOT" not in r["config"]["env"]' \
   "$WORK/user.json" || fail "test user's run recorded as root"
