@@ -513,9 +513,15 @@ static pid_t spawn_as_user(struct as_user *a) {
   a->ngroups = a->user->ngroups;
   if (a->ngroups < 0) {
     struct passwd *pw = getpwuid(a->user->uid);
-    int n = 64;
-    a->ngroups = 0;
-    while (pw && (looked_up = realloc(looked_up, sizeof(gid_t) * (size_t)n))) {
+    a->ngroups = 0; /* a user the database does not know: no supplementary group */
+    for (int n = 64; pw;) { /* getgrouplist says how many when the array is short */
+      gid_t *grown = realloc(looked_up, sizeof(gid_t) * (size_t)n);
+      if (!grown) {
+        free(looked_up);
+        errno = ENOMEM;
+        return -1;
+      }
+      looked_up = grown;
       if (getgrouplist(pw->pw_name, a->user->gid, looked_up, &n) >= 0) {
         a->groups = looked_up;
         a->ngroups = n;
