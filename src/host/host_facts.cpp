@@ -113,6 +113,7 @@ HostFacts discoverHost() {
 
   host.stateDir = chooseStateDir(host.user.uid, host.runtimeDir);
   host.pid = ::getpid();
+  host.cgroups = limits::parseProcCgroup(readFileIfPresent("/proc/self/cgroup"));
   host.setuidHelper = inspectSetuidHelper(build::kHelperPath);
   if (host.setuidHelper == HelperState::Usable) {
     struct stat st {};

@@ -11,6 +11,13 @@ namespace ctr::launch {
 
 namespace {
 
+std::string holderScopeText(const HolderScope& scope) {
+  std::string text;
+  if (!scope.freezer.empty()) text = "freezer " + scope.freezer;
+  if (!scope.unified.empty()) text += (text.empty() ? "v2 " : ", v2 ") + scope.unified;
+  return text.empty() ? "none known" : text;
+}
+
 std::string limitsText(const limits::Request& r) {
   std::vector<std::string> parts;
   char buf[64];
@@ -337,6 +344,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["prepared_root_targets"] = nlohmann::json::array();
   for (const auto& m : plan.preparedRoot.mounts) j["prepared_root_targets"].push_back(m.destination);
   j["image_linger_ms"] = plan.lingerMs;
+  j["holder_scope"] = {{"freezer", plan.holderScope.freezer}, {"unified", plan.holderScope.unified}};
   j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
   j["handover"] = handoverJson(plan.handover);
   j["state_dir"] = plan.stateDir;
@@ -436,6 +444,8 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
       << "state dir:  "
       << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
       << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
+      << "holder:     shared by the launches in this one's cgroups (" << holderScopeText(plan.holderScope)
+      << "): a batch system ends the processes of a cgroup together\n"
       << "limits:     " << limitsText(plan.limits) << '\n'
       << "kernel:     ";
   if (plan.kernelInterfaces.readOnly) {

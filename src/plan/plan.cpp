@@ -31,6 +31,18 @@ bool isValidAppName(const std::string& name) {
          std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
 }
 
+// A cgroup path without Slurm's per-task level: "/slurm/uid_1/job_7/step_0/task_3" ->
+// "/slurm/uid_1/job_7/step_0".
+std::string withoutTaskLevel(std::string path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return path;
+  const std::string_view last = std::string_view(path).substr(slash + 1);
+  if (last.size() > 5 && last.starts_with("task_") &&
+      std::all_of(last.begin() + 5, last.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    path.erase(slash == 0 ? 1 : slash);
+  return path;
+}
+
 // What does not depend on the mounts: the image and its driver, the identity, the state.
 LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy, const image::ImageSource& image,
                       const host::HostFacts& host) {
@@ -49,6 +61,7 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   // overlay's lower layer, and a lower layer edited underneath (a sandbox after `build
   // --update`, a file the user changed) may be served stale; mounting one costs nothing.
   plan.lingerMs = plan.driver == ImageDriver::Directory ? 0 : policy.imageLingerMs;
+  plan.holderScope = planHolderScope(host.cgroups);
   plan.limits = options.limits;
   if (!options.statsFile.empty())
     plan.statsFile = options.statsFile[0] == '/' ? options.statsFile : joinPath(host.cwd, options.statsFile);
@@ -333,6 +346,13 @@ void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
 
 }  // namespace
 
+HolderScope planHolderScope(const std::map<std::string, std::string>& ownCgroups) {
+  HolderScope scope;
+  if (auto f = ownCgroups.find("freezer"); f != ownCgroups.end()) scope.freezer = withoutTaskLevel(f->second);
+  if (auto u = ownCgroups.find(""); u != ownCgroups.end()) scope.unified = withoutTaskLevel(u->second);
+  return scope;
+}
+
 LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
                       const image::ImageSource& image, const host::HostFacts& host) {
   if (!policy.allowUserNamespaces)
@@ -442,6 +462,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
   plan.seccompProfile = policy.seccompProfile;
   plan.stateDir = host.stateDir;
   plan.lingerMs = policy.imageLingerMs;
+  plan.holderScope = planHolderScope(host.cgroups);
   plan.namespaces.ownMount = false;
   plan.kernelInterfaces = {false, "the instance's, as it started"};
   for (const auto& ns : record.namespaces) {

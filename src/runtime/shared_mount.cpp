@@ -274,6 +274,8 @@ std::string imageKey(const launch::LaunchPlan& plan, launch::ImageDriver driver)
                 fakeroot->newuidmap + '/' + fakeroot->newgidmap;
   if ((driver == launch::ImageDriver::Squashfuse || !plan.datasets.empty()) && plan.imageServer)
     identity += ":server:" + plan.imageServer->program;
+  // Launches in other cgroups get a holder of their own (launch::HolderScope).
+  identity += ":freezer:" + plan.holderScope.freezer + ":unified:" + plan.holderScope.unified;
   for (const auto& d : plan.datasets)
     identity += ":dataset:" + d.key +
                 (driver == launch::ImageDriver::SetuidHelper && d.driver == launch::ImageDriver::SetuidHelper ? ":kernel" : "");

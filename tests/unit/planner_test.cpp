@@ -1003,3 +1003,23 @@ TEST(Planner, ADirectoryImageIsNotKeptAfterItsLastLaunch) {
   EXPECT_EQ(planLaunch(execTrue(), policy, dir, alice()).lingerMs, 0U)
       << "an edited sandbox must not be served from the last launch's holder";
 }
+
+TEST(Planner, TheHolderIsSharedWithinTheLaunchesProcessTrackingCgroupOnly) {
+  auto host = alice();
+  host.cgroups = {{"freezer", "/slurm_n1/uid_1000/job_7/step_0/task_3"},
+                  {"memory", "/slurm_n1/uid_1000/job_7/step_0/task_3"},
+                  {"", "/"}};
+  const auto plan = planLaunch(execTrue(), {}, sifImage(), host);
+  EXPECT_EQ(plan.holderScope.freezer, "/slurm_n1/uid_1000/job_7/step_0") << "the tasks of one step share it";
+  EXPECT_EQ(plan.holderScope.unified, "/");
+  EXPECT_NE(toText(plan).find("holder:     shared by the launches in this one's cgroups (freezer "
+                              "/slurm_n1/uid_1000/job_7/step_0, v2 /)"),
+            std::string::npos)
+      << toText(plan);
+  EXPECT_EQ(toJson(plan)["holder_scope"]["freezer"], "/slurm_n1/uid_1000/job_7/step_0");
+  // The plugin's ctr, started by slurmstepd, is in the job's cgroup: the job's steps share.
+  EXPECT_EQ(planHolderScope({{"freezer", "/slurm/uid_1000/job_7"}}).freezer, "/slurm/uid_1000/job_7");
+  EXPECT_EQ(planHolderScope({{"freezer", "/task_1"}}).freezer, "/");
+  EXPECT_EQ(planHolderScope({{"freezer", "/a/task_x"}}).freezer, "/a/task_x") << "not a task level";
+  EXPECT_TRUE(planHolderScope({}).freezer.empty());
+}

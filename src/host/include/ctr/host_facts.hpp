@@ -143,6 +143,9 @@ struct HostFacts {
   // src/helper/untrusted_fs.h, the helper's own), else empty (discoverImageFilesystem).
   std::string imageUntrustedFs;
   pid_t pid = 0;                       // the launcher's pid (names its cgroup)
+  // This process's cgroups (/proc/self/cgroup, limits::parseProcCgroup): which launches
+  // share an image's holder (launch::planHolderScope).
+  std::map<std::string, std::string> cgroups;
   // Gathered only for a squashfs image (discoverSquashfsServers).
   SquashfsServers squashfsServers;
   // Gathered only when a launch asks for limits or --stats (discoverLimitsHost).

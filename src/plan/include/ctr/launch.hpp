@@ -454,6 +454,19 @@ struct Handover {
   std::optional<unsigned> umask;
 };
 
+// Which launches share the image's holder: those in this launch's process-tracking cgroups.
+// The holder starts in the cgroups of the launch that starts it, and a batch system ends a
+// job step's (or a job's) processes by their cgroup (Slurm's proctrack/cgroup: the v1
+// freezer controller; on v2 the unified tree): a holder shared with another job or step
+// would be killed under that one's running apps, whose root would then be gone (SIGBUS).
+// Slurm's per-task cgroups (task_N) are left out, so that the tasks of a step share one.
+// Outside a batch system all launches are in the same cgroups and share as before.
+struct HolderScope {
+  std::string freezer;  // the v1 freezer cgroup ("/slurm/uid_1000/job_7/step_0"), if mounted
+  std::string unified;  // the v2 cgroup ("/user.slice/..."), if any
+};
+[[nodiscard]] HolderScope planHolderScope(const std::map<std::string, std::string>& ownCgroups);
+
 // The FUSE server that mounts a squashfs image for the squashfuse driver (docs/design-io.md):
 // ctr-squashfs (multithreaded) or squashfuse_ll, chosen by ctr.conf's 'squashfs server'.
 struct ImageServer {
@@ -544,6 +557,7 @@ struct LaunchPlan {
   // After the last launch of the image ends, its holder keeps it mounted this long, so that
   // the next launch in a script or workflow joins it (ctr.conf 'image linger').
   std::uint32_t lingerMs = 0;
+  HolderScope holderScope;  // which launches share the image's holder (part of its key)
   // Resource limits and where their cgroup goes (backend None: no cgroup is created).
   limits::Request limits;
   limits::Placement cgroup;
