@@ -271,22 +271,42 @@ std::size_t acceptRegistrations(int listenFd, std::vector<RegisteredApp>& apps) 
 // whenever the last known app ends, so this only bounds its length.
 constexpr int kDrainMs = 1000;
 
+// The write end of the pipe whose read end waitUntilUnused watches: onTerminate writes to it.
+int terminateWrite = -1;
+
+// SIGTERM from someone who is not the holder's user: the node's root (the batch system's
+// epilog ending what a finished job left, an admin). The user's own processes, the apps in
+// its containers among them (`kill -TERM -1`), do not end it: their SIGTERM stays ignored.
+void onTerminate(int, siginfo_t* info, void*) {
+  if (info->si_code == SI_USER && info->si_uid != ::getuid() && terminateWrite >= 0) {
+    const int saved = errno;
+    [[maybe_unused]] auto n = ::write(terminateWrite, "t", 1);
+    errno = saved;
+  }
+}
+
 // Returns holding K.setup exclusively once no registered app lives, `lingerMs` have passed
 // since the last one ended with no registration meanwhile, and no launch is registering: a
 // launch registers only while it holds K.setup, so once we hold it every registration is
 // done or waits in the accept queue, and an empty queue means none can come any more.
 // Launches pay nothing for the linger. While known apps live, registrations wait in the
-// queue (kDrainMs); with none, each is taken as it comes.
-void waitUntilUnused(int listenFd, int setupFd, std::uint32_t lingerMs) {
+// queue (kDrainMs); with none, each is taken as it comes. Returns at once (holding K.setup)
+// when `terminateFd` is readable (onTerminate), whatever apps still run.
+void waitUntilUnused(int listenFd, int setupFd, int terminateFd, std::uint32_t lingerMs) {
   std::vector<RegisteredApp> apps;
   bool lingered = lingerMs == 0;
   for (;;) {
+    pollfd end{terminateFd, POLLIN, 0};
+    if (::poll(&end, 1, 0) > 0) {
+      lockFile(setupFd, LOCK_EX, "setup lock");
+      return;
+    }
     if (acceptRegistrations(listenFd, apps) > 0) lingered = lingerMs == 0;
     std::erase_if(apps, hasExited);
     if (apps.empty()) {
       if (!lingered) {
-        pollfd p{listenFd, POLLIN, 0};
-        if (::poll(&p, 1, static_cast<int>(lingerMs)) != 0) continue;  // a launch came (or EINTR)
+        pollfd p[] = {{listenFd, POLLIN, 0}, {terminateFd, POLLIN, 0}};
+        if (::poll(p, 2, static_cast<int>(lingerMs)) != 0) continue;  // a launch came, SIGTERM, EINTR
         lingered = true;
       }
       if (lockFile(setupFd, LOCK_EX | LOCK_NB, "setup lock")) {
@@ -299,7 +319,8 @@ void waitUntilUnused(int listenFd, int setupFd, std::uint32_t lingerMs) {
     // Wait for an app to end, or (with none) for a launch to register. With no app, a launch
     // holds K.setup: we never block on it, but look again every 20 ms in case it ends
     // without registering.
-    std::vector<pollfd> fds = {{listenFd, static_cast<short>(apps.empty() ? POLLIN : 0), 0}};
+    std::vector<pollfd> fds = {{listenFd, static_cast<short>(apps.empty() ? POLLIN : 0), 0},
+                               {terminateFd, POLLIN, 0}};
     for (const auto& app : apps) fds.push_back({app.pidfd.get(), POLLIN, 0});
     if (::poll(fds.data(), fds.size(), apps.empty() ? 20 : kDrainMs) < 0 && errno != EINTR)
       throw sysError("poll");
@@ -379,6 +400,14 @@ int holderMain(const HolderArgs& args) {
   ::close_range(4, ~0U, 0);
   for (int sig : {SIGINT, SIGHUP, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTTOU, SIGTTIN})
     ::signal(sig, SIG_IGN);
+  int terminatePipe[2];
+  if (::pipe2(terminatePipe, O_CLOEXEC | O_NONBLOCK) != 0) return kExitFailure;
+  const UniqueFd terminateRead(terminatePipe[0]);
+  terminateWrite = terminatePipe[1];
+  struct sigaction term {};
+  term.sa_sigaction = onTerminate;
+  term.sa_flags = SA_SIGINFO | SA_RESTART;
+  ::sigaction(SIGTERM, &term, nullptr);
   ::prctl(PR_SET_NAME, "ctr-holder");
 
   // Each registered app costs a pidfd: allow as many as the hard limit lets us.
@@ -480,7 +509,7 @@ int holderMain(const HolderArgs& args) {
   report(readyFd, "ok");
 
   try {
-    waitUntilUnused(listenFd.get(), setupFd.get(), args.lingerMs);
+    waitUntilUnused(listenFd.get(), setupFd.get(), terminateRead.get(), args.lingerMs);
   } catch (const Error&) {
     // Cannot wait: tear down now rather than leak; launches fail loudly on ENOTCONN.
   }

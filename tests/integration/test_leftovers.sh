@@ -156,6 +156,20 @@ for _ in $(seq 60); do [ "$(live_squashfuse)" = 0 ] && break; sleep 0.1; done
 wait_gone "linger: after kills and the window"
 no_host_mounts "linger: after kills and the window"
 
+note "a lingering holder ignores its user's SIGTERM (an app's kill -TERM -1) and ends on root's (a batch system's epilog), its files removed"
+use_linger 60
+as_user "$CTR_BIN" exec "$WORK/demo.sqfs" true
+holder=$(ps -u "$CTR_TEST_USER" -o pid=,stat=,comm= | awk '$2 !~ /Z/ && $3 == "ctr-holder" {print $1}')
+expect_eq "one holder lingers" 1 "$(echo "$holder" | wc -w)"
+as_user kill -TERM "$holder"
+sleep 0.3
+expect_eq "after the user's SIGTERM" 1 "$(live_holders)"
+kill -TERM "$holder"
+for _ in $(seq 50); do [ "$(live_holders)" = 0 ] && break; sleep 0.1; done
+expect_eq "after root's SIGTERM, well inside the linger" 0 "$(live_holders)"
+wait_gone "root's SIGTERM"
+no_host_mounts "root's SIGTERM"
+
 note "nothing but the state directory, its mnt/ and the caches (seccomp filters, GPU driver and host MPI scans) remain"
 left=$(find "$state" -mindepth 1 ! -path "$state/mnt" ! -regex "$state/seccomp-[0-9a-f]*\.bpf" \
          ! -regex "$state/\(nvidia\|amd\|mpi\)-scan-[0-9a-f]*\.json")
