@@ -39,6 +39,7 @@
  * srun, sbatch and salloc also refuse a forbidden option or a bad value at once, but their
  * plugstack.conf is the submit host's, so they are a courtesy, not the check. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -55,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -1303,31 +1305,176 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
   return 0;
 }
 
-/* slurmd, at the job's end on each node where it ran: the job's named containers stopped,
- * as the job's user (slurm_spank_exit stopped each step's unnamed one). */
-int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
-  if (parse_arguments(ac, av) != 0) return -1;
+/* ---- the job's cgroups at its end (process tracking by cgroup, v1)
+ *
+ * slurmstepd runs in the job's cgroup (uid_U/job_J in each v1 hierarchy, its steps below),
+ * and so does what it starts: the ctr that keeps a named container, and the image holder it
+ * started (its key names that cgroup, so only this job's launches use it). Slurm removes a
+ * job's cgroups as its last step ends, and cannot while those still run: the named keeper
+ * until the epilog stops it, the holder until its linger ends. So the epilog ends what is
+ * left of the user's in the job's cgroups (nothing of the job runs any more on this node)
+ * and removes them, as Slurm would have; a linuxproc cluster has none. */
+
+#define CGROUP_WAIT_MS 3000
+
+/* Calls fn(dir, arg) for DIR and every cgroup below it, deepest first. */
+static void each_cgroup(const char *dir, int depth, void (*fn)(const char *, void *), void *arg) {
+  DIR *d = depth < 4 ? opendir(dir) : NULL;
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+      char sub[PATH_MAX];
+      if (snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name) < (int)sizeof sub) each_cgroup(sub, depth + 1, fn, arg);
+    }
+    closedir(d);
+  }
+  fn(dir, arg);
+}
+
+struct cgroup_sweep {
   uid_t uid;
-  uint32_t job = 0;
-  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS)
-    return 0;
-  struct passwd *pw = getpwuid(uid);
-  if (!pw) return 0;
+  const char *job_path; /* "/slurm_n1/uid_1001/job_7": a process's cgroup line must name it */
+  int sig;
+  int left; /* processes found */
+};
+
+/* Whether PID's cgroup (in any hierarchy) is JOB_PATH or below it. */
+static int in_job_cgroup(pid_t pid, const char *job_path) {
+  char file[64], line[PATH_MAX + 64];
+  snprintf(file, sizeof file, "/proc/%d/cgroup", (int)pid);
+  FILE *f = fopen(file, "re");
+  if (!f) return 0;
+  const size_t n = strlen(job_path);
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    const char *path = strchr(line, ':');
+    path = path ? strchr(path + 1, ':') : NULL;
+    if (path && strncmp(path + 1, job_path, n) == 0 && (path[1 + n] == '/' || path[1 + n] == '\n')) found = 1;
+  }
+  fclose(f);
+  return found;
+}
+
+static uid_t real_uid(pid_t pid) {
+  char file[64], line[256];
+  snprintf(file, sizeof file, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(file, "re");
+  unsigned long uid = (unsigned long)-1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Uid: %lu", &uid) == 1) break;
+  if (f) fclose(f);
+  return (uid_t)uid;
+}
+
+/* Signals the user's processes in one cgroup. The pidfd holds the process: it is signalled
+ * only if, held, it is still the user's and in the job's cgroup (not a reused pid). */
+static void signal_cgroup(const char *dir, void *arg) {
+  struct cgroup_sweep *sw = arg;
+  char file[PATH_MAX + 16];
+  snprintf(file, sizeof file, "%s/cgroup.procs", dir);
+  FILE *f = fopen(file, "re");
+  long pid;
+  while (f && fscanf(f, "%ld", &pid) == 1) {
+    const int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (pidfd < 0) continue;
+    if (real_uid((pid_t)pid) == sw->uid && in_job_cgroup((pid_t)pid, sw->job_path)) {
+      sw->left++;
+      if (sw->sig) syscall(SYS_pidfd_send_signal, pidfd, sw->sig, NULL, 0);
+    }
+    close(pidfd);
+  }
+  if (f) fclose(f);
+}
+
+static void remove_cgroup(const char *dir, void *arg) {
+  (void)arg;
+  if (rmdir(dir) != 0 && errno != ENOENT) slurm_debug("ctr: cannot remove the cgroup %s: %s", dir, strerror(errno));
+}
+
+/* The v1 hierarchies' mount points (mountinfo's field 5 where the file system is cgroup). */
+static int cgroup_v1_mounts(char mounts[][PATH_MAX], int max) {
+  FILE *f = fopen("/proc/self/mountinfo", "re");
+  char line[4096];
+  int n = 0;
+  while (f && n < max && fgets(line, sizeof line, f)) {
+    const char *dash = strstr(line, " - cgroup ");
+    char point[PATH_MAX];
+    if (dash && sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1) snprintf(mounts[n++], PATH_MAX, "%s", point);
+  }
+  if (f) fclose(f);
+  return n;
+}
+
+static void end_job_cgroups(uid_t uid, uint32_t job) {
+  char mounts[16][PATH_MAX], node[256] = "", jobs[16][PATH_MAX], job_path[PATH_MAX] = "";
+  int job_mount[16];
+  const int nmounts = cgroup_v1_mounts(mounts, 16);
+  const char *env_node = getenv("SLURMD_NODENAME");
+  if (env_node) snprintf(node, sizeof node, "%s", env_node);
+  else node_name(node, sizeof node);
+  int njobs = 0;
+  for (int m = 0; m < nmounts; m++) {
+    /* slurm_NODE with Slurm's multiple-slurmd build (Debian's), else slurm */
+    for (int named = 1; named >= 0; named--) {
+      char rel[PATH_MAX], dir[PATH_MAX * 2];
+      snprintf(rel, sizeof rel, "/slurm%s%s/uid_%u/job_%u", named ? "_" : "", named ? node : "", (unsigned)uid,
+               (unsigned)job);
+      snprintf(dir, sizeof dir, "%.4095s%.4095s", mounts[m], rel);
+      struct stat st;
+      if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || strlen(dir) >= PATH_MAX) continue;
+      job_mount[njobs] = m;
+      snprintf(jobs[njobs++], PATH_MAX, "%s", dir);
+      snprintf(job_path, sizeof job_path, "%s", rel);
+      break;
+    }
+  }
+  if (!njobs) return;
+  /* Every process is in each hierarchy: signalling through the first one reaches them all. */
+  struct cgroup_sweep sw = {uid, job_path, SIGTERM, 0};
+  for (int waited = 0, sig = SIGTERM;; waited += 50) {
+    sw.sig = sig;
+    sw.left = 0;
+    each_cgroup(jobs[0], 0, signal_cgroup, &sw);
+    if (!sw.left || waited >= 2 * CGROUP_WAIT_MS) break;
+    sig = waited >= CGROUP_WAIT_MS ? SIGKILL : 0; /* what SIGTERM did not end */
+    usleep(50 * 1000);
+  }
+  if (sw.left) slurm_error("ctr: %d processes of job %u did not end: its cgroups are left", sw.left, (unsigned)job);
+  /* Under Slurm's own lock (flock on the hierarchy's root), so that no step of another job
+   * of the user is being created beside them; the user's cgroup too once it is empty. */
+  for (int j = 0; j < njobs; j++) {
+    const int root = open(mounts[job_mount[j]], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0 || flock(root, LOCK_EX) != 0) {
+      if (root >= 0) close(root);
+      continue;
+    }
+    each_cgroup(jobs[j], 0, remove_cgroup, NULL);
+    char *slash = strrchr(jobs[j], '/');
+    *slash = 0;
+    if (rmdir(jobs[j]) != 0 && errno != EBUSY && errno != ENOTEMPTY && errno != ENOENT)
+      slurm_debug("ctr: cannot remove the cgroup %s: %s", jobs[j], strerror(errno));
+    close(root); /* the lock with it */
+  }
+}
+
+/* The job's named containers stopped, as the job's user (slurm_spank_exit stopped each
+ * step's unnamed one). Every node's (where nodes share a state directory, the first epilog
+ * stops them all: the job has ended everywhere by then). */
+static void stop_named_containers(const struct passwd *pw, uint32_t job) {
   char home[PATH_MAX + 8], user_name[300], logname[310], pattern[64];
   snprintf(home, sizeof home, "HOME=%s", pw->pw_dir);
   snprintf(user_name, sizeof user_name, "USER=%s", pw->pw_name);
   snprintf(logname, sizeof logname, "LOGNAME=%s", pw->pw_name);
   char *env[] = {home, user_name, logname, "PATH=/usr/local/bin:/usr/bin:/bin", NULL};
-  /* Every node's (where nodes share a state directory, the first epilog stops them all:
-   * the job has ended everywhere by then). */
   snprintf(pattern, sizeof pattern, "slurm.%u.n-*", job);
   /* Only when one is there: `instance stop` with no match says so and exits non-zero. */
   char *list[] = {ctr_program, "instance", "list", pattern, NULL};
   char *out = NULL, err[1024] = "";
-  const struct job_user user = {uid, pw->pw_gid, NULL, -1};
+  const struct job_user user = {pw->pw_uid, pw->pw_gid, NULL, -1};
   if (run_ctr_as(&user, env, list, &out, err, sizeof err, 1) != 0 || !out || !strstr(out, "slurm.")) {
     free(out);
-    return 0;
+    return;
   }
   free(out);
   out = NULL;
@@ -1335,5 +1482,18 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
   int status = run_ctr_as(&user, env, stop, &out, err, sizeof err, 1);
   free(out);
   if (status != 0) slurm_error("ctr: stopping the named containers of job %u: %s (exit status %d)", job, err, status);
+}
+
+/* slurmd, at the job's end on each node where it ran: its named containers stopped, then
+ * what is left in its cgroups ended and they removed. */
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
+  if (parse_arguments(ac, av) != 0) return -1;
+  uid_t uid;
+  uint32_t job = 0;
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS)
+    return 0;
+  const struct passwd *pw = getpwuid(uid);
+  if (pw) stop_named_containers(pw, job);
+  end_job_cgroups(uid, job);
   return 0;
 }

@@ -77,7 +77,20 @@ up() {
     mkdir -p "$dir/tmp/$n"
     chmod 1777 "$dir/tmp/$n"
   done
-  local cgroup_conf="CgroupPlugin=cgroup/v1"
+  # Process tracking by cgroup, as most sites run Slurm (a job's steps and the job itself
+  # end by their freezer cgroups), where the v1 freezer is mounted: Slurm 22.05's cgroup/v2
+  # plugin needs systemd. Else (or CTR_SLURM_PROCTRACK=linuxproc) by the process tree.
+  # DIR/proctrack names the one in use.
+  local cgroup_conf="CgroupPlugin=cgroup/v1" proctrack=linuxproc track="ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none"
+  if [ "${CTR_SLURM_PROCTRACK:-cgroup}" = cgroup ] &&
+    grep -qE '^([^ ]+ ){4}/sys/fs/cgroup/freezer .* - cgroup ' /proc/self/mountinfo; then
+    proctrack=cgroup
+    track="ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+PrologFlags=contain"
+  fi
+  echo "$proctrack" > "$dir/proctrack"
   cat > "$dir/etc/slurm.conf" <<CONF
 ClusterName=ctrtest
 SlurmctldHost=ctl(10.222.0.1)
@@ -94,8 +107,7 @@ SlurmdLogFile=$dir/log/slurmd-%n.log
 TmpFS=$dir/tmp/%n
 SlurmdParameters=config_overrides
 MailProg=/bin/true
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+$track
 PlugStackConfig=$dir/etc/plugstack.conf
 MpiDefault=none
 ReturnToService=2
@@ -134,7 +146,7 @@ CONF
   for n in n1 n2; do nsrun "$n" slurmd -f "$SLURM_CONF" -N "$n"; done
   for _ in $(seq 200); do
     if [ "$(client sinfo -h -o '%t' -N 2>/dev/null | grep -c idle)" = 2 ]; then
-      echo "cluster up: $(client sinfo -h -N -o '%N %t' | tr '\n' ' ')"
+      echo "cluster up (proctrack/$(cat "$dir/proctrack")): $(client sinfo -h -N -o '%N %t' | tr '\n' ' ')"
       return 0
     fi
     sleep 0.1

@@ -57,3 +57,15 @@ make_entrypoint_images() {
     chmod 644 "$WORK/$image.sqfs"
   done
 }
+
+# assert_job_cgroups_gone WHAT: no job's cgroup is left on either node once the test user's
+# jobs have ended, epilogs included (process tracking by cgroup: Slurm cannot remove a job's
+# cgroups while something it started runs there, such as a named container's keeper or a
+# lingering image holder; ctr's epilog ends those and removes them). No wait beyond the jobs'
+# end: a holder that outlived its job would still be there. Trivially true under linuxproc.
+assert_job_cgroups_gone() {
+  slurm_wait_no_jobs "$CTR_TEST_USER" 30 || fail "$1: the test user's jobs did not end: $(slurm_client squeue -h)"
+  local left
+  left=$(find /sys/fs/cgroup/*/slurm_n1 /sys/fs/cgroup/*/slurm_n2 -mindepth 2 -maxdepth 2 -type d -name 'job_*' 2>/dev/null || true)
+  [ -z "$left" ] || fail "$1: job cgroups left: $left (processes: $(cat $(printf '%s/cgroup.procs ' $left) 2>/dev/null | xargs -r ps -o pid,user,comm -p))"
+}

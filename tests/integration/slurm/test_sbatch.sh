@@ -68,7 +68,8 @@ expect_contains "NAME:exec" "ctr: --container-name=c2:exec: no container of that
 grep -q "slurm\.[0-9]*\.n-c1\..* joined through its join file" "$CTR_SLURM_DIR"/log/slurmd-*.log ||
   fail "the second step did not join through the join file: $(grep -h 'ctr:' "$CTR_SLURM_DIR"/log/slurmd-*.log | tail -3)"
 
-note "nothing of the jobs stays"
+note "nothing of the jobs stays: no job cgroup ($(cat "$CTR_SLURM_DIR/proctrack") process tracking), instance, process"
+assert_job_cgroups_gone "named containers' job"
 for _ in $(seq 100); do [ ! -e "/tmp/ctr-$uid/instances" ] && break; sleep 0.1; done
 [ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
 assert_nothing_left "batch jobs"

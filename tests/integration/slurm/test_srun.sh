@@ -3,7 +3,8 @@
 # user, and the tasks join it, so slurmstepd execs each task itself: hostnames and ranks
 # are Slurm's, the image's files are seen, --container-mounts and --container-workdir
 # apply, the task's exit status and signals are its own, a bad image fails the step with
-# ctr's one line (never a hang), and nothing stays after the steps.
+# ctr's one line (never a hang), two jobs on a node share no image holder (`srun ctr exec`),
+# and nothing stays after the steps, their job cgroups included.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
 slurm_demo_test
@@ -123,11 +124,47 @@ for _ in $(seq 200); do [ -e "$WORK/rw/got" ] && break; sleep 0.05; done
 set +e; wait "$srun_pid"; rc=$?; set -e
 expect_eq "srun's exit status after the task's trap" 42 "$rc"
 
-note "nothing of the steps stays: no instance, no process, no mount"
+note "two jobs on one node share no image holder: the end of one (its cgroup's processes killed) leaves the other's container whole"
+# `srun ctr exec` in each job, no plugin: the first launch's holder is in its step's cgroup.
+# With a shared holder, job B's app lost its root when job A's step ended (SIGBUS, 135).
+rm -f "$WORK/rw/"*
+slurm srun -w n1 -N1 -n1 "$CTR_BIN" exec "$WORK/demo.sqfs" sh -c \
+  "touch $WORK/rw/a; while [ ! -e $WORK/rw/end-a ]; do sleep 0.05; done" &
+job_a=$!
+for _ in $(seq 200); do [ -e "$WORK/rw/a" ] && break; sleep 0.05; done
+job_a_id=$(slurm_client squeue -h -u "$CTR_TEST_USER" -o %i | sort -n | head -1)
+slurm srun -w n1 -N1 -n1 "$CTR_BIN" exec "$WORK/demo.sqfs" sh -c \
+  "touch $WORK/rw/b; while [ ! -e $WORK/rw/a-ended ]; do sleep 0.05; done; grep ^ID= /etc/os-release" \
+  > "$WORK/rw/b.out" 2>&1 &
+job_b=$!
+for _ in $(seq 200); do [ -e "$WORK/rw/b" ] && break; sleep 0.05; done
+[ -e "$WORK/rw/a" ] && [ -e "$WORK/rw/b" ] || fail "the two jobs' apps did not start"
+# (Under linuxproc a daemonised holder outlives its step, and sharing one is safe.)
+job_b_id=$(slurm_client squeue -h -u "$CTR_TEST_USER" -o %i | sort -n | tail -1)
+if [ "$(cat "$CTR_SLURM_DIR/proctrack")" = cgroup ]; then
+  holder_jobs=$(for p in $(pgrep -u "$uid" -x ctr-holder); do grep -o ':freezer:.*/job_[0-9]*' "/proc/$p/cgroup"; done |
+    sed 's/.*job_//' | sort -n | xargs)
+  expect_eq "the jobs whose cgroups have a holder" "$job_a_id $job_b_id" "$holder_jobs"
+fi
+touch "$WORK/rw/end-a"
+wait "$job_a" || fail "job A failed"
+for _ in $(seq 200); do [ -z "$(slurm_client squeue -h -j "$job_a_id" 2>/dev/null)" ] && break; sleep 0.05; done
+touch "$WORK/rw/a-ended"
+set +e; wait "$job_b"; rc=$?; set -e
+expect_eq "job B's exit status after job A ended" 0 "$rc"
+expect_eq "job B still reads its image" "ID=ctr-demo" "$(cat "$WORK/rw/b.out")"
+assert_job_cgroups_gone "jobs of srun ctr exec"
+# Each step's end SIGKILLed its holder with the step's cgroup (proctrack/cgroup), so their
+# state files stay until the next launch that starts a holder sweeps them: one here.
+use_linger 0
+expect_eq "a launch after the jobs" "ctr-demo" "$(as_user "$CTR_BIN" exec "$WORK/demo.sqfs" sh -c '. /etc/os-release; echo $ID')"
+
+note "nothing of the steps stays: no instance, no job cgroup, no process, no mount"
 for _ in $(seq 100); do
   [ -z "$(ls "/tmp/ctr-$uid/instances" 2>/dev/null)" ] && break
   sleep 0.1
 done
 [ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
+assert_job_cgroups_gone "Slurm steps"
 assert_nothing_left "Slurm steps"
 echo "PASS: $TEST_NAME"
