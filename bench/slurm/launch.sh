@@ -57,8 +57,17 @@ for n in $SIZES; do
   done
 done
 echo
-echo "== image mounts during a plugin step of 8 tasks on 2 nodes (squashfuse servers of ctrbench)"
-as_user salloc -Q -O -N2 -n8 "$srun" --overlap -N2 -n8 --container-image="$work/demo.sif" sleep 2 &
-sleep 1.5
-echo "$(pgrep -u ctrbench -c -f "squashfuse|ctr-squashfs" || true) on this machine (the two nodes share its /tmp, so one user state directory and one holder)"
+echo "== image mounts during a plugin step of 8 tasks on 2 nodes (image servers of ctrbench, by node)"
+rm -f "$work"/out/up.*
+as_user salloc -Q -O -N2 -n8 "$srun" --overlap -N2 -n8 --container-image="$work/demo.sif" \
+  sh -c "touch $work/out/up.\$SLURM_PROCID; sleep 3" &
+for _ in $(seq 200); do [ "$(ls "$work"/out/up.* 2>/dev/null | wc -l)" = 8 ] && break; sleep 0.1; done
+for node in n1 n2; do
+  servers=0
+  for p in $(pgrep -u ctrbench -f "squashfuse|ctr-squashfs" || true); do
+    grep -q ":freezer:/slurm_$node/" "/proc/$p/cgroup" 2>/dev/null && servers=$((servers + 1))
+  done
+  echo "$node: $servers"
+done
+echo "(all: $(pgrep -u ctrbench -c -f "squashfuse|ctr-squashfs" || true); by node only under proctrack/cgroup, where each node's are in its job cgroup)"
 wait

@@ -1335,9 +1335,35 @@ static void each_cgroup(const char *dir, int depth, void (*fn)(const char *, voi
 struct cgroup_sweep {
   uid_t uid;
   const char *job_path; /* "/slurm_n1/uid_1001/job_7": a process's cgroup line must name it */
+  const char *comm;     /* only processes of this name (NULL: all) */
   int sig;
   int left; /* processes found */
 };
+
+/* A process that has ended and waits to be reaped (this machine's init reaps late): it
+ * holds nothing, and no signal ends it. */
+static int is_zombie(pid_t pid) {
+  char file[64], text[512];
+  snprintf(file, sizeof file, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(file, "re");
+  if (!f) return 1;
+  const size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  const char *end = strrchr(text, ')'); /* after the name, which may hold anything */
+  return !end || end[1] != ' ' || end[2] == 'Z' || end[2] == 'X';
+}
+
+static int has_comm(pid_t pid, const char *comm) {
+  char file[64], name[32] = "";
+  snprintf(file, sizeof file, "/proc/%d/comm", (int)pid);
+  FILE *f = fopen(file, "re");
+  if (!f) return 0;
+  const int ok = fgets(name, sizeof name, f) != NULL;
+  fclose(f);
+  name[strcspn(name, "\n")] = 0;
+  return ok && strcmp(name, comm) == 0;
+}
 
 /* Whether PID's cgroup (in any hierarchy) is JOB_PATH or below it. */
 static int in_job_cgroup(pid_t pid, const char *job_path) {
@@ -1378,7 +1404,8 @@ static void signal_cgroup(const char *dir, void *arg) {
   while (f && fscanf(f, "%ld", &pid) == 1) {
     const int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
     if (pidfd < 0) continue;
-    if (real_uid((pid_t)pid) == sw->uid && in_job_cgroup((pid_t)pid, sw->job_path)) {
+    if (real_uid((pid_t)pid) == sw->uid && !is_zombie((pid_t)pid) && in_job_cgroup((pid_t)pid, sw->job_path) &&
+        (!sw->comm || has_comm((pid_t)pid, sw->comm))) {
       sw->left++;
       if (sw->sig) syscall(SYS_pidfd_send_signal, pidfd, sw->sig, NULL, 0);
     }
@@ -1431,7 +1458,7 @@ static void end_job_cgroups(uid_t uid, uint32_t job) {
   }
   if (!njobs) return;
   /* Every process is in each hierarchy: signalling through the first one reaches them all. */
-  struct cgroup_sweep sw = {uid, job_path, SIGTERM, 0};
+  struct cgroup_sweep sw = {uid, job_path, NULL, SIGTERM, 0};
   for (int waited = 0, sig = SIGTERM;; waited += 50) {
     sw.sig = sig;
     sw.left = 0;
@@ -1456,6 +1483,80 @@ static void end_job_cgroups(uid_t uid, uint32_t job) {
       slurm_debug("ctr: cannot remove the cgroup %s: %s", jobs[j], strerror(errno));
     close(root); /* the lock with it */
   }
+}
+
+/* ---- the step's image holders at its end (process tracking by cgroup, v1)
+ *
+ * A `ctr exec` in a task starts the image's holder in the step's cgroup (its key names that
+ * cgroup: only the step's tasks share it), where it lingers after the last launch. Slurm
+ * ends a step by killing its cgroup once the tasks have exited, and if anything is left it
+ * waits a whole second before it looks again (proctrack/cgroup's wait): each `srun ctr
+ * exec` step took 1 s longer. When the step's last task has exited, the plugin (root, in
+ * slurmstepd, before that kill) ends the step's holders with SIGTERM, on which a holder
+ * tears down at once, its files removed, and waits for them to go. */
+
+#define HOLDER_WAIT_MS 2000
+
+/* The freezer hierarchy's mount point and slurmstepd's (the job's) cgroup in it. */
+static int own_freezer(char *mount, size_t mount_size, char *path, size_t path_size) {
+  char line[4096];
+  int found = 0;
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  while (f && !found && fgets(line, sizeof line, f)) {
+    const char *c = strstr(line, ":freezer:");
+    if (!c) continue;
+    snprintf(path, path_size, "%s", c + strlen(":freezer:"));
+    path[strcspn(path, "\n")] = 0;
+    found = 1;
+  }
+  if (f) fclose(f);
+  f = found ? fopen("/proc/self/mountinfo", "re") : NULL;
+  found = 0;
+  while (f && !found && fgets(line, sizeof line, f)) {
+    const char *dash = strstr(line, " - cgroup ");
+    char point[PATH_MAX];
+    if (dash && strstr(dash, "freezer") && sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1) {
+      snprintf(mount, mount_size, "%s", point);
+      found = 1;
+    }
+  }
+  if (f) fclose(f);
+  return found;
+}
+
+static void end_step_holders(spank_t sp) {
+  uint32_t step = 0;
+  uid_t uid;
+  if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+      step == SLURM_EXTERN_CONT)
+    return;
+  char mount[PATH_MAX], job[PATH_MAX], name[32], rel[PATH_MAX], dir[PATH_MAX * 2];
+  if (!own_freezer(mount, sizeof mount, job, sizeof job) || !strstr(job, "/job_")) return;
+  if (step == SLURM_BATCH_SCRIPT) snprintf(name, sizeof name, "step_batch");
+  else if (step == SLURM_INTERACTIVE_STEP) snprintf(name, sizeof name, "step_interactive");
+  else snprintf(name, sizeof name, "step_%u", (unsigned)step);
+  snprintf(rel, sizeof rel, "%.2048s/%s", job, name);
+  snprintf(dir, sizeof dir, "%.4095s%.4095s", mount, rel);
+  struct cgroup_sweep sw = {uid, rel, "ctr-holder", SIGTERM, 0};
+  for (int waited = 0;; waited += 10) {
+    sw.left = 0;
+    each_cgroup(dir, 0, signal_cgroup, &sw);
+    if (!sw.left || waited >= HOLDER_WAIT_MS) break;
+    sw.sig = 0;
+    usleep(10 * 1000);
+  }
+}
+
+static uint32_t tasks_exited;
+
+/* slurmstepd, as each of the node's tasks of the step exits (root). */
+int slurm_spank_task_exit(spank_t sp, int ac, char **av) {
+  (void)ac;
+  (void)av;
+  uint32_t tasks = 0;
+  if (!spank_remote(sp) || spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks) != ESPANK_SUCCESS) return 0;
+  if (++tasks_exited == tasks) end_step_holders(sp);
+  return 0;
 }
 
 /* The job's named containers stopped, as the job's user (slurm_spank_exit stopped each

@@ -30,6 +30,12 @@ down() {
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     kill -9 "$pid" 2>/dev/null || true
   done
+  # What the daemons leave when they go first: the slurmstepds of a job that still ran (a
+  # test that failed mid-job), and their tasks. Everything in the nodes' namespaces goes.
+  for ns in n1 n2 ctl; do
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+  done
   for ns in n1 n2 ctl; do ip netns del "$ns" 2>/dev/null || true; done
   for c in /sys/fs/cgroup/*/slurm_n1 /sys/fs/cgroup/*/slurm_n2; do
     [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true

@@ -61,11 +61,16 @@ make_entrypoint_images() {
 # assert_job_cgroups_gone WHAT: no job's cgroup is left on either node once the test user's
 # jobs have ended, epilogs included (process tracking by cgroup: Slurm cannot remove a job's
 # cgroups while something it started runs there, such as a named container's keeper or a
-# lingering image holder; ctr's epilog ends those and removes them). No wait beyond the jobs'
-# end: a holder that outlived its job would still be there. Trivially true under linuxproc.
+# lingering image holder; ctr's epilog ends those and removes them). The jobs' slurmstepds
+# may still be leaving their cgroups when squeue no longer shows the jobs: 3 s for that,
+# less than the 5 s a holder lingers. Trivially true under linuxproc.
 assert_job_cgroups_gone() {
   slurm_wait_no_jobs "$CTR_TEST_USER" 30 || fail "$1: the test user's jobs did not end: $(slurm_client squeue -h)"
-  local left
-  left=$(find /sys/fs/cgroup/*/slurm_n1 /sys/fs/cgroup/*/slurm_n2 -mindepth 2 -maxdepth 2 -type d -name 'job_*' 2>/dev/null || true)
+  local left i
+  for i in $(seq 30); do
+    left=$(find /sys/fs/cgroup/*/slurm_n1 /sys/fs/cgroup/*/slurm_n2 -mindepth 2 -maxdepth 2 -type d -name 'job_*' 2>/dev/null || true)
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
   [ -z "$left" ] || fail "$1: job cgroups left: $left (processes: $(cat $(printf '%s/cgroup.procs ' $left) 2>/dev/null | xargs -r ps -o pid,user,comm -p))"
 }
