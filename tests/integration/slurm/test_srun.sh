@@ -128,19 +128,22 @@ note "two jobs on one node share no image holder: the end of one (its cgroup's p
 # `srun ctr exec` in each job, no plugin: the first launch's holder is in its step's cgroup.
 # With a shared holder, job B's app lost its root when job A's step ended (SIGBUS, 135).
 rm -f "$WORK/rw/"*
+# The jobs before this one may still be completing (their epilogs): each job's id is the
+# newest once it runs.
+slurm_wait_no_jobs "$CTR_TEST_USER" 30 || fail "earlier jobs did not end: $(slurm_client squeue -h)"
 slurm srun -w n1 -N1 -n1 "$CTR_BIN" exec "$WORK/demo.sqfs" sh -c \
   "touch $WORK/rw/a; while [ ! -e $WORK/rw/end-a ]; do sleep 0.05; done" &
 job_a=$!
 for _ in $(seq 200); do [ -e "$WORK/rw/a" ] && break; sleep 0.05; done
-job_a_id=$(slurm_client squeue -h -u "$CTR_TEST_USER" -o %i | sort -n | head -1)
+job_a_id=$(slurm_client squeue -h -u "$CTR_TEST_USER" -o %i | sort -n | tail -1)
 slurm srun -w n1 -N1 -n1 "$CTR_BIN" exec "$WORK/demo.sqfs" sh -c \
   "touch $WORK/rw/b; while [ ! -e $WORK/rw/a-ended ]; do sleep 0.05; done; grep ^ID= /etc/os-release" \
   > "$WORK/rw/b.out" 2>&1 &
 job_b=$!
 for _ in $(seq 200); do [ -e "$WORK/rw/b" ] && break; sleep 0.05; done
 [ -e "$WORK/rw/a" ] && [ -e "$WORK/rw/b" ] || fail "the two jobs' apps did not start"
-# (Under linuxproc a daemonised holder outlives its step, and sharing one is safe.)
 job_b_id=$(slurm_client squeue -h -u "$CTR_TEST_USER" -o %i | sort -n | tail -1)
+# (Under linuxproc a daemonised holder outlives its step, and sharing one is safe.)
 if [ "$(cat "$CTR_SLURM_DIR/proctrack")" = cgroup ]; then
   holder_jobs=$(for p in $(ps -u "$uid" -o pid=,stat=,comm= | awk '$2 !~ /Z/ && $3 == "ctr-holder" {print $1}'); do grep -o ':freezer:.*/job_[0-9]*' "/proc/$p/cgroup"; done |
     sed 's/.*job_//' | sort -n | xargs)
