@@ -46,8 +46,11 @@ only_stdio "directory image" "$WORK/demo"
 only_stdio "SIF through squashfuse" "$WORK/demo.sif"
 only_stdio "supervised (--stats)" --stats "$WORK/out/stats.json" "$WORK/demo.sif"
 [ -s "$WORK/out/stats.json" ] || fail "--stats wrote no record"
-# The shell's own view, as a loop over /proc/$$/fd (Apptainer's issue4488 check).
-out=$(as_user_stdio_only "$CTR" exec "$WORK/demo.sif" sh -c 'for f in /proc/$$/fd/*; do echo "${f##*/}"; done | tr "\n" " "')
+# The shell's own view, as a loop over /proc/$$/fd (Apptainer's issue4488 check), run in a
+# subshell so that the directory's own fd is the subshell's, not the shell's. No pipeline:
+# while the shell sets one up it holds the pipe's other end, which a loop on its left could
+# list as the shell's fd 3 (seen once under load).
+out=$(as_user_stdio_only "$CTR" exec "$WORK/demo.sif" sh -c '(for f in /proc/$$/fd/*; do printf "%s " "${f##*/}"; done); :')
 expect_eq "fds of the container's shell" "0 1 2 " "$out"
 assert_nothing_left "fd listings"
 
