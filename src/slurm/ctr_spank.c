@@ -1419,15 +1419,17 @@ static void remove_cgroup(const char *dir, void *arg) {
   if (rmdir(dir) != 0 && errno != ENOENT) slurm_debug("ctr: cannot remove the cgroup %s: %s", dir, strerror(errno));
 }
 
-/* The v1 hierarchies' mount points (mountinfo's field 5 where the file system is cgroup). */
-static int cgroup_v1_mounts(char mounts[][PATH_MAX], int max) {
+/* The v1 hierarchies' mount points (mountinfo's field 5 where the file system is cgroup),
+ * only the one of CONTROLLER (in the super options) unless it is NULL. */
+static int cgroup_v1_mounts(char mounts[][PATH_MAX], int max, const char *controller) {
   FILE *f = fopen("/proc/self/mountinfo", "re");
   char line[4096];
   int n = 0;
   while (f && n < max && fgets(line, sizeof line, f)) {
     const char *dash = strstr(line, " - cgroup ");
     char point[PATH_MAX];
-    if (dash && sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1) snprintf(mounts[n++], PATH_MAX, "%s", point);
+    if (dash && (!controller || strstr(dash, controller)) && sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1)
+      snprintf(mounts[n++], PATH_MAX, "%s", point);
   }
   if (f) fclose(f);
   return n;
@@ -1436,7 +1438,7 @@ static int cgroup_v1_mounts(char mounts[][PATH_MAX], int max) {
 static void end_job_cgroups(uid_t uid, uint32_t job) {
   char mounts[16][PATH_MAX], node[256] = "", jobs[16][PATH_MAX], job_path[PATH_MAX] = "";
   int job_mount[16];
-  const int nmounts = cgroup_v1_mounts(mounts, 16);
+  const int nmounts = cgroup_v1_mounts(mounts, 16, NULL);
   const char *env_node = getenv("SLURMD_NODENAME");
   if (env_node) snprintf(node, sizeof node, "%s", env_node);
   else node_name(node, sizeof node);
@@ -1498,7 +1500,7 @@ static void end_job_cgroups(uid_t uid, uint32_t job) {
 #define HOLDER_WAIT_MS 2000
 
 /* The freezer hierarchy's mount point and slurmstepd's (the job's) cgroup in it. */
-static int own_freezer(char *mount, size_t mount_size, char *path, size_t path_size) {
+static int own_freezer(char mount[PATH_MAX], char *path, size_t path_size) {
   char line[4096];
   int found = 0;
   FILE *f = fopen("/proc/self/cgroup", "re");
@@ -1510,18 +1512,10 @@ static int own_freezer(char *mount, size_t mount_size, char *path, size_t path_s
     found = 1;
   }
   if (f) fclose(f);
-  f = found ? fopen("/proc/self/mountinfo", "re") : NULL;
-  found = 0;
-  while (f && !found && fgets(line, sizeof line, f)) {
-    const char *dash = strstr(line, " - cgroup ");
-    char point[PATH_MAX];
-    if (dash && strstr(dash, "freezer") && sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1) {
-      snprintf(mount, mount_size, "%s", point);
-      found = 1;
-    }
-  }
-  if (f) fclose(f);
-  return found;
+  char mounts[1][PATH_MAX];
+  if (!found || cgroup_v1_mounts(mounts, 1, "freezer") != 1) return 0;
+  memcpy(mount, mounts[0], PATH_MAX);
+  return 1;
 }
 
 static void end_step_holders(spank_t sp) {
@@ -1531,7 +1525,7 @@ static void end_step_holders(spank_t sp) {
       step == SLURM_EXTERN_CONT)
     return;
   char mount[PATH_MAX], job[PATH_MAX], name[32], rel[PATH_MAX], dir[PATH_MAX * 2];
-  if (!own_freezer(mount, sizeof mount, job, sizeof job) || !strstr(job, "/job_")) return;
+  if (!own_freezer(mount, job, sizeof job) || !strstr(job, "/job_")) return;
   if (step == SLURM_BATCH_SCRIPT) snprintf(name, sizeof name, "step_batch");
   else if (step == SLURM_INTERACTIVE_STEP) snprintf(name, sizeof name, "step_interactive");
   else snprintf(name, sizeof name, "step_%u", (unsigned)step);
