@@ -128,7 +128,7 @@ void checkLimits(Findings& f) {
   probe.memory = 64u << 20;
   probe.cpus = 1;
   probe.pids = 64;
-  const auto placement = limits::decidePlacement(probe, false, facts.mounts, facts.own, facts.delegated,
+  const auto placement = limits::decidePlacement(probe, false, facts.mounts, host::ownCgroups(), facts.delegated,
                                                  facts.delegatedWritable, uid, "ctr-check");
   f.checks.push_back({"resource limits", placement.backend == limits::Backend::None ? Status::Info : Status::Ok,
                       limits::toString(placement.backend) + ": " + placement.reason});

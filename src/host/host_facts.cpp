@@ -100,6 +100,10 @@ void discoverMpiHost(HostFacts& host, const config::Policy& policy) {
     host.mpiMissing = e.what();
   }
 }
+std::map<std::string, std::string> ownCgroups() {
+  return limits::parseProcCgroup(readFileIfPresent("/proc/self/cgroup"));
+}
+
 HostFacts discoverHost() {
   HostFacts host;
   host.user = lookupHostUser();
@@ -113,7 +117,7 @@ HostFacts discoverHost() {
 
   host.stateDir = chooseStateDir(host.user.uid, host.runtimeDir);
   host.pid = ::getpid();
-  host.cgroups = limits::parseProcCgroup(readFileIfPresent("/proc/self/cgroup"));
+  host.cgroups = ownCgroups();
   host.setuidHelper = inspectSetuidHelper(build::kHelperPath);
   if (host.setuidHelper == HelperState::Usable) {
     struct stat st {};
@@ -173,7 +177,6 @@ LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate) {
     std::istringstream words(readFileIfPresent(facts.mounts.v2 + "/cgroup.controllers"));
     for (std::string word; words >> word;) facts.mounts.v2Controllers.insert(word);
   }
-  facts.own = limits::parseProcCgroup(readFileIfPresent("/proc/self/cgroup"));
   // The CPUs this process may run on (a batch job's allocation, not the whole node).
   cpu_set_t set;
   CPU_ZERO(&set);

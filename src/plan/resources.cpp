@@ -23,7 +23,7 @@ void planLimits(LaunchPlan& plan, const LaunchOptions& options, const config::Po
   if (plan.limits.empty() && plan.limits.denyDevices.empty() && options.statsFile.empty()) return;
   if (!host.limits) throw Error("resource limits asked for, but the node's cgroups were not looked at");
   limits::checkCapacity(options.limits, host.limits->capacity, policy.limitCaps);
-  plan.cgroup = limits::decidePlacement(plan.limits, !options.statsFile.empty(), host.limits->mounts, host.limits->own,
+  plan.cgroup = limits::decidePlacement(plan.limits, !options.statsFile.empty(), host.limits->mounts, host.cgroups,
                                         host.limits->delegated, host.limits->delegatedWritable, host.user.uid,
                                         cgroupName(options, host));
   if (!options.limits.empty() && plan.cgroup.backend == limits::Backend::None)

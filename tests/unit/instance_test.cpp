@@ -80,7 +80,7 @@ TEST(PlanInstance, ItsCgroupIsNamedForTheUserAndTheInstance) {
   host.pid = 4242;
   host.limits = host::LimitsHost{};
   host.limits->mounts.v1 = {{"memory", "/sys/fs/cgroup/memory"}, {"cpuacct", "/sys/fs/cgroup/cpuacct"}};
-  host.limits->own = {{"memory", "/"}, {"cpuacct", "/"}};
+  host.cgroups = {{"memory", "/"}, {"cpuacct", "/"}};
   host.user.uid = 0;  // v1 limits are root's
   auto options = testing::execTrue();
   options.command = Command::Instance;

@@ -111,7 +111,6 @@ enum class FuseState { Missing, NotAccessible, Usable };
 // What the limits decisions need to know about the node (read only when asked for).
 struct LimitsHost {
   limits::CgroupMounts mounts;               // /proc/self/mountinfo
-  std::map<std::string, std::string> own;    // /proc/self/cgroup
   limits::NodeCapacity capacity;             // CPUs, memory nodes, MemTotal
   std::string delegated;                     // the delegated v2 directory, if any
   bool delegatedWritable = false;            // ... and the user may create cgroups in it
@@ -143,8 +142,8 @@ struct HostFacts {
   // src/helper/untrusted_fs.h, the helper's own), else empty (discoverImageFilesystem).
   std::string imageUntrustedFs;
   pid_t pid = 0;                       // the launcher's pid (names its cgroup)
-  // This process's cgroups (/proc/self/cgroup, limits::parseProcCgroup): which launches
-  // share an image's holder (launch::planHolderScope).
+  // This process's cgroups (ownCgroups): which launches share an image's holder
+  // (launch::planHolderScope), and below which a limited launch's cgroup goes.
   std::map<std::string, std::string> cgroups;
   // Gathered only for a squashfs image (discoverSquashfsServers).
   SquashfsServers squashfsServers;
@@ -167,6 +166,9 @@ struct HostFacts {
   // Gathered only for --fakeroot (discoverSubordinateIds).
   std::optional<SubordinateIds> subordinate;
 };
+
+// This process's cgroup per v1 controller and on v2 (/proc/self/cgroup, limits::parseProcCgroup).
+[[nodiscard]] std::map<std::string, std::string> ownCgroups();
 
 // Host facts for the calling process (lookupHostUser, getcwd, environ, the setuid helper).
 [[nodiscard]] HostFacts discoverHost();
