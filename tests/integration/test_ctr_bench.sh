@@ -290,7 +290,7 @@ if [ "$need_dlio" = 1 ] && [[ ",$suite_list," == *,dl-io-image,* ]]; then
   grep -q '^data source (not runtime overhead): dl-io-image against dl-io-dir' "$WORK/user.out" ||
     fail "no data-source lines in the summary: $(cat "$WORK/user.out")"
   "$BENCH" report "$WORK/user.json" --out-dir "$WORK/rep-user" > /dev/null || fail "report of the user's run"
-  sed -n '/Data sources (not runtime overhead)/,$p' "$WORK/rep-user/ctr-bench-report.md" | grep -q '^| dl-io-image | dl-io-dir | files\\_per\\_s |' ||
+  grep -q '^| dl-io-image | dl-io-dir | files\\_per\\_s |' <(sed -n '/Data sources (not runtime overhead)/,$p' "$WORK/rep-user/ctr-bench-report.md") ||
     fail "the report has no data-source row for dl-io-image: $(grep -n 'dl-io' "$WORK/rep-user/ctr-bench-report.md")"
 fi
 

@@ -71,7 +71,7 @@ done
 expect_eq "ctr-mount-helper in the package: 4755 root" "-rwsr-xr-x root/root" \
   "$(dpkg-deb -c "$suid_deb" | awk '$6 ~ /ctr-mount-helper$/ { print $1, $2 }')"
 expect_eq "ctr.conf is a conffile" "/etc/ctr/ctr.conf" "$(dpkg-deb -I "$ctr_deb" conffiles | grep -x /etc/ctr/ctr.conf)"
-! dpkg-deb -c "$ctr_deb" | awk '{ print $6 }' | grep -qxE '\./usr/bin/ctr|\./usr/share/bash-completion/completions/ctr' ||
+! grep -qxE '\./usr/bin/ctr|\./usr/share/bash-completion/completions/ctr' <(dpkg-deb -c "$ctr_deb" | awk '{ print $6 }') ||
   fail "the ctr package ships /usr/bin/ctr or its completion, which Debian's containerd owns"
 
 if command -v lintian >/dev/null; then

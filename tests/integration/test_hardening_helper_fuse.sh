@@ -60,7 +60,7 @@ expect_fuse_refused() {
   [ "$(printf '%s\n' "$2" | wc -l)" = 1 ] || fail "$1: not one line: $2"
   for i in $(seq 50); do [ -z "$(losetup -a)" ] && break; sleep 0.1; done
   [ -z "$(losetup -a)" ] || fail "$1: loop devices left attached: $(losetup -a)"
-  ! cat /proc/[0-9]*/mountinfo 2>/dev/null | grep -q "$HELPER_RUNDIR" || fail "$1: a helper mount is left"
+  ! grep -qsF "$HELPER_RUNDIR" /proc/[0-9]*/mountinfo || fail "$1: a helper mount is left"
   note "refused: $1: $2"
 }
 
