@@ -11,6 +11,7 @@ if(CTR_BUILD_TESTS)
   include(GoogleTest)
   add_executable(ctr-bench-report-tests "${CMAKE_CURRENT_LIST_DIR}/tests/report_test.cpp")
   target_link_libraries(ctr-bench-report-tests PRIVATE ctr-bench-report GTest::gtest GTest::gtest_main)
+  target_compile_options(ctr-bench-report-tests PRIVATE -O0)  # as tests/CMakeLists.txt says why
   target_compile_definitions(ctr-bench-report-tests PRIVATE
     CTR_BENCH_REPORT_FIXTURE="${CMAKE_CURRENT_LIST_DIR}/tests/report_fixture.json")
   gtest_discover_tests(ctr-bench-report-tests DISCOVERY_TIMEOUT 60
