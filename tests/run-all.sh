@@ -60,10 +60,27 @@ print_skips() {
   fi
 }
 
+# The ten slowest tests, from ctest's JUnit file: the suite must stay within CI's 30 minutes
+# on two cores, and this says where its time goes.
+junit=$src/build/ci/Testing/ctest-junit.xml
+print_slowest() {
+  [ -f "$junit" ] || return 0
+  echo "== slowest tests"
+  python3 - "$junit" <<'PY' || true
+import sys, xml.etree.ElementTree as ET
+cases = [(float(c.get("time", 0)), c.get("name")) for c in ET.parse(sys.argv[1]).getroot().iter("testcase")]
+total = sum(t for t, _ in cases)
+for t, name in sorted(cases, reverse=True)[:10]:
+    print(f"  {t:6.0f} s  {name}")
+print(f"  ({len(cases)} tests, {total:.0f} s in all)")
+PY
+}
+
 if stage "install dependencies" tests/install-deps.sh; then
   if stage "build (presets ci: Release, -Werror; deb: the Debian packages)" build; then
-    stage "unit, conformance and integration tests" ctest --preset ci -j1 --timeout 900
+    stage "unit, conformance and integration tests" ctest --preset ci -j1 --timeout 900 --output-junit "$junit"
     print_skips
+    print_slowest
   else
     not_run "unit, conformance and integration tests" "the build failed"
   fi
