@@ -1419,16 +1419,31 @@ static void remove_cgroup(const char *dir, void *arg) {
   if (rmdir(dir) != 0 && errno != ENOENT) slurm_debug("ctr: cannot remove the cgroup %s: %s", dir, strerror(errno));
 }
 
+/* Whether the comma-separated LIST names CONTROLLER as a whole word ("cpu" is not in
+ * "cpuset,cpuacct"). */
+static int has_option(const char *list, const char *controller) {
+  const size_t len = strlen(controller);
+  for (const char *o = list; o && *o;) {
+    const char *comma = strchr(o, ',');
+    const size_t n = comma ? (size_t)(comma - o) : strlen(o);
+    if (n == len && strncmp(o, controller, len) == 0) return 1;
+    o = comma ? comma + 1 : NULL;
+  }
+  return 0;
+}
+
 /* The v1 hierarchies' mount points (mountinfo's field 5 where the file system is cgroup),
- * only the one of CONTROLLER (in the super options) unless it is NULL. */
+ * only the one of CONTROLLER (one of its super options) unless it is NULL. */
 static int cgroup_v1_mounts(char mounts[][PATH_MAX], int max, const char *controller) {
   FILE *f = fopen("/proc/self/mountinfo", "re");
   char line[4096];
   int n = 0;
   while (f && n < max && fgets(line, sizeof line, f)) {
     const char *dash = strstr(line, " - cgroup ");
-    char point[PATH_MAX];
-    if (dash && (!controller || strstr(dash, controller)) && sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1)
+    char point[PATH_MAX], super[1024];
+    /* after the dash: the file system type, the source, the super options */
+    if (!dash || sscanf(dash, " - %*s %*s %1023s", super) != 1) continue;
+    if ((!controller || has_option(super, controller)) && sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1)
       snprintf(mounts[n++], PATH_MAX, "%s", point);
   }
   if (f) fclose(f);
