@@ -48,7 +48,7 @@ struct RunCommandState {
   std::vector<std::string> overlays;  // --overlay PATH[:ro] (repeatable, comma lists)
   bool stage = false, noStage = false;  // --stage, --no-stage (options.stage)
   bool compat = false;       // --compat: Apptainer's OCI-compatibility set of options
-  bool underlay = false;     // --underlay: accepted (ctr makes missing bind targets in a private layer)
+  bool underlay = false;     // --underlay: accepted (ctr makes missing mount targets in an underlay already)
   bool sharens = false;      // --sharens: accepted (one image's launches share its holder's namespaces)
   bool ignoreSubuid = false; // --ignore-subuid: --fakeroot maps the one id, not /etc/subuid's range
   std::string pidFile;       // instance start --pid-file FILE
@@ -472,8 +472,8 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.flag("--stage", s.stage, "Copy the image and dataset images to this node's stage directory first (ctr.conf "
            "'stage dir'), once per node, and mount the copies");
   add.flag("--no-stage", s.noStage, "Mount the images where they are, whatever ctr.conf's 'stage images' says");
-  add.flag("--underlay", s.underlay, "Accepted for Apptainer's scripts: ctr makes missing bind targets in a private "
-           "layer over the image either way");
+  add.flag("--underlay", s.underlay, "Accepted for Apptainer's scripts: ctr makes a mount target the image lacks in "
+           "an underlay already (an overlay of that one directory when it has over 64 entries)");
 
   add.section("Environment");
   add.list("--env", o.envs, "Set K=V in the container (repeatable)");

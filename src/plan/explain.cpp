@@ -109,7 +109,10 @@ std::string toString(MountOrigin origin) {
 
 std::string toString(RootMode mode) {
   switch (mode) {
-    case RootMode::Bind: return "image (read-only; overlay if a mount target is missing)";
+    case RootMode::Bind:
+      return "image (read-only; a missing mount target is made in a tmpfs over the deepest directory the image "
+             "has on its path, with that directory's entries bound in, up to " +
+             std::to_string(kUnderlayMaxEntries) + "; else an overlay of that directory)";
     case RootMode::Overlay: return "overlay (layers over the image)";
     case RootMode::Sandbox: return "sandbox (the build's writable directory)";
     case RootMode::Writable: return "the image directory itself, read-write (--writable; missing mount targets are made in it)";

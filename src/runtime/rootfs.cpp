@@ -4,11 +4,14 @@
 // prepared root or on a root built on a private tmpfs "stage", and pivot_root.
 #include "rootfs.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -119,6 +122,166 @@ void bindInto(const std::string& source, int targetFd, bool readOnly, bool recur
   }
   if (::move_mount(tree.get(), "", targetFd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     throw sysError("bind " + source + " to " + destination);
+}
+
+// A mount target the image lacks: where it goes (resolved, normalised), the deepest
+// directory of the image on its path (resolveInRoot's `existing`), and whether the target
+// is a directory (else an empty file).
+struct MissingTarget {
+  std::string path;
+  std::string under;
+  bool directory = false;
+};
+
+// The image's entries of the directory `dirFd` (names; "." and ".." left out), or nullopt
+// when it has more than `limit`.
+std::optional<std::vector<std::string>> entriesOf(int dirFd, std::size_t limit) {
+  UniqueFd fd(::openat(dirFd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* dir = fd ? ::fdopendir(fd.get()) : nullptr;
+  if (!dir) throw sysError("list an image directory");
+  fd.release();
+  std::vector<std::string> names;
+  bool over = false;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    if (names.size() == limit) {
+      over = true;
+      break;
+    }
+    names.emplace_back(name);
+  }
+  ::closedir(dir);
+  if (over) return std::nullopt;
+  return names;
+}
+
+// O_PATH fd of `under` in the root at rootPath as it is now: the topmost mount there (a fd
+// opened before a mount was stacked on the root still names the one below).
+UniqueFd openUnder(const std::string& rootPath, const std::string& under) {
+  UniqueFd root(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) throw sysError("open " + rootPath);
+  return under == "/" ? std::move(root) : openTarget(root.get(), under);
+}
+
+// The underlay of `under` (a directory of the image, image.imageDir's fd `imageDirFd`) in
+// the root at rootPath: a tmpfs mounted over it, holding the image's `entries` of it (each
+// bound from the image, read-only; a symlink copied) and the targets, then made read-only.
+void mountUnderlay(const std::string& rootPath, const std::string& under, int imageDirFd,
+                   const std::vector<std::string>& entries, const std::vector<const MissingTarget*>& targets) {
+  struct stat dirStat {};
+  if (::fstat(imageDirFd, &dirStat) != 0) throw sysError("stat " + under + " in the image");
+  {
+    UniqueFd below = openUnder(rootPath, under);
+    char options[64];
+    std::snprintf(options, sizeof options, "mode=%o,size=1m", dirStat.st_mode & 07777);
+    if (::mount("ctr-underlay", fdPath(below.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
+      throw sysError("mount the underlay tmpfs on " + under);
+  }
+  UniqueFd top = openUnder(rootPath, under);  // now the tmpfs
+  for (const auto& name : entries) {
+    const std::string what = (under == "/" ? "" : under) + "/" + name;
+    struct stat st {};
+    if (::fstatat(imageDirFd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) throw sysError("stat " + what + " in the image");
+    if (S_ISLNK(st.st_mode)) {
+      if (st.st_size < 0 || st.st_size >= PATH_MAX) throw Error("the symlink " + what + " in the image is too long");
+      std::string link(static_cast<std::size_t>(st.st_size) + 1, '\0');
+      const ssize_t n = ::readlinkat(imageDirFd, name.c_str(), link.data(), link.size());
+      if (n < 0 || static_cast<std::size_t>(n) >= link.size()) throw sysError("read the symlink " + what + " in the image");
+      link.resize(static_cast<std::size_t>(n));
+      if (::symlinkat(link.c_str(), top.get(), name.c_str()) != 0) throw sysError("copy the symlink " + what);
+      continue;
+    }
+    if (S_ISDIR(st.st_mode) ? ::mkdirat(top.get(), name.c_str(), 0755) != 0
+                            : !UniqueFd(::openat(top.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)))
+      throw sysError("create the underlay's " + what);
+    UniqueFd placeholder(::openat(top.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd tree(::open_tree(imageDirFd, name.c_str(),
+                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW | AT_RECURSIVE));
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (!placeholder || !tree ||
+        ::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0 ||
+        ::move_mount(tree.get(), "", placeholder.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+      throw sysError("bind the image's " + what + " into the underlay");
+  }
+  for (const MissingTarget* t : targets) createUnder(rootPath, t->path, t->directory);
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (::mount_setattr(top.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+    throw sysError("make the underlay of " + under + " read-only");
+}
+
+// An overlay of `under` alone (the image's directory below, the targets in an upper layer
+// of their own under `layerDir`, on the caller's tmpfs), read-only: for a directory with
+// too many entries to bind one by one. False when the path cannot go into overlayfs's
+// options (',', ':' or '\\' in it).
+bool mountOverlayOf(const std::string& rootPath, const std::string& under, const std::string& imageDir,
+                    const std::vector<const MissingTarget*>& targets, const std::string& layerDir) {
+  const std::string lower = imageDir + (under == "/" ? "" : under);
+  if (lower.find_first_of(",:\\") != std::string::npos || layerDir.find_first_of(",:\\") != std::string::npos)
+    return false;
+  const std::string upper = layerDir + "/upper", work = layerDir + "/work";
+  for (const auto& dir : {layerDir, upper, work})
+    if (::mkdir(dir.c_str(), 0755) != 0) throw sysError("mkdir " + dir);
+  for (const MissingTarget* t : targets)
+    createUnder(upper, under == "/" ? t->path : t->path.substr(under.size()), t->directory);
+  {
+    UniqueFd below = openUnder(rootPath, under);
+    const std::string options = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
+    if (::mount("overlay", fdPath(below.get()).c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
+      throw sysError("mount an overlay on " + under + " (" + options + ")");
+  }
+  UniqueFd top = openUnder(rootPath, under);
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (::mount_setattr(top.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+    throw sysError("make the overlay of " + under + " read-only");
+  return true;
+}
+
+// Every mount stacked at `path`, detached (what a failed makeTargetsInPlace left there).
+void detachAll(const std::string& path) {
+  while (::umount2(path.c_str(), MNT_DETACH) == 0) {
+  }
+  if (errno != EINVAL) throw sysError("detach the mounts at " + path);
+}
+
+// The targets the image lacks, made in the root at rootPath (the image bound there,
+// read-only) without an overlay of the whole image: for each directory of the image that
+// holds some, shallowest first, an underlay (kUnderlayMaxEntries entries at most) or an
+// overlay of that directory (its layers in layersDir, on the caller's tmpfs). False, with
+// what was mounted left for the caller to detach, when one cannot be made: the caller
+// then lays its overlay over the whole image, as before.
+bool makeTargetsInPlace(const std::string& rootPath, int imageFd, const std::string& imageDir,
+                        const std::vector<MissingTarget>& missing, const std::string& layersDir) {
+  std::vector<std::string> dirs;
+  for (const auto& t : missing)
+    if (std::find(dirs.begin(), dirs.end(), t.under) == dirs.end()) dirs.push_back(t.under);
+  // A directory inside another is one of the image's, bound by the outer one's underlay.
+  std::stable_sort(dirs.begin(), dirs.end(), [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+  try {
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+      const std::string& under = dirs[i];
+      std::vector<const MissingTarget*> targets;
+      for (const auto& t : missing)
+        if (t.under == under) targets.push_back(&t);
+      UniqueFd imageDirFd = under == "/" ? UniqueFd(::dup(imageFd)) : openInRoot(imageFd, under, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+      if (!imageDirFd) throw sysError("open " + under + " in the image");
+      if (const auto entries = entriesOf(imageDirFd.get(), launch::kUnderlayMaxEntries)) {
+        spdlog::debug("mount targets under {}: an underlay of its {} entries", under, entries->size());
+        mountUnderlay(rootPath, under, imageDirFd.get(), *entries, targets);
+      } else {
+        spdlog::debug("mount targets under {}: an overlay of it (over {} entries)", under, launch::kUnderlayMaxEntries);
+        if (::mkdir(layersDir.c_str(), 0755) != 0 && errno != EEXIST) throw sysError("mkdir " + layersDir);
+        if (!mountOverlayOf(rootPath, under, imageDir, targets, layersDir + "/" + std::to_string(i))) return false;
+      }
+    }
+  } catch (const Error& e) {
+    spdlog::debug("mount targets without an overlay of the image: {}", e.oneLine());
+    return false;
+  }
+  return true;
 }
 
 // An identity file of the image (/etc/passwd, /etc/group): "" when the image has none we
@@ -360,11 +523,11 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
   UniqueFd imageFd(::open(imageDir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!imageFd) throw sysError("open image root " + imageDir);
 
-  // The planner's launch-independent mounts: their targets, created in the upper layer
-  // before mounting when the image lacks them (see assembleRoot for why before).
+  // The planner's launch-independent mounts: their targets, made where the image lacks
+  // them (see assembleRoot for where and why).
   launch::PreparedRootManifest manifest;
   manifest.user = spec.user;
-  bool addedAny = false;
+  std::vector<MissingTarget> missing;
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
     // Inside another mount (a tmpfs /dev of --contain): created there by the launch.
@@ -375,23 +538,34 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
       struct stat st {};
       if (!sourcePresent(m, &st)) continue;  // skipped by launches too
       const bool generated = m.kind == MountKind::Identity || m.kind == MountKind::File;
-      createUnder(upper, resolved.path, m.kind == MountKind::Tmpfs || (!generated && S_ISDIR(st.st_mode)));
-      addedAny = true;
+      if (std::none_of(missing.begin(), missing.end(), [&](const MissingTarget& t) { return t.path == resolved.path; }))
+        missing.push_back({resolved.path, resolved.existing,
+                           m.kind == MountKind::Tmpfs || (!generated && S_ISDIR(st.st_mode))});
       if (m.kind != MountKind::Identity) manifest.created.push_back(m.destination);
     } catch (const Error&) {
-      // Escapes the image or cannot be created: launches that need it use their own root.
+      // Escapes the image: launches that need it use their own root.
     }
   }
-  if (addedAny) {
+  // The image itself, bound: an overlay over it costs every path walk that starts at /
+  // (ovl_permission, ovl_dentry_revalidate and the lower layer's revalidate). The targets it
+  // lacks are made in place (launch::kUnderlayMaxEntries); failing that, in an overlay of
+  // the whole image, whose upper layer gets them before it is mounted.
+  {
+    UniqueFd rootTarget(::open(root.c_str(), O_PATH | O_CLOEXEC));
+    bindInto(imageDir, rootTarget.get(), false, true, "/");
+  }
+  if (!missing.empty() && !makeTargetsInPlace(root, imageFd.get(), imageDir, missing, baseDir + "/dir-overlays")) {
+    detachAll(root);
+    for (const auto& t : missing) {
+      try {
+        createUnder(upper, t.path, t.directory);
+      } catch (const Error& e) {
+        spdlog::debug("{}", e.oneLine());  // launches that need it use their own root
+      }
+    }
     const std::string options = "lowerdir=" + imageDir + ",upperdir=" + upper + ",workdir=" + work;
     if (::mount("overlay", root.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
       throw sysError("mount overlay base root (" + options + ")");
-  } else {
-    // Nothing to create: the image itself, bound. An overlay costs every path walk that
-    // starts at / (ovl_permission, ovl_dentry_revalidate and the lower layer's revalidate):
-    // +3-8% on many small files opened by absolute path (benchmark-guide.md).
-    UniqueFd rootTarget(::open(root.c_str(), O_PATH | O_CLOEXEC));
-    bindInto(imageDir, rootTarget.get(), false, true, "/");
   }
   UniqueFd rootFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!rootFd) throw sysError("open " + root);
@@ -496,7 +670,7 @@ namespace {
 // (--writable-tmpfs, or a read-only root that only needs the targets: made read-only
 // later), else none: a read-only overlay of lower layers.
 void mountOverlayRoot(const LaunchPlan& plan, const SharedImage& image, const std::string& rootPath,
-                      const std::vector<std::pair<std::string, bool>>& missing) {
+                      const std::vector<MissingTarget>& missing) {
   const launch::RootOverlay& layers = plan.overlay;
   const launch::OverlayLayer* writable = layers.writable();
   // An ext3 layer's directories are inside its fuse2fs mount.
@@ -524,7 +698,7 @@ void mountOverlayRoot(const LaunchPlan& plan, const SharedImage& image, const st
       if (::mkdir(targets.c_str(), 0755) != 0) throw sysError("mkdir in " + image.stageDir);
       lower = targets + ":";
     }
-    for (const auto& [path, directory] : missing) createUnder(targets, path, directory);
+    for (const auto& t : missing) createUnder(targets, t.path, t.directory);
   }
   for (size_t i = 0; i < layers.layers.size(); ++i)
     if (!layers.layers[i].writable) lower += layerDir(i, layers.layers[i].dir) + ":";
@@ -609,21 +783,22 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
   UniqueFd imageFd(::open(image.imageDir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!imageFd) throw sysError("open image root " + image.imageDir);
 
-  // A mount target missing in the read-only image needs a layer to create it in: an
-  // overlay whose upper tmpfs gets the targets *before* it is mounted. (After mounting, the
-  // image's directories belong to an unmapped root, so even CAP_DAC_OVERRIDE in our user
-  // namespace cannot create entries in them: capabilities(7), "user namespaces".)
+  // A mount target missing in the read-only image needs a place of our own to create it in:
+  // the image's directories belong to an unmapped root, so even CAP_DAC_OVERRIDE in our
+  // user namespace cannot create entries in them (capabilities(7), "user namespaces"). A
+  // tmpfs in place (makeTargetsInPlace), or an overlay whose upper layer gets the targets
+  // *before* it is mounted.
   bool overlay = plan.rootMode == launch::RootMode::Overlay;
-  std::vector<std::pair<std::string, bool>> missing;  // resolved path, is a directory
+  std::vector<MissingTarget> missing;
   for (size_t i = 0; i < plan.mounts.size(); ++i) {
     const Mount& m = plan.mounts[i];
     struct stat st {};
     if (!sourcePresent(m, &st) || underEarlierMount(plan.mounts, i)) continue;
     auto resolved = resolveInRoot(imageFd.get(), m.destination, "mount target");
-    if (resolved.kind == PathKind::Missing) {
-      spdlog::debug("mount target {} is missing in the image: overlay root", m.destination);
-      overlay = true;
-      missing.emplace_back(resolved.path, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode));
+    if (resolved.kind == PathKind::Missing &&
+        std::none_of(missing.begin(), missing.end(), [&](const MissingTarget& t) { return t.path == resolved.path; })) {
+      spdlog::debug("mount target {} is missing in the image", m.destination);
+      missing.push_back({resolved.path, resolved.existing, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode)});
     }
   }
   if (plan.rootMode == launch::RootMode::Sandbox || plan.rootMode == launch::RootMode::Writable) {
@@ -631,14 +806,25 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
     // missing targets are created in it, as Apptainer does, and it is bound read-write (the
     // host's directory: the holder's bind of it is read-only).
     const std::string dir = plan.rootMode == launch::RootMode::Sandbox ? image.imageDir : plan.image.path.string();
-    for (const auto& [path, directory] : missing) createUnder(dir, path, directory);
+    for (const auto& t : missing) createUnder(dir, t.path, t.directory);
     UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
     bindInto(dir, rootTarget.get(), false, true, "/");
   } else if (overlay) {
     mountOverlayRoot(plan, image, rootPath, missing);
   } else {
-    UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
-    bindInto(image.imageDir, rootTarget.get(), false, true, "/");
+    // The image, read-only, and the targets it lacks made in place (kUnderlayMaxEntries);
+    // failing that, an overlay over the whole image holds them.
+    {
+      UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
+      bindInto(image.imageDir, rootTarget.get(), false, true, "/");
+    }
+    if (!missing.empty() &&
+        !makeTargetsInPlace(rootPath, imageFd.get(), image.imageDir, missing, image.stageDir + "/dir-overlays")) {
+      detachAll(rootPath);
+      spdlog::debug("mount targets missing in the image: an overlay root");
+      overlay = true;
+      mountOverlayRoot(plan, image, rootPath, missing);
+    }
   }
   UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!rootFd) throw sysError("open " + rootPath);

@@ -271,13 +271,22 @@ struct NoCommand {
 
 // How the container's "/" is built from the mounted image.
 enum class RootMode {
-  Bind,             // the image itself, read-only; fails over to Overlay at run time
-                    // when a mount target is missing in the image
+  Bind,             // the image itself, read-only; a mount target it lacks is made at run
+                    // time in an underlay (kUnderlayMaxEntries) of the deepest directory
+                    // the image has on the target's path, or an overlay of that directory
   Overlay,          // overlayfs: image below, plan.overlay's layers above it
   Sandbox,          // a build step: the writable sandbox directory itself (plan.build)
   Writable,         // --writable: the directory image itself, read-write (missing targets made in it)
   Join,             // a running instance's: the launch enters its namespaces (plan.join)
 };
+
+// A mount target the image lacks (RootMode::Bind) is made without laying an overlay over
+// the whole image, whose permission and revalidation on every path component cost a third
+// of the warm small-file rate (benchmark-guide.md): the deepest directory the image has on
+// the target's path becomes a read-only tmpfs holding the target and, bound read-only from
+// the image, that directory's entries (symlinks copied), when it has at most this many
+// (Apptainer's "underlay"); else an overlay of that directory alone.
+inline constexpr std::size_t kUnderlayMaxEntries = 64;
 
 // One --overlay directory over the image. A writable one holds the overlayfs upper layer in
 // upper/ and its work directory in work/ (Apptainer's layout); a read-only one is stacked as
