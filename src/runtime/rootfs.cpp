@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -108,18 +109,21 @@ void createUnder(const std::string& dir, const std::string& path, bool directory
   }
 }
 
+// The mount at fd made read-only (with `also`: more MOUNT_ATTR_* flags), and every mount
+// below it when `recursive`. Throws naming `what`.
+void makeReadOnly(int fd, bool recursive, const std::string& what, std::uint64_t also = 0) {
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY | also;
+  if (::mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr, sizeof attr) != 0)
+    throw sysError("make " + what + " read-only");
+}
+
 void bindInto(const std::string& source, int targetFd, bool readOnly, bool recursive,
               const std::string& destination) {
   UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(),
                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0)));
   if (!tree) throw sysError("bind " + source + " to " + destination);
-  if (readOnly) {
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr,
-                        sizeof attr) != 0)
-      throw sysError("make " + destination + " read-only");
-  }
+  if (readOnly) makeReadOnly(tree.get(), recursive, destination);
   if (::move_mount(tree.get(), "", targetFd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     throw sysError("bind " + source + " to " + destination);
 }
@@ -198,18 +202,13 @@ void mountUnderlay(const std::string& rootPath, const std::string& under, int im
     UniqueFd placeholder(::openat(top.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     UniqueFd tree(::open_tree(imageDirFd, name.c_str(),
                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW | AT_RECURSIVE));
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (!placeholder || !tree ||
-        ::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0 ||
-        ::move_mount(tree.get(), "", placeholder.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    if (!placeholder || !tree) throw sysError("bind the image's " + what + " into the underlay");
+    makeReadOnly(tree.get(), true, what);
+    if (::move_mount(tree.get(), "", placeholder.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
       throw sysError("bind the image's " + what + " into the underlay");
   }
   for (const MissingTarget* t : targets) createUnder(rootPath, t->path, t->directory);
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_RDONLY;
-  if (::mount_setattr(top.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
-    throw sysError("make the underlay of " + under + " read-only");
+  makeReadOnly(top.get(), false, "the underlay of " + under);
 }
 
 // An overlay of `under` alone (the image's directory below, the targets in an upper layer
@@ -232,11 +231,7 @@ bool mountOverlayOf(const std::string& rootPath, const std::string& under, const
     if (::mount("overlay", fdPath(below.get()).c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
       throw sysError("mount an overlay on " + under + " (" + options + ")");
   }
-  UniqueFd top = openUnder(rootPath, under);
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_RDONLY;
-  if (::mount_setattr(top.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
-    throw sysError("make the overlay of " + under + " read-only");
+  makeReadOnly(openUnder(rootPath, under).get(), false, "the overlay of " + under);
   return true;
 }
 
@@ -581,10 +576,7 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
     UniqueFd target = openTarget(rootFd.get(), destination);
     bindInto(files + "/" + name, target.get(), true, false, destination);
   }
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;  // as the overlay was
-  if (::mount_setattr(rootFd.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
-    throw sysError("make the base root read-only");
+  makeReadOnly(rootFd.get(), true, "the base root", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);  // as the overlay was
   // The default and admin binds, made once here rather than by every launch (/proc, /sys,
   // /dev, /tmp, home, ...): a launch whose plan has the same bind skips it, one without it
   // detaches it in its own copy, one with another mount there mounts over it.
@@ -630,12 +622,7 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
       spdlog::debug("not pre-binding {}: {}", m.destination, e.oneLine());
     }
   }
-  for (const auto& dir : hostTmpfs) {
-    mount_attr ro{};
-    ro.attr_set = MOUNT_ATTR_RDONLY;
-    UniqueFd fd = openTarget(rootFd.get(), dir);
-    if (::mount_setattr(fd.get(), "", AT_EMPTY_PATH, &ro, sizeof ro) != 0) throw sysError("make " + dir + " read-only");
-  }
+  for (const auto& dir : hostTmpfs) makeReadOnly(openTarget(rootFd.get(), dir).get(), false, dir);
   writeManifest(baseDir, manifest);
   return manifest;
 }
@@ -834,10 +821,7 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
   if ((overlay && plan.rootMode == launch::RootMode::Bind) || (plan.build && plan.build->readOnly)) {
     // The overlay only exists to hold mount targets (or a build's %test sees the tree as it
     // will run): the root stays read-only.
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (::mount_setattr(rootFd.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
-      throw sysError("make the root read-only");
+    makeReadOnly(rootFd.get(), false, "the root");
   }
   replaceImageMpi(plan, rootFd.get());
 
