@@ -137,14 +137,20 @@ struct MissingTarget {
   bool directory = false;
 };
 
-// The image's entries of the directory `dirFd` (names; "." and ".." left out), or nullopt
-// when it has more than `limit`.
-std::optional<std::vector<std::string>> entriesOf(int dirFd, std::size_t limit) {
+// An entry of an image directory: its name and readdir's d_type (DT_UNKNOWN: ask fstatat).
+struct DirEntry {
+  std::string name;
+  unsigned char type = DT_UNKNOWN;
+};
+
+// The image's entries of the directory `dirFd` ("." and ".." left out), or nullopt when it
+// has more than `limit`.
+std::optional<std::vector<DirEntry>> entriesOf(int dirFd, std::size_t limit) {
   UniqueFd fd(::openat(dirFd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   DIR* dir = fd ? ::fdopendir(fd.get()) : nullptr;
   if (!dir) throw sysError("list an image directory");
   fd.release();
-  std::vector<std::string> names;
+  std::vector<DirEntry> names;
   bool over = false;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string_view name = entry->d_name;
@@ -153,7 +159,7 @@ std::optional<std::vector<std::string>> entriesOf(int dirFd, std::size_t limit) 
       over = true;
       break;
     }
-    names.emplace_back(name);
+    names.push_back({std::string(name), entry->d_type});
   }
   ::closedir(dir);
   if (over) return std::nullopt;
@@ -172,7 +178,7 @@ UniqueFd openUnder(const std::string& rootPath, const std::string& under) {
 // the root at rootPath: a tmpfs mounted over it, holding the image's `entries` of it (each
 // bound from the image, read-only; a symlink copied) and the targets, then made read-only.
 void mountUnderlay(const std::string& rootPath, const std::string& under, int imageDirFd,
-                   const std::vector<std::string>& entries, const std::vector<const MissingTarget*>& targets) {
+                   const std::vector<DirEntry>& entries, const std::vector<const MissingTarget*>& targets) {
   struct stat dirStat {};
   if (::fstat(imageDirFd, &dirStat) != 0) throw sysError("stat " + under + " in the image");
   {
@@ -183,10 +189,14 @@ void mountUnderlay(const std::string& rootPath, const std::string& under, int im
       throw sysError("mount the underlay tmpfs on " + under);
   }
   UniqueFd top = openUnder(rootPath, under);  // now the tmpfs
-  for (const auto& name : entries) {
+  for (const auto& [name, type] : entries) {
     const std::string what = (under == "/" ? "" : under) + "/" + name;
     struct stat st {};
-    if (::fstatat(imageDirFd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) throw sysError("stat " + what + " in the image");
+    if (type == DT_UNKNOWN || type == DT_LNK) {
+      if (::fstatat(imageDirFd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) throw sysError("stat " + what + " in the image");
+    } else {
+      st.st_mode = type == DT_DIR ? S_IFDIR : S_IFREG;  // only whether a directory matters below
+    }
     if (S_ISLNK(st.st_mode)) {
       if (st.st_size < 0 || st.st_size >= PATH_MAX) throw Error("the symlink " + what + " in the image is too long");
       std::string link(static_cast<std::size_t>(st.st_size) + 1, '\0');
@@ -202,9 +212,9 @@ void mountUnderlay(const std::string& rootPath, const std::string& under, int im
     UniqueFd placeholder(::openat(top.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     UniqueFd tree(::open_tree(imageDirFd, name.c_str(),
                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW | AT_RECURSIVE));
-    if (!placeholder || !tree) throw sysError("bind the image's " + what + " into the underlay");
-    makeReadOnly(tree.get(), true, what);
-    if (::move_mount(tree.get(), "", placeholder.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    // Read-only as the image's mount is, whose flags the clone keeps (as the root's bind).
+    if (!placeholder || !tree ||
+        ::move_mount(tree.get(), "", placeholder.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
       throw sysError("bind the image's " + what + " into the underlay");
   }
   for (const MissingTarget* t : targets) createUnder(rootPath, t->path, t->directory);
@@ -233,6 +243,12 @@ bool mountOverlayOf(const std::string& rootPath, const std::string& under, const
   }
   makeReadOnly(openUnder(rootPath, under).get(), false, "the overlay of " + under);
   return true;
+}
+
+// `target` added to `missing` unless a mount of the plan already needs the same path there.
+void addMissing(std::vector<MissingTarget>& missing, MissingTarget target) {
+  if (std::none_of(missing.begin(), missing.end(), [&](const MissingTarget& t) { return t.path == target.path; }))
+    missing.push_back(std::move(target));
 }
 
 // Every mount stacked at `path`, detached (what a failed makeTargetsInPlace left there).
@@ -277,6 +293,21 @@ bool makeTargetsInPlace(const std::string& rootPath, int imageFd, const std::str
     return false;
   }
   return true;
+}
+
+// The image bound read-only at rootPath (an overlay over it would cost every path walk
+// from / its ovl_permission and revalidation) with the targets it lacks made in place.
+// False, nothing left mounted at rootPath, when they cannot be: the caller then lays an
+// overlay over the whole image for them.
+bool bindImageWithTargets(const std::string& rootPath, int imageFd, const std::string& imageDir,
+                          const std::vector<MissingTarget>& missing, const std::string& layersDir) {
+  {
+    UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
+    bindInto(imageDir, rootTarget.get(), false, true, "/");
+  }
+  if (missing.empty() || makeTargetsInPlace(rootPath, imageFd, imageDir, missing, layersDir)) return true;
+  detachAll(rootPath);
+  return false;
 }
 
 // An identity file of the image (/etc/passwd, /etc/group): "" when the image has none we
@@ -533,24 +564,16 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
       struct stat st {};
       if (!sourcePresent(m, &st)) continue;  // skipped by launches too
       const bool generated = m.kind == MountKind::Identity || m.kind == MountKind::File;
-      if (std::none_of(missing.begin(), missing.end(), [&](const MissingTarget& t) { return t.path == resolved.path; }))
-        missing.push_back({resolved.path, resolved.existing,
+      addMissing(missing, {resolved.path, resolved.existing,
                            m.kind == MountKind::Tmpfs || (!generated && S_ISDIR(st.st_mode))});
       if (m.kind != MountKind::Identity) manifest.created.push_back(m.destination);
     } catch (const Error&) {
       // Escapes the image: launches that need it use their own root.
     }
   }
-  // The image itself, bound: an overlay over it costs every path walk that starts at /
-  // (ovl_permission, ovl_dentry_revalidate and the lower layer's revalidate). The targets it
-  // lacks are made in place (launch::kUnderlayMaxEntries); failing that, in an overlay of
-  // the whole image, whose upper layer gets them before it is mounted.
-  {
-    UniqueFd rootTarget(::open(root.c_str(), O_PATH | O_CLOEXEC));
-    bindInto(imageDir, rootTarget.get(), false, true, "/");
-  }
-  if (!missing.empty() && !makeTargetsInPlace(root, imageFd.get(), imageDir, missing, baseDir + "/dir-overlays")) {
-    detachAll(root);
+  // The image with the targets it lacks in place; failing that, an overlay of the whole
+  // image, whose upper layer gets them before it is mounted.
+  if (!bindImageWithTargets(root, imageFd.get(), imageDir, missing, baseDir + "/dir-overlays")) {
     for (const auto& t : missing) {
       try {
         createUnder(upper, t.path, t.directory);
@@ -782,10 +805,9 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
     struct stat st {};
     if (!sourcePresent(m, &st) || underEarlierMount(plan.mounts, i)) continue;
     auto resolved = resolveInRoot(imageFd.get(), m.destination, "mount target");
-    if (resolved.kind == PathKind::Missing &&
-        std::none_of(missing.begin(), missing.end(), [&](const MissingTarget& t) { return t.path == resolved.path; })) {
+    if (resolved.kind == PathKind::Missing) {
       spdlog::debug("mount target {} is missing in the image", m.destination);
-      missing.push_back({resolved.path, resolved.existing, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode)});
+      addMissing(missing, {resolved.path, resolved.existing, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode)});
     }
   }
   if (plan.rootMode == launch::RootMode::Sandbox || plan.rootMode == launch::RootMode::Writable) {
@@ -799,15 +821,9 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
   } else if (overlay) {
     mountOverlayRoot(plan, image, rootPath, missing);
   } else {
-    // The image, read-only, and the targets it lacks made in place (kUnderlayMaxEntries);
-    // failing that, an overlay over the whole image holds them.
-    {
-      UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
-      bindInto(image.imageDir, rootTarget.get(), false, true, "/");
-    }
-    if (!missing.empty() &&
-        !makeTargetsInPlace(rootPath, imageFd.get(), image.imageDir, missing, image.stageDir + "/dir-overlays")) {
-      detachAll(rootPath);
+    // The image, read-only, with the targets it lacks in place; failing that, an overlay
+    // over the whole image holds them.
+    if (!bindImageWithTargets(rootPath, imageFd.get(), image.imageDir, missing, image.stageDir + "/dir-overlays")) {
       spdlog::debug("mount targets missing in the image: an overlay root");
       overlay = true;
       mountOverlayRoot(plan, image, rootPath, missing);
