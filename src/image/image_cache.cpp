@@ -121,6 +121,18 @@ void writeRecord(const fs::path& dir, const Entry& entry) {
     throw sysError("image cache " + path.string());
 }
 
+// The record written anew with its mtime (its last use) as it was: a change of its
+// references is no use of the image.
+void rewriteRecordKeepingUse(const fs::path& dir, const Entry& entry) {
+  struct stat st {};
+  const auto path = recordPath(dir, entry.digest);
+  const bool known = ::stat(path.c_str(), &st) == 0;
+  writeRecord(dir, entry);
+  if (!known) return;
+  const timespec times[2] = {st.st_atim, st.st_mtim};
+  ::utimensat(AT_FDCWD, path.c_str(), times, 0);
+}
+
 // Marks a use: the record's mtime (not the SIF's).
 void touch(const fs::path& path) { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
 
@@ -197,6 +209,15 @@ Acquired acquire(const std::string& reference, const oci::PullOptions& options) 
   if (std::find(entry->references.begin(), entry->references.end(), reference) == entry->references.end())
     entry->references.push_back(reference);
   writeRecord(dir, *entry);
+  // A reference names one image: a moved tag's earlier image is no longer it (else which
+  // copy runs offline would hang on which record was touched last, to the second).
+  for (auto& other : readEntries(dir)) {
+    const auto it = std::find(other.references.begin(), other.references.end(), reference);
+    if (other.digest != got.digest && it != other.references.end()) {
+      other.references.erase(it);
+      rewriteRecordKeepingUse(dir, other);
+    }
+  }
   evict(dir, options.limits.cacheMaxBytes, got.digest);
   return got;
 }
