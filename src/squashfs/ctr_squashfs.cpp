@@ -9,18 +9,19 @@
 // Debian's squashfuse_ll answers every request on one thread, so every rank and data-loader
 // worker of a node queues behind it (apptainer/apptainer#665). Here each worker thread of
 // libfuse's multi-threaded loop has its own libsquashfs readers (compressor, meta data
-// readers, data reader with its block and fragment cache) over one file descriptor read
-// with pread; the superblock and the id table are read once and shared read-only, and
-// inodes and directory listings are cached for all threads behind reader-writer locks (a
-// reader that opens files in random order would otherwise decompress a meta data block for
-// every open).
+// readers) over one file descriptor read with pread; the superblock, the id and fragment
+// tables are read once and shared read-only, and inodes, directory listings and data blocks
+// are cached for all threads behind locks (a reader that opens files in random order would
+// otherwise decompress a meta data block for every open, and each thread its own copy of a
+// fragment block that many small files share).
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 #include <sched.h>
 #include <sqfs/compressor.h>
-#include <sqfs/data_reader.h>
+#include <sqfs/block.h>
 #include <sqfs/dir.h>
 #include <sqfs/error.h>
+#include <sqfs/frag_table.h>
 #include <sqfs/id_table.h>
 #include <sqfs/inode.h>
 #include <sqfs/io.h>
@@ -30,6 +31,7 @@
 #include <sqfs/xattr_reader.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -178,6 +180,8 @@ struct Image {
   uint64_t size = 0;
   sqfs_super_t super{};
   SqfsObject<sqfs_id_table_t> ids;
+  SqfsObject<sqfs_frag_table_t> fragments;
+  std::vector<sqfs_u8> zeros;  // a block of them: what a sparse block reads as
   SharedCache<Inode> inodes{kMaxCachedInodeBytes};
   SharedCache<ListingPtr> listings{kMaxCachedEntries};
 };
@@ -198,9 +202,8 @@ struct Reader {
   SqfsObject<sqfs_compressor_t> compressor;
   SqfsObject<sqfs_meta_reader_t> inodes;
   SqfsObject<sqfs_meta_reader_t> dirs;
-  SqfsObject<sqfs_data_reader_t> data;
   SqfsObject<sqfs_xattr_reader_t> xattrs;  // null when the image has none
-  std::vector<char> buffer;                // read replies
+  std::vector<sqfs_u8> scratch;            // a compressed block as the image holds it
 
   // 0, or the libsquashfs error that stopped it.
   int open() {
@@ -216,9 +219,8 @@ struct Reader {
     if ((s.flags & SQFS_FLAG_COMPRESSOR_OPTIONS) != 0 && (err = cmp->read_options(cmp, file.get())) < 0) return err;
     inodes.reset(sqfs_meta_reader_create(file.get(), cmp, s.inode_table_start, s.directory_table_start));
     dirs.reset(sqfs_meta_reader_create(file.get(), cmp, s.directory_table_start, directoryTableEnd(s)));
-    data.reset(sqfs_data_reader_create(file.get(), s.block_size, cmp, 0));
-    if (!inodes || !dirs || !data) return SQFS_ERROR_ALLOC;
-    if ((err = sqfs_data_reader_load_fragment_table(data.get(), &s)) != 0) return err;
+    if (!inodes || !dirs) return SQFS_ERROR_ALLOC;
+    scratch.resize(s.block_size);
     if ((s.flags & SQFS_FLAG_NO_XATTRS) == 0 && s.xattr_id_table_start != 0xFFFFFFFFFFFFFFFFULL) {
       xattrs.reset(sqfs_xattr_reader_create(0));
       if (!xattrs) return SQFS_ERROR_ALLOC;
@@ -461,32 +463,49 @@ void onOpen(fuse_req_t req, fuse_ino_t node, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
-// Data blocks, decompressed once for every worker (a read that spans two blocks, or the
-// kernel's read-ahead windows, which are not aligned to them, no longer decompress a block
-// again on another thread), and read ahead: the block after the one a read ended in is
-// decompressed on a thread of its own while the kernel consumes this one. A program run
-// from a cold image (its pages fault in one 128 KiB window at a time, each waiting for
-// the last) then finds most of its blocks done.
+// File data. A block the image stores as is (incompressible data: JPEGs, packed arrays,
+// random bytes) is never decoded: a read takes the bytes it asks for from the image straight
+// into its reply (a small file's tail, not the whole fragment block it shares with others),
+// with the image file's page cache as their cache and the kernel's read-ahead of that file
+// ahead of them. A compressed block (data or fragment) is decompressed once for every worker
+// and cached, keyed by where it is in the image (a read that spans two blocks, the kernel's
+// read-ahead windows, which are not aligned to them, and the small files that share a
+// fragment block do not decompress it again on another thread), and read ahead: the blocks
+// after the one a read ended in are decompressed on a thread of their own while the kernel
+// consumes this one. A program run from a cold image (its pages fault in one 128 KiB window
+// at a time, each waiting for the last) then finds most of its blocks done. Replies point
+// into the cached blocks: nothing is copied again in this process.
 struct DataBlock {
   std::mutex mutex;
   std::condition_variable done;
   bool ready = false;
   int error = 0;
-  std::unique_ptr<sqfs_u8, SqfsFree> bytes;  // libsquashfs's buffer, kept as it was returned
+  std::unique_ptr<sqfs_u8[]> bytes;  // not zeroed first: decoding writes every byte kept
   size_t size = 0;
 };
 using DataBlockPtr = std::shared_ptr<DataBlock>;
 
+// A block of the image: where it starts (from the squashfs start) and its size word as the
+// inode or the fragment table gives it (bit 24: stored as is; the low 24 bits: its size in
+// the image, 0 for a sparse block, which is all zeros and never read).
+struct BlockRef {
+  uint64_t location = 0;
+  uint32_t word = 0;
+  bool sparse() const { return SQFS_IS_SPARSE_BLOCK(word); }
+  bool stored() const { return !sparse() && !SQFS_IS_BLOCK_COMPRESSED(word); }  // kept as is
+  uint32_t storedSize() const { return SQFS_ON_DISK_BLOCK_SIZE(word); }
+};
+
 class BlockCache {
  public:
-  // The block of (inode ref, index), and whether the caller is to fill it (then it must
-  // call fill() whatever happens). Index kFragment is the file's tail in a fragment.
-  std::pair<DataBlockPtr, bool> acquire(uint64_t ref, uint64_t index) {
+  // The block at `location`, and whether the caller is to fill it (then it must call fill()
+  // whatever happens).
+  std::pair<DataBlockPtr, bool> acquire(uint64_t location) {
     std::lock_guard lock(mutex_);
-    auto [it, inserted] = map_.try_emplace({ref, index});
+    auto [it, inserted] = map_.try_emplace(location);
     if (!inserted) return {it->second, false};
     it->second = std::make_shared<DataBlock>();
-    order_.push_back({ref, index});
+    order_.push_back(location);
     while (order_.size() > capacity_) {
       map_.erase(order_.front());
       order_.pop_front();
@@ -494,21 +513,21 @@ class BlockCache {
     return {it->second, true};
   }
 
-  bool contains(uint64_t ref, uint64_t index) {
+  bool contains(uint64_t location) {
     std::lock_guard lock(mutex_);
-    return map_.count({ref, index}) != 0;
+    return map_.count(location) != 0;
   }
 
   // Publishes a filled block; a failed one is dropped, so the next read tries again.
-  void fill(uint64_t ref, uint64_t index, const DataBlockPtr& block, int error, sqfs_u8* bytes, size_t size) {
+  void fill(uint64_t location, const DataBlockPtr& block, int error, std::unique_ptr<sqfs_u8[]> bytes, size_t size) {
     if (error != 0) {
       std::lock_guard lock(mutex_);
-      auto it = map_.find({ref, index});
+      auto it = map_.find(location);
       if (it != map_.end() && it->second == block) map_.erase(it);  // its order_ entry ages out
     }
     std::lock_guard lock(block->mutex);
     block->error = error;
-    block->bytes.reset(bytes);
+    block->bytes = std::move(bytes);
     block->size = size;
     block->ready = true;
     block->done.notify_all();
@@ -523,33 +542,50 @@ class BlockCache {
 
  private:
   std::mutex mutex_;
-  std::map<std::pair<uint64_t, uint64_t>, DataBlockPtr> map_;
-  std::deque<std::pair<uint64_t, uint64_t>> order_;
+  std::unordered_map<uint64_t, DataBlockPtr> map_;
+  std::deque<uint64_t> order_;
   size_t capacity_ = 64;
 };
 
-constexpr uint64_t kFragment = ~uint64_t{0};
 constexpr size_t kBlockCacheBytes = 16 << 20;
 constexpr uint64_t kReadAheadBlocks = 8;
 // Never destroyed: the read-ahead thread may still wait on them when main returns.
 BlockCache& blockCache = *new BlockCache;
 
-// Decompresses one block (or the fragment tail) with `reader` into `block`, which this
-// thread acquired to fill, and publishes it (or the error) to every waiter.
-void fillBlock(Reader& reader, const sqfs_inode_generic_t& inode, uint64_t ref, uint64_t index,
-               const DataBlockPtr& block) {
-  size_t size = 0;
-  sqfs_u8* raw = nullptr;
-  const int err = index == kFragment ? sqfs_data_reader_get_fragment(reader.data.get(), &inode, &size, &raw)
-                                     : sqfs_data_reader_get_block(reader.data.get(), &inode, index, &size, &raw);
-  blockCache.fill(ref, index, block, err, err == 0 ? raw : nullptr, err == 0 ? size : 0);
+// Reads and decompresses one compressed block with `reader`'s compressor: 0 or a libsquashfs
+// error. Every block holds at most a block's size (libsquashfs's own bound).
+int decodeBlock(Reader& reader, const BlockRef& at, std::unique_ptr<sqfs_u8[]>& bytes, size_t& size) {
+  const uint32_t stored = at.storedSize();
+  const uint32_t blockSize = image.super.block_size;
+  if (stored > blockSize) return SQFS_ERROR_OVERFLOW;
+  bytes.reset(new (std::nothrow) sqfs_u8[blockSize]);
+  if (!bytes) return SQFS_ERROR_ALLOC;
+  sqfs_u8* in = reader.scratch.data();
+  if (int err = reader.file->read_at(reader.file.get(), at.location, in, stored); err != 0) return err;
+  const sqfs_s32 n = reader.compressor->do_block(reader.compressor.get(), in, stored, bytes.get(), blockSize);
+  if (n <= 0) return n < 0 ? n : SQFS_ERROR_OVERFLOW;
+  size = static_cast<size_t>(n);
+  return 0;
 }
 
-// The block, from the cache or decompressed here; waits for one another thread is filling.
-int blockOf(Reader& reader, const Inode& inode, uint64_t ref, uint64_t index, DataBlockPtr& out) {
-  auto acquired = blockCache.acquire(ref, index);
+// Decodes the block this thread acquired to fill and publishes it (or the error) to every
+// waiter.
+void fillBlock(Reader& reader, const BlockRef& at, const DataBlockPtr& block) {
+  std::unique_ptr<sqfs_u8[]> bytes;
+  size_t size = 0;
+  const int err = decodeBlock(reader, at, bytes, size);
+  if (err != 0) {
+    bytes.reset();
+    size = 0;
+  }
+  blockCache.fill(at.location, block, err, std::move(bytes), size);
+}
+
+// The block, from the cache or decoded here; waits for one another thread is filling.
+int blockOf(Reader& reader, const BlockRef& at, DataBlockPtr& out) {
+  auto acquired = blockCache.acquire(at.location);
   const DataBlockPtr block = acquired.first;  // not a structured binding: the lambda below takes it
-  if (acquired.second) fillBlock(reader, *inode, ref, index, block);
+  if (acquired.second) fillBlock(reader, at, block);
   std::unique_lock lock(block->mutex);
   block->done.wait(lock, [&] { return block->ready; });
   if (block->error != 0) return block->error;
@@ -561,110 +597,190 @@ int blockOf(Reader& reader, const Inode& inode, uint64_t ref, uint64_t index, Da
 // reader that moved on no longer needs them).
 class ReadAhead {
  public:
-  void request(const Inode& inode, uint64_t ref, uint64_t index) {
+  void request(const BlockRef& at) {
     {
       std::lock_guard lock(mutex_);
       if (!started_) {
         started_ = true;
         std::thread([this] { run(); }).detach();
       }
-      queue_.push_back({inode, ref, index});
+      queue_.push_back(at);
       if (queue_.size() > 2 * kReadAheadBlocks) queue_.pop_front();
     }
     wake_.notify_one();
   }
 
  private:
-  struct Task {
-    Inode inode;
-    uint64_t ref;
-    uint64_t index;
-  };
   [[noreturn]] void run() {
     for (;;) {
-      Task task;
+      BlockRef at;
       {
         std::unique_lock lock(mutex_);
         wake_.wait(lock, [&] { return !queue_.empty(); });
-        task = std::move(queue_.front());
+        at = queue_.front();
         queue_.pop_front();
       }
       Reader* reader = threadReader();
       if (!reader) continue;
-      auto [block, mine] = blockCache.acquire(task.ref, task.index);
-      if (mine) fillBlock(*reader, *task.inode, task.ref, task.index, block);
+      auto [block, mine] = blockCache.acquire(at.location);
+      if (mine) fillBlock(*reader, at, block);
     }
   }
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Task> queue_;
+  std::deque<BlockRef> queue_;
   bool started_ = false;
 };
 ReadAhead& readAhead = *new ReadAhead;
 
-// Where a file's bytes are: whole blocks, then the tail in a fragment if it has one (else
-// a short last block).
+// Where a file's bytes are: whole blocks from `blocksStart` on, one size word each in the
+// inode, then the tail in a fragment block if it has one (else a short last block).
 struct FileLayout {
   uint64_t size = 0;
   uint64_t blocks = 0;
+  uint64_t blocksStart = 0;
+  const sqfs_u32* words = nullptr;  // the inode's: valid while its Inode is held
   bool fragmentTail = false;
-  uint64_t keyOf(uint64_t index) const { return index < blocks || !fragmentTail ? index : kFragment; }
+  sqfs_fragment_t fragment{};       // where the tail's block is (fragmentTail)
+  uint32_t fragmentOffset = 0;      // and where in it the tail starts
 };
 
 int layoutOf(const sqfs_inode_generic_t& inode, FileLayout& out) {
-  sqfs_u64 fileSize = 0;
+  sqfs_u64 fileSize = 0, start = 0;
   sqfs_u32 fragment = 0, fragmentOffset = 0;
-  if (sqfs_inode_get_file_size(&inode, &fileSize) != 0 ||
+  if (sqfs_inode_get_file_size(&inode, &fileSize) != 0 || sqfs_inode_get_file_block_start(&inode, &start) != 0 ||
       sqfs_inode_get_frag_location(&inode, &fragment, &fragmentOffset) != 0)
     return EIO;
   out.size = fileSize;
   out.blocks = sqfs_inode_get_file_block_count(&inode);
+  out.blocksStart = start;
+  out.words = inode.extra;
   out.fragmentTail = fragment != 0xFFFFFFFF && fileSize % image.super.block_size != 0;
+  out.fragmentOffset = fragmentOffset;
+  if (out.fragmentTail && sqfs_frag_table_lookup(image.fragments.get(), fragment, &out.fragment) != 0) return EIO;
   return 0;
 }
 
-// Copies the file's bytes [start, end) (end <= its size) to `out`; 0 or an errno. `lastIndex`:
-// the block the copy ended in.
-int copyRange(Reader& reader, const Inode& inode, uint64_t ref, const FileLayout& layout, uint64_t start,
-              uint64_t end, char* out, uint64_t& lastIndex) {
+// A walk over a file's blocks in order from block `index`: where each one is.
+class BlockWalk {
+ public:
+  BlockWalk(const FileLayout& layout, uint64_t index) : layout_(layout), index_(0), at_(layout.blocksStart) {
+    while (index_ < index && index_ < layout_.blocks) advance();
+    index_ = index;
+  }
+  uint64_t index() const { return index_; }
+  // The block at the walk's index, and where in it the file's bytes start; false past the
+  // file's blocks and tail (the inode says less than its size).
+  bool current(BlockRef& out, uint64_t& skip) const {
+    skip = 0;
+    if (index_ < layout_.blocks) {
+      out = {at_, layout_.words[index_]};
+      return true;
+    }
+    if (index_ != layout_.blocks || !layout_.fragmentTail) return false;
+    out = {layout_.fragment.start_offset, layout_.fragment.size};
+    skip = layout_.fragmentOffset;
+    return !out.sparse();
+  }
+  void next() {
+    if (index_ < layout_.blocks)
+      advance();
+    else
+      ++index_;
+  }
+
+ private:
+  void advance() { at_ += SQFS_ON_DISK_BLOCK_SIZE(layout_.words[index_++]); }
+  const FileLayout& layout_;
+  uint64_t index_;
+  uint64_t at_;
+};
+
+// A read's bytes as pieces of cached blocks (or of `image.zeros`), the blocks held until the
+// reply is written.
+struct ReadPieces {
+  std::vector<iovec> iov;
+  std::vector<DataBlockPtr> held;
+  std::vector<sqfs_u8> direct;  // the bytes read straight from the image, at their place in the range
+  uint64_t lastIndex = 0;       // the block the read ended in
+  void clear() {
+    iov.clear();
+    held.clear();
+  }
+};
+
+// Collects the file's bytes [start, end) (end <= its size): 0 or an errno. A block stored
+// as is (incompressible data: JPEGs, packed arrays, random bytes) is not decoded at all:
+// the bytes asked for are read from the image straight into the reply (for a small file's
+// tail, its own bytes, not the whole fragment block it shares), the image file's page cache
+// being their cache. A compressed one comes from the block cache.
+int collectRange(Reader& reader, const FileLayout& layout, uint64_t start, uint64_t end, ReadPieces& out) {
   const uint64_t blockSize = image.super.block_size;
-  for (uint64_t at = start; at < end;) {
-    const uint64_t index = at / blockSize;
-    DataBlockPtr block;
-    if (int err = blockOf(reader, inode, ref, layout.keyOf(index), block); err != 0) return errnoOf(err);
-    const uint64_t within = at - index * blockSize;
-    if (within >= block->size) return EIO;  // shorter than the inode says
-    const uint64_t n = std::min<uint64_t>(end - at, block->size - within);
-    std::memcpy(out + (at - start), block->bytes.get() + within, n);
-    at += n;
-    lastIndex = index;
+  const uint64_t first = start;
+  out.clear();
+  if (out.direct.size() < end - start) out.direct.resize(end - start);
+  for (BlockWalk walk(layout, start / blockSize); start < end; walk.next()) {
+    const uint64_t within = start - walk.index() * blockSize;
+    const uint64_t want = std::min<uint64_t>(end - start, blockSize - within);
+    BlockRef at;
+    uint64_t skip = 0;
+    if (!walk.current(at, skip)) return EIO;
+    const sqfs_u8* bytes = image.zeros.data() + within;
+    if (at.stored()) {
+      // A block shorter than the inode says (a tail past its fragment block's end): EIO.
+      if (at.storedSize() > blockSize || skip + within + want > at.storedSize()) return EIO;
+      sqfs_u8* into = out.direct.data() + (start - first);
+      if (int err = reader.file->read_at(reader.file.get(), at.location + skip + within, into, want); err != 0)
+        return errnoOf(err);
+      bytes = into;
+    } else if (!at.sparse()) {
+      DataBlockPtr block;
+      if (int err = blockOf(reader, at, block); err != 0) return errnoOf(err);
+      if (skip + within + want > block->size) return EIO;
+      bytes = block->bytes.get() + skip + within;
+      out.held.push_back(std::move(block));
+    }
+    out.iov.push_back({const_cast<sqfs_u8*>(bytes), static_cast<size_t>(want)});
+    out.lastIndex = walk.index();
+    start += want;
   }
   return 0;
+}
+
+// Asks for the compressed blocks after the read's last (programs fault their pages in
+// anywhere in the file, windows of 128 KiB, so up to kReadAheadBlocks, not just the next
+// one). Blocks stored as is are left to the kernel's read-ahead of the image file, which
+// sees their reads in order.
+void readAheadAfter(const FileLayout& layout, uint64_t lastIndex) {
+  const uint64_t blockSize = image.super.block_size;
+  BlockWalk walk(layout, lastIndex + 1);
+  for (; walk.index() <= lastIndex + kReadAheadBlocks && walk.index() * blockSize < layout.size; walk.next()) {
+    BlockRef at;
+    uint64_t skip = 0;
+    if (walk.current(at, skip) && !at.sparse() && !at.stored() && !blockCache.contains(at.location))
+      readAhead.request(at);
+  }
 }
 
 void onRead(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, fuse_file_info*) {
   Reader* reader = readerOr(req);
   if (!reader) return;
-  const uint64_t ref = refOfNode(node);
-  Inode inode;
-  if (int err = reader->readInode(ref, inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  Inode inode;  // held to the reply: the layout points into it
+  if (int err = reader->readInode(refOfNode(node), inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
   if (!isFile(*inode)) return (void)fuse_reply_err(req, EISDIR);
   FileLayout layout;
   if (int err = layoutOf(*inode, layout); err != 0) return (void)fuse_reply_err(req, err);
   const uint64_t start = static_cast<uint64_t>(offset);
   if (offset < 0 || start >= layout.size || size == 0) return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t end = std::min<uint64_t>(layout.size, start + size);
-  if (reader->buffer.size() < size) reader->buffer.resize(size);
-  uint64_t lastIndex = 0;
-  if (int err = copyRange(*reader, inode, ref, layout, start, end, reader->buffer.data(), lastIndex); err != 0)
+  thread_local ReadPieces pieces;
+  if (int err = collectRange(*reader, layout, start, end, pieces); err != 0) {
+    pieces.clear();
     return (void)fuse_reply_err(req, err);
-  // Read ahead the blocks after this read's last (programs fault their pages in anywhere
-  // in the file, windows of 128 KiB, so up to kReadAheadBlocks, not just the next one).
-  const uint64_t blockSize = image.super.block_size;
-  for (uint64_t next = lastIndex + 1; next <= lastIndex + kReadAheadBlocks && next * blockSize < layout.size; ++next) {
-    if (!blockCache.contains(ref, layout.keyOf(next))) readAhead.request(inode, ref, layout.keyOf(next));
   }
-  fuse_reply_buf(req, reader->buffer.data(), static_cast<size_t>(end - start));
+  readAheadAfter(layout, pieces.lastIndex);
+  fuse_reply_iov(req, pieces.iov.data(), static_cast<int>(pieces.iov.size()));
+  pieces.clear();
 }
 
 void onOpendir(fuse_req_t req, fuse_ino_t node, fuse_file_info* fi) {
@@ -847,6 +963,7 @@ int loadImage(int fd, uint64_t offset, uint64_t size, const char*& what) {
   image.offset = offset;
   image.size = size;
   image.ids.reset();
+  image.fragments.reset();
   image.inodes.clear();
   image.listings.clear();
   blockCache.clear();
@@ -867,6 +984,13 @@ int loadImage(int fd, uint64_t offset, uint64_t size, const char*& what) {
   if (!image.ids) return SQFS_ERROR_ALLOC;
   if (int err = sqfs_id_table_read(image.ids.get(), file.get(), &image.super, reader.compressor.get()); err != 0)
     return err;
+  what = "fragment table";
+  image.fragments.reset(sqfs_frag_table_create(0));
+  if (!image.fragments) return SQFS_ERROR_ALLOC;
+  if (int err = sqfs_frag_table_read(image.fragments.get(), file.get(), &image.super, reader.compressor.get());
+      err != 0)
+    return err;
+  image.zeros.assign(image.super.block_size, 0);
   what = "root inode";
   Inode root;
   if (int err = reader.readInode(image.super.root_inode_ref, root); err != 0) return err;

@@ -41,10 +41,16 @@ void walk(Reader& reader) {
     } else if (isFile(*inode)) {
       FileLayout layout;
       if (layoutOf(*inode, layout) != 0) continue;
+      // As a read's reply: its pieces collected, then copied out (so every byte is touched).
       const uint64_t end = std::min<uint64_t>(layout.size, kMaxFileBytes);
-      data.resize(static_cast<std::size_t>(end));
-      uint64_t last = 0;
-      (void)copyRange(reader, inode, ref, layout, 0, end, data.data(), last);
+      ReadPieces pieces;
+      if (end == 0 || collectRange(reader, layout, 0, end, pieces) != 0) continue;
+      data.clear();
+      for (const iovec& piece : pieces.iov) {
+        const char* from = static_cast<const char*>(piece.iov_base);
+        data.insert(data.end(), from, from + piece.iov_len);
+      }
+      if (data.size() != end) std::abort();  // the pieces must add up to the range asked for
     } else {
       std::string target;
       (void)linkTargetOf(*inode, target);

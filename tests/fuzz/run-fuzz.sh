@@ -36,7 +36,9 @@ if [ "$squashfs_fuzzer" = 1 ]; then
   seeds=$work/squashfs-seeds
   mkdir -p "$seeds/tree/dir/sub" "$work/squashfs-corpus"
   printf 'small file\n' > "$seeds/tree/small"
-  head -c 30000 /dev/urandom > "$seeds/tree/dir/blocks"   # whole blocks and a fragment tail
+  head -c 30000 /dev/urandom > "$seeds/tree/dir/blocks"   # blocks stored as is and a fragment tail
+  seq 1 3000 > "$seeds/tree/dir/text"                     # compressed blocks and tail
+  { head -c 8192 /dev/zero; printf 'after two sparse blocks'; } > "$seeds/tree/dir/sparse"
   ln -s ../small "$seeds/tree/dir/link"
   mkfifo "$seeds/tree/dir/sub/fifo"
   setfattr -n user.fuzz -v seed "$seeds/tree/small" 2>/dev/null || true
