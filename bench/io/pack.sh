@@ -4,7 +4,8 @@
 #
 #   bench/io/pack.sh BUILD_DIR CARRY_DIR        here
 #   bash CARRY_DIR/run.sh                       there, as root (ROUNDS, PATHS, KS,
-#                                               RESULTS_FILE pass through)
+#                                               DATASETS, WORK_PARENT, RESULTS_FILE
+#                                               pass through)
 #
 # CARRY_DIR/build is a build tree as scaling.sh reads it: bin/ctr, bin/ctr-squashfs,
 # bench/workloads/ctr-wl-smallfiles, libexec/ctr/squashfuse_ll (where ctr looks first) and

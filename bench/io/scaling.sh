@@ -24,7 +24,10 @@
 # KS (default "1 2 4 ... nproc") the reader counts; RESULTS_FILE keeps every sample there as it
 # is taken (a run cut short still leaves them).
 # SQUASHFUSE names the squashfuse_ll of the by-hand path (default: the one on PATH).
-# PATHS (default: all) picks paths, e.g. PATHS="squashfuse ctr". The FUSE servers' peak
+# PATHS (default: all) picks paths, e.g. PATHS="squashfuse ctr"; DATASETS (default "small
+# large") picks datasets. WORK_PARENT (default /tmp) is where the images and the host trees
+# are made: /dev/shm keeps the image file in memory through "cold", so that cold measures
+# each path's own work (a fresh mount, its page cache dropped) without the disk. The FUSE servers' peak
 # resident memory (VmHWM) is read at the end of each warm case of ctr and ctr-squashfuse.
 # Root is needed to drop the page cache; readers run as BENCH_USER (default ctrbench).
 set -euo pipefail
@@ -41,7 +44,7 @@ id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
 d=$build; while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
 cd /tmp  # the launches' working directory (bound by ctr) exists in the image
 
-work=$(mktemp -d /tmp/ctr-scaling.XXXXXX)
+work=$(mktemp -d "${WORK_PARENT:-/tmp}/ctr-scaling.XXXXXX")
 chmod 755 "$work"
 holders=()
 # The holding launches run `sleep` as the user (ctr replaced itself with it): ending that
@@ -158,8 +161,14 @@ print(f"{files / (end - start):.1f} {total / (end - start) / 1e6:.1f}")
 PY
 }
 
-make_image small "${SMALL_COUNT:-4000}" "${SMALL_SIZE:-16384}"
-make_image large "${LARGE_COUNT:-8}" "${LARGE_SIZE:-33554432}"
+read -r -a datasets <<< "${DATASETS:-small large}"
+for set in "${datasets[@]}"; do
+  case $set in
+    small) make_image small "${SMALL_COUNT:-4000}" "${SMALL_SIZE:-16384}" ;;
+    large) make_image large "${LARGE_COUNT:-8}" "${LARGE_SIZE:-33554432}" ;;
+    *) echo "scaling.sh: unknown dataset '$set' in DATASETS (small, large)" >&2; exit 1 ;;
+  esac
+done
 if [ -n "${PATHS:-}" ]; then
   read -r -a paths <<< "$PATHS"
 else
@@ -172,7 +181,7 @@ results=${RESULTS_FILE:-$work/results.tsv}
 for round in $(seq "$rounds"); do
   # Every case once per round, in a random order (drift spreads over all of them).
   cases=()
-  for set in small large; do for path in "${paths[@]}"; do for cache in cold warm; do
+  for set in "${datasets[@]}"; do for path in "${paths[@]}"; do for cache in cold warm; do
     for k in "${ks[@]}"; do
       cases+=("$set $path threads $k $cache")
       [ "$k" = 1 ] || cases+=("$set $path processes $k $cache")
