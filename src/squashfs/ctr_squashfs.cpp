@@ -64,6 +64,11 @@ constexpr unsigned kMaxThreads = 16;
 // inodes, in bytes (a file's inode holds 4 bytes per data block).
 constexpr size_t kMaxCachedEntries = 64 * 1024;
 constexpr size_t kMaxCachedInodeBytes = 8 << 20;
+// Where each block of a large file starts (8 bytes a block: 64 KiB for a file of 1 GiB),
+// kept for files of more than kIndexedBlocks blocks: a read would otherwise add up the sizes
+// of every block before its own, and reading a file of n blocks would cost n^2 / 2 sums.
+constexpr uint64_t kIndexedBlocks = 64;
+constexpr size_t kMaxCachedStartBytes = 8 << 20;
 
 struct SqfsDestroy {
   void operator()(void* object) const { sqfs_destroy(object); }
@@ -74,6 +79,7 @@ struct SqfsFree {
   void operator()(void* memory) const { sqfs_free(memory); }
 };
 using Inode = std::shared_ptr<const sqfs_inode_generic_t>;
+using BlockStarts = std::shared_ptr<const std::vector<uint64_t>>;
 
 // A map the worker threads share, bounded by a cost (entries, bytes): the oldest insertion
 // goes first. Values are shared pointers, so one dropped here lives on where it is in use.
@@ -184,6 +190,7 @@ struct Image {
   std::vector<sqfs_u8> zeros;  // a block of them: what a sparse block reads as
   SharedCache<Inode> inodes{kMaxCachedInodeBytes};
   SharedCache<ListingPtr> listings{kMaxCachedEntries};
+  SharedCache<BlockStarts> blockStarts{kMaxCachedStartBytes};
 };
 Image image;
 
@@ -640,12 +647,14 @@ struct FileLayout {
   uint64_t blocks = 0;
   uint64_t blocksStart = 0;
   const sqfs_u32* words = nullptr;  // the inode's: valid while its Inode is held
+  BlockStarts starts;               // where each block starts, for a file of many blocks
   bool fragmentTail = false;
   sqfs_fragment_t fragment{};       // where the tail's block is (fragmentTail)
   uint32_t fragmentOffset = 0;      // and where in it the tail starts
 };
 
-int layoutOf(const sqfs_inode_generic_t& inode, FileLayout& out) {
+// The layout of the file inode at `ref`.
+int layoutOf(uint64_t ref, const sqfs_inode_generic_t& inode, FileLayout& out) {
   sqfs_u64 fileSize = 0, start = 0;
   sqfs_u32 fragment = 0, fragmentOffset = 0;
   if (sqfs_inode_get_file_size(&inode, &fileSize) != 0 || sqfs_inode_get_file_block_start(&inode, &start) != 0 ||
@@ -658,6 +667,13 @@ int layoutOf(const sqfs_inode_generic_t& inode, FileLayout& out) {
   out.fragmentTail = fragment != 0xFFFFFFFF && fileSize % image.super.block_size != 0;
   out.fragmentOffset = fragmentOffset;
   if (out.fragmentTail && sqfs_frag_table_lookup(image.fragments.get(), fragment, &out.fragment) != 0) return EIO;
+  if (out.blocks > kIndexedBlocks && !(out.starts = image.blockStarts.find(ref))) {
+    auto starts = std::make_shared<std::vector<uint64_t>>(out.blocks);
+    uint64_t at = out.blocksStart;
+    for (uint64_t i = 0; i < out.blocks; at += SQFS_ON_DISK_BLOCK_SIZE(out.words[i++])) (*starts)[i] = at;
+    out.starts = starts;
+    image.blockStarts.insert(ref, out.starts, out.blocks * sizeof(uint64_t));
+  }
   return 0;
 }
 
@@ -665,6 +681,11 @@ int layoutOf(const sqfs_inode_generic_t& inode, FileLayout& out) {
 class BlockWalk {
  public:
   BlockWalk(const FileLayout& layout, uint64_t index) : layout_(layout), index_(0), at_(layout.blocksStart) {
+    if (layout_.starts && index < layout_.blocks) {
+      index_ = index;
+      at_ = (*layout_.starts)[index];
+      return;
+    }
     while (index_ < index && index_ < layout_.blocks) advance();
     index_ = index;
   }
@@ -765,11 +786,12 @@ void readAheadAfter(const FileLayout& layout, uint64_t lastIndex) {
 void onRead(fuse_req_t req, fuse_ino_t node, size_t size, off_t offset, fuse_file_info*) {
   Reader* reader = readerOr(req);
   if (!reader) return;
+  const uint64_t ref = refOfNode(node);
   Inode inode;  // held to the reply: the layout points into it
-  if (int err = reader->readInode(refOfNode(node), inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  if (int err = reader->readInode(ref, inode); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
   if (!isFile(*inode)) return (void)fuse_reply_err(req, EISDIR);
   FileLayout layout;
-  if (int err = layoutOf(*inode, layout); err != 0) return (void)fuse_reply_err(req, err);
+  if (int err = layoutOf(ref, *inode, layout); err != 0) return (void)fuse_reply_err(req, err);
   const uint64_t start = static_cast<uint64_t>(offset);
   if (offset < 0 || start >= layout.size || size == 0) return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t end = std::min<uint64_t>(layout.size, start + size);
@@ -966,6 +988,7 @@ int loadImage(int fd, uint64_t offset, uint64_t size, const char*& what) {
   image.fragments.reset();
   image.inodes.clear();
   image.listings.clear();
+  image.blockStarts.clear();
   blockCache.clear();
   SqfsObject<sqfs_file_t> file(newPreadFile(image.fd, image.offset, image.size));
   what = "superblock";

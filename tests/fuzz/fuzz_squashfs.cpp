@@ -40,7 +40,7 @@ void walk(Reader& reader) {
       }
     } else if (isFile(*inode)) {
       FileLayout layout;
-      if (layoutOf(*inode, layout) != 0) continue;
+      if (layoutOf(ref, *inode, layout) != 0) continue;
       // As a read's reply: its pieces collected, then copied out (so every byte is touched).
       const uint64_t end = std::min<uint64_t>(layout.size, kMaxFileBytes);
       ReadPieces pieces;

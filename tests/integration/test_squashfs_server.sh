@@ -6,7 +6,8 @@
 #   source tree's (blocks, tail fragments, a sparse file, a 3,000-entry directory, a 250-byte
 #   name, hard links, a FIFO, a device node);
 # - 8 concurrent readers over 4 worker threads read every byte right, and 600 reads at random
-#   offsets and sizes from 4 threads on a fresh mount (the shared block cache, the read-ahead);
+#   offsets and sizes from 4 threads on a fresh mount (blocks stored as is and compressed,
+#   the shared block cache, the read-ahead, the block index of a file of many blocks);
 # - a corrupt data block reads as EIO, and the server goes on serving the other files; a
 #   file that is no squashfs image is refused in one line before anything is served;
 # - as the ordinary user, ctr exec's default server is ctr-squashfs (--explain says so), and
@@ -33,6 +34,9 @@ d=$tree/data
 mkdir -p "$d/many" "$d/deep/a/b/c/d" "$d/owned"
 head -c 5000000 < <(yes "a line of compressible text for the data blocks") > "$d/big.txt"
 head -c 300000 /dev/urandom > "$d/random.bin"
+# 80 blocks, stored as is and compressed in turn: a file of more than 64 blocks, whose block
+# starts the server indexes.
+for _ in $(seq 40); do head -c 131072 /dev/urandom; head -c 131072 < <(yes "compressible"); done > "$d/mixed.bin"
 head -c 100 /dev/urandom > "$d/small.bin"
 : > "$d/empty"
 truncate -s 3M "$d/sparse" && echo end >> "$d/sparse"
@@ -135,7 +139,7 @@ mount_by_hand "$WORK/rich.sqfs" "$WORK/m" threads=4
 out=$(python3 - "$tree/data" "$WORK/m/data" <<'PY'
 import os, random, sys, threading
 src, mnt = sys.argv[1], sys.argv[2]
-names = [n for n in ("random.bin", "sparse", "big.txt", "small.bin") if os.path.isfile(os.path.join(src, n))]
+names = [n for n in ("random.bin", "mixed.bin", "sparse", "big.txt", "small.bin") if os.path.isfile(os.path.join(src, n))]
 bad = []
 def reader(seed):
     r = random.Random(seed)
