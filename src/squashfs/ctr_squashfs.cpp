@@ -681,9 +681,9 @@ int layoutOf(uint64_t ref, const sqfs_inode_generic_t& inode, FileLayout& out) {
 class BlockWalk {
  public:
   BlockWalk(const FileLayout& layout, uint64_t index) : layout_(layout), index_(0), at_(layout.blocksStart) {
-    if (layout_.starts && index < layout_.blocks) {
+    if (layout_.starts) {  // past the last block only the fragment tail is left: no start needed
       index_ = index;
-      at_ = (*layout_.starts)[index];
+      if (index < layout_.blocks) at_ = (*layout_.starts)[index];
       return;
     }
     while (index_ < index && index_ < layout_.blocks) advance();

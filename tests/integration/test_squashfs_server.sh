@@ -34,9 +34,10 @@ d=$tree/data
 mkdir -p "$d/many" "$d/deep/a/b/c/d" "$d/owned"
 head -c 5000000 < <(yes "a line of compressible text for the data blocks") > "$d/big.txt"
 head -c 300000 /dev/urandom > "$d/random.bin"
-# 80 blocks, stored as is and compressed in turn: a file of more than 64 blocks, whose block
-# starts the server indexes.
-for _ in $(seq 40); do head -c 131072 /dev/urandom; head -c 131072 < <(yes "compressible"); done > "$d/mixed.bin"
+# 80 blocks, stored as is and compressed in turn, and a tail in a fragment: a file of more
+# than 64 blocks, whose block starts the server indexes.
+{ for _ in $(seq 40); do head -c 131072 /dev/urandom; head -c 131072 < <(yes "compressible"); done
+  head -c 1000 /dev/urandom; } > "$d/mixed.bin"
 head -c 100 /dev/urandom > "$d/small.bin"
 : > "$d/empty"
 truncate -s 3M "$d/sparse" && echo end >> "$d/sparse"
