@@ -43,7 +43,6 @@
 #include <cstring>
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <fcntl.h>
 #include <memory>
 #include <mutex>
@@ -91,20 +90,32 @@ class SharedCache {
   Value find(uint64_t key) {
     std::shared_lock lock(mutex_);
     auto it = map_.find(key);
-    return it == map_.end() ? Value() : it->second.first;
+    return it == map_.end() ? Value() : it->second.value;
   }
 
   void insert(uint64_t key, const Value& value, size_t cost) {
     std::unique_lock lock(mutex_);
-    if (!map_.emplace(key, std::pair(value, cost)).second) return;
-    order_.push_back(key);
-    cost_ += cost;
-    while (cost_ > maxCost_ && order_.size() > 1) {
-      auto oldest = map_.find(order_.front());
-      cost_ -= oldest->second.second;
-      map_.erase(oldest);
-      order_.pop_front();
-    }
+    if (map_.count(key) == 0) add(key, value, cost);
+  }
+
+  // The value at `key`, or make()'s, inserted there in one step; second: whether it was
+  // made (so that of several threads after the same key, one makes it).
+  template <class Make>
+  std::pair<Value, bool> findOrInsert(uint64_t key, size_t cost, Make make) {
+    std::unique_lock lock(mutex_);
+    if (auto it = map_.find(key); it != map_.end()) return {it->second.value, false};
+    Value value = make();
+    add(key, value, cost);
+    return {value, true};
+  }
+
+  // Drops `key` if it still holds `value`.
+  void erase(uint64_t key, const Value& value) {
+    std::unique_lock lock(mutex_);
+    auto it = map_.find(key);
+    if (it == map_.end() || it->second.value != value) return;
+    cost_ -= it->second.cost;
+    map_.erase(it);  // its order_ entry ages out
   }
 
   void clear() {
@@ -115,11 +126,33 @@ class SharedCache {
   }
 
  private:
+  struct Entry {
+    Value value;
+    size_t cost;
+    uint64_t added;  // when, in insertions: an order_ entry of an erased key's earlier value is passed over
+  };
+
+  // Inserts, then the oldest go until the cost fits (the newest always stays).
+  void add(uint64_t key, const Value& value, size_t cost) {
+    map_.emplace(key, Entry{value, cost, ++insertions_});
+    order_.emplace_back(key, insertions_);
+    cost_ += cost;
+    while (cost_ > maxCost_ && order_.size() > 1) {
+      const auto [oldest, when] = order_.front();
+      order_.pop_front();
+      auto it = map_.find(oldest);
+      if (it == map_.end() || it->second.added != when) continue;
+      cost_ -= it->second.cost;
+      map_.erase(it);
+    }
+  }
+
   std::shared_mutex mutex_;
-  std::unordered_map<uint64_t, std::pair<Value, size_t>> map_;
-  std::deque<uint64_t> order_;
+  std::unordered_map<uint64_t, Entry> map_;
+  std::deque<std::pair<uint64_t, uint64_t>> order_;  // key, when it was added
   size_t cost_ = 0;
   size_t maxCost_;
+  uint64_t insertions_ = 0;
 };
 
 // The image as libsquashfs reads it: pread on the holder's descriptor, shifted by the
@@ -503,61 +536,17 @@ struct BlockRef {
   uint32_t storedSize() const { return SQFS_ON_DISK_BLOCK_SIZE(word); }
 };
 
-class BlockCache {
- public:
-  // The block at `location`, and whether the caller is to fill it (then it must call fill()
-  // whatever happens).
-  std::pair<DataBlockPtr, bool> acquire(uint64_t location) {
-    std::lock_guard lock(mutex_);
-    auto [it, inserted] = map_.try_emplace(location);
-    if (!inserted) return {it->second, false};
-    it->second = std::make_shared<DataBlock>();
-    order_.push_back(location);
-    while (order_.size() > capacity_) {
-      map_.erase(order_.front());
-      order_.pop_front();
-    }
-    return {it->second, true};
-  }
-
-  bool contains(uint64_t location) {
-    std::lock_guard lock(mutex_);
-    return map_.count(location) != 0;
-  }
-
-  // Publishes a filled block; a failed one is dropped, so the next read tries again.
-  void fill(uint64_t location, const DataBlockPtr& block, int error, std::unique_ptr<sqfs_u8[]> bytes, size_t size) {
-    if (error != 0) {
-      std::lock_guard lock(mutex_);
-      auto it = map_.find(location);
-      if (it != map_.end() && it->second == block) map_.erase(it);  // its order_ entry ages out
-    }
-    std::lock_guard lock(block->mutex);
-    block->error = error;
-    block->bytes = std::move(bytes);
-    block->size = size;
-    block->ready = true;
-    block->done.notify_all();
-  }
-
-  void setCapacity(size_t blocks) { capacity_ = blocks; }
-  void clear() {
-    std::lock_guard lock(mutex_);
-    map_.clear();
-    order_.clear();
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<uint64_t, DataBlockPtr> map_;
-  std::deque<uint64_t> order_;
-  size_t capacity_ = 64;
-};
-
 constexpr size_t kBlockCacheBytes = 16 << 20;
 constexpr uint64_t kReadAheadBlocks = 8;
-// Never destroyed: the read-ahead thread may still wait on them when main returns.
-BlockCache& blockCache = *new BlockCache;
+// Compressed blocks by where they are in the image, each costing a block's size (its
+// buffer). Never destroyed: the read-ahead thread may still wait on it when main returns.
+SharedCache<DataBlockPtr>& blockCache = *new SharedCache<DataBlockPtr>(kBlockCacheBytes);
+
+// The block at `location`, and whether the caller is to fill it (then it must call
+// fillBlock whatever happens).
+std::pair<DataBlockPtr, bool> acquireBlock(uint64_t location) {
+  return blockCache.findOrInsert(location, image.super.block_size, [] { return std::make_shared<DataBlock>(); });
+}
 
 // Reads and decompresses one compressed block with `reader`'s compressor: 0 or a libsquashfs
 // error. Every block holds at most a block's size (libsquashfs's own bound).
@@ -576,21 +565,25 @@ int decodeBlock(Reader& reader, const BlockRef& at, std::unique_ptr<sqfs_u8[]>& 
 }
 
 // Decodes the block this thread acquired to fill and publishes it (or the error) to every
-// waiter.
+// waiter; a failed one is dropped from the cache.
 void fillBlock(Reader& reader, const BlockRef& at, const DataBlockPtr& block) {
   std::unique_ptr<sqfs_u8[]> bytes;
   size_t size = 0;
   const int err = decodeBlock(reader, at, bytes, size);
-  if (err != 0) {
-    bytes.reset();
-    size = 0;
+  if (err != 0) blockCache.erase(at.location, block);  // the next read tries again
+  std::lock_guard lock(block->mutex);
+  block->error = err;
+  if (err == 0) {
+    block->bytes = std::move(bytes);
+    block->size = size;
   }
-  blockCache.fill(at.location, block, err, std::move(bytes), size);
+  block->ready = true;
+  block->done.notify_all();
 }
 
 // The block, from the cache or decoded here; waits for one another thread is filling.
 int blockOf(Reader& reader, const BlockRef& at, DataBlockPtr& out) {
-  auto acquired = blockCache.acquire(at.location);
+  auto acquired = acquireBlock(at.location);
   const DataBlockPtr block = acquired.first;  // not a structured binding: the lambda below takes it
   if (acquired.second) fillBlock(reader, at, block);
   std::unique_lock lock(block->mutex);
@@ -629,7 +622,7 @@ class ReadAhead {
       }
       Reader* reader = threadReader();
       if (!reader) continue;
-      auto [block, mine] = blockCache.acquire(at.location);
+      auto [block, mine] = acquireBlock(at.location);
       if (mine) fillBlock(*reader, at, block);
     }
   }
@@ -778,7 +771,7 @@ void readAheadAfter(const FileLayout& layout, uint64_t lastIndex) {
   for (; walk.index() <= lastIndex + kReadAheadBlocks && walk.index() * blockSize < layout.size; walk.next()) {
     BlockRef at;
     uint64_t skip = 0;
-    if (walk.current(at, skip) && !at.sparse() && !at.stored() && !blockCache.contains(at.location))
+    if (walk.current(at, skip) && !at.sparse() && !at.stored() && !blockCache.find(at.location))
       readAhead.request(at);
   }
 }
@@ -998,7 +991,6 @@ int loadImage(int fd, uint64_t offset, uint64_t size, const char*& what) {
   // block takes at least a byte) would have it ask for up to 64 GiB.
   what = "superblock";
   if (uint64_t{image.super.fragment_entry_count} > size || image.super.bytes_used > size) return SQFS_ERROR_CORRUPTED;
-  blockCache.setCapacity(std::max<size_t>(8, kBlockCacheBytes / image.super.block_size));
   what = "compressor or tables";
   Reader reader;
   if (int err = reader.open(); err != 0) return err;
