@@ -21,6 +21,7 @@
 #include "ctr/limits.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/stage.hpp"
+#include "ctr/user_dir.hpp"
 
 namespace ctr::cli {
 
@@ -36,7 +37,8 @@ image::oci::PullOptions cacheOptions() { return pullOptions(config::loadDefaultP
 
 // This user's stage directory on this node (ctr.conf 'stage dir'): node-local copies of images.
 std::filesystem::path stageDir() {
-  return expandUidPattern(config::loadDefaultPolicy().stageDir, ::geteuid(), "'stage dir'");
+  return chooseUserDir(expandUidPattern(config::loadDefaultPolicy().stageDir, ::geteuid(), "'stage dir'"),
+                       "stage directory");
 }
 
 std::string localTime(std::int64_t seconds) {

@@ -380,6 +380,7 @@ int runLaunch(RunCommandState& state) {
       host::discoverDevicesHost(host, {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()},
                                 policy);
       if (options.mpi == "bind") host::discoverMpiHost(host, policy);
+      if (options.stage.value_or(policy.stageImages != config::StageImages::Never)) host::discoverStageDir(host, policy);
       if (options.fakeroot && !state.ignoreSubuid) host.subordinate = host::discoverSubordinateIds(host.user);
       looking.stop();
       log::StepTimer deciding("deciding the plan");

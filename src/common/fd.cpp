@@ -85,8 +85,12 @@ std::string readCheckedFile(const std::string& path, std::size_t limit, const st
 }
 
 std::string readFileIfPresent(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  return fd ? readAll(fd.get()) : std::string();
+  // Without blocking: a FIFO (or a device) someone put at the path is no file to read, and
+  // its open must not hang whoever reads it (root's epilog listing a user's instances).
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  return readAllBounded(fd.get(), kFileIfPresentLimit, path);
 }
 
 std::string readFirstLine(const std::string& path) {

@@ -20,6 +20,7 @@
 #include "ctr/pathutil.hpp"
 #include "ctr/install_paths.hpp"
 #include "ctr/strings.hpp"
+#include "ctr/user_dir.hpp"
 #include "untrusted_fs.h"
 
 extern char** environ;
@@ -100,6 +101,10 @@ void discoverMpiHost(HostFacts& host, const config::Policy& policy) {
     host.mpiMissing = e.what();
   }
 }
+void discoverStageDir(HostFacts& host, const config::Policy& policy) {
+  host.stageDir = chooseUserDir(expandUidPattern(policy.stageDir, host.user.uid, "'stage dir'"), "stage directory");
+}
+
 std::map<std::string, std::string> ownCgroups() {
   return limits::parseProcCgroup(readFileIfPresent("/proc/self/cgroup"));
 }
@@ -167,7 +172,15 @@ std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {
     if (::lstat(path.c_str(), &st) != 0) return path;  // missing: the runtime creates it
     if (S_ISDIR(st.st_mode) && st.st_uid == uid) return path;
   }
-  return {};
+  // Every name taken by others: the user's own /tmp/ctr-UID-XXXXXX, found again by later
+  // launches (instances among them), made the first time (nobody can take it in advance).
+  if (uid != ::geteuid()) return {};
+  try {
+    return chooseUserDir(base, "state directory").string();
+  } catch (const Error& e) {
+    spdlog::debug("no state directory beside {}: {}", base, e.what());
+    return {};
+  }
 }
 
 LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate) {

@@ -36,17 +36,14 @@ namespace {
 constexpr std::string_view kScheme = "docker://";
 
 // The root's images/ directory, made (0700) where missing and refused where someone else
-// could replace what ctr reads from it (a cache in a shared /var/tmp made by another user).
+// could replace what ctr reads from it (a cache in a shared /var/tmp made by another user;
+// a per-user name taken by another user never gets here: cacheRoot uses a sibling).
 fs::path imagesDir(const fs::path& root, bool create) {
   const fs::path dir = root / "images";
   if (create) {
-    // The parents as any directory; the root and images/ 0700 when ctr makes them (one that
-    // is there already is checked below, never repaired: what others put in it would stay).
-    std::error_code ec;
-    fs::create_directories(root.parent_path(), ec);
-    for (const auto& d : {root, dir})
-      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST)
-        throw sysError("image cache " + d.string() + " (set 'image cache dir' or CTR_CACHE_DIR)");
+    (void)oci::openCacheRoot(root);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      throw sysError("image cache " + dir.string() + " (set 'image cache dir' or CTR_CACHE_DIR)");
   }
   // Nobody else may rename it or anything above it, nor add or replace what is in it.
   struct stat st {};
@@ -81,9 +78,13 @@ std::int64_t mtimeOf(const fs::path& path) {
 }
 
 std::optional<Entry> readEntry(const fs::path& record) {
-  std::ifstream in(record);
-  if (!in) return std::nullopt;
-  auto json = nlohmann::json::parse(in, nullptr, false);
+  std::string text;
+  try {
+    text = readFileIfPresent(record.string());  // a FIFO or a huge file there is no record
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  auto json = nlohmann::json::parse(text, nullptr, false);
   if (json.is_discarded() || !json.is_object() || !json.contains("digest") || !json["digest"].is_string())
     return std::nullopt;
   Entry e;

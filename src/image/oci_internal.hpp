@@ -82,8 +82,13 @@ class RegistryClient {
 };
 
 // options.cacheDir, else $CTR_CACHE_DIR, else ctr.conf's 'image cache dir' (expanded), else
-// ~/.cache/ctr (XDG_CACHE_HOME honoured).
+// ~/.cache/ctr (XDG_CACHE_HOME honoured). A per-user name of the last three that somebody
+// else took is replaced by the user's own sibling (ctr/user_dir.hpp: chooseUserDir).
 std::filesystem::path cacheRoot(const PullOptions& options);
+
+// The cache root `root` (cacheRoot's), made 0700 where missing and refused (ctr::Error)
+// where it or a directory above it is not the user's alone (ctr/user_dir.hpp's rule).
+std::filesystem::path openCacheRoot(const std::filesystem::path& root);
 
 // "blob sha256:... of name:tag: digest mismatch (got sha256:...)"
 [[nodiscard]] std::string digestMismatch(const std::string& what, const std::string& expected,

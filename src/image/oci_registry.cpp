@@ -16,6 +16,7 @@
 #include "ctr/limits.hpp"
 #include "ctr/log.hpp"
 #include "ctr/pathutil.hpp"
+#include "ctr/user_dir.hpp"
 #include "oci_internal.hpp"
 #include "oci_libs.hpp"
 
@@ -80,17 +81,28 @@ void Progress::note(const std::string& line) {
 // ---- cache and messages
 
 std::filesystem::path cacheRoot(const PullOptions& options) {
+  // A directory the user named (--disable-cache's scratch, CTR_CACHE_DIR) is used as it is:
+  // the writers refuse it where it is not theirs alone (openUserDir, WhenTaken::Refuse).
   if (!options.cacheDir.empty()) return options.cacheDir;
   if (const char* dir = std::getenv("CTR_CACHE_DIR"); dir && *dir) return dir;
-  if (!options.limits.cacheDir.empty()) return expandUidPattern(options.limits.cacheDir, ::geteuid(), "'image cache dir'");
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "ctr";
+  // A per-user name ('image cache dir = /var/tmp/ctr-cache-%u', ~/.cache/ctr) that
+  // somebody else took first is replaced by the user's own directory beside it.
+  if (!options.limits.cacheDir.empty())
+    return chooseUserDir(expandUidPattern(options.limits.cacheDir, ::geteuid(), "'image cache dir'"), "image cache");
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return chooseUserDir(std::filesystem::path(xdg) / "ctr", "image cache");
   const char* home = std::getenv("HOME");
   std::string h = home && *home ? home : "";
   if (h.empty()) {
     if (passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir) h = pw->pw_dir;
   }
   if (h.empty()) throw Error("no cache directory: set CTR_CACHE_DIR or HOME");
-  return std::filesystem::path(h) / ".cache" / "ctr";
+  return chooseUserDir(std::filesystem::path(h) / ".cache" / "ctr", "image cache");
+}
+
+std::filesystem::path openCacheRoot(const std::filesystem::path& root) {
+  UserDir dir = openUserDir(root, "image cache", true, WhenTaken::Refuse);
+  return dir.path;
 }
 
 std::string digestMismatch(const std::string& what, const std::string& expected, const std::string& got,
@@ -584,9 +596,11 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
     progress.done("cached (" + std::to_string(size) + " bytes)", true);
     return path;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("create the blob cache " + dir.string() + ": " + ec.message());
+  // The cache root is the user's alone (and root's cache root's alone: nobody else's
+  // symlink or directory on the way), so what is below it is only ever the user's doing.
+  (void)openCacheRoot(cacheDir_);
+  for (const auto& d : {cacheDir_ / "blobs", dir})
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) throw sysError("create the blob cache " + d.string());
   std::string tmpl = (dir / (".download-" + digest.substr(7, 12) + ".XXXXXX")).string();
   UniqueFd fd(::mkostemp(tmpl.data(), O_CLOEXEC));
   if (!fd) throw sysError("create a file in the blob cache " + dir.string());
@@ -621,7 +635,7 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
     throw Error(what + ": larger than its manifest says (" + std::to_string(I.received) + " > " + std::to_string(size) + " bytes)");
   std::string got = d.digest();
   if (got != digest) throw Error(digestMismatch("blob", digest, got, ref_.shortName()));
-  if (::fchmod(fd.get(), 0644) != 0 || ::rename(tmpl.c_str(), path.c_str()) != 0) throw sysError("store " + path.string());
+  if (::fchmod(fd.get(), 0600) != 0 || ::rename(tmpl.c_str(), path.c_str()) != 0) throw sysError("store " + path.string());
   guard.keep = true;
   progress.done("done (" + std::to_string(size) + " bytes)", false);
   return path;

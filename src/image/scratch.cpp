@@ -13,18 +13,13 @@
 #include "ctr/error.hpp"
 #include "ctr/oci.hpp"
 #include "ctr/image_tree.hpp"
+#include "ctr/user_dir.hpp"
 
 namespace ctr::image {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string octal(mode_t mode) {
-  char text[8];
-  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
-  return text;
-}
 
 fs::path outputDirectory(const fs::path& output) {
   fs::path absolute = fs::absolute(output).lexically_normal();
@@ -40,30 +35,7 @@ std::string hiddenName(const fs::path& output, std::string_view what) {
 
 }  // namespace
 
-bool privateDirectory(const fs::path& dir, uid_t uid, std::string* why) {
-  std::error_code ec;
-  fs::path resolved = fs::canonical(dir, ec);
-  if (ec) {
-    if (why) *why = dir.string() + ": " + ec.message();
-    return false;
-  }
-  for (fs::path p = resolved;; p = p.parent_path()) {
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0) {
-      if (why) *why = p.string() + ": " + std::strerror(errno);
-      return false;
-    }
-    const bool owner = st.st_uid == 0 || st.st_uid == uid;
-    const bool othersWrite = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-    if (!owner || (othersWrite && !(st.st_mode & S_ISVTX))) {
-      if (why)
-        *why = p.string() + " (owner uid " + std::to_string(st.st_uid) + ", mode " + octal(st.st_mode) +
-               ") lets others rename what is in it";
-      return false;
-    }
-    if (p == p.parent_path()) return true;
-  }
-}
+bool privateDirectory(const fs::path& dir, uid_t uid, std::string* why) { return pathIsSafeFor(dir, uid, why); }
 
 void requireOwnPrivateDirectory(const fs::path& dir, const struct stat& st, std::string_view what) {
   std::string why;

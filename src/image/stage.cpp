@@ -19,6 +19,7 @@
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/scratch.hpp"
+#include "ctr/user_dir.hpp"
 
 namespace ctr::image::stage {
 
@@ -28,21 +29,13 @@ namespace {
 
 constexpr const char* kLock = "lock";
 
-// The stage directory, opened; made (0700, its parents as any directory) where missing,
-// refused where anyone but the user (and root) could rename or replace what is in it.
+// The stage directory, opened; made (0700, its parents too) where missing, refused where
+// anyone but the user (and root) could rename or replace what is in it or on the way to it
+// (the planner already took the user's own sibling of a name another user took).
 UniqueFd openStageDir(const fs::path& dir, bool create) {
-  const std::string shown = "stage directory " + dir.string();
-  if (create) {
-    std::error_code ec;
-    fs::create_directories(dir.parent_path(), ec);
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) throw sysError(shown + " (ctr.conf 'stage dir')");
-  }
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) throw sysError(shown);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw sysError(shown);
-  requireOwnPrivateDirectory(dir, st, "stage directory");
-  return fd;
+  UserDir opened = openUserDir(dir, "stage directory", create, WhenTaken::Refuse);
+  if (!opened.fd) throw sysError("stage directory " + dir.string(), ENOENT);
+  return std::move(opened.fd);
 }
 
 // The directory's lock, held while the object lives; says so when another copier has it.

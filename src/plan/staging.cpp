@@ -41,7 +41,8 @@ void planStaging(LaunchPlan& plan, const LaunchOptions& options, const config::P
                  const host::HostFacts& host) {
   if (options.stage == false || (!options.stage && policy.stageImages == config::StageImages::Never)) return;
   Staging staging;
-  staging.dir = normalizePath(expandUidPattern(policy.stageDir, host.user.uid, "'stage dir'"));
+  staging.dir = !host.stageDir.empty() ? host.stageDir
+                                       : normalizePath(expandUidPattern(policy.stageDir, host.user.uid, "'stage dir'"));
   staging.maxBytes = policy.stageMaxBytes;
   std::uint64_t total = 0;
   auto consider = [&](const std::string& what, image::ImageSource& image) {

@@ -183,7 +183,7 @@ void writePidFile(int dirFd, const std::string& key, const UniqueFd& ready) {
 
 // Removes the pid file only if it still names us (a later holder may have replaced it).
 void removePidFile(int dirFd, const std::string& key) {
-  UniqueFd fd(::openat(dirFd, (key + ".pid").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(::openat(dirFd, (key + ".pid").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) return;
   std::array<char, 128> buf{};
   const ssize_t n = ::read(fd.get(), buf.data(), buf.size() - 1);

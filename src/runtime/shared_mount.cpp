@@ -131,7 +131,7 @@ struct HolderNamespaces {
 // A live holder for `key`: its pid file names a process whose namespaces are the ones it
 // recorded (so a recycled pid is not mistaken for it).
 std::optional<HolderNamespaces> findHolder(int dirFd, const std::string& key) {
-  UniqueFd pidFile(::openat(dirFd, (key + ".pid").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd pidFile(::openat(dirFd, (key + ".pid").c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
   if (!pidFile) return std::nullopt;
   std::array<char, 128> buf{};
   ssize_t n = ::read(pidFile.get(), buf.data(), buf.size() - 1);

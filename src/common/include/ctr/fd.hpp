@@ -71,7 +71,10 @@ std::string readCheckedFile(const std::string& path, std::size_t limit, const st
 // "a FIFO", "a directory", ...: a file type for messages.
 std::string fileTypeName(unsigned mode);
 
-// The whole file at `path`, or "" when it cannot be opened (a state file not written yet).
+// The whole file at `path`, or "" when it cannot be opened (a state file not written yet)
+// or is not a regular file (a FIFO there cannot block the open or the read). Throws
+// ctr::Error when it holds more than kFileIfPresentLimit bytes.
+inline constexpr std::size_t kFileIfPresentLimit = 64u << 20;
 std::string readFileIfPresent(const std::string& path);
 // Its first line without the newline (a /proc/sys or cgroup file), or "".
 std::string readFirstLine(const std::string& path);

@@ -134,6 +134,7 @@ struct HostFacts {
   std::vector<std::string> env;     // the caller's environment, "K=V"
   std::string runtimeDir;           // $XDG_RUNTIME_DIR (may be empty)
   std::string stateDir;             // chooseStateDir(): the one the runtime will use
+  std::string stageDir;             // discoverStageDir(): 'stage dir', or the user's own one beside it
   // What decides the image driver (decideDriver), probed cheaply (stat/access).
   HelperState setuidHelper = HelperState::Missing;  // inspectSetuidHelper(build::kHelperPath)
   bool helperConfigSafe = false;       // ctr.conf owned by root, not group/other-writable
@@ -176,8 +177,11 @@ struct HostFacts {
 // The per-user state directory, chosen once (the plan carries it; the runtime opens exactly
 // that one): $XDG_RUNTIME_DIR/ctr when $XDG_RUNTIME_DIR is a directory owned by the user,
 // else the first of /tmp/ctr-<uid>, /tmp/ctr-<uid>.1 .. .15 that is missing or owned by the
-// user (anyone can create those names first). Empty when all are taken: the runtime then
-// uses a private directory of its own (no sharing between launches). Looks, creates nothing.
+// user (anyone can create those names first). When all are taken, the user's own
+// /tmp/ctr-<uid>-XXXXXX (ctr/user_dir.hpp, chooseUserDir: found again by later launches,
+// made by the first, the one case in which this creates anything; `uid` must then be the
+// caller's). Empty only when that fails: the runtime then uses a private directory of its
+// own for the launch (no sharing between launches).
 [[nodiscard]] std::string chooseStateDir(uid_t uid, const std::string& runtimeDir);
 
 // The node's cgroup file systems, this process's cgroups, CPUs and memory, and the delegated
@@ -203,6 +207,11 @@ void discoverDevicesHost(HostFacts& host, const DeviceAsk& ask, const config::Po
 // resolved through the host's ld.so cache (CTR_HOST_ROOT: a fixture tree, as for --nv).
 // A failure is kept in host.mpiMissing: the planner reports it.
 void discoverMpiHost(HostFacts& host, const config::Policy& policy);
+
+// Gathered for launches that may stage: ctr.conf's 'stage dir' for this user, or where
+// another user took that name, the user's own directory beside it (chooseUserDir: the one
+// case in which looking creates a directory).
+void discoverStageDir(HostFacts& host, const config::Policy& policy);
 
 // The image's file system, when the setuid helper would refuse it (host.imageUntrustedFs):
 // one statfs, only where the helper is installed and the image is a file.
