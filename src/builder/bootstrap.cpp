@@ -1,5 +1,6 @@
 // Bootstrap agents: what fills a stage's empty rootfs from its `Bootstrap:` header. A table
 // keyed by agent name, so that importers (docker, oci, ...) register beside these.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "ctr/oci.hpp"
 #include "ctr/install_paths.hpp"
 #include "ctr/strings.hpp"
+#include "ctr/user_dir.hpp"
 
 namespace ctr::builder {
 
@@ -80,10 +82,11 @@ void debootstrapAgent(const BootstrapContext& ctx) {
   if (::access("/usr/bin/mmdebstrap", X_OK) != 0)
     throw Error("Bootstrap: debootstrap needs mmdebstrap (apt-get install mmdebstrap)");
 
+  // The user's cache (root's: nobody else's symlink or directory on the way, ctr/user_dir.hpp).
+  (void)openUserDir(ctx.cacheDir, "image cache", true, WhenTaken::Refuse);
   const fs::path cacheDir = ctx.cacheDir / "debootstrap";
+  if (::mkdir(cacheDir.c_str(), 0700) != 0 && errno != EEXIST) throw sysError("cannot create the cache directory " + cacheDir.string());
   std::error_code ec;
-  fs::create_directories(cacheDir, ec);
-  if (ec) throw Error("cannot create the cache directory " + cacheDir.string() + ": " + ec.message());
   const fs::path tarball = cacheDir / (toHex16(fnv1a64(suite + '\n' + mirror + '\n' + include)) + ".tar");
   if (fs::exists(tarball, ec)) {
     ctx.note("debootstrap " + suite + " from " + mirror + ": cached base " + tarball.string());

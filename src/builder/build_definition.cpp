@@ -560,7 +560,7 @@ void Build::run() {
   if (::mkdir((temp_ / "mnt").c_str(), 0700) != 0) throw sysError("mkdir in " + temp_.string());
   if (!options_.explain) {
     // A new file, whatever was there: a symlink in its place is replaced, not written through.
-    log_ = withContext("the build log", [&] { return image::createReplacing(logPath_, 0644); });
+    log_ = withContext("the build log", [&] { return image::createReplacing(logPath_, 0600); });
     say("building " + output_.string() + " from " + options_.recipe.string() + " (log: " + logPath_ + ")");
   }
 

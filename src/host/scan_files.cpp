@@ -23,6 +23,13 @@ std::string fileIdentity(const std::string& path) {
 }
 
 void writeScanCache(const std::string& path, const std::string& content, const std::string& what) {
+  // Only into a state directory of the user's own that nobody else can write (one taken
+  // by another user since the launch chose it gets no cache: they could rewrite it).
+  const std::string dir = path.substr(0, path.rfind('/'));
+  UniqueFd dirFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!dirFd || ::fstat(dirFd.get(), &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 022) != 0)
+    throw Error("no " + what + " in " + dir + ": not a directory of this user's that only it can write");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) throw sysError("cannot write " + what + " " + tmp);

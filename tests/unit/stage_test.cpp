@@ -142,7 +142,7 @@ TEST_F(Stage, ADirectoryOthersCanWriteIsRefused) {
     (void)stage::ensure(dir_, a, 1 << 20);
     FAIL() << "a stage directory anyone can write was used";
   } catch (const ctr::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not private to this user"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is writable by others (mode 0777): refused"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(a.copy));
   auto elsewhere = a;
