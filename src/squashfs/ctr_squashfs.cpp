@@ -15,6 +15,7 @@
 // otherwise decompress a meta data block for every open, and each thread its own copy of a
 // fragment block that many small files share).
 #define FUSE_USE_VERSION 312
+#include <endian.h>
 #include <fuse_lowlevel.h>
 #include <sched.h>
 #include <sqfs/compressor.h>
@@ -68,6 +69,24 @@ constexpr size_t kMaxCachedInodeBytes = 8 << 20;
 // of every block before its own, and reading a file of n blocks would cost n^2 / 2 sums.
 constexpr uint64_t kIndexedBlocks = 64;
 constexpr size_t kMaxCachedStartBytes = 8 << 20;
+// What an image's sizes may claim. libsquashfs allocates a file's block list (4 bytes a
+// block of the size the inode says), a link's target, a directory's index, an extended
+// attribute's value and the xattr descriptors' locations by the size the image gives, before
+// reading them: a crafted 51 KB image made every lookup ask for 4 GiB. So each claim is
+// checked first, against what Linux can have (a target of PATH_MAX: the kernel's squashfs
+// refuses one longer than a page; names of 256 bytes; XATTR_NAME_MAX, XATTR_SIZE_MAX,
+// XATTR_LIST_MAX) or against what the image holds (a long block list is read through once
+// before libsquashfs allocates for it), and a claim past them is a corrupt image: EIO.
+constexpr uint32_t kMaxLinkTarget = 4096;
+constexpr uint32_t kMaxNameBytes = 256;
+constexpr uint32_t kMaxXattrName = 255;
+constexpr uint32_t kMaxXattrValue = 65536;
+constexpr size_t kMaxXattrList = 65536;
+// A block list up to this size is left to libsquashfs unread (16 Ki blocks: a 2 GiB file in
+// 128 KiB blocks); a longer one must be in the inode table, and at most kMaxBlockListBytes
+// (32 Mi blocks: 4 TiB in 128 KiB blocks, 128 GiB in the smallest, 4 KiB).
+constexpr uint64_t kUncheckedBlockListBytes = 64 << 10;
+constexpr uint64_t kMaxBlockListBytes = 128 << 20;
 
 struct SqfsDestroy {
   void operator()(void* object) const { sqfs_destroy(object); }
@@ -220,6 +239,7 @@ struct Image {
   sqfs_super_t super{};
   SqfsObject<sqfs_id_table_t> ids;
   SqfsObject<sqfs_frag_table_t> fragments;
+  uint64_t xattrPairsStart = 0;  // where the extended attributes' key-value pairs start
   std::vector<sqfs_u8> zeros;  // a block of them: what a sparse block reads as
   SharedCache<Inode> inodes{kMaxCachedInodeBytes};
   SharedCache<ListingPtr> listings{kMaxCachedEntries};
@@ -243,6 +263,7 @@ struct Reader {
   SqfsObject<sqfs_meta_reader_t> inodes;
   SqfsObject<sqfs_meta_reader_t> dirs;
   SqfsObject<sqfs_xattr_reader_t> xattrs;  // null when the image has none
+  SqfsObject<sqfs_meta_reader_t> xattrPairs;
   std::vector<sqfs_u8> scratch;            // a compressed block as the image holds it
 
   // 0, or the libsquashfs error that stopped it.
@@ -265,6 +286,8 @@ struct Reader {
       xattrs.reset(sqfs_xattr_reader_create(0));
       if (!xattrs) return SQFS_ERROR_ALLOC;
       if ((err = sqfs_xattr_reader_load(xattrs.get(), &s, file.get(), cmp)) != 0) return err;
+      xattrPairs.reset(sqfs_meta_reader_create(file.get(), cmp, image.xattrPairsStart, s.bytes_used));
+      if (!xattrPairs) return SQFS_ERROR_ALLOC;
     }
     return 0;
   }
@@ -272,11 +295,82 @@ struct Reader {
   // The inode at `ref`, from the shared cache or read (and cached) now.
   int readInode(uint64_t ref, Inode& out) {
     if ((out = image.inodes.find(ref))) return 0;
+    if (int err = checkInodeSizes(ref); err != 0) return err;
     sqfs_inode_generic_t* inode = nullptr;
     const int err = sqfs_meta_reader_read_inode(inodes.get(), &image.super, ref >> 16, ref & 0xFFFF, &inode);
     if (err != 0) return err;
     out = Inode(inode, SqfsFree{});
     image.inodes.insert(ref, out, sizeof *inode + inode->payload_bytes_available);
+    return 0;
+  }
+
+  // Reads the fixed part of the inode at `ref` and checks what sqfs_meta_reader_read_inode
+  // would allocate by (kMaxLinkTarget above): 0, or the image is corrupt. Once per inode
+  // read (they are cached), a few dozen bytes from the meta data block it is in.
+  int checkInodeSizes(uint64_t ref) {
+    sqfs_meta_reader_t* m = inodes.get();
+    sqfs_inode_t base{};
+    int err = sqfs_meta_reader_seek(m, image.super.inode_table_start + (ref >> 16), ref & 0xFFFF);
+    if (err != 0 || (err = sqfs_meta_reader_read(m, &base, sizeof base)) != 0) return err;
+    switch (le16toh(base.type)) {
+      case SQFS_INODE_FILE: {
+        sqfs_inode_file_t fixed{};
+        if ((err = sqfs_meta_reader_read(m, &fixed, sizeof fixed)) != 0) return err;
+        return checkBlockList(blockCount(le32toh(fixed.file_size), le32toh(fixed.fragment_index),
+                                         le32toh(fixed.fragment_offset)));
+      }
+      case SQFS_INODE_EXT_FILE: {
+        sqfs_inode_file_ext_t fixed{};
+        if ((err = sqfs_meta_reader_read(m, &fixed, sizeof fixed)) != 0) return err;
+        return checkBlockList(blockCount(le64toh(fixed.file_size), le32toh(fixed.fragment_idx),
+                                         le32toh(fixed.fragment_offset)));
+      }
+      case SQFS_INODE_SLINK:
+      case SQFS_INODE_EXT_SLINK: {
+        sqfs_inode_slink_t link{};
+        if ((err = sqfs_meta_reader_read(m, &link, sizeof link)) != 0) return err;
+        return le32toh(link.target_size) > kMaxLinkTarget ? SQFS_ERROR_CORRUPTED : 0;
+      }
+      case SQFS_INODE_EXT_DIR: {
+        // The index (one entry per meta data block of a long listing): libsquashfs grows its
+        // buffer to each entry's claimed name size before reading the name.
+        sqfs_inode_dir_ext_t dir{};
+        if ((err = sqfs_meta_reader_read(m, &dir, sizeof dir)) != 0) return err;
+        if (dir.size == 0) return 0;  // libsquashfs reads no index then
+        sqfs_u8 name[kMaxNameBytes];
+        for (uint32_t i = 0; i < le16toh(dir.inodex_count); ++i) {
+          sqfs_dir_index_t entry{};
+          if ((err = sqfs_meta_reader_read(m, &entry, sizeof entry)) != 0) return err;
+          const uint64_t nameBytes = uint64_t{le32toh(entry.size)} + 1;
+          if (nameBytes > kMaxNameBytes) return SQFS_ERROR_CORRUPTED;
+          if ((err = sqfs_meta_reader_read(m, name, nameBytes)) != 0) return err;
+        }
+        return 0;
+      }
+    }
+    return 0;
+  }
+
+  // The blocks of a file of `size` bytes whose tail is (or is not) in a fragment block: how
+  // many words its inode lists (libsquashfs's own count).
+  static uint64_t blockCount(uint64_t size, uint32_t fragment, uint32_t fragmentOffset) {
+    const uint64_t blockSize = image.super.block_size;
+    const bool tailInBlock = size % blockSize != 0 && (fragment == 0xFFFFFFFF || fragmentOffset == 0xFFFFFFFF);
+    return size / blockSize + (tailInBlock ? 1 : 0);
+  }
+
+  // A file inode's block list of `count` words, which follows the inode's fixed part where
+  // `inodes` now is: one longer than kUncheckedBlockListBytes is read through here, so that
+  // libsquashfs allocates for it only once the inode table has been seen to hold it.
+  int checkBlockList(uint64_t count) {
+    if (count > kMaxBlockListBytes / sizeof(sqfs_u32)) return SQFS_ERROR_CORRUPTED;
+    uint64_t left = count * sizeof(sqfs_u32);
+    if (left <= kUncheckedBlockListBytes) return 0;
+    sqfs_u8 skipped[SQFS_META_BLOCK_SIZE];
+    for (uint64_t n = 0; left > 0; left -= n) {
+      n = std::min<uint64_t>(left, sizeof skipped);
+      if (int err = sqfs_meta_reader_read(inodes.get(), skipped, n); err != 0) return err;
+    }
     return 0;
   }
 
@@ -292,6 +386,7 @@ struct Reader {
       if (err > 0) break;
       if (err < 0) return err;
       std::unique_ptr<sqfs_dir_entry_t, SqfsFree> owned(entry);
+      if (entry->size >= kMaxNameBytes) return SQFS_ERROR_CORRUPTED;  // a name's size less one
       out.entries.push_back({std::string(reinterpret_cast<const char*>(entry->name), entry->size + 1u), ref, inum,
                              entry->type});
     }
@@ -859,8 +954,36 @@ void onStatfs(fuse_req_t req, fuse_ino_t) {
   fuse_reply_statfs(req, &st);
 }
 
-// An inode's extended attributes as (full name, value) pairs.
-int xattrsOf(Reader& reader, uint64_t ref, std::vector<std::pair<std::string, std::string>>& out) {
+using Xattrs = std::vector<std::pair<std::string, std::string>>;
+
+// One extended attribute's value, read where the pairs reader is (libsquashfs's
+// sqfs_xattr_reader_read_value allocates the size the image gives, up to 4 GiB, before
+// reading): in place, or for a value stored once for several names (SQFS_XATTR_FLAG_OOL,
+// as mksquashfs writes a repeated one), where the reference there points.
+int readXattrValue(Reader& reader, uint16_t type, std::string& out) {
+  sqfs_meta_reader_t* m = reader.xattrPairs.get();
+  sqfs_u32 size = 0;
+  sqfs_u64 ref = 0;
+  sqfs_u64 block = 0;
+  size_t offset = 0;
+  int err = sqfs_meta_reader_read(m, &size, sizeof size);
+  if (err == 0 && (type & SQFS_XATTR_FLAG_OOL) != 0) {
+    if ((err = sqfs_meta_reader_read(m, &ref, sizeof ref)) != 0) return err;
+    ref = le64toh(ref);
+    sqfs_meta_reader_get_position(m, &block, &offset);
+    if ((err = sqfs_meta_reader_seek(m, image.xattrPairsStart + (ref >> 16), ref & 0xFFFF)) == 0)
+      err = sqfs_meta_reader_read(m, &size, sizeof size);
+  }
+  if (err != 0) return err;
+  if (le32toh(size) > kMaxXattrValue) return SQFS_ERROR_CORRUPTED;
+  out.resize(le32toh(size));
+  if ((err = sqfs_meta_reader_read(m, out.data(), out.size())) != 0) return err;
+  return (type & SQFS_XATTR_FLAG_OOL) != 0 ? sqfs_meta_reader_seek(m, block, offset) : 0;
+}
+
+// An inode's extended attributes as (full name, value) pairs: every name (values left
+// empty), or with `only`, that one pair alone, so that no request holds more than one value.
+int xattrsOf(Reader& reader, uint64_t ref, std::string_view only, Xattrs& out) {
   if (!reader.xattrs) return 0;
   Inode inode;
   int err = reader.readInode(ref, inode);
@@ -869,18 +992,32 @@ int xattrsOf(Reader& reader, uint64_t ref, std::vector<std::pair<std::string, st
   if (sqfs_inode_get_xattr_index(inode.get(), &index) != 0 || index == 0xFFFFFFFF) return 0;
   sqfs_xattr_id_t desc{};
   if ((err = sqfs_xattr_reader_get_desc(reader.xattrs.get(), index, &desc)) != 0) return err;
-  if ((err = sqfs_xattr_reader_seek_kv(reader.xattrs.get(), &desc)) != 0) return err;
+  sqfs_meta_reader_t* m = reader.xattrPairs.get();
+  if ((err = sqfs_meta_reader_seek(m, image.xattrPairsStart + (desc.xattr >> 16), desc.xattr & 0xFFFF)) != 0)
+    return err;
+  size_t listed = 0;  // as listxattr returns them: each name and a NUL
+  std::string name;
+  std::string value;
   for (sqfs_u32 i = 0; i < desc.count; ++i) {
-    sqfs_xattr_entry_t* key = nullptr;
-    if ((err = sqfs_xattr_reader_read_key(reader.xattrs.get(), &key)) != 0) return err;
-    std::unique_ptr<sqfs_xattr_entry_t, SqfsFree> ownedKey(key);
-    sqfs_xattr_value_t* value = nullptr;
-    if ((err = sqfs_xattr_reader_read_value(reader.xattrs.get(), key, &value)) != 0) return err;
-    std::unique_ptr<sqfs_xattr_value_t, SqfsFree> ownedValue(value);
-    // key->key is the full name ("user.test"), NUL-terminated; key->size counts only the
-    // part after the prefix, as stored.
-    out.emplace_back(std::string(reinterpret_cast<const char*>(key->key)),
-                     std::string(reinterpret_cast<const char*>(value->value), value->size));
+    sqfs_xattr_entry_t key{};
+    if ((err = sqfs_meta_reader_read(m, &key, sizeof key)) != 0) return err;
+    const uint16_t type = le16toh(key.type);
+    const char* prefix = sqfs_get_xattr_prefix(static_cast<SQFS_XATTR_TYPE>(type & SQFS_XATTR_PREFIX_MASK));
+    if (!prefix) return SQFS_ERROR_UNSUPPORTED;
+    name = prefix;  // the full name: "user." and the key as stored ("test")
+    const size_t prefixBytes = name.size();
+    const size_t keyBytes = le16toh(key.size);
+    listed += prefixBytes + keyBytes + 1;
+    if (prefixBytes + keyBytes > kMaxXattrName || listed > kMaxXattrList) return SQFS_ERROR_CORRUPTED;
+    name.resize(prefixBytes + keyBytes);
+    if ((err = sqfs_meta_reader_read(m, name.data() + prefixBytes, keyBytes)) != 0) return err;
+    if ((err = readXattrValue(reader, type, value)) != 0) return err;
+    if (only.empty()) {
+      out.emplace_back(name, std::string());
+    } else if (name == only) {
+      out.emplace_back(name, value);
+      return 0;
+    }
   }
   return 0;
 }
@@ -895,18 +1032,18 @@ void replyXattr(fuse_req_t req, const std::string& bytes, size_t size) {
 void onGetxattr(fuse_req_t req, fuse_ino_t node, const char* name, size_t size) {
   Reader* reader = readerOr(req);
   if (!reader) return;
-  std::vector<std::pair<std::string, std::string>> pairs;
-  if (int err = xattrsOf(*reader, refOfNode(node), pairs); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
-  for (const auto& [key, value] : pairs)
-    if (key == name) return replyXattr(req, value, size);
-  fuse_reply_err(req, ENODATA);
+  Xattrs pairs;
+  if (*name == '\0') return (void)fuse_reply_err(req, ENODATA);  // `only` empty would list every name
+  if (int err = xattrsOf(*reader, refOfNode(node), name, pairs); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  if (pairs.empty()) return (void)fuse_reply_err(req, ENODATA);
+  replyXattr(req, pairs.front().second, size);
 }
 
 void onListxattr(fuse_req_t req, fuse_ino_t node, size_t size) {
   Reader* reader = readerOr(req);
   if (!reader) return;
-  std::vector<std::pair<std::string, std::string>> pairs;
-  if (int err = xattrsOf(*reader, refOfNode(node), pairs); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
+  Xattrs pairs;
+  if (int err = xattrsOf(*reader, refOfNode(node), {}, pairs); err != 0) return (void)fuse_reply_err(req, errnoOf(err));
   std::string names;
   for (const auto& pair : pairs) names.append(pair.first).push_back('\0');
   replyXattr(req, names, size);
@@ -969,6 +1106,25 @@ Options parseOptions(int argc, char** argv) {
   return o;
 }
 
+// Where the extended attributes' key-value pairs start, from the table the superblock points
+// to. libsquashfs allocates the locations of the descriptors' meta data blocks (8 bytes for
+// each 512 descriptors) by the count there before reading them: the locations must fit in
+// the image.
+int readXattrTableHeader(sqfs_file_t* file) {
+  const sqfs_super_t& s = image.super;
+  image.xattrPairsStart = 0;
+  if ((s.flags & SQFS_FLAG_NO_XATTRS) != 0 || s.xattr_id_table_start == 0xFFFFFFFFFFFFFFFFULL) return 0;
+  sqfs_xattr_id_table_t table{};
+  if (s.xattr_id_table_start > s.bytes_used || s.bytes_used - s.xattr_id_table_start < sizeof table)
+    return SQFS_ERROR_OUT_OF_BOUNDS;
+  if (int err = file->read_at(file, s.xattr_id_table_start, &table, sizeof table); err != 0) return err;
+  const uint64_t descriptorBytes = uint64_t{le32toh(table.xattr_ids)} * sizeof(sqfs_xattr_id_t);
+  const uint64_t locationBytes = (descriptorBytes + SQFS_META_BLOCK_SIZE - 1) / SQFS_META_BLOCK_SIZE * sizeof(sqfs_u64);
+  if (locationBytes > s.bytes_used - s.xattr_id_table_start - sizeof table) return SQFS_ERROR_CORRUPTED;
+  image.xattrPairsStart = le64toh(table.xattr_table_start);
+  return 0;
+}
+
 // Sets up `image` over fd's bytes [offset, offset + size): the superblock, the id table,
 // the caches emptied; readers over it open (the compressor and tables check out) and the root
 // is a directory. 0, or the libsquashfs error and `what` failed. What a fuzzer calls for
@@ -989,8 +1145,13 @@ int loadImage(int fd, uint64_t offset, uint64_t size, const char*& what) {
   // libsquashfs sizes the fragment table by the superblock's count (16 bytes an entry) and
   // allocates it before reading: a count no image of this size can have (every fragment
   // block takes at least a byte) would have it ask for up to 64 GiB.
+  // Nor more fragments than files: each fragment block holds the tail of one at least.
   what = "superblock";
-  if (uint64_t{image.super.fragment_entry_count} > size || image.super.bytes_used > size) return SQFS_ERROR_CORRUPTED;
+  if (uint64_t{image.super.fragment_entry_count} > size || image.super.fragment_entry_count > image.super.inode_count ||
+      image.super.bytes_used > size)
+    return SQFS_ERROR_CORRUPTED;
+  what = "extended attribute table";
+  if (int err = readXattrTableHeader(file.get()); err != 0) return err;
   what = "compressor or tables";
   Reader reader;
   if (int err = reader.open(); err != 0) return err;
