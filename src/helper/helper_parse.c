@@ -45,6 +45,18 @@ int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, s
   return 0;
 }
 
+/* Every key of ctr's parser (src/config/policy.cpp, setters()); helper-config-agreement
+ * fails when the two lists differ. */
+const char *const hp_ctr_keys[] = {
+    "allow setuid", "allow user namespaces", "allow user binds", "image driver", "squashfs server",
+    "stage dir", "stage images", "stage max size", "setuid image directories", "setuid image owners",
+    "setuid formats", "image linger", "max loop devices", "max loop devices total", "bind path",
+    "max cpus", "max memory", "refuse overcommit", "max pids", "max gpus", "cgroup delegate",
+    "cdi spec dirs", "missing gpu driver", "mpi library", "mpi dependency", "mpi path", "mpi abi check",
+    "root kernel interfaces", "nvidia library list", "rdma with contain", "rocm library list",
+    "seccomp profile", "pull max blob size", "pull max total size", "pull max unpacked size",
+    "image cache dir", "image cache max size", "pull token realm hosts", NULL};
+
 static char *trim(char *s) {
   while (*s == ' ' || *s == '\t' || *s == '\r') s++;
   size_t n = strlen(s);
@@ -74,8 +86,8 @@ static int parse_line(char *key, char *value, int lineno, struct hp_config *cfg,
   } else if (strcmp(key, "setuid image directories") == 0) {
     if (split_list(value, cfg->dirs, &cfg->n_dirs, lineno, err, errlen) != 0) return -1;
     for (int i = 0; i < cfg->n_dirs; i++)
-      if (cfg->dirs[i][0] != '/' || strlen(cfg->dirs[i]) >= HP_MAX_ARG_LEN)
-        return fail(err, errlen, "line %d: '%s' is not an absolute path", lineno, cfg->dirs[i]);
+      if (cfg->dirs[i][0] != '/')
+        return fail(err, errlen, "line %d: '%.64s' is not an absolute path", lineno, cfg->dirs[i]);
   } else if (strcmp(key, "setuid image owners") == 0) {
     if (split_list(value, cfg->owners, &cfg->n_owners, lineno, err, errlen) != 0) return -1;
   } else if (strcmp(key, "setuid formats") == 0) {
@@ -89,13 +101,19 @@ static int parse_line(char *key, char *value, int lineno, struct hp_config *cfg,
       else return fail(err, errlen, "line %d: unknown format '%s'", lineno, items[i]);
     }
   } else if (strcmp(key, "max loop devices") == 0 || strcmp(key, "max loop devices total") == 0) {
+    /* What ctr's std::stol takes (it is strtol): leading blanks and a sign included. */
     char *end = NULL;
     long n = strtol(value, &end, 10);
-    if (value[0] < '0' || value[0] > '9' || *end != '\0' || n < 1 || n > (1L << 20))
+    if (end == value || *end != '\0' || n < 1 || n > (1L << 20))
       return fail(err, errlen, "line %d: %s: expected 1 to 1048576", lineno, key);
     *(strcmp(key, "max loop devices") == 0 ? &cfg->max_loop_devices : &cfg->max_loop_devices_total) = n;
+  } else {
+    /* ctr validates the values of its other keys; an unknown key is refused as ctr refuses it,
+     * or a misspelt helper key would silently leave its default ("anywhere"). */
+    int known = 0;
+    for (const char *const *k = hp_ctr_keys; *k != NULL && !known; k++) known = strcmp(key, *k) == 0;
+    if (!known) return fail(err, errlen, "line %d: unknown key '%.64s'", lineno, key);
   }
-  /* Other keys belong to ctr, which validates them. */
   return 0;
 }
 

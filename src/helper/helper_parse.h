@@ -45,9 +45,13 @@ struct hp_config {
   long max_loop_devices_total; /* all users together */
 };
 
+/* Every key ctr's parser knows (src/config/policy.cpp), NULL-terminated. */
+extern const char *const hp_ctr_keys[];
+
 /* Parses ctr.conf in place (`text` must hold `len` bytes plus a NUL; list entries point into
- * it). Strict about the keys the helper uses, ignores the others (ctr validates those).
- * Defaults match src/config/policy.cpp. */
+ * it). Strict about the keys the helper uses; the values of ctr's other keys are ctr's to
+ * check, and a key ctr does not know is refused, as ctr refuses it. Defaults match
+ * src/config/policy.cpp. */
 int hp_parse_config(char *text, size_t len, struct hp_config *cfg, char *err, size_t errlen);
 
 /* Reads exactly `len` bytes at `off`; returns 0 on success. */

@@ -1,6 +1,7 @@
 /* libFuzzer target over ctr-mount-helper's pure parsing (src/helper/helper_parse.c).
- * The first byte picks what the rest is: 0 = argv (NUL-separated), 1 = ctr.conf text,
- * 2 = an image file (SIF or squashfs) read through the same callback the helper uses. */
+ * The first byte picks what the rest is: 0 = argv (NUL-separated), 1 = ctr.conf text (an
+ * accepted one names only ctr's keys), 2 = an image file (SIF or squashfs) read through the
+ * same callback the helper uses. Agreement with ctr's own parser is helper-config-agreement's. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,29 @@ static void fuzz_args(const uint8_t *data, size_t size) {
   free(copy);
 }
 
+/* Whether every "key = value" line of an accepted file names a key ctr knows: a misspelt
+ * key must be refused, not skipped (the helper would use its default). */
+static int only_ctr_keys(const uint8_t *data, size_t size) {
+  for (size_t pos = 0; pos < size;) {
+    const uint8_t *nl = memchr(data + pos, '\n', size - pos);
+    size_t end = nl != NULL ? (size_t)(nl - data) : size, stop = end;
+    const uint8_t *hash = memchr(data + pos, '#', end - pos);
+    if (hash != NULL) stop = (size_t)(hash - data);
+    const uint8_t *eq = memchr(data + pos, '=', stop - pos);
+    if (eq != NULL) {
+      size_t b = pos, e = (size_t)(eq - data);
+      while (b < e && strchr(" \t\r", data[b]) != NULL) b++;
+      while (e > b && strchr(" \t\r", data[e - 1]) != NULL) e--;
+      int known = 0;
+      for (const char *const *k = hp_ctr_keys; *k != NULL && !known; k++)
+        known = strlen(*k) == e - b && memcmp(*k, data + b, e - b) == 0;
+      if (!known) return 0;
+    }
+    pos = end + 1;
+  }
+  return 1;
+}
+
 static void fuzz_config(const uint8_t *data, size_t size) {
   char *text = malloc(size + 1);
   if (text == NULL) return;
@@ -51,6 +75,7 @@ static void fuzz_config(const uint8_t *data, size_t size) {
   struct hp_config cfg;
   char err[HP_ERR_LEN];
   if (hp_parse_config(text, size, &cfg, err, sizeof err) == 0) {
+    if (!only_ctr_keys(data, size)) abort();
     if (cfg.n_dirs > HP_MAX_LIST || cfg.n_owners > HP_MAX_LIST) abort();
     for (int i = 0; i < cfg.n_dirs; i++)
       if (cfg.dirs[i][0] != '/') abort();
