@@ -57,7 +57,7 @@
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void die(const char *fmt, ...) {
-  char msg[512];
+  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
@@ -96,15 +96,23 @@ static int pread_all(void *ctx, void *buf, size_t len, uint64_t off) {
   return 0;
 }
 
-/* A directory an unprivileged user cannot alter: root-owned, not group/other writable
- * (a root-owned sticky directory such as /tmp is accepted: others cannot rename in it). */
-static void check_root_dir(const char *path) {
+/* Why an unprivileged user could alter the directory `path`, or NULL: it must be a directory
+ * (not a symlink), owned by root and not writable by group or others, except where
+ * `sticky_ok` a root-owned sticky one such as /tmp, where others cannot rename root's entries. */
+static const char *alterable_dir(const char *path, int sticky_ok) {
   struct stat st;
-  if (lstat(path, &st) != 0) die("lstat %s: %s", path, strerror(errno));
-  if (!S_ISDIR(st.st_mode)) die("%s is not a directory (symlinks are refused)", path);
-  if (st.st_uid != 0) die("%s is not owned by root", path);
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
-    die("%s is writable by group or others", path);
+  if (lstat(path, &st) != 0) return errno == ENOENT ? "missing" : strerror(errno);
+  if (S_ISLNK(st.st_mode)) return "a symlink";
+  if (!S_ISDIR(st.st_mode)) return "not a directory";
+  if (st.st_uid != 0) return "not owned by root";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(sticky_ok && (st.st_mode & S_ISVTX) != 0))
+    return "writable by group or others";
+  return NULL;
+}
+
+static void check_root_dir(const char *path) {
+  const char *problem = alterable_dir(path, 1);
+  if (problem != NULL) die("%s is %s", path, problem);
 }
 
 static void check_dir_chain(const char *file) {
@@ -199,6 +207,36 @@ static int owner_allowed(const struct hp_config *cfg, uid_t owner) {
   return 0;
 }
 
+/* Why a 'setuid image directories' entry allows nothing, or NULL where only root can have
+ * made it what it is: / and every directory down to it pass check_root_dir's test (by lstat:
+ * no symlink anywhere, give the real path), and the entry itself is writable by root alone,
+ * sticky or not (what others may put in it would be under it). So a user cannot plant the
+ * directory, or a symlink, at a name the admin has not created yet, nor swap one above it,
+ * and no one but root can change what `dir` (the entry less a trailing '/') names. */
+static const char *untrusted_image_dir(const char *entry, char dir[PATH_MAX], char *why, size_t whylen) {
+  size_t len = strlen(entry);
+  while (len > 1 && entry[len - 1] == '/') len--;
+  if (len + 2 > PATH_MAX) return "too long";
+  memcpy(dir, entry, len);
+  memcpy(dir + len, "/", 2); /* for the next test only */
+  if ((len > 1 && strstr(dir, "//") != NULL) || strstr(dir, "/./") != NULL || strstr(dir, "/../") != NULL)
+    return "not a canonical path ('//', '.' or '..' in it)";
+  dir[len] = '\0';
+  for (size_t i = 1; i <= len; i++) {
+    if (i > 1 && i < len && dir[i] != '/') continue; /* the prefixes "/", "/a", "/a/b", ... */
+    const char saved = dir[i];
+    dir[i] = '\0';
+    const char *problem = alterable_dir(dir, i < len);
+    if (problem != NULL && i < len) {
+      snprintf(why, whylen, "%s is %s", dir, problem);
+      problem = why;
+    }
+    dir[i] = saved;
+    if (problem != NULL) return problem;
+  }
+  return NULL;
+}
+
 static void check_policy(const struct hp_config *cfg, int fd, const struct stat *st, const char *what,
                          const char *path, const struct hp_fs *fs) {
   if ((cfg->formats & fs->format) == 0)
@@ -212,14 +250,21 @@ static void check_policy(const struct hp_config *cfg, int fd, const struct stat 
   ssize_t n = readlink(link, real, sizeof real - 1);
   if (n < 0 || n >= (ssize_t)sizeof real - 1) die("readlink %s: %s", link, strerror(errno));
   real[n] = '\0';
+  char ignored[768] = "", why[PATH_MAX + 64];
   for (int i = 0; i < cfg->n_dirs; i++) {
     char dir[PATH_MAX];
-    if (realpath(cfg->dirs[i], dir) == NULL) continue; /* a missing directory allows nothing */
+    const char *problem = untrusted_image_dir(cfg->dirs[i], dir, why, sizeof why);
+    if (problem != NULL) { /* the admin learns why from the user's message */
+      const size_t used = strlen(ignored);
+      snprintf(ignored + used, sizeof ignored - used, "%s%.200s allows nothing: %.200s", used ? "; " : " (",
+               cfg->dirs[i], problem);
+      continue;
+    }
     size_t len = strlen(dir);
     if (strcmp(dir, "/") == 0) return;
     if (strncmp(real, dir, len) == 0 && real[len] == '/') return;
   }
-  die("%s %s (%s) is not under any 'setuid image directories'", what, path, real);
+  die("%s %s (%s) is not under any 'setuid image directories'%s%s", what, path, real, ignored, ignored[0] ? ")" : "");
 }
 
 static void ensure_root_dir(const char *path, mode_t mode) {
