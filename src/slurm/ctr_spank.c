@@ -35,6 +35,14 @@
  *                                  --container-image; all: batch scripts too (default no)
  *   allow=OPT,...                  the --container-* options users may set, spelled without
  *                                  the dashes (default: all)
+ *   env=NAME=VALUE                 a variable for the plugin's ctr runs (repeatable; e.g.
+ *                                  CTR_CONFIG=PATH): ctr runs with the job's environment less
+ *                                  what changes its configuration, programs or libraries
+ *                                  (CTR_*, APPTAINER_*, SINGULARITY_*, LD_*, PATH, ...), which is
+ *                                  the site's to set
+ *   timeout=SECONDS                how long the plugin waits for a ctr run or a child of its own
+ *                                  before it kills it (default 30); start_timeout=SECONDS: for
+ *                                  a step's `ctr instance start`, which may pull (default 600)
  * Policy is enforced where the step runs (user_init: each task says why and exits 255);
  * srun, sbatch and salloc also refuse a forbidden option or a bad value at once, but their
  * plugstack.conf is the submit host's, so they are a courtesy, not the check. */
@@ -56,11 +64,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,6 +104,16 @@ static char entrypoint_program[PATH_MAX] = CTR_DEFAULT_ENTRYPOINT;
 
 /* The site's policy (plugstack.conf). */
 static char image_dir[PATH_MAX];
+/* How long the plugin (root) waits for what it runs as the user: a step's `ctr instance
+ * start` (which may pull an image), and anything else (the epilog's list and stop, a
+ * removal, a signal). Past it the child's session is killed and the plugin goes on, so that
+ * nothing a user makes hang (a FIFO, a FUSE server that stops answering) holds a step or a
+ * job's epilog, and with it the node, forever. */
+static int start_timeout = 600, ctr_timeout = 30;
+/* env=NAME=VALUE: the site's variables for ctr (CTR_CONFIG=, a proxy), over the job's. */
+#define MAX_ADMIN_ENV 16
+static char *admin_env[MAX_ADMIN_ENV];
+static int nadmin_env;
 static enum { REQUIRED_NO, REQUIRED_STEPS, REQUIRED_ALL } container_required;
 static unsigned allowed = ~0u; /* bit 1 << OPT_x: users may set --OPT */
 /* Remote: the first option the step may not have; user_init fails the step with it (a
@@ -314,6 +335,24 @@ static int parse_argument(const char *arg) {
       slurm_error("ctr: plugstack.conf argument '%s': the value is no, steps or all", arg);
       return -1;
     }
+  } else if ((value = argument_value(arg, "timeout")) || (value = argument_value(arg, "start_timeout"))) {
+    char *end;
+    const long seconds = strtol(value, &end, 10);
+    if (!*value || *end || seconds < 1 || seconds > 86400) {
+      slurm_error("ctr: plugstack.conf argument '%s': SECONDS must be 1 to 86400", arg);
+      return -1;
+    }
+    *(arg[0] == 's' ? &start_timeout : &ctr_timeout) = (int)seconds;
+  } else if ((value = argument_value(arg, "env"))) {
+    const char *eq = strchr(value, '=');
+    if (!eq || eq == value || nadmin_env == MAX_ADMIN_ENV) {
+      slurm_error("ctr: plugstack.conf argument '%s': NAME=VALUE, at most %d of them", arg, MAX_ADMIN_ENV);
+      return -1;
+    }
+    for (int i = 0; i < nadmin_env; ++i) /* every callback parses the arguments again */
+      if (strcmp(admin_env[i], value) == 0) return 0;
+    if (!(admin_env[nadmin_env] = strdup(value))) return -1;
+    ++nadmin_env;
   } else if ((value = argument_value(arg, "allow"))) {
     char unknown[128], all[512];
     if (!(allowed = parse_allow(value, unknown, sizeof unknown))) {
@@ -323,7 +362,8 @@ static int parse_argument(const char *arg) {
     }
   } else {
     slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH, entrypoint=PATH, image_dir=DIR, "
-                "container_required=no|steps|all, allow=OPT,...)", arg);
+                "container_required=no|steps|all, allow=OPT,..., env=NAME=VALUE, timeout=SECONDS, "
+                "start_timeout=SECONDS)", arg);
     return -1;
   }
   return 0;
@@ -473,6 +513,16 @@ static void child_say(const char *a, const char *b, const char *c) {
     if (parts[i]) (void)!write(2, parts[i], strlen(parts[i]));
 }
 
+/* How long the child may take before it has exec'd or exited: slurmstepd's thread is held
+ * until then (CLONE_VFORK), and a chdir or unlink as the user can block for good on a FUSE
+ * server of the user's that stops answering. */
+static void arm_child_timer(int seconds) {
+  struct itimerval t;
+  memset(&t, 0, sizeof t);
+  t.it_value.tv_sec = seconds;
+  setitimer(ITIMER_REAL, &t, NULL);
+}
+
 static int as_user_child(void *p) {
   const struct as_user *a = p;
   /* slurmstepd's handlers must not run here: back to the default first, then unblock (the
@@ -499,11 +549,16 @@ static int as_user_child(void *p) {
     child_say("ctr: cannot become the job's user: ", strerrordesc_np(errno), NULL);
     return 255;
   }
-  if (a->dir && chdir(a->dir) != 0) (void)!chdir("/");
+  /* A session of its own: the plugin kills the whole of it when the child outlives its bound
+   * (kill_session). */
+  syscall(SYS_setsid);
   if (a->ignore_term) signal(SIGTERM, SIG_IGN);
+  signal(SIGALRM, SIG_DFL); /* fatal, even in a wait only SIGKILL ends */
+  arm_child_timer(ctr_timeout);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
+  if (a->dir && chdir(a->dir) != 0) (void)!chdir("/");
   return a->run(a->arg);
 }
 
@@ -549,11 +604,75 @@ static pid_t spawn_as_user(struct as_user *a) {
   return child;
 }
 
-/* A ctr started as the job's user and not yet waited for: its pid and the read ends of its
- * stdout and stderr. */
+/* CLOCK_MONOTONIC in milliseconds: the plugin's deadlines. */
+static long long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* The child `pid` of the plugin's and what it started in its session (as_user_child made it
+ * a session leader), SIGKILLed. Only before the child is reaped: until then its pid, which
+ * names the session and its process group, cannot be another process's. */
+static void kill_session(pid_t pid) {
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+}
+
+/* Waits for the plugin's child `pid` until `deadline` (now_ms): 1 once it has ended (its
+ * wait status in *status; 0 if it was reaped elsewhere), 0 at the deadline. */
+static int wait_until(pid_t pid, long long deadline, int *status) {
+  const int pidfd = (int)syscall(SYS_pidfd_open, pid, 0); /* readable once it has ended */
+  int ended = 0;
+  for (;;) {
+    *status = 0;
+    const pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) { /* ECHILD: reaped elsewhere */
+      if (r < 0) *status = 0;
+      ended = 1;
+      break;
+    }
+    const long long left = deadline - now_ms();
+    if (left <= 0) break;
+    if (pidfd >= 0) {
+      struct pollfd p = {pidfd, POLLIN, 0};
+      poll(&p, 1, left > 1000 ? 1000 : (int)left);
+    } else {
+      usleep(left > 10 ? 10000 : (useconds_t)left * 1000);
+    }
+  }
+  if (pidfd >= 0) close(pidfd);
+  return ended;
+}
+
+/* How long a killed child may take to go: a process in a wait that SIGKILL does not end
+ * is left behind (with a line), not waited for. */
+#define KILL_WAIT_MS 5000
+
+/* The wait status of the plugin's child `pid`, waited for until `deadline`; then its session
+ * is killed (one line naming `what` and the bound, `seconds`, in slurmd's log). -1 if it
+ * does not end even then. `killed`: it was killed already (read_ctr). */
+static int wait_child(pid_t pid, long long deadline, int seconds, const char *what, int killed) {
+  int status;
+  if (wait_until(pid, deadline, &status)) return status;
+  if (!killed) {
+    slurm_error("ctr: %s (pid %d, as the job's user) did not end within %d s: killed", what, (int)pid, seconds);
+    kill_session(pid);
+  }
+  if (wait_until(pid, now_ms() + KILL_WAIT_MS, &status)) return status;
+  slurm_error("ctr: %s (pid %d) did not end after SIGKILL: left behind", what, (int)pid);
+  return -1;
+}
+
+/* A ctr started as the job's user and not yet waited for: its pid, the read ends of its
+ * stdout and stderr, and when the plugin stops waiting for it. */
 struct ctr_run {
   pid_t pid;
   int out, err;
+  long long deadline;
+  int seconds; /* the bound the deadline was set with */
+  int killed;  /* at the deadline, by read_ctr */
+  char what[48]; /* "ctr instance start", for the log */
 };
 
 /* The child's exec of ctr (spawn_as_user's run). */
@@ -564,24 +683,68 @@ struct exec_ctr {
 
 static int exec_ctr(void *p) {
   const struct exec_ctr *e = p;
+  arm_child_timer(0); /* ctr's own time is bounded by the plugin's wait (read_ctr, wait_ctr) */
   execve(ctr_program, e->argv, e->env);
   child_say(e->why, strerrordesc_np(errno), "): set ctr=PATH in plugstack.conf");
   return 255;
 }
 
-/* Starts `ctr ARGV...` as the job's user with the job's environment, in the job's working
- * directory. 0, or -1. `ignore_term`: the SIGTERM with which slurmstepd ends what is left
- * of the step does not stop it (the instance's stop must finish). */
-static int start_ctr_as(const struct job_user *user, char **env, char **argv, int ignore_term, struct ctr_run *run) {
-  /* Without XDG_RUNTIME_DIR, which srun copies from the submit host and which the job's
-   * epilog does not have: every ctr of the plugin then keeps the user's instances in
-   * the same node-local state directory (/tmp/ctr-UID), where the epilog finds them. */
+/* The PATH ctr runs with: the system's programs, not those the user's PATH would find. */
+#define CTR_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* Whether NAME is one of the credentials for registries ctr reads from the environment:
+ * the user's to give. */
+static int registry_credential(const char *entry) {
+  static const char *const names[] = {"CTR_DOCKER_USERNAME=", "CTR_DOCKER_PASSWORD=", "APPTAINER_DOCKER_USERNAME=",
+                                      "APPTAINER_DOCKER_PASSWORD=", "SINGULARITY_DOCKER_USERNAME=",
+                                      "SINGULARITY_DOCKER_PASSWORD=", NULL};
+  for (const char *const *n = names; *n; ++n)
+    if (strncmp(entry, *n, strlen(*n)) == 0) return 1;
+  return 0;
+}
+
+/* Whether the job's variable `entry` (NAME=VALUE) stays out of the environment of the
+ * plugin's ctr: what decides ctr's configuration (CTR_CONFIG, CTR_CACHE_DIR, ...), its
+ * options (APPTAINER_BIND, ... would give what allow= refuses), the programs it finds
+ * (PATH) and the libraries and locale data loaded into it (the dynamic loader's and
+ * glibc's variables) is the site's, not the user's. What the container's task gets is not
+ * changed by it (task_init). */
+static int kept_from_ctr(const char *entry) {
+  static const char *const prefixes[] = {"CTR_", "APPTAINER_", "SINGULARITY_", "LD_", NULL};
+  static const char *const names[] = {"PATH=", "XDG_RUNTIME_DIR=", "GCONV_PATH=", "GLIBC_TUNABLES=", "LOCPATH=",
+                                      "NLSPATH=", "HOSTALIASES=", "RES_OPTIONS=", "LOCALDOMAIN=", "MALLOC_TRACE=",
+                                      NULL};
+  if (registry_credential(entry)) return 0;
+  for (const char *const *p = prefixes; *p; ++p)
+    if (strncmp(entry, *p, strlen(*p)) == 0) return 1;
+  for (const char *const *n = names; *n; ++n)
+    if (strncmp(entry, *n, strlen(*n)) == 0) return 1;
+  for (int i = 0; i < nadmin_env; ++i) /* the site's value replaces the job's */
+    if (strncmp(entry, admin_env[i], (size_t)(strchr(admin_env[i], '=') - admin_env[i]) + 1) == 0) return 1;
+  return 0;
+}
+
+/* Starts `ctr ARGV...` as the job's user in the job's working directory, with the job's
+ * environment less what kept_from_ctr keeps out, plus the site's env= variables, PATH and
+ * XDG_RUNTIME_DIR=`runtime_dir` (the user's /run/ctr/UID: every ctr of the plugin keeps
+ * the user's instances in RUNTIME/ctr, where the epilog finds them and no other user can
+ * take the name first). 0, or -1. `ignore_term`: the SIGTERM with which slurmstepd ends
+ * what is left of the step does not stop it (the instance's stop must finish). `seconds`:
+ * how long the plugin waits for it. */
+static int start_ctr_as(const struct job_user *user, char **env, const char *runtime_dir, char **argv,
+                        int ignore_term, int seconds, struct ctr_run *run) {
   int nenv = 0;
   while (env && env[nenv]) ++nenv;
-  char **kept = calloc((size_t)nenv + 1, sizeof(char *));
+  char **kept = calloc((size_t)nenv + MAX_ADMIN_ENV + 3, sizeof(char *));
+  char xdg[PATH_MAX + 32];
   if (!kept) return -1;
-  for (int i = 0, k = 0; i < nenv; ++i)
-    if (strncmp(env[i], "XDG_RUNTIME_DIR=", 16) != 0) kept[k++] = env[i];
+  int k = 0;
+  for (int i = 0; i < nenv; ++i)
+    if (!kept_from_ctr(env[i])) kept[k++] = env[i];
+  for (int i = 0; i < nadmin_env; ++i) kept[k++] = admin_env[i];
+  kept[k++] = "PATH=" CTR_PATH;
+  snprintf(xdg, sizeof xdg, "XDG_RUNTIME_DIR=%s", runtime_dir);
+  kept[k++] = xdg;
   char why[PATH_MAX + 32];
   snprintf(why, sizeof why, "ctr: cannot run %s (", ctr_program);
   struct exec_ctr exec = {argv, kept, why};
@@ -613,24 +776,28 @@ static int start_ctr_as(const struct job_user *user, char **env, char **argv, in
   run->pid = child;
   run->out = outp[0];
   run->err = errp[0];
+  run->seconds = seconds;
+  run->deadline = now_ms() + 1000LL * seconds;
+  run->killed = 0;
+  snprintf(run->what, sizeof run->what, "ctr %s %s", argv[1] ? argv[1] : "", argv[1] && argv[2] ? argv[2] : "");
   return 0;
 }
 
-/* The exit status of the ctr `child`, waited for: 0 if it was reaped elsewhere (ECHILD),
- * and then what it printed decides. */
-static int wait_ctr(pid_t child) {
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+/* The exit status of the ctr `run` (read_ctr first), waited for until its deadline: 0 if it
+ * was reaped elsewhere (then what it printed decides), 128 + the signal that ended it, or -1
+ * (it outlived its bound and SIGKILL). */
+static int wait_ctr(struct ctr_run *run) {
+  const int status = wait_child(run->pid, run->deadline, run->seconds, run->what, run->killed);
+  run->pid = 0;
+  if (status < 0) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* Reads the ctr `run` until it has closed its output: its stdout into `out` (malloc'd),
- * its last stderr line into `err`. Returns its pid, not waited for. */
-static pid_t read_ctr(struct ctr_run *run, char **out, char *err, size_t errsize) {
+/* Reads the ctr `run` until it has closed its output, or until its deadline (then its
+ * session is killed): its stdout into `out` (malloc'd), its last stderr line into `err`.
+ * Not waited for (wait_ctr). */
+static void read_ctr(struct ctr_run *run, char **out, char *err, size_t errsize) {
   int outp[2] = {run->out, -1}, errp[2] = {run->err, -1};
-  const pid_t child = run->pid;
-  run->pid = 0;
   run->out = run->err = -1;
   size_t len = 0, cap = 4096;
   char *buf = malloc(cap);
@@ -638,11 +805,21 @@ static pid_t read_ctr(struct ctr_run *run, char **out, char *err, size_t errsize
   size_t elen = 0;
   int open_fds = 2, overflow = 0;
   while (buf && open_fds > 0) {
+    const long long left = run->deadline - now_ms();
+    if (left <= 0) {
+      slurm_error("ctr: %s (pid %d, as the job's user) did not end within %d s: killed", run->what, (int)run->pid,
+                  run->seconds);
+      kill_session(run->pid);
+      run->killed = 1;
+      break;
+    }
+    struct timeval timeout = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
     fd_set rd;
     FD_ZERO(&rd);
     if (outp[0] >= 0) FD_SET(outp[0], &rd);
     if (errp[0] >= 0) FD_SET(errp[0], &rd);
-    if (select((outp[0] > errp[0] ? outp[0] : errp[0]) + 1, &rd, NULL, NULL, NULL) < 0) {
+    const int ready = select((outp[0] > errp[0] ? outp[0] : errp[0]) + 1, &rd, NULL, NULL, &timeout);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -694,21 +871,27 @@ static pid_t read_ctr(struct ctr_run *run, char **out, char *err, size_t errsize
     buf = NULL;
     snprintf(err, errsize, "ctr printed more than 1 MiB");
   }
+  if (run->killed) {
+    free(buf);
+    buf = NULL;
+    snprintf(err, errsize, "%s did not end within %d s", run->what, run->seconds);
+  }
   *out = buf;
-  return child;
 }
 
 /* Waits for the ctr `run` (read_ctr, then its exit). Returns its exit status, or -1. */
 static int finish_ctr(struct ctr_run *run, char **out, char *err, size_t errsize) {
-  return wait_ctr(read_ctr(run, out, err, errsize));
+  read_ctr(run, out, err, errsize);
+  return wait_ctr(run);
 }
 
-/* Runs `ctr ARGV...` as start_ctr_as does and waits for it, as finish_ctr does. */
-static int run_ctr_as(const struct job_user *user, char **env, char **argv, char **out, char *err, size_t errsize,
-                      int ignore_term) {
+/* Runs `ctr ARGV...` as start_ctr_as does and waits for it, as finish_ctr does, for the
+ * plugin's ordinary bound (timeout=). */
+static int run_ctr_as(const struct job_user *user, char **env, const char *runtime_dir, char **argv, char **out,
+                      char *err, size_t errsize, int ignore_term) {
   struct ctr_run run;
   *out = NULL;
-  if (start_ctr_as(user, env, argv, ignore_term, &run) != 0) return -1;
+  if (start_ctr_as(user, env, runtime_dir, argv, ignore_term, ctr_timeout, &run) != 0) return -1;
   return finish_ctr(&run, out, err, errsize);
 }
 
@@ -808,20 +991,112 @@ static void reset_join(void) {
   memset(&join, 0, sizeof join);
 }
 
+/* As the job's user (spawn_as_user's run): the directory `dir` as the kernel names it once
+ * ctr has changed into it, written into `path` (the child shares the plugin's memory). */
+struct resolved_dir {
+  const char *dir;
+  char path[PATH_MAX];
+};
+
+static int resolve_dir(void *arg) {
+  struct resolved_dir *r = arg;
+  if (chdir(r->dir) != 0) return 1;
+  const long n = syscall(SYS_getcwd, r->path, sizeof r->path);
+  return n > 1 && r->path[0] == '/' ? 0 : 1;
+}
+
 /* The absolute path ctr reads for `image` (run in the job's working directory), or "" for
- * a registry reference (its record names the cached copy). */
-static void image_as_ctr_reads_it(char **env, const char *image, char *path, size_t size) {
+ * a registry reference (its record names the cached copy). The working directory is
+ * resolved as the user, not as root: a path the user cannot reach would make the plugin an
+ * oracle of what exists there. */
+static void image_as_ctr_reads_it(const struct job_user *user, char **env, const char *image, char *path,
+                                  size_t size) {
   path[0] = 0;
   if (strstr(image, "://") || strchr(image, '#')) return;
   if (image[0] == '/') {
     snprintf(path, size, "%s", image);
     return;
   }
-  const char *dir = job_dir(env);
-  char real[PATH_MAX];
-  if (!dir || !realpath(dir, real)) return; /* ctr would run in "/": leave it to ctr */
-  int n = snprintf(path, size, "%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", image);
+  struct resolved_dir r = {.dir = job_dir(env)};
+  if (!r.dir) return; /* ctr would run in "/": leave it to ctr */
+  struct as_user a = {.user = user, .out = -1, .err = -1, .run = resolve_dir, .arg = &r};
+  const pid_t child = spawn_as_user(&a);
+  if (child < 0 || wait_child(child, now_ms() + 1000LL * ctr_timeout, ctr_timeout, "resolving the working directory",
+                              0) != 0 || r.path[0] != '/')
+    return; /* the user cannot reach it, and nor would ctr: leave it to ctr */
+  int n = snprintf(path, size, "%s%s%s", r.path, strcmp(r.path, "/") == 0 ? "" : "/", image);
   if (n < 0 || (size_t)n >= size) path[0] = 0;
+}
+
+/* ---- the user's state place on the node
+ *
+ * Every ctr the plugin runs for a user gets XDG_RUNTIME_DIR=/run/ctr/UID, a directory root
+ * makes and gives to the user: ctr keeps its state in RUNTIME/ctr (host::chooseStateDir), so
+ * the plugin's steps and the epilog find the same instances there, and no other user can
+ * take its name first (as they can /tmp/ctr-UID and each name after it). Opened and checked
+ * through file descriptors, never following a link. */
+#define RUNTIME_BASE "/run/ctr"
+
+/* /run/ctr, root's and writable by root alone (made 0755 when `create` and missing), opened;
+ * -1 (with a line unless it is just missing). */
+static int open_runtime_base(int create) {
+  int made = create && mkdir(RUNTIME_BASE, 0755) == 0;
+  if (create && !made && errno != EEXIST) {
+    slurm_error("ctr: cannot make %s: %s", RUNTIME_BASE, strerror(errno));
+    return -1;
+  }
+  const int fd = open(RUNTIME_BASE, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    else if (errno != ENOENT) slurm_error("ctr: cannot open %s: %s", RUNTIME_BASE, strerror(errno));
+    return -1;
+  }
+  if (made) fchmod(fd, 0755); /* whatever slurmd's umask */
+  else if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    slurm_error("ctr: %s is not a directory of root's that only root may write: not used", RUNTIME_BASE);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* /run/ctr/UID, the user's (made 0700 and given to the user when `create` and missing),
+ * opened; -1. */
+static int open_runtime_dir(const struct job_user *user, int create) {
+  const int base = open_runtime_base(create);
+  if (base < 0) return -1;
+  char name[32];
+  snprintf(name, sizeof name, "%u", (unsigned)user->uid);
+  if (create && mkdirat(base, name, 0700) != 0 && errno != EEXIST)
+    slurm_error("ctr: cannot make %s/%s: %s", RUNTIME_BASE, name, strerror(errno));
+  const int fd = openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  close(base);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  /* Root's: made here (or by a run stopped before it gave it away), so closed first. */
+  if (create && st.st_uid == 0 && user->uid != 0 &&
+      (fchmod(fd, 0700) != 0 || fchown(fd, user->uid, user->gid) != 0 || fstat(fd, &st) != 0))
+    slurm_error("ctr: cannot give %s/%s to uid %u: %s", RUNTIME_BASE, name, (unsigned)user->uid, strerror(errno));
+  if (st.st_uid != user->uid) {
+    slurm_error("ctr: %s/%s is not uid %u's: not used", RUNTIME_BASE, name, (unsigned)user->uid);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* The user's runtime directory for the plugin's ctr runs: its path into `path` (made when
+ * missing). 0, or -1. */
+static int runtime_dir(const struct job_user *user, char *path, size_t size) {
+  const int fd = open_runtime_dir(user, 1);
+  if (fd < 0) return -1;
+  close(fd);
+  snprintf(path, size, "%s/%u", RUNTIME_BASE, (unsigned)user->uid);
+  return 0;
 }
 
 /* A file the user owns, at `name` in the directory `dir`, opened without following a link. */
@@ -836,32 +1111,22 @@ static int open_owned(int dir, const char *name, int flags, uid_t uid) {
 }
 
 /* The user's state directory, where the plugin's ctr runs keep their instances
- * (STATE/instances/NAME.*), opened, or -1. STATE is the one they pick (host::chooseStateDir
- * without XDG_RUNTIME_DIR, which start_ctr_as leaves out): the first of /tmp/ctr-UID,
- * /tmp/ctr-UID.1 ... /tmp/ctr-UID.15 that is missing or a directory of the user's. Opened
- * as root: no link followed, owned by the user. */
-static int open_state_dir(uid_t uid) {
-  int tmp = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC), state = -1;
-  if (tmp < 0) return -1;
-  for (int i = 0; i < 16 && state < 0; ++i) {
-    char candidate[64];
-    if (i == 0)
-      snprintf(candidate, sizeof candidate, "ctr-%u", (unsigned)uid);
-    else
-      snprintf(candidate, sizeof candidate, "ctr-%u.%d", (unsigned)uid, i);
-    state = open_owned(tmp, candidate, O_RDONLY | O_DIRECTORY, uid);
-    struct stat st;
-    if (state < 0 && fstatat(tmp, candidate, &st, AT_SYMLINK_NOFOLLOW) != 0) break; /* missing: none yet */
-  }
-  close(tmp);
+ * (STATE/instances/NAME.*), opened, or -1: /run/ctr/UID/ctr (host::chooseStateDir with the
+ * XDG_RUNTIME_DIR start_ctr_as gives). Opened as root: no link followed, owned by the user. */
+static int open_state_dir(const struct job_user *user) {
+  const int runtime = open_runtime_dir(user, 0);
+  if (runtime < 0) return -1;
+  const int state = open_owned(runtime, "ctr", O_RDONLY | O_DIRECTORY, user->uid);
+  close(runtime);
   return state;
 }
 
 /* The join file of the named container `name` (ctr writes it beside the instance's record,
  * STATE/instances/NAME.join), malloc'd, or NULL. Read as root: no link followed, every
  * step owned by the user (so nothing the user could not read anyway). */
-static char *read_join_file(uid_t uid, const char *name) {
-  int state = open_state_dir(uid);
+static char *read_join_file(const struct job_user *user, const char *name) {
+  const uid_t uid = user->uid;
+  int state = open_state_dir(user);
   if (state < 0) return NULL;
   int dir = open_owned(state, "instances", O_RDONLY | O_DIRECTORY, uid);
   close(state);
@@ -891,13 +1156,13 @@ static unsigned long long start_time(pid_t pid);
  * join file, if the keeper it names still runs with the step's image (else ctr decides, as
  * `instance start --reuse`). `image` NULL: a step that names the container only, which
  * takes it with whatever image it runs. */
-static int join_named_container(uid_t uid, char **env, const char *name, const char *image) {
+static int join_named_container(const struct job_user *user, char **env, const char *name, const char *image) {
   char expected[2 * PATH_MAX] = "";
   if (image) {
-    image_as_ctr_reads_it(env, image, expected, sizeof expected);
+    image_as_ctr_reads_it(user, env, image, expected, sizeof expected);
     if (!expected[0]) return -1;
   }
-  char *text = read_join_file(uid, name);
+  char *text = read_join_file(user, name);
   if (!text) return -1;
   const int parsed = parse_join_info(text);
   free(text);
@@ -931,7 +1196,7 @@ static void begin_container(spank_t sp) {
   const int known = step_user(sp, &user) == 0 && spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS;
   char image[2 * PATH_MAX];
   const char *image_arg = opt_image && *opt_image ? image_path(image, sizeof image) : NULL;
-  if (known && named && join_named_container(user.uid, env, name, image_arg) == 0) {
+  if (known && named && join_named_container(&user, env, name, image_arg) == 0) {
     if (opt_name_flag == NAME_CREATE) {
       const pid_t keeper = join.keeper;
       reset_join();
@@ -1007,7 +1272,14 @@ static void begin_container(spank_t sp) {
   argv[n++] = (char *)image_arg;
   argv[n++] = name;
   argv[n] = NULL;
-  if (!known || start_ctr_as(&user, env, argv, 0, &starting.run) != 0) {
+  char runtime[PATH_MAX];
+  if (known && runtime_dir(&user, runtime, sizeof runtime) != 0) {
+    snprintf(join.failed, sizeof join.failed, "ctr: --container-image=%s: no state directory for ctr in %s "
+             "(slurmd's log says why)", opt_image, RUNTIME_BASE);
+    slurm_info("%s", join.failed);
+    return;
+  }
+  if (!known || start_ctr_as(&user, env, runtime, argv, 0, start_timeout, &starting.run) != 0) {
     snprintf(join.failed, sizeof join.failed, "ctr: --container-image=%s: cannot run ctr as the job's user: %s",
              opt_image, strerror(errno));
     slurm_info("%s", join.failed);
@@ -1018,13 +1290,15 @@ static void begin_container(spank_t sp) {
 static void finish_container(void) {
   if (!starting.run.pid) return;
   char *out = NULL, err[1024] = "";
-  const pid_t ctr = read_ctr(&starting.run, &out, err, sizeof err);
+  read_ctr(&starting.run, &out, err, sizeof err);
   const int parsed = out && parse_join_info(out) == 0;
   int status = 0;
-  if (parsed && join.keeper == ctr)
+  if (parsed && join.keeper == starting.run.pid) {
     join.keeper_is_child = 1; /* --stay: ctr closed its output once ready and stays as the keeper */
-  else
-    status = wait_ctr(ctr); /* a forked keeper's (a named container's), or a failure */
+    starting.run.pid = 0;
+  } else {
+    status = wait_ctr(&starting.run); /* a forked keeper's (a named container's), or a failure */
+  }
   free(out);
   if (!parsed || status != 0) {
     reset_join();
@@ -1085,9 +1359,9 @@ static int drop_capabilities(void) {
   return (int)syscall(SYS_capset, &header, data);
 }
 
-static int load_seccomp(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
+/* The compiled filter ctr wrote beside the instance's record (`fd`, opened on the node:
+ * the user's state directory is not in the container), loaded and closed. */
+static int load_seccomp(int fd) {
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter) != 0 ||
       st.st_size > 65536 * (off_t)sizeof(struct sock_filter)) {
@@ -1131,6 +1405,42 @@ static int job_keeps(spank_t sp, const char *name) {
   return rc == ESPANK_SUCCESS || rc == ESPANK_NOSPACE;
 }
 
+/* Whether the join information names the variable NAME (set or unset). */
+static int join_names(const char *name) {
+  const size_t n = strlen(name);
+  for (int i = 0; i < join.nset; ++i)
+    if (strncmp(join.set[i], name, n) == 0 && join.set[i][n] == '=') return 1;
+  for (int i = 0; i < join.nunset; ++i)
+    if (strcmp(join.unset[i], name) == 0) return 1;
+  return 0;
+}
+
+/* ctr ran without the job's PATH, CTR_*, APPTAINER_*, SINGULARITY_* and LD_LIBRARY_PATH
+ * (kept_from_ctr), none of which ctr passes into a container, and its join information is
+ * relative to the environment it ran with: it says nothing of them where the container has
+ * what ctr had (its PATH) or nothing. The task gets what the container has, as when ctr ran
+ * with the job's environment. */
+static void container_view_of_kept(spank_t sp) {
+  char **env = NULL;
+  if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) return;
+  char names[64][128];
+  int n = 0;
+  for (char **e = env; *e && n < 64; ++e) {
+    const char *eq = strchr(*e, '=');
+    if (!eq || eq - *e >= 128) continue;
+    if (strncmp(*e, "PATH=", 5) != 0 && strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0 && strncmp(*e, "CTR_", 4) != 0 &&
+        strncmp(*e, "APPTAINER_", 10) != 0 && strncmp(*e, "SINGULARITY_", 12) != 0)
+      continue;
+    snprintf(names[n], sizeof names[n], "%.*s", (int)(eq - *e), *e);
+    ++n;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (join_names(names[i]) || job_keeps(sp, names[i])) continue;
+    if (strcmp(names[i], "PATH") == 0) spank_setenv(sp, "PATH", CTR_PATH, 1);
+    else spank_unsetenv(sp, names[i]);
+  }
+}
+
 #define RUNSCRIPT "/.singularity.d/runscript"
 
 /* --container-entrypoint, before the task enters the container (where the node's files are
@@ -1172,6 +1482,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
   int fds[MAX_NS];
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");
+  const int seccomp = join.seccomp ? open(join.seccomp, O_RDONLY | O_CLOEXEC) : -1;
+  if (join.seccomp && seccomp < 0)
+    fail_task("ctr: cannot open the seccomp filter %s: %s", join.seccomp, strerror(errno));
   int pidfd = (int)syscall(SYS_pidfd_open, join.keeper, 0);
   if (pidfd < 0 || start_time(join.keeper) != join.keeper_start) {
     fail_task("ctr: the step's container %s has ended (keeper pid %d)", join.name, (int)join.keeper);
@@ -1209,11 +1522,12 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
   }
   for (int i = 0; i < join.nunset; ++i)
     if (!job_keeps(sp, join.unset[i])) spank_unsetenv(sp, join.unset[i]);
+  container_view_of_kept(sp);
   if (entrypoint >= 0) run_through_entrypoint(sp, entrypoint);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || drop_capabilities() != 0) {
     fail_task("ctr: cannot drop privileges in %s: %s", join.name, strerror(errno));
   }
-  if (join.seccomp && load_seccomp(join.seccomp) != 0) {
+  if (seccomp >= 0 && load_seccomp(seccomp) != 0) {
     fail_task("ctr: cannot load the seccomp filter %s: %s", join.seccomp, strerror(errno));
   }
   return 0;
@@ -1238,16 +1552,14 @@ static int unlink_instance_files(void *arg) {
 static void remove_instance_files(const struct job_user *user, const char *name) {
   struct instance_files f;
   static const char *const suffixes[6] = {"json", "join", "bpf", "out", "err", "lock"};
-  f.state = open_state_dir(user->uid);
+  f.state = open_state_dir(user);
   f.dir = f.state >= 0 ? open_owned(f.state, "instances", O_RDONLY | O_DIRECTORY, user->uid) : -1;
   if (f.dir >= 0) {
     for (int i = 0; i < 6; ++i) snprintf(f.names[i], sizeof f.names[i], "%s.%s", name, suffixes[i]);
     struct as_user a = {.user = user, .out = -1, .err = -1, .run = unlink_instance_files, .arg = &f};
     const pid_t child = spawn_as_user(&a);
-    int status = 0;
-    while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    }
     if (child < 0) slurm_error("ctr: removing the files of %s: %s", name, strerror(errno));
+    else wait_child(child, now_ms() + 1000LL * ctr_timeout, ctr_timeout, "removing an instance's files", 0);
   }
   if (f.dir >= 0) close(f.dir);
   if (f.state >= 0) close(f.state);
@@ -1297,10 +1609,9 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
   struct as_user a = {.user = &user, .out = -1, .err = -1, .run = send_term, .arg = &pidfd};
   const pid_t child = spawn_as_user(&a);
   close(pidfd);
-  int status = 0;
-  while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (child < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  const int status =
+      child < 0 ? -1 : wait_child(child, now_ms() + 1000LL * ctr_timeout, ctr_timeout, "signalling a keeper", 0);
+  if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
     slurm_error("ctr: stopping %s (keeper pid %d) failed", join.name, (int)join.keeper);
   return 0;
 }
@@ -1317,19 +1628,54 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
 
 #define CGROUP_WAIT_MS 3000
 
-/* Calls fn(dir, arg) for DIR and every cgroup below it, deepest first. */
-static void each_cgroup(const char *dir, int depth, void (*fn)(const char *, void *), void *arg) {
-  DIR *d = depth < 4 ? opendir(dir) : NULL;
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d))) {
-      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-      char sub[PATH_MAX];
-      if (snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name) < (int)sizeof sub) each_cgroup(sub, depth + 1, fn, arg);
-    }
-    closedir(d);
+/* What each_cgroup calls for a cgroup: `dir` open, `name` its entry in `parent`. */
+typedef void cgroup_fn(int parent, const char *name, int dir, void *arg);
+
+/* The names of the cgroups in the directory `dir` (malloc'd, NULL-ended), or NULL. */
+static char **child_cgroups(int dir) {
+  const int listing = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = listing >= 0 ? fdopendir(listing) : NULL;
+  if (!d) {
+    if (listing >= 0) close(listing);
+    return NULL;
   }
-  fn(dir, arg);
+  char **names = NULL;
+  size_t n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char **grown = realloc(names, sizeof(char *) * (n + 2));
+    if (!grown || !(grown[n] = strdup(e->d_name))) {
+      names = grown ? grown : names;
+      break;
+    }
+    names = grown;
+    names[++n] = NULL;
+  }
+  closedir(d);
+  if (names) names[n] = NULL;
+  return names;
+}
+
+/* Calls fn for the cgroup `name` in `parent` and every cgroup below it, deepest first. The
+ * whole tree: the user owns a step's cgroup and may nest others in it as deep as they
+ * like, and whatever runs there must not outlive the job. Walked through directory file
+ * descriptors, so that no path grows too long; one open per level, so a tree deeper than
+ * this process's file limit is said in the log, not passed over in silence. */
+static void each_cgroup(int parent, const char *name, cgroup_fn *fn, void *arg) {
+  const int dir = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) {
+    if (errno != ENOENT) slurm_error("ctr: cannot open the cgroup %s: %s: what is below it is left", name, strerror(errno));
+    return;
+  }
+  char **children = child_cgroups(dir);
+  for (size_t i = 0; children && children[i]; ++i) {
+    each_cgroup(dir, children[i], fn, arg);
+    free(children[i]);
+  }
+  free(children);
+  fn(parent, name, dir, arg);
+  close(dir);
 }
 
 struct cgroup_sweep {
@@ -1395,11 +1741,20 @@ static uid_t real_uid(pid_t pid) {
 
 /* Signals the user's processes in one cgroup. The pidfd holds the process: it is signalled
  * only if, held, it is still the user's and in the job's cgroup (not a reused pid). */
-static void signal_cgroup(const char *dir, void *arg) {
+static void signal_cgroup(int parent, const char *name, int dir, void *arg) {
+  (void)parent;
+  (void)name;
   struct cgroup_sweep *sw = arg;
-  char file[PATH_MAX + 16];
-  snprintf(file, sizeof file, "%s/cgroup.procs", dir);
-  FILE *f = fopen(file, "re");
+  if (sw->sig) { /* a frozen process (the user may freeze a cgroup of theirs) ends only once thawed */
+    const int state = openat(dir, "freezer.state", O_WRONLY | O_CLOEXEC);
+    if (state >= 0) {
+      (void)!write(state, "THAWED", 6);
+      close(state);
+    }
+  }
+  const int procs = openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+  FILE *f = procs >= 0 ? fdopen(procs, "r") : NULL;
+  if (!f && procs >= 0) close(procs);
   long pid;
   while (f && fscanf(f, "%ld", &pid) == 1) {
     const int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
@@ -1414,9 +1769,11 @@ static void signal_cgroup(const char *dir, void *arg) {
   if (f) fclose(f);
 }
 
-static void remove_cgroup(const char *dir, void *arg) {
+static void remove_cgroup(int parent, const char *name, int dir, void *arg) {
+  (void)dir;
   (void)arg;
-  if (rmdir(dir) != 0 && errno != ENOENT) slurm_debug("ctr: cannot remove the cgroup %s: %s", dir, strerror(errno));
+  if (unlinkat(parent, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+    slurm_debug("ctr: cannot remove the cgroup %s: %s", name, strerror(errno));
 }
 
 /* Whether the comma-separated LIST names CONTROLLER as a whole word ("cpu" is not in
@@ -1474,12 +1831,12 @@ static void end_job_cgroups(uid_t uid, uint32_t job) {
     }
   }
   if (!njobs) return;
-  /* Every process is in each hierarchy: signalling through the first one reaches them all. */
+  /* Through every hierarchy: the user may move a process of theirs in one of them only. */
   struct cgroup_sweep sw = {uid, job_path, NULL, SIGTERM, 0};
   for (int waited = 0, sig = SIGTERM;; waited += 50) {
     sw.sig = sig;
     sw.left = 0;
-    each_cgroup(jobs[0], 0, signal_cgroup, &sw);
+    for (int j = 0; j < njobs; j++) each_cgroup(AT_FDCWD, jobs[j], signal_cgroup, &sw);
     if (!sw.left || waited >= 2 * CGROUP_WAIT_MS) break;
     sig = waited >= CGROUP_WAIT_MS ? SIGKILL : 0; /* what SIGTERM did not end */
     usleep(50 * 1000);
@@ -1493,7 +1850,7 @@ static void end_job_cgroups(uid_t uid, uint32_t job) {
       if (root >= 0) close(root);
       continue;
     }
-    each_cgroup(jobs[j], 0, remove_cgroup, NULL);
+    each_cgroup(AT_FDCWD, jobs[j], remove_cgroup, NULL);
     char *slash = strrchr(jobs[j], '/');
     *slash = 0;
     if (rmdir(jobs[j]) != 0 && errno != EBUSY && errno != ENOTEMPTY && errno != ENOENT)
@@ -1549,7 +1906,7 @@ static void end_step_holders(spank_t sp) {
   struct cgroup_sweep sw = {uid, rel, "ctr-holder", SIGTERM, 0};
   for (int waited = 0;; waited += 10) {
     sw.left = 0;
-    each_cgroup(dir, 0, signal_cgroup, &sw);
+    each_cgroup(AT_FDCWD, dir, signal_cgroup, &sw);
     if (!sw.left || waited >= HOLDER_WAIT_MS) break;
     sw.sig = 0;
     usleep(10 * 1000);
@@ -1576,20 +1933,26 @@ static void stop_named_containers(const struct passwd *pw, uint32_t job) {
   snprintf(home, sizeof home, "HOME=%s", pw->pw_dir);
   snprintf(user_name, sizeof user_name, "USER=%s", pw->pw_name);
   snprintf(logname, sizeof logname, "LOGNAME=%s", pw->pw_name);
-  char *env[] = {home, user_name, logname, "PATH=/usr/local/bin:/usr/bin:/bin", NULL};
+  char *env[] = {home, user_name, logname, NULL};
   snprintf(pattern, sizeof pattern, "slurm.%u.n-*", job);
+  const struct job_user user = {pw->pw_uid, pw->pw_gid, NULL, -1};
+  /* No state directory, no instance: nothing to run ctr for. */
+  const int state = open_state_dir(&user);
+  if (state < 0) return;
+  close(state);
+  char runtime[64];
+  snprintf(runtime, sizeof runtime, "%s/%u", RUNTIME_BASE, (unsigned)user.uid);
   /* Only when one is there: `instance stop` with no match says so and exits non-zero. */
   char *list[] = {ctr_program, "instance", "list", pattern, NULL};
   char *out = NULL, err[1024] = "";
-  const struct job_user user = {pw->pw_uid, pw->pw_gid, NULL, -1};
-  if (run_ctr_as(&user, env, list, &out, err, sizeof err, 1) != 0 || !out || !strstr(out, "slurm.")) {
+  if (run_ctr_as(&user, env, runtime, list, &out, err, sizeof err, 1) != 0 || !out || !strstr(out, "slurm.")) {
     free(out);
     return;
   }
   free(out);
   out = NULL;
   char *stop[] = {ctr_program, "instance", "stop", "-t", "5", pattern, NULL};
-  int status = run_ctr_as(&user, env, stop, &out, err, sizeof err, 1);
+  int status = run_ctr_as(&user, env, runtime, stop, &out, err, sizeof err, 1);
   free(out);
   if (status != 0) slurm_error("ctr: stopping the named containers of job %u: %s (exit status %d)", job, err, status);
 }

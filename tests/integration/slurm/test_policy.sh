@@ -134,7 +134,7 @@ wait "$step" || fail "the step with a sleep failed"
 
 note "nothing of the steps stays"
 slurm_wait_no_jobs "$CTR_TEST_USER" 30 || fail "jobs left"
-for _ in $(seq 100); do [ ! -e "/tmp/ctr-$uid/instances" ] && break; sleep 0.1; done
-[ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
+for _ in $(seq 100); do [ ! -e "/run/ctr/$uid/ctr/instances" ] && break; sleep 0.1; done
+[ ! -e "/run/ctr/$uid/ctr/instances" ] || fail "instance files left: $(ls -a "/run/ctr/$uid/ctr/instances")"
 assert_nothing_left "policy steps"
 echo "PASS: $TEST_NAME"

@@ -28,7 +28,10 @@ layers=$(python3 -c 'import json,sys; print(" ".join(l["digest"] for l in json.l
 # Filled through a registry on the host's loopback, then served from the same storage by
 # one registry in each node's namespace (same port: each namespace has its own loopback).
 pids=()
+conf=$CLUSTER/etc/plugstack.conf
+base=$(cat "$conf")
 cleanup() {
+  printf '%s\n' "$base" > "$conf"
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
@@ -56,7 +59,9 @@ chmod 1777 "$WORK"
 printf 'image linger = 0\nimage cache dir = %s/cache-%%u\n' "$WORK" > "$WORK/ctr.conf"
 chmod 644 "$WORK/ctr.conf"
 cache=$WORK/cache-$(id -u "$CTR_TEST_USER")
-slurm() { slurm_as_user "$WORK" env CTR_CONFIG="$WORK/ctr.conf" "$@"; }
+# The plugin runs ctr with the site's configuration, not the job's CTR_CONFIG: plugstack.conf's env=.
+printf '%s env=CTR_CONFIG=%s\n' "$base" "$WORK/ctr.conf" > "$conf"
+slurm() { slurm_as_user "$WORK" "$@"; }
 # blob_fetches: how many times the nodes' registries sent a layer.
 blob_fetches() {
   local total=0 d

@@ -70,7 +70,7 @@ grep -q "slurm\.[0-9]*\.n-c1\..* joined through its join file" "$CTR_SLURM_DIR"/
 
 note "nothing of the jobs stays: no job cgroup ($(cat "$CTR_SLURM_DIR/proctrack") process tracking), instance, process"
 assert_job_cgroups_gone "named containers' job"
-for _ in $(seq 100); do [ ! -e "/tmp/ctr-$uid/instances" ] && break; sleep 0.1; done
-[ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
+for _ in $(seq 100); do [ ! -e "/run/ctr/$uid/ctr/instances" ] && break; sleep 0.1; done
+[ ! -e "/run/ctr/$uid/ctr/instances" ] || fail "instance files left: $(ls -a "/run/ctr/$uid/ctr/instances")"
 assert_nothing_left "batch jobs"
 echo "PASS: $TEST_NAME"

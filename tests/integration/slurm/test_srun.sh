@@ -87,13 +87,18 @@ expect_eq "an image without a runscript: ctr's line" \
 
 note "GPUs: a step allocated one gets the node's NVIDIA driver by default (--nv)"
 # The cluster's nodes have one "GPU" each (gres.conf: /dev/null stands in for its device);
-# the driver is a fixture node (CTR_HOST_ROOT, as in test_devices) named in the job's
-# environment with a ctr.conf that lists its libraries.
+# the driver is a fixture node (CTR_HOST_ROOT, as in test_devices) with a ctr.conf that lists
+# its libraries, both given to the plugin's ctr by plugstack.conf (env=: the job's
+# environment does not choose ctr's configuration).
 node=$WORK/node
 make_nvidia_fixture "$node" "$WORK/list/nvliblist.conf" 535.104.05 libopenblas.so.0
 printf 'nvidia library list = %s\ncdi spec dirs = %s\n' "$WORK/list/nvliblist.conf" "$WORK/no-cdi" > "$WORK/gpu.conf"
 chmod -R a+rX "$WORK"
-gpu_env="--export=ALL,CTR_HOST_ROOT=$node,CTR_CONFIG=$WORK/gpu.conf"
+conf=$CLUSTER/etc/plugstack.conf
+base=$(cat "$conf")
+trap 'printf "%s\n" "$base" > "$conf"; rm -rf "$WORK"' EXIT
+printf '%s env=CTR_HOST_ROOT=%s env=CTR_CONFIG=%s\n' "$base" "$node" "$WORK/gpu.conf" > "$conf"
+gpu_env="--export=ALL"
 out=$(slurm srun -N1 -n1 --gpus=1 "$gpu_env" --container-image="$WORK/demo.sqfs" \
   sh -c 'ls /.singularity.d/libs; echo "cuda=$CUDA_VISIBLE_DEVICES"') || fail "a step with a GPU: $out"
 expect_contains "--gpus=1: the driver's libraries" "libopenblas.so.0" "$out"
@@ -103,6 +108,7 @@ out=$(slurm srun -N1 -n1 "$gpu_env" --container-image="$WORK/demo.sqfs" \
 expect_eq "no GPU allocated: no driver" 0 "$out"
 expect_contains "--container-nv without a GPU: the driver" "libopenblas.so.0" \
   "$(slurm srun -N1 -n1 "$gpu_env" --container-nv --container-image="$WORK/demo.sqfs" ls /.singularity.d/libs)"
+printf '%s\n' "$base" > "$conf"
 
 note "a bad image fails the step with ctr's line, at once"
 set +e; err=$(slurm srun -N1 -n1 --container-image="$WORK/missing.sif" true 2>&1); rc=$?; set -e
@@ -169,10 +175,10 @@ assert_job_cgroups_gone "jobs of srun ctr exec"
 
 note "nothing of the steps stays: no instance, no job cgroup, no process, no mount"
 for _ in $(seq 100); do
-  [ -z "$(ls "/tmp/ctr-$uid/instances" 2>/dev/null)" ] && break
+  [ -z "$(ls "/run/ctr/$uid/ctr/instances" 2>/dev/null)" ] && break
   sleep 0.1
 done
-[ ! -e "/tmp/ctr-$uid/instances" ] || fail "instance files left: $(ls -a "/tmp/ctr-$uid/instances")"
+[ ! -e "/run/ctr/$uid/ctr/instances" ] || fail "instance files left: $(ls -a "/run/ctr/$uid/ctr/instances")"
 assert_job_cgroups_gone "Slurm steps"
 assert_nothing_left "Slurm steps"
 echo "PASS: $TEST_NAME"
