@@ -1807,6 +1807,17 @@ static int cgroup_v1_mounts(char mounts[][PATH_MAX], int max, const char *contro
   return n;
 }
 
+/* flock(fd, LOCK_EX), tried until `seconds` have passed: 0, or -1. Anyone may open a
+ * hierarchy's root and hold its lock, so the epilog does not wait for it without end. */
+static int lock_within(int fd, int seconds) {
+  const long long deadline = now_ms() + 1000LL * seconds;
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if ((errno != EWOULDBLOCK && errno != EINTR) || now_ms() >= deadline) return -1;
+    usleep(20 * 1000);
+  }
+  return 0;
+}
+
 static void end_job_cgroups(uid_t uid, uint32_t job) {
   char mounts[16][PATH_MAX], node[256] = "", jobs[16][PATH_MAX], job_path[PATH_MAX] = "";
   int job_mount[16];
@@ -1846,7 +1857,9 @@ static void end_job_cgroups(uid_t uid, uint32_t job) {
    * of the user is being created beside them; the user's cgroup too once it is empty. */
   for (int j = 0; j < njobs; j++) {
     const int root = open(mounts[job_mount[j]], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0 || flock(root, LOCK_EX) != 0) {
+    if (root < 0 || lock_within(root, ctr_timeout) != 0) {
+      if (root >= 0) slurm_error("ctr: no lock on %s within %d s: job %u's cgroups are left", mounts[job_mount[j]],
+                                 ctr_timeout, (unsigned)job);
       if (root >= 0) close(root);
       continue;
     }
