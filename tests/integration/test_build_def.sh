@@ -245,8 +245,12 @@ expect_contains "the user's sandbox runs" "built by ctr build" "$(as_user "$ctr"
 command -v mmdebstrap >/dev/null || skip "mmdebstrap is not installed (the rest passed)"
 mirror_host=deb.debian.org
 timeout 10 bash -c "exec 3<>/dev/tcp/$mirror_host/80" 2>/dev/null || skip "the Debian mirror $mirror_host is unreachable (the rest passed)"
-export CTR_CACHE_DIR=/tmp/ctr-build-test-cache   # shared by root and the user: bootstrapped once
-mkdir -p "$CTR_CACHE_DIR" && chmod 1777 "$CTR_CACHE_DIR"
+# Root's cache, kept between runs: bootstrapped once. A cache is its user's alone (a base
+# tarball another user could write into would be root's next image), so the user's build
+# below gets a copy of root's base in a cache of its own.
+export CTR_CACHE_DIR=/tmp/ctr-build-test-cache-0
+[ ! -d /tmp/ctr-build-test-cache ] || rm -rf /tmp/ctr-build-test-cache  # the shared one of earlier runs
+mkdir -p -m 700 "$CTR_CACHE_DIR"
 cat > "$WORK/deb.def" <<'EOF'
 Bootstrap: debootstrap
 OSVersion: bookworm
@@ -337,7 +341,10 @@ if ! grep -q "^$CTR_TEST_USER:" /etc/subuid; then echo "$CTR_TEST_USER:300000:65
 if ! grep -q "^$CTR_TEST_USER:" /etc/subgid; then echo "$CTR_TEST_USER:300000:65536" >> /etc/subgid; added=1; fi
 cleanup_ids() { [ -z "$added" ] || sed -i "/^$CTR_TEST_USER:300000:65536\$/d" /etc/subuid /etc/subgid; rm -rf "$WORK"; }
 trap cleanup_ids EXIT
-as_user env CTR_CACHE_DIR="$CTR_CACHE_DIR" "$ctr" build "$WORK/deb-user.sif" "$WORK/deb.def" 2>/dev/null ||
+user_cache=$WORK/cache-user
+install -d -o "$CTR_TEST_USER" -m 700 "$user_cache" "$user_cache/debootstrap"
+install -o "$CTR_TEST_USER" -m 600 "$CTR_CACHE_DIR"/debootstrap/*.tar "$user_cache/debootstrap/"
+as_user env CTR_CACHE_DIR="$user_cache" "$ctr" build "$WORK/deb-user.sif" "$WORK/deb.def" 2>/dev/null ||
   { tail -20 "$WORK/deb-user.sif.build.log"; fail "debootstrap build as $CTR_TEST_USER"; }
 expect_eq "hello from apt (user build)" "Hello, world!" "$(as_user "$ctr" exec "$WORK/deb-user.sif" hello)"
 left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)

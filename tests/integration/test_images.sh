@@ -29,8 +29,8 @@ use_linger 0
 export CTR_CONFIG=$CTR_TEST_CONFIG  # root's launches too: no lingering holder at the end
 command -v mmdebstrap >/dev/null || skip "mmdebstrap is not installed (the recipes parse)"
 timeout 10 bash -c "exec 3<>/dev/tcp/deb.debian.org/80" 2>/dev/null || skip "the Debian mirror is unreachable (the recipes parse)"
-export CTR_CACHE_DIR=/tmp/ctr-build-test-cache   # test_build_def's: the bookworm base is made once per run
-mkdir -p "$CTR_CACHE_DIR" && chmod 1777 "$CTR_CACHE_DIR"
+export CTR_CACHE_DIR=/tmp/ctr-build-test-cache-0   # root's, test_build_def's: the bookworm base is made once per run
+mkdir -p -m 700 "$CTR_CACHE_DIR"
 note "mpi.def"
 start=$(date +%s)
 "$ctr" build "$WORK/mpi.sif" images/mpi/mpi.def 2> "$WORK/mpi.err" || { cat "$WORK/mpi.err"; tail -20 "$WORK/mpi.sif.build.log"; fail "mpi.def build"; }
