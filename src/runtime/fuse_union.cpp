@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -43,11 +45,25 @@ std::vector<UniqueFd>& startedServers() {
 // In the forked child, before execve: a server of this launch's process, which becomes the
 // app, ends (SIGTERM: libfuse unmounts, fuse2fs writes the image back) when the app does;
 // it keeps CAP_SYS_ADMIN of the user namespace across execve (ambient) to mount /dev/fuse
-// itself in this mount namespace; `keepFd` (an ext3 layer's locked image file) stays open
-// in it, so the lock lasts until it has ended. `quiet`: its stderr too goes to /dev/null.
+// itself; `keepFd` (an ext3 layer's locked image file) stays open in it, so the lock lasts
+// until it has ended. `quiet`: its stderr too goes to /dev/null.
+//
+// It runs in a mount namespace of its own, a copy of the launch's taken now, whose stage
+// directory is a peer of the launch's (startFuseServer made it shared), so its mount shows
+// in the launch's. Never in the launch's own: the launch pivots into the container's root
+// after this starts, and pivot_root(2) moves the root of every process of the namespace
+// that had the old one, this server's too. fuse-overlayfs's root would then be its own
+// mount: it reaches the files' extended attributes through /proc/self/fd/N, so a write at
+// the container's root (the kernel asks for security.capability) made it ask itself for
+// the root's attributes while it waited for that very answer, single-threaded: the writer,
+// fuse-overlayfs and the launch hung for good (issue 58, item 1).
 [[noreturn]] void execFuseServer(const std::vector<std::string>& argv, pid_t parent, int keepFd, bool quiet) {
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != parent) ::_exit(1);
+  if (::unshare(CLONE_NEWNS) != 0) {
+    std::fprintf(stderr, "ctr: cannot give %s a mount namespace of its own: %s\n", argv[0].c_str(), std::strerror(errno));
+    ::_exit(126);
+  }
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -59,17 +75,12 @@ std::vector<UniqueFd>& startedServers() {
       ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_ADMIN, 0, 0);
   }
   if (keepFd >= 0) ::fcntl(keepFd, F_SETFD, 0);
-  // fuse2fs says "Writing to the journal is not supported" on stdout for every ext3 image,
-  // fuse-overlayfs that /proc "seems to be mounted as readonly" on stderr as it ends (the
-  // container's, after the pivot): a server that fails says so in its exit status.
+  // fuse2fs says "Writing to the journal is not supported" on stdout for every ext3 image:
+  // a server that fails says so in its exit status.
   if (const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
     ::dup2(null, STDOUT_FILENO);
     if (quiet) ::dup2(null, STDERR_FILENO);
   }
-  // The launch pivots into the container's root after this starts: the kernel moves this
-  // process's root there too (pivot_root(2)), where glibc would not find libgcc_s when
-  // libfuse cancels its worker threads at exit. Loaded now, from the host.
-  ::setenv("LD_PRELOAD", "libgcc_s.so.1", 1);
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -91,6 +102,15 @@ void startFuseServer(const std::vector<std::string>& argv, const std::string& mo
   const std::string parentDir = mountPoint.substr(0, mountPoint.rfind('/'));
   const dev_t before = deviceOf(parentDir);
   const pid_t parent = ::getpid();
+  // The stage directory (a tmpfs of this launch's) shared while the server starts, so that
+  // its mount, made in its own namespace, shows here; private again once it is there
+  // (pivot_root refuses a shared root, and the container's mounts need not reach it).
+  if (::mount(nullptr, parentDir.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+    throw sysError(what + ": make " + parentDir + " shared");
+  struct Private {
+    const std::string& dir;
+    ~Private() { ::mount(nullptr, dir.c_str(), nullptr, MS_PRIVATE | MS_REC, nullptr); }
+  } privateAgain{parentDir};
   Child server = Child::fork([&]() -> int { execFuseServer(argv, parent, keepFd, quiet); });
   const auto deadline = std::chrono::steady_clock::now() + kFuseMountWait;
   for (;;) {

@@ -1,6 +1,8 @@
 // Runtime-internal: an overlay root with ext3 layers (launch::UnionDriver::FuseOverlayfs).
 // Each ext3 image is mounted by fuse2fs and the layers are stacked by fuse-overlayfs, both
-// started by this launch, in its mount namespace, before it pivots into the root: they end
+// started by this launch before it pivots into the root, each in a mount namespace of its
+// own whose mounts reach the launch's through its shared stage directory (so the pivot
+// leaves their root where it was: see execFuseServer in fuse_union.cpp): they end
 // (SIGTERM, PR_SET_PDEATHSIG) when the launch's process, the app after execve, ends, and
 // fuse2fs writes the image back as it ends; an image's lock (overlay_locks.hpp) stays with
 // its fuse2fs until then, so the next launch that locks it waits for a written-back image.

@@ -60,6 +60,26 @@ expect_eq "second run" kept "$(run --overlay env.img "$img" cat /opt/app/file)"
 settled "$U/env.img"
 out=$(run "$img" cat /opt/app/file 2>&1) && fail "the file is there without the overlay: $out"
 
+note "the user guide's persistent overlay: in \$HOME, a write at the container's root, read in the next run"
+# A write at the root changes the root directory's attributes, and the write itself asks
+# for the new file's security.capability: fuse-overlayfs, its root moved onto its own
+# mount by the launch's pivot_root, asked itself for them and hung for good (issue 58).
+home=$(getent passwd "$CTR_TEST_USER" | cut -d: -f6)
+rm -f "$home/ov.img"
+as_user sh -c 'cd && "$1" overlay create --size 64 ov.img' sh "$CTR_BIN"
+guide() { timeout 60 runuser -u "$CTR_TEST_USER" -- env -i HOME="$home" PATH=/usr/bin:/bin \
+  ${CTR_TEST_CONFIG:+CTR_CONFIG=$CTR_TEST_CONFIG} sh -c 'cd && exec "$@"' sh "$CTR_BIN" exec --overlay ov.img "$img" "$@"; }
+rc=0; guide sh -c 'echo persist > /p' || rc=$?
+if [ "$rc" != 0 ]; then
+  stuck=$(ps -U "$uid" -o pid=,stat=,wchan:24=,args= || true)
+  pkill -KILL -U "$uid" || true
+  fail "writing at the root through an overlay in \$HOME: exit $rc (124: it hung): $stuck"
+fi
+settled "$home/ov.img"
+expect_eq "read in the next run" persist "$(guide cat /p)"
+settled "$home/ov.img"
+rm -f "$home/ov.img"
+
 note "env.img:ro sees it and cannot write"
 expect_eq "read-only run" kept "$(run --overlay env.img:ro "$img" cat /opt/app/file)"
 out=$(run --overlay env.img:ro "$img" sh -c 'echo x > /opt/app/other' 2>&1) && fail "wrote through :ro"
