@@ -79,6 +79,14 @@ ensure_test_user() {
   require_userns_overlay
 }
 
+# second_test_user: prints the name of a second ordinary user (the other user on the node:
+# an attacker, a squatter, a second writer), created once.
+second_test_user() {
+  local u=${CTR_TEST_USER2:-ctrtest2}
+  id "$u" >/dev/null 2>&1 || useradd -m -s /bin/sh "$u"
+  echo "$u"
+}
+
 # as_user CMD...: runs CMD as the test user with a login-like environment, cwd $WORK
 # (plus CTR_CONFIG when use_linger chose a configuration).
 as_user() {

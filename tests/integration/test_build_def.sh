@@ -331,7 +331,8 @@ grep -q 'Read-only file system' "$WORK/wt.sif.build.log" || fail "%test's write 
 
 note "debootstrap + apt-get as root"
 start=$(date +%s)
-"$ctr" build "$WORK/deb.sif" "$WORK/deb.def" 2>/dev/null || { tail -20 "$WORK/deb.sif.build.log"; fail "debootstrap build as root"; }
+"$ctr" build "$WORK/deb.sif" "$WORK/deb.def" 2>"$WORK/deb.err" ||
+  { tail -20 "$WORK/deb.sif.build.log"; fail "debootstrap build as root: $(tail -3 "$WORK/deb.err")"; }
 note "built in $(( $(date +%s) - start )) s"
 expect_eq "hello from apt" "Hello, world!" "$("$ctr" exec "$WORK/deb.sif" hello)"
 
@@ -339,13 +340,14 @@ note "debootstrap + apt-get as $CTR_TEST_USER with subordinate ids"
 added=
 if ! grep -q "^$CTR_TEST_USER:" /etc/subuid; then echo "$CTR_TEST_USER:300000:65536" >> /etc/subuid; added=1; fi
 if ! grep -q "^$CTR_TEST_USER:" /etc/subgid; then echo "$CTR_TEST_USER:300000:65536" >> /etc/subgid; added=1; fi
-cleanup_ids() { [ -z "$added" ] || sed -i "/^$CTR_TEST_USER:300000:65536\$/d" /etc/subuid /etc/subgid; rm -rf "$WORK"; }
+cleanup_ids() { [ -z "$added" ] || sed -i "/^$CTR_TEST_USER:300000:65536\$/d" /etc/subuid /etc/subgid; rm -rf "$WORK" "${user_cache:-}"; }
 trap cleanup_ids EXIT
-user_cache=$WORK/cache-user
+user_cache=/tmp/ctr-build-test-cache-$(id -u "$CTR_TEST_USER")  # not in $WORK: others may rename there
+rm -rf "$user_cache"
 install -d -o "$CTR_TEST_USER" -m 700 "$user_cache" "$user_cache/debootstrap"
 install -o "$CTR_TEST_USER" -m 600 "$CTR_CACHE_DIR"/debootstrap/*.tar "$user_cache/debootstrap/"
-as_user env CTR_CACHE_DIR="$user_cache" "$ctr" build "$WORK/deb-user.sif" "$WORK/deb.def" 2>/dev/null ||
-  { tail -20 "$WORK/deb-user.sif.build.log"; fail "debootstrap build as $CTR_TEST_USER"; }
+as_user env CTR_CACHE_DIR="$user_cache" "$ctr" build "$WORK/deb-user.sif" "$WORK/deb.def" 2>"$WORK/deb-user.err" ||
+  { tail -20 "$WORK/deb-user.sif.build.log"; fail "debootstrap build as $CTR_TEST_USER: $(tail -3 "$WORK/deb-user.err")"; }
 expect_eq "hello from apt (user build)" "Hello, world!" "$(as_user "$ctr" exec "$WORK/deb-user.sif" hello)"
 left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
 [ -z "$left" ] || fail "temporary directories left: $left"

@@ -7,8 +7,7 @@
 CTR_HELPER_SOURCE_ONLY=1 . "$(dirname "${BASH_SOURCE[0]}")/test_helper_security.sh"
 helper_fixture
 
-USER2=${CTR_TEST_USER2:-ctrtest2}
-id "$USER2" >/dev/null 2>&1 || useradd -m -s /bin/sh "$USER2"
+USER2=$(second_test_user)
 as_user2() { ( cd / && runuser -u "$USER2" -- env -i PATH=/usr/local/bin:/usr/bin:/bin "$@" ); }
 U2=$(id -u "$USER2")
 mkdir -p "$WORK/pids"; chmod 777 "$WORK/pids"

@@ -17,15 +17,11 @@ command -v skopeo >/dev/null || skip "skopeo is not installed (apt-get install s
 ensure_test_user
 require_fuse
 use_linger 0
-ATTACKER=${CTR_TEST_USER2:-ctrtest2}
-id "$ATTACKER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$ATTACKER"
+ATTACKER=$(second_test_user)
 uid=$(id -u "$CTR_TEST_USER")
 as_attacker() { runuser -u "$ATTACKER" -- "$@"; }
 
-mkdir -p "$WORK/root1"
-make_demo_rootfs "$WORK/root1"
-rm -rf "$WORK/root1/.singularity.d"
-tar -C "$WORK/root1" --numeric-owner --owner=0 --group=0 -czf "$WORK/l1.tgz" .
+demo_layer "$WORK/l1.tgz"
 layout_image "$WORK/layout1" 1 "$WORK/l1.tgz"
 make_demo_squashfs demo
 start_registry

@@ -12,8 +12,7 @@ CTR_TEST_USER=${CTR_SQUAT_TEST_USER:-ctrsquat}
 ensure_test_user
 require_fuse
 use_linger 0
-SQUATTER=${CTR_TEST_USER2:-ctrtest2}
-id "$SQUATTER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$SQUATTER"
+SQUATTER=$(second_test_user)
 uid=$(id -u "$CTR_TEST_USER")
 [ -n "$(live_processes_of "$uid")" ] && skip "$CTR_TEST_USER has processes running: cannot clear its state directories"
 rm -rf /tmp/ctr-"$uid" /tmp/ctr-"$uid".* /tmp/ctr-"$uid"-*

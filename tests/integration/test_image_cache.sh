@@ -15,10 +15,7 @@ require_fuse
 use_linger 0
 
 # Images: v1 is the demo root; each other one adds /etc/NAME (a digest of its own).
-mkdir -p "$WORK/root1"
-make_demo_rootfs "$WORK/root1"
-rm -rf "$WORK/root1/.singularity.d"
-tar -C "$WORK/root1" --numeric-owner --owner=0 --group=0 -czf "$WORK/l1.tgz" .
+demo_layer "$WORK/l1.tgz"
 for name in v2 par other; do
   mkdir -p "$WORK/root-$name/etc" && echo "$name" > "$WORK/root-$name/etc/$name"
   tar -C "$WORK/root-$name" --numeric-owner --owner=0 --group=0 -czf "$WORK/$name.tgz" .

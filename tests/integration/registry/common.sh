@@ -14,6 +14,16 @@ wait_http() {
   return 1
 }
 
+# demo_layer TGZ: the demo root as one gzip layer (without /.singularity.d, which a
+# registry image does not have), files owned by 0:0.
+demo_layer() {
+  local root
+  root=$(mktemp -d "$WORK/demo-root.XXXXXX")
+  make_demo_rootfs "$root"
+  rm -rf "$root/.singularity.d"
+  tar -C "$root" --numeric-owner --owner=0 --group=0 -czf "$1" .
+}
+
 # layout_blob LAYOUT FILE: moves FILE into LAYOUT/blobs/sha256, prints "sha256:HEX SIZE".
 layout_blob() {
   local d s

@@ -15,8 +15,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
 slurm_demo_test
-OTHER=${CTR_TEST_USER2:-ctrtest2}
-id "$OTHER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$OTHER"
+OTHER=$(second_test_user)
 uid=$(id -u "$CTR_TEST_USER")
 mkdir -m 777 "$WORK/out"
 chmod -R a+rX "$WORK"
