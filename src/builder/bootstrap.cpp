@@ -13,7 +13,6 @@
 #include "ctr/image.hpp"
 #include "ctr/image_tree.hpp"
 #include "ctr/oci.hpp"
-#include "ctr/install_paths.hpp"
 #include "ctr/strings.hpp"
 #include "ctr/user_dir.hpp"
 
@@ -54,10 +53,7 @@ void localImageAgent(const BootstrapContext& ctx) {
     }
     return;
   }
-  std::vector<std::string> argv{findProgram(Program::Unsquashfs), "-f", "-n", "-d", ctx.rootfs.string()};
-  if (source.offset != 0) argv.insert(argv.end(), {"-o", std::to_string(source.offset)});
-  argv.push_back(source.path.string());
-  runChecked(ctx.runAsRoot, argv, "unpacking " + source.path.string());
+  runChecked(ctx.runAsRoot, image::unsquashfsCommand(source, ctx.rootfs.string()), "unpacking " + source.path.string());
 }
 
 // Bootstrap: debootstrap — mmdebstrap (minbase) of From/OSVersion from MirrorURL (default:

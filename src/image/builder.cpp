@@ -250,17 +250,22 @@ std::string buildSif(const BuildOptions& options) {
   return summary;
 }
 
+std::vector<std::string> unsquashfsCommand(const ImageSource& source, const std::string& dest) {
+  std::vector<std::string> argv{findProgram(Program::Unsquashfs), "-f", "-n", "-d", dest};
+  if (::getuid() != 0 || ::geteuid() != 0) argv.emplace_back("-user-xattrs");
+  if (source.offset != 0) argv.insert(argv.end(), {"-o", std::to_string(source.offset)});
+  argv.push_back(source.path.string());
+  return argv;
+}
+
 namespace {
 
 // The image's squashfs unpacked (unsquashfs) into `root`, a path in a scratch directory.
 void unsquash(const ImageSource& source, const std::string& root) {
-  std::vector<std::string> argv{findProgram(Program::Unsquashfs), "-n", "-d", root};
-  if (source.offset != 0) argv.insert(argv.end(), {"-o", std::to_string(source.offset)});
-  argv.push_back(source.path.string());
   ProcessOptions po;
   po.captureStdout = true;
   po.captureStderr = true;
-  runProcessChecked(argv, po);
+  runProcessChecked(unsquashfsCommand(source, root), po);
 }
 
 std::filesystem::path checkedOutput(const std::filesystem::path& output, bool force) {

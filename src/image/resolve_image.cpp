@@ -11,6 +11,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
+#include "ctr/overlay_image.hpp"
 #include "ctr/sif.hpp"
 
 namespace ctr::image {
@@ -69,7 +70,18 @@ std::string toString(ImageKind kind) {
   return "unknown";
 }
 
-ImageSource resolveImage(const std::filesystem::path& path) {
+namespace {
+
+// The partition a SIF's image is in: the primary system partition, or for a data image
+// without one, its first squashfs partition.
+const sif::Descriptor* rootPartition(const sif::Image& image, bool data) {
+  if (const sif::Descriptor* primary = image.primaryPartition(); primary != nullptr || !data) return primary;
+  for (const auto& d : image.usedDescriptors())
+    if (d.isPartition() && d.fsType() == static_cast<std::int32_t>(sif::FsType::Squashfs)) return &d;
+  return nullptr;
+}
+
+ImageSource resolve(const std::filesystem::path& path, bool data) {
   ImageSource source;
   std::error_code ec;
   source.path = std::filesystem::absolute(path, ec);
@@ -121,8 +133,9 @@ ImageSource resolveImage(const std::filesystem::path& path) {
 
   const int raw = fd.get();
   auto sifImage = withContext(name, [&] { return sif::Image::fromFd(std::move(fd), st.st_size); });
-  const sif::Descriptor* primary = sifImage.primaryPartition();
-  if (primary == nullptr) throw Error(name + ": SIF has no primary system partition");
+  const sif::Descriptor* primary = rootPartition(sifImage, data);
+  if (primary == nullptr)
+    throw Error(name + (data ? ": SIF has no squashfs partition" : ": SIF has no primary system partition"));
   if (primary->fsType() != static_cast<std::int32_t>(sif::FsType::Squashfs)) {
     throw Error(name + ": SIF primary partition (id " + std::to_string(primary->id) + ") is " +
                 sif::fsTypeName(primary->fsType()) + ", not squashfs");
@@ -133,6 +146,7 @@ ImageSource resolveImage(const std::filesystem::path& path) {
                 ") at offset " + std::to_string(primary->offset) + " is not a squashfs filesystem");
   }
   source.kind = ImageKind::Sif;
+  source.dataPartition = !primary->isPrimarySystemPartition();
   source.offset = static_cast<std::uint64_t>(primary->offset);
   source.size = static_cast<std::uint64_t>(primary->size);
   std::string arch = sif::archName(primary->partArch());
@@ -149,7 +163,17 @@ ImageSource resolveImage(const std::filesystem::path& path) {
     source.environment.assign(bytes.begin(), bytes.end());
     break;
   }
+  if (const auto overlay = sifExt3Overlay(sifImage)) {
+    source.overlayOffset = overlay->offset;
+    source.overlaySize = overlay->size;
+  }
   return source;
 }
+
+}  // namespace
+
+ImageSource resolveImage(const std::filesystem::path& path) { return resolve(path, false); }
+
+ImageSource resolveDataImage(const std::filesystem::path& path) { return resolve(path, true); }
 
 }  // namespace ctr::image

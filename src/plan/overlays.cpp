@@ -2,6 +2,8 @@
 // others read-only), with Apptainer's layout and order. The CLI looks at each path; this
 // decides the layers.
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include "ctr/error.hpp"
 #include "ctr/pathutil.hpp"
@@ -35,24 +37,58 @@ std::string_view toString(UnionDriver driver) {
   return driver == UnionDriver::Kernel ? "overlayfs" : "fuse-overlayfs";
 }
 
+namespace {
+
+// A SIF's own ext3 overlay partition, as Apptainer stacks it: the layer --writable writes
+// into, and otherwise read-only under every --overlay (unless one names the image itself).
+std::optional<OverlayArg> embeddedOverlay(const LaunchPlan& plan, const LaunchOptions& options) {
+  if (plan.image.kind != image::ImageKind::Sif || plan.image.overlaySize == 0) return std::nullopt;
+  OverlayArg arg;
+  arg.path = plan.image.path.string();
+  for (const auto& given : options.overlays)
+    if (given.kind == OverlayKind::Ext3 && given.ext3Offset == plan.image.overlayOffset &&
+        (given.path == arg.path || given.path == options.image))
+      return std::nullopt;  // --overlay IMAGE: that spec says how
+  arg.spec = arg.path + " (its overlay partition)";
+  arg.readOnly = !options.writable;
+  arg.kind = OverlayKind::Ext3;
+  arg.ext3Offset = plan.image.overlayOffset;
+  arg.ext3Size = plan.image.overlaySize;
+  return arg;
+}
+
+}  // namespace
+
 void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
-  if (options.writable) {
+  std::vector<OverlayArg> args = options.overlays;
+  if (auto own = embeddedOverlay(plan, options)) {
+    if (options.command == Command::Instance && own->readOnly)
+      plan.warnings.push_back(plan.image.path.string() + "'s overlay partition is not stacked: instance start takes no "
+                              "ext3 layer yet (its FUSE servers end with a launch's process)");
+    else
+      args.push_back(std::move(*own));  // the lowest layer
+  } else if (options.writable) {
     if (plan.image.kind != image::ImageKind::Directory)
-      throw Error("--writable needs a sandbox directory image (ctr build --sandbox DIR IMAGE makes one); " +
+      throw Error("--writable needs a sandbox directory image (ctr build --sandbox DIR IMAGE makes one) or a SIF with "
+                  "an overlay partition (ctr overlay create --size MiB IMAGE.sif adds one); " +
                   plan.image.path.string() + " is a " + image::toString(plan.image.kind) +
                   " image: --overlay DIR keeps changes over it, --writable-tmpfs until the container ends");
+  }
+  if (options.writable) {
     if (options.writableTmpfs || !options.overlays.empty())
       throw Error("--writable cannot be used with --writable-tmpfs or --overlay: the image itself takes the changes");
-    plan.rootMode = RootMode::Writable;
-    return;
+    if (plan.image.kind == image::ImageKind::Directory) {
+      plan.rootMode = RootMode::Writable;
+      return;
+    }
   }
-  if (options.overlays.size() > kMaxOverlayLayers)
+  if (args.size() > kMaxOverlayLayers)
     throw Error("--overlay given " + std::to_string(options.overlays.size()) + " times: at most " +
                 std::to_string(kMaxOverlayLayers) + " layers")
         .withStatus(1);
   RootOverlay overlay;
   std::vector<OverlayLayer> readOnly;
-  for (const auto& arg : options.overlays) {
+  for (const auto& arg : args) {
     const auto same = [&](const OverlayLayer& l) { return l.path == arg.path; };
     if (std::any_of(overlay.layers.begin(), overlay.layers.end(), same) ||
         std::any_of(readOnly.begin(), readOnly.end(), same))

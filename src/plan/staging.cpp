@@ -51,6 +51,11 @@ void planStaging(LaunchPlan& plan, const LaunchOptions& options, const config::P
       return;
     }
     if (isAtOrUnder(image.path.string(), staging.dir)) return;  // a copy already
+    if (&image == &plan.image && options.writable && image.overlaySize != 0) {
+      // The changes must go into the user's file, not into a node's copy of it.
+      if (options.stage) plan.warnings.push_back(what + " is not staged: --writable writes into its overlay partition");
+      return;
+    }
     std::string reason;
     if (options.stage) {
       reason = "--stage";

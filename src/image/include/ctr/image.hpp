@@ -29,6 +29,12 @@ struct ImageSource {
   std::string arch;  // Go arch name of the SIF primary partition ("amd64"); empty if unknown
   // Text of the SIF's environment object (Env.Vars, "K=V" lines), empty if it has none.
   std::string environment;
+  // A SIF's ext3 overlay partition (Apptainer's embedded overlay, `ctr overlay create
+  // IMAGE.sif`): where its file system lies in the file; size 0 when it has none.
+  std::uint64_t overlayOffset = 0;
+  std::uint64_t overlaySize = 0;
+  // A SIF whose squashfs is not its primary system partition (resolveDataImage): a data set.
+  bool dataPartition = false;
   // Identity of the file, the key of the per-node mount cache (stat of the opened file).
   dev_t device = 0;
   ino_t inode = 0;
@@ -52,6 +58,11 @@ struct ImageSource {
 // the path and the problem: missing, unreadable, not an image at all, malformed SIF, SIF
 // without a primary squashfs partition, ...
 ImageSource resolveImage(const std::filesystem::path& path);
+
+// A data image (--bind FILE:DST:image-src=PATH, Apptainer's image mounts): as resolveImage,
+// but a SIF without a primary system partition serves its first squashfs partition of
+// another type (a data set packed with `sif new` and `sif add --parttype 3`).
+ImageSource resolveDataImage(const std::filesystem::path& path);
 
 // Whether the file `fd` has the SIF magic at byte 32 (what makes it a SIF, not what makes
 // it a valid one: sif::Image::open checks the rest).
@@ -92,6 +103,12 @@ struct BuildOptions {
 // Temporary files are removed on any error and on SIGINT/SIGTERM/SIGHUP. Throws ctr::Error.
 // Returns the squashfs's summary (describeSquashfs).
 std::string buildSif(const BuildOptions& options);
+
+// The unsquashfs command that unpacks `source`'s squashfs into `dest` (which may exist).
+// Only real root may write extended attributes outside user.* (security.selinux, which
+// images built on SELinux hosts carry): for anybody else only the user.* ones are
+// unpacked, as Apptainer does, instead of failing on the first file carrying another.
+std::vector<std::string> unsquashfsCommand(const ImageSource& source, const std::string& dest);
 
 // `ctr build OUT.sif IMAGE.sif`: the image's squashfs unpacked (unsquashfs) into a temporary
 // directory next to the output and packed again with `options` (rootfs is ignored).
