@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <iomanip>
 #include <iostream>
@@ -21,6 +22,7 @@
 #include "ctr/limits.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/stage.hpp"
+#include "ctr/strings.hpp"
 #include "ctr/user_dir.hpp"
 
 namespace ctr::cli {
@@ -41,52 +43,119 @@ std::filesystem::path stageDir() {
                        "stage directory");
 }
 
-std::string localTime(std::int64_t seconds) {
+// Which of the cache's parts -T|--type names, with Apptainer's type names: "oci" the images
+// run from docker:// (Apptainer's oci cache holds the same: SIFs made from OCI images),
+// "blob" the layers, and ctr's own "stage" (this node's staged copies). library, shub,
+// net and oras are Apptainer's too: ctr keeps nothing of theirs, so they name nothing.
+struct CacheTypes {
+  bool images = false, blobs = false, stage = false;
+};
+CacheTypes parseCacheTypes(const std::vector<std::string>& given) {
+  CacheTypes types;
+  if (given.empty()) return {true, true, true};
+  for (const auto& list : given)
+    for (auto name : splitList(list)) {
+      if (name == "all") return {true, true, true};
+      if (name == "oci") types.images = true;
+      else if (name == "blob" || name == "blobs") types.blobs = true;
+      else if (name == "stage") types.stage = true;
+      else if (name != "library" && name != "shub" && name != "net" && name != "oras")
+        throw Error("cache: unknown type '" + std::string(name) +
+                    "' (library, oci, shub, blob, net, oras, stage or all)")
+            .withStatus(1);
+    }
+  return types;
+}
+
+// A size as Apptainer's cache commands print it: "12.34 MiB" (KiB below 1 MiB).
+std::string apptainerSize(std::uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  std::size_t unit = 0;
+  while (unit + 1 < std::size(kUnits) && value >= 1024) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[48];
+  std::snprintf(text, sizeof text, "%.2f %s", value, kUnits[unit]);
+  return text;
+}
+
+std::string localTime(std::int64_t seconds, const char* format) {
   const std::time_t t = seconds;
   std::tm tm{};
   ::localtime_r(&t, &tm);
   std::ostringstream out;
-  out << std::put_time(&tm, "%Y-%m-%d %H:%M");
+  out << std::put_time(&tm, format);
   return out.str();
 }
 
-int listCache(bool json) {
-  const auto listing = image::cache::list(cacheOptions());
-  const auto stage = stageDir();
-  const auto staged = image::stage::list(stage);
-  if (json) {
-    nlohmann::json j{{"root", listing.root.string()}, {"images", nlohmann::json::array()},
-                     {"blobs", {{"count", listing.blobs}, {"bytes", listing.blobBytes}}},
-                     {"stage", {{"dir", stage.string()}, {"copies", nlohmann::json::array()}}}};
-    for (const auto& e : listing.images)
-      j["images"].push_back({{"digest", e.digest}, {"references", e.references}, {"sif", e.sif.string()},
-                             {"bytes", e.bytes}, {"last_used", e.lastUsed}});
-    for (const auto& e : staged)
-      j["stage"]["copies"].push_back({{"copy", e.copy.string()}, {"bytes", e.bytes}, {"last_used", e.lastUsed}});
-    std::cout << j.dump(2) << '\n';
-    return 0;
-  }
-  std::cout << "image cache " << listing.root.string() << ": " << listing.images.size() << " image(s), "
-            << listing.blobs << " layer(s) (" << limits::formatSize(listing.blobBytes) << ")\n";
-  for (const auto& e : listing.images) {
-    std::string refs;
-    for (const auto& r : e.references) refs += (refs.empty() ? "" : ", ") + r;
-    std::cout << "  " << e.digest.substr(0, 19) << "  " << std::setw(8) << limits::formatSize(e.bytes) << "  "
-              << localTime(e.lastUsed) << "  " << refs << '\n';
-  }
-  std::cout << "stage directory " << stage.string() << ": " << staged.size() << " staged cop"
-            << (staged.size() == 1 ? "y" : "ies") << '\n';
+int listJson(const image::cache::Listing& listing, const std::filesystem::path& stage,
+             const std::vector<image::stage::Entry>& staged) {
+  nlohmann::json j{{"root", listing.root.string()}, {"images", nlohmann::json::array()},
+                   {"blobs", {{"count", listing.blobs}, {"bytes", listing.blobBytes}}},
+                   {"stage", {{"dir", stage.string()}, {"copies", nlohmann::json::array()}}}};
+  for (const auto& e : listing.images)
+    j["images"].push_back({{"digest", e.digest}, {"references", e.references}, {"sif", e.sif.string()},
+                           {"bytes", e.bytes}, {"last_used", e.lastUsed}});
   for (const auto& e : staged)
-    std::cout << "  " << std::setw(8) << limits::formatSize(e.bytes) << "  " << localTime(e.lastUsed) << "  "
-              << e.copy.filename().string() << '\n';
+    j["stage"]["copies"].push_back({{"copy", e.copy.string()}, {"bytes", e.bytes}, {"last_used", e.lastUsed}});
+  std::cout << j.dump(2) << '\n';
   return 0;
 }
 
-int cleanCache(int days, bool dryRun) {
+// Apptainer's layout: with -v a NAME / DATE CREATED / SIZE / TYPE row per entry, then "There
+// are N container file(s) using S and M oci blob file(s) using S of space" and the total;
+// ctr's staged copies on a line of their own.
+int listCache(bool json, bool verbose, const CacheTypes& types) {
+  const auto listing = image::cache::list(cacheOptions());
+  const auto stage = stageDir();
+  const auto staged = image::stage::list(stage);
+  if (json) return listJson(listing, stage, staged);
+  auto row = [](const std::string& name, std::int64_t when, std::uint64_t bytes, const char* type) {
+    std::printf("%-24.22s %-22s %-16s %s\n", name.c_str(), localTime(when, "%Y-%m-%d %H:%M:%S").c_str(),
+                apptainerSize(bytes).c_str(), type);
+  };
+  std::uint64_t imageBytes = 0, stagedBytes = 0;
+  for (const auto& e : listing.images) imageBytes += e.bytes;
+  for (const auto& e : staged) stagedBytes += e.bytes;
+  if (verbose) {
+    std::printf("%-24s %-22s %-16s %s\n", "NAME", "DATE CREATED", "SIZE", "TYPE");
+    if (types.blobs)
+      for (const auto& b : listing.blobList) row(b.name, b.modified, b.bytes, "blob");
+    if (types.images)
+      for (const auto& e : listing.images)
+        row(e.digest.substr(e.digest.find(':') + 1), e.lastUsed, e.bytes, "oci");
+    if (types.stage)
+      for (const auto& e : staged) row(e.copy.filename().string(), e.lastUsed, e.bytes, "stage");
+    std::printf("\n");
+  }
+  std::uint64_t total = 0;
+  if (types.images || types.blobs) {
+    std::string line = "There are";
+    if (types.images) line += " " + std::to_string(listing.images.size()) + " container file(s) using " + apptainerSize(imageBytes);
+    if (types.images && types.blobs) line += " and";
+    if (types.blobs)
+      line += " " + std::to_string(listing.blobs) + " oci blob file(s) using " + apptainerSize(listing.blobBytes);
+    std::printf("%s of space\n", line.c_str());
+    total += (types.images ? imageBytes : 0) + (types.blobs ? listing.blobBytes : 0);
+  }
+  if (types.stage) {
+    std::printf("There are %zu staged copies using %s in %s\n", staged.size(), apptainerSize(stagedBytes).c_str(),
+                stage.string().c_str());
+    total += stagedBytes;
+  }
+  std::printf("Total space used: %s\n", apptainerSize(total).c_str());
+  return 0;
+}
+
+int cleanCache(int days, bool dryRun, const CacheTypes& types) {
   std::optional<std::chrono::seconds> unused;
   if (days >= 0) unused = std::chrono::seconds(std::int64_t{days} * 86400);
-  const auto cleaned = image::cache::clean(cacheOptions(), unused, dryRun);
-  const auto staged = image::stage::clean(stageDir(), unused, dryRun);
+  image::cache::Cleaned cleaned;
+  if (types.images || types.blobs) cleaned = image::cache::clean(cacheOptions(), unused, dryRun, {types.images, types.blobs});
+  std::vector<image::stage::Entry> staged;
+  if (types.stage) staged = image::stage::clean(stageDir(), unused, dryRun);
   std::uint64_t stagedBytes = 0;
   for (const auto& e : staged) stagedBytes += e.bytes;
   std::cout << (dryRun ? "would remove " : "removed ") << cleaned.images << " image(s) and " << cleaned.blobs
@@ -121,9 +190,16 @@ void registerCache(CLI::App& app, Context& ctx) {
                                           "this node's staged copies (ctr.conf 'stage dir')");
   cmd->require_subcommand(1);
   auto json = std::make_shared<bool>(false);
-  auto* list = cmd->add_subcommand("list", "The cached images (digest, size, last use, references), layers and staged copies");
-  list->add_flag("--json", *json, "One JSON object");
-  list->callback([&ctx, json] { ctx.action = [json] { return listCache(*json); }; });
+  auto verbose = std::make_shared<bool>(false);
+  auto listTypes = std::make_shared<std::vector<std::string>>();
+  auto* list = cmd->add_subcommand("list", "The cached images, layers and staged copies: how many and their size");
+  list->add_flag("--json", *json, "One JSON object (digests, references, sizes, last use)");
+  list->add_flag("-v,--verbose", *verbose, "A line for each entry (name, date, size, type)");
+  list->add_option("-T,--type", *listTypes, "Types to list (comma lists): oci, blob, stage, all (Apptainer's library, "
+                                            "shub, net and oras name nothing ctr keeps)");
+  list->callback([&ctx, json, verbose, listTypes] {
+    ctx.action = [json, verbose, listTypes] { return listCache(*json, *verbose, parseCacheTypes(*listTypes)); };
+  });
 
   auto days = std::make_shared<int>(-1);
   auto dryRun = std::make_shared<bool>(false);
@@ -132,7 +208,11 @@ void registerCache(CLI::App& app, Context& ctx) {
   clean->add_flag("-n,--dry-run", *dryRun, "Only say what would be removed");
   auto force = std::make_shared<bool>(false);  // ctr never asks; the flag is Apptainer's
   clean->add_flag("-f,--force", *force, "Accepted for Apptainer's scripts (ctr never asks)");
-  clean->callback([&ctx, days, dryRun] { ctx.action = [days, dryRun] { return cleanCache(*days, *dryRun); }; });
+  auto cleanTypes = std::make_shared<std::vector<std::string>>();
+  clean->add_option("-T,--type", *cleanTypes, "Types to clean (comma lists): oci, blob, stage, all (the default)");
+  clean->callback([&ctx, days, dryRun, cleanTypes] {
+    ctx.action = [days, dryRun, cleanTypes] { return cleanCache(*days, *dryRun, parseCacheTypes(*cleanTypes)); };
+  });
 }
 
 }  // namespace ctr::cli

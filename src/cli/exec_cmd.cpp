@@ -104,7 +104,7 @@ image::ImageSource lookAtDataset(const launch::BindSpec& bind) {
     throw Error("--bind " + launch::toString(bind) + ": image-src= needs a squashfs or SIF file, and " + bind.source +
                 " is a directory (bind it without image-src=)");
   try {
-    return image::resolveImage(bind.source);
+    return image::resolveDataImage(bind.source);
   } catch (const Error& e) {
     throw Error("--bind " + launch::toString(bind) + ": not a squashfs or SIF image (" + e.oneLine() + ")");
   }
@@ -286,7 +286,7 @@ launch::LaunchPlan planIntoInstance(const launch::LaunchOptions& options, const 
   const auto host = host::discoverHost();
   const auto record = runtime::findInstance(host.stateDir, name);
   if (!record)
-    throw Error("no instance " + name + " is running (`ctr instance list` shows those that are)").withStatus(1);
+    throw Error("no instance " + name + " is running (`ctr instance list` shows those that are)");  // 255, as Apptainer
   looking.stop();
   image::ImageSource image;
   image.path = record->image;
@@ -350,10 +350,13 @@ int runLaunch(RunCommandState& state) {
       for (auto item : splitList(list))
         if (!item.empty()) options.overlays.push_back(lookAtOverlay(std::string(item), cwd));
   }
-  for (const auto& file : state.envFiles) {
-    auto vars = launch::parseEnvFile(readEnvFile(file), file, launch::EnvFileQuoting::Shell);
-    options.envFileVars.insert(options.envFileVars.end(), vars.begin(), vars.end());
-  }
+  for (const auto& list : state.envFiles)
+    for (auto item : splitList(list)) {  // a comma list, as Apptainer's
+      if (item.empty()) continue;
+      const std::string file(item);
+      auto vars = launch::parseEnvFile(readEnvFile(file), file, launch::EnvFileQuoting::Shell);
+      options.envFileVars.insert(options.envFileVars.end(), vars.begin(), vars.end());
+    }
   launch::LaunchPlan plan;
   {
     log::StepTimer timer("planning the launch");
@@ -368,7 +371,7 @@ int runLaunch(RunCommandState& state) {
       log::StepTimer looking("looking at the host");
       auto host = host::discoverHost();
       host::discoverImageFilesystem(host, image.path.string(), image.kind == image::ImageKind::Directory);
-      for (const auto& bind : launch::userBindSpecs(options, host.env))
+      for (const auto& bind : launch::userBindSpecs(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd))
         if (!bind.imageSrc.empty() && !options.datasetImages.contains(bind.source))
           options.datasetImages.emplace(bind.source, lookAtDataset(bind));
       const bool overlayImages = std::any_of(options.overlays.begin(), options.overlays.end(),
@@ -466,7 +469,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
            "Leave out default mounts: proc, sys, dev, devpts, home, tmp, hostfs, cwd, bind-paths, or a default "
            "or site bind's destination (comma lists)");
   add.flag("--writable-tmpfs", o.writableTmpfs, "Writable root (changes kept in memory)");
-  add.flag("-w,--writable", o.writable, "A sandbox directory image read-write (changes kept in it)");
+  add.flag("-w,--writable", o.writable, "A sandbox directory image read-write, or a SIF's overlay partition (changes kept in it)");
   add.list("--overlay", s.overlays,
            "A directory stacked over the image: DIR (writable, changes kept in DIR/upper; at most one) or DIR:ro "
            "(repeatable, comma lists; the first given is on top)");
@@ -478,7 +481,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
 
   add.section("Environment");
   add.list("--env", o.envs, "Set K=V in the container (repeatable)");
-  add.list("--env-file", s.envFiles, "Read K=V lines from a file (repeatable)");
+  add.list("--env-file", s.envFiles, "Read K=V lines from a file (repeatable, comma lists)");
   add.list("--no-env", s.noEnv, "Do not pass these host variables (NAME[,NAME...])");
   add.flag("--no-eval", o.noEval, "Do not shell-evaluate --env, --env-file and APPTAINERENV_ values");
   add.flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment");
@@ -524,7 +527,10 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.option("--apply-cgroups", s.applyCgroups, "Limits from an Apptainer cgroups TOML file");
 
   cmd->add_option("image", o.image, "SIF, squashfs image or directory")->required();
-  cmd->add_option("args", o.args, "Command and arguments");
+  if (command == launch::Command::Instance)
+    cmd->add_option("name_and_args", o.args, "The instance's name, then the arguments of its startscript (runscript)");
+  else
+    cmd->add_option("args", o.args, command == launch::Command::Exec ? "Command and arguments" : "Arguments");
   // Everything after IMAGE belongs to the container command, dashes included.
   cmd->positionals_at_end();
   cmd->prefix_command();

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -47,6 +48,27 @@ int parseSignal(const std::string& text) {
   throw Error("--signal " + text + ": not a signal (a name such as TERM or SIGUSR1, or a number)").withStatus(1);
 }
 
+// Rows as Apptainer's lists print them (Go's tabwriter, padding 4): every column but the
+// last as wide as its widest cell plus 4 spaces, so that scripts that cut by column or
+// split on runs of spaces read ctr's lists as they read Apptainer's.
+std::string alignedColumns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows)
+    for (std::size_t i = 0; i + 1 < row.size(); ++i) {
+      if (widths.size() <= i) widths.resize(i + 1, 0);
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      out += row[i];
+      if (i + 1 < row.size()) out.append(widths[i] + 4 - row[i].size(), ' ');
+    }
+    out += '\n';
+  }
+  return out;
+}
+
 struct ListState {
   bool json = false;
   bool logs = false;
@@ -65,13 +87,18 @@ int listCommand(const ListState& s) {
     std::cout << j.dump(4) << '\n';
     return 0;
   }
+  std::vector<std::vector<std::string>> rows;
   if (s.logs) {
-    std::printf("%-16s %-8s %s\n", "INSTANCE NAME", "PID", "LOGS");
-    for (const auto& r : found) std::printf("%-16s %-8d %s\n%26s%s\n", r.name.c_str(), r.keeper, r.logErr.c_str(), "", r.logOut.c_str());
-    return 0;
+    rows.push_back({"INSTANCE NAME", "PID", "LOGS"});
+    for (const auto& r : found) {
+      rows.push_back({r.name, std::to_string(r.keeper), r.logErr});
+      rows.push_back({"", "", r.logOut});
+    }
+  } else {
+    rows.push_back({"INSTANCE NAME", "PID", "IP", "IMAGE"});
+    for (const auto& r : found) rows.push_back({r.name, std::to_string(r.keeper), "", r.image});
   }
-  std::printf("%-16s %-8s %-5s %s\n", "INSTANCE NAME", "PID", "IP", "IMAGE");
-  for (const auto& r : found) std::printf("%-16s %-8d %-5s %s\n", r.name.c_str(), r.keeper, "", r.image.c_str());
+  std::cout << alignedColumns(rows);
   return 0;
 }
 

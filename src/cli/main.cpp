@@ -122,23 +122,33 @@ int main(int argc, char** argv) {
 
   const std::string_view command = requestedCommand(argc, argv);
   registerCommands(app, ctx, command);
-  // `ctr help [COMMAND]`: the help of ctr or of one command, exit 0 (as `apptainer help`).
-  std::string helpFor;
+  // `ctr help [COMMAND [SUBCOMMAND]]`: the help of ctr or of one command, exit 0 (as
+  // `apptainer help`, which also takes `help instance start`).
+  std::vector<std::string> helpFor;
   auto* help = app.add_subcommand("help", "Print the help of ctr or of a command");
-  help->add_option("command", helpFor, "The command");
+  help->add_option("command", helpFor, "The command (and its subcommand)");
   help->callback([&] {
     ctx.action = [&]() -> int {
-      if (helpFor.empty()) {
+      const CLI::App* at = &app;
+      std::string path = "ctr";
+      for (const auto& name : helpFor) {
+        const CLI::App* found = nullptr;
+        for (const auto* sub : at->get_subcommands([](const CLI::App*) { return true; }))
+          if (sub->get_name() == name) found = sub;
+        if (found == nullptr) {
+          std::cerr << "ctr: error: unknown command '" << (path == "ctr" ? "" : path.substr(4) + " ") << name
+                    << "' (ctr help" << (path == "ctr" ? "" : " " + path.substr(4)) << " lists the commands)\n";
+          return 1;
+        }
+        at = found;
+        path += " " + name;
+      }
+      if (at == &app) {
         std::cout << app.get_formatter()->make_help(&app, "ctr", CLI::AppFormatMode::Normal);
         return 0;
       }
-      for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-        if (sub->get_name() == helpFor) {
-          std::cout << sub->help("ctr");
-          return 0;
-        }
-      std::cerr << "ctr: error: unknown command '" << helpFor << "' (ctr help lists the commands)\n";
-      return 1;
+      std::cout << at->help(path.substr(0, path.rfind(' ')));
+      return 0;
     };
   });
   // A command line ctr does not understand is a usage error: exit 1 and say what was wrong

@@ -230,13 +230,16 @@ Listing list(const oci::PullOptions& options) {
   if (fs::exists(dir)) listing.images = readEntries(imagesDir(listing.root, false));
   std::error_code ec;
   for (const auto& item : fs::directory_iterator(listing.root / "blobs" / "sha256", ec)) {
+    const Blob blob{item.path().filename().string(), item.file_size(ec), mtimeOf(item.path())};
     ++listing.blobs;
-    listing.blobBytes += item.file_size(ec);
+    listing.blobBytes += blob.bytes;
+    listing.blobList.push_back(blob);
   }
   return listing;
 }
 
-Cleaned clean(const oci::PullOptions& options, std::optional<std::chrono::seconds> unusedFor, bool dryRun) {
+Cleaned clean(const oci::PullOptions& options, std::optional<std::chrono::seconds> unusedFor, bool dryRun,
+              Kinds kinds) {
   Cleaned cleaned;
   const fs::path root = oci::cacheRoot(options);
   const auto cutoff = unusedFor ? static_cast<std::int64_t>(std::time(nullptr)) - unusedFor->count()
@@ -245,14 +248,14 @@ Cleaned clean(const oci::PullOptions& options, std::optional<std::chrono::second
     const fs::path dir = imagesDir(root, true);
     CacheLock lock(dir);
     for (const auto& e : readEntries(dir)) {
-      if (e.lastUsed > cutoff) continue;
+      if (!kinds.images || e.lastUsed > cutoff) continue;
       ++cleaned.images;
       cleaned.bytes += e.bytes;
       if (!dryRun) removeEntry(dir, e.digest);
     }
     std::error_code ec;
     for (const auto& blob : fs::directory_iterator(root / "blobs" / "sha256", ec)) {
-      if (mtimeOf(blob.path()) > cutoff) continue;
+      if (!kinds.blobs || mtimeOf(blob.path()) > cutoff) continue;
       ++cleaned.blobs;
       cleaned.bytes += blob.file_size(ec);
       if (!dryRun) ::unlink(blob.path().c_str());

@@ -35,11 +35,12 @@ std::string unescape(std::string_view field) {
   return out;
 }
 
-BindSpec makeBind(const std::string& source, const std::string& destination, const std::function<Error(const std::string&)>& bad) {
+BindSpec makeBind(const std::string& source, const std::string& destination, const std::function<Error(const std::string&)>& bad,
+                  const std::string& cwd = {}) {
   BindSpec bind;
   if (source.empty()) throw bad("empty source");
-  if (source[0] != '/') throw bad("source '" + source + "' is not absolute");
-  bind.source = normalizePath(source);
+  if (source[0] != '/' && cwd.empty()) throw bad("source '" + source + "' is not absolute");
+  bind.source = normalizePath(source[0] == '/' ? source : joinPath(cwd, source));
   if (destination.empty()) throw bad("empty destination");
   if (destination[0] != '/') throw bad("destination '" + destination + "' is not absolute");
   if (hasDotDotComponent(destination)) throw bad("destination '" + destination + "' contains '..'");
@@ -49,14 +50,14 @@ BindSpec makeBind(const std::string& source, const std::string& destination, con
 }
 
 
-BindSpec parseOne(std::string_view spec) {
+BindSpec parseOne(std::string_view spec, const std::string& cwd) {
   std::function<Error(const std::string&)> bad = [&](const std::string& why) {
     return Error("bad bind spec '" + std::string(spec) + "': " + why);
   };
   auto fields = splitUnescaped(spec, ':');
   if (fields.size() > 3) throw bad("too many ':' (expected src[:dst[:ro|rw]]; write a ':' in a path as '\\:')");
   const std::string source = unescape(fields[0]);
-  BindSpec bind = makeBind(source, fields.size() >= 2 ? unescape(fields[1]) : source, bad);
+  BindSpec bind = makeBind(source, fields.size() >= 2 ? unescape(fields[1]) : source, bad, cwd);
   if (fields.size() < 3) return bind;
   bool rw = false;
   for (auto option : splitUnescaped(fields[2], ',')) {
@@ -90,7 +91,7 @@ bool isBindOption(std::string_view item) {
 
 }  // namespace
 
-std::vector<BindSpec> parseBindSpecs(std::string_view list) {
+std::vector<BindSpec> parseBindSpecs(std::string_view list, const std::string& cwd) {
   std::vector<std::string> specs;
   for (auto item : splitUnescaped(list, ',')) {
     item = trim(item);
@@ -101,7 +102,7 @@ std::vector<BindSpec> parseBindSpecs(std::string_view list) {
       specs.emplace_back(item);
   }
   std::vector<BindSpec> binds;
-  for (const auto& spec : specs) binds.push_back(parseOne(spec));
+  for (const auto& spec : specs) binds.push_back(parseOne(spec, cwd));
   return binds;
 }
 

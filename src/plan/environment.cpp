@@ -152,6 +152,8 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
       env.fixed.emplace_back(key, in.imagePath);
     for (const char* key : {"CTR_NAME", "APPTAINER_NAME", "SINGULARITY_NAME"}) env.fixed.emplace_back(key, name);
   }
+  if (!in.action.empty())
+    for (const char* key : {"APPTAINER_COMMAND", "SINGULARITY_COMMAND"}) env.fixed.emplace_back(key, in.action);
   if (!in.bindDestinations.empty()) {
     std::string list;
     for (const auto& d : in.bindDestinations) list += (list.empty() ? "" : ",") + d;

@@ -181,12 +181,13 @@ constexpr const char* kBindVariables[] = {"CTR_BIND", "APPTAINER_BIND", "APPTAIN
                                           "SINGULARITY_BINDPATH"};
 }  // namespace
 
-std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vector<std::string>& env) {
+std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vector<std::string>& env,
+                                    const std::string& cwd) {
   // Binds from the environment first (site modules set APPTAINER_BIND), then the flags:
   // for the same destination the flag wins.
   std::vector<BindSpec> binds;
   auto add = [&](const std::string& spec) {
-    for (auto& b : parseBindSpecs(spec)) binds.push_back(std::move(b));
+    for (auto& b : parseBindSpecs(spec, cwd)) binds.push_back(std::move(b));
   };
   for (const char* name : kBindVariables)
     if (auto fromEnv = envValue(env, name); !fromEnv.empty()) add(fromEnv);
@@ -194,10 +195,11 @@ std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vec
   return binds;
 }
 
-std::vector<std::string> bindDestinationsForNesting(const LaunchOptions& options, const std::vector<std::string>& env) {
+std::vector<std::string> bindDestinationsForNesting(const LaunchOptions& options, const std::vector<std::string>& env,
+                                                    const std::string& cwd) {
   std::vector<std::string> destinations;
   auto add = [&](const std::string& spec) {
-    for (const auto& b : parseBindSpecs(spec)) destinations.push_back(b.destination);
+    for (const auto& b : parseBindSpecs(spec, cwd)) destinations.push_back(b.destination);
   };
   for (const auto& spec : options.binds) add(spec);
   for (const char* name : kBindVariables)

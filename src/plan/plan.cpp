@@ -228,6 +228,19 @@ void planWorkingDirectory(LaunchPlan& plan, const LaunchOptions& options, const 
   }
 }
 
+// Apptainer's name of the action (APPTAINER_COMMAND in the container): `instance start`
+// is "start", `instance run` "run".
+std::string actionName(const LaunchOptions& options) {
+  switch (options.command) {
+    case Command::Exec: return "exec";
+    case Command::Run: return "run";
+    case Command::Shell: return "shell";
+    case Command::Test: return "test";
+    case Command::Instance: return options.instanceRunscript && !options.noStartscript ? "run" : "start";
+  }
+  return {};
+}
+
 // The container's environment from the host's, the image's, the user's and the injections'.
 Environment planEnvironment(const LaunchOptions& options, const image::ImageSource& image, const host::HostFacts& host,
                             const HomeDirs& home, DeviceEnvironment devices, std::vector<std::string> firstLibraryDirs) {
@@ -238,7 +251,8 @@ Environment planEnvironment(const LaunchOptions& options, const image::ImageSour
   envInputs.evaluate = !options.noEval;
   envInputs.home = home.destination;
   envInputs.imagePath = image.path.string();
-  envInputs.bindDestinations = bindDestinationsForNesting(options, host.env);
+  envInputs.action = actionName(options);
+  envInputs.bindDestinations = bindDestinationsForNesting(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd);
   for (const auto& value : options.envs) {
     auto vars = parseEnvOption(value);
     envInputs.cli.insert(envInputs.cli.end(), vars.begin(), vars.end());
@@ -372,7 +386,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   const bool privateDev = contain || noMount.dev;
   LaunchPlan plan = planBasics(options, policy, image, host);
   planFakeroot(plan, options, policy, host);
-  const std::vector<BindSpec> userBinds = userBindSpecs(options, host.env);
+  const std::vector<BindSpec> userBinds = userBindSpecs(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd);
   planDatasets(plan, options, userBinds, host);
   planStaging(plan, options, policy, host);
   planDatasetDrivers(plan, policy, host);
@@ -564,6 +578,9 @@ void planDatasetDrivers(LaunchPlan& plan, const config::Policy& policy, const ho
     if (plan.driver != ImageDriver::SetuidHelper) {
       dataset.driver = ImageDriver::Squashfuse;
       dataset.driverReason = "the image does not go through the setuid helper";
+    } else if (dataset.image.dataPartition) {
+      dataset.driver = ImageDriver::Squashfuse;
+      dataset.driverReason = "the setuid helper mounts a SIF's primary partition only, and this is a data partition";
     } else if (const std::string why = whyHelperRefuses(policy, host, fileMounted(plan, host, dataset.image));
                !why.empty()) {
       dataset.driver = ImageDriver::Squashfuse;

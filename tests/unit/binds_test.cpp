@@ -56,6 +56,14 @@ TEST(BindSpecs, RefusesRelativeSource) {
   EXPECT_NE(errorOf("data:/dst").find("source 'data' is not absolute"), std::string::npos);
 }
 
+// A user's bind (a working directory given): as Apptainer, from there; the destination
+// still has to be absolute.
+TEST(BindSpecs, RelativeSourceOfAUserBindIsFromTheWorkingDirectory) {
+  EXPECT_EQ(parseBindSpecs("data:/dst,../in/x.sif:/x:image-src=/", "/home/u/job"),
+            (std::vector<BindSpec>{{"/home/u/job/data", "/dst", false, ""}, {"/home/u/in/x.sif", "/x", true, "/"}}));
+  EXPECT_THROW((void)parseBindSpecs("data", "/home/u"), ctr::Error);
+}
+
 TEST(BindSpecs, RefusesRelativeDestination) {
   EXPECT_NE(errorOf("/data:dst").find("destination 'dst' is not absolute"), std::string::npos);
 }

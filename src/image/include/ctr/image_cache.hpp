@@ -44,10 +44,16 @@ struct Acquired {
 };
 Acquired acquire(const std::string& reference, const oci::PullOptions& options);
 
-// The cached images, most recently used first, and the layers' total size.
+// The cached images, most recently used first, and the layers.
+struct Blob {
+  std::string name;  // the file's name: the layer's sha256 in hex
+  std::uint64_t bytes = 0;
+  std::int64_t modified = 0;  // seconds since the epoch
+};
 struct Listing {
   std::filesystem::path root;
   std::vector<Entry> images;
+  std::vector<Blob> blobList;
   std::size_t blobs = 0;
   std::uint64_t blobBytes = 0;
 };
@@ -56,10 +62,16 @@ Listing list(const oci::PullOptions& options);
 // Removes the cached images and layers (unused for at least `unusedFor`, when given), under
 // the cache's lock; with `dryRun` only counts them. A container still running from a removed
 // image keeps it open until it ends.
+// `kinds` says which: the images, the layers, or both.
 struct Cleaned {
   std::size_t images = 0, blobs = 0;
   std::uint64_t bytes = 0;
 };
-Cleaned clean(const oci::PullOptions& options, std::optional<std::chrono::seconds> unusedFor, bool dryRun);
+struct Kinds {
+  bool images = true;
+  bool blobs = true;
+};
+Cleaned clean(const oci::PullOptions& options, std::optional<std::chrono::seconds> unusedFor, bool dryRun,
+              Kinds kinds = {});
 
 }  // namespace ctr::image::cache

@@ -28,8 +28,9 @@ struct BindSpec {
 // spec for: an empty or relative source, a relative destination, a destination that is "/"
 // or has a ".." component, an option other than ro/rw/image-src=, a relative image-src,
 // image-src with rw, or more than two colons.
-// A ':' or ',' in a path is written '\\:' or '\\,' (as in Apptainer).
-[[nodiscard]] std::vector<BindSpec> parseBindSpecs(std::string_view list);
+// A ':' or ',' in a path is written '\\:' or '\\,' (as in Apptainer). With `cwd` (a user's
+// bind: --bind, APPTAINER_BIND), a relative source is taken from there, as Apptainer does.
+[[nodiscard]] std::vector<BindSpec> parseBindSpecs(std::string_view list, const std::string& cwd = {});
 
 // One --mount value in Apptainer's (Docker's) CSV syntax:
 // "type=bind,source=SRC,destination=DST[,readonly]" (src, dst, target and ro are accepted

@@ -53,6 +53,7 @@ struct EnvironmentInputs {
   std::vector<EnvVar> cli;        // parseEnvOption results of every --env, in order
   std::string home;               // container HOME; empty = keep the host's HOME
   std::string imagePath;          // CTR_CONTAINER (absolute image path)
+  std::string action;             // APPTAINER_COMMAND: exec, run, shell, test or start (Apptainer's names)
   // The user's bind destinations, --bind's then the environment's: APPTAINER_BIND and
   // SINGULARITY_BIND in the container, as Apptainer passes them to nested containers.
   std::vector<std::string> bindDestinations;

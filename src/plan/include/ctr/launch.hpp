@@ -193,12 +193,14 @@ struct DriverDecision {
 };
 
 // The user's bind specs: $CTR_BIND and Apptainer's variables from `env`, then --bind, in the
-// order they apply (for one destination, the later wins).
-[[nodiscard]] std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vector<std::string>& env);
+// order they apply (for one destination, the later wins); relative sources from `cwd`.
+[[nodiscard]] std::vector<BindSpec> userBindSpecs(const LaunchOptions& options, const std::vector<std::string>& env,
+                                                  const std::string& cwd);
 // Their destinations in Apptainer's order for APPTAINER_BIND in the container: --bind's,
 // then the environment's (a nested ctr or Apptainer binds the same paths again).
 [[nodiscard]] std::vector<std::string> bindDestinationsForNesting(const LaunchOptions& options,
-                                                                  const std::vector<std::string>& env);
+                                                                  const std::vector<std::string>& env,
+                                                                  const std::string& cwd);
 
 // Throws ctr::Error when the policy demands a driver that cannot work here.
 [[nodiscard]] DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind,
