@@ -197,7 +197,7 @@ expect_eq "status after SIGINT" 130 "$status"
 # Only ctr got the signal (no terminal's Ctrl-C to the whole group): it must still reach the
 # script's sleep, which would otherwise finish its 60 s first.
 [ $(( $(date +%s) - t0 )) -le 10 ] || fail "the interrupted build took $(( $(date +%s) - t0 )) s to stop"
-for _ in $(seq 30); do pgrep -f '^sleep 60$' >/dev/null || break; sleep 0.1; done
+for _ in $(seq 100); do pgrep -f '^sleep 60$' >/dev/null || break; sleep 0.1; done
 ! pgrep -af '^sleep 60$' || fail "the interrupted %post's sleep is still running"
 [ ! -e "$WORK/slow.sif" ] || fail "an interrupted build left its output"
 left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)

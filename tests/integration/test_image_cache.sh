@@ -52,8 +52,14 @@ digest=$(sed -n 's/.*pulling \(sha256:[0-9a-f]*\).*/\1/p' "$WORK/e1")
 expect_contains "explain" "from:       $ref ($digest, the image cache)" "$(as_user "$CTR_BIN" exec --explain "$ref" true)"
 expect_contains "inspect --runscript (the image's Cmd)" "OCI_CMD=" "$(as_user "$CTR_BIN" inspect --runscript "$ref")"
 expect_contains "run" "ctr-demo" "$(as_user "$CTR_BIN" exec "$ref" sh -c 'grep ^ID= /etc/os-release')"
+# Apptainer's layout: the summary, and with -v a row per entry (the image by its digest).
 listing=$(as_user "$CTR_BIN" cache list)
-expect_contains "cache list" "$ref" "$listing"
+expect_contains "cache list" "There are 1 container file(s) using" "$listing"
+expect_contains "cache list: the total" "Total space used: " "$listing"
+hex=${digest#sha256:}
+expect_contains "cache list -v" "${hex:0:22}" "$(as_user "$CTR_BIN" cache list -v -T oci)"
+expect_eq "cache list -T blob: layers alone" 0 "$(as_user "$CTR_BIN" cache list -v -T blob | grep -c ' oci$')"
+expect_eq "cache list --json: the reference" "$ref" "$(as_user "$CTR_BIN" cache list --json | jq -r '.images[0].references[0]')"
 expect_contains "cache list --json" "\"digest\": \"$digest\"" "$(as_user "$CTR_BIN" cache list --json)"
 
 note "a moved tag is a new image"
@@ -105,12 +111,15 @@ echo "image cache max size = $(( size * 3 / 2 ))" >> "$CTR_TEST_CONFIG"
 as_user "$CTR_BIN" exec "docker://$REGISTRY/par:1" true 2>/dev/null  # the most recent use
 as_user "$CTR_BIN" exec "docker://$REGISTRY/other:1" true 2> "$WORK/e4" || fail "exec other:1: $(cat "$WORK/e4")"
 expect_eq "one image left" 1 "$(as_user "$CTR_BIN" cache list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["images"]))')"
-expect_contains "the one just run" "other:1" "$(as_user "$CTR_BIN" cache list)"
+expect_contains "the one just run" "other:1" "$(as_user "$CTR_BIN" cache list --json | jq -r '.images[0].references[]')"
 
 note "cache clean"
 expect_contains "dry run" "would remove 1 image(s)" "$(as_user "$CTR_BIN" cache clean --dry-run)"
 expect_eq "still there" 1 "$(find "$cache/images" -name 'sha256-*.sif' | wc -l)"
 expect_contains "days: nothing that old" "removed 0 image(s)" "$(as_user "$CTR_BIN" cache clean --days 1)"
+expect_contains "clean -T blob: the layers alone" "removed 0 image(s)" "$(as_user "$CTR_BIN" cache clean -T blob)"
+expect_eq "no layer left" 0 "$(find "$cache/blobs" -type f | wc -l)"
+expect_eq "the image stays" 1 "$(find "$cache/images" -name 'sha256-*.sif' | wc -l)"
 expect_contains "clean" "removed 1 image(s)" "$(as_user "$CTR_BIN" cache clean -f)"
 expect_eq "empty" 0 "$(find "$cache" -name 'sha256-*' | wc -l)"
 

@@ -95,7 +95,8 @@ out=$(run --explain --bind "$WORK/other.sqfs:/o:image-src=/" "$img" true 2>&1)
 expect_contains "too large together: a warning" "is not staged: with the launch's other copies it passes 'stage max size'" "$out"
 
 note "ctr cache list|clean: the staged copies"
-expect_contains "cache list" "stage directory $stage: 1 staged copy" "$(as_user "$CTR_BIN" cache list)"
+expect_contains "cache list" "There are 1 staged copies using" "$(as_user "$CTR_BIN" cache list)"
+expect_contains "cache list -T stage -v (the name cut at 22, as Apptainer's)" "$(basename "$other_copy" | cut -c1-22)" "$(as_user "$CTR_BIN" cache list -T stage -v)"
 expect_eq "cache list --json" "$other_copy" "$(as_user "$CTR_BIN" cache list --json | jq -r '.stage.copies[0].copy')"
 expect_contains "cache clean" "1 staged copy" "$(as_user "$CTR_BIN" cache clean)"
 [ ! -e "$other_copy" ] || fail "cache clean left the staged copy"
