@@ -305,6 +305,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
     }
     j["overlay"] = {{"layers", std::move(layers)},
                     {"driver", toString(plan.overlay.driver)},
+                    {"stuck_server_grace_s", plan.overlay.stuckServerGrace.count()},
                     {"upper", plan.overlay.writable() ? "overlay"
                               : plan.overlay.tmpfsUpper ? "tmpfs"
                                                         : "none"}};
@@ -397,6 +398,9 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
                   "in no user namespace as its upper layer; it ends with the container)"
                 : " (the kernel's)")
         << '\n';
+    if (plan.overlay.stuckServerGrace.count() > 0)
+      out << "  watchdog: the FUSE servers are aborted when a killed process of the container has waited on them "
+          << plan.overlay.stuckServerGrace.count() << " s\n";
     for (const auto& l : plan.overlay.layers) {
       if (l.ext3) {
         out << "  layer:    " << l.dir << "/ of ext3 image " << l.path << " (offset " << l.ext3->offset << ", "

@@ -39,6 +39,11 @@ std::string_view toString(UnionDriver driver) {
 
 namespace {
 
+// How long a killed process of the container may sit in an uninterruptible wait before the
+// launch's FUSE servers are taken to be stuck: far longer than any answer of a working
+// fuse2fs (a write of its whole cache), short enough for a job's end (Slurm's KillWait is 30 s).
+constexpr std::chrono::seconds kStuckServerGrace{10};
+
 // A SIF's own ext3 overlay partition, as Apptainer stacks it: the layer --writable writes
 // into, and otherwise read-only under every --overlay (unless one names the image itself).
 std::optional<OverlayArg> embeddedOverlay(const LaunchPlan& plan, const LaunchOptions& options) {
@@ -122,6 +127,7 @@ void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
     if (arg.kind == OverlayKind::Ext3) {
       layer.ext3 = OverlayLayer::Ext3{arg.ext3Offset, arg.ext3Size};
       overlay.driver = UnionDriver::FuseOverlayfs;
+      overlay.stuckServerGrace = kStuckServerGrace;
     }
     if (layer.ext3 && layer.writable) {
       if (const OverlayLayer* other = overlay.writable())

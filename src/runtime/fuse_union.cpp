@@ -10,18 +10,24 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/install_paths.hpp"
 #include "ctr/owned_child.hpp"
 #include "ctr/strings.hpp"
@@ -35,10 +41,17 @@ constexpr auto kFuseMountWait = std::chrono::seconds(20);
 // How long endFuseServers waits for the servers to end (fuse2fs writes the image back).
 constexpr int kFuseEndWaitMs = 60'000;
 
-// The servers this process started (pidfds: a server reaped by someone's waitpid(-1)
-// cannot be mistaken for a process that took its pid).
-std::vector<UniqueFd>& startedServers() {
-  static std::vector<UniqueFd> servers;
+// A server this process started: its pidfd (a server reaped by someone's waitpid(-1)
+// cannot be mistaken for a process that took its pid), its pid, program name, and the
+// device number of its mount (its connection in /sys/fs/fuse/connections).
+struct StartedServer {
+  UniqueFd pidfd;
+  pid_t pid = -1;
+  std::string name;
+  dev_t device = 0;
+};
+std::vector<StartedServer>& startedServers() {
+  static std::vector<StartedServer> servers;
   return servers;
 }
 
@@ -126,7 +139,12 @@ void startFuseServer(const std::vector<std::string>& argv, const std::string& mo
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   spdlog::debug("{}: {} (pid {}) mounted {}", what, argv[0], server.pid(), mountPoint);
-  startedServers().emplace_back(static_cast<int>(::syscall(SYS_pidfd_open, server.pid(), 0)));
+  StartedServer started;
+  started.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, server.pid(), 0)));
+  started.pid = server.pid();
+  started.name = argv[0].substr(argv[0].rfind('/') + 1);
+  started.device = deviceOf(mountPoint);
+  startedServers().push_back(std::move(started));
   server.release();
 }
 
@@ -163,10 +181,11 @@ std::vector<std::string> mountExt3Layers(const launch::RootOverlay& overlay, con
 
 void endFuseServers() {
   auto& servers = startedServers();
-  for (const auto& pidfd : servers)
-    if (pidfd) ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGTERM, nullptr, 0);
+  for (const auto& server : servers)
+    if (server.pidfd) ::syscall(SYS_pidfd_send_signal, server.pidfd.get(), SIGTERM, nullptr, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kFuseEndWaitMs);
-  for (const auto& pidfd : servers) {
+  for (const auto& server : servers) {
+    const UniqueFd& pidfd = server.pidfd;
     if (!pidfd) continue;
     pollfd ended{pidfd.get(), POLLIN, 0};
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -176,6 +195,126 @@ void endFuseServers() {
     ::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED | WNOHANG);  // ECHILD: reaped already
   }
   servers.clear();
+}
+
+namespace {
+
+constexpr auto kWatchdogTick = std::chrono::milliseconds(500);
+
+// Whether the thread /proc/PID/task/TID (`task`) sleeps uninterruptibly with SIGKILL
+// pending: the kernel has killed it (a fatal signal becomes SIGKILL for every thread) and
+// it cannot die until the wait it is in ends.
+bool killedButStuck(const std::string& task) {
+  const std::string stat = readFileIfPresent(task + "/stat");
+  const auto name = stat.rfind(')');
+  if (name == std::string::npos || name + 2 >= stat.size() || stat[name + 2] != 'D') return false;
+  const std::string status = readFileIfPresent(task + "/status");
+  for (const std::string key : {"\nSigPnd:", "\nShdPnd:"}) {
+    const auto at = status.find(key);
+    if (at == std::string::npos) continue;
+    const unsigned long long pending = std::strtoull(status.c_str() + at + key.size(), nullptr, 16);
+    if (pending & (1ULL << (SIGKILL - 1))) return true;
+  }
+  return false;
+}
+
+// `pid` and its descendants (through /proc/PID/task/TID/children), less `skip`, each with
+// its threads: a stuck one, or nullopt.
+std::optional<pid_t> stuckIn(pid_t pid, const std::vector<pid_t>& skip, int depth = 0) {
+  if (depth > 64 || std::find(skip.begin(), skip.end(), pid) != skip.end()) return std::nullopt;
+  const std::string proc = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(proc, ec)) {
+    if (killedButStuck(task.path().string())) return pid;
+    std::istringstream children(readFileIfPresent(task.path().string() + "/children"));
+    for (pid_t child = 0; children >> child;)
+      if (const auto stuck = stuckIn(child, skip, depth + 1)) return stuck;
+  }
+  return std::nullopt;
+}
+
+void say(const std::string& line) { (void)!::write(STDERR_FILENO, line.data(), line.size()); }
+
+// The watchdog's process (see startFuseWatchdog); `parent` is the launch's process.
+[[noreturn]] void watchFuseServers(pid_t parent, std::chrono::seconds grace) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(0);
+  ::prctl(PR_SET_NAME, "ctr-fuse-watch");
+  // A terminal's Ctrl-C or timeout(1) signals the whole process group: this must outlive it.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::signal(sig, SIG_IGN);
+  auto& servers = startedServers();
+  // Nothing of the launch's stays open here (its images, the overlays' locks) but stderr
+  // and the servers' pidfds.
+  std::vector<int> keep{STDERR_FILENO};
+  for (const auto& server : servers) keep.push_back(server.pidfd.get());
+  std::sort(keep.begin(), keep.end());
+  unsigned from = 3;
+  for (int fd : keep)
+    if (fd >= 3) {
+      if (static_cast<unsigned>(fd) > from) ::syscall(SYS_close_range, from, static_cast<unsigned>(fd) - 1, 0);
+      from = static_cast<unsigned>(fd) + 1;
+    }
+  ::syscall(SYS_close_range, from, ~0U, 0);
+  if (const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0) {
+    ::dup2(null, STDIN_FILENO);
+    ::dup2(null, STDOUT_FILENO);
+  }
+  // A mount namespace of its own, as the servers' (the launch's pivot_root would move this
+  // root too), with a /proc of its PID namespace where the launch made one.
+  if (::unshare(CLONE_NEWNS) == 0) {
+    ::mount(nullptr, "/", nullptr, MS_SLAVE | MS_REC, nullptr);
+    char self[32]{};
+    if (::readlink("/proc/self", self, sizeof self - 1) <= 0 || std::atoi(self) != ::getpid())
+      ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  }
+  std::vector<pid_t> skip{::getpid()};
+  for (const auto& server : servers) skip.push_back(server.pid);
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point since{};  // when a stuck process was first seen; epoch: none is
+  const Clock::time_point none{};
+  for (;;) {
+    std::this_thread::sleep_for(kWatchdogTick);
+    bool running = false;
+    for (const auto& server : servers) {
+      pollfd ended{server.pidfd.get(), POLLIN, 0};
+      running = running || (server.pidfd && ::poll(&ended, 1, 0) == 0);
+    }
+    if (!running) ::_exit(0);
+    const auto stuck = stuckIn(parent, skip);
+    if (!stuck) {
+      since = none;
+      continue;
+    }
+    const auto now = Clock::now();
+    if (since == none) since = now;
+    if (now - since < grace) continue;
+    std::string names;
+    for (const auto& server : servers) names += (names.empty() ? "" : ", ") + server.name;
+    say("ctr: process " + std::to_string(*stuck) + " of the container was killed but has waited " +
+        std::to_string(grace.count()) + " s on the overlay's FUSE servers, which no longer answer: ending them (" +
+        names + "); an ext3 overlay image may need e2fsck\n");
+    for (const auto& server : servers) {
+      // Where fusectl is mounted the connection ends at once, even a server's own request
+      // to itself; elsewhere with the server (its /dev/fuse closes as it dies).
+      const auto id = (static_cast<unsigned long>(major(server.device)) << 20) | minor(server.device);
+      UniqueFd abort(::open(("/sys/fs/fuse/connections/" + std::to_string(id) + "/abort").c_str(), O_WRONLY | O_CLOEXEC));
+      if (abort) (void)!::write(abort.get(), "1", 1);
+    }
+    for (const auto& server : servers)
+      if (server.pidfd) ::syscall(SYS_pidfd_send_signal, server.pidfd.get(), SIGKILL, nullptr, 0);
+    ::_exit(0);
+  }
+}
+
+}  // namespace
+
+void startFuseWatchdog(std::chrono::seconds grace) {
+  if (grace.count() <= 0 || startedServers().empty()) return;
+  const pid_t parent = ::getpid();
+  Child watchdog = Child::fork([&]() -> int { watchFuseServers(parent, grace); });
+  spdlog::debug("FUSE watchdog (pid {}): servers aborted {} s after a killed process waits on them", watchdog.pid(),
+                grace.count());
+  watchdog.release();
 }
 
 void mountFuseOverlayfs(const std::string& layerOptions, const std::string& target, uid_t uid, gid_t gid) {

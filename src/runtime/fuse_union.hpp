@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -36,5 +37,16 @@ void endFuseServers();
 // Mounts fuse-overlayfs at `target` with `layerOptions` (lowerdir=...[,upperdir=...,workdir=...]),
 // every file shown as uid:gid's.
 void mountFuseOverlayfs(const std::string& layerOptions, const std::string& target, uid_t uid, gid_t gid);
+
+// Starts the watchdog of the FUSE servers this process started (after the last of them):
+// a process of its own, ending with this one (PR_SET_PDEATHSIG), that looks every half
+// second at this process and its descendants. One the kernel has killed (SIGKILL pending:
+// a fatal SIGTERM, SIGINT or SIGKILL was sent) but that has been in an uninterruptible
+// sleep for `grace` waits on a FUSE server that no longer answers (a FUSE request already
+// read by its server can only end with an answer or with the connection's end): the
+// watchdog says so on stderr, aborts the servers' connections where the fusectl file
+// system is mounted, and SIGKILLs the servers, whose connections end with them, so the
+// container ends. Nothing is started for a grace of 0 or without servers.
+void startFuseWatchdog(std::chrono::seconds grace);
 
 }  // namespace ctr::runtime

@@ -717,6 +717,7 @@ void mountOverlayRoot(const LaunchPlan& plan, const SharedImage& image, const st
   if (!upper.empty()) options += ",upperdir=" + upper + ",workdir=" + work;
   if (layers.driver == launch::UnionDriver::FuseOverlayfs) {
     mountFuseOverlayfs(options, rootPath, plan.user.uid, plan.user.gid);
+    startFuseWatchdog(layers.stuckServerGrace);
     return;
   }
   // A layer of the user's keeps overlayfs's marks (opaque directories) in user.overlay.*

@@ -124,4 +124,41 @@ expect_eq "SIF partition, read-only" insif "$(run --overlay app.sif:ro "$img" ca
 expect_eq "the SIF itself, with its partition" insif "$(run --overlay app.sif app.sif cat /opt/sif)"
 settled "$U/app.sif" no-fsck
 
+note "a FUSE server that stops answering never leaves the container waiting forever (the watchdog)"
+# fuse2fs stopped (SIGSTOP) once mounted: the app's write waits on fuse-overlayfs, which
+# waits on fuse2fs. SIGTERM to the app alone (not to the servers) makes the kernel kill it,
+# but a FUSE request its server has read ends only with an answer or the connection: the
+# app sits in D for good. The watchdog sees a killed process stuck for 10 s (the plan's
+# grace) and ends the servers; the launch then ends with the app's signal.
+expect_contains "--explain: the watchdog" "watchdog: the FUSE servers are aborted when a killed process" \
+  "$(run --explain --overlay env.img "$img" true)"
+as_user "$CTR_BIN" overlay create "$U/stuck.img"
+rm -f "$U/go"
+( rc=0; run --overlay stuck.img "$img" sh -c "while [ ! -e $U/go ]; do sleep 0.1; done; echo x > /stuck" \
+    >"$WORK/stuck.out" 2>&1 || rc=$?; echo "rc=$rc" >>"$WORK/stuck.out" ) &
+for _ in $(seq 100); do
+  f2fs=$(pgrep -u "$uid" -x fuse2fs) && pgrep -u "$uid" -x fuse-overlayfs >/dev/null && break
+  sleep 0.1
+done
+[ -n "${f2fs:-}" ] || fail "the stuck case's fuse2fs did not start: $(cat "$WORK/stuck.out")"
+kill -STOP "$f2fs"
+touch "$U/go"
+sleep 1
+app=$(pgrep -u "$uid" -f "^sh -c while")
+kill -TERM "$app"
+t0=$(date +%s)
+for _ in $(seq 400); do grep -q '^rc=' "$WORK/stuck.out" && break; sleep 0.1; done
+if ! grep -q '^rc=' "$WORK/stuck.out"; then
+  stuck=$(ps -U "$uid" -o pid=,stat=,wchan:24=,args= || true)
+  kill -KILL "$f2fs" || true
+  fail "the killed app still waits on its FUSE servers after 40 s: $stuck"
+fi
+took=$(( $(date +%s) - t0 ))
+expect_eq "ended by the app's signal" "rc=143" "$(tail -1 "$WORK/stuck.out")"
+expect_contains "the watchdog says what it did" "was killed but has waited 10 s on the overlay's FUSE servers" \
+  "$(cat "$WORK/stuck.out")"
+[ "$took" -ge 9 ] || fail "the servers were ended after $took s, before the grace"
+for _ in $(seq 100); do fuse_servers >/dev/null || break; sleep 0.05; done
+! fuse_servers || fail "FUSE servers left after the watchdog: $(fuse_servers)"
+
 assert_nothing_left "ext3 overlays"

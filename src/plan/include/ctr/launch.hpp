@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -335,6 +336,11 @@ struct RootOverlay {
   // kept in memory); else, none: the root is read-only.
   bool tmpfsUpper = false;
   UnionDriver driver = UnionDriver::Kernel;
+  // FuseOverlayfs: a process of the container the kernel has killed (SIGKILL pending, as
+  // after a fatal SIGTERM) but that has waited this long in an uninterruptible sleep is
+  // stuck on the launch's FUSE servers (a server that stopped answering): they are then
+  // aborted, so the container ends instead of waiting forever. 0: no watchdog.
+  std::chrono::seconds stuckServerGrace{0};
   [[nodiscard]] bool hasExt3() const {
     for (const auto& l : layers)
       if (l.ext3) return true;
