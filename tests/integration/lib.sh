@@ -141,6 +141,34 @@ make_nvidia_fixture() {
   : > "$node/dev/nvidia0"
 }
 
+# refused_in_one_line WHAT TEXT CMD...: CMD fails, its stderr one line containing TEXT.
+refused_in_one_line() {
+  local what=$1 text=$2 err rc
+  shift 2
+  set +e; err=$("$@" 2>&1 >/dev/null); rc=$?; set -e
+  [ "$rc" != 0 ] || fail "$what: accepted"
+  expect_eq "$what: one line ($err)" 1 "$(printf '%s\n' "$err" | wc -l)"
+  expect_contains "$what" "$text" "$err"
+}
+
+# ends_within SECONDS WHAT CMD...: CMD (which the test user's processes serve) succeeds
+# within SECONDS; else the test fails listing what the user has left and where each waits,
+# and those processes are killed, so that a hang fails the test instead of stalling it.
+ends_within() {
+  local seconds=$1 what=$2 rc=0 pid i stuck
+  shift 2
+  "$@" & pid=$!
+  for i in $(seq $(( seconds * 10 ))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    stuck=$(ps -U "$CTR_TEST_USER" -o pid=,stat=,wchan:24=,args= || true)
+    pkill -KILL -U "$CTR_TEST_USER" || true
+    wait "$pid" || true
+    fail "$what: still running after $seconds s (it hung): $stuck"
+  fi
+  wait "$pid" || rc=$?
+  [ "$rc" = 0 ] || fail "$what: exit $rc"
+}
+
 # expect_eq WHAT EXPECTED ACTUAL
 expect_eq() { [ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"; }
 # expect_contains WHAT NEEDLE HAYSTACK

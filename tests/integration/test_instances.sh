@@ -65,14 +65,7 @@ set +e; wait "$pid"; rc=$?; set -e
 expect_eq "exit status after SIGTERM" 42 "$rc"
 
 note "refused, in one line: a running name, bad names, unknown instances, options a join cannot change"
-refused() {  # WHAT EXPECTED-TEXT CMD...
-  local what=$1 text=$2 err rc
-  shift 2
-  set +e; err=$(as_user "$@" 2>&1 >/dev/null); rc=$?; set -e
-  [ "$rc" != 0 ] || fail "$what: accepted"
-  expect_eq "$what: one line" 1 "$(printf '%s\n' "$err" | wc -l)"
-  expect_contains "$what" "$text" "$err"
-}
+refused() { local what=$1 text=$2; shift 2; refused_in_one_line "$what" "$text" as_user "$@"; }  # WHAT TEXT CMD...
 refused "second start" "instance svc1 already exists" "$CTR_BIN" instance start "$WORK/svc.sqfs" svc1
 refused "bad name" "bad instance name '../x'" "$CTR_BIN" instance start "$WORK/svc.sqfs" ../x
 refused "no name" "no instance name" "$CTR_BIN" instance start "$WORK/svc.sqfs"

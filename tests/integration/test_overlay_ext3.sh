@@ -67,14 +67,9 @@ note "the user guide's persistent overlay: in \$HOME, a write at the container's
 home=$(getent passwd "$CTR_TEST_USER" | cut -d: -f6)
 rm -f "$home/ov.img"
 as_user sh -c 'cd && "$1" overlay create --size 64 ov.img' sh "$CTR_BIN"
-guide() { timeout 60 runuser -u "$CTR_TEST_USER" -- env -i HOME="$home" PATH=/usr/bin:/bin \
+guide() { runuser -u "$CTR_TEST_USER" -- env -i HOME="$home" PATH=/usr/bin:/bin \
   ${CTR_TEST_CONFIG:+CTR_CONFIG=$CTR_TEST_CONFIG} sh -c 'cd && exec "$@"' sh "$CTR_BIN" exec --overlay ov.img "$img" "$@"; }
-rc=0; guide sh -c 'echo persist > /p' || rc=$?
-if [ "$rc" != 0 ]; then
-  stuck=$(ps -U "$uid" -o pid=,stat=,wchan:24=,args= || true)
-  pkill -KILL -U "$uid" || true
-  fail "writing at the root through an overlay in \$HOME: exit $rc (124: it hung): $stuck"
-fi
+ends_within 60 "writing at the root through an overlay in \$HOME" guide sh -c 'echo persist > /p'
 settled "$home/ov.img"
 expect_eq "read in the next run" persist "$(guide cat /p)"
 settled "$home/ov.img"
