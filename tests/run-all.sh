@@ -1,7 +1,9 @@
 #!/bin/bash
 # README command 2 (and CI, via .ci/run): the whole test suite. Installs what is missing,
-# builds with warnings as errors, runs unit, conformance and integration tests, then the
-# fuzzers (FUZZ_SECONDS, default 30, for the SIF reader; half that for the others) under ASan+UBSan.
+# builds with warnings as errors, runs unit, conformance and integration tests, compiles
+# every source on its own as a plain (non-unity) build does (tests/compile-each-source.sh),
+# then the fuzzers (FUZZ_SECONDS, default 30, for the SIF reader; half that for the others)
+# under ASan+UBSan.
 #
 # Every stage runs and reports its result even when an earlier one failed (a stage that
 # needs an earlier one's output says so); the exit status is non-zero if any stage failed.
@@ -84,6 +86,9 @@ if stage "install dependencies" tests/install-deps.sh; then
   else
     not_run "unit, conformance and integration tests" "the build failed"
   fi
+  # A packager's plain build (no preset, no unity sources) compiles every file on its own.
+  stage "every source compiled on its own (the plain build's configuration, -fsyntax-only)" \
+    tests/compile-each-source.sh "$src/build/each"
   if [ "${SKIP_FUZZ:-0}" != 1 ]; then
     stage "fuzzers (${FUZZ_SECONDS:-30} s for the SIF reader, half for the others; ASan+UBSan)" bash tests/fuzz/run-fuzz.sh
   else

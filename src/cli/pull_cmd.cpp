@@ -10,6 +10,7 @@
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/image.hpp"
+#include "ctr/image_tree.hpp"
 #include "ctr/oci.hpp"
 #include "ctr/scratch.hpp"
 
