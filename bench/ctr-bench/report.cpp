@@ -29,7 +29,7 @@ struct Overloaded : F... {
 template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
-// ---- Markdown
+// Markdown
 
 // Text from the result file (names, notes, reasons) is written so that Markdown renders
 // it literally: no emphasis, no links, no inline HTML, no table cells split by '|'.
@@ -147,7 +147,7 @@ void mdHeader(const Report& r, std::ostream& md) {
   md << "- Verdicts: " << counts << "\n\n";
 }
 
-// ---- HTML
+// HTML
 
 std::string esc(std::string_view s) {
   std::string out;

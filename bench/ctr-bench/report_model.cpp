@@ -168,7 +168,7 @@ std::string hostSummary(const json& host) {
   return out;
 }
 
-// ---- Markdown
+// Markdown
 
 // Text from the result file (names, notes, reasons) is written so that Markdown renders
 // Distinct "A = x, B = y" pairs across the workloads that ran.

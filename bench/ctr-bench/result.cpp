@@ -18,7 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-// ---- Reading: one object of the file at a time; every error names the field's path.
+// Reading: one object of the file at a time; every error names the field's path.
 
 class Fields {
  public:
@@ -415,7 +415,7 @@ void readRunFacts(const Fields& top, Result& r) {
   if (const json* host = top.find("host")) r.host = *host;
 }
 
-// ---- Writing: the keys `ctr-bench run` has always written, nulls included.
+// Writing: the keys `ctr-bench run` has always written, nulls included.
 
 template <typename T>
 json orNull(const std::optional<T>& v) {

@@ -63,7 +63,7 @@ struct MannWhitney {
 };
 MannWhitney mannWhitney(std::span<const double> x, std::span<const double> y, double confidence);
 
-// ---- The decision rule (docs/benchmark-guide.md, "Decision per FOM") ----------------------
+// The decision rule (docs/benchmark-guide.md, "Decision per FOM")
 //
 // Per block the log-ratio r = log(B/A) for times, log(A/B) for rates (positive = the
 // container is worse); the parameter is the median m of r, the overhead exp(m) - 1. Its

@@ -160,7 +160,7 @@ static int check_squashfs(hp_read_fn read, void *ctx, uint64_t off, uint64_t siz
   return 0;
 }
 
-/* Layout: ../shared/reference/sif-format.md sections 2, 3 and 9. */
+/* Layout: docs/reference/sif-format.md sections 2, 3 and 9. */
 #define SIF_HEADER 128
 #define SIF_DESCRIPTOR 585
 #define SIF_MAX_DESCRIPTORS 65536

@@ -181,7 +181,7 @@ void checkDigestSyntax(const std::string& digest, const std::string& what) {
   if (!ok) throw Error(what + ": unsupported or malformed digest '" + digest + "' (expected sha256:<64 hex digits>)");
 }
 
-// ---- /.singularity.d
+// /.singularity.d
 
 namespace {
 

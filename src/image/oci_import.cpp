@@ -120,7 +120,7 @@ void finishApplying(LayerApplier& applier) {
                  applier.devicesSkipped());
 }
 
-// ---- docker://
+// docker://
 
 // The image manifest of `ref` for this host's platform (options.platformOs/Arch): through
 // its index when the reference names one. `doc` is the manifest as fetched.
@@ -174,7 +174,7 @@ ImageConfig unpackFromRegistry(const std::string& reference, const std::filesyst
   return config;
 }
 
-// ---- OCI layouts (oci:DIR, and oci-archive: once unpacked)
+// OCI layouts (oci:DIR, and oci-archive: once unpacked)
 
 std::string blobPath(const std::string& digest) { return "blobs/sha256/" + digest.substr(7); }
 

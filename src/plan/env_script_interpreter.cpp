@@ -55,7 +55,7 @@ class Interpreter {
   int depth_;  // nesting of `. FILE`
   bool executing_ = true;  // false inside a branch not taken: parse only
 
-  // ---- lexing ----
+  // lexing
   void skipBlanksAndContinuations() {
     for (;;) {
       while (pos_ < s_.size() && isBlank(s_[pos_])) ++pos_;
@@ -338,7 +338,7 @@ class Interpreter {
     return w.value;
   }
 
-  // ---- commands ----
+  // commands
   // Runs commands until one of `terminators` (a keyword at command position) or the end.
   // Returns the terminator met ("" at the end).
   std::string runList(const std::vector<std::string_view>& terminators) {

@@ -1028,7 +1028,7 @@ static void image_as_ctr_reads_it(const struct job_user *user, char **env, const
   if (n < 0 || (size_t)n >= size) path[0] = 0;
 }
 
-/* ---- the user's state place on the node
+/* the user's state place on the node
  *
  * Every ctr the plugin runs for a user gets XDG_RUNTIME_DIR=/run/ctr/UID, a directory root
  * makes and gives to the user: ctr keeps its state in RUNTIME/ctr (host::chooseStateDir), so
@@ -1616,7 +1616,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
   return 0;
 }
 
-/* ---- the job's cgroups at its end (process tracking by cgroup, v1)
+/* the job's cgroups at its end (process tracking by cgroup, v1)
  *
  * slurmstepd runs in the job's cgroup (uid_U/job_J in each v1 hierarchy, its steps below),
  * and so does what it starts: the ctr that keeps a named container, and the image holder it
@@ -1872,7 +1872,7 @@ static void end_job_cgroups(uid_t uid, uint32_t job) {
   }
 }
 
-/* ---- the step's image holders at its end (process tracking by cgroup, v1)
+/* the step's image holders at its end (process tracking by cgroup, v1)
  *
  * A `ctr exec` in a task starts the image's holder in the step's cgroup (its key names that
  * cgroup: only the step's tasks share it), where it lingers after the last launch. Slurm

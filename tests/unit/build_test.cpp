@@ -250,7 +250,7 @@ TEST(BootstrapAgents, TableHoldsTheBuiltInsAndTakesMore) {
   EXPECT_TRUE(called);
 }
 
-// ---- %files glob patterns (Apptainer expands a source as a shell word with globstar)
+// %files glob patterns (Apptainer expands a source as a shell word with globstar)
 
 class FilesGlob : public ::testing::Test {
  protected:
@@ -323,7 +323,7 @@ TEST_F(FilesGlob, APatternThatMatchesNothingIsAnError) {
   EXPECT_THROW((void)expand("src/*.c/"), Error);   // only directories with a trailing '/'
 }
 
-// ---- the build's progress line
+// the build's progress line
 
 TEST(PhaseDisplay, RenderShowsPhaseSecondsAndTheLogsLastLineCutToTheTerminal) {
   EXPECT_EQ(builder::PhaseDisplay::render("ctr build", "%post", 12.4, "Unpacking gcc (12.2)", 80),

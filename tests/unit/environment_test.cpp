@@ -252,7 +252,7 @@ TEST(EnvFile, BadLineErrorNamesFileAndLine) {
             "my.env:1: unterminated quote in the value of Q");
 }
 
-// ---- the env program: one script text, run by ctr's interpreter or by /bin/sh ----
+// the env program: one script text, run by ctr's interpreter or by /bin/sh
 
 namespace {
 

@@ -329,7 +329,7 @@ TEST_F(OciMetadata, PlantedSymlinksLeadInsideTheImageNeverToTheHost) {
 
 }  // namespace
 
-// ---- limits on what a pull fetches and unpacks (issue 24, F7)
+// limits on what a pull fetches and unpacks (issue 24, F7)
 
 namespace {
 ctr::config::PullPolicy smallLimits() {
@@ -407,7 +407,7 @@ TEST_F(OciLayers, AnImageArchiveRefusesDevicesAndFifosAsMembers) {
   EXPECT_FALSE(fs::exists(root / "manifest.json"));
 }
 
-// ---- reading an image archive's own files (F9)
+// reading an image archive's own files (F9)
 
 class OciArchiveMembers : public OciLayers {
  protected:
@@ -455,7 +455,7 @@ TEST_F(OciArchiveMembers, RefusesWhatIsNotARegularFileWithoutBlocking) {
   EXPECT_NE(errorOfCall([&] { read("missing"); }).find("member (missing)"), std::string::npos);
 }
 
-// ---- token realms (F8)
+// token realms (F8)
 
 namespace {
 std::string realmError(std::string_view realm, std::string_view scheme = "https", std::string_view registry = "reg.example.org",

@@ -462,7 +462,7 @@ TEST_F(ReportTest, OverviewAxisIsClippedSoOneWildIntervalKeepsTheDeltaBandVisibl
 }
 
 
-// ---- The report model: what both renderings show, decided once.
+// The report model: what both renderings show, decided once.
 
 const report::Section* sectionOf(const report::Report& r, const std::string& id) {
   for (const auto& s : r.sections)

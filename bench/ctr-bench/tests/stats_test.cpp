@@ -215,7 +215,7 @@ TEST(Rule, LooksArePlannedBeforeTheData) {
   EXPECT_EQ(small.pairs, (std::vector<int>{10, 15, 20, 25, 30, 35, 40}));
 }
 
-// ---- Monte Carlo calibration of the rule (issue 23, deliverable 2) -------------------------
+// Monte Carlo calibration of the rule (issue 23, deliverable 2)
 //
 // Synthetic paired blocks with a known overhead: log(launch) = block effect + own noise,
 // the container's launches shifted by log(1 + overhead). Noise like this 2-core shared VM:

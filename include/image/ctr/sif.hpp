@@ -1,6 +1,6 @@
 // Singularity Image Format (SIF): a reader that trusts no field of the file, and a writer
 // that produces files byte-identical to the reference Go library (github.com/sylabs/sif).
-// The byte layout is documented in shared/reference/sif-format.md; section numbers below
+// The byte layout is documented in docs/reference/sif-format.md; section numbers below
 // refer to it.
 #pragma once
 
@@ -175,7 +175,6 @@ class Image {
  private:
   friend class Editor;
   Image() = default;
-  void validate();
 
   UniqueFd fd_;
   std::int64_t fileSize_ = 0;

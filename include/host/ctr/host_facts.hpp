@@ -21,7 +21,7 @@
 
 namespace ctr::host {
 
-// ---- the caller (host_user.cpp)
+// the caller (host_user.cpp)
 
 struct HostGroup {
   gid_t gid = 0;
@@ -89,7 +89,7 @@ struct SubordinateIds {
 // /etc/subuid and /etc/subgid read for `user` (a missing or unreadable file: no range).
 [[nodiscard]] SubordinateIds discoverSubordinateIds(const HostUser& user);
 
-// ---- what the node supports (node_support.cpp)
+// what the node supports (node_support.cpp)
 
 // The installed setuid helper (build::kHelperPath), as stat(2) shows it. Only Usable is
 // ever used: a helper that is setuid root but writable by group or others could be
@@ -106,7 +106,7 @@ enum class FuseState { Missing, NotAccessible, Usable };
 // Returns 0 or the errno of the unshare (EAGAIN when no child could be forked).
 [[nodiscard]] int probeUserNamespace();
 
-// ---- the launch's facts (host_facts.cpp)
+// the launch's facts (host_facts.cpp)
 
 // What the limits decisions need to know about the node (read only when asked for).
 struct LimitsHost {
