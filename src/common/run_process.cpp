@@ -5,11 +5,14 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -42,16 +45,28 @@ Pipe makePipe() {
 }
 
 // Reads both pipes to EOF without deadlocking on either, keeping at most `limit` bytes of
-// each; a pipe that passes it is closed and `*overflowed` set.
+// each; a pipe that passes it is closed and `*overflowed` set. At `deadline` (when given)
+// the process group `pid` is killed and reading stops (a grandchild may hold the pipes).
 void drain(Pipe* out, std::string* outText, Pipe* err, std::string* errText, std::size_t limit,
-           bool* overflowed) {
+           bool* overflowed, pid_t pid, std::optional<std::chrono::steady_clock::time_point> deadline,
+           bool* timedOut) {
   std::array<pollfd, 2> pfds{};
   std::array<std::string*, 2> sinks{outText, errText};
   std::array<Pipe*, 2> pipes{out, err};
   for (size_t i = 0; i < 2; ++i) pfds[i] = {pipes[i] ? pipes[i]->read.get() : -1, POLLIN, 0};
   std::array<char, 65536> buf{};
   while (pfds[0].fd >= 0 || pfds[1].fd >= 0) {
-    if (::poll(pfds.data(), pfds.size(), -1) < 0) {
+    int wait = -1;
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        ::kill(-pid, SIGKILL);
+        *timedOut = true;
+        return;
+      }
+      wait = static_cast<int>(left.count());
+    }
+    if (::poll(pfds.data(), pfds.size(), wait) < 0) {
       if (errno == EINTR) continue;
       throw sysError("poll");
     }
@@ -71,6 +86,22 @@ void drain(Pipe* out, std::string* outText, Pipe* err, std::string* errText, std
       }
     }
   }
+}
+
+// Writes `text` (it fits the pipe: never blocks); a program that exited without reading
+// gives EPIPE, not a SIGPIPE that would end this process.
+void writeWithoutSigpipe(int fd, const std::string& text) {
+  sigset_t pipe, old;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe, &old);
+  const bool broken = ::write(fd, text.data(), text.size()) < 0 && errno == EPIPE;
+  if (broken) {
+    const timespec none{0, 0};
+    while (::sigtimedwait(&pipe, nullptr, &none) < 0 && errno == EINTR) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 }  // namespace
@@ -101,20 +132,60 @@ ProcessResult runProcess(const std::vector<std::string>& argv, const ProcessOpti
     err = makePipe();
     posix_spawn_file_actions_adddup2(&actions, err.write.get(), STDERR_FILENO);
   }
+  Pipe in;
+  if (options.input) {
+    if (options.input->size() > 65536) throw Error("runProcess: more input than a pipe holds");
+    in = makePipe();
+    ::fcntl(in.write.get(), F_SETPIPE_SZ, 65536);
+    posix_spawn_file_actions_adddup2(&actions, in.read.get(), STDIN_FILENO);
+  }
+  // A program with a time limit leads a process group of its own, killed whole at the limit.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (options.timeout) {
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);
+  }
 
   pid_t pid = -1;
   int rc = argv[0].find('/') == std::string::npos
-               ? ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envArg)
-               : ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envArg);
+               ? ::posix_spawnp(&pid, argv[0].c_str(), &actions, &attributes, args.data(), envArg)
+               : ::posix_spawn(&pid, argv[0].c_str(), &actions, &attributes, args.data(), envArg);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (rc != 0) throw sysError("cannot run " + argv[0], rc);
   out.write.reset();
   err.write.reset();
+  if (options.input) {
+    in.read.reset();
+    writeWithoutSigpipe(in.write.get(), *options.input);
+    in.write.reset();
+  }
 
   ProcessResult result;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (options.timeout) deadline = std::chrono::steady_clock::now() + *options.timeout;
   drain(options.captureStdout ? &out : nullptr, &result.capturedStdout,
         options.captureStderr ? &err : nullptr, &result.capturedStderr, options.captureLimit,
-        &result.overflowed);
+        &result.overflowed, pid, deadline, &result.timedOut);
+  if (deadline && !result.timedOut) {
+    // Its output ended; it may still run: the rest of the time, then the group is killed.
+    for (int status = 0;;) {
+      const pid_t done = ::waitpid(pid, &status, WNOHANG);
+      if (done == pid) {
+        if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+        else result.exitCode = WEXITSTATUS(status);
+        return result;
+      }
+      if (done < 0 && errno != EINTR) throw sysError("waitpid " + argv[0]);
+      if (std::chrono::steady_clock::now() >= *deadline) {
+        ::kill(-pid, SIGKILL);
+        result.timedOut = true;
+        break;
+      }
+      ::usleep(2000);
+    }
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw sysError("waitpid " + argv[0]);

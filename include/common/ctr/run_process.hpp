@@ -2,6 +2,8 @@
 // search unless the path has no '/'), wait for it, and report how it ended.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@ struct ProcessResult {
   std::string capturedStdout;
   std::string capturedStderr;
   bool overflowed = false;  // a capture passed ProcessOptions::captureLimit and was cut off
+  bool timedOut = false;    // killed (SIGKILL, with its process group) at ProcessOptions::timeout
 
   [[nodiscard]] bool ok() const { return signal == 0 && exitCode == 0; }
   // "exit status N" or "killed by signal SIGX"
@@ -28,6 +31,11 @@ struct ProcessOptions {
   // Most bytes kept of each captured stream: past it the pipe is closed (the program gets
   // SIGPIPE) and the result says `overflowed`, so no program can balloon our memory.
   std::size_t captureLimit = std::string::npos;
+  // Given: the program's stdin is a pipe holding this text, then its end (at most 64 KiB,
+  // what a pipe holds without a reader); else stdin is inherited.
+  std::optional<std::string> input;
+  // Past this the program and its process group (its own) are killed: `timedOut`.
+  std::optional<std::chrono::milliseconds> timeout;
 };
 
 // Throws ctr::Error if the program cannot be started.
