@@ -37,6 +37,7 @@ void registerRunHelp(CLI::App& app, Context& ctx);  // run-help: an image's %hel
 void registerCheck(CLI::App& app, Context& ctx);    // check: which image mode, and why
 void registerCache(CLI::App& app, Context& ctx);    // cache list|clean: the docker:// image cache
 void registerOverlay(CLI::App& app, Context& ctx);  // overlay create: a writable ext3 overlay image
+void registerRegistry(CLI::App& app, Context& ctx);  // registry login|logout|list: credentials
 // An IMAGE argument of a launch or of inspect: a docker:// reference through the image
 // cache (pulled there when missing), else a SIF, squashfs or directory path.
 image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull);

@@ -32,7 +32,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
       {"version", registerVersion}, {"sif", registerSif},         {"build", registerBuild},
       {"inspect", registerInspect}, {"check", registerCheck},     {"pull", registerPull},
       {"instance", registerInstance}, {"cache", registerCache},   {"run-help", registerRunHelp},
-      {"overlay", registerOverlay},
+      {"overlay", registerOverlay}, {"registry", registerRegistry},
   };
   if (command == "exec" || command == "run" || command == "shell" || command == "test" || command == "__holder") {
     registerExec(app, ctx, command);
@@ -55,6 +55,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   registerCache(app, ctx);
   registerRunHelp(app, ctx);
   registerOverlay(app, ctx);
+  registerRegistry(app, ctx);
 }
 
 // Shows an option group (CLI::App::add_option_group, used for speed: exec_cmd.cpp) as a

@@ -73,6 +73,11 @@ class RegistryClient {
   static std::uint64_t download(const std::string& url, int fd, std::uint64_t limit, const PullOptions& options);
 
   [[nodiscard]] const Reference& reference() const { return ref_; }
+  // GET /v2/ with the credentials (the registry's own check of them, as `docker login`):
+  // the HTTP status after authentication. Throws ctr::Error when a token service refuses them.
+  long ping();
+  // "access denied by REG (HTTP N; credentials from SOURCE for REG)", or the hint to log in.
+  [[nodiscard]] std::string accessDenied(long status) const;
 
  private:
   struct Impl;

@@ -94,6 +94,8 @@ const CryptoApi& cryptoApi() {
     bind(h, so, "EVP_DigestInit_ex", api.digest_init_ex);
     bind(h, so, "EVP_DigestUpdate", api.digest_update);
     bind(h, so, "EVP_DigestFinal_ex", api.digest_final_ex);
+    bind(h, so, "EVP_EncodeBlock", api.encode_block);
+    bind(h, so, "EVP_DecodeBlock", api.decode_block);
   });
   return api;
 }

@@ -59,6 +59,9 @@ struct CryptoApi {
   int (*digest_init_ex)(void*, const void*, void*);
   int (*digest_update)(void*, const void*, size_t);
   int (*digest_final_ex)(void*, unsigned char*, unsigned int*);
+  // Base64 (the "auth" of Docker's and the containers tools' credential files).
+  int (*encode_block)(unsigned char*, const unsigned char*, int);
+  int (*decode_block)(unsigned char*, const unsigned char*, int);
 };
 const CryptoApi& cryptoApi();
 

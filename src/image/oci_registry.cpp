@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 
+#include "ctr/credentials.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/limits.hpp"
@@ -22,7 +23,7 @@
 
 namespace ctr::image::oci {
 
-// ---- progress
+// progress
 
 Progress::Progress()
     : enabled_(spdlog::default_logger_raw()->should_log(spdlog::level::warn)), line_(STDERR_FILENO) {}
@@ -78,7 +79,7 @@ void Progress::note(const std::string& line) {
   if (enabled_) line_.print(line);
 }
 
-// ---- cache and messages
+// cache and messages
 
 std::filesystem::path cacheRoot(const PullOptions& options) {
   // A directory the user named (--disable-cache's scratch, CTR_CACHE_DIR) is used as it is:
@@ -110,7 +111,7 @@ std::string digestMismatch(const std::string& what, const std::string& expected,
   return what + " " + expected + " of " + image + ": digest mismatch (got " + got + ")";
 }
 
-// ---- limits and token realms
+// limits and token realms
 
 std::string limitSetting(const config::PullPolicy& limits, std::uint64_t limit, std::string_view key) {
   return "the limit is " + limits::formatSize(limit) + ": '" + std::string(key) + "' in " +
@@ -219,7 +220,7 @@ void checkTokenRealm(std::string_view realm, std::string_view registryScheme, st
               "'pull token realm hosts' in " + (limits.configFile.empty() ? std::string("ctr.conf") : limits.configFile) + ")");
 }
 
-// ---- the client
+// the client
 
 namespace {
 
@@ -259,12 +260,6 @@ std::map<std::string, std::string> parseChallenge(const std::string& header, std
   return params;
 }
 
-std::string firstEnv(std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (const char* v = std::getenv(n); v && *v) return v;
-  return {};
-}
-
 bool isLocalRegistry(const std::string& registry) {
   std::string host = registry;
   if (host.starts_with('[')) host = host.substr(0, host.find(']') + 1);
@@ -281,6 +276,7 @@ struct RegistryClient::Impl {
   std::string scheme;  // "https", or "http" (--nohttps, 127.0.0.1, localhost)
   config::PullPolicy limits;
   std::string username, password;
+  std::string credentialSource;  // where they came from (never the secret), for messages
   std::string authorization;  // "Authorization: Bearer ..." once known
   bool useBasic = false;
   const Reference* ref = nullptr;
@@ -475,7 +471,9 @@ struct RegistryClient::Impl {
       sep = '&';
     };
     addParam("service", params["service"]);
-    addParam("scope", params.count("scope") ? params["scope"] : "repository:" + ref->repository + ":pull");
+    addParam("scope", params.count("scope")     ? params["scope"]
+                      : ref->repository.empty() ? std::string()  // a login's check of /v2/
+                                                : "repository:" + ref->repository + ":pull");
     prepare();
     bodyLimit = 1 << 20;
     const bool basicForToken = !username.empty();
@@ -485,6 +483,9 @@ struct RegistryClient::Impl {
       curl.easy_setopt(handle, CURLOPT_PASSWORD, password.c_str());
     }
     long status = get(url, nullptr, false);
+    if ((status == 401 || status == 403) && basicForToken)
+      throw Error("the token service " + params["realm"] + " of " + ref->registry + " refused " + credentialSource +
+                  " (HTTP " + std::to_string(status) + ")");
     if (status != 200) throw Error("token request to " + params["realm"] + " for " + ref->registry + " failed: HTTP " + std::to_string(status));
     auto json = nlohmann::json::parse(body, nullptr, false);
     std::string token;
@@ -532,10 +533,28 @@ RegistryClient::RegistryClient(Reference ref, const PullOptions& options)
   impl_->scheme = plain ? "http" : "https";
   impl_->base = impl_->scheme + "://" + ref_.registry + "/v2/";
   impl_->limits = options.limits;
-  impl_->username = !options.username.empty() ? options.username
-                                              : firstEnv({"CTR_DOCKER_USERNAME", "APPTAINER_DOCKER_USERNAME", "SINGULARITY_DOCKER_USERNAME"});
-  impl_->password = !options.password.empty() ? options.password
-                                              : firstEnv({"CTR_DOCKER_PASSWORD", "APPTAINER_DOCKER_PASSWORD", "SINGULARITY_DOCKER_PASSWORD"});
+  if (!options.username.empty()) {
+    impl_->username = options.username;
+    impl_->password = options.password;
+    impl_->credentialSource = "the credentials given";
+  } else if (auto found = credentials::lookup(ref_.registry, credentials::defaultPlaces())) {
+    impl_->username = std::move(found->username);
+    impl_->password = std::move(found->password);
+    impl_->credentialSource = "credentials from " + found->source;
+  }
+}
+
+long RegistryClient::ping() {
+  auto& I = *impl_;
+  return I.getAuthenticated(I.base, nullptr, [&] { I.bodyLimit = 64 << 10; });
+}
+
+std::string RegistryClient::accessDenied(long status) const {
+  const std::string key = credentials::registryKey(ref_.registry);
+  return "access denied by " + ref_.registry + " (HTTP " + std::to_string(status) + "; " +
+         (impl_->credentialSource.empty() ? "no credentials for " + key + ": ctr registry login " + key
+                                          : impl_->credentialSource + " for " + key) +
+         ")";
 }
 
 RegistryClient::~RegistryClient() {
@@ -551,9 +570,7 @@ FetchedDocument RegistryClient::manifest(const std::string& tagOrDigest) {
   if (status == 404) {
     throw Error("manifest unknown: " + name + " not in " + ref_.registry);
   }
-  if (status == 401 || status == 403)
-    throw Error(name + ": access denied by " + ref_.registry + " (HTTP " + std::to_string(status) +
-                "; credentials: CTR_DOCKER_USERNAME/CTR_DOCKER_PASSWORD)");
+  if (status == 401 || status == 403) throw Error(name + ": " + accessDenied(status));
   if (status != 200) {
     std::string why = I.registryError();
     throw Error("manifest of " + name + " from " + ref_.registry + ": HTTP " + std::to_string(status) + (why.empty() ? "" : " (" + why + ")"));
@@ -670,6 +687,16 @@ std::uint64_t RegistryClient::download(const std::string& url, int fd, std::uint
 
 void RegistryClient::evict(const std::string& digest) {
   ::unlink((cacheDir_ / "blobs" / "sha256" / digest.substr(7)).c_str());
+}
+
+void checkLogin(const std::string& registry, const PullOptions& options) {
+  Reference ref;
+  ref.registry = registry;
+  RegistryClient client(ref, options);
+  const long status = client.ping();
+  if (status == 401 || status == 403)
+    throw Error("login to " + registry + " refused: " + client.accessDenied(status));
+  if (status != 200) throw Error("login to " + registry + ": HTTP " + std::to_string(status) + " from " + registry + "/v2/");
 }
 
 }  // namespace ctr::image::oci

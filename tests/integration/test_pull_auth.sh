@@ -33,56 +33,27 @@ echo '{"imageLayoutVersion":"1.0.0"}' > "$WORK/layout/oci-layout"
 printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"1"}}]}' \
   "$manifest" "$manifest_size" > "$WORK/layout/index.json"
 
-# ---- the token service and the registry, on free ports of 127.0.0.1, killed at exit.
-openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ctr-test-token-issuer \
-  -keyout "$WORK/token.key" -out "$WORK/token.crt" >/dev/null 2>&1 || fail "openssl could not make the token key"
-token_port=$(free_port)
-/usr/bin/python3 "$(dirname "$0")/registry/token_server.py" "$token_port" "$WORK/token.key" "$WORK/token.crt" \
-  ctr-test-issuer alice:s3cret "$WORK/tokens.log" >"$WORK/token-server.log" 2>&1 &
-token_pid=$!
-# The token service is on another port than the registry: ctr sends credentials there only
-# because ctr.conf says so (issue 24; test_pull_hardening.sh checks the refusal).
-printf 'pull token realm hosts = 127.0.0.1:%s\n' "$token_port" >> "$CTR_TEST_CONFIG"
-port=$(free_port)
-cat > "$WORK/registry.yml" <<YML
-version: 0.1
-log: {level: error}
-storage: {filesystem: {rootdirectory: $WORK/registry}}
-http: {addr: 127.0.0.1:$port}
-auth:
-  token:
-    realm: http://127.0.0.1:$token_port/token
-    service: ctr-test-registry
-    issuer: ctr-test-issuer
-    rootcertbundle: $WORK/token.crt
-YML
-docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
-registry_pid=$!
-trap 'kill $registry_pid $token_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 50); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" = 401 ] &&
-    curl -fs "http://127.0.0.1:$token_port/token?service=x" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/")" = 401 ] ||
-  fail "the registry did not start with token auth: $(cat "$WORK/registry.log")"
-curl -fs "http://127.0.0.1:$token_port/token?service=x" >/dev/null || fail "the token service did not start: $(cat "$WORK/token-server.log")"
-reg=127.0.0.1:$port
+# The token service and the registry, on free ports of 127.0.0.1, killed at exit.
+start_token_registry alice:s3cret
+trap 'kill $REGISTRY_PID $TOKEN_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+token_port=$TOKEN_PORT
+reg=$REGISTRY
 skopeo copy -q --dest-tls-verify=false --dest-creds alice:s3cret "oci:$WORK/layout:1" "docker://$reg/team/app:1" ||
   fail "skopeo could not push through the token service"
 chmod -R a+rX "$WORK"
 export CTR_CACHE_DIR=$WORK/cache
 
-note "without credentials: refused, naming the registry and the variables"
+note "without credentials: refused, naming the registry and how to log in"
 rc=0; out=$("$CTR_BIN" pull "$WORK/anon.sif" "docker://$reg/team/app:1" 2>&1) || rc=$?
 [ "$rc" != 0 ] || fail "an anonymous pull worked"
-expect_contains "anonymous" "team/app:1: access denied by $reg (HTTP 401; credentials: CTR_DOCKER_USERNAME/CTR_DOCKER_PASSWORD)" "$out"
+expect_contains "anonymous" "team/app:1: access denied by $reg (HTTP 401; no credentials for $reg: ctr registry login $reg)" "$out"
 [ ! -e "$WORK/anon.sif" ] || fail "a refused pull left its output"
 
 note "a wrong password: the token service's refusal is named"
-rc=0; out=$(CTR_DOCKER_USERNAME=alice CTR_DOCKER_PASSWORD=wrong "$CTR_BIN" pull "$WORK/wrong.sif" "docker://$reg/team/app:1" 2>&1) || rc=$?
+rc=0; out=$(CTR_DOCKER_USERNAME=alice CTR_DOCKER_PASSWORD=wr0ng-s3kr1t "$CTR_BIN" pull "$WORK/wrong.sif" "docker://$reg/team/app:1" 2>&1) || rc=$?
 [ "$rc" != 0 ] || fail "a pull with a wrong password worked"
-expect_contains "wrong password" "token request to http://127.0.0.1:$token_port/token for $reg failed: HTTP 401" "$out"
+expect_contains "wrong password" "the token service http://127.0.0.1:$token_port/token of $reg refused credentials from CTR_DOCKER_USERNAME/PASSWORD (or Apptainer's) (HTTP 401)" "$out"
+case "$out" in *wr0ng-s3kr1t*) fail "the password is in the message: $out";; esac
 
 note "the right credentials: a token for repository:team/app:pull, then the image runs"
 CTR_DOCKER_USERNAME=alice CTR_DOCKER_PASSWORD=s3cret "$CTR_BIN" -q pull "$WORK/app.sif" "docker://$reg/team/app:1" ||

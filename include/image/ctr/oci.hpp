@@ -95,6 +95,11 @@ void pullToSif(const PullRequest& request);
 // lists for the platform. One or two manifest requests; nothing is cached. Throws ctr::Error.
 std::string manifestDigest(const std::string& reference, const PullOptions& options);
 
+// `ctr registry login`: whether `registry` (host[:port]) takes options.username and
+// options.password, as `docker login` checks them (GET /v2/, through a token service when
+// the registry names one). Throws ctr::Error naming the registry, never the password.
+void checkLogin(const std::string& registry, const PullOptions& options);
+
 // Where `pull [--name FILE] [--dir DIR] [OUTPUT] SOURCE` writes, as Apptainer decides it:
 // --name, else OUTPUT, else (SOURCE alone) defaultPullName(SOURCE); --dir goes in front.
 // `args` is OUTPUT SOURCE or SOURCE; one without a transport is refused (status 1).
@@ -105,7 +110,7 @@ std::filesystem::path pullOutputPath(const std::vector<std::string>& args, const
 // Empty for a SOURCE without a transport.
 std::string defaultPullName(std::string_view source);
 
-// ---- the pure parts, exposed for the unit tests
+// the pure parts, exposed for the unit tests
 
 // "docker://host:5000/a/b:tag" split as the distribution API needs it.
 struct Reference {

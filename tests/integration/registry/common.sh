@@ -69,6 +69,78 @@ start_registry() {
   wait_http "http://$REGISTRY/v2/" 200 || fail "docker-registry did not start: $(cat "$WORK/registry.log")"
 }
 
+# start_token_registry USER:PASSWORD: docker-registry with `auth: token` on a free port of
+# 127.0.0.1 and its token service (token_server.py: JWTs signed with a key made here, that
+# grant USER what it asks for and nobody else anything), the realm's host allowed in the
+# test's ctr.conf ($CTR_TEST_CONFIG: use_linger first). Sets REGISTRY, REGISTRY_PID,
+# TOKEN_PORT, TOKEN_PID (the caller's EXIT trap kills both) and TOKEN_LOG.
+start_token_registry() {
+  local port _
+  command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
+  command -v openssl >/dev/null || skip "openssl is not installed"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ctr-test-token-issuer \
+    -keyout "$WORK/token.key" -out "$WORK/token.crt" >/dev/null 2>&1 || fail "openssl could not make the token key"
+  TOKEN_PORT=$(free_port)
+  TOKEN_LOG=$WORK/tokens.log
+  /usr/bin/python3 "$CTR_SOURCE_DIR/tests/integration/registry/token_server.py" "$TOKEN_PORT" "$WORK/token.key" \
+    "$WORK/token.crt" ctr-test-issuer "$1" "$TOKEN_LOG" >"$WORK/token-server.log" 2>&1 &
+  TOKEN_PID=$!
+  # On another port than the registry: ctr sends credentials there only because ctr.conf
+  # says so (issue 24; test_pull_hardening.sh checks the refusal).
+  printf 'pull token realm hosts = 127.0.0.1:%s\n' "$TOKEN_PORT" >> "$CTR_TEST_CONFIG"
+  port=$(free_port)
+  cat > "$WORK/registry.yml" <<YML
+version: 0.1
+log: {level: error}
+storage: {filesystem: {rootdirectory: $WORK/registry}}
+http: {addr: 127.0.0.1:$port}
+auth:
+  token:
+    realm: http://127.0.0.1:$TOKEN_PORT/token
+    service: ctr-test-registry
+    issuer: ctr-test-issuer
+    rootcertbundle: $WORK/token.crt
+YML
+  docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+  REGISTRY_PID=$!
+  REGISTRY=127.0.0.1:$port
+  for _ in $(seq 50); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$REGISTRY/v2/")" = 401 ] &&
+      curl -fs "http://127.0.0.1:$TOKEN_PORT/token?service=x" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$REGISTRY/v2/")" = 401 ] ||
+    fail "the registry did not start with token auth: $(cat "$WORK/registry.log")"
+  curl -fs "http://127.0.0.1:$TOKEN_PORT/token?service=x" >/dev/null ||
+    fail "the token service did not start: $(cat "$WORK/token-server.log")"
+}
+
+# start_htpasswd_registry USER PASSWORD: docker-registry with basic authentication
+# (`auth: htpasswd`, a bcrypt entry for USER) on a free port of 127.0.0.1. Sets REGISTRY
+# and REGISTRY_PID.
+start_htpasswd_registry() {
+  local port hash
+  command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
+  hash=$(/usr/bin/python3 -W ignore -c 'import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))' "$2")
+  case "$hash" in '$2'*) ;; *) skip "no bcrypt in this Python's crypt module for the registry's htpasswd file";; esac
+  printf '%s:%s\n' "$1" "$hash" > "$WORK/htpasswd"
+  port=$(free_port)
+  cat > "$WORK/registry.yml" <<YML
+version: 0.1
+log: {level: error}
+storage: {filesystem: {rootdirectory: $WORK/registry}}
+http: {addr: 127.0.0.1:$port}
+auth:
+  htpasswd:
+    realm: ctr-test
+    path: $WORK/htpasswd
+YML
+  docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+  REGISTRY_PID=$!
+  REGISTRY=127.0.0.1:$port
+  wait_http "http://$REGISTRY/v2/" 401 || fail "the registry did not start with htpasswd auth: $(cat "$WORK/registry.log")"
+}
+
 # push_rootfs_to_registry ROOTFS NAME:TAG: packs ROOTFS as a one-layer image (layout_image)
 # and pushes it with skopeo to this test's registry, started first when there is none.
 # Skips without skopeo or docker-registry.
