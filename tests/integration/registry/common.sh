@@ -54,18 +54,25 @@ layout_image() {
     "$man" "$mans" "$tag" > "$layout/index.json"
 }
 
-# start_registry: Debian's docker-registry on a free port of 127.0.0.1, its storage and
-# log (access lines included) under $WORK. Sets REGISTRY (127.0.0.1:PORT) and REGISTRY_PID
+# serve_registry [AUTH_YAML]: Debian's docker-registry on a free port of 127.0.0.1, its
+# storage and log (access lines included) under $WORK, with the `auth:` block given (lines
+# indented by two spaces), none without. Sets REGISTRY (127.0.0.1:PORT) and REGISTRY_PID
 # (the caller's EXIT trap stops it). Skips without docker-registry.
-start_registry() {
+serve_registry() {
   local port
   command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
   port=$(free_port)
   printf 'version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s/registry}}\nhttp: {addr: 127.0.0.1:%s}\n' \
     "$WORK" "$port" > "$WORK/registry.yml"
+  [ -z "${1:-}" ] || printf 'auth:\n%s\n' "$1" >> "$WORK/registry.yml"
   docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
   REGISTRY_PID=$!
   REGISTRY=127.0.0.1:$port
+}
+
+# start_registry: serve_registry without authentication, once it answers.
+start_registry() {
+  serve_registry
   wait_http "http://$REGISTRY/v2/" 200 || fail "docker-registry did not start: $(cat "$WORK/registry.log")"
 }
 
@@ -75,7 +82,7 @@ start_registry() {
 # test's ctr.conf ($CTR_TEST_CONFIG: use_linger first). Sets REGISTRY, REGISTRY_PID,
 # TOKEN_PORT, TOKEN_PID (the caller's EXIT trap kills both) and TOKEN_LOG.
 start_token_registry() {
-  local port _
+  local _
   command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
   command -v openssl >/dev/null || skip "openssl is not installed"
   openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ctr-test-token-issuer \
@@ -88,22 +95,11 @@ start_token_registry() {
   # On another port than the registry: ctr sends credentials there only because ctr.conf
   # says so (issue 24; test_pull_hardening.sh checks the refusal).
   printf 'pull token realm hosts = 127.0.0.1:%s\n' "$TOKEN_PORT" >> "$CTR_TEST_CONFIG"
-  port=$(free_port)
-  cat > "$WORK/registry.yml" <<YML
-version: 0.1
-log: {level: error}
-storage: {filesystem: {rootdirectory: $WORK/registry}}
-http: {addr: 127.0.0.1:$port}
-auth:
-  token:
+  serve_registry "  token:
     realm: http://127.0.0.1:$TOKEN_PORT/token
     service: ctr-test-registry
     issuer: ctr-test-issuer
-    rootcertbundle: $WORK/token.crt
-YML
-  docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
-  REGISTRY_PID=$!
-  REGISTRY=127.0.0.1:$port
+    rootcertbundle: $WORK/token.crt"
   for _ in $(seq 50); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$REGISTRY/v2/")" = 401 ] &&
       curl -fs "http://127.0.0.1:$TOKEN_PORT/token?service=x" >/dev/null 2>&1 && break
@@ -119,25 +115,14 @@ YML
 # (`auth: htpasswd`, a bcrypt entry for USER) on a free port of 127.0.0.1. Sets REGISTRY
 # and REGISTRY_PID.
 start_htpasswd_registry() {
-  local port hash
+  local hash
   command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
   hash=$(/usr/bin/python3 -W ignore -c 'import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))' "$2")
   case "$hash" in '$2'*) ;; *) skip "no bcrypt in this Python's crypt module for the registry's htpasswd file";; esac
   printf '%s:%s\n' "$1" "$hash" > "$WORK/htpasswd"
-  port=$(free_port)
-  cat > "$WORK/registry.yml" <<YML
-version: 0.1
-log: {level: error}
-storage: {filesystem: {rootdirectory: $WORK/registry}}
-http: {addr: 127.0.0.1:$port}
-auth:
-  htpasswd:
+  serve_registry "  htpasswd:
     realm: ctr-test
-    path: $WORK/htpasswd
-YML
-  docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
-  REGISTRY_PID=$!
-  REGISTRY=127.0.0.1:$port
+    path: $WORK/htpasswd"
   wait_http "http://$REGISTRY/v2/" 401 || fail "the registry did not start with htpasswd auth: $(cat "$WORK/registry.log")"
 }
 
