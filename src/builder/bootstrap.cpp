@@ -124,7 +124,7 @@ BootstrapAgent ociAgent(std::string agent) {
     if (agent != "docker" && reference[0] != '/') reference = (ctx.recipeDir / reference).string();
     image::oci::PullOptions options;
     if (!ctx.cacheDir.empty()) options.cacheDir = ctx.cacheDir;
-    options.limits = config::loadDefaultPolicy().pull;
+    options.limits = ctx.pull;
     ctx.note("importing " + agent + " " + reference);
     const image::oci::ImageConfig config = image::oci::unpackImage(agent, reference, ctx.rootfs, options);
     image::oci::writeApptainerMetadata(config, ctx.rootfs);

@@ -117,11 +117,12 @@ class Build {
     host_ = host::discoverHost();
     root_ = launch::planBuildRoot(host_, host::discoverSubordinateIds(host_.user));
     fullIds_ = host_.user.uid == 0 || root_.mapHelpers;
-    cacheDir_ = options.cacheDir;
-    if (cacheDir_.empty()) {
-      const char* env = std::getenv("CTR_CACHE_DIR");
-      cacheDir_ = env && *env ? fs::path(env) : fs::path(host_.home) / ".cache" / "ctr";
-    }
+    // ctr.conf once for the whole build, and the one cache rule `ctr pull` follows.
+    policy_ = config::loadDefaultPolicy();
+    image::oci::PullOptions pull;
+    pull.cacheDir = options.cacheDir;
+    pull.limits = policy_.pull;
+    cacheDir_ = image::oci::cacheRoot(pull);
   }
   ~Build() { removeTemp(); }
   Build(const Build&) = delete;
@@ -218,6 +219,7 @@ class Build {
   launch::BuildRoot root_;
   bool fullIds_ = false;
   fs::path cacheDir_;
+  config::Policy policy_;
   fs::path temp_;
   UniqueFd log_;
   std::unique_ptr<PhaseDisplay> display_;
@@ -235,7 +237,7 @@ void Build::runStep(const deffile::Definition& stage, const fs::path& rootfs, la
   step.argv = argv;
   step.hostEnv = host_.env;
   step.writableTmpfs = options_.writableTmpfs;
-  auto plan = launch::planBuildStep(step, config::loadDefaultPolicy(), host_, host::discoverSubordinateIds(host_.user));
+  auto plan = launch::planBuildStep(step, policy_, host_, host::discoverSubordinateIds(host_.user));
   if (options_.explain) {
     std::cout << "== " << what << '\n' << launch::toText(plan);
     return;
@@ -439,6 +441,7 @@ void Build::bootstrap(const deffile::Definition& stage, const BootstrapAgent& ag
   ctx.recipeDir = fs::absolute(options_.recipe).parent_path();
   ctx.tempDir = temp_;
   ctx.cacheDir = cacheDir_;
+  ctx.pull = policy_.pull;
   ctx.runAsRoot = [this](const std::vector<std::string>& argv) { return runAsRoot(argv); };
   ctx.runAsUser = [this](const std::vector<std::string>& argv) { return runAsUser(argv); };
   ctx.note = [this, &prefix](const std::string& line) { note(prefix + line); };

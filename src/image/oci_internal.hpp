@@ -86,11 +86,6 @@ class RegistryClient {
   Impl* impl_;
 };
 
-// options.cacheDir, else $CTR_CACHE_DIR, else ctr.conf's 'image cache dir' (expanded), else
-// ~/.cache/ctr (XDG_CACHE_HOME honoured). A per-user name of the last three that somebody
-// else took is replaced by the user's own sibling (ctr/user_dir.hpp: chooseUserDir).
-std::filesystem::path cacheRoot(const PullOptions& options);
-
 // The cache root `root` (cacheRoot's), made 0700 where missing and refused (ctr::Error)
 // where it or a directory above it is not the user's alone (ctr/user_dir.hpp's rule).
 std::filesystem::path openCacheRoot(const std::filesystem::path& root);

@@ -192,6 +192,14 @@ for agent_from in "docker|$reg/demo:1" "oci|oci-dir:1" "docker-archive|demo-dock
   rm -f "$WORK/def-$agent.sif" "$WORK/def-$agent.sif.build.log"
 done
 
+note "ctr build's Bootstrap: docker caches where ctr pull does (ctr.conf's image cache dir, one ctr.conf read)"
+printf 'image cache dir = %s/site-cache-%%u\n' "$WORK" > "$WORK/cache.conf"
+(cd "$WORK" && env -u CTR_CACHE_DIR CTR_CONFIG="$WORK/cache.conf" "$CTR_BIN" -q build --force "$WORK/def-cached.sif" \
+  "$WORK/from-docker.def") >/dev/null 2>&1 || fail "build with 'image cache dir': $(tail -5 "$WORK/def-cached.sif.build.log")"
+[ -n "$(ls -A "$WORK/site-cache-0/blobs/sha256" 2>/dev/null)" ] ||
+  fail "Bootstrap: docker did not cache its layers in ctr.conf's 'image cache dir' ($(ls -la "$WORK"))"
+rm -rf "$WORK/def-cached.sif" "$WORK/def-cached.sif.build.log" "$WORK/site-cache-0"
+
 note "pull --sandbox (a directory) and --disable-cache (nothing left in the cache)"
 "$CTR_BIN" pull --sandbox "$WORK/sb" "docker://$reg/demo:1" 2>/dev/null || fail "pull --sandbox"
 expect_eq "pull --sandbox: a directory image" "hello from the image" "$("$CTR_BIN" exec "$WORK/sb" sh -c 'echo "$GREETING"')"

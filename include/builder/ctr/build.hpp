@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ctr/config.hpp"
 #include "ctr/deffile.hpp"
 #include "ctr/image_tree.hpp"
 
@@ -100,7 +101,8 @@ struct BootstrapContext {
   std::filesystem::path rootfs;
   std::filesystem::path recipeDir;  // relative `From:` paths start here
   std::filesystem::path tempDir;    // the build's private temporary directory
-  std::filesystem::path cacheDir;   // bases worth keeping between builds
+  std::filesystem::path cacheDir;   // bases worth keeping between builds: the image cache's root
+  config::PullPolicy pull;          // ctr.conf's pull limits (read once per build)
   // Runs a program as root of the build's user namespace (same ids as %post), its output
   // into the build log; returns its exit status.
   std::function<int(const std::vector<std::string>&)> runAsRoot;

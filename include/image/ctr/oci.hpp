@@ -95,6 +95,13 @@ void pullToSif(const PullRequest& request);
 // lists for the platform. One or two manifest requests; nothing is cached. Throws ctr::Error.
 std::string manifestDigest(const std::string& reference, const PullOptions& options);
 
+// Where pulled layers and images are cached (ctr pull, docker:// launches, ctr build's
+// Bootstrap: docker and debootstrap bases): options.cacheDir, else $CTR_CACHE_DIR, else
+// ctr.conf's 'image cache dir' (expanded), else
+// ~/.cache/ctr (XDG_CACHE_HOME honoured). A per-user name of the last three that somebody
+// else took is replaced by the user's own sibling (ctr/user_dir.hpp: chooseUserDir).
+std::filesystem::path cacheRoot(const PullOptions& options);
+
 // `ctr registry login`: whether `registry` (host[:port]) takes options.username and
 // options.password, as `docker login` checks them (GET /v2/, through a token service when
 // the registry names one). Throws ctr::Error naming the registry, never the password.
