@@ -113,7 +113,10 @@ if job_ends "$job" $((BOUND * 2 + 15)); then
   # (killed, it may stay a zombie a while: this machine's init reaps late)
   for _ in $(seq 100); do [ -n "$child" ] && [ "$(ps -o stat= -p "$child" | grep -v '^Z')" ] || break; sleep 0.1; done
   [ -z "$child" ] || [ -z "$(ps -o stat= -p "$child" | grep -v '^Z')" ] || problem "M1 b: the hung ctr's child $child still runs"
-  logs | grep -q "ctr: .*did not end within $BOUND s" || problem "M1 b: no line of the plugin's in slurmd's log"
+  # The epilog's own process writes the line: give its log a moment to reach the file.
+  for _ in $(seq 150); do logs | grep -q "ctr: .*did not end within $BOUND s" && break; sleep 0.1; done
+  logs | grep -q "ctr: .*did not end within $BOUND s" ||
+    problem "M1 b: no line of the plugin's in slurmd's log: $(logs | grep -i "ctr\|epilog\|job $job" | tail -8)"
 else
   problem "M1 b: job $job still there after $(($(date +%s) - start)) s: $(slurm_client squeue -h -j "$job")"
 fi
