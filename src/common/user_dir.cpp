@@ -4,12 +4,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -269,6 +271,12 @@ UserDir openUserDir(const fs::path& dir, std::string_view what, bool create, Whe
 
 fs::path chooseUserDir(const fs::path& dir, std::string_view what) {
   return resolve(dir, what, false, WhenTaken::UseSibling).path;
+}
+
+std::filesystem::path homeDirectory() {
+  if (const char* home = std::getenv("HOME"); home && *home) return home;
+  if (const passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir) return pw->pw_dir;
+  return {};
 }
 
 }  // namespace ctr

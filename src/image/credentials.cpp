@@ -2,7 +2,6 @@
 #include "ctr/credentials.hpp"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/run_process.hpp"
+#include "ctr/user_dir.hpp"
 #include "oci_libs.hpp"
 
 namespace ctr::image::credentials {
@@ -143,16 +143,10 @@ std::optional<Credential> fromDocker(const fs::path& config, std::string_view re
   return std::nullopt;
 }
 
-fs::path home() {
-  if (auto h = env("HOME"); !h.empty()) return h;
-  if (const passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir) return pw->pw_dir;
-  return {};
-}
-
 // $XDG_CONFIG_HOME, else ~/.config.
 fs::path configHome() {
   if (auto x = env("XDG_CONFIG_HOME"); !x.empty()) return x;
-  const fs::path h = home();
+  const fs::path h = homeDirectory();
   return h.empty() ? fs::path() : h / ".config";
 }
 
@@ -226,7 +220,7 @@ Places defaultPlaces() {
   const fs::path config = configHome();
   if (!config.empty()) places.ctrFile = config / "ctr" / "auth.json";
   if (auto docker = env("DOCKER_CONFIG"); !docker.empty()) places.dockerConfig = fs::path(docker) / "config.json";
-  else if (auto h = home(); !h.empty()) places.dockerConfig = h / ".docker" / "config.json";
+  else if (auto h = homeDirectory(); !h.empty()) places.dockerConfig = h / ".docker" / "config.json";
   if (auto file = env("REGISTRY_AUTH_FILE"); !file.empty()) places.containersAuth.emplace_back(file);
   if (auto runtime = env("XDG_RUNTIME_DIR"); !runtime.empty())
     places.containersAuth.push_back(fs::path(runtime) / "containers" / "auth.json");

@@ -1,7 +1,6 @@
 // The registry client: libcurl (loaded on first use), one connection reused for every
 // request of a pull, token and basic authentication, a blob cache keyed by digest.
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,13 +91,9 @@ std::filesystem::path cacheRoot(const PullOptions& options) {
     return chooseUserDir(expandUidPattern(options.limits.cacheDir, ::geteuid(), "'image cache dir'"), "image cache");
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
     return chooseUserDir(std::filesystem::path(xdg) / "ctr", "image cache");
-  const char* home = std::getenv("HOME");
-  std::string h = home && *home ? home : "";
-  if (h.empty()) {
-    if (passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_dir) h = pw->pw_dir;
-  }
-  if (h.empty()) throw Error("no cache directory: set CTR_CACHE_DIR or HOME");
-  return chooseUserDir(std::filesystem::path(h) / ".cache" / "ctr", "image cache");
+  const std::filesystem::path home = homeDirectory();
+  if (home.empty()) throw Error("no cache directory: set CTR_CACHE_DIR or HOME");
+  return chooseUserDir(home / ".cache" / "ctr", "image cache");
 }
 
 std::filesystem::path openCacheRoot(const std::filesystem::path& root) {

@@ -57,4 +57,7 @@ struct UserDir {
 // before the runtime uses it. Throws as openUserDir does.
 [[nodiscard]] std::filesystem::path chooseUserDir(const std::filesystem::path& dir, std::string_view what);
 
+// The caller's home: $HOME, else the passwd entry of the effective user; empty when neither.
+[[nodiscard]] std::filesystem::path homeDirectory();
+
 }  // namespace ctr
