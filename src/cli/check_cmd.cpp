@@ -55,6 +55,7 @@ struct Findings {
   bool userns = false, fuse = false, squashfuse = false, helper = false, configSafe = false;
   config::Policy policy;
   bool policyLoaded = false;
+  host::HostFacts host = host::discoverHost();  // as `ctr exec` sees the node, probed by the same entry
 };
 
 void checkUserNamespaces(Findings& f) {
@@ -90,7 +91,10 @@ void checkFuse(Findings& f) {
   }
   // Either server mounts images without the helper: ctr-squashfs (multithreaded) is the
   // one 'squashfs server = auto' prefers, squashfuse_ll the fallback.
-  const auto servers = host::discoverSquashfsServers();
+  host::Needs needs;
+  needs.squashfsServers = true;
+  host::discoverNeeds(f.host, needs, f.policy);
+  const auto& servers = f.host.squashfsServers;
   f.squashfuse = !servers.ctrSquashfs.empty() || !servers.squashfuse.empty();
   const Status missing = f.squashfuse ? Status::Info : Status::Fail;
   f.checks.push_back({"ctr-squashfs", servers.ctrSquashfs.empty() ? missing : Status::Ok,
@@ -101,7 +105,7 @@ void checkFuse(Findings& f) {
 
 void checkHelper(Findings& f) {
   const std::string path = build::kHelperPath;
-  const auto state = host::inspectSetuidHelper(path);
+  const auto state = f.host.setuidHelper;
   if (state == host::HelperState::Missing) {
     f.checks.push_back({"setuid helper", Status::Info, path + " not installed (optional; kernel squashfs needs it)"});
   } else if (state == host::HelperState::NotSetuidRoot) {
@@ -113,7 +117,7 @@ void checkHelper(Findings& f) {
     f.helper = true;
     f.checks.push_back({"setuid helper", Status::Ok, path + " setuid root"});
   }
-  bool loop = ::access("/dev/loop-control", F_OK) == 0;
+  const bool loop = f.host.loopControl;
   f.checks.push_back({"/dev/loop-control", loop ? Status::Ok : Status::Info,
                       loop ? "present" : "missing (the setuid helper needs loop devices)"});
   if (!loop) f.helper = false;
@@ -122,13 +126,16 @@ void checkHelper(Findings& f) {
 // Where --memory/--cpus/... would put their cgroup for this user, by the decision `ctr
 // exec` makes (limits::decidePlacement on the same host facts).
 void checkLimits(Findings& f) {
-  const uid_t uid = ::getuid();
-  const auto facts = host::discoverLimitsHost(uid, f.policy.cgroupDelegate);
+  const uid_t uid = f.host.user.uid;
+  host::Needs needs;
+  needs.limits = true;
+  host::discoverNeeds(f.host, needs, f.policy);
+  const auto& facts = *f.host.limits;
   limits::Request probe;
   probe.memory = 64u << 20;
   probe.cpus = 1;
   probe.pids = 64;
-  const auto placement = limits::decidePlacement(probe, false, facts.mounts, host::ownCgroups(), facts.delegated,
+  const auto placement = limits::decidePlacement(probe, false, facts.mounts, f.host.cgroups, facts.delegated,
                                                  facts.delegatedWritable, uid, "ctr-check");
   f.checks.push_back({"resource limits", placement.backend == limits::Backend::None ? Status::Info : Status::Ok,
                       limits::toString(placement.backend) + ": " + placement.reason});
@@ -172,7 +179,7 @@ std::pair<std::string, std::string> decideMode(const Findings& f) {
     return {"none", "user namespaces are not usable: enable them (see the checks above); ctr needs them for every launch"};
   launch::DriverDecision decision;
   try {
-    decision = launch::decideDriver(f.policy, image::ImageKind::Sif, host::discoverHost());
+    decision = launch::decideDriver(f.policy, image::ImageKind::Sif, f.host);
   } catch (const Error& e) {
     return {"none", e.oneLine()};
   }

@@ -50,7 +50,6 @@ struct RunCommandState {
   bool compat = false;       // --compat: Apptainer's OCI-compatibility set of options
   bool underlay = false;     // --underlay: accepted (ctr makes missing mount targets in an underlay already)
   bool sharens = false;      // --sharens: accepted (one image's launches share its holder's namespaces)
-  bool ignoreSubuid = false; // --ignore-subuid: --fakeroot maps the one id, not /etc/subuid's range
   std::string pidFile;       // instance start --pid-file FILE
 };
 
@@ -299,33 +298,40 @@ launch::LaunchPlan planIntoInstance(const launch::LaunchOptions& options, const 
   return launch::planJoin(options, policy, *record, image, host);
 }
 
-int runLaunch(RunCommandState& state) {
+// instance start: NAME from the arguments, and what it refuses. With --reuse, a running NAME
+// of this image (a Slurm job's named container, joined by its next step) is taken before
+// any planning, which it does not need: returns true then. Else the start looks again under
+// the instance's lock.
+bool takeInstanceName(RunCommandState& state) {
   auto& options = state.options;
-  if (options.command == launch::Command::Instance) {
-    if (options.args.empty())
-      throw Error("instance start: no instance name (usage: ctr instance start [options] IMAGE NAME [ARGS...])")
-          .withStatus(1);
-    options.instance = options.args.front();
-    options.args.erase(options.args.begin());
-    if (options.reuseInstance && !state.explain) {
-      // A running NAME of this image (a Slurm job's named container, joined by its next
-      // step): taken before any planning, which it does not need. Else the start below
-      // looks again under the instance's lock.
-      if (!launch::isValidInstanceName(options.instance)) (void)launch::planInstanceFiles(options.instance, "");
-      const auto host = host::discoverHost();
-      const auto running = runtime::findInstance(host.stateDir, options.instance);
-      if (running && running->image == std::filesystem::absolute(options.image).string()) {
-        if (state.joinInfo) printJoinInfo(*running);
-        return 0;
-      }
+  if (options.args.empty())
+    throw Error("instance start: no instance name (usage: ctr instance start [options] IMAGE NAME [ARGS...])")
+        .withStatus(1);
+  options.instance = options.args.front();
+  options.args.erase(options.args.begin());
+  if (options.reuseInstance && !state.explain) {
+    if (!launch::isValidInstanceName(options.instance)) (void)launch::planInstanceFiles(options.instance, "");
+    const auto host = host::discoverHost();
+    const auto running = runtime::findInstance(host.stateDir, options.instance);
+    if (running && running->image == std::filesystem::absolute(options.image).string()) {
+      if (state.joinInfo) printJoinInfo(*running);
+      return true;
     }
-    if (options.stayAsKeeper && !state.pidFile.empty())
-      throw Error("instance start: --pid-file with --stay: the keeper is this ctr process, whose pid its caller has")
-          .withStatus(1);
-    if (!options.statsFile.empty())
-      throw Error("instance start: --stats records one run; an instance's figures are `ctr instance stats NAME`")
-          .withStatus(1);
   }
+  if (options.stayAsKeeper && !state.pidFile.empty())
+    throw Error("instance start: --pid-file with --stay: the keeper is this ctr process, whose pid its caller has")
+        .withStatus(1);
+  if (!options.statsFile.empty())
+    throw Error("instance start: --stats records one run; an instance's figures are `ctr instance stats NAME`")
+        .withStatus(1);
+  return false;
+}
+
+// The options the flags imply (--compat, --stage), and the files the flags name read:
+// --env-file's; --stats' directory checked now, not after the run (the record is written
+// beside the file and renamed).
+void completeOptions(RunCommandState& state) {
+  auto& options = state.options;
   parseLimitFlags(state);
   if (state.stage && state.noStage) throw Error("--stage and --no-stage contradict each other: give one").withStatus(1);
   if (state.compat) {
@@ -338,7 +344,6 @@ int runLaunch(RunCommandState& state) {
   }
   if (state.stage || state.noStage) options.stage = state.stage;
   if (!options.statsFile.empty()) {
-    // Refused now, not after the run: the record is written beside the file and renamed.
     const auto dir = std::filesystem::absolute(options.statsFile).parent_path();
     if (::access(dir.c_str(), W_OK) != 0)
       throw Error("--stats " + options.statsFile + ": cannot write in " + dir.string() + " (" +
@@ -357,6 +362,29 @@ int runLaunch(RunCommandState& state) {
       auto vars = launch::parseEnvFile(readEnvFile(file), file, launch::EnvFileQuoting::Shell);
       options.envFileVars.insert(options.envFileVars.end(), vars.begin(), vars.end());
     }
+}
+
+// The plan of a launch of an image: the caller's facts, the planner's needs of the node
+// (launch::needsOf) probed by the host module, then the planner.
+launch::LaunchPlan planImageLaunch(launch::LaunchOptions& options, const config::Policy& policy,
+                                   log::StepTimer& reading) {
+  const auto image = resolveImageArgument(options.image, policy.pull);
+  reading.stop();
+  log::StepTimer looking("looking at the host");
+  auto host = host::discoverHost();
+  for (const auto& bind : launch::userBindSpecs(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd))
+    if (!bind.imageSrc.empty() && !options.datasetImages.contains(bind.source))
+      options.datasetImages.emplace(bind.source, lookAtDataset(bind));
+  host::discoverNeeds(host, launch::needsOf(options, image, policy), policy);
+  looking.stop();
+  log::StepTimer deciding("deciding the plan");
+  return launch::planLaunch(options, policy, image, host);
+}
+
+int runLaunch(RunCommandState& state) {
+  auto& options = state.options;
+  if (options.command == launch::Command::Instance && takeInstanceName(state)) return 0;
+  completeOptions(state);
   launch::LaunchPlan plan;
   {
     log::StepTimer timer("planning the launch");
@@ -366,28 +394,7 @@ int runLaunch(RunCommandState& state) {
       reading.stop();
       plan = planIntoInstance(options, policy, *instance);
     } else {
-      const auto image = resolveImageArgument(options.image, policy.pull);
-      reading.stop();
-      log::StepTimer looking("looking at the host");
-      auto host = host::discoverHost();
-      host::discoverImageFilesystem(host, image.path.string(), image.kind == image::ImageKind::Directory);
-      for (const auto& bind : launch::userBindSpecs(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd))
-        if (!bind.imageSrc.empty() && !options.datasetImages.contains(bind.source))
-          options.datasetImages.emplace(bind.source, lookAtDataset(bind));
-      const bool overlayImages = std::any_of(options.overlays.begin(), options.overlays.end(),
-                                             [](const launch::OverlayArg& a) { return a.image.has_value(); });
-      if (image.kind != image::ImageKind::Directory || !options.datasetImages.empty() || overlayImages)
-        host.squashfsServers = host::discoverSquashfsServers();
-      if (!options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty())
-        host.limits = host::discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
-      host::discoverDevicesHost(host, {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()},
-                                policy);
-      if (options.mpi == "bind") host::discoverMpiHost(host, policy);
-      if (options.stage.value_or(policy.stageImages != config::StageImages::Never)) host::discoverStageDir(host, policy);
-      if (options.fakeroot && !state.ignoreSubuid) host.subordinate = host::discoverSubordinateIds(host.user);
-      looking.stop();
-      log::StepTimer deciding("deciding the plan");
-      plan = launch::planLaunch(options, policy, image, host);
+      plan = planImageLaunch(options, policy, reading);
     }
   }
   return finishLaunch(state, plan);
@@ -504,7 +511,7 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.flag("-u,--userns", s.userns, "Accepted for Apptainer's scripts: every ctr container has its own user namespace");
   add.flag("-f,--fakeroot", o.fakeroot, "Be root in the container (your uid, and your /etc/subuid range if you have "
            "one, mapped to root and up); the image's files are root's, so an --overlay can take changes to them");
-  add.flag("--ignore-subuid", s.ignoreSubuid, "With --fakeroot: map only your own id to root, not your /etc/subuid "
+  add.flag("--ignore-subuid", o.ignoreSubuid, "With --fakeroot: map only your own id to root, not your /etc/subuid "
            "range");
   add.flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)");
   add.flag("--no-pid", o.noPid, "No own PID namespace, whatever --pid, --containall or instance start ask");

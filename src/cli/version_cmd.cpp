@@ -9,6 +9,7 @@
 #include "build_info.hpp"
 #include "commands.hpp"
 #include "ctr/build_config.hpp"
+#include "ctr/host_facts.hpp"
 
 namespace ctr::cli {
 namespace {
@@ -22,8 +23,8 @@ std::string apptainerVersion() { return std::string(build::kApptainerVersion) + 
 // Whether the configured helper is installed setuid root now (what kernel squashfs mode
 // needs); a bug report then says which path its launches could take.
 bool helperSetuidRoot() {
-  struct stat st {};
-  return ::stat(build::kHelperPath, &st) == 0 && st.st_uid == 0 && (st.st_mode & S_ISUID) != 0;
+  const auto state = host::inspectSetuidHelper(build::kHelperPath);
+  return state == host::HelperState::Usable || state == host::HelperState::Writable;
 }
 
 nlohmann::json versionJson() {

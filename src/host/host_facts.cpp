@@ -124,13 +124,23 @@ HostFacts discoverHost() {
   host.pid = ::getpid();
   host.cgroups = ownCgroups();
   host.setuidHelper = inspectSetuidHelper(build::kHelperPath);
+  host.loopControl = ::access("/dev/loop-control", F_OK) == 0;
   if (host.setuidHelper == HelperState::Usable) {
     struct stat st {};
     host.helperConfigSafe = ::stat(build::kSysconfPath, &st) == 0 && st.st_uid == 0 &&
                             (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
-    host.loopControl = ::access("/dev/loop-control", F_OK) == 0;
   }
   return host;
+}
+
+void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& policy) {
+  if (!needs.imageFile.empty()) discoverImageFilesystem(host, needs.imageFile, false);
+  if (needs.squashfsServers) host.squashfsServers = discoverSquashfsServers();
+  if (needs.limits) host.limits = discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
+  discoverDevicesHost(host, needs.devices, policy);
+  if (needs.mpi) discoverMpiHost(host, policy);
+  if (needs.stageDir) discoverStageDir(host, policy);
+  if (needs.subordinateIds) host.subordinate = discoverSubordinateIds(host.user);
 }
 
 SquashfsServers discoverSquashfsServers() {

@@ -111,7 +111,9 @@ LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& 
       plan.rootMode = RootMode::Overlay;
       plan.overlay.tmpfsUpper = true;
     } else {
-      plan.build->readOnly = true;
+      // The finished tree is tested as it will be run, read-only (Apptainer's), so that
+      // nothing the test writes goes into the image.
+      plan.rootReadOnly = true;
     }
     plan.mounts.push_back(tmpfsMount("/tmp", MountOrigin::Default, 01777));
     plan.mounts.push_back(tmpfsMount("/var/tmp", MountOrigin::Default, 01777));
@@ -134,6 +136,8 @@ LaunchPlan planBuildStep(const BuildStepOptions& options, const config::Policy& 
       env.push_back(kv);
   }
   plan.environment = std::move(env);
+  plan.envProgram.uid = plan.user.uid;
+  plan.envProgram.gid = plan.user.gid;
   plan.sourceEnvScripts = options.section == BuildSection::Test;
   plan.workdir = "/";
   plan.argv = options.argv;

@@ -153,20 +153,20 @@ nlohmann::json buildJson(const BuildRoot& build, const Handover& handover) {
   return j;
 }
 
-nlohmann::json handoverJson(const Handover& h) {
+nlohmann::json handoverJson(const Handover& h, const std::optional<std::string>& prompt) {
   nlohmann::json j = {{"seccomp", h.seccomp}, {"keep_capabilities", h.keepCapabilities},
                       {"no_new_privs", h.noNewPrivs}};
-  if (h.prompt) j["prompt"] = *h.prompt;
+  if (prompt) j["prompt"] = *prompt;
   if (h.umask) j["umask"] = *h.umask;
   return j;
 }
 
-std::string handoverText(const Handover& h, const std::string& profile) {
+std::string handoverText(const Handover& h, const std::string& profile, const std::optional<std::string>& prompt) {
   std::string text = h.seccomp ? "seccomp " + (profile.empty() ? std::string("built-in default") : profile)
                                : std::string("no seccomp filter");
   text += h.keepCapabilities ? "; root keeps its capabilities" : "; capabilities dropped";
   if (h.noNewPrivs) text += "; no_new_privs";
-  if (h.prompt) text += "; PS1='" + *h.prompt + "'";
+  if (prompt) text += "; PS1='" + *prompt + "'";
   if (h.umask) {
     char mask[8];
     std::snprintf(mask, sizeof mask, "%04o", *h.umask);
@@ -331,7 +331,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["mounts"] = mountsJson(plan.mounts);
   j["mounts_left_out"] = plan.mountsLeftOut;
   j["environment"] = plan.environment;
-  j["user_environment"] = userEnvironmentJson(plan.userEnvironment);
+  j["user_environment"] = userEnvironmentJson(plan.envProgram.user);
   j["warnings"] = plan.warnings;
   j["argv"] = plan.argv;
   j["command_choices"] = commandChoicesJson(plan.commandChoices);
@@ -350,7 +350,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["image_linger_ms"] = plan.lingerMs;
   j["holder_scope"] = {{"freezer", plan.holderScope.freezer}, {"unified", plan.holderScope.unified}};
   j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
-  j["handover"] = handoverJson(plan.handover);
+  j["handover"] = handoverJson(plan.handover, plan.envProgram.ps1);
   j["state_dir"] = plan.stateDir;
   j["limits"] = toJson(plan.limits);
   j["cgroup"] = cgroupJson(plan);
@@ -447,7 +447,7 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
         << plan.instance->logOut << " and " << plan.instance->logErr << ", join file " << plan.instance->join
         << (plan.instance->reuse ? "; if it already runs with this image, it is taken as it is (--reuse)" : "");
   out << "\n"
-      << "hand-over:  " << handoverText(plan.handover, plan.seccompProfile) << '\n'
+      << "hand-over:  " << handoverText(plan.handover, plan.seccompProfile, plan.envProgram.ps1) << '\n'
       << "state dir:  "
       << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
       << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
@@ -561,7 +561,7 @@ void writeCommand(std::ostream& out, const LaunchPlan& plan) {
   for (const auto& a : plan.argv) out << " '" << a << '\'';
   out << "\nenvironment (before the image's env scripts):\n";
   for (const auto& kv : plan.environment) out << "  " << kv << '\n';
-  const auto& user = plan.userEnvironment;
+  const auto& user = plan.envProgram.user;
   if (!user.empty()) {
     out << "user environment (after the image's scripts up to 99-base.sh, "
         << (user.evaluate ? "evaluated as \"VALUE\" in sh" : "literal: --no-eval") << "):\n";

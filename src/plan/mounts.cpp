@@ -296,10 +296,11 @@ std::vector<std::string> removeMounts(std::vector<Mount>& mounts, const NoMount&
 }
 
 void addIdentityMounts(std::vector<Mount>& mounts) {
-  for (const char* file : {"/etc/passwd", "/etc/group"}) {
+  for (const IdentityFile file : {IdentityFile::Passwd, IdentityFile::Group}) {
     Mount m;
     m.kind = MountKind::Identity;
-    m.destination = file;
+    m.identity = file;
+    m.destination = identityFilePath(file);
     m.readOnly = true;
     m.origin = MountOrigin::Identity;
     mounts.push_back(std::move(m));

@@ -291,9 +291,11 @@ void finishIdentityAndEnvironment(LaunchPlan& plan, const HomeDirs& home, Enviro
   plan.preparedRoot.user = plan.user;
   plan.environment = toEnvp(env);
   for (const auto& kv : plan.environment)
-    if (kv.starts_with("PS1=")) plan.handover.prompt = kv.substr(4);  // the shell's prompt, set before it starts
-  plan.userEnvironment = std::move(env.user);
-  plan.fixedEnvironment = std::move(env.fixed);
+    if (kv.starts_with("PS1=")) plan.envProgram.ps1 = kv.substr(4);  // the shell's prompt, set before it starts
+  plan.envProgram.user = std::move(env.user);
+  plan.envProgram.fixed = std::move(env.fixed);
+  plan.envProgram.uid = plan.user.uid;
+  plan.envProgram.gid = plan.user.gid;
   plan.warnings.insert(plan.warnings.end(), env.warnings.begin(), env.warnings.end());
 }
 
@@ -392,6 +394,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   planDatasetDrivers(plan, policy, host);
   planImageServer(plan, policy, host);
   planOverlay(plan, options);
+  plan.rootReadOnly = plan.rootMode == RootMode::Bind;
   const HomeDirs home = planHome(options, host);
   plan.namespaces = planNamespaces(options);
   // Apptainer's defaults, in mount order; then the site's, the devices', MPI's, the user's.
@@ -422,6 +425,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   finishIdentityAndEnvironment(plan, home, std::move(env));
   if (options.noUmask) plan.handover.umask = 022;
   planCommand(plan, options);
+  plan.glibcCheck = planGlibcCheck(plan);
   if (options.command == Command::Instance) {
     plan.instance = planInstanceFiles(options.instance, host.stateDir);
     plan.instance->reuse = options.reuseInstance;
@@ -604,6 +608,18 @@ std::vector<GlibcNeed> glibcNeeds(const LaunchPlan& plan) {
     needs.push_back({"host MPI (" + host::toString(plan.mpi->family) + ", --mpi=bind)", plan.mpi->needsGlibc,
                      plan.mpi->needsGlibcLibrary});
   return needs;
+}
+
+GlibcCheck planGlibcCheck(const LaunchPlan& plan) {
+  GlibcCheck check;
+  check.needs = glibcNeeds(plan);
+  // The image's libc.so.6 in the multiarch directories of the architectures ctr runs on,
+  // then the biarch and plain ones (an image without glibc, musl or static, has none).
+  if (!check.needs.empty())
+    check.imageLibc = {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
+                       "/lib/powerpc64le-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6",
+                       "/lib/libc.so.6", "/usr/lib/libc.so.6"};
+  return check;
 }
 
 }  // namespace ctr::launch

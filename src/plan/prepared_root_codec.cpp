@@ -58,6 +58,7 @@ std::string preparedRootToJson(const PreparedRootSpec& spec) {
                          {"required", m.required},
                          {"origin", static_cast<int>(m.origin)},
                          {"content", m.content},
+                         {"identity", static_cast<int>(m.identity)},
                          {"tmpfs_mode", m.tmpfsMode},
                          {"prebind", m.prebind}};
     if (m.tmpfsSizeBytes) mj["tmpfs_size_bytes"] = *m.tmpfsSizeBytes;
@@ -81,6 +82,7 @@ PreparedRootSpec preparedRootFromJson(std::string_view text) {
       m.required = mj.at("required").get<bool>();
       m.origin = static_cast<MountOrigin>(mj.at("origin").get<int>());
       m.content = mj.at("content").get<std::string>();
+      m.identity = static_cast<IdentityFile>(mj.at("identity").get<int>());
       m.tmpfsMode = mj.at("tmpfs_mode").get<unsigned>();
       m.prebind = mj.at("prebind").get<bool>();
       if (mj.contains("tmpfs_size_bytes")) m.tmpfsSizeBytes = mj.at("tmpfs_size_bytes").get<std::uint64_t>();

@@ -51,15 +51,12 @@ namespace {
 // A host driver built against a newer glibc than the image's fails in the loader with a
 // message that names a symbol, not the driver: say it before the app starts (issue 8). The
 // root is the container's now. An image without glibc (musl, static) is not checked.
-void checkGlibcNeeds(const launch::LaunchPlan& plan) {
-  const auto needs = launch::glibcNeeds(plan);
-  if (needs.empty()) return;
+void checkGlibcNeeds(const launch::GlibcCheck& check) {
+  if (check.needs.empty()) return;
   log::StepTimer timer("checking the image's glibc");
-  for (const auto& need : needs) {
+  for (const auto& need : check.needs) {
     const auto needed = host::parseGlibcVersionName("GLIBC_" + need.version);
-    for (const char* libc : {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
-                             "/lib/powerpc64le-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6",
-                             "/lib/libc.so.6", "/usr/lib/libc.so.6"}) {
+    for (const auto& libc : check.imageLibc) {
       std::optional<host::GlibcVersion> image;
       try {
         image = host::glibcDefinedBy(libc);
@@ -490,6 +487,150 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
   return environment;
 }
 
+// Where a launch stands once it is in the container: the image it holds, and for PID 1 of
+// a PID namespace (or an instance's stand-in) the signals it forwards.
+struct Entered {
+  SharedImage image;
+  UniqueFd initSignals;  // PID 1 only
+  sigset_t previousMask{};
+  bool foreground = false;
+};
+
+// Into the running instance's namespaces: an ordinary process of the instance (its init
+// reaps what it leaves); this process stays outside as its stand-in.
+void enterJoined(const launch::LaunchPlan& plan, Entered& in) {
+  if (!plan.join) throw Error("internal: a join without its instance in the plan");
+  log::StepTimer timer("joining the instance");
+  enterCgroupDirs(plan.join->cgroups);  // on the host, before its namespaces
+  UniqueFd pid = enterInstance(*plan.join);
+  if (!pid) return;
+  enterPidNamespace(in.initSignals, &in.previousMask, &in.foreground, pid.get(), nullptr);
+  if (in.foreground) takeTerminal();
+  in.initSignals.reset();
+  restoreAppSignals(in.previousMask);
+}
+
+// The image's root, the plan's namespaces and the assembled root; `report`: see executeIn.
+void enterOwnRoot(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, int& report, Entered& in) {
+  in.image = enterRootSource(plan);
+  enterOwnNamespaces(plan.namespaces);
+  if (plan.namespaces.pid)
+    enterPidNamespace(in.initSignals, &in.previousMask, &in.foreground, -1, &report,
+                      plan.instance && cgroup ? &cgroup->dirs() : nullptr);
+  assembleRoot(plan, in.image);
+  checkGlibcNeeds(plan.glibcCheck);
+}
+
+void enterWorkdir(const launch::LaunchPlan& plan) {
+  if (::chdir(plan.workdir.c_str()) == 0) return;
+  if (plan.workdirRequired) throw sysError("--pwd " + plan.workdir + ": cannot change to it in the container");
+  spdlog::warn("working directory {} is not available in the container ({}): using /", plan.workdir,
+               std::strerror(errno));
+  if (::chdir("/") != 0) throw sysError("chdir /");
+}
+
+// What runs: the plan's argv, or for run, shell and test the first program the image has
+// (the planner's order) with its own arguments and variables. Empty for an instance with
+// nothing to start.
+struct AppCommand {
+  std::vector<std::string> argv;
+  std::vector<launch::EnvVar> env;
+};
+AppCommand chooseCommand(const launch::LaunchPlan& plan) {
+  if (struct stat st {}; !plan.appRoot.empty() && (::stat(plan.appRoot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+    throw Error("--app: the image has no app '" + plan.appRoot.substr(plan.appRoot.rfind('/') + 1) + "' (no " +
+                plan.appRoot + ")")
+        .withStatus(1);
+  if (plan.commandChoices.empty()) return {plan.argv, {}};
+  auto chosen = std::find_if(plan.commandChoices.begin(), plan.commandChoices.end(),
+                             [](const launch::CommandChoice& c) { return isExecutableFile(c.argv[0]); });
+  if (chosen == plan.commandChoices.end()) {
+    if (!plan.instance || plan.noCommand.status != 0) throw Error(plan.noCommand.message).withStatus(plan.noCommand.status);
+    spdlog::info("{}", plan.noCommand.message);
+    return {};
+  }
+  if (!chosen->note.empty()) spdlog::warn("{}", chosen->note);
+  AppCommand command{chosen->argv, chosen->env};
+  command.argv.insert(command.argv.end(), plan.argv.begin(), plan.argv.end());
+  return command;
+}
+
+// The command with its environment applied: the plan's environment program (the image's
+// scripts added, as the holder read them or as listed here), interpreted by ctr, or else
+// run by /bin/sh before the command.
+struct Ready {
+  std::string program;                  // what execve runs ("/bin/sh" when the shell applies the environment)
+  std::vector<std::string> argv;
+  std::vector<std::string> environment;
+  std::string script;                   // the environment program
+  bool interpreted = false;
+};
+Ready applyEnvironment(const launch::LaunchPlan& plan, const SharedImage& image, AppCommand command) {
+  launch::EnvProgram program = plan.envProgram;
+  if (plan.sourceEnvScripts) {
+    if (image.envScripts)
+      for (const auto& c : *image.envScripts) program.scripts.push_back(c.path);
+    else
+      program.scripts = listEnvScripts();
+  }
+  program.fixed.insert(program.fixed.end(), command.env.begin(), command.env.end());
+  Ready ready;
+  ready.script = launch::envProgramScript(program);
+  ready.argv = std::move(command.argv);
+  ready.program = ready.argv.empty() ? std::string("/bin/sh") : ready.argv[0];
+  log::StepTimer envTimer("environment");
+  auto interpreted = interpretEnvProgram(ready.script, plan, image.envScripts ? &*image.envScripts : nullptr);
+  envTimer.stop();
+  if (interpreted) {
+    ready.environment = std::move(*interpreted);
+    ready.interpreted = true;
+    return ready;
+  }
+  ready.environment = plan.environment;
+  // The program may change PATH: the shell looks the command up after it. (An instance
+  // records the environment the shell leaves: see shellEnvironment.)
+  if (!ready.argv.empty()) ready.argv = launch::envProgramArgvLookingUp(ready.script, ready.argv);
+  ready.program = "/bin/sh";
+  if (!ready.argv.empty() && !isExecutableFile(ready.program))
+    throw Error("applying the environment needs /bin/sh (a command substitution or a script outside "
+                "what ctr interprets), and the image has none");
+  return ready;
+}
+
+// The last steps before the app: its cgroup, umask, no_new_privs, capabilities, seccomp.
+void handOver(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, const SeccompProgram& seccomp) {
+  if (cgroup) cgroup->enter();
+  if (plan.handover.umask) ::umask(static_cast<mode_t>(*plan.handover.umask));
+  if (plan.handover.noNewPrivs) setNoNewPrivs();
+  if (!plan.handover.keepCapabilities) dropAllCapabilities();
+  if (plan.handover.seccomp) installSeccomp(seccomp);
+}
+
+// instance start: reports the instance ready (its environment as recorded) and keeps it:
+// its init, or with --no-pid this process, in the host's PID namespace.
+[[noreturn]] void keepInstance(const launch::LaunchPlan& plan, Entered& in, const Ready& app, int report,
+                               const InstanceReady* ready, const SeccompProgram& seccomp,
+                               const InstanceFiles& instanceFiles) {
+  if (!in.initSignals) {
+    sigset_t set = forwardedSignals();
+    sigaddset(&set, SIGCHLD);
+    if (::sigprocmask(SIG_BLOCK, &set, &in.previousMask) != 0) throw sysError("sigprocmask");
+    in.initSignals.reset(::signalfd(-1, &set, SFD_CLOEXEC));
+    if (!in.initSignals) throw sysError("signalfd");
+  }
+  const auto recorded = app.interpreted ? app.environment : shellEnvironment(app.script, app.environment);
+  if (ready)
+    (*ready)(recorded, plan.handover.seccomp ? &seccomp : nullptr);
+  else
+    reportInstanceReady(report, recorded);
+  const bool pidNamespace = plan.namespaces.pid;
+  if (app.argv.empty()) keeperOf(nullptr, in.initSignals.get(), in.previousMask, pidNamespace, instanceFiles);
+  // Looked up in the PATH the image's env scripts left (conda images change it).
+  const std::string path = envValue(app.environment, "PATH");
+  const std::function<void()> run = [&] { execCommand(app.program, app.argv, app.environment, path); };
+  keeperOf(&run, in.initSignals.get(), in.previousMask, pidNamespace, instanceFiles);
+}
+
 // execute(), entering `cgroup` (when given) right before the hand-over: after the image
 // holder was started or joined, so the holder, shared by other launches, stays outside.
 // `report`: instance start's channel (see executeInstance); `ready`: instead of it, with
@@ -506,132 +647,29 @@ std::vector<std::string> shellEnvironment(const std::string& script, const std::
                           [&] { return loadSeccompProgram(plan.seccompProfile, plan.stateDir); });
   }
 
-  SharedImage image;
-  UniqueFd initSignals;  // PID 1 only
-  sigset_t previousMask;
-  sigemptyset(&previousMask);
-  bool foreground = false;
-  if (plan.rootMode == launch::RootMode::Join) {
-    if (!plan.join) throw Error("internal: a join without its instance in the plan");
-    log::StepTimer timer("joining the instance");
-    enterCgroupDirs(plan.join->cgroups);  // on the host, before its namespaces
-    UniqueFd pid = enterInstance(*plan.join);
-    if (pid) {
-      // An ordinary process of the instance (its init reaps what it leaves); this
-      // process stays outside as its stand-in.
-      enterPidNamespace(initSignals, &previousMask, &foreground, pid.get(), nullptr);
-      if (foreground) takeTerminal();
-      initSignals.reset();
-      restoreAppSignals(previousMask);
-    }
-  } else {
-    image = enterRootSource(plan);
-    enterOwnNamespaces(plan.namespaces);
-    if (plan.namespaces.pid)
-      enterPidNamespace(initSignals, &previousMask, &foreground, -1, &report,
-                        plan.instance && cgroup ? &cgroup->dirs() : nullptr);
-    assembleRoot(plan, image);
-    checkGlibcNeeds(plan);
-  }
+  Entered in;
+  if (plan.rootMode == launch::RootMode::Join)
+    enterJoined(plan, in);
+  else
+    enterOwnRoot(plan, cgroup, report, in);
 
   log::StepTimer handover("hand-over");
-  if (::chdir(plan.workdir.c_str()) != 0) {
-    if (plan.workdirRequired)
-      throw sysError("--pwd " + plan.workdir + ": cannot change to it in the container");
-    spdlog::warn("working directory {} is not available in the container ({}): using /",
-                 plan.workdir, std::strerror(errno));
-    if (::chdir("/") != 0) throw sysError("chdir /");
-  }
-
-  if (struct stat st {}; !plan.appRoot.empty() && (::stat(plan.appRoot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
-    throw Error("--app: the image has no app '" + plan.appRoot.substr(plan.appRoot.rfind('/') + 1) + "' (no " +
-                plan.appRoot + ")")
-        .withStatus(1);
-  std::vector<std::string> argv = plan.argv;
-  std::vector<launch::EnvVar> chosenEnv;
-  if (!plan.commandChoices.empty()) {
-    // run, shell, test: the first program the image has (the planner's order).
-    auto chosen = std::find_if(plan.commandChoices.begin(), plan.commandChoices.end(),
-                               [](const launch::CommandChoice& c) { return isExecutableFile(c.argv[0]); });
-    if (chosen == plan.commandChoices.end()) {
-      if (!plan.instance || plan.noCommand.status != 0) throw Error(plan.noCommand.message).withStatus(plan.noCommand.status);
-      spdlog::info("{}", plan.noCommand.message);
-      argv.clear();
-    } else {
-      if (!chosen->note.empty()) spdlog::warn("{}", chosen->note);
-      argv = chosen->argv;
-      argv.insert(argv.end(), plan.argv.begin(), plan.argv.end());
-      chosenEnv = chosen->env;
-    }
-  }
-
-  launch::EnvProgram program;
-  if (plan.sourceEnvScripts) {
-    if (image.envScripts)
-      for (const auto& c : *image.envScripts) program.scripts.push_back(c.path);
-    else
-      program.scripts = listEnvScripts();
-  }
-  program.user = plan.userEnvironment;
-  program.fixed = plan.fixedEnvironment;
-  program.fixed.insert(program.fixed.end(), chosenEnv.begin(), chosenEnv.end());
-  program.uid = plan.user.uid;
-  program.gid = plan.user.gid;
-  program.ps1 = plan.handover.prompt;
-  const std::string script = launch::envProgramScript(program);
-  std::vector<std::string> environment;
-  std::string command = argv.empty() ? std::string("/bin/sh") : argv[0];
-  log::StepTimer envTimer("environment");
-  auto interpreted = interpretEnvProgram(script, plan, image.envScripts ? &*image.envScripts : nullptr);
-  envTimer.stop();
-  if (interpreted) {
-    environment = std::move(*interpreted);
-  } else {
-    environment = plan.environment;
-    // The program may change PATH: the shell looks the command up after it. (An instance
-    // records the environment the shell leaves: see shellEnvironment.)
-    if (!argv.empty()) argv = launch::envProgramArgvLookingUp(script, argv);
-    command = "/bin/sh";
-    if (!argv.empty() && !isExecutableFile(command))
-      throw Error("applying the environment needs /bin/sh (a command substitution or a script outside "
-                  "what ctr interprets), and the image has none");
-  }
-
-  if (cgroup) cgroup->enter();
-  if (plan.handover.umask) ::umask(static_cast<mode_t>(*plan.handover.umask));
-  if (plan.handover.noNewPrivs) setNoNewPrivs();
-  if (!plan.handover.keepCapabilities) dropAllCapabilities();
-  if (plan.handover.seccomp) installSeccomp(seccomp);
+  enterWorkdir(plan);
+  const Ready app = applyEnvironment(plan, in.image, chooseCommand(plan));
+  handOver(plan, cgroup, seccomp);
   handover.stop();
   log::logStepSummary();
+  if (plan.instance) keepInstance(plan, in, app, report, ready, seccomp, instanceFiles);
   // Looked up in the PATH the image's env scripts left (conda images change it).
-  const std::string path = envValue(environment, "PATH");
-  if (plan.instance) {
-    if (!initSignals) {  // --no-pid: this process keeps the instance, in the host's PID namespace
-      sigset_t set = forwardedSignals();
-      sigaddset(&set, SIGCHLD);
-      if (::sigprocmask(SIG_BLOCK, &set, &previousMask) != 0) throw sysError("sigprocmask");
-      initSignals.reset(::signalfd(-1, &set, SFD_CLOEXEC));
-      if (!initSignals) throw sysError("signalfd");
-    }
-    const auto recorded = interpreted ? environment : shellEnvironment(script, environment);
-    if (ready)
-      (*ready)(recorded, plan.handover.seccomp ? &seccomp : nullptr);
-    else
-      reportInstanceReady(report, recorded);
-    const bool pidNamespace = plan.namespaces.pid;
-    if (argv.empty()) keeperOf(nullptr, initSignals.get(), previousMask, pidNamespace, instanceFiles);
-    const std::function<void()> app = [&] { execCommand(command, argv, environment, path); };
-    keeperOf(&app, initSignals.get(), previousMask, pidNamespace, instanceFiles);
+  const std::string path = envValue(app.environment, "PATH");
+  if (in.initSignals && plan.namespaces.pidInit)
+    initOf([&] { execCommand(app.program, app.argv, app.environment, path); }, in.initSignals.get(),
+           in.previousMask, in.foreground, plan.namespaces.signalAll);
+  if (in.initSignals) {  // --no-init: the app itself is PID 1, with the signals of a child of init
+    in.initSignals.reset();
+    restoreAppSignals(in.previousMask);
   }
-  if (initSignals && plan.namespaces.pidInit)
-    initOf([&] { execCommand(command, argv, environment, path); }, initSignals.get(), previousMask, foreground,
-           plan.namespaces.signalAll);
-  if (initSignals) {  // --no-init: the app itself is PID 1, with the signals of a child of init
-    initSignals.reset();
-    restoreAppSignals(previousMask);
-  }
-  execCommand(command, argv, environment, path);
+  execCommand(app.program, app.argv, app.environment, path);
 }
 
 double secondsOf(const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6; }

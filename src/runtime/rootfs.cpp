@@ -336,12 +336,63 @@ std::string readInRoot(int rootFd, const std::string& path) {
   return readCheckedFile(fd.get(), kMaxIdentityFile, what);
 }
 
+// Where the plan's mount i goes in the root at rootPath (rootFd): a target missing inside
+// an earlier mount (assembleRoot left it out of the image's overlay) is made there. `st`: the
+// mount's source, as sourcePresent saw it.
+UniqueFd mountTarget(const LaunchPlan& plan, size_t i, const std::string& rootPath, int rootFd,
+                     const struct stat& st) {
+  const Mount& m = plan.mounts[i];
+  auto resolved = resolveInRoot(rootFd, m.destination, "mount target");
+  if (resolved.kind == PathKind::Missing && underEarlierMount(plan.mounts, i)) {
+    createUnder(rootPath, resolved.path, m.kind == MountKind::Tmpfs || (m.kind == MountKind::Bind && S_ISDIR(st.st_mode)));
+    return openTarget(rootFd, m.destination);
+  }
+  if (resolved.kind == PathKind::Missing)
+    throw Error("mount target " + m.destination + " does not exist in the container");
+  return std::move(resolved.fd);
+}
+
+// A bind; a recursive bind of an ancestor of the state directory (/tmp) would carry the
+// holder's and our own mounts (under hideDir) into the container: cut them off there.
+void bindHidingState(const Mount& m, int targetFd, const std::string& rootPath, const std::string& hideDir) {
+  bindInto(m.source, targetFd, m.readOnly, m.recursive, m.destination);
+  if (m.recursive && isAtOrUnder(hideDir, m.source) && hideDir != m.source) {
+    // (By path: the target fd still names the directory underneath the new mount.)
+    std::string inside = rootPath + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
+    if (::umount2(inside.c_str(), MNT_DETACH) != 0)
+      spdlog::debug("could not hide {} in the container: {}", inside, std::strerror(errno));
+  }
+}
+
+// A sysfs of the container's network namespace (entered before the root is assembled).
+void mountSysfs(const Mount& m, int targetFd) {
+  const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (m.readOnly ? MS_RDONLY : 0);
+  if (::mount("sysfs", fdPath(targetFd).c_str(), "sysfs", flags, nullptr) == 0) return;
+  spdlog::warn("cannot mount a sysfs of the container's network namespace on {} ({}): the host's {} is "
+               "shown there, its network interfaces too",
+               m.destination, std::strerror(errno), m.source);
+  bindInto(m.source, targetFd, m.readOnly, true, m.destination);
+}
+
+void makeSymlink(const Mount& m, int rootFd) {
+  const auto slash = m.destination.find_last_of('/');
+  const std::string parent = slash == 0 ? "/" : m.destination.substr(0, slash);
+  UniqueFd parentFd = openTarget(rootFd, parent);
+  if (::symlinkat(m.source.c_str(), parentFd.get(), m.destination.c_str() + slash + 1) != 0 && errno != EEXIST)
+    throw sysError("create the link " + m.destination + " -> " + m.source);
+}
+
+// A File mount's content, or an Identity mount's file made from the image's own.
+std::string generatedContent(const Mount& m, const LaunchPlan& plan, int rootFd) {
+  if (m.kind != MountKind::Identity) return m.content;
+  return launch::identityFileText(m.identity, readInRoot(rootFd, m.destination), plan.user);
+}
+
 // The plan's mounts, in order, into the root at rootPath (rootFd). With `prepared`, the
 // targets were resolved beforehand (an empty fd: nothing to mount).
 void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::string& rootPath,
                int rootFd, std::vector<UniqueFd>* prepared) {
   const std::string hideDir = image.stageDir.substr(0, image.stageDir.find_last_of('/'));  // <state>/mnt
-  std::optional<launch::IdentityFiles> identity;
   for (size_t i = 0; i < plan.mounts.size(); ++i) {
     const Mount& m = plan.mounts[i];
     struct stat st {};
@@ -350,80 +401,28 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
     } else if (!sourcePresent(m, &st)) {
       continue;
     }
-    auto target = [&] {
-      if (prepared) return std::move((*prepared)[i]);
-      auto resolved = resolveInRoot(rootFd, m.destination, "mount target");
-      if (resolved.kind == PathKind::Missing && underEarlierMount(plan.mounts, i)) {
-        // In the mount that holds it (assembleRoot left it out of the image's overlay).
-        createUnder(rootPath, resolved.path, m.kind == MountKind::Tmpfs || (m.kind == MountKind::Bind && S_ISDIR(st.st_mode)));
-        return openTarget(rootFd, m.destination);
-      }
-      if (resolved.kind == PathKind::Missing)
-        throw Error("mount target " + m.destination + " does not exist in the container");
-      return std::move(resolved.fd);
-    };
+    if (m.kind == MountKind::Symlink) {
+      makeSymlink(m, rootFd);
+      continue;
+    }
+    std::string file;
+    if (m.kind == MountKind::File || m.kind == MountKind::Identity) {
+      file = image.stageDir + "/files/" + std::to_string(i);
+      writeFile(file, generatedContent(m, plan, rootFd));
+    }
+    UniqueFd target = prepared ? std::move((*prepared)[i]) : mountTarget(plan, i, rootPath, rootFd, st);
     switch (m.kind) {
-      case MountKind::Bind: {
-        UniqueFd targetFd = target();
-        bindInto(m.source, targetFd.get(), m.readOnly, m.recursive, m.destination);
-        // A recursive bind of an ancestor of the state directory (/tmp) would carry the
-        // holder's and our own mounts into the container: cut them off there.
-        if (m.recursive && isAtOrUnder(hideDir, m.source) && hideDir != m.source) {
-          // (By path: the target fd still names the directory underneath the new mount.)
-          std::string inside = rootPath + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
-          if (::umount2(inside.c_str(), MNT_DETACH) != 0)
-            spdlog::debug("could not hide {} in the container: {}", inside, std::strerror(errno));
-        }
-        break;
-      }
-      case MountKind::Tmpfs: {
-        UniqueFd targetFd = target();
-        mountTmpfs(m, targetFd.get());
-        break;
-      }
-      case MountKind::Proc: {
+      case MountKind::Bind: bindHidingState(m, target.get(), rootPath, hideDir); break;
+      case MountKind::Tmpfs: mountTmpfs(m, target.get()); break;
+      case MountKind::Proc:
         // The procfs of the PID namespace this process is PID 1 of (execute.cpp).
-        UniqueFd targetFd = target();
-        if (::mount("proc", fdPath(targetFd.get()).c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+        if (::mount("proc", fdPath(target.get()).c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
           throw sysError("mount proc on " + m.destination);
         break;
-      }
-      case MountKind::Sysfs: {
-        // In the container's network namespace (entered before the root is assembled).
-        UniqueFd targetFd = target();
-        const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (m.readOnly ? MS_RDONLY : 0);
-        if (::mount("sysfs", fdPath(targetFd.get()).c_str(), "sysfs", flags, nullptr) != 0) {
-          spdlog::warn("cannot mount a sysfs of the container's network namespace on {} ({}): the host's {} is "
-                       "shown there, its network interfaces too",
-                       m.destination, std::strerror(errno), m.source);
-          bindInto(m.source, targetFd.get(), m.readOnly, true, m.destination);
-        }
-        break;
-      }
-      case MountKind::Symlink: {
-        const auto slash = m.destination.find_last_of('/');
-        const std::string parent = slash == 0 ? "/" : m.destination.substr(0, slash);
-        UniqueFd parentFd = openTarget(rootFd, parent);
-        if (::symlinkat(m.source.c_str(), parentFd.get(), m.destination.c_str() + slash + 1) != 0 && errno != EEXIST)
-          throw sysError("create the link " + m.destination + " -> " + m.source);
-        break;
-      }
+      case MountKind::Sysfs: mountSysfs(m, target.get()); break;
       case MountKind::File:
-      case MountKind::Identity: {
-        std::string content = m.content;
-        if (m.kind == MountKind::Identity) {
-          // One build for both files (passwd and group come from the same lookup).
-          if (!identity)
-            identity = launch::buildIdentityFiles(readInRoot(rootFd, "/etc/passwd"),
-                                                  readInRoot(rootFd, "/etc/group"), plan.user);
-          content = m.destination == "/etc/passwd" ? identity->passwd : identity->group;
-        }
-        const std::string file = image.stageDir + "/files/" + std::to_string(i);
-        writeFile(file, content);
-        UniqueFd targetFd = target();
-        bindInto(file, targetFd.get(), m.readOnly, false, m.destination);
-        break;
-      }
+      case MountKind::Identity: bindInto(file, target.get(), m.readOnly, false, m.destination); break;
+      case MountKind::Symlink: break;
     }
   }
 }
@@ -590,14 +589,13 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
 
   // The identity files: the holder is the same user, so they are the same for every
   // launch whose plan.user matches the signature below.
-  auto identity = launch::buildIdentityFiles(readInRoot(imageFd.get(), "/etc/passwd"),
-                                             readInRoot(imageFd.get(), "/etc/group"), spec.user);
-  writeFile(files + "/passwd", identity.passwd);
-  writeFile(files + "/group", identity.group);
-  for (const char* name : {"passwd", "group"}) {
-    const std::string destination = std::string("/etc/") + name;
-    UniqueFd target = openTarget(rootFd.get(), destination);
-    bindInto(files + "/" + name, target.get(), true, false, destination);
+  for (size_t i = 0; i < spec.mounts.size(); ++i) {
+    const Mount& m = spec.mounts[i];
+    if (m.kind != MountKind::Identity) continue;
+    const std::string file = files + "/" + std::to_string(i);
+    writeFile(file, launch::identityFileText(m.identity, readInRoot(imageFd.get(), m.destination), spec.user));
+    UniqueFd target = openTarget(rootFd.get(), m.destination);
+    bindInto(file, target.get(), true, false, m.destination);
   }
   makeReadOnly(rootFd.get(), true, "the base root", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);  // as the overlay was
   // The default and admin binds, made once here rather than by every launch (/proc, /sys,
@@ -835,11 +833,7 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
 
   mountPlan(plan, image, rootPath, rootFd.get(), nullptr);
 
-  if ((overlay && plan.rootMode == launch::RootMode::Bind) || (plan.build && plan.build->readOnly)) {
-    // The overlay only exists to hold mount targets (or a build's %test sees the tree as it
-    // will run): the root stays read-only.
-    makeReadOnly(rootFd.get(), false, "the root");
-  }
+  if (plan.rootReadOnly) makeReadOnly(rootFd.get(), false, "the root");
   replaceImageMpi(plan, rootFd.get());
 
   pivotInto(rootPath);

@@ -94,10 +94,10 @@ TEST(BuildStepPlan, ApptainersMountsAndNothingOfTheUsers) {
 
 TEST(BuildStepPlan, TestSeesTheTreeReadOnlyOrOverATmpfs) {
   auto step = postStep();
-  EXPECT_FALSE(launch::planBuildStep(step, config::Policy{}, userHost(), {}).build->readOnly) << "%post writes the tree";
+  EXPECT_FALSE(launch::planBuildStep(step, config::Policy{}, userHost(), {}).rootReadOnly) << "%post writes the tree";
   step.section = launch::BuildSection::Test;
   auto plan = launch::planBuildStep(step, config::Policy{}, userHost(), {});
-  EXPECT_TRUE(plan.build->readOnly) << "nothing %test writes may go into the image";
+  EXPECT_TRUE(plan.rootReadOnly) << "nothing %test writes may go into the image";
   EXPECT_EQ(plan.rootMode, launch::RootMode::Sandbox);
   ASSERT_GE(plan.mounts.size(), 2U);
   EXPECT_EQ(plan.mounts[plan.mounts.size() - 2].destination, "/tmp");
@@ -106,7 +106,7 @@ TEST(BuildStepPlan, TestSeesTheTreeReadOnlyOrOverATmpfs) {
   plan = launch::planBuildStep(step, config::Policy{}, userHost(), {});
   EXPECT_EQ(plan.rootMode, launch::RootMode::Overlay);
   EXPECT_TRUE(plan.overlay.tmpfsUpper) << "--writable-tmpfs: the writes go to a tmpfs that vanishes";
-  EXPECT_FALSE(plan.build->readOnly);
+  EXPECT_FALSE(plan.rootReadOnly);
 }
 
 TEST(BuildStepPlan, CleanEnvironmentWithTheBuildVariables) {

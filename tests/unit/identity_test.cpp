@@ -213,3 +213,11 @@ TEST(EtcFiles, GroupNamesFirstEntryPerGid) {
   EXPECT_EQ(names[5000], "") << "not in the file: left for NSS";
   EXPECT_EQ(names[7], "kept") << "a name already known is kept";
 }
+
+TEST(IdentityFiles, EachFileAloneIsTheOneBuiltWithTheOther) {
+  const auto both = buildIdentityFiles(kImagePasswd, kImageGroup, alice());
+  EXPECT_EQ(identityFileText(IdentityFile::Passwd, kImagePasswd, alice()), both.passwd);
+  EXPECT_EQ(identityFileText(IdentityFile::Group, kImageGroup, alice()), both.group);
+  EXPECT_STREQ(identityFilePath(IdentityFile::Passwd), "/etc/passwd");
+  EXPECT_STREQ(identityFilePath(IdentityFile::Group), "/etc/group");
+}

@@ -218,7 +218,7 @@ TEST(PlanJoin, EntersTheRecordedNamespacesWithTheCallersCommandAndEnvironment) {
   EXPECT_EQ(plan.workdir, "/scratch/alice/run1");
   EXPECT_EQ(plan.user.home, "/home/alice");
   bool joinedVar = false;
-  for (const auto& [name, value] : plan.userEnvironment.vars) joinedVar = joinedVar || (name == "JOINED" && value == "yes");
+  for (const auto& [name, value] : plan.envProgram.user.vars) joinedVar = joinedVar || (name == "JOINED" && value == "yes");
   EXPECT_TRUE(joinedVar);
   EXPECT_TRUE(plan.handover.noNewPrivs);
   EXPECT_FALSE(plan.handover.keepCapabilities);

@@ -100,12 +100,12 @@ TEST(Planner, HandoverDropsCapabilitiesLoadsSeccompAndKeepsThePrompt) {
   EXPECT_TRUE(plan.handover.seccomp);
   EXPECT_FALSE(plan.handover.keepCapabilities);
   EXPECT_TRUE(plan.handover.noNewPrivs);
-  EXPECT_EQ(plan.handover.prompt, envOf(plan, "PS1"));
+  EXPECT_EQ(plan.envProgram.ps1, envOf(plan, "PS1"));
   EXPECT_NE(toText(plan).find("hand-over:  seccomp built-in default; capabilities dropped; no_new_privs"),
             std::string::npos) << toText(plan);
   host = alice();
   plan = planLaunch(execTrue(), {}, sifImage(), host);
-  EXPECT_EQ(plan.handover.prompt, std::nullopt);
+  EXPECT_EQ(plan.envProgram.ps1, std::nullopt);
 }
 
 TEST(Planner, ContainAllAlsoCleansTheEnvironment) {
@@ -660,7 +660,7 @@ TEST(Planner, SifEnvironmentObjectSitsBetweenHostAndUserSettings) {
   auto plan = planLaunch(o, {}, image, host);
   EXPECT_EQ(envOf(plan, "IMAGE_ONLY"), "1");
   EXPECT_EQ(envOf(plan, "SHARED"), "image");  // before the image's scripts
-  EXPECT_EQ(plan.userEnvironment.vars, (std::vector<EnvVar>{{"SHARED", "cli"}}));  // after them
+  EXPECT_EQ(plan.envProgram.user.vars, (std::vector<EnvVar>{{"SHARED", "cli"}}));  // after them
   EXPECT_EQ(envOf(plan, "QUOTED"), "a b");
 }
 
@@ -1022,4 +1022,58 @@ TEST(Planner, TheHolderIsSharedWithinTheLaunchesProcessTrackingCgroupOnly) {
   EXPECT_EQ(planHolderScope({{"freezer", "/task_1"}}).freezer, "/");
   EXPECT_EQ(planHolderScope({{"freezer", "/a/task_x"}}).freezer, "/a/task_x") << "not a task level";
   EXPECT_TRUE(planHolderScope({}).freezer.empty());
+}
+
+// needsOf: the host probes a launch needs, decided from the options and the image alone.
+TEST(PlanNeeds, APlainLaunchOfADirectoryNeedsNothingBeyondTheCaller) {
+  auto image = sifImage();
+  image.kind = ctr::image::ImageKind::Directory;
+  ctr::config::Policy policy;
+  policy.stageImages = ctr::config::StageImages::Never;
+  const auto needs = needsOf(execTrue(), image, policy);
+  EXPECT_TRUE(needs.imageFile.empty());
+  EXPECT_FALSE(needs.squashfsServers || needs.limits || needs.mpi || needs.stageDir || needs.subordinateIds);
+  EXPECT_FALSE(needs.devices.nvidia || needs.devices.amd || needs.devices.gpus || needs.devices.cdi);
+}
+
+TEST(PlanNeeds, EachOptionNamesItsProbe) {
+  ctr::config::Policy policy;
+  policy.stageImages = ctr::config::StageImages::Never;
+  auto options = execTrue();
+  options.nv = true;
+  options.mpi = "bind";
+  options.fakeroot = true;
+  options.statsFile = "run.json";
+  auto needs = needsOf(options, sifImage(), policy);
+  EXPECT_EQ(needs.imageFile, sifImage().path.string());
+  EXPECT_TRUE(needs.squashfsServers);  // a SIF is served by FUSE where the helper is not used
+  EXPECT_TRUE(needs.devices.nvidia);
+  EXPECT_FALSE(needs.devices.amd);
+  EXPECT_TRUE(needs.mpi);
+  EXPECT_TRUE(needs.limits);  // --stats reads the launch's cgroup
+  EXPECT_TRUE(needs.subordinateIds);
+  EXPECT_FALSE(needs.stageDir);
+  options.ignoreSubuid = true;
+  options.stage = true;
+  needs = needsOf(options, sifImage(), policy);
+  EXPECT_FALSE(needs.subordinateIds);
+  EXPECT_TRUE(needs.stageDir);
+}
+
+// The runtime's decisions, taken by the planner: which identity file a mount makes, whether
+// the root ends read-only, where the image's libc is looked for.
+TEST(Planner, IdentityMountsNameTheirFileAndTheRootIsReadOnly) {
+  const auto plan = planLaunch(execTrue(), {}, sifImage(), alice());
+  const auto* passwd = findMount(plan, "/etc/passwd");
+  const auto* group = findMount(plan, "/etc/group");
+  ASSERT_TRUE(passwd && group);
+  EXPECT_EQ(passwd->identity, IdentityFile::Passwd);
+  EXPECT_EQ(group->identity, IdentityFile::Group);
+  EXPECT_TRUE(plan.rootReadOnly);
+  EXPECT_TRUE(plan.glibcCheck.needs.empty());
+  EXPECT_TRUE(plan.glibcCheck.imageLibc.empty());
+  EXPECT_EQ(plan.envProgram.uid, alice().user.uid);
+  auto withOverlay = execTrue();
+  withOverlay.writableTmpfs = true;
+  EXPECT_FALSE(planLaunch(withOverlay, {}, sifImage(), alice()).rootReadOnly);
 }

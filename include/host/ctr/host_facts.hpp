@@ -168,6 +168,31 @@ struct HostFacts {
   std::optional<SubordinateIds> subordinate;
 };
 
+// Which devices a launch asks for (--nv, --rocm, --gpus, --device).
+struct DeviceAsk {
+  bool nvidia = false;  // --nv
+  bool amd = false;     // --rocm
+  bool gpus = false;    // --gpus: the GPUs' device nodes, for the device cgroup
+  bool cdi = false;     // --device: CDI devices
+};
+
+// What a launch needs probed beyond the caller: the planner's answer (launch::needsOf, pure),
+// which discoverNeeds probes. Each probe runs only when named.
+struct Needs {
+  // The file system of the image file, for the setuid helper's refusal (discoverImageFilesystem).
+  std::string imageFile;
+  bool squashfsServers = false;  // a squashfs image, dataset or overlay image: its FUSE servers
+  bool limits = false;           // limits, --stats or --gpus: the node's cgroups (discoverLimitsHost)
+  DeviceAsk devices;             // --nv, --rocm, --gpus, --device (discoverDevicesHost)
+  bool mpi = false;              // --mpi=bind (discoverMpiHost)
+  bool stageDir = false;         // the image may be staged (discoverStageDir)
+  bool subordinateIds = false;   // --fakeroot with the user's /etc/subuid ranges
+};
+
+// The one entry for a launch's facts after discoverHost: fills in `host` what `needs` names,
+// with the settings of `policy` that say where to look.
+void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& policy);
+
 // This process's cgroup per v1 controller and on v2 (/proc/self/cgroup, limits::parseProcCgroup).
 [[nodiscard]] std::map<std::string, std::string> ownCgroups();
 
@@ -188,14 +213,6 @@ struct HostFacts {
 // cgroup v2 directory for `uid` (`delegate` from ctr.conf, "%u" replaced; else systemd's
 // user@UID.service when it exists).
 [[nodiscard]] LimitsHost discoverLimitsHost(uid_t uid, const std::string& delegate);
-
-// Which devices a launch asks for (--nv, --rocm, --gpus, --device).
-struct DeviceAsk {
-  bool nvidia = false;  // --nv
-  bool amd = false;     // --rocm
-  bool gpus = false;    // --gpus: the GPUs' device nodes, for the device cgroup
-  bool cdi = false;     // --device: CDI devices
-};
 
 // The CDI specs and, for --nv (--rocm) without a CDI spec for nvidia.com/gpu (amd.com/gpu),
 // the driver scan (cached in host.stateDir). Errors of a scan are kept in

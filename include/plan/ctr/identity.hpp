@@ -13,6 +13,9 @@
 
 namespace ctr::launch {
 
+// Which identity file a mount of kind Identity makes (Mount::identity).
+enum class IdentityFile { Passwd, Group };
+
 struct IdentityFiles {
   std::string passwd;
   std::string group;
@@ -29,5 +32,9 @@ struct IdentityFiles {
 [[nodiscard]] IdentityFiles buildIdentityFiles(std::string_view imagePasswd,
                                                std::string_view imageGroup,
                                                const host::HostUser& user);
+// One of them from the image's own file of that name (identityFilePath): what a mount of
+// kind Identity holds.
+[[nodiscard]] std::string identityFileText(IdentityFile which, std::string_view imageText, const host::HostUser& user);
+[[nodiscard]] const char* identityFilePath(IdentityFile which);  // "/etc/passwd", "/etc/group"
 
 }  // namespace ctr::launch

@@ -104,7 +104,8 @@ struct LaunchOptions {
   bool noStartscript = false;       // instance start --no-startscript: it runs nothing until a launch joins it
   bool stayAsKeeper = false;        // instance start --stay: this ctr keeps the instance (with --no-pid)
   bool instanceRunscript = false;   // instance run: the instance's program is the runscript (run's choices)
-  bool fakeroot = false;            // -f/--fakeroot: root in the container (the CLI reads /etc/subuid, /etc/subgid)
+  bool fakeroot = false;            // -f/--fakeroot: root in the container (with the ranges of /etc/subuid, /etc/subgid)
+  bool ignoreSubuid = false;        // --ignore-subuid: --fakeroot maps the one id, not /etc/subuid's range
   bool noUmask = false;             // --no-umask: the app gets umask 0022, not the caller's
   // --stage (true) / --no-stage (false): copy the image and dataset images to the node's
   // stage directory first, or not; unset: as ctr.conf's 'stage images' says.
@@ -211,7 +212,7 @@ enum class MountKind {
   Bind,      // bind `source` (host path) at `destination`
   Tmpfs,     // fresh tmpfs at `destination`
   File,      // `content` (decided by the planner) as a read-only file at `destination`
-  Identity,  // /etc/passwd or /etc/group: the image's own file plus plan.user (runtime-filled)
+  Identity,  // `identity`: the image's own /etc/passwd or /etc/group plus plan.user (launch::identityFileText)
   Proc,      // a new procfs (of the container's PID namespace) at `destination`
   Symlink,   // a symbolic link to `source` at `destination` (inside a tmpfs of the plan)
   // A new sysfs (of the container's network namespace: its /sys/class/net shows only its
@@ -243,6 +244,7 @@ struct Mount {
   bool required = false;
   MountOrigin origin = MountOrigin::Default;
   std::string content;      // File only
+  IdentityFile identity = IdentityFile::Passwd;  // Identity only: which file
   // Bind only: the runtime creates the source directory (as the user, with this mode)
   // when it is missing (--workdir's tmp, var_tmp and scratch directories).
   std::optional<unsigned> createSourceMode;
@@ -423,9 +425,6 @@ struct FakerootMaps {
 struct BuildRoot : FakerootMaps {
   std::string sandbox;                // host directory: the container's root, read-write
   std::string stageDir;               // an empty host directory the runtime mounts its stage on
-  // %test: the finished tree is tested as it will be run, read-only (Apptainer's), so that
-  // nothing the test writes goes into the image.
-  bool readOnly = false;
 };
 
 enum class BuildSection { Post, Test };
@@ -466,7 +465,6 @@ struct Handover {
   bool seccomp = true;            // install the filter of plan.seccompProfile (builds: none, as Apptainer)
   bool keepCapabilities = false;  // a build step's root keeps them (dpkg chowns files); else all dropped
   bool noNewPrivs = true;         // PR_SET_NO_NEW_PRIVS: no setuid program gains privilege
-  std::optional<std::string> prompt;  // the shell's PS1 when the environment sets one
   // --no-umask (and --compat): the app starts with this umask instead of the caller's.
   std::optional<unsigned> umask;
 };
@@ -531,6 +529,21 @@ struct Staging {
   std::vector<StagedFile> files;
 };
 
+// A glibc version that an injected host component needs of the image: the runtime checks
+// the image's libc.so.6 against each before the app starts, naming both versions.
+struct GlibcNeed {
+  std::string what;     // "NVIDIA driver 535.104.05", "host MPI (Open MPI, --mpi=bind)"
+  std::string version;  // "2.34"
+  std::string library;  // the injected library that needs it
+};
+
+// The check of the image's glibc against what the injected host components need: the
+// needs, and where the image's libc.so.6 may be (the first that exists is read).
+struct GlibcCheck {
+  std::vector<GlibcNeed> needs;
+  std::vector<std::string> imageLibc;
+};
+
 struct LaunchPlan {
   Command command = Command::Exec;
   image::ImageSource image;
@@ -541,18 +554,23 @@ struct LaunchPlan {
   std::optional<ImageServer> imageServer;
   std::vector<DatasetImage> datasets;  // in the order of their first bind
   std::optional<Staging> staging;      // the image and datasets copied to the node first
+  GlibcCheck glibcCheck;                // before the app starts (empty: nothing to check)
   RootMode rootMode = RootMode::Bind;
+  // The assembled root is made read-only: the image's (an overlay ctr lays only to hold
+  // mount targets must not take writes), or a build's %test tree.
+  bool rootReadOnly = false;
   RootOverlay overlay;                  // root mode Overlay: the layers over the image
   std::vector<Mount> mounts;            // applied in this order, after the root
   PreparedRootSpec preparedRoot;        // what the holder prepares (subset of `mounts`)
   std::vector<std::string> environment; // final container environment "K=V" (before env scripts)
-  // What the user set (CTRENV_/APPTAINERENV_, --env-file, --env): applied in the container
-  // after the image's env scripts up to 99-base.sh, evaluated unless --no-eval
-  // (ctr/environment.hpp, envProgramScript).
-  UserEnvironment userEnvironment;
-  // ctr's and Apptainer's identity variables (CTR_CONTAINER, APPTAINER_NAME, ...): set
-  // again after the image's scripts, which cannot change them.
-  std::vector<EnvVar> fixedEnvironment;
+  // The program that applies the environment in the container (ctr/environment.hpp,
+  // envProgramScript): what the user set (CTRENV_/APPTAINERENV_, --env-file, --env), applied
+  // after the image's env scripts up to 99-base.sh, evaluated unless --no-eval; ctr's and
+  // Apptainer's identity variables (CTR_CONTAINER, APPTAINER_NAME, ...), set again after the
+  // image's scripts, which cannot change them; $UID, $GID and the shell's PS1. The runtime
+  // adds only what it finds in the root: the scripts (with sourceEnvScripts) and the
+  // variables of the command it chose.
+  EnvProgram envProgram;
   std::vector<std::string> warnings;    // settings ignored, with why (printed at launch)
   std::vector<std::string> mountsLeftOut;  // --no-mount: the default mounts not made ("/proc")
   // exec: the command (argv[0] looked up with the container PATH); run, shell, test: the
@@ -597,15 +615,17 @@ struct LaunchPlan {
   [[nodiscard]] bool supervised() const { return cgroup.backend != limits::Backend::None || !statsFile.empty(); }
 };
 
-// A glibc version that an injected host component needs of the image: the runtime checks
-// the image's libc.so.6 against each before the app starts, naming both versions.
-struct GlibcNeed {
-  std::string what;     // "NVIDIA driver 535.104.05", "host MPI (Open MPI, --mpi=bind)"
-  std::string version;  // "2.34"
-  std::string library;  // the injected library that needs it
-};
 // The plan's needs: of each ld.so-cache driver (--nv, --rocm) and of the host MPI.
 [[nodiscard]] std::vector<GlibcNeed> glibcNeeds(const LaunchPlan& plan);
+// The needs and the places of the image's libc (plan.glibcCheck).
+[[nodiscard]] GlibcCheck planGlibcCheck(const LaunchPlan& plan);
+
+
+// What planLaunch will need to know of the node beyond the caller (host::discoverHost), for
+// host::discoverNeeds. Pure. The dataset images of the user's binds must be in
+// options.datasetImages already.
+[[nodiscard]] host::Needs needsOf(const LaunchOptions& options, const image::ImageSource& image,
+                                  const config::Policy& policy);
 
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...
