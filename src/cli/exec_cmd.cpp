@@ -441,9 +441,9 @@ class OptionAdder {
   CLI::Option_group* group_ = nullptr;
 };
 
-void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command, const OptionFilter& filter) {
+// The command's own options: what it runs and reports, instance start's.
+void addCommandOptions(OptionAdder& add, RunCommandState& s, launch::Command command) {
   auto& o = s.options;
-  OptionAdder add(cmd, filter);
   if (command == launch::Command::Shell)
     add.option("-s,--shell", o.shell, "The shell to start (default /bin/bash --norc, else /bin/sh)");
   add.option("--app", o.app, "Run a SCIF app of the image (/scif/apps/NAME)");
@@ -461,7 +461,10 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
              "With --no-pid: this ctr keeps the instance itself (no forked keeper): once it is ready, ctr prints "
              "the join information, closes its output and stays, for a caller that reaps it (the Slurm plugin)");
   }
+}
 
+void addMountOptions(OptionAdder& add, RunCommandState& s) {
+  auto& o = s.options;
   add.section("Mounts and working directory");
   add.list("-B,--bind", o.binds, "Bind mount src[:dst[:ro|rw]] (repeatable, comma lists)");
   add.list("--mount", o.mounts, "Bind mount type=bind,source=SRC,destination=DST[,readonly] (repeatable)");
@@ -485,7 +488,10 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.flag("--no-stage", s.noStage, "Mount the images where they are, whatever ctr.conf's 'stage images' says");
   add.flag("--underlay", s.underlay, "Accepted for Apptainer's scripts: ctr makes a mount target the image lacks in "
            "an underlay already (an overlay of that one directory when it has over 64 entries)");
+}
 
+void addEnvironmentAndDeviceOptions(OptionAdder& add, RunCommandState& s) {
+  auto& o = s.options;
   add.section("Environment");
   add.list("--env", o.envs, "Set K=V in the container (repeatable)");
   add.list("--env-file", s.envFiles, "Read K=V lines from a file (repeatable, comma lists)");
@@ -504,7 +510,10 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.option("--mpi", o.mpi, "bind: the site's MPI (ctr.conf 'mpi library') replaces the image's after an ABI "
              "check; hybrid (default): the image's own MPI");
   add.list("--device", o.devices, "A CDI device vendor.com/class=NAME, e.g. nvidia.com/gpu=all (repeatable)");
+}
 
+void addNamespaceAndLimitOptions(OptionAdder& add, RunCommandState& s) {
+  auto& o = s.options;
   add.section("Namespaces (the host's unless asked for)");
   add.flag("--sharens", s.sharens, "Accepted for Apptainer's scripts: your launches of one image on a node share "
            "its holder's user and mount namespaces, and the host's others, either way");
@@ -532,7 +541,15 @@ void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command
   add.option("--pids-limit", s.pidsLimit, "Most processes and threads at once");
   add.option("--blkio-weight", s.blkioWeight, "Block I/O weight, 10 to 1000");
   add.option("--apply-cgroups", s.applyCgroups, "Limits from an Apptainer cgroups TOML file");
+}
 
+void addLaunchOptions(CLI::App* cmd, RunCommandState& s, launch::Command command, const OptionFilter& filter) {
+  auto& o = s.options;
+  OptionAdder add(cmd, filter);
+  addCommandOptions(add, s, command);
+  addMountOptions(add, s);
+  addEnvironmentAndDeviceOptions(add, s);
+  addNamespaceAndLimitOptions(add, s);
   cmd->add_option("image", o.image, "SIF, squashfs image or directory")->required();
   if (command == launch::Command::Instance)
     cmd->add_option("name_and_args", o.args, "The instance's name, then the arguments of its startscript (runscript)");

@@ -535,30 +535,17 @@ bool usePreparedRoot(const LaunchPlan& plan, SharedImage& image, const launch::R
   return true;
 }
 
-}  // namespace
-
-launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
-                                             const launch::PreparedRootSpec& spec) {
-  if (::mount("ctr-base", baseDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m") != 0)
-    throw sysError("mount tmpfs on " + baseDir);
-  const std::string upper = baseDir + "/upper", work = baseDir + "/work", root = baseDir + "/root",
-                    files = baseDir + "/files";
-  for (const auto& dir : {upper, work, root, files})
-    if (::mkdir(dir.c_str(), 0755) != 0) throw sysError("mkdir " + dir);
-  UniqueFd imageFd(::open(imageDir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!imageFd) throw sysError("open image root " + imageDir);
-
-  // The planner's launch-independent mounts: their targets, made where the image lacks
-  // them (see assembleRoot for where and why).
-  launch::PreparedRootManifest manifest;
-  manifest.user = spec.user;
+// The targets of the spec's mounts that the image lacks (recorded in the manifest, but for
+// the identity files, which every prepared root has).
+std::vector<MissingTarget> missingBaseTargets(const launch::PreparedRootSpec& spec, int imageFd,
+                                              launch::PreparedRootManifest& manifest) {
   std::vector<MissingTarget> missing;
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
     // Inside another mount (a tmpfs /dev of --contain): created there by the launch.
     if (m.kind == MountKind::Symlink || underEarlierMount(spec.mounts, i)) continue;
     try {
-      auto resolved = resolveInRoot(imageFd.get(), m.destination, "mount target");
+      auto resolved = resolveInRoot(imageFd, m.destination, "mount target");
       if (resolved.kind != PathKind::Missing) continue;
       struct stat st {};
       if (!sourcePresent(m, &st)) continue;  // skipped by launches too
@@ -570,41 +557,50 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
       // Escapes the image: launches that need it use their own root.
     }
   }
-  // The image with the targets it lacks in place; failing that, an overlay of the whole
-  // image, whose upper layer gets them before it is mounted.
-  if (!bindImageWithTargets(root, imageFd.get(), imageDir, missing, baseDir + "/dir-overlays")) {
-    for (const auto& t : missing) {
-      try {
-        createUnder(upper, t.path, t.directory);
-      } catch (const Error& e) {
-        spdlog::debug("{}", e.oneLine());  // launches that need it use their own root
-      }
-    }
-    const std::string options = "lowerdir=" + imageDir + ",upperdir=" + upper + ",workdir=" + work;
-    if (::mount("overlay", root.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
-      throw sysError("mount overlay base root (" + options + ")");
-  }
-  UniqueFd rootFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!rootFd) throw sysError("open " + root);
+  return missing;
+}
 
-  // The identity files: the holder is the same user, so they are the same for every
-  // launch whose plan.user matches the signature below.
+// The image at baseDir/root with the targets it lacks in place; failing that, an overlay of
+// the whole image, whose upper layer gets them before it is mounted.
+void mountBaseImage(const std::string& imageDir, int imageFd, const std::string& baseDir,
+                    const std::vector<MissingTarget>& missing) {
+  const std::string upper = baseDir + "/upper", root = baseDir + "/root";
+  if (bindImageWithTargets(root, imageFd, imageDir, missing, baseDir + "/dir-overlays")) return;
+  for (const auto& t : missing) {
+    try {
+      createUnder(upper, t.path, t.directory);
+    } catch (const Error& e) {
+      spdlog::debug("{}", e.oneLine());  // launches that need it use their own root
+    }
+  }
+  const std::string options = "lowerdir=" + imageDir + ",upperdir=" + upper + ",workdir=" + baseDir + "/work";
+  if (::mount("overlay", root.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
+    throw sysError("mount overlay base root (" + options + ")");
+}
+
+// The identity files: the holder is the same user, so they are the same for every launch
+// whose plan.user matches the manifest's.
+void bindIdentityFiles(const launch::PreparedRootSpec& spec, int imageFd, int rootFd, const std::string& files) {
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
     if (m.kind != MountKind::Identity) continue;
     const std::string file = files + "/" + std::to_string(i);
-    writeFile(file, launch::identityFileText(m.identity, readInRoot(imageFd.get(), m.destination), spec.user));
-    UniqueFd target = openTarget(rootFd.get(), m.destination);
+    writeFile(file, launch::identityFileText(m.identity, readInRoot(imageFd, m.destination), spec.user));
+    UniqueFd target = openTarget(rootFd, m.destination);
     bindInto(file, target.get(), true, false, m.destination);
   }
-  makeReadOnly(rootFd.get(), true, "the base root", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);  // as the overlay was
-  // The default and admin binds, made once here rather than by every launch (/proc, /sys,
-  // /dev, /tmp, home, ...): a launch whose plan has the same bind skips it, one without it
-  // detaches it in its own copy, one with another mount there mounts over it.
+}
+
+// The default and admin binds, made once here rather than by every launch (/proc, /sys,
+// /dev, /tmp, home, ...): a launch whose plan has the same bind skips it, one without it
+// detaches it in its own copy, one with another mount there mounts over it. Injected host
+// files (--nv's libraries in their tmpfs, the driver's programs) too: they are the same for
+// every launch of the image that asks for them, and 60 binds per launch would cost
+// milliseconds. The host tmpfs is read-only once filled.
+void prebindShared(const launch::PreparedRootSpec& spec, const std::string& baseDir, int rootFd,
+                   launch::PreparedRootManifest& manifest) {
+  const std::string root = baseDir + "/root";
   const std::string hideDir = baseDir.substr(0, baseDir.find_last_of('/'));  // <state>/mnt
-  // Injected host files (--nv's libraries in their tmpfs, the driver's programs) too: they
-  // are the same for every launch of the image that asks for them, and 60 binds per launch
-  // would cost milliseconds. The host tmpfs is read-only once filled.
   std::vector<std::string> hostTmpfs;
   std::vector<bool> made(spec.mounts.size(), false);
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
@@ -618,24 +614,17 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
     if (const auto holder = holdingMount(spec.mounts, i); holder && !made[*holder]) continue;
     try {
       if (m.kind == MountKind::Tmpfs) {
-        UniqueFd target = openTarget(rootFd.get(), m.destination);
-        mountTmpfs(m, target.get());
+        mountTmpfs(m, openTarget(rootFd, m.destination).get());
         hostTmpfs.push_back(m.destination);
-        manifest.prebound.push_back(launch::preboundOf(m));
-        made[i] = true;
-        continue;
-      }
-      if (m.kind != MountKind::Bind || ::stat(m.source.c_str(), &st) != 0) continue;
-      auto resolved = resolveInRoot(rootFd.get(), m.destination, "mount target");
-      if (resolved.kind == PathKind::Missing && inHostTmpfs) {
-        createUnder(root, resolved.path, S_ISDIR(st.st_mode));
-        resolved = resolveInRoot(rootFd.get(), m.destination, "mount target");
-      }
-      if (resolved.kind == PathKind::Missing) continue;
-      bindInto(m.source, resolved.fd.get(), m.readOnly, m.recursive, m.destination);
-      if (m.recursive && isAtOrUnder(hideDir, m.source) && hideDir != m.source) {
-        const std::string inside = root + m.destination + hideDir.substr(m.source == "/" ? 0 : m.source.size());
-        ::umount2(inside.c_str(), MNT_DETACH);
+      } else {
+        if (m.kind != MountKind::Bind || ::stat(m.source.c_str(), &st) != 0) continue;
+        auto resolved = resolveInRoot(rootFd, m.destination, "mount target");
+        if (resolved.kind == PathKind::Missing && inHostTmpfs) {
+          createUnder(root, resolved.path, S_ISDIR(st.st_mode));
+          resolved = resolveInRoot(rootFd, m.destination, "mount target");
+        }
+        if (resolved.kind == PathKind::Missing) continue;
+        bindHidingState(m, resolved.fd.get(), root, hideDir);
       }
       manifest.prebound.push_back(launch::preboundOf(m));
       made[i] = true;
@@ -643,7 +632,31 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
       spdlog::debug("not pre-binding {}: {}", m.destination, e.oneLine());
     }
   }
-  for (const auto& dir : hostTmpfs) makeReadOnly(openTarget(rootFd.get(), dir).get(), false, dir);
+  for (const auto& dir : hostTmpfs) makeReadOnly(openTarget(rootFd, dir).get(), false, dir);
+}
+
+}  // namespace
+
+launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
+                                             const launch::PreparedRootSpec& spec) {
+  if (::mount("ctr-base", baseDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m") != 0)
+    throw sysError("mount tmpfs on " + baseDir);
+  const std::string root = baseDir + "/root", files = baseDir + "/files";
+  for (const auto& dir : {baseDir + "/upper", baseDir + "/work", root, files})
+    if (::mkdir(dir.c_str(), 0755) != 0) throw sysError("mkdir " + dir);
+  UniqueFd imageFd(::open(imageDir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!imageFd) throw sysError("open image root " + imageDir);
+
+  // The planner's launch-independent mounts: their targets, made where the image lacks
+  // them (see assembleRoot for where and why).
+  launch::PreparedRootManifest manifest;
+  manifest.user = spec.user;
+  mountBaseImage(imageDir, imageFd.get(), baseDir, missingBaseTargets(spec, imageFd.get(), manifest));
+  UniqueFd rootFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!rootFd) throw sysError("open " + root);
+  bindIdentityFiles(spec, imageFd.get(), rootFd.get(), files);
+  makeReadOnly(rootFd.get(), true, "the base root", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);  // as the overlay was
+  prebindShared(spec, baseDir, rootFd.get(), manifest);
   writeManifest(baseDir, manifest);
   return manifest;
 }
@@ -734,12 +747,9 @@ void mountOverlayRoot(const LaunchPlan& plan, const SharedImage& image, const st
   throw sysError("mount overlay root (" + options + ")");
 }
 
-}  // namespace
-
-void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
-  log::StepTimer timer("assembling the root");
-  // Host directories the plan has ctr create (--workdir's tmp, var_tmp, scratch), as the
-  // user, before anything looks at the sources.
+// Host directories the plan has ctr create (--workdir's tmp, var_tmp, scratch), as the
+// user, before anything looks at the sources.
+void createSourceDirs(const LaunchPlan& plan) {
   for (const auto& m : plan.mounts) {
     if (!m.createSourceMode) continue;
     std::error_code ec;
@@ -747,11 +757,15 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
       ::chmod(m.source.c_str(), static_cast<mode_t>(*m.createSourceMode));
     if (ec) throw Error("cannot create " + m.source + " for " + m.destination + ": " + ec.message());
   }
+}
+
+// How this launch gets its root from what the holder prepared (launch::chooseRootStrategy).
+launch::RootStrategy rootStrategy(const LaunchPlan& plan, const SharedImage& image) {
   const auto manifest = plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty()
                             ? readManifest(image.baseDir)
                             : std::nullopt;
   std::vector<signed char> present(plan.mounts.size(), -1);  // each source stat'ed once, when asked
-  const auto strategy = launch::chooseRootStrategy(
+  auto strategy = launch::chooseRootStrategy(
       plan, manifest ? &*manifest : nullptr,
       [&](size_t i) {
         struct stat st {};
@@ -760,17 +774,71 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
       },
       static_cast<bool>(image.readyNamespace));
   spdlog::debug("root: {} ({})", launch::toString(strategy.kind), strategy.reason);
+  return strategy;
+}
+
+// Into the holder's ready namespace, shared with the other launches like this one: nothing
+// is mounted in it, and the app cannot (it has no capabilities left).
+void joinReadyRoot(SharedImage& image) {
+  // What the holder read of the image's env scripts in that namespace: the same files this
+  // launch would read there (nothing bound over them, image read-only).
+  image.envScripts = readEnvScriptCopy(image.baseDir + "/env-scripts");
+  if (::setns(image.readyNamespace.get(), CLONE_NEWNS) != 0) throw sysError("setns(the prepared root's namespace)");
+  image.readyNamespace.reset();
+  image.sharedMountNamespace = false;
+  spdlog::debug("joined the prepared root's namespace{}",
+                image.envScripts ? " (env scripts: the holder's copy of " + std::to_string(image.envScripts->size()) + ")" : "");
+}
+
+// The plan's mount targets the image lacks. A missing target needs a place of our own to
+// be created in: the image's directories belong to an unmapped root, so even
+// CAP_DAC_OVERRIDE in our user namespace cannot create entries in them (capabilities(7),
+// "user namespaces"). A tmpfs in place (makeTargetsInPlace), or an overlay whose upper layer
+// gets the targets *before* it is mounted.
+std::vector<MissingTarget> missingTargetsOf(const LaunchPlan& plan, int imageFd) {
+  std::vector<MissingTarget> missing;
+  for (size_t i = 0; i < plan.mounts.size(); ++i) {
+    const Mount& m = plan.mounts[i];
+    struct stat st {};
+    if (!sourcePresent(m, &st) || underEarlierMount(plan.mounts, i)) continue;
+    auto resolved = resolveInRoot(imageFd, m.destination, "mount target");
+    if (resolved.kind == PathKind::Missing) {
+      spdlog::debug("mount target {} is missing in the image", m.destination);
+      addMissing(missing, {resolved.path, resolved.existing, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode)});
+    }
+  }
+  return missing;
+}
+
+// The root of this launch's own at rootPath, by the plan's root mode.
+void mountOwnRoot(const LaunchPlan& plan, const SharedImage& image, const std::string& rootPath, int imageFd) {
+  const auto missing = missingTargetsOf(plan, imageFd);
+  if (plan.rootMode == launch::RootMode::Sandbox || plan.rootMode == launch::RootMode::Writable) {
+    // The sandbox is the image being built, or (--writable) the user's directory image: its
+    // missing targets are created in it, as Apptainer does, and it is bound read-write (the
+    // host's directory: the holder's bind of it is read-only).
+    const std::string dir = plan.rootMode == launch::RootMode::Sandbox ? image.imageDir : plan.image.path.string();
+    for (const auto& t : missing) createUnder(dir, t.path, t.directory);
+    UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
+    bindInto(dir, rootTarget.get(), false, true, "/");
+  } else if (plan.rootMode == launch::RootMode::Overlay) {
+    mountOverlayRoot(plan, image, rootPath, missing);
+  } else if (!bindImageWithTargets(rootPath, imageFd, image.imageDir, missing, image.stageDir + "/dir-overlays")) {
+    // The image, read-only, with the targets it lacks in place; failing that, an overlay
+    // over the whole image holds them.
+    spdlog::debug("mount targets missing in the image: an overlay root");
+    mountOverlayRoot(plan, image, rootPath, missing);
+  }
+}
+
+}  // namespace
+
+void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
+  log::StepTimer timer("assembling the root");
+  createSourceDirs(plan);
+  const auto strategy = rootStrategy(plan, image);
   if (strategy.kind == launch::RootStrategyKind::JoinReady) {
-    // What the holder read of the image's env scripts in that namespace: the same files
-    // this launch would read there (nothing bound over them, image read-only).
-    image.envScripts = readEnvScriptCopy(image.baseDir + "/env-scripts");
-    // Shared with the other launches like this one: nothing is mounted in it, and the app
-    // cannot (it has no capabilities left).
-    if (::setns(image.readyNamespace.get(), CLONE_NEWNS) != 0) throw sysError("setns(the prepared root's namespace)");
-    image.readyNamespace.reset();
-    image.sharedMountNamespace = false;
-    spdlog::debug("joined the prepared root's namespace{}",
-                  image.envScripts ? " (env scripts: the holder's copy of " + std::to_string(image.envScripts->size()) + ")" : "");
+    joinReadyRoot(image);
     return;
   }
   image.readyNamespace.reset();
@@ -788,54 +856,14 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
   const std::string rootPath = image.stageDir + "/root";
   if (::mkdir(rootPath.c_str(), 0755) != 0 || ::mkdir((image.stageDir + "/files").c_str(), 0755) != 0)
     throw sysError("mkdir in " + image.stageDir);
-
   UniqueFd imageFd(::open(image.imageDir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!imageFd) throw sysError("open image root " + image.imageDir);
-
-  // A mount target missing in the read-only image needs a place of our own to create it in:
-  // the image's directories belong to an unmapped root, so even CAP_DAC_OVERRIDE in our
-  // user namespace cannot create entries in them (capabilities(7), "user namespaces"). A
-  // tmpfs in place (makeTargetsInPlace), or an overlay whose upper layer gets the targets
-  // *before* it is mounted.
-  bool overlay = plan.rootMode == launch::RootMode::Overlay;
-  std::vector<MissingTarget> missing;
-  for (size_t i = 0; i < plan.mounts.size(); ++i) {
-    const Mount& m = plan.mounts[i];
-    struct stat st {};
-    if (!sourcePresent(m, &st) || underEarlierMount(plan.mounts, i)) continue;
-    auto resolved = resolveInRoot(imageFd.get(), m.destination, "mount target");
-    if (resolved.kind == PathKind::Missing) {
-      spdlog::debug("mount target {} is missing in the image", m.destination);
-      addMissing(missing, {resolved.path, resolved.existing, m.kind == MountKind::Tmpfs || S_ISDIR(st.st_mode)});
-    }
-  }
-  if (plan.rootMode == launch::RootMode::Sandbox || plan.rootMode == launch::RootMode::Writable) {
-    // The sandbox is the image being built, or (--writable) the user's directory image: its
-    // missing targets are created in it, as Apptainer does, and it is bound read-write (the
-    // host's directory: the holder's bind of it is read-only).
-    const std::string dir = plan.rootMode == launch::RootMode::Sandbox ? image.imageDir : plan.image.path.string();
-    for (const auto& t : missing) createUnder(dir, t.path, t.directory);
-    UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
-    bindInto(dir, rootTarget.get(), false, true, "/");
-  } else if (overlay) {
-    mountOverlayRoot(plan, image, rootPath, missing);
-  } else {
-    // The image, read-only, with the targets it lacks in place; failing that, an overlay
-    // over the whole image holds them.
-    if (!bindImageWithTargets(rootPath, imageFd.get(), image.imageDir, missing, image.stageDir + "/dir-overlays")) {
-      spdlog::debug("mount targets missing in the image: an overlay root");
-      overlay = true;
-      mountOverlayRoot(plan, image, rootPath, missing);
-    }
-  }
+  mountOwnRoot(plan, image, rootPath, imageFd.get());
   UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!rootFd) throw sysError("open " + rootPath);
-
   mountPlan(plan, image, rootPath, rootFd.get(), nullptr);
-
   if (plan.rootReadOnly) makeReadOnly(rootFd.get(), false, "the root");
   replaceImageMpi(plan, rootFd.get());
-
   pivotInto(rootPath);
 }
 
