@@ -219,13 +219,21 @@ live_processes_of() {
 # state file (.setup, .sock, .pid; .users of earlier versions) in any of the user's state directories. With a second
 # argument "keep-state-files", the state files are not checked (a SIGKILLed holder's are
 # removed by the user's next launch).
-assert_nothing_left() {
-  local uid i d m
+# Waits up to 5 s for the test user's processes to end (a holder with linger 0 is still
+# tearing down when the launch returns).
+wait_user_processes_end() {
+  local uid i
   uid=$(id -u "$CTR_TEST_USER")
   for i in $(seq 100); do
     [ -z "$(live_processes_of "$uid")" ] && break
     sleep 0.05
   done
+}
+
+assert_nothing_left() {
+  local uid i d m
+  uid=$(id -u "$CTR_TEST_USER")
+  wait_user_processes_end
   [ -z "$(live_processes_of "$uid")" ] || fail "$1: processes left: $(ps -U "$uid" -o pid,ppid,stat,args)"
   # The test user's mounts: its squashfuse (user_id=UID), anything in its state directories,
   # and the setuid helper's (a root launch of another test may linger, as designed).

@@ -91,6 +91,7 @@ expect_contains "--explain with XDG_RUNTIME_DIR" "$RUNDIR/ctr" "$explained"
 set +e; out=$(as_user env XDG_RUNTIME_DIR="$RUNDIR" "$CTR_BIN" exec "$WORK/demo.sqfs" echo ran 2>&1); rc=$?; set -e
 [ "$rc" = 0 ] && [ "$out" = ran ] || fail "launch with XDG_RUNTIME_DIR: $rc: $out"
 [ -d "$RUNDIR/ctr/mnt" ] || fail "state not kept in $RUNDIR/ctr"
+wait_user_processes_end  # the image's holder removes its files as it ends
 ! ls "$RUNDIR/ctr" | grep -qE '\.(users|setup|sock|pid)$' || fail "state files left in $RUNDIR/ctr: $(ls "$RUNDIR/ctr")"
 chown "$SQUATTER" "$RUNDIR"
 explained=$(as_user env XDG_RUNTIME_DIR="$RUNDIR" "$CTR_BIN" exec --explain "$WORK/demo.sqfs" true 2>&1)
