@@ -114,11 +114,12 @@ class Build {
     output_ = fs::absolute(options.output).lexically_normal();
     if (output_.filename().empty()) output_ = output_.parent_path();
     logPath_ = output_.string() + ".build.log";
-    host_ = host::discoverHost();
-    root_ = launch::planBuildRoot(host_, host::discoverSubordinateIds(host_.user));
-    fullIds_ = host_.user.uid == 0 || root_.mapHelpers;
     // ctr.conf once for the whole build, and the one cache rule `ctr pull` follows.
     policy_ = config::loadDefaultPolicy();
+    host_ = host::discoverHost();
+    host::discoverNeeds(host_, launch::needsOfBuild(), policy_);
+    root_ = launch::planBuildRoot(host_, *host_.subordinate);
+    fullIds_ = host_.user.uid == 0 || root_.mapHelpers;
     image::oci::PullOptions pull;
     pull.cacheDir = options.cacheDir;
     pull.limits = policy_.pull;
@@ -237,7 +238,7 @@ void Build::runStep(const deffile::Definition& stage, const fs::path& rootfs, la
   step.argv = argv;
   step.hostEnv = host_.env;
   step.writableTmpfs = options_.writableTmpfs;
-  auto plan = launch::planBuildStep(step, policy_, host_, host::discoverSubordinateIds(host_.user));
+  auto plan = launch::planBuildStep(step, policy_, host_, *host_.subordinate);
   if (options_.explain) {
     std::cout << "== " << what << '\n' << launch::toText(plan);
     return;

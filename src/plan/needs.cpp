@@ -21,4 +21,10 @@ host::Needs needsOf(const LaunchOptions& options, const image::ImageSource& imag
   return needs;
 }
 
+host::Needs needsOfBuild() {
+  host::Needs needs;
+  needs.subordinateIds = true;
+  return needs;
+}
+
 }  // namespace ctr::launch

@@ -626,6 +626,8 @@ struct LaunchPlan {
 // options.datasetImages already.
 [[nodiscard]] host::Needs needsOf(const LaunchOptions& options, const image::ImageSource& image,
                                   const config::Policy& policy);
+// What `ctr build` needs: the user's subordinate ranges, for the build's root.
+[[nodiscard]] host::Needs needsOfBuild();
 
 // The pure planner. Throws ctr::Error (one line) for bad options: bad bind specs, user
 // binds refused by policy, relative --pwd, user namespaces disabled by policy, ...
