@@ -403,7 +403,8 @@ struct MountDirs {
   std::string mnt, image, base;
 };
 
-// What the holder keeps open and mounted while it lives, destroyed in reverse order.
+// What the holder keeps open and mounted while it lives. The destructors run in reverse
+// order of the members: that order is the teardown's.
 struct Holding {
   UniqueFd stateFd, setupFd, listenFd;
   Child server;
