@@ -39,7 +39,7 @@ constexpr int kMaxSymlinks = 40;
 
 struct Component {
   std::string name;
-  int viaLink = -1;  // index into Walk::links when the component came from a symlink target
+  int viaLink = -1;  // index into RootWalk::links when the component came from a symlink target
 };
 
 struct WalkResult {
@@ -62,45 +62,116 @@ PathKind kindOf(const struct stat& st) {
   return PathKind::Other;
 }
 
+// Where a walk stands: the components left, the names resolved so far and their
+// directories, and the symlinks followed on the way.
+struct RootWalk {
+  int rootFd;
+  std::string_view path;
+  std::string_view what;
+  bool refuseEscape;
+  std::deque<Component> pending{};
+  std::vector<std::string> links{};  // "/x -> /../../etc", for messages
+  std::vector<std::string> names{};
+  std::vector<UniqueFd> dirs{};  // dirs[i] is the directory names[0..i]
+  int symlinksFollowed = 0;
+
+  int currentDir() const { return dirs.empty() ? rootFd : dirs.back().get(); }
+};
+
+void goUp(RootWalk& w, const Component& comp) {
+  if (w.names.empty()) {
+    if (w.refuseEscape && comp.viaLink >= 0) {
+      throw Error(std::string(w.what) + " " + std::string(w.path) +
+                  " escapes the container root through symlink " + w.links[comp.viaLink]);
+    }
+    return;  // "/.." is "/"
+  }
+  w.names.pop_back();
+  w.dirs.pop_back();
+}
+
+// The link `name` (open as `linkFd`): its target's components are walked next, from the
+// root for an absolute one.
+void followSymlink(RootWalk& w, int linkFd, const std::string& name) {
+  if (++w.symlinksFollowed > kMaxSymlinks) {
+    throw Error(std::string(w.what) + " " + std::string(w.path) +
+                ": too many levels of symbolic links");
+  }
+  std::string target(4096, '\0');
+  ssize_t n = ::readlinkat(linkFd, "", target.data(), target.size());
+  if (n < 0) throw sysError(std::string(w.what) + " " + std::string(w.path) + ": readlink");
+  target.resize(static_cast<size_t>(n));
+  std::string linkPath = absoluteFromNames(w.names);
+  linkPath += (w.names.empty() ? "" : "/") + name;
+  w.links.push_back(linkPath + " -> " + target);
+  int linkIndex = static_cast<int>(w.links.size()) - 1;
+  if (!target.empty() && target[0] == '/') {
+    w.names.clear();
+    w.dirs.clear();
+  }
+  auto parts = splitComponents(target);
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    w.pending.push_front({std::string(*it), linkIndex});
+  }
+}
+
+bool onlyDotsLeft(const std::deque<Component>& pending) {
+  for (const auto& c : pending) {
+    if (c.name != ".") return false;
+  }
+  return true;
+}
+
+// The result's descriptors: of what was reached, and of the directory holding the final
+// component.
+void finishWalk(RootWalk& w, WalkResult& result) {
+  if (result.missing.empty() && result.kind == PathKind::Missing) result.kind = PathKind::Directory;
+  result.names = w.names;
+  if (w.dirs.empty()) {
+    result.fd = openPath(w.rootFd, ".");
+    if (!result.fd) throw sysError(std::string(w.what) + " " + std::string(w.path) + ": open root");
+  } else {
+    result.fd = std::move(w.dirs.back());
+    w.dirs.pop_back();
+  }
+  if (result.missing.empty()) {
+    if (!w.names.empty()) {
+      result.finalName = w.names.back();
+      int parent = w.dirs.empty() ? w.rootFd : w.dirs.back().get();
+      result.parentFd = openPath(parent, ".");
+    }
+  } else {
+    // The first missing component lives in the deepest existing directory.
+    result.finalName = result.missing.front().name;
+    result.parentFd = openPath(result.fd.get(), ".");
+  }
+}
+
 // The component walk shared by resolveInRoot and the openInRoot fallback. With
 // `refuseEscape`, a ".." from a symlink target that would climb above the root throws;
 // without it, it stays at the root (chroot semantics, like RESOLVE_IN_ROOT).
 WalkResult walk(int rootFd, std::string_view path, std::string_view what, bool refuseEscape) {
-  std::deque<Component> pending;
-  for (auto part : splitComponents(path)) pending.push_back({std::string(part), -1});
-
-  std::vector<std::string> links;  // "/x -> /../../etc", for messages
-  std::vector<std::string> names;
-  std::vector<UniqueFd> dirs;  // dirs[i] is the directory names[0..i]
-  auto currentDir = [&]() { return dirs.empty() ? rootFd : dirs.back().get(); };
-  int symlinksFollowed = 0;
+  RootWalk w{.rootFd = rootFd, .path = path, .what = what, .refuseEscape = refuseEscape};
+  for (auto part : splitComponents(path)) w.pending.push_back({std::string(part), -1});
 
   WalkResult result;
-  while (!pending.empty()) {
-    Component comp = std::move(pending.front());
-    pending.pop_front();
+  while (!w.pending.empty()) {
+    Component comp = std::move(w.pending.front());
+    w.pending.pop_front();
     if (comp.name == ".") continue;
     if (comp.name == "..") {
-      if (names.empty()) {
-        if (refuseEscape && comp.viaLink >= 0) {
-          throw Error(std::string(what) + " " + std::string(path) +
-                      " escapes the container root through symlink " + links[comp.viaLink]);
-        }
-        continue;  // "/.." is "/"
-      }
-      names.pop_back();
-      dirs.pop_back();
+      goUp(w, comp);
       continue;
     }
 
-    UniqueFd fd = openPath(currentDir(), comp.name.c_str());
+    UniqueFd fd = openPath(w.currentDir(), comp.name.c_str());
     if (!fd) {
       if (errno != ENOENT) {
         throw sysError(std::string(what) + " " + std::string(path) + ": cannot open " +
-                       absoluteFromNames(names) + (names.empty() ? "" : "/") + comp.name);
+                       absoluteFromNames(w.names) + (w.names.empty() ? "" : "/") + comp.name);
       }
       result.missing.push_back(std::move(comp));
-      result.missing.insert(result.missing.end(), pending.begin(), pending.end());
+      result.missing.insert(result.missing.end(), w.pending.begin(), w.pending.end());
       break;
     }
     struct stat st {};
@@ -109,69 +180,22 @@ WalkResult walk(int rootFd, std::string_view path, std::string_view what, bool r
     }
 
     if (S_ISLNK(st.st_mode)) {
-      if (++symlinksFollowed > kMaxSymlinks) {
-        throw Error(std::string(what) + " " + std::string(path) +
-                    ": too many levels of symbolic links");
-      }
-      std::string target(4096, '\0');
-      ssize_t n = ::readlinkat(fd.get(), "", target.data(), target.size());
-      if (n < 0) throw sysError(std::string(what) + " " + std::string(path) + ": readlink");
-      target.resize(static_cast<size_t>(n));
-      std::string linkPath = absoluteFromNames(names);
-      linkPath += (names.empty() ? "" : "/") + comp.name;
-      links.push_back(linkPath + " -> " + target);
-      int linkIndex = static_cast<int>(links.size()) - 1;
-      if (!target.empty() && target[0] == '/') {
-        names.clear();
-        dirs.clear();
-      }
-      auto parts = splitComponents(target);
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        pending.push_front({std::string(*it), linkIndex});
-      }
+      followSymlink(w, fd.get(), comp.name);
       continue;
     }
-
-    bool isLast = true;
-    for (const auto& c : pending) {
-      if (c.name != ".") {
-        isLast = false;
-        break;
-      }
-    }
-    if (!S_ISDIR(st.st_mode) && !isLast) {
+    if (!S_ISDIR(st.st_mode) && !onlyDotsLeft(w.pending)) {
       throw Error(std::string(what) + " " + std::string(path) + ": " +
-                  absoluteFromNames(names) + (names.empty() ? "" : "/") + comp.name +
+                  absoluteFromNames(w.names) + (w.names.empty() ? "" : "/") + comp.name +
                   " is not a directory");
     }
-    names.push_back(std::move(comp.name));
-    dirs.push_back(std::move(fd));
+    w.names.push_back(std::move(comp.name));
+    w.dirs.push_back(std::move(fd));
     if (!S_ISDIR(st.st_mode)) {
       result.kind = kindOf(st);
       break;
     }
   }
-
-  if (result.missing.empty() && result.kind == PathKind::Missing) result.kind = PathKind::Directory;
-  result.names = names;
-  if (dirs.empty()) {
-    result.fd = openPath(rootFd, ".");
-    if (!result.fd) throw sysError(std::string(what) + " " + std::string(path) + ": open root");
-  } else {
-    result.fd = std::move(dirs.back());
-    dirs.pop_back();
-  }
-  if (result.missing.empty()) {
-    if (!names.empty()) {
-      result.finalName = names.back();
-      int parent = dirs.empty() ? rootFd : dirs.back().get();
-      result.parentFd = openPath(parent, ".");
-    }
-  } else {
-    // The first missing component lives in the deepest existing directory.
-    result.finalName = result.missing.front().name;
-    result.parentFd = openPath(result.fd.get(), ".");
-  }
+  finishWalk(w, result);
   return result;
 }
 

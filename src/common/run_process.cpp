@@ -104,10 +104,34 @@ void writeWithoutSigpipe(int fd, const std::string& text) {
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-}  // namespace
+// The pipes to the child's stdout, stderr and stdin, those `options` ask for.
+struct ChildStdio {
+  Pipe out, err, in;
+};
 
-ProcessResult runProcess(const std::vector<std::string>& argv, const ProcessOptions& options) {
-  if (argv.empty()) throw Error("runProcess: empty argv");
+ChildStdio redirectStdio(const ProcessOptions& options, posix_spawn_file_actions_t& actions) {
+  ChildStdio stdio;
+  if (options.captureStdout) {
+    stdio.out = makePipe();
+    posix_spawn_file_actions_adddup2(&actions, stdio.out.write.get(), STDOUT_FILENO);
+  } else if (options.silenceStdout) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  }
+  if (options.captureStderr) {
+    stdio.err = makePipe();
+    posix_spawn_file_actions_adddup2(&actions, stdio.err.write.get(), STDERR_FILENO);
+  }
+  if (options.input) {
+    if (options.input->size() > 65536) throw Error("runProcess: more input than a pipe holds");
+    stdio.in = makePipe();
+    ::fcntl(stdio.in.write.get(), F_SETPIPE_SZ, 65536);
+    posix_spawn_file_actions_adddup2(&actions, stdio.in.read.get(), STDIN_FILENO);
+  }
+  return stdio;
+}
+
+// Starts `argv` with its stdio as `options` ask (the pipes in `stdio`); returns its pid.
+pid_t spawnProcess(const std::vector<std::string>& argv, const ProcessOptions& options, ChildStdio& stdio) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -121,24 +145,7 @@ ProcessResult runProcess(const std::vector<std::string>& argv, const ProcessOpti
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  Pipe out, err;
-  if (options.captureStdout) {
-    out = makePipe();
-    posix_spawn_file_actions_adddup2(&actions, out.write.get(), STDOUT_FILENO);
-  } else if (options.silenceStdout) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  }
-  if (options.captureStderr) {
-    err = makePipe();
-    posix_spawn_file_actions_adddup2(&actions, err.write.get(), STDERR_FILENO);
-  }
-  Pipe in;
-  if (options.input) {
-    if (options.input->size() > 65536) throw Error("runProcess: more input than a pipe holds");
-    in = makePipe();
-    ::fcntl(in.write.get(), F_SETPIPE_SZ, 65536);
-    posix_spawn_file_actions_adddup2(&actions, in.read.get(), STDIN_FILENO);
-  }
+  stdio = redirectStdio(options, actions);
   // A program with a time limit leads a process group of its own, killed whole at the limit.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
@@ -154,47 +161,67 @@ ProcessResult runProcess(const std::vector<std::string>& argv, const ProcessOpti
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (rc != 0) throw sysError("cannot run " + argv[0], rc);
-  out.write.reset();
-  err.write.reset();
-  if (options.input) {
-    in.read.reset();
-    writeWithoutSigpipe(in.write.get(), *options.input);
-    in.write.reset();
-  }
+  return pid;
+}
 
-  ProcessResult result;
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (options.timeout) deadline = std::chrono::steady_clock::now() + *options.timeout;
-  drain(options.captureStdout ? &out : nullptr, &result.capturedStdout,
-        options.captureStderr ? &err : nullptr, &result.capturedStderr, options.captureLimit,
-        &result.overflowed, pid, deadline, &result.timedOut);
-  if (deadline && !result.timedOut) {
-    // Its output ended; it may still run: the rest of the time, then the group is killed.
-    for (int status = 0;;) {
-      const pid_t done = ::waitpid(pid, &status, WNOHANG);
-      if (done == pid) {
-        if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
-        else result.exitCode = WEXITSTATUS(status);
-        return result;
-      }
-      if (done < 0 && errno != EINTR) throw sysError("waitpid " + argv[0]);
-      if (std::chrono::steady_clock::now() >= *deadline) {
-        ::kill(-pid, SIGKILL);
-        result.timedOut = true;
-        break;
-      }
-      ::usleep(2000);
-    }
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw sysError("waitpid " + argv[0]);
-  }
+void recordStatus(int status, ProcessResult& result) {
   if (WIFSIGNALED(status)) {
     result.signal = WTERMSIG(status);
   } else {
     result.exitCode = WEXITSTATUS(status);
   }
+}
+
+// Its output ended; it may still run: the rest of the time, then the group is killed.
+// Returns whether it ended in time (its status then in `result`).
+bool endedBefore(std::chrono::steady_clock::time_point deadline, pid_t pid, const std::string& program,
+                 ProcessResult& result) {
+  for (int status = 0;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) {
+      recordStatus(status, result);
+      return true;
+    }
+    if (done < 0 && errno != EINTR) throw sysError("waitpid " + program);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(-pid, SIGKILL);
+      result.timedOut = true;
+      return false;
+    }
+    ::usleep(2000);
+  }
+}
+
+void waitForEnd(pid_t pid, const std::string& program, ProcessResult& result) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw sysError("waitpid " + program);
+  }
+  recordStatus(status, result);
+}
+
+}  // namespace
+
+ProcessResult runProcess(const std::vector<std::string>& argv, const ProcessOptions& options) {
+  if (argv.empty()) throw Error("runProcess: empty argv");
+  ChildStdio stdio;
+  const pid_t pid = spawnProcess(argv, options, stdio);
+  stdio.out.write.reset();
+  stdio.err.write.reset();
+  if (options.input) {
+    stdio.in.read.reset();
+    writeWithoutSigpipe(stdio.in.write.get(), *options.input);
+    stdio.in.write.reset();
+  }
+
+  ProcessResult result;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (options.timeout) deadline = std::chrono::steady_clock::now() + *options.timeout;
+  drain(options.captureStdout ? &stdio.out : nullptr, &result.capturedStdout,
+        options.captureStderr ? &stdio.err : nullptr, &result.capturedStderr, options.captureLimit,
+        &result.overflowed, pid, deadline, &result.timedOut);
+  if (deadline && !result.timedOut && endedBefore(*deadline, pid, argv[0], result)) return result;
+  waitForEnd(pid, argv[0], result);
   return result;
 }
 

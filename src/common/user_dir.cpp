@@ -54,100 +54,142 @@ void pushComponents(std::vector<std::string>& todo, const std::string& path) {
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_back(*it);
 }
 
+// One walk of walkSafely: the directory it stands in, the components left (a stack), and
+// why it stopped.
+struct SafeWalk {
+  uid_t uid;
+  bool create;
+  std::string& why;
+  UniqueFd at{};
+  fs::path where = "/";
+  std::vector<std::string> todo{};
+  int links = 0;
+};
+
+// / itself must follow the rule.
+bool startAtRoot(SafeWalk& walk) {
+  walk.at = UniqueFd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  struct stat st {};
+  if (!walk.at || ::fstat(walk.at.get(), &st) != 0) {
+    walk.why = "/: " + std::string(std::strerror(errno));
+    return false;
+  }
+  if (!ownedByRootOr(st, walk.uid) || !othersCannotReplace(st)) {
+    walk.why = described("/", st) + " lets others rename what is in it";
+    return false;
+  }
+  return true;
+}
+
+// The way back up passes directories already checked.
+bool stepUp(SafeWalk& walk) {
+  UniqueFd up(::openat(walk.at.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!up) {
+    walk.why = walk.where.string() + "/..: " + std::strerror(errno);
+    return false;
+  }
+  walk.at = std::move(up);
+  walk.where = walk.where.parent_path();
+  return true;
+}
+
+// `name` in the current directory, not followed; with `create`, made 0700 when missing.
+bool statOrCreate(SafeWalk& walk, const std::string& name, const fs::path& here, struct stat& st) {
+  if (::fstatat(walk.at.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return true;
+  const int err = errno;
+  if (err != ENOENT || !walk.create) {
+    walk.why = here.string() + ": " + std::strerror(err);
+    errno = err;
+    return false;
+  }
+  if (::mkdirat(walk.at.get(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+    walk.why = "create " + here.string() + ": " + std::strerror(errno);
+    return false;
+  }
+  if (::fstatat(walk.at.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    walk.why = here.string() + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+// A symlink owned by root or the user: its target's components are walked next, from / for
+// an absolute one.
+bool followLink(SafeWalk& walk, const std::string& name, const fs::path& here, const struct stat& st) {
+  if (!ownedByRootOr(st, walk.uid)) {
+    walk.why = here.string() + " is a symlink of uid " + std::to_string(st.st_uid);
+    return false;
+  }
+  if (++walk.links > kMaxLinks) {
+    walk.why = here.string() + ": too many symlinks";
+    return false;
+  }
+  char target[PATH_MAX];
+  const ssize_t n = ::readlinkat(walk.at.get(), name.c_str(), target, sizeof target - 1);
+  if (n <= 0) {
+    walk.why = "read the symlink " + here.string() + ": " + std::strerror(errno);
+    return false;
+  }
+  const std::string to(target, static_cast<std::size_t>(n));
+  pushComponents(walk.todo, to);
+  if (to[0] == '/') {
+    walk.at = UniqueFd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    walk.where = "/";
+  }
+  return true;
+}
+
+// A directory that follows the rule, opened without following a link and checked to be the
+// one looked at.
+bool enterDirectory(SafeWalk& walk, const std::string& name, const fs::path& here, const struct stat& st) {
+  if (!S_ISDIR(st.st_mode)) {
+    walk.why = here.string() + " is not a directory";
+    errno = ENOTDIR;
+    return false;
+  }
+  if (!ownedByRootOr(st, walk.uid) || !othersCannotReplace(st)) {
+    walk.why = described(here, st) + " lets others rename what is in it";
+    return false;
+  }
+  UniqueFd next(::openat(walk.at.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat opened {};
+  if (!next || ::fstat(next.get(), &opened) != 0 || opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
+    walk.why = here.string() + " changed while it was checked";
+    return false;
+  }
+  walk.at = std::move(next);
+  walk.where = here;
+  return true;
+}
+
 // Walks from / to the absolute `path`, one component at a time, never letting the kernel
 // follow a link: each directory passed must follow the rule, each symlink be owned by
 // root or `uid` (its target is then walked the same way). With `create`, missing
 // components are made 0700. Returns an O_PATH descriptor of the directory reached and its
 // real path, or an invalid one with `why` (errno ENOENT when a component is missing).
 UniqueFd walkSafely(const fs::path& path, uid_t uid, bool create, std::string& why, fs::path& reached) {
-  UniqueFd at(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
-  fs::path where = "/";
-  struct stat st {};
-  if (!at || ::fstat(at.get(), &st) != 0) {
-    why = "/: " + std::string(std::strerror(errno));
-    return {};
-  }
-  if (!ownedByRootOr(st, uid) || !othersCannotReplace(st)) {
-    why = described("/", st) + " lets others rename what is in it";
-    return {};
-  }
-  std::vector<std::string> todo;
-  pushComponents(todo, path.string());
-  int links = 0;
-  while (!todo.empty()) {
-    const std::string name = todo.back();
-    todo.pop_back();
+  SafeWalk walk{.uid = uid, .create = create, .why = why};
+  if (!startAtRoot(walk)) return {};
+  pushComponents(walk.todo, path.string());
+  while (!walk.todo.empty()) {
+    const std::string name = walk.todo.back();
+    walk.todo.pop_back();
     if (name == ".") continue;
-    if (name == "..") {  // the way back up passes directories already checked
-      UniqueFd up(::openat(at.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
-      if (!up) {
-        why = where.string() + "/..: " + std::strerror(errno);
-        return {};
-      }
-      at = std::move(up);
-      where = where.parent_path();
+    if (name == "..") {
+      if (!stepUp(walk)) return {};
       continue;
     }
-    const fs::path here = where / name;
-    if (::fstatat(at.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      const int err = errno;
-      if (err != ENOENT || !create) {
-        why = here.string() + ": " + std::strerror(err);
-        errno = err;
-        return {};
-      }
-      if (::mkdirat(at.get(), name.c_str(), 0700) != 0 && errno != EEXIST) {
-        why = "create " + here.string() + ": " + std::strerror(errno);
-        return {};
-      }
-      if (::fstatat(at.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        why = here.string() + ": " + std::strerror(errno);
-        return {};
-      }
-    }
+    const fs::path here = walk.where / name;
+    struct stat st {};
+    if (!statOrCreate(walk, name, here, st)) return {};
     if (S_ISLNK(st.st_mode)) {
-      if (!ownedByRootOr(st, uid)) {
-        why = here.string() + " is a symlink of uid " + std::to_string(st.st_uid);
-        return {};
-      }
-      if (++links > kMaxLinks) {
-        why = here.string() + ": too many symlinks";
-        return {};
-      }
-      char target[PATH_MAX];
-      const ssize_t n = ::readlinkat(at.get(), name.c_str(), target, sizeof target - 1);
-      if (n <= 0) {
-        why = "read the symlink " + here.string() + ": " + std::strerror(errno);
-        return {};
-      }
-      const std::string to(target, static_cast<std::size_t>(n));
-      pushComponents(todo, to);
-      if (to[0] == '/') {
-        at = UniqueFd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
-        where = "/";
-      }
+      if (!followLink(walk, name, here, st)) return {};
       continue;
     }
-    if (!S_ISDIR(st.st_mode)) {
-      why = here.string() + " is not a directory";
-      errno = ENOTDIR;
-      return {};
-    }
-    if (!ownedByRootOr(st, uid) || !othersCannotReplace(st)) {
-      why = described(here, st) + " lets others rename what is in it";
-      return {};
-    }
-    UniqueFd next(::openat(at.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat opened {};
-    if (!next || ::fstat(next.get(), &opened) != 0 || opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
-      why = here.string() + " changed while it was checked";
-      return {};
-    }
-    at = std::move(next);
-    where = here;
+    if (!enterDirectory(walk, name, here, st)) return {};
   }
-  reached = where;
-  return at;
+  reached = walk.where;
+  return std::move(walk.at);
 }
 
 fs::path absoluteOf(const fs::path& dir) {

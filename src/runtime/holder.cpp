@@ -354,6 +354,167 @@ void report(int fd, const std::string& line) {
   ::close(fd);
 }
 
+// Keeps only the report fd (as fd 3) and stdio on /dev/null: an inherited pipe would block
+// `$(ctr exec ...)`. Returns the report fd, or -1.
+int keepOnlyReportFd(int readyFd) {
+  if (readyFd < 0) return -1;
+  if (readyFd != 3) {
+    if (::dup3(readyFd, 3, O_CLOEXEC) < 0) return -1;
+    readyFd = 3;
+  }
+  int devNull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd < 3; ++fd) ::dup2(devNull, fd);
+  ::close_range(4, ~0U, 0);
+  return readyFd;
+}
+
+void ignoreHolderSignals() {
+  for (int sig : {SIGINT, SIGHUP, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTTOU, SIGTTIN})
+    ::signal(sig, SIG_IGN);
+}
+
+// Root's SIGTERM (onTerminate). Returns the read end of the pipe it writes to, which
+// waitUntilUnused watches, or an invalid fd.
+UniqueFd catchTerminateFromRoot() {
+  int terminatePipe[2];
+  if (::pipe2(terminatePipe, O_CLOEXEC | O_NONBLOCK) != 0) return {};
+  UniqueFd terminateRead(terminatePipe[0]);
+  terminateWrite = terminatePipe[1];
+  struct sigaction term {};
+  term.sa_sigaction = onTerminate;
+  term.sa_flags = SA_SIGINFO | SA_RESTART;
+  ::sigaction(SIGTERM, &term, nullptr);
+  return terminateRead;
+}
+
+// Each registered app costs a pidfd: allow as many as the hard limit lets us.
+void raiseOpenFileLimit() {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
+
+// <state>/mnt, the holder's tmpfs, and what it holds.
+struct MountDirs {
+  explicit MountDirs(const std::string& stateDir)
+      : mnt(stateDir + "/mnt"), image(mnt + "/img"), base(mnt + "/base") {}
+  std::string mnt, image, base;
+};
+
+// What the holder keeps open and mounted while it lives. The destructors run in reverse
+// order of the members: that order is the teardown's.
+struct Holding {
+  UniqueFd stateFd, setupFd, listenFd;
+  Child server;
+  std::vector<Child> datasetServers;
+  std::vector<ScopedMount> datasetMounts;  // detached before their servers are killed
+  ScopedMount imageMount, baseMount, baseRootMount;
+  UniqueFd ready;  // closed first: it holds copies of the mounts above
+};
+
+void enterHolderNamespaces(const HolderArgs& args) {
+  if (args.uidMap.empty()) {
+    createUserAndMountNamespace();
+  } else {
+    // --fakeroot: the caller is root here, and the image's root-owned files its own.
+    launch::FakerootMaps maps;
+    maps.uidMap = parseIdMap(args.uidMap);
+    maps.gidMap = parseIdMap(args.gidMap);
+    maps.mapHelpers = !args.newuidmap.empty();
+    maps.newuidmap = args.newuidmap;
+    maps.newgidmap = args.newgidmap;
+    maps.mapNote = "the --fakeroot holder's maps";
+    enterBuildUserNamespace(maps);
+    if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace)");
+  }
+  // Slave, not private: host mounts made later (automounted home directories) still show up.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
+    throw sysError("make / a slave mount");
+}
+
+void mountHolderTmpfs(const MountDirs& dirs) {
+  if (::mount("ctr", dirs.mnt.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k") != 0)
+    throw sysError("mount tmpfs on " + dirs.mnt);
+  if (::mkdir(dirs.image.c_str(), 0700) != 0 || ::mkdir((dirs.mnt + "/stage").c_str(), 0700) != 0 ||
+      ::mkdir(dirs.base.c_str(), 0700) != 0)
+    throw sysError("mkdir in " + dirs.mnt);
+}
+
+void mountHeldImage(const HolderArgs& args, const std::string& imageDir, Holding& holding) {
+  if (args.driver == "squashfuse") {
+    holding.server = startSquashfuse(args.server, args.image, args.offset, imageDir, holding.imageMount);
+  } else if (args.driver == "directory") {
+    bindImageDirectory(args.image, imageDir);
+    holding.imageMount = ScopedMount(imageDir);
+  } else if (args.driver == "premounted") {
+    if (args.premounted.empty()) throw Error("__holder: --premounted DIR missing");
+    if (::mount(args.premounted.c_str(), imageDir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+      throw sysError("bind " + args.premounted);
+    holding.imageMount = ScopedMount(imageDir);
+  } else {
+    throw Error("__holder: unknown driver '" + args.driver + "'");
+  }
+}
+
+// The root every launch of this user can reuse (optional: without it, each launch
+// builds its own).
+std::optional<launch::PreparedRootManifest> prepareSharedRoot(const HolderArgs& args, const MountDirs& dirs,
+                                                              const launch::PreparedRootSpec& spec,
+                                                              Holding& holding) {
+  try {
+    holding.baseMount = ScopedMount(dirs.base);
+    holding.baseRootMount = ScopedMount(dirs.base + "/root");
+    return prepareBaseRoot(dirs.image, dirs.base, spec);
+  } catch (const Error& e) {
+    spdlog::debug("no prepared root for {}: {}", args.image, e.oneLine());
+    holding.baseRootMount.reset();
+    holding.baseMount.reset();
+  }
+  return std::nullopt;
+}
+
+// The namespace launches enter with the shared root ready (optional too).
+void makeSharedReadyNamespace(const HolderArgs& args, const std::string& baseDir,
+                              const launch::PreparedRootManifest& manifest, Holding& holding) {
+  // A copy of the env scripts only for what a read-only image alone decides: not for a
+  // directory image (the user may edit it while it is held), not if a bind reaches them.
+  const bool copyScripts = args.driver != "directory" && !launch::preboundReachesEnvScripts(manifest);
+  std::optional<std::vector<EnvScript>> scripts;
+  try {
+    holding.ready = makeReadyNamespace(baseDir + "/root", [&] {
+      if (!copyScripts) return;
+      try {
+        scripts = readAllEnvScripts();
+      } catch (const Error& e) {
+        spdlog::debug("no copy of the env scripts of {}: {}", args.image, e.oneLine());
+      }
+    });
+    if (scripts) writeEnvScriptCopy(baseDir + "/env-scripts", *scripts);
+  } catch (const Error& e) {
+    spdlog::debug("no ready namespace for {}: {}", args.image, e.oneLine());
+  }
+}
+
+// Everything up to the "ok" report: the image and its datasets mounted, the shared root
+// prepared where it can be, the registration socket listening and the pid file written.
+void setUpHolder(const HolderArgs& args, int readyFd, const MountDirs& dirs, Holding& holding) {
+  // The launch's prepared-root spec comes first on the report channel, up to EOF.
+  const auto spec = launch::preparedRootFromJson(readAllBounded(readyFd, 1 << 20, "prepared-root spec"));
+  holding.stateFd.reset(::open(args.stateDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!holding.stateFd) throw sysError("open " + args.stateDir);
+  holding.setupFd = openLockFile(holding.stateFd.get(), args.key + ".setup");
+  enterHolderNamespaces(args);
+  mountHolderTmpfs(dirs);
+  mountHeldImage(args, dirs.image, holding);
+  mountDatasets(args, dirs.mnt + "/data", holding.datasetServers, holding.datasetMounts);
+  if (const auto manifest = prepareSharedRoot(args, dirs, spec, holding))
+    makeSharedReadyNamespace(args, dirs.base, *manifest, holding);
+  holding.listenFd = listenForRegistrations(holding.stateFd.get(), args.key);
+  writePidFile(holding.stateFd.get(), args.key, holding.ready);
+}
+
 }  // namespace
 
 std::vector<std::string> holderArgv(const HolderArgs& args) {
@@ -387,134 +548,32 @@ std::vector<std::string> holderArgv(const HolderArgs& args) {
 }
 
 int holderMain(const HolderArgs& args) {
-  // Keep only the report fd (as fd 3) and stdio on /dev/null: an inherited pipe would block
-  // `$(ctr exec ...)`.
-  int readyFd = args.readyFd;
+  const int readyFd = keepOnlyReportFd(args.readyFd);
   if (readyFd < 0) return kExitFailure;
-  if (readyFd != 3) {
-    if (::dup3(readyFd, 3, O_CLOEXEC) < 0) return kExitFailure;
-    readyFd = 3;
-  }
-  int devNull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  for (int fd = 0; fd < 3; ++fd) ::dup2(devNull, fd);
-  ::close_range(4, ~0U, 0);
-  for (int sig : {SIGINT, SIGHUP, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTTOU, SIGTTIN})
-    ::signal(sig, SIG_IGN);
-  int terminatePipe[2];
-  if (::pipe2(terminatePipe, O_CLOEXEC | O_NONBLOCK) != 0) return kExitFailure;
-  const UniqueFd terminateRead(terminatePipe[0]);
-  terminateWrite = terminatePipe[1];
-  struct sigaction term {};
-  term.sa_sigaction = onTerminate;
-  term.sa_flags = SA_SIGINFO | SA_RESTART;
-  ::sigaction(SIGTERM, &term, nullptr);
+  ignoreHolderSignals();
+  const UniqueFd terminateRead = catchTerminateFromRoot();
+  if (!terminateRead) return kExitFailure;
   ::prctl(PR_SET_NAME, "ctr-holder");
+  raiseOpenFileLimit();
 
-  // Each registered app costs a pidfd: allow as many as the hard limit lets us.
-  rlimit files{};
-  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &files);
-  }
-
-  UniqueFd stateFd, setupFd, listenFd;
-  const std::string mntDir = args.stateDir + "/mnt";
-  const std::string imageDir = mntDir + "/img";
-  const std::string baseDir = mntDir + "/base";
-  Child server;
-  std::vector<Child> datasetServers;
-  std::vector<ScopedMount> datasetMounts;  // detached before their servers are killed
-  ScopedMount imageMount, baseMount, baseRootMount;
-  UniqueFd ready;  // closed first: it holds copies of the mounts above
+  const MountDirs dirs(args.stateDir);
+  Holding holding;
   try {
-    // The launch's prepared-root spec comes first on the report channel, up to EOF.
-    const auto spec = launch::preparedRootFromJson(readAllBounded(readyFd, 1 << 20, "prepared-root spec"));
-    stateFd.reset(::open(args.stateDir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!stateFd) throw sysError("open " + args.stateDir);
-    setupFd = openLockFile(stateFd.get(), args.key + ".setup");
-    if (args.uidMap.empty()) {
-      createUserAndMountNamespace();
-    } else {
-      // --fakeroot: the caller is root here, and the image's root-owned files its own.
-      launch::FakerootMaps maps;
-      maps.uidMap = parseIdMap(args.uidMap);
-      maps.gidMap = parseIdMap(args.gidMap);
-      maps.mapHelpers = !args.newuidmap.empty();
-      maps.newuidmap = args.newuidmap;
-      maps.newgidmap = args.newgidmap;
-      maps.mapNote = "the --fakeroot holder's maps";
-      enterBuildUserNamespace(maps);
-      if (::unshare(CLONE_NEWNS) != 0) throw sysError("unshare(mount namespace)");
-    }
-    // Slave, not private: host mounts made later (automounted home directories) still show up.
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
-      throw sysError("make / a slave mount");
-    if (::mount("ctr", mntDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k") != 0)
-      throw sysError("mount tmpfs on " + mntDir);
-    if (::mkdir(imageDir.c_str(), 0700) != 0 || ::mkdir((mntDir + "/stage").c_str(), 0700) != 0 ||
-        ::mkdir(baseDir.c_str(), 0700) != 0)
-      throw sysError("mkdir in " + mntDir);
-    if (args.driver == "squashfuse") {
-      server = startSquashfuse(args.server, args.image, args.offset, imageDir, imageMount);
-    } else if (args.driver == "directory") {
-      bindImageDirectory(args.image, imageDir);
-      imageMount = ScopedMount(imageDir);
-    } else if (args.driver == "premounted") {
-      if (args.premounted.empty()) throw Error("__holder: --premounted DIR missing");
-      if (::mount(args.premounted.c_str(), imageDir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
-        throw sysError("bind " + args.premounted);
-      imageMount = ScopedMount(imageDir);
-    } else {
-      throw Error("__holder: unknown driver '" + args.driver + "'");
-    }
-    mountDatasets(args, mntDir + "/data", datasetServers, datasetMounts);
-    // The root every launch of this user can reuse (optional: without it, each launch
-    // builds its own).
-    std::optional<launch::PreparedRootManifest> manifest;
-    try {
-      baseMount = ScopedMount(baseDir);
-      baseRootMount = ScopedMount(baseDir + "/root");
-      manifest = prepareBaseRoot(imageDir, baseDir, spec);
-    } catch (const Error& e) {
-      spdlog::debug("no prepared root for {}: {}", args.image, e.oneLine());
-      baseRootMount.reset();
-      baseMount.reset();
-    }
-    if (manifest) {
-      // A copy of the env scripts only for what a read-only image alone decides: not for a
-      // directory image (the user may edit it while it is held), not if a bind reaches them.
-      const bool copyScripts = args.driver != "directory" && !launch::preboundReachesEnvScripts(*manifest);
-      std::optional<std::vector<EnvScript>> scripts;
-      try {
-        ready = makeReadyNamespace(baseDir + "/root", [&] {
-          if (!copyScripts) return;
-          try {
-            scripts = readAllEnvScripts();
-          } catch (const Error& e) {
-            spdlog::debug("no copy of the env scripts of {}: {}", args.image, e.oneLine());
-          }
-        });
-        if (scripts) writeEnvScriptCopy(baseDir + "/env-scripts", *scripts);
-      } catch (const Error& e) {
-        spdlog::debug("no ready namespace for {}: {}", args.image, e.oneLine());
-      }
-    }
-    listenFd = listenForRegistrations(stateFd.get(), args.key);
-    writePidFile(stateFd.get(), args.key, ready);
+    setUpHolder(args, readyFd, dirs, holding);
   } catch (const Error& e) {
-    if (listenFd) ::unlinkat(stateFd.get(), (args.key + ".sock").c_str(), 0);
+    if (holding.listenFd) ::unlinkat(holding.stateFd.get(), (args.key + ".sock").c_str(), 0);
     report(readyFd, "error: " + e.oneLine());
     return kExitFailure;  // server, if started, is killed and reaped; mounts detached
   }
   report(readyFd, "ok");
 
   try {
-    waitUntilUnused(listenFd.get(), setupFd.get(), terminateRead.get(), args.lingerMs);
+    waitUntilUnused(holding.listenFd.get(), holding.setupFd.get(), terminateRead.get(), args.lingerMs);
   } catch (const Error&) {
     // Cannot wait: tear down now rather than leak; launches fail loudly on ENOTCONN.
   }
-  removePidFile(stateFd.get(), args.key);
-  removeStateFiles(stateFd.get(), args.stateDir, args.key);
+  removePidFile(holding.stateFd.get(), args.key);
+  removeStateFiles(holding.stateFd.get(), args.stateDir, args.key);
   // Closed, detached and killed in this order by the destructors: the ready namespace, base
   // root, base, image, server.
   return 0;

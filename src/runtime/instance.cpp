@@ -351,34 +351,43 @@ void removeInstanceFilesAt(const InstanceFiles& at) {
   }
 }
 
-}  // namespace
-
-launch::InstanceRecord startInstance(const launch::LaunchPlan& plan, const InstanceStarted& started) {
-  if (!plan.instance) throw Error("internal: instance start without its instance in the plan");
+// An instance of that name already runs: with --reuse and the same image, it is taken as it
+// is; else the start is refused.
+launch::InstanceRecord takeRunningInstance(const launch::LaunchPlan& plan, const launch::InstanceRecord& running,
+                                           const InstanceStarted& started) {
   const auto& files = *plan.instance;
-  ensureInstanceDir(files, plan.stateDir);
-  UniqueFd lock = lockInstance(files);
-  if (auto running = liveRecord(files)) {
-    if (files.reuse && running->image == plan.image.path.string()) {
-      spdlog::info("instance {} already runs (keeper pid {}): taken as it is", files.name, running->keeper);
-      if (started) started(*running);
-      return *running;
-    }
-    if (files.reuse)
-      throw Error("instance " + files.name + " runs " + running->image + ", not " + plan.image.path.string() +
-                  ": --reuse takes only an instance of the same image")
-          .withStatus(1);
-    throw Error("instance " + files.name + " already exists (it runs: keeper pid " + std::to_string(running->keeper) +
-                ", image " + running->image + "): stop it first with `ctr instance stop " + files.name + "`");
+  if (files.reuse && running.image == plan.image.path.string()) {
+    spdlog::info("instance {} already runs (keeper pid {}): taken as it is", files.name, running.keeper);
+    if (started) started(running);
+    return running;
   }
-  // The limits' cgroup, made before the keeper exists, entered by it at its hand-over (the
-  // image's holder stays outside); removed if the start fails, else kept for the instance.
+  if (files.reuse)
+    throw Error("instance " + files.name + " runs " + running.image + ", not " + plan.image.path.string() +
+                ": --reuse takes only an instance of the same image")
+        .withStatus(1);
+  throw Error("instance " + files.name + " already exists (it runs: keeper pid " + std::to_string(running.keeper) +
+              ", image " + running.image + "): stop it first with `ctr instance stop " + files.name + "`");
+}
+
+// The limits' cgroup, made before the keeper exists, entered by it at its hand-over (the
+// image's holder stays outside); removed if the start fails, else kept for the instance.
+LaunchCgroup makeInstanceCgroup(const launch::LaunchPlan& plan) {
   LaunchCgroup cgroup;
   if (plan.cgroup.backend != limits::Backend::None) {
     sweepStaleCgroups(plan);
     cgroup = LaunchCgroup::create(plan);
   }
-  if (files.stay) keepHere(plan, cgroup, std::move(lock), started);
+  return cgroup;
+}
+
+// The forked process that becomes the keeper (or, with a PID namespace, its parent), and
+// the read end of the pipe both report on.
+struct StandIn {
+  pid_t pid = -1;
+  UniqueFd reports;
+};
+
+StandIn forkStandIn(const launch::LaunchPlan& plan, LaunchCgroup& cgroup, UniqueFd& lock) {
   std::array<int, 2> pipe{};
   if (::pipe2(pipe.data(), O_CLOEXEC) != 0) throw sysError("pipe");
   UniqueFd readEnd(pipe[0]), writeEnd(pipe[1]);
@@ -389,36 +398,53 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan, const Insta
     lock.reset();  // the parent's copy keeps it locked
     becomeKeeper(plan, cgroup ? &cgroup : nullptr, writeEnd.release());
   }
-  writeEnd.reset();
-  // "pid N" from the stand-in, then "ok {...}" or "error: ..." from the keeper (or the
-  // stand-in, if it failed before the PID namespace); EOF once both have closed it.
-  const std::string reply = readAllBounded(readEnd.get(), 64u << 20, "the instance's report");
+  return {standIn, std::move(readEnd)};
+}
+
+// "pid N" from the stand-in, then "ok {...}" or "error: ..." from the keeper (or the
+// stand-in, if it failed before the PID namespace); EOF once both have closed it.
+struct KeeperReport {
   pid_t keeper = 0;
   std::string ready, error;
+};
+
+KeeperReport readKeeperReport(int fd) {
+  const std::string reply = readAllBounded(fd, 64u << 20, "the instance's report");
+  KeeperReport report;
   std::istringstream lines(reply);
   for (std::string line; std::getline(lines, line);) {
-    if (line.starts_with("pid ")) keeper = static_cast<pid_t>(std::atol(line.c_str() + 4));
-    else if (line.starts_with("ok ")) ready = line.substr(3);
-    else if (line.starts_with("error: ")) error = line.substr(7);
+    if (line.starts_with("pid ")) report.keeper = static_cast<pid_t>(std::atol(line.c_str() + 4));
+    else if (line.starts_with("ok ")) report.ready = line.substr(3);
+    else if (line.starts_with("error: ")) report.error = line.substr(7);
   }
+  return report;
+}
+
+// The record of the instance the stand-in started, written to its files; when the start
+// failed, or it cannot be recorded, the stand-in is killed and the files removed.
+launch::InstanceRecord recordInstance(const launch::LaunchPlan& plan, const StandIn& standIn,
+                                      const LaunchCgroup& cgroup) {
+  const auto& files = *plan.instance;
+  const KeeperReport report = readKeeperReport(standIn.reports.get());
   auto fail = [&](const std::string& why) -> Error {
     // The stand-in is our child (its pid cannot be recycled before we reap it); the keeper
     // dies with it (PR_SET_PDEATHSIG), and its PID namespace with the keeper.
-    ::kill(standIn, SIGKILL);
+    ::kill(standIn.pid, SIGKILL);
     int status = 0;
-    ::waitpid(standIn, &status, 0);
+    ::waitpid(standIn.pid, &status, 0);
     removeInstanceFiles(files);
     return Error("instance " + files.name + ": " + why).withStatus(1);
   };
-  if (!plan.namespaces.pid) keeper = standIn;  // --no-pid: the forked process keeps it
-  if (ready.empty() || keeper <= 0)
-    throw fail(error.empty() ? "the container ended before it was ready (its output: " + files.logErr + ")" : error);
+  const pid_t keeper = plan.namespaces.pid ? report.keeper : standIn.pid;  // --no-pid: the forked process keeps it
+  if (report.ready.empty() || keeper <= 0)
+    throw fail(report.error.empty() ? "the container ended before it was ready (its output: " + files.logErr + ")"
+                                    : report.error);
   UniqueFd keeperFd = pidfdOpen(keeper);
   const std::uint64_t keeperStart = processStartTime(keeper);
   std::vector<std::string> environment;
   std::string workdir;
   try {
-    const auto j = nlohmann::json::parse(ready);
+    const auto j = nlohmann::json::parse(report.ready);
     environment = j.at("environment").get<std::vector<std::string>>();
     workdir = j.at("workdir").get<std::string>();
   } catch (const std::exception& e) {
@@ -426,7 +452,7 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan, const Insta
   }
   launch::InstanceRecord record;
   try {
-    record = newRecord(plan, keeper, standIn, keeperStart, std::move(environment), std::move(workdir), cgroup);
+    record = newRecord(plan, keeper, standIn.pid, keeperStart, std::move(environment), std::move(workdir), cgroup);
   } catch (const Error& e) {
     throw fail(e.oneLine());
   }
@@ -438,8 +464,23 @@ launch::InstanceRecord startInstance(const launch::LaunchPlan& plan, const Insta
   } catch (const std::exception& e) {
     throw fail(std::string("cannot record it: ") + e.what());
   }
+  return record;
+}
+
+}  // namespace
+
+launch::InstanceRecord startInstance(const launch::LaunchPlan& plan, const InstanceStarted& started) {
+  if (!plan.instance) throw Error("internal: instance start without its instance in the plan");
+  const auto& files = *plan.instance;
+  ensureInstanceDir(files, plan.stateDir);
+  UniqueFd lock = lockInstance(files);
+  if (auto running = liveRecord(files)) return takeRunningInstance(plan, *running, started);
+  LaunchCgroup cgroup = makeInstanceCgroup(plan);
+  if (files.stay) keepHere(plan, cgroup, std::move(lock), started);
+  const StandIn standIn = forkStandIn(plan, cgroup, lock);
+  launch::InstanceRecord record = recordInstance(plan, standIn, cgroup);
   cgroup.release();  // the record has it now
-  spdlog::info("instance {} started (image {}, keeper pid {})", files.name, record.image, keeper);
+  spdlog::info("instance {} started (image {}, keeper pid {})", files.name, record.image, record.keeper);
   if (started) started(record);
   return record;
 }
