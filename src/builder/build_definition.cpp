@@ -212,6 +212,12 @@ class Build {
                  const std::string& body, const deffile::Section& section, const std::string& what);
   void runStageScripts(const deffile::Definition& stage, const std::string& storedText, const fs::path& rootfs,
                        const std::string& prefix);
+  void reportDefinitionWarnings(const deffile::DefinitionFile& def);
+  void checkOutput(const deffile::DefinitionFile& def) const;
+  void prepareWorkspace();
+  void stripPrivilegedFiles(const fs::path& rootfs);
+  void placeSandbox(const fs::path& rootfs);
+  void packSif(const deffile::DefinitionFile& def, const fs::path& rootfs);
 
   DefinitionBuildOptions options_;
   fs::path output_;
@@ -525,13 +531,7 @@ void Build::runStageScripts(const deffile::Definition& stage, const std::string&
   }
 }
 
-void Build::run() {
-  const auto started = std::chrono::steady_clock::now();
-  const std::string text = readCheckedFile(options_.recipe.string(), 16u << 20, options_.recipe.string());
-  const auto def = deffile::parseDefinition(text, options_.recipe.string(), options_.buildArgs);
-  if (!options_.explain)
-    display_ = std::make_unique<PhaseDisplay>(STDERR_FILENO, "ctr build", logPath_,
-                                              !spdlog::default_logger_raw()->should_log(spdlog::level::warn));
+void Build::reportDefinitionWarnings(const deffile::DefinitionFile& def) {
   for (const auto& warning : def.warnings) say("warning: " + warning);
   if (!def.unusedBuildArgs.empty()) {
     std::string names;
@@ -540,6 +540,10 @@ void Build::run() {
       throw Error("unused --build-arg: " + names + " (no stage uses them; --warn-unused-build-args makes this a warning)");
     say("warning: unused --build-arg: " + names);
   }
+}
+
+// --update needs the sandbox it updates; otherwise the output must be free (or --force).
+void Build::checkOutput(const deffile::DefinitionFile& def) const {
   std::error_code ec;
   if (options_.update) {
     if (!options_.sandbox || !fs::is_directory(fs::symlink_status(output_, ec)))
@@ -553,10 +557,10 @@ void Build::run() {
     throw Error(options_.output.string() + ": already exists (use --force to overwrite)");
   }
   if (!options_.sandbox && fs::is_directory(output_, ec)) throw Error(options_.output.string() + ": is a directory");
+}
 
-  if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde) epoch_ = std::strtoll(sde, nullptr, 10);
-  else epoch_ = options_.deterministic ? 0 : static_cast<std::int64_t>(std::time(nullptr));
-
+// The build's temporary directory and its log.
+void Build::prepareWorkspace() {
   installBuildSignals();
   // Next to the output where only root and the caller can change that directory (the final
   // rename stays on one file system), else in a private temporary directory (scratch.hpp).
@@ -567,7 +571,83 @@ void Build::run() {
     log_ = withContext("the build log", [&] { return image::createReplacing(logPath_, 0600); });
     say("building " + output_.string() + " from " + options_.recipe.string() + " (log: " + logPath_ + ")");
   }
+}
 
+// A sandbox stays on the host, readable by others: no setuid/setgid file, file
+// capability or device node of the image goes with it unless the caller insists.
+void Build::stripPrivilegedFiles(const fs::path& rootfs) {
+  if (options_.keepPrivilegedFiles) {
+    say("warning: --keep-privileged-files: setuid/setgid files, file capabilities and device nodes stay in " +
+        output_.string() + "; anyone who can reach it can use them on this host");
+    return;
+  }
+  note("dropping setuid/setgid bits, file capabilities and device nodes");
+  const std::string dropped = asTreeOwner(std::function<std::string()>([&] {
+    const image::PrivilegedFiles d = image::dropPrivilegedFiles(image::ImageTree(rootfs));
+    if (d.total() == 0) return std::string();
+    return std::to_string(d.setidBits) + " setuid/setgid bits, " + std::to_string(d.capabilities) +
+           " file capabilities, " + std::to_string(d.deviceNodes) + " device nodes";
+  }));
+  if (!dropped.empty()) say("dropped from the sandbox: " + dropped + " (--keep-privileged-files keeps them)");
+}
+
+void Build::placeSandbox(const fs::path& rootfs) {
+  stripPrivilegedFiles(rootfs);
+  if (options_.update) return;  // an update worked in place
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(output_, ec))) {
+    if (fullIds_ && host_.user.uid != 0) (void)runtime::runAsBuildRoot(root_, {"/bin/rm", "-rf", "--", output_.string()});
+    fs::remove_all(output_, ec);
+    if (ec) throw Error("cannot replace " + output_.string() + ": " + ec.message());
+  }
+  // Across file systems this copies: as the owner of the tree's files.
+  asTreeOwner([&] { image::moveIntoPlace(rootfs, output_, false); });
+}
+
+void Build::packSif(const deffile::DefinitionFile& def, const fs::path& rootfs) {
+  note("packing " + output_.string() + " (mksquashfs" + (options_.deterministic ? ", deterministic" : "") + ")");
+  image::BuildOptions pack;
+  pack.output = output_;
+  pack.rootfs = rootfs;
+  pack.force = options_.force;
+  pack.deterministic = options_.deterministic;
+  pack.definition = def.storedText;
+  // Apptainer records `inspect --json --labels --deffile`; ctr records every part (what
+  // `ctr inspect` then reads without unpacking the image), in the same JSON form.
+  image::ApptainerQuery everything;
+  everything.all = true;
+  image::ApptainerMetadata metadata = inspectLikeApptainer(rootfs, everything);
+  metadata.deffile = def.storedText;
+  pack.inspectMetadataJson = metadata.toJson().dump();
+  pack.installSignalCleanup = false;
+  // Packed as the build's root, so files keep the owners they have in the container.
+  pack.allRoot = !fullIds_;
+  pack.runMksquashfs = [this](std::vector<std::string> argv) { return runAsRoot(argv); };
+  pack.mksquashfsArgs = options_.mksquashfsArgs;
+  std::string summary;
+  {
+    LogRedirect redirect(log_.get());
+    summary = image::buildSif(pack);
+  }
+  // Verbose: the squashfs's summary on stdout, where Apptainer's verbose build lets
+  // mksquashfs print its own (--mksquashfs-args '-comp lz4' shows "lz4 compressed").
+  if (spdlog::should_log(spdlog::level::info)) std::cout << output_.string() << ": " << summary << std::endl;
+}
+
+void Build::run() {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string text = readCheckedFile(options_.recipe.string(), 16u << 20, options_.recipe.string());
+  const auto def = deffile::parseDefinition(text, options_.recipe.string(), options_.buildArgs);
+  if (!options_.explain)
+    display_ = std::make_unique<PhaseDisplay>(STDERR_FILENO, "ctr build", logPath_,
+                                              !spdlog::default_logger_raw()->should_log(spdlog::level::warn));
+  reportDefinitionWarnings(def);
+  checkOutput(def);
+
+  if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde) epoch_ = std::strtoll(sde, nullptr, 10);
+  else epoch_ = options_.deterministic ? 0 : static_cast<std::int64_t>(std::time(nullptr));
+
+  prepareWorkspace();
   for (std::size_t i = 0; i < def.stages.size(); ++i) {
     buildStage(i, def);
     checkInterrupted();
@@ -575,60 +655,8 @@ void Build::run() {
   if (options_.explain) return;
 
   const fs::path& rootfs = rootfses_.back();
-  if (options_.sandbox) {
-    // A sandbox stays on the host, readable by others: no setuid/setgid file, file
-    // capability or device node of the image goes with it unless the caller insists.
-    if (options_.keepPrivilegedFiles) {
-      say("warning: --keep-privileged-files: setuid/setgid files, file capabilities and device nodes stay in " +
-          output_.string() + "; anyone who can reach it can use them on this host");
-    } else {
-      note("dropping setuid/setgid bits, file capabilities and device nodes");
-      const std::string dropped = asTreeOwner(std::function<std::string()>([&] {
-        const image::PrivilegedFiles d = image::dropPrivilegedFiles(image::ImageTree(rootfs));
-        if (d.total() == 0) return std::string();
-        return std::to_string(d.setidBits) + " setuid/setgid bits, " + std::to_string(d.capabilities) +
-               " file capabilities, " + std::to_string(d.deviceNodes) + " device nodes";
-      }));
-      if (!dropped.empty()) say("dropped from the sandbox: " + dropped + " (--keep-privileged-files keeps them)");
-    }
-    if (!options_.update) {  // an update worked in place
-      if (fs::exists(fs::symlink_status(output_, ec))) {
-        if (fullIds_ && host_.user.uid != 0) (void)runtime::runAsBuildRoot(root_, {"/bin/rm", "-rf", "--", output_.string()});
-        fs::remove_all(output_, ec);
-        if (ec) throw Error("cannot replace " + output_.string() + ": " + ec.message());
-      }
-      // Across file systems this copies: as the owner of the tree's files.
-      asTreeOwner([&] { image::moveIntoPlace(rootfs, output_, false); });
-    }
-  } else {
-    note("packing " + output_.string() + " (mksquashfs" + (options_.deterministic ? ", deterministic" : "") + ")");
-    image::BuildOptions pack;
-    pack.output = output_;
-    pack.rootfs = rootfs;
-    pack.force = options_.force;
-    pack.deterministic = options_.deterministic;
-    pack.definition = def.storedText;
-    // Apptainer records `inspect --json --labels --deffile`; ctr records every part (what
-    // `ctr inspect` then reads without unpacking the image), in the same JSON form.
-    image::ApptainerQuery everything;
-    everything.all = true;
-    image::ApptainerMetadata metadata = inspectLikeApptainer(rootfs, everything);
-    metadata.deffile = def.storedText;
-    pack.inspectMetadataJson = metadata.toJson().dump();
-    pack.installSignalCleanup = false;
-    // Packed as the build's root, so files keep the owners they have in the container.
-    pack.allRoot = !fullIds_;
-    pack.runMksquashfs = [this](std::vector<std::string> argv) { return runAsRoot(argv); };
-    pack.mksquashfsArgs = options_.mksquashfsArgs;
-    std::string summary;
-    {
-      LogRedirect redirect(log_.get());
-      summary = image::buildSif(pack);
-    }
-    // Verbose: the squashfs's summary on stdout, where Apptainer's verbose build lets
-    // mksquashfs print its own (--mksquashfs-args '-comp lz4' shows "lz4 compressed").
-    if (spdlog::should_log(spdlog::level::info)) std::cout << output_.string() << ": " << summary << std::endl;
-  }
+  if (options_.sandbox) placeSandbox(rootfs);
+  else packSif(def, rootfs);
   checkInterrupted();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   char took[32];

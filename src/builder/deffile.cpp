@@ -79,6 +79,15 @@ struct Line {
   int number = 0;
 };
 
+// A section as written: %NAME ARGS on `line`, then its body.
+struct SectionText {
+  std::string name;
+  std::string_view args;
+  int line = 0;
+  std::string_view body;
+  std::span<const Line> bodyLines;
+};
+
 // A section line is one whose first word starts with '%' (Apptainer's scanner). Returns
 // false for other lines; otherwise the lower-case name and the trimmed rest.
 bool splitSectionLine(std::string_view text, std::string& name, std::string_view& args) {
@@ -146,8 +155,10 @@ class Parser {
   Definition parseStage(const std::vector<Line>& lines, int firstLine);
   void parseHeader(std::span<const Line> lines, Definition& def);
   void addHeaderField(Definition& def, std::string_view spelling, std::string value, int line);
-  void addSection(Definition& def, const std::string& name, std::string_view args, int line,
-                  std::string_view body, std::span<const Line> bodyLines);
+  void addSection(Definition& def, const SectionText& text);
+  void addAppSection(Definition& def, const SectionText& text);
+  void addFilesSection(Definition& def, const SectionText& text);
+  void addScriptSection(Definition& def, const SectionText& text);
   void appendTo(Section& section, std::string_view args, int line, std::string_view body);
   std::vector<FileEntry> parseFileEntries(std::span<const Line> lines, std::string_view what);
   static void parseLabels(std::span<const Line> lines, std::vector<Label>& labels);
@@ -437,69 +448,71 @@ void Parser::parseLabels(std::span<const Line> lines, std::vector<Label>& labels
   }
 }
 
-void Parser::addSection(Definition& def, const std::string& name, std::string_view args, int line,
-                        std::string_view body, std::span<const Line> bodyLines) {
-  if (std::find(std::begin(kAppSections), std::end(kAppSections), name) != std::end(kAppSections)) {
-    auto words = splitWords(args);
-    if (words.empty())
-      fail(line, "%" + name + " needs an app name (expected '%" + name + " NAME')");
-    std::string appName(words[0]);
-    if (appName == "." || appName == ".." || appName.find('/') != std::string::npos)
-      fail(line, "app name '" + appName + "' must be one path component (it becomes /scif/apps/" +
-                     appName + ")");
-    if (words.size() > 1)
-      warn(line, "%" + name + " " + appName + ": the words after the app name are ignored");
-    auto app = std::find_if(def.apps.begin(), def.apps.end(),
-                            [&](const App& a) { return a.name == appName; });
-    if (app == def.apps.end()) {
-      def.apps.push_back(App{});
-      app = def.apps.end() - 1;
-      app->name = appName;
-      app->line = line;
-    }
-    Section* section = name == "appinstall"  ? &app->install
-                       : name == "appfiles"  ? &app->files
-                       : name == "appenv"    ? &app->env
-                       : name == "apprun"    ? &app->run
-                       : name == "applabels" ? &app->labels
-                       : name == "apphelp"   ? &app->help
-                       : name == "apptest"   ? &app->test
-                                             : &app->start;
-    appendTo(*section, {}, line, body);
-    if (name == "appfiles") {
-      auto entries = parseFileEntries(bodyLines, "%appfiles");
-      app->fileEntries.insert(app->fileEntries.end(), entries.begin(), entries.end());
-    } else if (name == "applabels") {
-      parseLabels(bodyLines, app->labelEntries);
-    }
-    return;
+void Parser::addAppSection(Definition& def, const SectionText& text) {
+  const std::string& name = text.name;
+  const int line = text.line;
+  auto words = splitWords(text.args);
+  if (words.empty())
+    fail(line, "%" + name + " needs an app name (expected '%" + name + " NAME')");
+  std::string appName(words[0]);
+  if (appName == "." || appName == ".." || appName.find('/') != std::string::npos)
+    fail(line, "app name '" + appName + "' must be one path component (it becomes /scif/apps/" +
+                   appName + ")");
+  if (words.size() > 1)
+    warn(line, "%" + name + " " + appName + ": the words after the app name are ignored");
+  auto app = std::find_if(def.apps.begin(), def.apps.end(),
+                          [&](const App& a) { return a.name == appName; });
+  if (app == def.apps.end()) {
+    def.apps.push_back(App{});
+    app = def.apps.end() - 1;
+    app->name = appName;
+    app->line = line;
   }
-
-  if (name == "files") {
-    auto words = splitWords(beforeComment(args));
-    std::string fromStage;
-    if (words.size() == 2 && words[0] == "from") {
-      fromStage = std::string(words[1]);
-      bool earlier =
-          std::any_of(result_.stages.begin(), result_.stages.end(),
-                      [&](const Definition& d) { return d.header.stage() == fromStage; });
-      if (!earlier)
-        fail(line,
-             "%files from " + fromStage + ": no earlier stage has 'Stage: " + fromStage + "'");
-    } else if (!words.empty()) {
-      fail(line, "%files takes nothing or 'from STAGE', not '" + std::string(args) + "'");
-    }
-    auto entries = parseFileEntries(bodyLines, "%files");
-    auto section = std::find_if(def.files.begin(), def.files.end(),
-                                [&](const FilesSection& f) { return f.fromStage == fromStage; });
-    if (section == def.files.end()) {
-      def.files.push_back({fromStage, {}, line});
-      section = def.files.end() - 1;
-    }
-    section->entries.insert(section->entries.end(), entries.begin(), entries.end());
-    return;
+  Section* section = name == "appinstall"  ? &app->install
+                     : name == "appfiles"  ? &app->files
+                     : name == "appenv"    ? &app->env
+                     : name == "apprun"    ? &app->run
+                     : name == "applabels" ? &app->labels
+                     : name == "apphelp"   ? &app->help
+                     : name == "apptest"   ? &app->test
+                                           : &app->start;
+  appendTo(*section, {}, line, text.body);
+  if (name == "appfiles") {
+    auto entries = parseFileEntries(text.bodyLines, "%appfiles");
+    app->fileEntries.insert(app->fileEntries.end(), entries.begin(), entries.end());
+  } else if (name == "applabels") {
+    parseLabels(text.bodyLines, app->labelEntries);
   }
+}
 
+void Parser::addFilesSection(Definition& def, const SectionText& text) {
+  const int line = text.line;
+  auto words = splitWords(beforeComment(text.args));
+  std::string fromStage;
+  if (words.size() == 2 && words[0] == "from") {
+    fromStage = std::string(words[1]);
+    bool earlier =
+        std::any_of(result_.stages.begin(), result_.stages.end(),
+                    [&](const Definition& d) { return d.header.stage() == fromStage; });
+    if (!earlier)
+      fail(line,
+           "%files from " + fromStage + ": no earlier stage has 'Stage: " + fromStage + "'");
+  } else if (!words.empty()) {
+    fail(line, "%files takes nothing or 'from STAGE', not '" + std::string(text.args) + "'");
+  }
+  auto entries = parseFileEntries(text.bodyLines, "%files");
+  auto section = std::find_if(def.files.begin(), def.files.end(),
+                              [&](const FilesSection& f) { return f.fromStage == fromStage; });
+  if (section == def.files.end()) {
+    def.files.push_back({fromStage, {}, line});
+    section = def.files.end() - 1;
+  }
+  section->entries.insert(section->entries.end(), entries.begin(), entries.end());
+}
+
+void Parser::addScriptSection(Definition& def, const SectionText& text) {
+  const std::string& name = text.name;
+  const int line = text.line;
   Section* section = name == "arguments"     ? &def.argumentsSection
                      : name == "pre"         ? &def.pre
                      : name == "setup"       ? &def.setup
@@ -516,13 +529,22 @@ void Parser::addSection(Definition& def, const std::string& name, std::string_vi
                    ", or an app section " + joinNames("%", kAppSections) + ")");
   // Apptainer runs these with `/bin/sh -ex ... -c "ARGS SCRIPT"`: -c needs a command.
   if (name == "pre" || name == "setup" || name == "post" || name == "test") {
-    auto words = splitWords(beforeComment(args));
+    auto words = splitWords(beforeComment(text.args));
     if (!words.empty() && words.back() == "-c")
       fail(line,
            "%" + name + " -c needs an interpreter (expected e.g. '%" + name + " -c /bin/bash')");
   }
-  appendTo(*section, args, line, body);
-  if (name == "labels") parseLabels(bodyLines, def.labels);
+  appendTo(*section, text.args, line, text.body);
+  if (name == "labels") parseLabels(text.bodyLines, def.labels);
+}
+
+void Parser::addSection(Definition& def, const SectionText& text) {
+  if (std::find(std::begin(kAppSections), std::end(kAppSections), text.name) != std::end(kAppSections))
+    addAppSection(def, text);
+  else if (text.name == "files")
+    addFilesSection(def, text);
+  else
+    addScriptSection(def, text);
 }
 
 Definition Parser::parseStage(const std::vector<Line>& lines, int firstLine) {
@@ -543,8 +565,7 @@ Definition Parser::parseStage(const std::vector<Line>& lines, int firstLine) {
       body += lines[j].text;
       body += '\n';
     }
-    addSection(def, name, args, lines[i].number, body,
-               std::span(lines).subspan(i + 1, end - i - 1));
+    addSection(def, {name, args, lines[i].number, body, std::span(lines).subspan(i + 1, end - i - 1)});
     i = end;
   }
 

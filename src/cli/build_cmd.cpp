@@ -57,10 +57,8 @@ int buildFromPullSource(BuildArgs& args) {
   return 0;
 }
 
-int runBuild(BuildArgs& args) {
-  if (image::oci::pullSource(args.input)) return buildFromPullSource(args);
-  std::error_code ec;
-  if (!std::filesystem::exists(args.input, ec)) throw Error(args.input + ": no such file or directory");
+// --build-arg-file, then --build-arg: a later value of a KEY wins.
+void readBuildArgs(BuildArgs& args) {
   if (!args.buildArgFile.empty()) {
     // One KEY=VALUE a line; blank lines and '#' comments skipped (Apptainer's format).
     const std::string text = readCheckedFile(args.buildArgFile, 1u << 20, args.buildArgFile);
@@ -72,8 +70,9 @@ int runBuild(BuildArgs& args) {
     }
   }
   for (const auto& item : args.buildArgs) addBuildArg(args.def.buildArgs, item, "--build-arg");
-  std::istringstream extra(args.mksquashfsArgs);
-  for (std::string word; extra >> word;) args.def.mksquashfsArgs.push_back(word);
+}
+
+void readSections(BuildArgs& args) {
   for (const auto& list : args.sections)
     for (auto item : splitList(list)) {
       const std::string name(trim(item));
@@ -83,54 +82,75 @@ int runBuild(BuildArgs& args) {
             .withStatus(1);
       args.def.sections.push_back(name);
     }
+}
+
+// A SIF or squashfs file; anything else is taken for a definition file.
+bool isImageFile(const std::string& input) {
+  try {
+    return image::resolveImage(input).kind != image::ImageKind::Directory;
+  } catch (const Error&) {
+    return false;  // not an image: a definition file
+  }
+}
+
+void warnDropped(const image::PrivilegedFiles& dropped) {
+  if (dropped.total() > 0)
+    spdlog::warn("dropped from the sandbox: {} setuid/setgid bits, {} file capabilities, {} device nodes "
+                 "(--keep-privileged-files keeps them)",
+                 dropped.setidBits, dropped.capabilities, dropped.deviceNodes);
+}
+
+// `build --sandbox DIR IMAGE` unpacks the image into a directory, `build --update --sandbox
+// DIR IMAGE` over the existing DIR; false when the options ask for more than that.
+bool unpackedToSandbox(const BuildArgs& args) {
+  if (args.def.sandbox && !args.def.explain && !args.def.noTest && args.def.buildArgs.empty() &&
+      !args.def.update && args.def.sections.empty()) {
+    warnDropped(image::unpackToSandbox(args.input, args.def.output, args.def.force, args.def.keepPrivilegedFiles));
+    return true;
+  }
+  if (args.def.sandbox && args.def.update && !args.def.explain && !args.def.noTest &&
+      args.def.buildArgs.empty() && args.def.sections.empty()) {
+    warnDropped(image::unpackOverSandbox(args.input, args.def.output, args.def.keepPrivilegedFiles));
+    return true;
+  }
+  return false;
+}
+
+// A directory packed as it is, or an image unpacked and repacked, into a SIF.
+void packIntoSif(const BuildArgs& args, bool isDirectory) {
+  if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
+      args.def.keepPrivilegedFiles || args.def.update || !args.def.sections.empty())
+    throw Error("--explain, --notest, --build-arg, --update and --section apply to definition files (--update "
+                "--sandbox also to images), --sandbox and --keep-privileged-files to them and to images; " +
+                args.input +
+                " is " + (isDirectory ? "a directory" : "an image"));
+  image::BuildOptions options;
+  options.output = args.def.output;
+  options.force = args.def.force;
+  options.deterministic = args.def.deterministic;
+  options.mksquashfsArgs = args.def.mksquashfsArgs;
+  if (isDirectory) {
+    options.rootfs = args.input;
+    (void)image::buildSif(options);
+  } else {
+    image::repackImage(args.input, options);
+  }
+}
+
+int runBuild(BuildArgs& args) {
+  if (image::oci::pullSource(args.input)) return buildFromPullSource(args);
+  std::error_code ec;
+  if (!std::filesystem::exists(args.input, ec)) throw Error(args.input + ": no such file or directory");
+  readBuildArgs(args);
+  std::istringstream extra(args.mksquashfsArgs);
+  for (std::string word; extra >> word;) args.def.mksquashfsArgs.push_back(word);
+  readSections(args);
 
   const bool isDirectory = std::filesystem::is_directory(args.input, ec);
-  bool isImage = false;
-  if (!isDirectory) {
-    try {
-      isImage = image::resolveImage(args.input).kind != image::ImageKind::Directory;
-    } catch (const Error&) {
-      isImage = false;  // not an image: a definition file
-    }
-  }
-  if (isImage && args.def.sandbox && !args.def.explain && !args.def.noTest && args.def.buildArgs.empty() &&
-      !args.def.update && args.def.sections.empty()) {
-    // `build --sandbox DIR IMAGE`: the image unpacked into a directory.
-    const auto dropped = image::unpackToSandbox(args.input, args.def.output, args.def.force, args.def.keepPrivilegedFiles);
-    if (dropped.total() > 0)
-      spdlog::warn("dropped from the sandbox: {} setuid/setgid bits, {} file capabilities, {} device nodes "
-                   "(--keep-privileged-files keeps them)",
-                   dropped.setidBits, dropped.capabilities, dropped.deviceNodes);
-    return 0;
-  }
-  if (isImage && args.def.sandbox && args.def.update && !args.def.explain && !args.def.noTest &&
-      args.def.buildArgs.empty() && args.def.sections.empty()) {
-    // `build --update --sandbox DIR IMAGE`: the image unpacked over the existing DIR.
-    const auto dropped = image::unpackOverSandbox(args.input, args.def.output, args.def.keepPrivilegedFiles);
-    if (dropped.total() > 0)
-      spdlog::warn("dropped from the sandbox: {} setuid/setgid bits, {} file capabilities, {} device nodes "
-                   "(--keep-privileged-files keeps them)",
-                   dropped.setidBits, dropped.capabilities, dropped.deviceNodes);
-    return 0;
-  }
+  const bool isImage = !isDirectory && isImageFile(args.input);
+  if (isImage && unpackedToSandbox(args)) return 0;
   if (isDirectory || isImage) {
-    if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
-        args.def.keepPrivilegedFiles || args.def.update || !args.def.sections.empty())
-      throw Error("--explain, --notest, --build-arg, --update and --section apply to definition files (--update "
-                  "--sandbox also to images), --sandbox and --keep-privileged-files to them and to images; " +
-                  args.input +
-                  " is " + (isDirectory ? "a directory" : "an image"));
-    image::BuildOptions options;
-    options.output = args.def.output;
-    options.force = args.def.force;
-    options.deterministic = args.def.deterministic;
-    options.mksquashfsArgs = args.def.mksquashfsArgs;
-    if (isDirectory) {
-      options.rootfs = args.input;
-      (void)image::buildSif(options);
-    } else {
-      image::repackImage(args.input, options);
-    }
+    packIntoSif(args, isDirectory);
     return 0;
   }
   if (args.def.keepPrivilegedFiles && !args.def.sandbox)

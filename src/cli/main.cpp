@@ -98,94 +98,84 @@ int usageError(const CLI::ParseError& e, std::string_view command, bool asApptai
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace ctr;
-  CLI::App app{"ctr: a container runtime for HPC clusters", "ctr"};
-  app.formatter(std::make_shared<SectionFormatter>());  // before the commands: they inherit it
-  app.require_subcommand(1);
-  app.fallthrough();
-  bool verbose = false, debug = false, quiet = false;
-  app.add_flag("-v,--verbose", verbose, "Print what ctr does");
-  app.add_flag("-d,--debug", debug, "Print every step and its duration");
-  app.add_flag("-q,--quiet", quiet, "Print errors only");
-  // Apptainer's global flags, so scripts written for it run unchanged: --silent is --quiet
-  // (ctr's warnings are its only other output), and ctr never colours its output.
-  app.add_flag("-s,--silent", quiet, "Same as --quiet");
-  bool noColor = false;
-  app.add_flag("--nocolor", noColor, "Accepted for Apptainer's scripts (ctr prints no colour)");
-
-  cli::Context ctx;
-  ctx.rawArgs.assign(argv + 1, argv + argc);
-  ctx.asApptainer = invokedAsApptainer(argv[0]);
-  app.set_version_flag("--version", cli::versionFlagText(ctx), "Print the ctr version");
-
-  const std::string_view command = requestedCommand(argc, argv);
-  registerCommands(app, ctx, command);
-  // `ctr help [COMMAND [SUBCOMMAND]]`: the help of ctr or of one command, exit 0 (as
-  // `apptainer help`, which also takes `help instance start`).
-  std::vector<std::string> helpFor;
-  auto* help = app.add_subcommand("help", "Print the help of ctr or of a command");
-  help->add_option("command", helpFor, "The command (and its subcommand)");
-  help->callback([&] {
-    ctx.action = [&]() -> int {
-      const CLI::App* at = &app;
-      std::string path = "ctr";
-      for (const auto& name : helpFor) {
-        const CLI::App* found = nullptr;
-        for (const auto* sub : at->get_subcommands([](const CLI::App*) { return true; }))
-          if (sub->get_name() == name) found = sub;
-        if (found == nullptr) {
-          std::cerr << "ctr: error: unknown command '" << (path == "ctr" ? "" : path.substr(4) + " ") << name
-                    << "' (ctr help" << (path == "ctr" ? "" : " " + path.substr(4)) << " lists the commands)\n";
-          return 1;
-        }
-        at = found;
-        path += " " + name;
-      }
-      if (at == &app) {
-        std::cout << app.get_formatter()->make_help(&app, "ctr", CLI::AppFormatMode::Normal);
-        return 0;
-      }
-      std::cout << at->help(path.substr(0, path.rfind(' ')));
-      return 0;
-    };
-  });
-  // A command line ctr does not understand is a usage error: exit 1 and say what was wrong
-  // (failures of a container launch keep 255).
-  if (!command.empty() && command != "help") {
-    bool known = false;
-    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-      known = known || sub->get_name() == command;
-    if (!known) {
-      std::cerr << "ctr: error: unknown command '" << command << "' (ctr help lists the commands)\n";
+// `ctr help [COMMAND [SUBCOMMAND]]`: the help of ctr or of one command, exit 0 (as
+// `apptainer help`, which also takes `help instance start`).
+int printHelp(const CLI::App& app, const std::vector<std::string>& helpFor) {
+  const CLI::App* at = &app;
+  std::string path = "ctr";
+  for (const auto& name : helpFor) {
+    const CLI::App* found = nullptr;
+    for (const auto* sub : at->get_subcommands([](const CLI::App*) { return true; }))
+      if (sub->get_name() == name) found = sub;
+    if (found == nullptr) {
+      std::cerr << "ctr: error: unknown command '" << (path == "ctr" ? "" : path.substr(4) + " ") << name
+                << "' (ctr help" << (path == "ctr" ? "" : " " + path.substr(4)) << " lists the commands)\n";
       return 1;
     }
+    at = found;
+    path += " " + name;
   }
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    return usageError(e, command, ctx.asApptainer);
+  if (at == &app) {
+    std::cout << app.get_formatter()->make_help(&app, "ctr", CLI::AppFormatMode::Normal);
+    return 0;
   }
+  std::cout << at->help(path.substr(0, path.rfind(' ')));
+  return 0;
+}
 
-  // Apptainer's APPTAINER_DEBUG / APPTAINER_VERBOSE and SINGULARITY_ ones (flag variables:
-  // a flag on the line wins).
+void registerHelp(CLI::App& app, ctr::cli::Context& ctx, std::vector<std::string>& helpFor) {
+  auto* help = app.add_subcommand("help", "Print the help of ctr or of a command");
+  help->add_option("command", helpFor, "The command (and its subcommand)");
+  help->callback([&app, &ctx, &helpFor] {
+    ctx.action = [&app, &helpFor]() -> int { return printHelp(app, helpFor); };
+  });
+}
+
+bool isRegistered(CLI::App& app, std::string_view command) {
+  bool known = false;
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    known = known || sub->get_name() == command;
+  return known;
+}
+
+struct GlobalFlags {
+  bool verbose = false;
+  bool debug = false;
+  bool quiet = false;
+  bool noColor = false;
+};
+
+void addGlobalFlags(CLI::App& app, GlobalFlags& flags) {
+  app.add_flag("-v,--verbose", flags.verbose, "Print what ctr does");
+  app.add_flag("-d,--debug", flags.debug, "Print every step and its duration");
+  app.add_flag("-q,--quiet", flags.quiet, "Print errors only");
+  // Apptainer's global flags, so scripts written for it run unchanged: --silent is --quiet
+  // (ctr's warnings are its only other output), and ctr never colours its output.
+  app.add_flag("-s,--silent", flags.quiet, "Same as --quiet");
+  app.add_flag("--nocolor", flags.noColor, "Accepted for Apptainer's scripts (ctr prints no colour)");
+}
+
+// Apptainer's APPTAINER_DEBUG / APPTAINER_VERBOSE and SINGULARITY_ ones (flag variables:
+// a flag on the line wins).
+ctr::log::Verbosity verbosity(GlobalFlags flags) {
   auto flagVariable = [](const char* name) {
     const char* value = std::getenv(name);
     const std::string v = value ? value : "";
     return v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True";
   };
   for (const char* name : {"APPTAINER_DEBUG", "SINGULARITY_DEBUG"})
-    if (!debug && flagVariable(name)) debug = true;
+    if (!flags.debug && flagVariable(name)) flags.debug = true;
   for (const char* name : {"APPTAINER_VERBOSE", "SINGULARITY_VERBOSE"})
-    if (!verbose && !quiet && flagVariable(name)) verbose = true;
-  log::init(debug     ? log::Verbosity::Debug
-            : verbose ? log::Verbosity::Verbose
-            : quiet   ? log::Verbosity::Quiet
-                      : log::Verbosity::Normal);
+    if (!flags.verbose && !flags.quiet && flagVariable(name)) flags.verbose = true;
+  return flags.debug     ? ctr::log::Verbosity::Debug
+         : flags.verbose ? ctr::log::Verbosity::Verbose
+         : flags.quiet   ? ctr::log::Verbosity::Quiet
+                         : ctr::log::Verbosity::Normal;
+}
+
+// The command's action; an error is one line on stderr and its exit status.
+int runAction(const ctr::cli::Context& ctx) {
+  using namespace ctr;
   try {
     return ctx.action ? ctx.action() : 0;
   } catch (const Error& e) {
@@ -197,4 +187,41 @@ int main(int argc, char** argv) {
     std::cerr << "ctr: error: " << e.what() << '\n';
     return kExitFailure;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ctr;
+  CLI::App app{"ctr: a container runtime for HPC clusters", "ctr"};
+  app.formatter(std::make_shared<SectionFormatter>());  // before the commands: they inherit it
+  app.require_subcommand(1);
+  app.fallthrough();
+  GlobalFlags flags;
+  addGlobalFlags(app, flags);
+
+  cli::Context ctx;
+  ctx.rawArgs.assign(argv + 1, argv + argc);
+  ctx.asApptainer = invokedAsApptainer(argv[0]);
+  app.set_version_flag("--version", cli::versionFlagText(ctx), "Print the ctr version");
+
+  const std::string_view command = requestedCommand(argc, argv);
+  registerCommands(app, ctx, command);
+  std::vector<std::string> helpFor;
+  registerHelp(app, ctx, helpFor);
+  // A command line ctr does not understand is a usage error: exit 1 and say what was wrong
+  // (failures of a container launch keep 255).
+  if (!command.empty() && command != "help" && !isRegistered(app, command)) {
+    std::cerr << "ctr: error: unknown command '" << command << "' (ctr help lists the commands)\n";
+    return 1;
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return usageError(e, command, ctx.asApptainer);
+  }
+  log::init(verbosity(flags));
+  return runAction(ctx);
 }

@@ -70,14 +70,10 @@ int runAdd(const SifArgs& a, const CLI::App& cmd) {
   return 0;
 }
 
-}  // namespace
+using SharedArgs = std::shared_ptr<SifArgs>;
 
-void registerSif(CLI::App& app, Context& ctx) {
-  auto* sifCmd = app.add_subcommand("sif", "Inspect and edit SIF images (as siftool)");
-  sifCmd->require_subcommand(1);
-  auto args = std::make_shared<SifArgs>();
-
-  auto* header = sifCmd->add_subcommand("header", "Display the global header");
+void registerHeader(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
+  auto* header = sifCmd.add_subcommand("header", "Display the global header");
   header->add_option("file", args->image, "SIF image")->required();
   header->callback([&ctx, args] {
     ctx.action = [args] {
@@ -85,8 +81,10 @@ void registerSif(CLI::App& app, Context& ctx) {
       return 0;
     };
   });
+}
 
-  auto* list = sifCmd->add_subcommand("list", "List data objects");
+void registerList(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
+  auto* list = sifCmd.add_subcommand("list", "List data objects");
   list->add_option("file", args->image, "SIF image")->required();
   list->callback([&ctx, args] {
     ctx.action = [args] {
@@ -94,8 +92,10 @@ void registerSif(CLI::App& app, Context& ctx) {
       return 0;
     };
   });
+}
 
-  auto* info = sifCmd->add_subcommand("info", "Display detailed information of a data object");
+void registerInfo(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
+  auto* info = sifCmd.add_subcommand("info", "Display detailed information of a data object");
   info->add_option("id", args->id, "Object ID")->required();
   info->add_option("file", args->image, "SIF image")->required();
   info->callback([&ctx, args] {
@@ -107,8 +107,10 @@ void registerSif(CLI::App& app, Context& ctx) {
       return 0;
     };
   });
+}
 
-  auto* dump = sifCmd->add_subcommand("dump", "Write a data object's bytes to stdout");
+void registerDump(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
+  auto* dump = sifCmd.add_subcommand("dump", "Write a data object's bytes to stdout");
   dump->add_option("id", args->id, "Object ID")->required();
   dump->add_option("file", args->image, "SIF image")->required();
   dump->callback([&ctx, args] {
@@ -122,8 +124,10 @@ void registerSif(CLI::App& app, Context& ctx) {
       return 0;
     };
   });
+}
 
-  auto* create = sifCmd->add_subcommand("new", "Create a new, empty SIF image");
+void registerNew(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
+  auto* create = sifCmd.add_subcommand("new", "Create a new, empty SIF image");
   create->add_option("file", args->image, "SIF image to create")->required();
   create->callback([&ctx, args] {
     ctx.action = [args] {
@@ -134,8 +138,10 @@ void registerSif(CLI::App& app, Context& ctx) {
       return 0;
     };
   });
+}
 
-  auto* add = sifCmd->add_subcommand("add", "Add a data object to a SIF image");
+void registerAdd(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
+  auto* add = sifCmd.add_subcommand("add", "Add a data object to a SIF image");
   add->add_option("--datatype", args->dataType,
                   "Type of data: 1 Deffile, 2 EnvVar, 3 Labels, 4 Partition, 5 Signature, "
                   "6 GenericJSON, 7 Generic, 8 CryptoMessage, 9 SBOM, 10 OCI.RootIndex, 11 OCI.Blob")
@@ -158,8 +164,10 @@ void registerSif(CLI::App& app, Context& ctx) {
   add->add_option("file", args->image, "SIF image")->required();
   add->add_option("object", args->object, "File holding the object data")->required();
   add->callback([&ctx, args, add] { ctx.action = [args, add] { return runAdd(*args, *add); }; });
+}
 
-  auto* del = sifCmd->add_subcommand("del", "Delete a data object");
+void registerDel(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
+  auto* del = sifCmd.add_subcommand("del", "Delete a data object");
   del->add_option("id", args->id, "Object ID")->required();
   del->add_option("file", args->image, "SIF image")->required();
   del->callback([&ctx, args] {
@@ -173,8 +181,10 @@ void registerSif(CLI::App& app, Context& ctx) {
       return 0;
     };
   });
+}
 
-  auto* setprim = sifCmd->add_subcommand("setprim", "Make a system partition the primary one");
+void registerSetprim(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
+  auto* setprim = sifCmd.add_subcommand("setprim", "Make a system partition the primary one");
   setprim->add_option("id", args->id, "Object ID")->required();
   setprim->add_option("file", args->image, "SIF image")->required();
   setprim->callback([&ctx, args] {
@@ -185,6 +195,22 @@ void registerSif(CLI::App& app, Context& ctx) {
       return 0;
     };
   });
+}
+
+}  // namespace
+
+void registerSif(CLI::App& app, Context& ctx) {
+  auto* sifCmd = app.add_subcommand("sif", "Inspect and edit SIF images (as siftool)");
+  sifCmd->require_subcommand(1);
+  auto args = std::make_shared<SifArgs>();
+  registerHeader(*sifCmd, ctx, args);
+  registerList(*sifCmd, ctx, args);
+  registerInfo(*sifCmd, ctx, args);
+  registerDump(*sifCmd, ctx, args);
+  registerNew(*sifCmd, ctx, args);
+  registerAdd(*sifCmd, ctx, args);
+  registerDel(*sifCmd, ctx, args);
+  registerSetprim(*sifCmd, ctx, args);
 }
 
 }  // namespace ctr::cli

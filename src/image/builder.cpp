@@ -149,10 +149,8 @@ std::string clearSetidPseudoFile(const std::filesystem::path& rootfs) {
   return text;
 }
 
-}  // namespace
-
-std::string buildSif(const BuildOptions& options) {
-  log::StepTimer timer("build " + options.output.string());
+// The output as an absolute path, once the tree is a directory and the output may be written.
+std::filesystem::path checkedSifOutput(const BuildOptions& options) {
   const auto output = std::filesystem::absolute(options.output);
   std::error_code ec;
   if (!std::filesystem::is_directory(options.rootfs, ec)) {
@@ -162,46 +160,55 @@ std::string buildSif(const BuildOptions& options) {
     throw Error(options.output.string() + ": already exists (use --force to overwrite)");
   }
   if (std::filesystem::is_directory(output, ec)) throw Error(options.output.string() + ": is a directory");
-  if (options.installSignalCleanup) installSignalCleanup();
+  return output;
+}
 
-  // mksquashfs writes by path: into a directory nobody else can change (scratch.hpp).
-  SignalSafeScratch scratch(output);
-  TempFile squashfs(scratch.path() / "image", ".squashfs");
-  {
-    log::StepTimer step("mksquashfs " + options.rootfs.string());
-    std::vector<std::string> argv{findProgram(Program::Mksquashfs), options.rootfs.string(), squashfs.path(),
-                                  "-noappend", "-quiet", "-no-progress"};
-    // Run unprivileged, file owners would be the builder's uid, which means nothing inside
-    // a container on another node; Apptainer's unprivileged builds make them root as well.
-    if (options.allRoot.value_or(::geteuid() != 0)) {
-      argv.emplace_back("-all-root");
-      if (const std::string pseudo = clearSetidPseudoFile(options.rootfs); !pseudo.empty()) {
-        const auto pseudoPath = scratch.path() / "clear-setid.pseudo";
-        writeFile(pseudoPath.string(), pseudo);
-        argv.insert(argv.end(), {"-pf", pseudoPath.string()});
-      }
-    }
-    if (options.deterministic) {
-      argv.insert(argv.end(), {"-reproducible", "-mkfs-time", "0", "-all-time", "0"});
-    }
-    argv.insert(argv.end(), options.mksquashfsArgs.begin(), options.mksquashfsArgs.end());
-    if (options.runMksquashfs) {
-      if (const int status = options.runMksquashfs(argv); status != 0)
-        throw Error("mksquashfs " + options.rootfs.string() + " failed (exit status " + std::to_string(status) + ")");
-    } else {
-      ProcessOptions po;
-      po.captureStdout = true;
-      po.captureStderr = true;
-      runProcessChecked(argv, po);
+std::vector<std::string> mksquashfsCommand(const BuildOptions& options, const std::filesystem::path& scratch,
+                                           const std::string& squashfs) {
+  std::vector<std::string> argv{findProgram(Program::Mksquashfs), options.rootfs.string(), squashfs,
+                                "-noappend", "-quiet", "-no-progress"};
+  // Run unprivileged, file owners would be the builder's uid, which means nothing inside
+  // a container on another node; Apptainer's unprivileged builds make them root as well.
+  if (options.allRoot.value_or(::geteuid() != 0)) {
+    argv.emplace_back("-all-root");
+    if (const std::string pseudo = clearSetidPseudoFile(options.rootfs); !pseudo.empty()) {
+      const auto pseudoPath = scratch / "clear-setid.pseudo";
+      writeFile(pseudoPath.string(), pseudo);
+      argv.insert(argv.end(), {"-pf", pseudoPath.string()});
     }
   }
-  struct stat st {};
-  if (::fstat(squashfs.fd(), &st) != 0) throw sysError("stat " + squashfs.path());
+  if (options.deterministic) {
+    argv.insert(argv.end(), {"-reproducible", "-mkfs-time", "0", "-all-time", "0"});
+  }
+  argv.insert(argv.end(), options.mksquashfsArgs.begin(), options.mksquashfsArgs.end());
+  return argv;
+}
 
-  std::string deffile = options.definition;
+void packSquashfs(const BuildOptions& options, const std::filesystem::path& scratch, const std::string& squashfs) {
+  log::StepTimer step("mksquashfs " + options.rootfs.string());
+  const std::vector<std::string> argv = mksquashfsCommand(options, scratch, squashfs);
+  if (options.runMksquashfs) {
+    if (const int status = options.runMksquashfs(argv); status != 0)
+      throw Error("mksquashfs " + options.rootfs.string() + " failed (exit status " + std::to_string(status) + ")");
+  } else {
+    ProcessOptions po;
+    po.captureStdout = true;
+    po.captureStderr = true;
+    runProcessChecked(argv, po);
+  }
+}
+
+// The definition the SIF carries: the build's, else the tree's own, else none ("").
+std::string definitionText(const BuildOptions& options) {
+  if (!options.definition.empty()) return options.definition;
+  std::error_code ec;
   const auto deffilePath = options.rootfs / ".singularity.d" / "Singularity";
-  if (deffile.empty() && std::filesystem::is_regular_file(deffilePath, ec)) deffile = readSmallFile(deffilePath);
+  return std::filesystem::is_regular_file(deffilePath, ec) ? readSmallFile(deffilePath) : std::string();
+}
 
+// The SIF's objects in Apptainer's order; they refer to `deffile` and `options` without copying.
+std::vector<sif::ObjectInput> sifObjects(const BuildOptions& options, const std::string& deffile,
+                                         const TempFile& squashfs, std::int64_t squashfsSize) {
   std::vector<sif::ObjectInput> objects;
   if (!deffile.empty()) {
     sif::ObjectInput def;
@@ -226,24 +233,44 @@ std::string buildSif(const BuildOptions& options) {
   part.partition = sif::PartitionInfo{sif::FsType::Squashfs, sif::PartType::PrimSys, arch};
   // mksquashfs wrote through its own descriptor; read ours from the start.
   if (::lseek(squashfs.fd(), 0, SEEK_SET) != 0) throw sysError("seek " + squashfs.path());
-  part.data = sif::DataSource::fromFd(squashfs.fd(), st.st_size);
+  part.data = sif::DataSource::fromFd(squashfs.fd(), squashfsSize);
   objects.push_back(part);
+  return objects;
+}
 
+void writeSif(const TempFile& sifFile, const std::vector<sif::ObjectInput>& objects, bool deterministic) {
   sif::CreateOptions create;
   create.launchScript = sif::kApptainerLaunchScript;
-  if (!options.deterministic) {
+  if (!deterministic) {
     create.id = sif::randomUuid();
     create.time = static_cast<std::int64_t>(std::time(nullptr));
   }
+  log::StepTimer step("write SIF");
+  sif::writeNewImage(sifFile.fd(), create, objects);
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(sifFile.fd(), 0666 & ~mask) != 0) throw sysError("chmod " + sifFile.path());
+  if (::fsync(sifFile.fd()) != 0) throw sysError("fsync " + sifFile.path());
+}
+
+}  // namespace
+
+std::string buildSif(const BuildOptions& options) {
+  log::StepTimer timer("build " + options.output.string());
+  const auto output = checkedSifOutput(options);
+  if (options.installSignalCleanup) installSignalCleanup();
+
+  // mksquashfs writes by path: into a directory nobody else can change (scratch.hpp).
+  SignalSafeScratch scratch(output);
+  TempFile squashfs(scratch.path() / "image", ".squashfs");
+  packSquashfs(options, scratch.path(), squashfs.path());
+  struct stat st {};
+  if (::fstat(squashfs.fd(), &st) != 0) throw sysError("stat " + squashfs.path());
+
+  const std::string deffile = definitionText(options);
+  const std::vector<sif::ObjectInput> objects = sifObjects(options, deffile, squashfs, st.st_size);
   TempFile sifFile(output, ".sif");
-  {
-    log::StepTimer step("write SIF");
-    sif::writeNewImage(sifFile.fd(), create, objects);
-    mode_t mask = ::umask(0);
-    ::umask(mask);
-    if (::fchmod(sifFile.fd(), 0666 & ~mask) != 0) throw sysError("chmod " + sifFile.path());
-    if (::fsync(sifFile.fd()) != 0) throw sysError("fsync " + sifFile.path());
-  }
+  writeSif(sifFile, objects, options.deterministic);
   const std::string summary = describeSquashfs(squashfs.fd());
   sifFile.commit(output);
   spdlog::info("built {} ({} bytes of {})", output.string(), st.st_size, summary);

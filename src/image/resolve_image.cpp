@@ -81,13 +81,7 @@ const sif::Descriptor* rootPartition(const sif::Image& image, bool data) {
   return nullptr;
 }
 
-ImageSource resolve(const std::filesystem::path& path, bool data) {
-  ImageSource source;
-  std::error_code ec;
-  source.path = std::filesystem::absolute(path, ec);
-  if (ec) source.path = path;
-  const std::string name = path.string();
-
+UniqueFd openImage(const std::filesystem::path& path, const std::string& name) {
   // O_NONBLOCK: an image path that is a FIFO must not hang the launch in open().
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd) {
@@ -96,43 +90,43 @@ ImageSource resolve(const std::filesystem::path& path, bool data) {
     if (err == EACCES) throw Error(name + ": permission denied");
     throw sysError(name, err);
   }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw sysError(name + ": stat");
+  return fd;
+}
+
+// What identifies the file and where it lives.
+void recordFile(ImageSource& source, int fd, const struct stat& st) {
   source.device = st.st_dev;
   source.inode = st.st_ino;
   source.mtimeNs = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   source.fileBytes = static_cast<std::uint64_t>(st.st_size);
   source.owner = st.st_uid;
   source.links = static_cast<std::uint64_t>(st.st_nlink);
-  if (struct statfs fs {}; ::fstatfs(fd.get(), &fs) == 0) source.filesystem = static_cast<std::int64_t>(fs.f_type);
+  if (struct statfs fs {}; ::fstatfs(fd, &fs) == 0) source.filesystem = static_cast<std::int64_t>(fs.f_type);
+}
 
-  if (S_ISDIR(st.st_mode)) {
-    source.kind = ImageKind::Directory;
-    return source;
-  }
-  if (!S_ISREG(st.st_mode))
-    throw Error(name + ": " + fileTypeName(st.st_mode) + ", not a SIF, squashfs image or directory");
-
-  if (hasSquashfsMagicAt(fd.get(), 0)) {
+// A squashfs file, or a Singularity 2 image: true, with `source` filled in; false for a SIF;
+// throws for any other file.
+bool locateSquashfs(ImageSource& source, int fd, std::int64_t fileSize, const std::string& name) {
+  if (hasSquashfsMagicAt(fd, 0)) {
     source.kind = ImageKind::Squashfs;
     source.offset = 0;
-    source.size = static_cast<std::uint64_t>(st.st_size);
-    return source;
+    source.size = static_cast<std::uint64_t>(fileSize);
+    return true;
   }
-  if (!hasSifMagic(fd.get())) {
-    // A Singularity 2 image (.simg): a "#!/usr/bin/env run-singularity" line, then squashfs.
-    // Looked for only here: a SIF starts with such a line too, and its launch reads no more.
-    if (auto offset = launchLineEnd(fd.get()); offset > 0 && hasSquashfsMagicAt(fd.get(), offset)) {
-      source.kind = ImageKind::Squashfs;
-      source.offset = static_cast<std::uint64_t>(offset);
-      source.size = static_cast<std::uint64_t>(st.st_size - offset);
-      return source;
-    }
-    throw Error(name + ": not a SIF, squashfs image or directory");
+  if (hasSifMagic(fd)) return false;
+  // A Singularity 2 image (.simg): a "#!/usr/bin/env run-singularity" line, then squashfs.
+  // Looked for only here: a SIF starts with such a line too, and its launch reads no more.
+  if (auto offset = launchLineEnd(fd); offset > 0 && hasSquashfsMagicAt(fd, offset)) {
+    source.kind = ImageKind::Squashfs;
+    source.offset = static_cast<std::uint64_t>(offset);
+    source.size = static_cast<std::uint64_t>(fileSize - offset);
+    return true;
   }
+  throw Error(name + ": not a SIF, squashfs image or directory");
+}
 
-  const int raw = fd.get();
-  auto sifImage = withContext(name, [&] { return sif::Image::fromFd(std::move(fd), st.st_size); });
+// The SIF's partition to mount, once it is there and holds a squashfs.
+const sif::Descriptor& squashfsPartition(const sif::Image& sifImage, int fd, const std::string& name, bool data) {
   const sif::Descriptor* primary = rootPartition(sifImage, data);
   if (primary == nullptr)
     throw Error(name + (data ? ": SIF has no squashfs partition" : ": SIF has no primary system partition"));
@@ -141,16 +135,15 @@ ImageSource resolve(const std::filesystem::path& path, bool data) {
                 sif::fsTypeName(primary->fsType()) + ", not squashfs");
   }
   // Bounds were checked by the reader; the magic check needs 4 bytes inside the object.
-  if (primary->size < 4 || !hasSquashfsMagicAt(raw, primary->offset)) {
+  if (primary->size < 4 || !hasSquashfsMagicAt(fd, primary->offset)) {
     throw Error(name + ": SIF primary partition (id " + std::to_string(primary->id) +
                 ") at offset " + std::to_string(primary->offset) + " is not a squashfs filesystem");
   }
-  source.kind = ImageKind::Sif;
-  source.dataPartition = !primary->isPrimarySystemPartition();
-  source.offset = static_cast<std::uint64_t>(primary->offset);
-  source.size = static_cast<std::uint64_t>(primary->size);
-  std::string arch = sif::archName(primary->partArch());
-  source.arch = arch == "unknown" ? "" : arch;
+  return *primary;
+}
+
+// The SIF's first environment object; "" when it has none.
+std::string sifEnvironment(const sif::Image& sifImage, const std::string& name) {
   for (const auto& d : sifImage.usedDescriptors()) {
     if (d.dataType != static_cast<std::int32_t>(sif::DataType::EnvVar)) continue;
     // An environment is a few KiB; a huge object is a broken or hostile image.
@@ -160,13 +153,47 @@ ImageSource resolve(const std::filesystem::path& path, bool data) {
                   std::to_string(kMaxEnvironmentObject));
     }
     auto bytes = sifImage.readObject(d);
-    source.environment.assign(bytes.begin(), bytes.end());
-    break;
+    return std::string(bytes.begin(), bytes.end());
   }
+  return {};
+}
+
+void locateSif(ImageSource& source, UniqueFd fd, std::int64_t fileSize, const std::string& name, bool data) {
+  const int raw = fd.get();
+  auto sifImage = withContext(name, [&] { return sif::Image::fromFd(std::move(fd), fileSize); });
+  const sif::Descriptor& primary = squashfsPartition(sifImage, raw, name, data);
+  source.kind = ImageKind::Sif;
+  source.dataPartition = !primary.isPrimarySystemPartition();
+  source.offset = static_cast<std::uint64_t>(primary.offset);
+  source.size = static_cast<std::uint64_t>(primary.size);
+  std::string arch = sif::archName(primary.partArch());
+  source.arch = arch == "unknown" ? "" : arch;
+  source.environment = sifEnvironment(sifImage, name);
   if (const auto overlay = sifExt3Overlay(sifImage)) {
     source.overlayOffset = overlay->offset;
     source.overlaySize = overlay->size;
   }
+}
+
+ImageSource resolve(const std::filesystem::path& path, bool data) {
+  ImageSource source;
+  std::error_code ec;
+  source.path = std::filesystem::absolute(path, ec);
+  if (ec) source.path = path;
+  const std::string name = path.string();
+
+  UniqueFd fd = openImage(path, name);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw sysError(name + ": stat");
+  recordFile(source, fd.get(), st);
+
+  if (S_ISDIR(st.st_mode)) {
+    source.kind = ImageKind::Directory;
+    return source;
+  }
+  if (!S_ISREG(st.st_mode))
+    throw Error(name + ": " + fileTypeName(st.st_mode) + ", not a SIF, squashfs image or directory");
+  if (!locateSquashfs(source, fd.get(), st.st_size, name)) locateSif(source, std::move(fd), st.st_size, name, data);
   return source;
 }
 

@@ -31,9 +31,8 @@ void preadFully(int fd, std::int64_t offset, std::span<std::uint8_t> out) {
   if (readAt(fd, offset, out) != out.size()) throw Error("file shrank while being read");
 }
 
-// Fills header and slots from `readAt`, checking everything against `fileSize`.
-void loadAndValidate(std::int64_t fileSize, const ReadAt& readAt, Header& header,
-                     std::vector<Descriptor>& slots) {
+// The header, once the file is long enough to hold one and it says SIF version 01.
+Header readHeader(std::int64_t fileSize, const ReadAt& readAt) {
   if (fileSize < kHeaderSize) {
     throw Error("truncated SIF: file is " + n2s(fileSize) + " bytes, the header alone needs " +
                 n2s(kHeaderSize));
@@ -48,9 +47,12 @@ void loadAndValidate(std::int64_t fileSize, const ReadAt& readAt, Header& header
     for (int i = 42; i < 44; ++i) v += std::isprint(raw[static_cast<std::size_t>(i)]) ? static_cast<char>(raw[static_cast<std::size_t>(i)]) : '?';
     throw Error("unsupported SIF version \"" + v + "\" (only 01 is supported)");
   }
-  header = decodeHeader(raw);
-  const Header& h = header;
+  return decodeHeader(raw);
+}
 
+// Checks the header's counts and offsets against each other and `fileSize`; returns where the
+// descriptor table ends.
+std::int64_t checkDescriptorTable(const Header& h, std::int64_t fileSize) {
   if (h.descriptorsTotal < 0 || h.descriptorsTotal >= 0xFFFFFFFFLL) {
     throw Error("DescriptorsTotal " + n2s(h.descriptorsTotal) + " is out of range");
   }
@@ -76,17 +78,67 @@ void loadAndValidate(std::int64_t fileSize, const ReadAt& readAt, Header& header
                 n2s(tableEnd) + ")");
   }
   if (h.dataSize < 0) throw Error("DataSize " + n2s(h.dataSize) + " is negative");
+  return tableEnd;
+}
 
+// Every slot of the table, used or not (the table is checked to lie inside the file).
+std::vector<Descriptor> readDescriptors(const Header& h, const ReadAt& readAt) {
+  const std::int64_t tableSize = h.descriptorsTotal * kDescriptorSize;
   std::vector<std::uint8_t> table(static_cast<std::size_t>(tableSize));
   readAt(h.descriptorsOffset, table);
-  slots.clear();
+  std::vector<Descriptor> slots;
   slots.reserve(static_cast<std::size_t>(h.descriptorsTotal));
   for (std::int64_t i = 0; i < h.descriptorsTotal; ++i) {
     std::span<const std::uint8_t, kDescriptorSize> rec(
         table.data() + static_cast<std::size_t>(i * kDescriptorSize), kDescriptorSize);
     slots.push_back(decodeDescriptor(rec));
   }
+  return slots;
+}
 
+// Where objects may lie: inside the file, clear of the header and the descriptor table.
+struct FileLayout {
+  std::int64_t fileSize;
+  std::int64_t tableOffset;
+  std::int64_t tableEnd;
+};
+
+void checkObjectBounds(const std::string& what, const Descriptor& d, const FileLayout& layout) {
+  if (d.offset < 0) throw Error(what + ": object offset " + n2s(d.offset) + " is negative");
+  if (d.size < 0) throw Error(what + ": object size " + n2s(d.size) + " is negative");
+  std::int64_t end = 0;
+  if (__builtin_add_overflow(d.offset, d.size, &end) || end > layout.fileSize) {
+    throw Error(what + ": object offset " + n2s(d.offset) + " + size " + n2s(d.size) +
+                " is past end of file (" + n2s(layout.fileSize) + " bytes)");
+  }
+  if (d.size > 0) {
+    if (d.offset < kHeaderSize) throw Error(what + ": object at offset " + n2s(d.offset) + " overlaps the header");
+    if (d.offset < layout.tableEnd && end > layout.tableOffset) {
+      throw Error(what + ": object at offset " + n2s(d.offset) + " + size " + n2s(d.size) +
+                  " overlaps the descriptor table");
+    }
+  }
+}
+
+// `withData`: the slots of the objects with a size, in any order.
+void checkObjectsDisjoint(const std::vector<Descriptor>& slots, std::vector<std::size_t> withData) {
+  std::sort(withData.begin(), withData.end(), [&](std::size_t a, std::size_t b) {
+    return slots[a].offset < slots[b].offset;
+  });
+  for (std::size_t k = 1; k < withData.size(); ++k) {
+    const Descriptor& prev = slots[withData[k - 1]];
+    const Descriptor& cur = slots[withData[k]];
+    if (cur.offset < prev.offset + prev.size) {
+      throw Error(descriptorLabel(withData[k], cur) + ": object at " + n2s(cur.offset) + "-" +
+                  n2s(cur.offset + cur.size) + " overlaps " + descriptorLabel(withData[k - 1], prev) +
+                  " at " + n2s(prev.offset) + "-" + n2s(prev.offset + prev.size));
+    }
+  }
+}
+
+// The used descriptors: unique non-zero IDs, objects inside the file and apart from each
+// other, at most one primary system partition.
+void checkDescriptors(const std::vector<Descriptor>& slots, const Header& h, const FileLayout& layout) {
   std::set<std::uint32_t> ids;
   std::vector<std::size_t> primaries;
   std::vector<std::size_t> withData;
@@ -98,21 +150,8 @@ void loadAndValidate(std::int64_t fileSize, const ReadAt& readAt, Header& header
     const std::string what = descriptorLabel(i, d);
     if (d.id == 0) throw Error(what + ": object ID is 0");
     if (!ids.insert(d.id).second) throw Error(what + ": object ID " + std::to_string(d.id) + " is used twice");
-    if (d.offset < 0) throw Error(what + ": object offset " + n2s(d.offset) + " is negative");
-    if (d.size < 0) throw Error(what + ": object size " + n2s(d.size) + " is negative");
-    std::int64_t end = 0;
-    if (__builtin_add_overflow(d.offset, d.size, &end) || end > fileSize) {
-      throw Error(what + ": object offset " + n2s(d.offset) + " + size " + n2s(d.size) +
-                  " is past end of file (" + n2s(fileSize) + " bytes)");
-    }
-    if (d.size > 0) {
-      if (d.offset < kHeaderSize) throw Error(what + ": object at offset " + n2s(d.offset) + " overlaps the header");
-      if (d.offset < tableEnd && end > h.descriptorsOffset) {
-        throw Error(what + ": object at offset " + n2s(d.offset) + " + size " + n2s(d.size) +
-                    " overlaps the descriptor table");
-      }
-      withData.push_back(i);
-    }
+    checkObjectBounds(what, d, layout);
+    if (d.size > 0) withData.push_back(i);
     if (d.isPrimarySystemPartition()) primaries.push_back(i);
   }
   // DescriptorsFree is only a hint (the writer looks for a free slot itself); a miscount
@@ -126,18 +165,16 @@ void loadAndValidate(std::int64_t fileSize, const ReadAt& readAt, Header& header
                 ": a second primary system partition (" +
                 descriptorLabel(primaries[0], slots[primaries[0]]) + " is one already)");
   }
-  std::sort(withData.begin(), withData.end(), [&](std::size_t a, std::size_t b) {
-    return slots[a].offset < slots[b].offset;
-  });
-  for (std::size_t k = 1; k < withData.size(); ++k) {
-    const Descriptor& prev = slots[withData[k - 1]];
-    const Descriptor& cur = slots[withData[k]];
-    if (cur.offset < prev.offset + prev.size) {
-      throw Error(descriptorLabel(withData[k], cur) + ": object at " + n2s(cur.offset) + "-" +
-                  n2s(cur.offset + cur.size) + " overlaps " + descriptorLabel(withData[k - 1], prev) +
-                  " at " + n2s(prev.offset) + "-" + n2s(prev.offset + prev.size));
-    }
-  }
+  checkObjectsDisjoint(slots, std::move(withData));
+}
+
+// Fills header and slots from `readAt`, checking everything against `fileSize`.
+void loadAndValidate(std::int64_t fileSize, const ReadAt& readAt, Header& header,
+                     std::vector<Descriptor>& slots) {
+  header = readHeader(fileSize, readAt);
+  const std::int64_t tableEnd = checkDescriptorTable(header, fileSize);
+  slots = readDescriptors(header, readAt);
+  checkDescriptors(slots, header, FileLayout{fileSize, header.descriptorsOffset, tableEnd});
 }
 
 }  // namespace

@@ -140,71 +140,80 @@ class Interpreter {
       return;
     }
     if (c == '{') {
-      ++pos_;
-      size_t start = pos_;
-      while (pos_ < s_.size() && isNameChar(s_[pos_])) ++pos_;
-      std::string name(s_.substr(start, pos_ - start));
-      if (name.empty() || !isNameStart(name[0])) decline("${...} of a special or positional parameter");
-      if (!inDoubleQuotes) word.unquotedExpansion = true;
-      bool set = false;
-      std::string value = lookup(name, &set);
-      if (pos_ < s_.size() && s_[pos_] == '}') {
-        ++pos_;
-        out += value;
-        return;
-      }
-      bool colon = false;
-      if (pos_ < s_.size() && s_[pos_] == ':') {
-        colon = true;
-        ++pos_;
-      }
-      if (pos_ >= s_.size()) decline("unterminated ${");
-      char op = s_[pos_++];
-      if (op != '-' && op != '+' && op != '=') decline(std::string("${NAME") + (colon ? ":" : "") + op + "...}");
-      // The operand: a word up to the matching '}' (quotes and nested expansions allowed).
-      std::string operand;
-      for (;;) {
-        if (pos_ >= s_.size()) decline("unterminated ${");
-        char d = s_[pos_];
-        if (d == '}') {
-          ++pos_;
-          break;
-        }
-        if (d == '$') {
-          expandDollar(operand, inDoubleQuotes, word);
-        } else if (d == '"') {
-          // Quotes in the operand are removed, also inside "${X:-"word"}" (as the shells do:
-          // the Docker images' 10-docker2singularity.sh writes that form).
-          readDoubleQuoted(operand, word);
-        } else if (d == '\'' && !inDoubleQuotes) {
-          readSingleQuoted(operand);  // inside "...", a ' is itself
-        } else if (d == '\\') {
-          if (pos_ + 1 >= s_.size()) decline("trailing backslash");
-          // Inside "...", a backslash escapes only $ ` " \ and the closing brace.
-          const char n = s_[pos_ + 1];
-          if (inDoubleQuotes && std::string_view("$`\"\\}").find(n) == std::string_view::npos) operand += '\\';
-          operand += n;
-          pos_ += 2;
-        } else if (d == '`') {
-          decline("command substitution");
-        } else {
-          operand += d;
-          ++pos_;
-        }
-      }
-      const bool useOperand = colon ? (set && !value.empty()) == (op == '+') : set == (op == '+');
-      if (op == '=' && useOperand) {
-        assign(name, operand);
-        out += operand;
-      } else if (useOperand) {
-        out += operand;
-      } else if (op != '+') {
-        out += value;
-      }
+      expandBraced(out, inDoubleQuotes, word);
       return;
     }
     if (c == '(') decline("command substitution or arithmetic");
     decline(std::string("special parameter $") + c);
+  }
+
+  // ${NAME}, ${NAME-word}, ${NAME:+word}, ${NAME=word} ... (pos_ on the '{').
+  void expandBraced(std::string& out, bool inDoubleQuotes, Word& word) {
+    ++pos_;
+    size_t start = pos_;
+    while (pos_ < s_.size() && isNameChar(s_[pos_])) ++pos_;
+    std::string name(s_.substr(start, pos_ - start));
+    if (name.empty() || !isNameStart(name[0])) decline("${...} of a special or positional parameter");
+    if (!inDoubleQuotes) word.unquotedExpansion = true;
+    bool set = false;
+    std::string value = lookup(name, &set);
+    if (pos_ < s_.size() && s_[pos_] == '}') {
+      ++pos_;
+      out += value;
+      return;
+    }
+    bool colon = false;
+    if (pos_ < s_.size() && s_[pos_] == ':') {
+      colon = true;
+      ++pos_;
+    }
+    if (pos_ >= s_.size()) decline("unterminated ${");
+    char op = s_[pos_++];
+    if (op != '-' && op != '+' && op != '=') decline(std::string("${NAME") + (colon ? ":" : "") + op + "...}");
+    std::string operand = readOperand(inDoubleQuotes, word);
+    const bool useOperand = colon ? (set && !value.empty()) == (op == '+') : set == (op == '+');
+    if (op == '=' && useOperand) {
+      assign(name, operand);
+      out += operand;
+    } else if (useOperand) {
+      out += operand;
+    } else if (op != '+') {
+      out += value;
+    }
+  }
+
+  // The operand of ${NAME-word}: a word up to the matching '}' (quotes and nested expansions allowed).
+  std::string readOperand(bool inDoubleQuotes, Word& word) {
+    std::string operand;
+    for (;;) {
+      if (pos_ >= s_.size()) decline("unterminated ${");
+      char d = s_[pos_];
+      if (d == '}') {
+        ++pos_;
+        return operand;
+      }
+      if (d == '$') {
+        expandDollar(operand, inDoubleQuotes, word);
+      } else if (d == '"') {
+        // Quotes in the operand are removed, also inside "${X:-"word"}" (as the shells do:
+        // the Docker images' 10-docker2singularity.sh writes that form).
+        readDoubleQuoted(operand, word);
+      } else if (d == '\'' && !inDoubleQuotes) {
+        readSingleQuoted(operand);  // inside "...", a ' is itself
+      } else if (d == '\\') {
+        if (pos_ + 1 >= s_.size()) decline("trailing backslash");
+        // Inside "...", a backslash escapes only $ ` " \ and the closing brace.
+        const char n = s_[pos_ + 1];
+        if (inDoubleQuotes && std::string_view("$`\"\\}").find(n) == std::string_view::npos) operand += '\\';
+        operand += n;
+        pos_ += 2;
+      } else if (d == '`') {
+        decline("command substitution");
+      } else {
+        operand += d;
+        ++pos_;
+      }
+    }
   }
 
   void readSingleQuoted(std::string& out) {

@@ -250,82 +250,103 @@ nlohmann::json mpiJson(const std::optional<MpiInjection>& mpi) {
           {"needs_glibc", mpi->needsGlibc}, {"needs_glibc_library", mpi->needsGlibcLibrary}, {"left_out", mpi->notes}};
 }
 
+nlohmann::json imageJson(const image::ImageSource& image) {
+  nlohmann::json j = {{"path", image.path.string()},
+                      {"kind", image::toString(image.kind)},
+                      {"offset", image.offset},
+                      {"size", image.size}};
+  if (!image.reference.empty()) {
+    j["reference"] = image.reference;
+    j["digest"] = image.digest;
+  }
+  return j;
+}
+
+nlohmann::json datasetsJson(const std::vector<DatasetImage>& datasets) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& d : datasets)
+    out.push_back({{"path", d.image.path.string()}, {"kind", image::toString(d.image.kind)},
+                   {"offset", d.image.offset}, {"size", d.image.size}, {"key", d.key}, {"mount", d.mountDir},
+                   {"driver", toString(d.driver)}, {"driver_reason", d.driverReason}});
+  return out;
+}
+
+nlohmann::json stagingJson(const std::optional<Staging>& staging) {
+  if (!staging) return nullptr;
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : staging->files)
+    files.push_back({{"what", f.what}, {"source", f.source}, {"copy", f.copy}, {"bytes", f.bytes},
+                     {"mtime_ns", f.mtimeNs}, {"reason", f.reason}});
+  return {{"dir", staging->dir}, {"max_bytes", staging->maxBytes}, {"files", files}};
+}
+
+const char* rootName(RootMode mode) {
+  return mode == RootMode::Overlay    ? "overlay"
+         : mode == RootMode::Sandbox  ? "sandbox"
+         : mode == RootMode::Join     ? "instance"
+         : mode == RootMode::Writable ? "writable"
+                                      : "image";
+}
+
+nlohmann::json overlayJson(const RootOverlay& overlay) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : overlay.layers) {
+    nlohmann::json layer = {{"path", l.path}, {"writable", l.writable}, {"dir", l.dir},
+                            {"lock", l.image ? "none" : l.writable ? "exclusive" : "shared"}, {"image", l.image}};
+    if (l.writable) {
+      layer["work_dir"] = l.workDir;
+      layer["create"] = l.create;
+    }
+    layer["ext3"] = l.ext3 ? nlohmann::json{{"offset", l.ext3->offset}, {"size", l.ext3->size},
+                                            {"server", "fuse2fs"}, {"read_only", !l.writable}}
+                           : nlohmann::json();
+    layers.push_back(std::move(layer));
+  }
+  return {{"layers", std::move(layers)},
+          {"driver", toString(overlay.driver)},
+          {"stuck_server_grace_s", overlay.stuckServerGrace.count()},
+          {"upper", overlay.writable() ? "overlay"
+                    : overlay.tmpfsUpper ? "tmpfs"
+                                         : "none"}};
+}
+
+nlohmann::json instanceJson(const InstancePlan& instance, const Namespaces& namespaces) {
+  return {{"name", instance.name},       {"record", instance.record},
+          {"lock", instance.lock},       {"log_out", instance.logOut},
+          {"log_err", instance.logErr}, {"join", instance.join},
+          {"reuse", instance.reuse},   {"startscript", instance.startscript},
+          {"runscript", instance.runscript},   {"stay", instance.stay},
+          {"keeper", namespaces.pid ? "ctr's init, PID 1 of the instance's PID namespace"
+                     : instance.stay ? "this ctr process, in the host's PID namespace (--no-pid --stay)"
+                                     : "ctr's keeper, in the host's PID namespace (--no-pid)"}};
+}
+
+nlohmann::json joinJson(const JoinPlan& join) {
+  nlohmann::json ns = nlohmann::json::array();
+  for (const auto& n : join.namespaces) ns.push_back({{"type", n.type}, {"inode", n.inode}});
+  return {{"name", join.name},     {"record", join.record},
+          {"keeper", join.keeper}, {"keeper_start", join.keeperStart},
+          {"namespaces", ns}};
+}
+
 }  // namespace
 
 nlohmann::json toJson(const LaunchPlan& plan) {
   nlohmann::json j;
   j["command"] = toString(plan.command);
-  j["image"] = {{"path", plan.image.path.string()},
-                {"kind", image::toString(plan.image.kind)},
-                {"offset", plan.image.offset},
-                {"size", plan.image.size}};
-  if (!plan.image.reference.empty()) {
-    j["image"]["reference"] = plan.image.reference;
-    j["image"]["digest"] = plan.image.digest;
-  }
+  j["image"] = imageJson(plan.image);
   j["driver"] = toString(plan.driver);
   j["driver_reason"] = plan.driverReason;
   j["driver_fallback"] = plan.driverFallback ? nlohmann::json(toString(*plan.driverFallback)) : nlohmann::json();
   j["image_server"] = plan.imageServer ? nlohmann::json{{"program", plan.imageServer->program},
                                                         {"reason", plan.imageServer->reason}}
                                        : nlohmann::json();
-  nlohmann::json datasets = nlohmann::json::array();
-  for (const auto& d : plan.datasets)
-    datasets.push_back({{"path", d.image.path.string()}, {"kind", image::toString(d.image.kind)},
-                        {"offset", d.image.offset}, {"size", d.image.size}, {"key", d.key}, {"mount", d.mountDir},
-                        {"driver", toString(d.driver)}, {"driver_reason", d.driverReason}});
-  j["datasets"] = datasets;
-  if (plan.staging) {
-    nlohmann::json files = nlohmann::json::array();
-    for (const auto& f : plan.staging->files)
-      files.push_back({{"what", f.what}, {"source", f.source}, {"copy", f.copy}, {"bytes", f.bytes},
-                       {"mtime_ns", f.mtimeNs}, {"reason", f.reason}});
-    j["staging"] = {{"dir", plan.staging->dir}, {"max_bytes", plan.staging->maxBytes}, {"files", files}};
-  } else {
-    j["staging"] = nullptr;
-  }
-  j["root"] = plan.rootMode == RootMode::Overlay   ? "overlay"
-              : plan.rootMode == RootMode::Sandbox ? "sandbox"
-              : plan.rootMode == RootMode::Join    ? "instance"
-              : plan.rootMode == RootMode::Writable ? "writable"
-                                                   : "image";
-  if (plan.rootMode == RootMode::Overlay) {
-    nlohmann::json layers = nlohmann::json::array();
-    for (const auto& l : plan.overlay.layers) {
-      nlohmann::json layer = {{"path", l.path}, {"writable", l.writable}, {"dir", l.dir},
-                              {"lock", l.image ? "none" : l.writable ? "exclusive" : "shared"}, {"image", l.image}};
-      if (l.writable) {
-        layer["work_dir"] = l.workDir;
-        layer["create"] = l.create;
-      }
-      layer["ext3"] = l.ext3 ? nlohmann::json{{"offset", l.ext3->offset}, {"size", l.ext3->size},
-                                              {"server", "fuse2fs"}, {"read_only", !l.writable}}
-                             : nlohmann::json();
-      layers.push_back(std::move(layer));
-    }
-    j["overlay"] = {{"layers", std::move(layers)},
-                    {"driver", toString(plan.overlay.driver)},
-                    {"stuck_server_grace_s", plan.overlay.stuckServerGrace.count()},
-                    {"upper", plan.overlay.writable() ? "overlay"
-                              : plan.overlay.tmpfsUpper ? "tmpfs"
-                                                        : "none"}};
-  }
-  if (plan.instance)
-    j["instance"] = {{"name", plan.instance->name},       {"record", plan.instance->record},
-                     {"lock", plan.instance->lock},       {"log_out", plan.instance->logOut},
-                     {"log_err", plan.instance->logErr}, {"join", plan.instance->join},
-                     {"reuse", plan.instance->reuse},   {"startscript", plan.instance->startscript},
-                     {"runscript", plan.instance->runscript},   {"stay", plan.instance->stay},
-                     {"keeper", plan.namespaces.pid ? "ctr's init, PID 1 of the instance's PID namespace"
-                                : plan.instance->stay ? "this ctr process, in the host's PID namespace (--no-pid --stay)"
-                                                      : "ctr's keeper, in the host's PID namespace (--no-pid)"}};
-  if (plan.join) {
-    nlohmann::json ns = nlohmann::json::array();
-    for (const auto& n : plan.join->namespaces) ns.push_back({{"type", n.type}, {"inode", n.inode}});
-    j["join"] = {{"name", plan.join->name},     {"record", plan.join->record},
-                 {"keeper", plan.join->keeper}, {"keeper_start", plan.join->keeperStart},
-                 {"namespaces", ns}};
-  }
+  j["datasets"] = datasetsJson(plan.datasets);
+  j["staging"] = stagingJson(plan.staging);
+  j["root"] = rootName(plan.rootMode);
+  if (plan.rootMode == RootMode::Overlay) j["overlay"] = overlayJson(plan.overlay);
+  if (plan.instance) j["instance"] = instanceJson(*plan.instance, plan.namespaces);
+  if (plan.join) j["join"] = joinJson(*plan.join);
   if (plan.build) j["build"] = buildJson(*plan.build, plan.handover);
   if (plan.fakeroot) j["fakeroot"] = mapsJson(*plan.fakeroot);
   j["mounts"] = mountsJson(plan.mounts);
@@ -364,10 +385,8 @@ nlohmann::json toJson(const LaunchPlan& plan) {
 
 namespace {
 
-// command .. kernel: what the launch is and how it is isolated.
-void writeSummary(std::ostream& out, const LaunchPlan& plan) {
-  out << "command:    " << toString(plan.command) << '\n'
-      << "image:      " << plan.image.path.string() << " (" << image::toString(plan.image.kind);
+void writeImage(std::ostream& out, const LaunchPlan& plan) {
+  out << "image:      " << plan.image.path.string() << " (" << image::toString(plan.image.kind);
   if (plan.image.kind != image::ImageKind::Directory)
     out << ", squashfs at offset " << plan.image.offset << ", " << plan.image.size << " bytes";
   out << ")\n";
@@ -389,38 +408,56 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
     for (const auto& f : plan.staging->files)
       out << "staged:     " << f.source << " -> " << f.copy << " (" << f.what << ", " << f.bytes << " bytes, " << f.reason
           << "; copied once per node, again when its size or mtime changes)\n";
-  out << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n';
-  if (plan.rootMode == RootMode::Overlay) {
-    // Top first, as overlayfs stacks them.
-    out << "  union:    " << toString(plan.overlay.driver)
-        << (plan.overlay.driver == UnionDriver::FuseOverlayfs
-                ? " (a FUSE server of this launch: an ext3 layer is a FUSE mount, which the kernel's overlayfs takes "
-                  "in no user namespace as its upper layer; it ends with the container)"
-                : " (the kernel's)")
-        << '\n';
-    if (plan.overlay.stuckServerGrace.count() > 0)
-      out << "  watchdog: the FUSE servers are aborted when a killed process of the container has waited on them "
-          << plan.overlay.stuckServerGrace.count() << " s\n";
-    for (const auto& l : plan.overlay.layers) {
-      if (l.ext3) {
-        out << "  layer:    " << l.dir << "/ of ext3 image " << l.path << " (offset " << l.ext3->offset << ", "
-            << l.ext3->size << " bytes; mounted by fuse2fs for this launch"
-            << (l.writable ? ", writable upper layer, work " + l.workDir + "/; locked exclusively"
-                           : ", read-only; locked shared")
-            << " until fuse2fs has written it back)\n";
-        continue;
-      }
-      out << "  layer:    " << l.dir
-          << (l.writable ? " (writable upper layer, work " + l.workDir + "; " + l.path +
-                               " created if missing; locked exclusively while the container lives)"
-              : l.image  ? " (read-only image " + l.path + ", mounted by the image's holder)"
-                         : " (read-only; " + l.path + " locked shared while the container lives)")
-          << '\n';
+}
+
+void writeOverlay(std::ostream& out, const RootOverlay& overlay) {
+  // Top first, as overlayfs stacks them.
+  out << "  union:    " << toString(overlay.driver)
+      << (overlay.driver == UnionDriver::FuseOverlayfs
+              ? " (a FUSE server of this launch: an ext3 layer is a FUSE mount, which the kernel's overlayfs takes "
+                "in no user namespace as its upper layer; it ends with the container)"
+              : " (the kernel's)")
+      << '\n';
+  if (overlay.stuckServerGrace.count() > 0)
+    out << "  watchdog: the FUSE servers are aborted when a killed process of the container has waited on them "
+        << overlay.stuckServerGrace.count() << " s\n";
+  for (const auto& l : overlay.layers) {
+    if (l.ext3) {
+      out << "  layer:    " << l.dir << "/ of ext3 image " << l.path << " (offset " << l.ext3->offset << ", "
+          << l.ext3->size << " bytes; mounted by fuse2fs for this launch"
+          << (l.writable ? ", writable upper layer, work " + l.workDir + "/; locked exclusively"
+                         : ", read-only; locked shared")
+          << " until fuse2fs has written it back)\n";
+      continue;
     }
-    if (plan.overlay.tmpfsUpper) out << "  layer:    a private tmpfs (writable upper layer, changes kept in memory)\n";
-    out << "  layer:    the image (read-only)" << (plan.overlay.writable() || plan.overlay.tmpfsUpper ? "" : "; the root is read-only")
+    out << "  layer:    " << l.dir
+        << (l.writable ? " (writable upper layer, work " + l.workDir + "; " + l.path +
+                             " created if missing; locked exclusively while the container lives)"
+            : l.image  ? " (read-only image " + l.path + ", mounted by the image's holder)"
+                       : " (read-only; " + l.path + " locked shared while the container lives)")
         << '\n';
   }
+  if (overlay.tmpfsUpper) out << "  layer:    a private tmpfs (writable upper layer, changes kept in memory)\n";
+  out << "  layer:    the image (read-only)" << (overlay.writable() || overlay.tmpfsUpper ? "" : "; the root is read-only")
+      << '\n';
+}
+
+void writeInstance(std::ostream& out, const InstancePlan& instance, const Namespaces& namespaces) {
+  out << "\ninstance:   " << instance.name << ": kept running by "
+      << (namespaces.pid   ? "ctr's init (PID 1 of its PID namespace)"
+          : instance.stay ? "this ctr process itself (no PID namespace, --stay: it prints the join "
+                            "information, closes its output and stays; its caller reaps it)"
+                          : "ctr's keeper (no PID namespace: --no-pid)")
+      << (!instance.startscript ? ", which runs nothing (--no-startscript)"
+          : instance.runscript  ? " after the runscript ends (instance run)"
+                                : " after the startscript ends")
+      << ", until `ctr instance stop`; record " << instance.record << ", output "
+      << instance.logOut << " and " << instance.logErr << ", join file " << instance.join
+      << (instance.reuse ? "; if it already runs with this image, it is taken as it is (--reuse)" : "");
+}
+
+// identity .. instance: who runs, in which namespaces, and how an instance is kept.
+void writeNamespaces(std::ostream& out, const LaunchPlan& plan) {
   out
       << "identity:   uid " << plan.user.uid << ", gid " << plan.user.gid << " (" << plan.user.name
       << ")\n"
@@ -434,20 +471,13 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
   } else {
     for (const auto& line : namespaceLines(plan.namespaces)) out << ' ' << line << ';';
   }
-  if (plan.instance)
-    out << "\ninstance:   " << plan.instance->name << ": kept running by "
-        << (plan.namespaces.pid   ? "ctr's init (PID 1 of its PID namespace)"
-            : plan.instance->stay ? "this ctr process itself (no PID namespace, --stay: it prints the join "
-                                    "information, closes its output and stays; its caller reaps it)"
-                                  : "ctr's keeper (no PID namespace: --no-pid)")
-        << (!plan.instance->startscript ? ", which runs nothing (--no-startscript)"
-            : plan.instance->runscript  ? " after the runscript ends (instance run)"
-                                        : " after the startscript ends")
-        << ", until `ctr instance stop`; record " << plan.instance->record << ", output "
-        << plan.instance->logOut << " and " << plan.instance->logErr << ", join file " << plan.instance->join
-        << (plan.instance->reuse ? "; if it already runs with this image, it is taken as it is (--reuse)" : "");
-  out << "\n"
-      << "hand-over:  " << handoverText(plan.handover, plan.seccompProfile, plan.envProgram.ps1) << '\n'
+  if (plan.instance) writeInstance(out, *plan.instance, plan.namespaces);
+  out << "\n";
+}
+
+// hand-over .. kernel: what the process keeps, where ctr keeps its state, and the limits.
+void writeIsolation(std::ostream& out, const LaunchPlan& plan) {
+  out << "hand-over:  " << handoverText(plan.handover, plan.seccompProfile, plan.envProgram.ps1) << '\n'
       << "state dir:  "
       << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
       << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
@@ -463,6 +493,16 @@ void writeSummary(std::ostream& out, const LaunchPlan& plan) {
     out << "/proc/sys and /sys bound as they are";
   }
   out << " (" << plan.kernelInterfaces.reason << ")\n";
+}
+
+// command .. kernel: what the launch is and how it is isolated.
+void writeSummary(std::ostream& out, const LaunchPlan& plan) {
+  out << "command:    " << toString(plan.command) << '\n';
+  writeImage(out, plan);
+  out << "root:       " << toString(plan.rootMode) << (plan.build ? " " + plan.build->sandbox : "") << '\n';
+  if (plan.rootMode == RootMode::Overlay) writeOverlay(out, plan.overlay);
+  writeNamespaces(out, plan);
+  writeIsolation(out, plan);
 }
 
 void writeCgroup(std::ostream& out, const LaunchPlan& plan) {

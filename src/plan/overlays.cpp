@@ -62,9 +62,9 @@ std::optional<OverlayArg> embeddedOverlay(const LaunchPlan& plan, const LaunchOp
   return arg;
 }
 
-}  // namespace
-
-void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
+// The layers asked for, with a SIF's own overlay partition lowest; --writable of an image
+// that cannot take changes is refused here.
+std::vector<OverlayArg> overlayArgs(LaunchPlan& plan, const LaunchOptions& options) {
   std::vector<OverlayArg> args = options.overlays;
   if (auto own = embeddedOverlay(plan, options)) {
     if (options.command == Command::Instance && own->readOnly)
@@ -79,6 +79,94 @@ void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
                   plan.image.path.string() + " is a " + image::toString(plan.image.kind) +
                   " image: --overlay DIR keeps changes over it, --writable-tmpfs until the container ends");
   }
+  return args;
+}
+
+struct LayerStack {
+  RootOverlay overlay;                  // the writable layer on top, once there is one
+  std::vector<OverlayLayer> readOnly;  // go under it, in the order given
+};
+
+void refuseRepeat(const LayerStack& stack, const OverlayArg& arg) {
+  const auto same = [&](const OverlayLayer& l) { return l.path == arg.path; };
+  if (std::any_of(stack.overlay.layers.begin(), stack.overlay.layers.end(), same) ||
+      std::any_of(stack.readOnly.begin(), stack.readOnly.end(), same))
+    throw Error("--overlay " + arg.path + " is given twice").withStatus(1);
+}
+
+// Read-only whatever the spec says (as Apptainer): the holder's mount of the image.
+OverlayLayer imageLayer(const OverlayArg& arg, const std::vector<DatasetImage>& datasets) {
+  const auto dataset = std::find_if(datasets.begin(), datasets.end(), [&](const DatasetImage& d) {
+    return arg.image && d.source == arg.image->path.string();
+  });
+  if (dataset == datasets.end()) throw Error("--overlay " + arg.spec + ": the image was not looked at").withStatus(1);
+  OverlayLayer layer;
+  layer.path = arg.path;
+  layer.dir = dataset->mountDir;
+  layer.image = true;
+  return layer;
+}
+
+void stackWritable(RootOverlay& overlay, OverlayLayer layer) {
+  if (const OverlayLayer* other = overlay.writable())
+    throw Error("--overlay " + other->path + " and " + layer.path + " are both writable: at most one is (give " +
+                "the others :ro)")
+        .withStatus(1);
+  overlay.layers.insert(overlay.layers.begin(), std::move(layer));
+}
+
+// A directory or an ext3 image, read-only or writable.
+void stackLayer(LayerStack& stack, const OverlayArg& arg) {
+  OverlayLayer layer;
+  layer.path = arg.path;
+  layer.writable = !arg.readOnly;
+  if (arg.kind == OverlayKind::Ext3) {
+    layer.ext3 = OverlayLayer::Ext3{arg.ext3Offset, arg.ext3Size};
+    stack.overlay.driver = UnionDriver::FuseOverlayfs;
+    stack.overlay.stuckServerGrace = kStuckServerGrace;
+  }
+  if (layer.ext3 && layer.writable) {
+    layer.dir = "upper";
+    layer.workDir = "work";
+    stackWritable(stack.overlay, std::move(layer));
+  } else if (layer.ext3) {
+    layer.dir = "upper";
+    stack.readOnly.push_back(std::move(layer));
+  } else if (layer.writable) {
+    layer.dir = joinPath(arg.path, "upper");
+    layer.workDir = joinPath(arg.path, "work");
+    layer.create = true;
+    stackWritable(stack.overlay, std::move(layer));
+  } else {
+    layer.dir = arg.hasUpperDir ? joinPath(arg.path, "upper") : arg.path;
+    stack.readOnly.push_back(std::move(layer));
+  }
+}
+
+RootOverlay stackLayers(const std::vector<OverlayArg>& args, const std::vector<DatasetImage>& datasets) {
+  LayerStack stack;
+  for (const auto& arg : args) {
+    refuseRepeat(stack, arg);
+    switch (arg.kind) {
+      case OverlayKind::Directory: break;
+      case OverlayKind::Missing:
+        if (arg.readOnly) throw Error("--overlay " + arg.spec + ": no such directory").withStatus(1);
+        break;  // a writable one is created
+      case OverlayKind::Squashfs:
+      case OverlayKind::Sif: stack.readOnly.push_back(imageLayer(arg, datasets)); continue;
+      case OverlayKind::Ext3: break;  // read-only or writable, as given
+      case OverlayKind::Other: throw Error("--overlay " + arg.spec + ": not a directory").withStatus(1);
+    }
+    stackLayer(stack, arg);
+  }
+  for (auto& layer : stack.readOnly) stack.overlay.layers.push_back(std::move(layer));
+  return std::move(stack.overlay);
+}
+
+}  // namespace
+
+void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
+  std::vector<OverlayArg> args = overlayArgs(plan, options);
   if (options.writable) {
     if (options.writableTmpfs || !options.overlays.empty())
       throw Error("--writable cannot be used with --writable-tmpfs or --overlay: the image itself takes the changes");
@@ -91,70 +179,7 @@ void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
     throw Error("--overlay given " + std::to_string(options.overlays.size()) + " times: at most " +
                 std::to_string(kMaxOverlayLayers) + " layers")
         .withStatus(1);
-  RootOverlay overlay;
-  std::vector<OverlayLayer> readOnly;
-  for (const auto& arg : args) {
-    const auto same = [&](const OverlayLayer& l) { return l.path == arg.path; };
-    if (std::any_of(overlay.layers.begin(), overlay.layers.end(), same) ||
-        std::any_of(readOnly.begin(), readOnly.end(), same))
-      throw Error("--overlay " + arg.path + " is given twice").withStatus(1);
-    switch (arg.kind) {
-      case OverlayKind::Directory: break;
-      case OverlayKind::Missing:
-        if (arg.readOnly) throw Error("--overlay " + arg.spec + ": no such directory").withStatus(1);
-        break;  // a writable one is created
-      case OverlayKind::Squashfs:
-      case OverlayKind::Sif: {
-        // Read-only whatever the spec says (as Apptainer): the holder's mount of the image.
-        const auto dataset = std::find_if(plan.datasets.begin(), plan.datasets.end(), [&](const DatasetImage& d) {
-          return arg.image && d.source == arg.image->path.string();
-        });
-        if (dataset == plan.datasets.end())
-          throw Error("--overlay " + arg.spec + ": the image was not looked at").withStatus(1);
-        OverlayLayer layer;
-        layer.path = arg.path;
-        layer.dir = dataset->mountDir;
-        layer.image = true;
-        readOnly.push_back(std::move(layer));
-        continue;
-      }
-      case OverlayKind::Ext3: break;  // read-only or writable, as given
-      case OverlayKind::Other: throw Error("--overlay " + arg.spec + ": not a directory").withStatus(1);
-    }
-    OverlayLayer layer;
-    layer.path = arg.path;
-    layer.writable = !arg.readOnly;
-    if (arg.kind == OverlayKind::Ext3) {
-      layer.ext3 = OverlayLayer::Ext3{arg.ext3Offset, arg.ext3Size};
-      overlay.driver = UnionDriver::FuseOverlayfs;
-      overlay.stuckServerGrace = kStuckServerGrace;
-    }
-    if (layer.ext3 && layer.writable) {
-      if (const OverlayLayer* other = overlay.writable())
-        throw Error("--overlay " + other->path + " and " + arg.path + " are both writable: at most one is (give " +
-                    "the others :ro)")
-            .withStatus(1);
-      layer.dir = "upper";
-      layer.workDir = "work";
-      overlay.layers.insert(overlay.layers.begin(), std::move(layer));
-    } else if (layer.ext3) {
-      layer.dir = "upper";
-      readOnly.push_back(std::move(layer));
-    } else if (layer.writable) {
-      if (const OverlayLayer* other = overlay.writable())
-        throw Error("--overlay " + other->path + " and " + arg.path + " are both writable: at most one is (give " +
-                    "the others :ro)")
-            .withStatus(1);
-      layer.dir = joinPath(arg.path, "upper");
-      layer.workDir = joinPath(arg.path, "work");
-      layer.create = true;
-      overlay.layers.insert(overlay.layers.begin(), std::move(layer));
-    } else {
-      layer.dir = arg.hasUpperDir ? joinPath(arg.path, "upper") : arg.path;
-      readOnly.push_back(std::move(layer));
-    }
-  }
-  for (auto& layer : readOnly) overlay.layers.push_back(std::move(layer));
+  RootOverlay overlay = stackLayers(args, plan.datasets);
   if (options.writableTmpfs) {
     if (const OverlayLayer* writable = overlay.writable())
       plan.warnings.push_back("--writable-tmpfs is not used: --overlay " + writable->path + " is the writable layer");
