@@ -35,12 +35,13 @@ int parse_join_info(char *text, struct join_info *join) {
     char *eq = strchr(line, '=');
     if (!eq) return -1;
     *eq = 0;
-    const char *key = line, *value = eq + 1;
+    const char *key = line;
+    char *value = eq + 1;
     if (strcmp(key, "name") == 0) {
       snprintf(join->name, sizeof join->name, "%s", value);
     } else if (strcmp(key, "image") == 0) {
+      percent_decode(value); /* first: encoded, a path of PATH_MAX is up to three times as long */
       snprintf(join->image, sizeof join->image, "%s", value);
-      percent_decode(join->image);
     } else if (strcmp(key, "keeper") == 0) {
       join->keeper = (pid_t)atol(value);
     } else if (strcmp(key, "keeper_start") == 0) {
