@@ -76,9 +76,13 @@ int cgroup_v1_mounts(char mounts[][PATH_MAX], int max, const char *controller) {
 int freezer_cgroup_in(FILE *f, char *path, size_t size) {
   char line[4096];
   while (f && fgets(line, sizeof line, f)) {
-    const char *c = strstr(line, ":freezer:");
-    if (!c) continue;
-    snprintf(path, size, "%s", c + strlen(":freezer:"));
+    /* "ID:CONTROLLER,...:PATH": freezer may share its hierarchy with others */
+    char *controllers = strchr(line, ':');
+    char *cgroup = controllers ? strchr(controllers + 1, ':') : NULL;
+    if (!cgroup) continue;
+    *cgroup = 0;
+    if (!has_option(controllers + 1, "freezer")) continue;
+    snprintf(path, size, "%s", cgroup + 1);
     path[strcspn(path, "\n")] = 0;
     return 1;
   }
