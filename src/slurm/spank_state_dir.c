@@ -12,6 +12,29 @@
 
 const char *const instance_file_suffixes[INSTANCE_FILES] = {"json", "join", "bpf", "out", "err", "lock"};
 
+void name_characters(char *text) {
+  for (char *c = text; *c; ++c)
+    if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_')
+      *c = '_';
+}
+
+int step_instance_name(char *name, size_t size, unsigned job, const unsigned *step, const char *container,
+                       const char *host) {
+  char stepText[40];
+  if (container && *container) {
+    snprintf(stepText, sizeof stepText, "n-%.32s", container);
+    name_characters(stepText);
+  } else if (!step) {
+    snprintf(stepText, sizeof stepText, "batch");
+  } else {
+    snprintf(stepText, sizeof stepText, "%u", *step);
+  }
+  int used = snprintf(name, size, "slurm.%u.%s.", job, stepText);
+  if (used < 0 || (size_t)used >= size || used >= 64) return -1;
+  snprintf(name + used, size - (size_t)used, "%.*s", 64 - used, host);
+  return 0;
+}
+
 int open_runtime_base(const char *base, int create) {
   int made = create && mkdir(base, 0755) == 0;
   if (create && !made && errno != EEXIST) {

@@ -1,4 +1,5 @@
-/* The user's state place on the node, as the plugin finds it.
+/* The user's state place on the node, as the plugin finds it, and the names it gives the
+ * instances there (ctr's isValidInstanceName must take them).
  *
  * Every ctr the plugin runs for a user gets XDG_RUNTIME_DIR=/run/ctr/UID, a directory root
  * makes and gives to the user: ctr keeps its state in RUNTIME/ctr (host::chooseStateDir) and
@@ -15,6 +16,17 @@
 extern "C" {
 #endif
 #pragma GCC visibility push(hidden)
+
+/* In place: '_' for each character an instance name may not have. */
+void name_characters(char *text);
+
+/* The instance name of a step's container, into `name`: "slurm.JOB.STEP.HOST" (`step` NULL,
+ * the batch step: "slurm.JOB.batch.HOST"), or for a named container ("" or NULL: none)
+ * "slurm.JOB.n-NAME.HOST": the node's name too (`host`, node_name's), for nodes that share
+ * the user's state directory (a shared /tmp). At most 64 characters (ctr's bound), the
+ * node's name cut to fit. 0, or -1. */
+int step_instance_name(char *name, size_t size, unsigned job, const unsigned *step, const char *container,
+                       const char *host);
 
 /* One line in slurmd's log (slurm_error). */
 __attribute__((format(printf, 1, 2))) void spank_error(const char *format, ...);

@@ -18,13 +18,6 @@
 
 struct step_container join;
 
-/* In place: '_' for each character an instance name may not have. */
-static void name_characters(char *text) {
-  for (char *c = text; *c; ++c)
-    if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_')
-      *c = '_';
-}
-
 /* The node's name, with only characters an instance name may have. */
 void node_name(char *host, size_t size) {
   if (gethostname(host, size - 1) != 0) snprintf(host, size, "node");
@@ -32,28 +25,14 @@ void node_name(char *host, size_t size) {
   name_characters(host);
 }
 
-/* "slurm.JOB.STEP.NODE" (the batch step: "slurm.JOB.batch.NODE"), or for a named container
- * "slurm.JOB.n-NAME.NODE": the node's name too, for nodes that share the user's state
- * directory (a shared /tmp). At most 64 characters, the node's name cut to fit. */
+/* The instance name of the step's container (step_instance_name). */
 static int instance_name(spank_t sp, char *name, size_t size) {
   uint32_t job = 0, step = 0;
   char host[256] = "";
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
     return -1;
   node_name(host, sizeof host);
-  char stepText[40];
-  if (opt_name && *opt_name) {
-    snprintf(stepText, sizeof stepText, "n-%.32s", opt_name);
-    name_characters(stepText);
-  } else if (step == SLURM_BATCH_SCRIPT) {
-    snprintf(stepText, sizeof stepText, "batch");
-  } else {
-    snprintf(stepText, sizeof stepText, "%u", step);
-  }
-  int used = snprintf(name, size, "slurm.%u.%s.", job, stepText);
-  if (used < 0 || (size_t)used >= size || used >= 64) return -1;
-  snprintf(name + used, size - (size_t)used, "%.*s", 64 - used, host);
-  return 0;
+  return step_instance_name(name, size, job, step == SLURM_BATCH_SCRIPT ? NULL : &step, opt_name, host);
 }
 
 /* The step's `ctr instance start`, from init_post_opt (begin_container) to user_init

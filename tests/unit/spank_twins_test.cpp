@@ -180,6 +180,34 @@ TEST(SpankTwins, PluginRemovesTheFilesCtrKeepsForAnInstance) {
   EXPECT_EQ(std::filesystem::path(plan.dir).filename(), "instances");
 }
 
+// The plugin names each step's instance for ctr (`ctr instance start ... NAME`) and finds its
+// files by that name: whatever the node's name, the job's container names and the step, the
+// name is one ctr takes, or the plugin has none.
+TEST(SpankTwins, PluginNamesInstancesAsCtrTakesThem) {
+  const std::vector<std::string> hosts = {"node1", "n1.cluster.example.org", "a b\tc", "", "n\xc3\xa9",
+                                          std::string(255, 'h'), "-", "."};
+  const std::vector<std::string> containers = {"", "train", "a:b/c d", std::string(100, 'x'), "../..", ".hidden",
+                                               "\xc3\xa9", "-"};
+  int named = 0;
+  for (std::string host : hosts) {
+    name_characters(host.data());
+    for (const auto& container : containers) {
+      for (const unsigned job : {0U, 7U, 4294967295U}) {
+        for (const unsigned step : {0U, 12U, 4294967294U, 4294967295U}) {
+          for (const unsigned* stepp : {&step, static_cast<const unsigned*>(nullptr)}) {
+            char name[96];
+            if (step_instance_name(name, sizeof name, job, stepp, container.c_str(), host.c_str()) != 0) continue;
+            ++named;
+            EXPECT_TRUE(ctr::launch::isValidInstanceName(name)) << name;
+            EXPECT_NO_THROW((void)ctr::launch::planInstanceFiles(name, "/state")) << name;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(named, 0);
+}
+
 // The plugin's mount points of `controller` (NULL: every v1 hierarchy) in `mountinfo`.
 std::vector<std::string> pluginMounts(const std::string& mountinfo, const char* controller) {
   FILE* f = ::fmemopen(const_cast<char*>(mountinfo.data()), mountinfo.size(), "r");
