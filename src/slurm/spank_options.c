@@ -1,0 +1,331 @@
+/* The --container-* options (pyxis's, so that its job scripts run unchanged) and the site's
+ * plugstack.conf arguments: what users may set, and what a step's options mean. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "spank_internal.h"
+
+#ifndef CTR_DEFAULT_PROGRAM
+#define CTR_DEFAULT_PROGRAM "/usr/bin/ctr"
+#endif
+#ifndef CTR_DEFAULT_ENTRYPOINT
+#define CTR_DEFAULT_ENTRYPOINT "/usr/libexec/ctr/ctr-slurm-entrypoint"
+#endif
+
+enum {
+  OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV, OPT_NAME, OPT_WRITABLE, OPT_READONLY, OPT_ENV,
+  OPT_MPI, OPT_MOUNT_HOME, OPT_ENTRYPOINT, OPT_NO_ENTRYPOINT, OPT_REMAP_ROOT, OPT_NO_REMAP_ROOT, OPT_END
+};
+
+char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi;
+int opt_no_home, opt_nv, opt_writable, opt_remap_root, opt_entrypoint;
+enum name_flag opt_name_flag;
+char ctr_program[PATH_MAX] = CTR_DEFAULT_PROGRAM;
+char entrypoint_program[PATH_MAX] = CTR_DEFAULT_ENTRYPOINT;
+
+/* The site's policy (plugstack.conf). */
+static char image_dir[PATH_MAX];
+int start_timeout = 600, ctr_timeout = 30;
+char *admin_env[MAX_ADMIN_ENV];
+int nadmin_env;
+static enum { REQUIRED_NO, REQUIRED_STEPS, REQUIRED_ALL } container_required;
+static unsigned allowed = ~0u; /* bit 1 << OPT_x: users may set --OPT */
+/* Remote: the first option the step may not have; user_init fails the step with it (a
+ * callback's error there would fail the launch with Slurm's words, not ours). */
+static char refused[512];
+
+static int take_option(int val, const char *arg, int remote);
+
+static struct spank_option options[] = {
+    {"container-image", "IMAGE", "[ctr] run the step's tasks in a container of IMAGE (a SIF, squashfs or directory; "
+     "docker://REF, REGISTRY#NAME:TAG or NAME:TAG through ctr's image cache)",
+     1, OPT_IMAGE, take_option},
+    {"container-mounts", "SRC[:DST[:ro|rw]],...", "[ctr] bind mounts into the container", 1, OPT_MOUNTS,
+     take_option},
+    {"container-workdir", "DIR", "[ctr] working directory of the tasks in the container", 1, OPT_WORKDIR,
+     take_option},
+    {"no-container-mount-home", NULL, "[ctr] do not mount the home directory", 0, OPT_NO_HOME, take_option},
+    {"container-nv", NULL, "[ctr] the node's NVIDIA driver and GPUs in the container (the default for a step "
+     "allocated GPUs)", 0, OPT_NV, take_option},
+    {"container-name", "NAME[:auto|create|exec]", "[ctr] a named container: later steps of the job that name it on "
+     "a node join it (without --container-image too); removed at the job's end. create: it must not run yet; exec: "
+     "it must run already", 1, OPT_NAME, take_option},
+    {"container-writable", NULL, "[ctr] a writable root (changes in memory, kept for the job in a named container)", 0,
+     OPT_WRITABLE, take_option},
+    {"container-readonly", NULL, "[ctr] a read-only root (the default)", 0, OPT_READONLY, take_option},
+    {"container-env", "NAME,...", "[ctr] these variables keep the job's value where the image sets them too "
+     "(by default the image's wins)", 1, OPT_ENV, take_option},
+    {"container-mpi", "bind|hybrid", "[ctr] hybrid: the image's own MPI (the default); bind: the site's MPI "
+     "replaces it (ctr's --mpi)", 1, OPT_MPI, take_option},
+    /* pyxis's, so that its job scripts run unchanged. */
+    {"container-mount-home", NULL, "[ctr] mount the home directory (the default)", 0, OPT_MOUNT_HOME, take_option},
+    {"no-container-entrypoint", NULL, "[ctr] run the step's command as given (the default)", 0, OPT_NO_ENTRYPOINT,
+     take_option},
+    {"container-entrypoint", NULL, "[ctr] run the image's entrypoint (its runscript) with the step's command as its "
+     "arguments", 0, OPT_ENTRYPOINT, take_option},
+    {"no-container-remap-root", NULL, "[ctr] you stay yourself in the container (the default)", 0, OPT_NO_REMAP_ROOT,
+     take_option},
+    {"container-remap-root", NULL, "[ctr] root in the container (ctr's --fakeroot: your uid, and your /etc/subuid "
+     "range if any; no privilege on the node)", 0, OPT_REMAP_ROOT, take_option},
+    SPANK_OPTIONS_TABLE_END};
+
+/* --OPT's name as the table spells it (allow= and the refusals too). */
+static const char *option_name(int val) {
+  for (const struct spank_option *o = options; o->name; ++o)
+    if (o->val == val) return o->name;
+  return "?";
+}
+
+/* "container-image,container-name": the options `mask` allows. */
+static void allowed_list(unsigned mask, char *text, size_t size) {
+  size_t used = 0;
+  text[0] = 0;
+  for (int val = 1; val < OPT_END; ++val) {
+    if (!(mask & (1u << val))) continue;
+    int n = snprintf(text + used, size - used, "%s%s", used ? "," : "", option_name(val));
+    if (n < 0 || (size_t)n >= size - used) break;
+    used += (size_t)n;
+  }
+}
+
+/* Whether `name` is one of the comma-separated `list`. */
+int listed(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *item = list; item && *item;) {
+    const char *end = strchrnul(item, ',');
+    if ((size_t)(end - item) == n && strncmp(item, name, n) == 0) return 1;
+    item = *end ? end + 1 : end;
+  }
+  return 0;
+}
+
+/* Why the user may not give --OPT=ARG here, into `why`; 0 when they may. */
+static int refuse_option(int val, const char *arg, char *why, size_t size) {
+  if (!(allowed & (1u << val))) {
+    char list[512];
+    allowed_list(allowed, list, sizeof list);
+    snprintf(why, size, "ctr: --%s is not allowed by this site's plugstack.conf (allow=%s)", option_name(val),
+             list);
+    return -1;
+  }
+  if (val == OPT_NAME) {
+    const char *colon = strchr(arg, ':');
+    if (colon == arg || !*arg) {
+      snprintf(why, size, "ctr: --container-name=%.200s: an empty name", arg);
+      return -1;
+    }
+    if (colon && strcmp(colon + 1, "auto") != 0 && strcmp(colon + 1, "create") != 0 && strcmp(colon + 1, "exec") != 0) {
+      if (strcmp(colon + 1, "no_exec") == 0)
+        snprintf(why, size, "ctr: --container-name=%.200s: no_exec is not supported: a named container's files "
+                 "live in the running container, which a step joins (auto, exec) or starts (create)", arg);
+      else
+        snprintf(why, size, "ctr: --container-name=%.200s: the flag must be auto, create or exec", arg);
+      return -1;
+    }
+  }
+  if (val == OPT_MPI && strcmp(arg, "bind") != 0 && strcmp(arg, "hybrid") != 0) {
+    snprintf(why, size, "ctr: --container-mpi=%.200s: unknown value (bind or hybrid)", arg);
+    return -1;
+  }
+  if (val == OPT_ENV && (!*arg || strchr(arg, '=') || strstr(arg, ",,") || arg[0] == ',' ||
+                         arg[strlen(arg) - 1] == ',')) {
+    snprintf(why, size, "ctr: --container-env=%.200s: a list of variable names (NAME,NAME,...)", arg);
+    return -1;
+  }
+  return 0;
+}
+
+static int take_option(int val, const char *arg, int remote) {
+  if (val <= 0 || val >= OPT_END) return -1;
+  if (!arg) arg = "";
+  char why[sizeof refused];
+  if (refuse_option(val, arg, why, sizeof why) != 0) {
+    if (!remote) { /* srun, sbatch, salloc: refused before anything is allocated */
+      slurm_error("%s", why);
+      return -1;
+    }
+    if (!refused[0]) memcpy(refused, why, sizeof refused);
+    return 0;
+  }
+  switch (val) {
+    case OPT_IMAGE: free(opt_image); opt_image = strdup(arg); break;
+    case OPT_MOUNTS: free(opt_mounts); opt_mounts = strdup(arg); break;
+    case OPT_WORKDIR: free(opt_workdir); opt_workdir = strdup(arg); break;
+    case OPT_NO_HOME: opt_no_home = 1; break;
+    case OPT_NV: opt_nv = 1; break;
+    case OPT_NAME: {
+      const char *colon = strchr(arg, ':');
+      free(opt_name);
+      opt_name = colon ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
+      opt_name_flag = !colon || strcmp(colon + 1, "auto") == 0 ? NAME_AUTO
+                      : strcmp(colon + 1, "create") == 0       ? NAME_CREATE
+                                                               : NAME_EXEC;
+      break;
+    }
+    case OPT_WRITABLE: opt_writable = 1; break;
+    case OPT_READONLY: opt_writable = 0; break;
+    case OPT_ENV: free(opt_env); opt_env = strdup(arg); break;
+    case OPT_MPI: free(opt_mpi); opt_mpi = strdup(arg); break;
+    case OPT_MOUNT_HOME: opt_no_home = 0; break;
+    case OPT_REMAP_ROOT: opt_remap_root = 1; break;
+    case OPT_NO_REMAP_ROOT: opt_remap_root = 0; break;
+    case OPT_ENTRYPOINT: opt_entrypoint = 1; break;
+    case OPT_NO_ENTRYPOINT: opt_entrypoint = 0; break;
+    default: break;
+  }
+  return 0;
+}
+
+/* allow=OPT,...: the mask of the options named, or 0 (one named is not an option). */
+static unsigned parse_allow(const char *list, char *unknown, size_t size) {
+  unsigned mask = 0;
+  for (const char *item = list; *item;) {
+    const char *end = strchrnul(item, ',');
+    int found = 0;
+    for (int val = 1; val < OPT_END && !found; ++val)
+      if (strlen(option_name(val)) == (size_t)(end - item) &&
+          strncmp(item, option_name(val), (size_t)(end - item)) == 0) {
+        mask |= 1u << val;
+        found = 1;
+      }
+    if (!found) {
+      snprintf(unknown, size, "%.*s", (int)(end - item), item);
+      return 0;
+    }
+    item = *end ? end + 1 : end;
+  }
+  if (!mask) snprintf(unknown, size, "(none)");
+  return mask;
+}
+
+/* VALUE when `arg` is "KEY=VALUE", else NULL. */
+static const char *argument_value(const char *arg, const char *key) {
+  size_t n = strlen(key);
+  return strncmp(arg, key, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+/* One plugstack.conf argument into the settings above; 0, or -1 after the line that says why. */
+static int parse_argument(const char *arg) {
+  const char *value;
+  if ((value = argument_value(arg, "ctr")) && strlen(value) < sizeof ctr_program) {
+    strcpy(ctr_program, value);
+  } else if ((value = argument_value(arg, "entrypoint"))) {
+    if (value[0] != '/' || strlen(value) >= sizeof entrypoint_program) {
+      slurm_error("ctr: plugstack.conf argument '%s': PATH must be an absolute path", arg);
+      return -1;
+    }
+    strcpy(entrypoint_program, value);
+  } else if ((value = argument_value(arg, "image_dir"))) {
+    if (value[0] != '/' || strlen(value) >= sizeof image_dir - 256) { /* room for NAME */
+      slurm_error("ctr: plugstack.conf argument '%s': DIR must be an absolute path", arg);
+      return -1;
+    }
+    strcpy(image_dir, value);
+  } else if ((value = argument_value(arg, "container_required"))) {
+    if (strcmp(value, "no") == 0) {
+      container_required = REQUIRED_NO;
+    } else if (strcmp(value, "steps") == 0) {
+      container_required = REQUIRED_STEPS;
+    } else if (strcmp(value, "all") == 0) {
+      container_required = REQUIRED_ALL;
+    } else {
+      slurm_error("ctr: plugstack.conf argument '%s': the value is no, steps or all", arg);
+      return -1;
+    }
+  } else if ((value = argument_value(arg, "timeout")) || (value = argument_value(arg, "start_timeout"))) {
+    char *end;
+    const long seconds = strtol(value, &end, 10);
+    if (!*value || *end || seconds < 1 || seconds > 86400) {
+      slurm_error("ctr: plugstack.conf argument '%s': SECONDS must be 1 to 86400", arg);
+      return -1;
+    }
+    *(arg[0] == 's' ? &start_timeout : &ctr_timeout) = (int)seconds;
+  } else if ((value = argument_value(arg, "env"))) {
+    const char *eq = strchr(value, '=');
+    if (!eq || eq == value || nadmin_env == MAX_ADMIN_ENV) {
+      slurm_error("ctr: plugstack.conf argument '%s': NAME=VALUE, at most %d of them", arg, MAX_ADMIN_ENV);
+      return -1;
+    }
+    for (int i = 0; i < nadmin_env; ++i) /* every callback parses the arguments again */
+      if (strcmp(admin_env[i], value) == 0) return 0;
+    if (!(admin_env[nadmin_env] = strdup(value))) return -1;
+    ++nadmin_env;
+  } else if ((value = argument_value(arg, "allow"))) {
+    char unknown[128], all[512];
+    if (!(allowed = parse_allow(value, unknown, sizeof unknown))) {
+      allowed_list(~0u, all, sizeof all);
+      slurm_error("ctr: plugstack.conf argument '%s': '%s' is not an option of the plugin (%s)", arg, unknown, all);
+      return -1;
+    }
+  } else {
+    slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH, entrypoint=PATH, image_dir=DIR, "
+                "container_required=no|steps|all, allow=OPT,..., env=NAME=VALUE, timeout=SECONDS, "
+                "start_timeout=SECONDS)", arg);
+    return -1;
+  }
+  return 0;
+}
+
+int parse_arguments(int ac, char **av) {
+  for (int i = 0; i < ac; ++i)
+    if (parse_argument(av[i]) != 0) return -1;
+  if (container_required != REQUIRED_NO && !(allowed & (1u << OPT_IMAGE))) {
+    slurm_error("ctr: plugstack.conf: container_required needs container-image in allow=");
+    return -1;
+  }
+  return 0;
+}
+
+int register_options(spank_t sp) {
+  for (struct spank_option *o = options; o->name; ++o)
+    if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
+      slurm_error("ctr: cannot register --%s", o->name);
+      return -1;
+    }
+  return 0;
+}
+
+/* Why the site's plugstack.conf does not let this step run as it was asked (an option it
+ * does not allow, a container it requires), or NULL. */
+const char *step_refused(spank_t sp) {
+  if (refused[0]) return refused;
+  if ((opt_image && *opt_image) || (opt_name && *opt_name) || container_required == REQUIRED_NO) return NULL;
+  uint32_t step = 0; /* unknown: a step like any other */
+  spank_get_item(sp, S_JOB_STEPID, &step);
+  if (step == SLURM_EXTERN_CONT) return NULL; /* slurmstepd's own, no task of the user's */
+  if (step != SLURM_BATCH_SCRIPT)
+    return "ctr: this cluster runs every job step in a container: give --container-image=IMAGE";
+  if (container_required == REQUIRED_ALL)
+    return "ctr: this cluster runs every batch script in a container: give #SBATCH --container-image=IMAGE";
+  return NULL;
+}
+
+/* The image ctr gets. pyxis's registry forms become docker:// references, which ctr runs
+ * through its image cache (node-local where ctr.conf's 'image cache dir' says so):
+ * "REGISTRY#NAME[:TAG]" is docker://REGISTRY/NAME[:TAG], and a bare NAME:TAG (no '/', no
+ * transport) is Docker Hub's. With image_dir=DIR, another bare name is DIR/NAME. Any other
+ * value is ctr's to read (a relative path is relative to the submit directory). */
+const char *image_path(char *buf, size_t size) {
+  static const char *const transports[] = {"docker:", "docker-archive:", "docker-daemon:", "oci:", "oci-archive:",
+                                           "library:", "oras:", "shub:", "http:", "https:", "instance:", NULL};
+  for (const char *const *t = transports; *t; ++t)
+    if (strncmp(opt_image, *t, strlen(*t)) == 0) return opt_image;
+  const char *hash = strchr(opt_image, '#'), *slash = strchr(opt_image, '/');
+  if (hash && hash != opt_image && (!slash || hash < slash)) {
+    int n = snprintf(buf, size, "docker://%.*s/%s", (int)(hash - opt_image), opt_image, hash + 1);
+    return n > 0 && (size_t)n < size ? buf : opt_image;
+  }
+  if (strpbrk(opt_image, "/#") || strcmp(opt_image, ".") == 0 || strcmp(opt_image, "..") == 0) return opt_image;
+  if (strchr(opt_image, ':')) {
+    int n = snprintf(buf, size, "docker://%s", opt_image);
+    return n > 0 && (size_t)n < size ? buf : opt_image;
+  }
+  if (!image_dir[0]) return opt_image;
+  int n = snprintf(buf, size, "%s/%s", image_dir, opt_image);
+  return n > 0 && (size_t)n < size ? buf : opt_image;
+}

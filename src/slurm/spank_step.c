@@ -1,0 +1,313 @@
+/* The step's container on a node (slurmstepd, once per step): `ctr instance start` run as the
+ * job's user from init_post_opt, its join information taken in user_init; or a named
+ * container of the job's earlier step found through its join file. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "spank_internal.h"
+
+struct step_container join;
+
+/* The node's name, with only characters an instance name may have. */
+void node_name(char *host, size_t size) {
+  if (gethostname(host, size - 1) != 0) snprintf(host, size, "node");
+  host[size - 1] = 0;
+  name_characters(host);
+}
+
+/* The instance name of the step's container (step_instance_name). */
+static int instance_name(spank_t sp, char *name, size_t size) {
+  uint32_t job = 0, step = 0;
+  char host[256] = "";
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
+    return -1;
+  node_name(host, sizeof host);
+  return step_instance_name(name, size, job, step == SLURM_BATCH_SCRIPT ? NULL : &step, opt_name, host);
+}
+
+/* The step's `ctr instance start`, from init_post_opt (begin_container) to user_init
+ * (finish_container): it runs while slurmstepd sets up the step (I/O, the MPI server,
+ * PAM), not after. */
+static struct {
+  int begun;
+  struct ctr_run run;
+} starting;
+
+/* What parse_join_info took, dropped (a join file that did not do), and the step's state. */
+static void reset_join(void) {
+  reset_join_info(&join.info);
+  memset(&join, 0, sizeof join);
+}
+
+/* As the job's user (spawn_as_user's run): the directory `dir` as the kernel names it once
+ * ctr has changed into it, written into `path` (the child shares the plugin's memory). */
+struct resolved_dir {
+  const char *dir;
+  char path[PATH_MAX];
+};
+
+static int resolve_dir(void *arg) {
+  struct resolved_dir *r = arg;
+  if (chdir(r->dir) != 0) return 1;
+  const long n = syscall(SYS_getcwd, r->path, sizeof r->path);
+  return n > 1 && r->path[0] == '/' ? 0 : 1;
+}
+
+/* The absolute path ctr reads for `image` (run in the job's working directory), or "" for
+ * a registry reference (its record names the cached copy). The working directory is
+ * resolved as the user, not as root: a path the user cannot reach would make the plugin an
+ * oracle of what exists there. */
+static void image_as_ctr_reads_it(const struct job_user *user, char **env, const char *image, char *path,
+                                  size_t size) {
+  path[0] = 0;
+  if (strstr(image, "://") || strchr(image, '#')) return;
+  if (image[0] == '/') {
+    snprintf(path, size, "%s", image);
+    return;
+  }
+  struct resolved_dir r = {.dir = job_dir(env)};
+  if (!r.dir) return; /* ctr would run in "/": leave it to ctr */
+  struct as_user a = {.user = user, .out = -1, .err = -1, .run = resolve_dir, .arg = &r};
+  const pid_t child = spawn_as_user(&a);
+  if (child < 0 || wait_child(child, now_ms() + 1000LL * ctr_timeout, ctr_timeout, "resolving the working directory",
+                              0) != 0 || r.path[0] != '/')
+    return; /* the user cannot reach it, and nor would ctr: leave it to ctr */
+  int n = snprintf(path, size, "%s%s%s", r.path, strcmp(r.path, "/") == 0 ? "" : "/", image);
+  if (n < 0 || (size_t)n >= size) path[0] = 0;
+}
+
+/* The user's runtime directory for the plugin's ctr runs: its path into `path` (made when
+ * missing). 0, or -1. */
+static int runtime_dir(const struct job_user *user, char *path, size_t size) {
+  const int fd = open_runtime_dir(RUNTIME_BASE, user->uid, user->gid, 1);
+  if (fd < 0) return -1;
+  close(fd);
+  snprintf(path, size, "%s/%u", RUNTIME_BASE, (unsigned)user->uid);
+  return 0;
+}
+
+/* The user's state directory, where the plugin's ctr runs keep their instances
+ * (STATE/instances/NAME.*), opened, or -1: /run/ctr/UID/ctr (host::chooseStateDir with the
+ * XDG_RUNTIME_DIR start_ctr_as gives). Opened as root: no link followed, owned by the user. */
+int open_state_dir(const struct job_user *user) {
+  const int runtime = open_runtime_dir(RUNTIME_BASE, user->uid, user->gid, 0);
+  if (runtime < 0) return -1;
+  const int state = open_state_dir_in(runtime, user->uid);
+  close(runtime);
+  return state;
+}
+
+/* The join file of the named container `name` (ctr writes it beside the instance's record,
+ * STATE/instances/NAME.join), malloc'd, or NULL. */
+static char *read_join_file(const struct job_user *user, const char *name) {
+  const int state = open_state_dir(user);
+  if (state < 0) return NULL;
+  char *text = read_join_file_in(state, name, user->uid);
+  close(state);
+  return text;
+}
+
+/* A later step of the job on this node joins its named container without running ctr: the
+ * join file, if the keeper it names still runs with the step's image (else ctr decides, as
+ * `instance start --reuse`). `image` NULL: a step that names the container only, which
+ * takes it with whatever image it runs. */
+static int join_named_container(const struct job_user *user, char **env, const char *name, const char *image) {
+  char expected[2 * PATH_MAX] = "";
+  if (image) {
+    image_as_ctr_reads_it(user, env, image, expected, sizeof expected);
+    if (!expected[0]) return -1;
+  }
+  char *text = read_join_file(user, name);
+  if (!text) return -1;
+  const int parsed = parse_join_info(text, &join.info);
+  free(text);
+  if (parsed != 0 || strcmp(join.info.name, name) != 0 || (image && strcmp(join.info.image, expected) != 0) ||
+      start_time(join.info.keeper) != join.info.keeper_start) {
+    reset_join();
+    return -1;
+  }
+  return 0;
+}
+
+
+/* The step's container cannot start: why, for each task to say, and in slurmd's log. */
+__attribute__((format(printf, 1, 2))) static void step_fails(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(join.failed, sizeof join.failed, format, args);
+  va_end(args);
+  slurm_info("%s", join.failed);
+}
+
+/* What begin_container knows of the step, and the command line it runs ctr with. */
+struct step_start {
+  char name[96]; /* the instance's */
+  struct job_user user;
+  char **env;
+  int known; /* user and env read */
+  int named;
+  const char *image; /* image_path's, or NULL: no --container-image */
+  char image_buf[2 * PATH_MAX];
+  char script_bind[4 * PATH_MAX + 8];
+  char *argv[32];
+};
+
+/* A named container of the job's that runs on this node already: joined, or the step
+ * refused (its flag says it must not run yet). 1 when so, or when it must run and does not
+ * (or no image is given to start it); 0: the step starts its container. */
+static int found_named(struct step_start *s) {
+  if (s->known && s->named && join_named_container(&s->user, s->env, s->name, s->image) == 0) {
+    if (opt_name_flag == NAME_CREATE) {
+      const pid_t keeper = join.info.keeper;
+      reset_join();
+      step_fails("ctr: --container-name=%.64s:create: the container already runs on this node (keeper pid %d)",
+                 opt_name, (int)keeper);
+      return 1;
+    }
+    join.active = 1;
+    slurm_info("ctr: %s runs (keeper pid %d): joined through its join file", s->name, (int)join.info.keeper);
+    return 1;
+  }
+  if (s->named && (opt_name_flag == NAME_EXEC || !s->image)) {
+    step_fails("ctr: --container-name=%.64s%s: no container of that name runs on this node for this job%s", opt_name,
+               opt_name_flag == NAME_EXEC ? ":exec" : "",
+               s->image ? "" : ", and no --container-image was given to start one");
+    return 1;
+  }
+  return 0;
+}
+
+/* The batch step's task is the script slurmd wrote to its spool directory: bound in at
+ * its own path (read-only), so that `#SBATCH --container-image` runs it in the container.
+ * Its --bind value into `bind`: 1, or 0 (no script path). */
+static int batch_script_bind(spank_t sp, char *bind, size_t size) {
+  int job_argc = 0;
+  char **job_argv = NULL;
+  if (spank_get_item(sp, S_JOB_ARGV, &job_argc, &job_argv) != ESPANK_SUCCESS || job_argc <= 0 || job_argv[0][0] != '/')
+    return 0;
+  char escaped[PATH_MAX * 2];
+  size_t e = 0;
+  for (const char *c = job_argv[0]; *c && e + 2 < sizeof escaped; ++c) {
+    if (*c == ',' || *c == ':' || *c == '\\') escaped[e++] = '\\';
+    escaped[e++] = *c;
+  }
+  escaped[e] = 0;
+  snprintf(bind, size, "%s:%s:ro", escaped, escaped);
+  return 1;
+}
+
+/* `ctr instance start ... IMAGE NAME` for the step, into s->argv. */
+static void instance_start_argv(spank_t sp, struct step_start *s) {
+  char **argv = s->argv;
+  int n = 0;
+  argv[n++] = ctr_program;
+  argv[n++] = "instance";
+  argv[n++] = "start";
+  argv[n++] = "--no-pid";
+  argv[n++] = "--join-info";
+  argv[n++] = "--no-startscript"; /* the step's tasks are the work, not the image's startscript */
+  /* An unnamed step's container: the ctr started here keeps it itself (no forked keeper;
+   * slurmstepd ends it with the step's other processes, and exit removes its files). A
+   * named one must outlive the step: its keeper is a process of its own. */
+  if (!s->named) argv[n++] = "--stay";
+  if (opt_mounts && *opt_mounts) {
+    argv[n++] = "--bind";
+    argv[n++] = opt_mounts;
+  }
+  if (opt_workdir && *opt_workdir) {
+    argv[n++] = "--pwd";
+    argv[n++] = opt_workdir;
+  }
+  if (opt_no_home) argv[n++] = "--no-home";
+  if (opt_writable) argv[n++] = "--writable-tmpfs";
+  if (s->named && opt_name_flag == NAME_AUTO) argv[n++] = "--reuse"; /* the job's earlier step on this node started it */
+  if (opt_remap_root) argv[n++] = "--fakeroot";
+  uint32_t step = 0;
+  if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_BATCH_SCRIPT &&
+      batch_script_bind(sp, s->script_bind, sizeof s->script_bind)) {
+    argv[n++] = "--bind";
+    argv[n++] = s->script_bind;
+  }
+  /* The step's GPUs (slurmstepd put SLURM_STEP_GPUS, or SLURM_JOB_GPUS for the batch step,
+   * in the job's environment): --nv by default, as --container-nv asks; Slurm's own
+   * CUDA_VISIBLE_DEVICES and device cgroup keep the tasks to those GPUs, as without a
+   * container. */
+  const char *gpus = env_value(s->env, step == SLURM_BATCH_SCRIPT ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS");
+  if (opt_nv || (gpus && *gpus)) argv[n++] = "--nv";
+  if (opt_mpi && *opt_mpi) {
+    argv[n++] = "--mpi";
+    argv[n++] = opt_mpi;
+  }
+  argv[n++] = (char *)s->image;
+  argv[n++] = s->name;
+  argv[n] = NULL;
+}
+
+/* Remote, once per step and node: the step's container starts (or, named, is found). */
+void begin_container(spank_t sp) {
+  starting.begun = 1;
+  const char *why = step_refused(sp);
+  if (why) { /* told by each task, as a container that cannot start */
+    step_fails("%s", why);
+    return;
+  }
+  struct step_start s = {.named = opt_name && *opt_name};
+  if ((!opt_image || !*opt_image) && !s.named) return;
+  if (instance_name(sp, s.name, sizeof s.name) != 0) {
+    snprintf(join.failed, sizeof join.failed, "ctr: cannot read the job and step ids");
+    slurm_error("%s", join.failed);
+    return;
+  }
+  s.known = step_user(sp, &s.user) == 0 && spank_get_item(sp, S_JOB_ENV, &s.env) == ESPANK_SUCCESS;
+  s.image = opt_image && *opt_image ? image_path(s.image_buf, sizeof s.image_buf) : NULL;
+  if (found_named(&s)) return;
+  instance_start_argv(sp, &s);
+  char runtime[PATH_MAX];
+  if (s.known && runtime_dir(&s.user, runtime, sizeof runtime) != 0) {
+    step_fails("ctr: --container-image=%s: no state directory for ctr in %s (slurmd's log says why)", opt_image,
+               RUNTIME_BASE);
+    return;
+  }
+  if (!s.known || start_ctr_as(&s.user, s.env, runtime, s.argv, 0, start_timeout, &starting.run) != 0)
+    step_fails("ctr: --container-image=%s: cannot run ctr as the job's user: %s", opt_image, strerror(errno));
+}
+
+int container_begun(void) {
+  return starting.begun;
+}
+
+/* The started ctr's join information taken (user_init; exit, if the step ended first). */
+void finish_container(void) {
+  if (!starting.run.pid) return;
+  char *out = NULL, err[1024] = "";
+  read_ctr(&starting.run, &out, err, sizeof err);
+  const int parsed = out && parse_join_info(out, &join.info) == 0;
+  int status = 0;
+  if (parsed && join.info.keeper == starting.run.pid) {
+    join.keeper_is_child = 1; /* --stay: ctr closed its output once ready and stays as the keeper */
+    starting.run.pid = 0;
+  } else {
+    status = wait_ctr(&starting.run); /* a forked keeper's (a named container's), or a failure */
+  }
+  free(out);
+  if (!parsed || status != 0) {
+    reset_join();
+    /* Told by each task, which then exits 255: a user_init failure is a launch failure,
+     * after which srun exits 0. */
+    snprintf(join.failed, sizeof join.failed, "ctr: --container-image=%s: %.900s", opt_image,
+             *err ? err : status == 0 ? "ctr printed no join information" : "ctr instance start failed");
+    slurm_info("%s", join.failed);
+    return;
+  }
+  join.active = 1;
+}
