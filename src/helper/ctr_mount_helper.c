@@ -56,6 +56,7 @@
 #define LOCK_TIMEOUT_S 30
 #define LOOP_PREFIX "/dev/loop"
 #define LOOP_FLAGS (LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR)
+#define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) /* an index directory, not a symlink */
 
 __attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...) {
   char msg[1024];
@@ -311,7 +312,7 @@ static int scan_indexes(int root, const char *key, long *mine, long *total, char
   for (struct dirent *u; found < 0 && (u = readdir(users)) != NULL;) {
     char *end;
     unsigned long uid = strtoul(u->d_name, &end, 10);
-    int dir = end == u->d_name || *end != '\0' ? -1 : openat(root, u->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dir = end == u->d_name || *end != '\0' ? -1 : openat(root, u->d_name, DIR_FLAGS);
     DIR *d = dir < 0 ? NULL : fdopendir(dir); /* closedir closes dir */
     if (d == NULL && dir >= 0) close(dir);
     for (struct dirent *e; found < 0 && d != NULL && (e = readdir(d)) != NULL;) {
@@ -334,7 +335,7 @@ static int lock_own_index(int root) {
   char name[32];
   snprintf(name, sizeof name, "%u", (unsigned)real_uid);
   if (mkdirat(root, name, 0700) != 0 && errno != EEXIST) die("mkdir %s/%s: %s", INDEX_DIR, name, strerror(errno));
-  int dir = openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int dir = openat(root, name, DIR_FLAGS);
   if (dir < 0) die("open %s/%s: %s", INDEX_DIR, name, strerror(errno));
   for (int tries = 0; flock(dir, LOCK_EX | LOCK_NB) != 0; tries++) {
     if (errno != EWOULDBLOCK) die("flock %s/%s: %s", INDEX_DIR, name, strerror(errno));
@@ -371,7 +372,7 @@ static int attach_new(const struct checked *c, char dev[32]) {
  * devices total' (best effort across users: their launches do not wait for each other). */
 static int attach_loop(const struct hp_config *cfg, const struct checked *c, char dev[32]) {
   ensure_root_dir(INDEX_DIR, 0700);
-  int root = open(INDEX_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int root = open(INDEX_DIR, DIR_FLAGS);
   if (root < 0) die("open %s: %s", INDEX_DIR, strerror(errno));
   int own = lock_own_index(root);
   char key[128];
