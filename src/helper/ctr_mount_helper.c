@@ -54,9 +54,11 @@
 #define DATA_DIR CTR_HELPER_RUNDIR "/data" /* DATA_DIR/<i>: the i-th --dataset image */
 #define INDEX_DIR CTR_HELPER_RUNDIR "/loop"
 #define LOCK_TIMEOUT_S 30
+#define LOOP_PREFIX "/dev/loop"
+#define LOOP_FLAGS (LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR)
+#define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) /* an index directory, not a symlink */
 
-static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void die(const char *fmt, ...) {
+__attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -70,8 +72,7 @@ static void die(const char *fmt, ...) {
 
 /* Identity of the caller, taken before anything changes it. */
 static uid_t real_uid;
-static gid_t real_gid;
-static gid_t groups[NGROUPS_MAX];
+static gid_t real_gid, groups[NGROUPS_MAX];
 static int n_groups;
 
 /* 0, 1 and 2 must be open before we open anything, or a config/image fd could become the
@@ -110,23 +111,31 @@ static const char *alterable_dir(const char *path, int sticky_ok) {
   return NULL;
 }
 
-static void check_root_dir(const char *path) {
+/* Why a user could alter what `path` names through a directory above it, or NULL: "/" and
+ * every directory down to its parent pass alterable_dir, sticky ones allowed. `why` (the
+ * return value) names the directory. */
+static const char *alterable_parent(char *path, char why[PATH_MAX + 64]) {
+  for (size_t i = 1; path[i] != '\0'; i++) {
+    if (i > 1 && path[i] != '/') continue; /* the parents "/", "/a", "/a/b", ... */
+    const char saved = path[i];
+    path[i] = '\0';
+    const char *problem = alterable_dir(path, 1);
+    if (problem != NULL) snprintf(why, PATH_MAX + 64, "%s is %s", path, problem);
+    path[i] = saved;
+    if (problem != NULL) return why;
+  }
+  return NULL;
+}
+
+static void ensure_root_dir(const char *path, mode_t mode) {
+  if (mkdir(path, mode) != 0 && errno != EEXIST) die("mkdir %s: %s", path, strerror(errno));
   const char *problem = alterable_dir(path, 1);
   if (problem != NULL) die("%s is %s", path, problem);
 }
 
-static void check_dir_chain(const char *file) {
-  char path[PATH_MAX];
-  if (snprintf(path, sizeof path, "%s", file) >= (int)sizeof path) die("path too long: %s", file);
-  for (char *slash = strrchr(path, '/'); slash != NULL; slash = strrchr(path, '/')) {
-    *slash = '\0';
-    check_root_dir(slash == path ? "/" : path);
-  }
-}
-
 static void load_config(struct hp_config *cfg, char *buf, size_t bufsize) {
-  char err[HP_ERR_LEN];
-  check_dir_chain(CTR_SYSCONF_PATH);
+  char err[HP_ERR_LEN], path[] = CTR_SYSCONF_PATH, why[PATH_MAX + 64];
+  if (alterable_parent(path, why) != NULL) die("%s", why);
   int fd = open(CTR_SYSCONF_PATH, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) die("open config %s: %s", CTR_SYSCONF_PATH, strerror(errno));
   struct stat st;
@@ -157,13 +166,21 @@ static void capabilities(int set, struct __user_cap_data_struct caps[2]) {
   if (syscall(set ? SYS_capset : SYS_capget, &hdr, caps) != 0) die_errno(set ? "capset" : "capget");
 }
 
+/* An image file opened as the caller and checked against the policy, not yet attached. */
+struct checked {
+  const char *what, *path;
+  int fd;
+  struct stat st;
+  struct hp_fs fs;
+};
+
 /* The file is opened once, exactly as the caller would open it: their fsuid/fsgid and their
  * own supplementary groups (which setuid leaves untouched), with no effective capability, so
  * that neither DAC override nor CAP_SYS_PTRACE (which guards /proc/PID/{cwd,root,fd}) helps;
  * and /proc magic links are refused outright (openat2 RESOLVE_NO_MAGICLINKS). An unreadable
  * file therefore gives the caller the error their own open(2) would: nothing new is learnt.
  * Everything after this uses the fd, never the path again. */
-static int open_image_as_user(const char *what, const char *path, struct stat *st) {
+static void open_image_as_user(struct checked *c) {
   struct __user_cap_data_struct all[2], none[2];
   capabilities(0, all);
   memcpy(none, all, sizeof none);
@@ -171,29 +188,29 @@ static int open_image_as_user(const char *what, const char *path, struct stat *s
   set_fs_ids(real_uid, real_gid);
   capabilities(1, none);
   struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, .resolve = RESOLVE_NO_MAGICLINKS};
-  int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  c->fd = (int)syscall(SYS_openat2, AT_FDCWD, c->path, &how, sizeof how);
   /* Before Linux 5.6: magic links are then followed with the caller's own rights only. */
-  if (fd < 0 && errno == ENOSYS) fd = open(path, (int)how.flags);
+  if (c->fd < 0 && errno == ENOSYS) c->fd = open(c->path, (int)how.flags);
   int saved = errno;
   capabilities(1, all);
   set_fs_ids(0, 0);
-  if (fd < 0)
-    die("open %s %s as uid %u: %s%s", what, path, (unsigned)real_uid, strerror(saved),
+  if (c->fd < 0)
+    die("open %s %s as uid %u: %s%s", c->what, c->path, (unsigned)real_uid, strerror(saved),
         saved == ELOOP ? " (paths through /proc magic links are refused)" : "");
   /* Before anything else is read from it: on these file systems the owner (and the data) is
    * whatever a user says, so the owner policy below would mean nothing (untrusted_fs.h). */
   struct statfs fs;
-  if (fstatfs(fd, &fs) != 0) die_errno("fstatfs image");
+  if (fstatfs(c->fd, &fs) != 0) die_errno("fstatfs image");
   const char *untrusted = ctr_untrusted_fs_name((unsigned long)fs.f_type);
   if (untrusted != NULL)
     die("%s %s is on a %s file system, whose owner and content users control: refused (copy it to a "
-        "local or site file system)", what, path, untrusted);
-  if (fstat(fd, st) != 0) die_errno("fstat image");
-  if (!S_ISREG(st->st_mode)) die("%s %s is not a regular file", what, path);
+        "local or site file system)", c->what, c->path, untrusted);
+  if (fstat(c->fd, &c->st) != 0) die_errno("fstat image");
+  if (!S_ISREG(c->st.st_mode)) die("%s %s is not a regular file", c->what, c->path);
   /* Another name could lie outside 'setuid image directories' (fs.protected_hardlinks=0, or
    * a root-owned file the user may write): only the name opened is checked. 0: deleted. */
-  if (st->st_nlink != 1) die("%s %s has %ju hard links (1 is allowed): refused", what, path, (uintmax_t)st->st_nlink);
-  return fd;
+  if (c->st.st_nlink != 1)
+    die("%s %s has %ju hard links (1 is allowed): refused", c->what, c->path, (uintmax_t)c->st.st_nlink);
 }
 
 static int owner_allowed(const struct hp_config *cfg, uid_t owner) {
@@ -208,12 +225,12 @@ static int owner_allowed(const struct hp_config *cfg, uid_t owner) {
 }
 
 /* Why a 'setuid image directories' entry allows nothing, or NULL where only root can have
- * made it what it is: / and every directory down to it pass check_root_dir's test (by lstat:
+ * made it what it is: / and every directory down to it pass alterable_parent's test (by lstat:
  * no symlink anywhere, give the real path), and the entry itself is writable by root alone,
  * sticky or not (what others may put in it would be under it). So a user cannot plant the
  * directory, or a symlink, at a name the admin has not created yet, nor swap one above it,
  * and no one but root can change what `dir` (the entry less a trailing '/') names. */
-static const char *untrusted_image_dir(const char *entry, char dir[PATH_MAX], char *why, size_t whylen) {
+static const char *untrusted_image_dir(const char *entry, char dir[PATH_MAX], char why[PATH_MAX + 64]) {
   size_t len = strlen(entry);
   while (len > 1 && entry[len - 1] == '/') len--;
   if (len + 2 > PATH_MAX) return "too long";
@@ -222,54 +239,36 @@ static const char *untrusted_image_dir(const char *entry, char dir[PATH_MAX], ch
   if ((len > 1 && strstr(dir, "//") != NULL) || strstr(dir, "/./") != NULL || strstr(dir, "/../") != NULL)
     return "not a canonical path ('//', '.' or '..' in it)";
   dir[len] = '\0';
-  for (size_t i = 1; i <= len; i++) {
-    if (i > 1 && i < len && dir[i] != '/') continue; /* the prefixes "/", "/a", "/a/b", ... */
-    const char saved = dir[i];
-    dir[i] = '\0';
-    const char *problem = alterable_dir(dir, i < len);
-    if (problem != NULL && i < len) {
-      snprintf(why, whylen, "%s is %s", dir, problem);
-      problem = why;
-    }
-    dir[i] = saved;
-    if (problem != NULL) return problem;
-  }
-  return NULL;
+  const char *problem = alterable_parent(dir, why);
+  return problem != NULL ? problem : alterable_dir(dir, 0);
 }
 
-static void check_policy(const struct hp_config *cfg, int fd, const struct stat *st, const char *what,
-                         const char *path, const struct hp_fs *fs) {
-  if ((cfg->formats & fs->format) == 0)
-    die("%s %s: format %s is not in 'setuid formats'", what, path, fs->format == HP_FORMAT_SIF ? "sif" : "squashfs");
-  if (!owner_allowed(cfg, st->st_uid))
-    die("%s %s: owner uid %u is not in 'setuid image owners'", what, path, (unsigned)st->st_uid);
+static void check_policy(const struct hp_config *cfg, const struct checked *c) {
+  if ((cfg->formats & c->fs.format) == 0)
+    die("%s %s: format %s is not in 'setuid formats'", c->what, c->path,
+        c->fs.format == HP_FORMAT_SIF ? "sif" : "squashfs");
+  if (!owner_allowed(cfg, c->st.st_uid))
+    die("%s %s: owner uid %u is not in 'setuid image owners'", c->what, c->path, (unsigned)c->st.st_uid);
   if (cfg->n_dirs == 0) return;
   /* Where the opened file really is (after symlinks and renames), not what the path said. */
-  char link[64], real[PATH_MAX];
-  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  char link[64], real[PATH_MAX], dir[PATH_MAX], ignored[768] = "", why[PATH_MAX + 64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", c->fd);
   ssize_t n = readlink(link, real, sizeof real - 1);
   if (n < 0 || n >= (ssize_t)sizeof real - 1) die("readlink %s: %s", link, strerror(errno));
   real[n] = '\0';
-  char ignored[768] = "", why[PATH_MAX + 64];
   for (int i = 0; i < cfg->n_dirs; i++) {
-    char dir[PATH_MAX];
-    const char *problem = untrusted_image_dir(cfg->dirs[i], dir, why, sizeof why);
+    const char *problem = untrusted_image_dir(cfg->dirs[i], dir, why);
     if (problem != NULL) { /* the admin learns why from the user's message */
       const size_t used = strlen(ignored);
       snprintf(ignored + used, sizeof ignored - used, "%s%.200s allows nothing: %.200s", used ? "; " : " (",
                cfg->dirs[i], problem);
       continue;
     }
-    size_t len = strlen(dir);
-    if (strcmp(dir, "/") == 0) return;
-    if (strncmp(real, dir, len) == 0 && real[len] == '/') return;
+    const size_t len = strlen(dir);
+    if (len == 1 || (strncmp(real, dir, len) == 0 && real[len] == '/')) return; /* len 1: "/" */
   }
-  die("%s %s (%s) is not under any 'setuid image directories'%s%s", what, path, real, ignored, ignored[0] ? ")" : "");
-}
-
-static void ensure_root_dir(const char *path, mode_t mode) {
-  if (mkdir(path, mode) != 0 && errno != EEXIST) die("mkdir %s: %s", path, strerror(errno));
-  check_root_dir(path);
+  die("%s %s (%s) is not under any 'setuid image directories'%s%s", c->what, c->path, real, ignored,
+      ignored[0] ? ")" : "");
 }
 
 /* Loop devices record who attached them (lo_file_name), so an index entry left from a device
@@ -281,21 +280,18 @@ static void format_key(char key[128], uint64_t dev, uint64_t ino, uint64_t off, 
   snprintf(key, 128, "%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64, dev, ino, off, size);
 }
 
-/* An fd on the loop device an entry of `owner`'s index names, and its number in *nr, if it is
+/* An fd on the loop device an entry of `owner`'s index names, and its path in dev, if it is
  * still attached read-only, autoclear, by a launch of `owner`, to the file range the entry's
  * name says; -1 (and nothing open) otherwise. */
-static int open_entry(int dir, const char *name, uid_t owner, int *nr) {
-  char target[32], path[64], key[128], tag[LO_NAME_SIZE];
-  ssize_t len = readlinkat(dir, name, target, sizeof target - 1);
-  if (len <= 0) return -1;
-  target[len] = '\0';
-  if (sscanf(target, "%d", nr) != 1 || *nr < 0) return -1;
-  snprintf(path, sizeof path, "/dev/loop%d", *nr);
+static int open_entry(int dir, const char *name, uid_t owner, char dev[32]) {
+  char target[32] = "", key[128], tag[LO_NAME_SIZE];
+  int nr = -1;
+  if (readlinkat(dir, name, target, sizeof target - 1) <= 0 || sscanf(target, "%d", &nr) != 1 || nr < 0) return -1;
+  snprintf(dev, 32, LOOP_PREFIX "%d", nr);
   snprintf(tag, sizeof tag, OWNER_TAG, (unsigned)owner);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(dev, O_RDONLY | O_CLOEXEC);
   struct loop_info64 info;
-  const uint32_t flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
-  if (fd >= 0 && ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && (info.lo_flags & flags) == flags &&
+  if (fd >= 0 && ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && (info.lo_flags & LOOP_FLAGS) == LOOP_FLAGS &&
       strncmp((const char *)info.lo_file_name, tag, LO_NAME_SIZE) == 0) {
     format_key(key, info.lo_device, info.lo_inode, info.lo_offset, info.lo_sizelimit);
     if (strcmp(key, name) == 0) return fd;
@@ -309,18 +305,18 @@ static int open_entry(int dir, const char *name, uid_t owner, int *nr) {
  * (their own launches clean them). Returns an fd on a live device another user attached for
  * `key`: shared, so every user's ranks share one superblock and page cache, and charged to
  * whoever attached it. Bounded by the quotas: no index holds more than its user's quota. */
-static int scan_indexes(int root, const char *key, long *mine, long *total, int *nr) {
+static int scan_indexes(int root, const char *key, long *mine, long *total, char dev[32]) {
   int rfd = dup(root), found = -1;
   DIR *users = rfd < 0 ? NULL : fdopendir(rfd);
   if (users == NULL) die_errno("read " INDEX_DIR);
   for (struct dirent *u; found < 0 && (u = readdir(users)) != NULL;) {
     char *end;
     unsigned long uid = strtoul(u->d_name, &end, 10);
-    int dir = end == u->d_name || *end != '\0' ? -1 : openat(root, u->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dir = end == u->d_name || *end != '\0' ? -1 : openat(root, u->d_name, DIR_FLAGS);
     DIR *d = dir < 0 ? NULL : fdopendir(dir); /* closedir closes dir */
     if (d == NULL && dir >= 0) close(dir);
     for (struct dirent *e; found < 0 && d != NULL && (e = readdir(d)) != NULL;) {
-      int fd = e->d_name[0] == '.' ? -2 : open_entry(dir, e->d_name, (uid_t)uid, nr);
+      int fd = e->d_name[0] == '.' ? -2 : open_entry(dir, e->d_name, (uid_t)uid, dev);
       if (fd >= 0 && uid != real_uid && strcmp(e->d_name, key) == 0) found = fd;
       else if (fd >= 0) close(fd), ++*total, *mine += uid == real_uid;
       else if (fd == -1 && uid == real_uid && unlinkat(dir, e->d_name, 0) != 0 && errno != ENOENT)
@@ -339,7 +335,7 @@ static int lock_own_index(int root) {
   char name[32];
   snprintf(name, sizeof name, "%u", (unsigned)real_uid);
   if (mkdirat(root, name, 0700) != 0 && errno != EEXIST) die("mkdir %s/%s: %s", INDEX_DIR, name, strerror(errno));
-  int dir = openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int dir = openat(root, name, DIR_FLAGS);
   if (dir < 0) die("open %s/%s: %s", INDEX_DIR, name, strerror(errno));
   for (int tries = 0; flock(dir, LOCK_EX | LOCK_NB) != 0; tries++) {
     if (errno != EWOULDBLOCK) die("flock %s/%s: %s", INDEX_DIR, name, strerror(errno));
@@ -351,82 +347,66 @@ static int lock_own_index(int root) {
 }
 
 /* A new read-only autoclear loop device showing [offset, offset+size) of the image. */
-static int attach_new(int image_fd, const struct hp_fs *fs, int *nr) {
+static int attach_new(const struct checked *c, char dev[32]) {
+  struct loop_config lc = {.fd = (uint32_t)c->fd,
+                           .info = {.lo_offset = c->fs.offset, .lo_sizelimit = c->fs.size, .lo_flags = LOOP_FLAGS}};
+  snprintf((char *)lc.info.lo_file_name, LO_NAME_SIZE, OWNER_TAG, (unsigned)real_uid);
   int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
   if (ctl < 0) die_errno("open /dev/loop-control");
   for (int attempt = 0;; attempt++) {
-    *nr = ioctl(ctl, LOOP_CTL_GET_FREE);
-    if (*nr < 0) die_errno("LOOP_CTL_GET_FREE");
-    char path[64];
-    snprintf(path, sizeof path, "/dev/loop%d", *nr);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) die("open %s: %s", path, strerror(errno));
-    struct loop_config lc = {.fd = (uint32_t)image_fd,
-                             .info = {.lo_offset = fs->offset, .lo_sizelimit = fs->size,
-                                      .lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR}};
-    snprintf((char *)lc.info.lo_file_name, LO_NAME_SIZE, OWNER_TAG, (unsigned)real_uid);
+    const int nr = ioctl(ctl, LOOP_CTL_GET_FREE);
+    if (nr < 0) die_errno("LOOP_CTL_GET_FREE");
+    snprintf(dev, 32, LOOP_PREFIX "%d", nr);
+    int fd = open(dev, O_RDWR | O_CLOEXEC);
+    if (fd < 0) die("open %s: %s", dev, strerror(errno));
     if (ioctl(fd, LOOP_CONFIGURE, &lc) == 0) return close(ctl), fd;
     /* Another process (ours or not) took the free device between the two calls. */
-    if (errno != EBUSY || attempt >= 16) die("LOOP_CONFIGURE %s: %s", path, strerror(errno));
+    if (errno != EBUSY || attempt >= 16) die("LOOP_CONFIGURE %s: %s", dev, strerror(errno));
     close(fd);
   }
 }
 
-/* Returns an fd on a loop device showing the image's filesystem, and its number. Reuses a
+/* Returns an fd on a loop device showing the image's filesystem, and its path. Reuses a
  * device a launch of this or another user attached for the same file range; otherwise
  * attaches one if the caller is under 'max loop devices' and all users under 'max loop
  * devices total' (best effort across users: their launches do not wait for each other). */
-static int attach_loop(const struct hp_config *cfg, int image_fd, const struct stat *st,
-                       const struct hp_fs *fs, int *nr) {
+static int attach_loop(const struct hp_config *cfg, const struct checked *c, char dev[32]) {
   ensure_root_dir(INDEX_DIR, 0700);
-  int root = open(INDEX_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int root = open(INDEX_DIR, DIR_FLAGS);
   if (root < 0) die("open %s: %s", INDEX_DIR, strerror(errno));
   int own = lock_own_index(root);
   char key[128];
-  format_key(key, (uint64_t)st->st_dev, (uint64_t)st->st_ino, fs->offset, fs->size);
+  format_key(key, (uint64_t)c->st.st_dev, (uint64_t)c->st.st_ino, c->fs.offset, c->fs.size);
   long mine = 0, total = 0;
-  int fd = open_entry(own, key, real_uid, nr);
-  if (fd < 0) fd = scan_indexes(root, key, &mine, &total, nr);
+  int fd = open_entry(own, key, real_uid, dev);
+  if (fd < 0) fd = scan_indexes(root, key, &mine, &total, dev);
   if (fd < 0) {
     if (mine >= cfg->max_loop_devices)
       die("'max loop devices = %ld' (per user) reached: you have %ld attached", cfg->max_loop_devices, mine);
     if (total >= cfg->max_loop_devices_total)
       die("'max loop devices total = %ld' reached (%ld attached by ctr)", cfg->max_loop_devices_total, total);
-    fd = attach_new(image_fd, fs, nr);
-    char target[32];
-    snprintf(target, sizeof target, "%d", *nr);
-    if (symlinkat(target, own, key) != 0) die("symlink index entry: %s", strerror(errno));
+    fd = attach_new(c, dev);
+    if (symlinkat(dev + strlen(LOOP_PREFIX), own, key) != 0) die("symlink index entry: %s", strerror(errno));
   }
   close(own); /* unlocks: the fd we hold keeps the device attached */
   close(root);
   return fd;
 }
 
-/* An image file opened as the caller and checked against the policy, not yet attached. */
-struct checked {
-  const char *what, *path;
-  int fd;
-  struct stat st;
-  struct hp_fs fs;
-};
-
 static void check_image(const struct hp_config *cfg, struct checked *c, const char *what, const char *path) {
   char err[HP_ERR_LEN];
-  c->what = what;
-  c->path = path;
-  c->fd = open_image_as_user(what, path, &c->st);
+  *c = (struct checked){.what = what, .path = path};
+  open_image_as_user(c);
   if (hp_locate_fs(pread_all, &c->fd, (uint64_t)c->st.st_size, &c->fs, err, sizeof err) != 0)
     die("%s %s: %s", what, path, err);
-  check_policy(cfg, c->fd, &c->st, what, path, &c->fs);
+  check_policy(cfg, c);
 }
 
 /* Attaches (or reuses) the image's loop device and mounts its squashfs read-only at
  * mount_point, in this process's private mount namespace. */
-static void mount_image(const struct hp_config *cfg, struct checked *c, const char *mount_point) {
-  int loop_nr = -1;
-  int loop_fd = attach_loop(cfg, c->fd, &c->st, &c->fs, &loop_nr);
-  char dev[64];
-  snprintf(dev, sizeof dev, "/dev/loop%d", loop_nr);
+static void mount_image(const struct hp_config *cfg, const struct checked *c, const char *mount_point) {
+  char dev[32];
+  const int loop_fd = attach_loop(cfg, c, dev);
   if (mount(dev, mount_point, "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0)
     die("mount %s (squashfs, %s %s) on %s: %s", dev, c->what, c->path, mount_point, strerror(errno));
   /* The mount now holds the device; autoclear detaches it when the last mount is gone. */
@@ -496,7 +476,6 @@ int main(int argc, char **argv) {
   /* Every file is opened and checked before anything is attached or mounted: a refused
    * dataset costs no loop device. */
   struct checked images[1 + HP_MAX_DATASETS];
-  const int n_images = 1 + args.n_datasets;
   check_image(&cfg, &images[0], "image", args.image);
   for (int i = 0; i < args.n_datasets; i++) check_image(&cfg, &images[1 + i], "dataset image", args.datasets[i].path);
 
@@ -507,31 +486,25 @@ int main(int argc, char **argv) {
    * away with the last process in this namespace. mount_namespaces(7). */
   if (unshare(CLONE_NEWNS) != 0) die_errno("unshare(CLONE_NEWNS)");
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die_errno("make / private");
-  /* The holder's own arguments, then where each dataset is: DATA_DIR/<i> in this namespace. */
+  char *holder_argv[HP_MAX_ARGS + 8 + 2 * HP_MAX_DATASETS] = {(char *)CTR_BIN_PATH, (char *)"__holder",
+                                                              (char *)"--premounted", (char *)MOUNT_POINT};
+  int n = 4;
+  mount_image(&cfg, &images[0], MOUNT_POINT);
+  /* Each dataset at DATA_DIR/<i> in this namespace; the holder is told "KEY:DATA_DIR/<i>". */
   static char dataset_args[HP_MAX_DATASETS][HP_KEY_LEN + sizeof DATA_DIR + 16];
-  for (int i = 0; i < n_images; i++) {
-    char mount_point[sizeof DATA_DIR + 16];
-    if (i == 0) {
-      snprintf(mount_point, sizeof mount_point, "%s", MOUNT_POINT);
-    } else {
-      snprintf(mount_point, sizeof mount_point, "%s/%d", DATA_DIR, i - 1);
-      ensure_root_dir(mount_point, 0755);
-      snprintf(dataset_args[i - 1], sizeof dataset_args[i - 1], "%s:%s", args.datasets[i - 1].key, mount_point);
-    }
-    mount_image(&cfg, &images[i], mount_point);
+  for (int i = 0; i < args.n_datasets; i++) {
+    snprintf(dataset_args[i], sizeof dataset_args[i], "%s:%s/%d", args.datasets[i].key, DATA_DIR, i);
+    const char *mount_point = dataset_args[i] + HP_KEY_LEN + 1;
+    ensure_root_dir(mount_point, 0755);
+    mount_image(&cfg, &images[1 + i], mount_point);
+    holder_argv[n++] = (char *)"--premounted-dataset";
+    holder_argv[n++] = dataset_args[i];
   }
 
   drop_privileges();
   umask(saved_umask);
   if (sigprocmask(SIG_SETMASK, &saved_mask, NULL) != 0) die_errno("sigprocmask restore");
-
-  char *holder_argv[HP_MAX_ARGS + 8 + 2 * HP_MAX_DATASETS] = {(char *)CTR_BIN_PATH, (char *)"__holder",
-                                                              (char *)"--premounted", (char *)MOUNT_POINT};
-  int n = 4;
-  for (int i = 0; i < args.n_datasets; i++) {
-    holder_argv[n++] = (char *)"--premounted-dataset";
-    holder_argv[n++] = dataset_args[i];
-  }
+  /* Then the holder's own arguments. */
   memcpy(holder_argv + n, args.holder_args, (size_t)args.n_holder_args * sizeof(char *));
   char *envp[] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
   execve(CTR_BIN_PATH, holder_argv, envp);

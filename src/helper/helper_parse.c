@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);
@@ -29,12 +28,10 @@ int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, s
     if (i + 1 >= argc) return fail(err, errlen, "--dataset needs KEY:FILE");
     if (out->n_datasets == HP_MAX_DATASETS) return fail(err, errlen, "more than %d --dataset images", HP_MAX_DATASETS);
     const char *spec = argv[i + 1];
-    const size_t hex = strspn(spec, "0123456789abcdef");
-    if (hex != HP_KEY_LEN || spec[HP_KEY_LEN] != ':' || spec[HP_KEY_LEN + 1] != '/')
+    if (strspn(spec, "0123456789abcdef") != HP_KEY_LEN || spec[HP_KEY_LEN] != ':' || spec[HP_KEY_LEN + 1] != '/')
       return fail(err, errlen, "bad --dataset '%.64s': expected KEY:FILE (16 hex digits, an absolute path)", spec);
     struct hp_dataset *d = &out->datasets[out->n_datasets++];
-    memcpy(d->key, spec, HP_KEY_LEN);
-    d->key[HP_KEY_LEN] = '\0';
+    snprintf(d->key, sizeof d->key, "%.*s", HP_KEY_LEN, spec);
     d->path = spec + HP_KEY_LEN + 1;
   }
   if (i >= argc) return fail(err, errlen, "no image after the --dataset images");
@@ -76,8 +73,12 @@ static int split_list(char *value, const char **items, int *n, int lineno, char 
   return 0;
 }
 
-static int parse_line(char *key, char *value, int lineno, struct hp_config *cfg, char *err,
-                      size_t errlen) {
+static int parse_line(char *key, char *value, int lineno, struct hp_config *cfg, char *err, size_t errlen) {
+  /* ctr validates the values of its other keys; an unknown key is refused as ctr refuses it,
+   * or a misspelt helper key would silently leave its default ("anywhere"). */
+  int known = 0;
+  for (const char *const *k = hp_ctr_keys; *k != NULL && !known; k++) known = strcmp(key, *k) == 0;
+  if (!known) return fail(err, errlen, "line %d: unknown key '%.64s'", lineno, key);
   if (strcmp(key, "allow setuid") == 0) {
     int yes = strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 || strcmp(value, "1") == 0;
     if (!yes && strcmp(value, "no") != 0 && strcmp(value, "false") != 0 && strcmp(value, "0") != 0)
@@ -107,12 +108,6 @@ static int parse_line(char *key, char *value, int lineno, struct hp_config *cfg,
     if (end == value || *end != '\0' || n < 1 || n > (1L << 20))
       return fail(err, errlen, "line %d: %s: expected 1 to 1048576", lineno, key);
     *(strcmp(key, "max loop devices") == 0 ? &cfg->max_loop_devices : &cfg->max_loop_devices_total) = n;
-  } else {
-    /* ctr validates the values of its other keys; an unknown key is refused as ctr refuses it,
-     * or a misspelt helper key would silently leave its default ("anywhere"). */
-    int known = 0;
-    for (const char *const *k = hp_ctr_keys; *k != NULL && !known; k++) known = strcmp(key, *k) == 0;
-    if (!known) return fail(err, errlen, "line %d: unknown key '%.64s'", lineno, key);
   }
   return 0;
 }
@@ -122,9 +117,8 @@ int hp_parse_config(char *text, size_t len, struct hp_config *cfg, char *err, si
                             .max_loop_devices = 64, .max_loop_devices_total = 256};
   if (len > HP_MAX_CONFIG) return fail(err, errlen, "larger than %d bytes", HP_MAX_CONFIG);
   if (memchr(text, '\0', len) != NULL) return fail(err, errlen, "contains a NUL byte");
-  int lineno = 0;
-  for (char *line; (line = strsep(&text, "\n")) != NULL;) {
-    lineno++;
+  char *line;
+  for (int lineno = 1; (line = strsep(&text, "\n")) != NULL; lineno++) {
     char *s = trim(strsep(&line, "#")); /* what precedes a comment */
     if (*s == '\0') continue;
     char *eq = strchr(s, '=');
@@ -145,8 +139,7 @@ static uint64_t le64(const unsigned char *p) { return (uint64_t)le32(p) | (uint6
 
 /* The squashfs superblock at `off` must say "hsqs", version 4, and bytes_used must fit in
  * `size` (the kernel reads up to bytes_used; the loop sizelimit stops it at `size` anyway). */
-static int check_squashfs(hp_read_fn read, void *ctx, uint64_t off, uint64_t size, char *err,
-                          size_t errlen) {
+static int check_squashfs(hp_read_fn read, void *ctx, uint64_t off, uint64_t size, char *err, size_t errlen) {
   unsigned char sb[SQUASHFS_SUPERBLOCK];
   if (size < SQUASHFS_SUPERBLOCK) return fail(err, errlen, "squashfs partition is too small");
   if (read(ctx, sb, sizeof sb, off) != 0) return fail(err, errlen, "cannot read squashfs superblock");
@@ -191,22 +184,20 @@ static int locate_sif(hp_read_fn read, void *ctx, uint64_t file_size, const unsi
                   (unsigned long long)off, (unsigned long long)size, (unsigned long long)file_size);
     *out = (struct hp_fs){.format = HP_FORMAT_SIF, .offset = off, .size = size};
   }
-  if (found == 0) return fail(err, errlen, "SIF has no primary system partition");
-  return check_squashfs(read, ctx, out->offset, out->size, err, errlen);
+  return found == 0 ? fail(err, errlen, "SIF has no primary system partition") : 0;
 }
 
-int hp_locate_fs(hp_read_fn read, void *ctx, uint64_t file_size, struct hp_fs *out, char *err,
-                 size_t errlen) {
+int hp_locate_fs(hp_read_fn read, void *ctx, uint64_t file_size, struct hp_fs *out, char *err, size_t errlen) {
   unsigned char hdr[SIF_HEADER];
   memset(out, 0, sizeof *out);
   if (file_size < SQUASHFS_SUPERBLOCK) return fail(err, errlen, "too small to be an image");
   size_t want = file_size < SIF_HEADER ? (size_t)file_size : SIF_HEADER;
   if (read(ctx, hdr, want, 0) != 0) return fail(err, errlen, "cannot read the image header");
-  if (memcmp(hdr, "hsqs", 4) == 0) {
+  if (memcmp(hdr, "hsqs", 4) == 0)
     *out = (struct hp_fs){.format = HP_FORMAT_SQUASHFS, .offset = 0, .size = file_size};
-    return check_squashfs(read, ctx, 0, file_size, err, errlen);
-  }
-  if (want == SIF_HEADER && memcmp(hdr + 32, "SIF_MAGIC\0", 10) == 0)
-    return locate_sif(read, ctx, file_size, hdr, out, err, errlen);
-  return fail(err, errlen, "neither a SIF nor a squashfs image");
+  else if (want != SIF_HEADER || memcmp(hdr + 32, "SIF_MAGIC\0", 10) != 0)
+    return fail(err, errlen, "neither a SIF nor a squashfs image");
+  else if (locate_sif(read, ctx, file_size, hdr, out, err, errlen) != 0)
+    return -1;
+  return check_squashfs(read, ctx, out->offset, out->size, err, errlen);
 }

@@ -1,0 +1,16 @@
+#!/bin/bash
+# Issue 52: the setuid helper stays small enough to audit in one sitting: its two C files
+# (ctr_mount_helper.c, the privileged program, and helper_parse.c, its pure parsing) hold at
+# most 500 code lines together. A code line is a non-blank line once comments are removed,
+# as gcc's preprocessor leaves it (-fpreprocessed: no macro or #include is expanded).
+. "$(dirname "$0")/lib.sh"
+
+limit=500
+command -v gcc >/dev/null || skip "gcc is missing: no way to strip the comments as the count is defined"
+code_lines() { gcc -fpreprocessed -dD -E -P "$CTR_SOURCE_DIR/src/helper/$1" | grep -cv '^\s*$'; }
+helper=$(code_lines ctr_mount_helper.c)
+parse=$(code_lines helper_parse.c)
+note "ctr_mount_helper.c: $helper code lines, helper_parse.c: $parse, together $((helper + parse)) (limit $limit)"
+[ $((helper + parse)) -le "$limit" ] ||
+  fail "the setuid helper has $((helper + parse)) code lines (ctr_mount_helper.c $helper + helper_parse.c $parse), over $limit"
+echo "PASS: $TEST_NAME"
