@@ -68,6 +68,28 @@ std::uint32_t parseLingerMs(const std::string& value) {
   return static_cast<std::uint32_t>(seconds * 1000 + 0.5);
 }
 
+// One of `choices` by its name; else "expected A, B or C, got 'V'".
+template <typename T>
+T parseChoice(const std::string& value, std::initializer_list<std::pair<std::string_view, T>> choices) {
+  std::string names;
+  std::size_t i = 0;
+  for (const auto& [name, result] : choices) {
+    if (value == name) return result;
+    if (i > 0) names += i + 1 == choices.size() ? " or " : ", ";
+    names += name;
+    ++i;
+  }
+  throw Error("expected " + names + ", got '" + value + "'");
+}
+
+// Sonames or absolute paths ('mpi library', 'mpi dependency').
+std::vector<std::string> parseLibraries(const std::string& value) {
+  auto libraries = parseList(value);
+  for (const auto& l : libraries)
+    if (l.find('/') != std::string::npos && l[0] != '/') throw Error("'" + l + "' is neither a soname nor an absolute path");
+  return libraries;
+}
+
 using Setter = std::function<void(Policy&, const std::string&)>;
 
 const std::map<std::string, Setter, std::less<>>& setters() {
@@ -79,17 +101,14 @@ const std::map<std::string, Setter, std::less<>>& setters() {
        [](Policy& p, const std::string& v) { p.allowUserBinds = parseBool(v); }},
       {"image driver",
        [](Policy& p, const std::string& v) {
-         if (v == "auto") p.imageDriver = ImageDriver::Auto;
-         else if (v == "setuid") p.imageDriver = ImageDriver::Setuid;
-         else if (v == "squashfuse") p.imageDriver = ImageDriver::Squashfuse;
-         else throw Error("expected auto, setuid or squashfuse, got '" + v + "'");
+         p.imageDriver = parseChoice<ImageDriver>(
+             v, {{"auto", ImageDriver::Auto}, {"setuid", ImageDriver::Setuid}, {"squashfuse", ImageDriver::Squashfuse}});
        }},
       {"squashfs server",
        [](Policy& p, const std::string& v) {
-         if (v == "auto") p.squashfsServer = SquashfsServer::Auto;
-         else if (v == "ctr-squashfs") p.squashfsServer = SquashfsServer::CtrSquashfs;
-         else if (v == "squashfuse") p.squashfsServer = SquashfsServer::Squashfuse;
-         else throw Error("expected auto, ctr-squashfs or squashfuse, got '" + v + "'");
+         p.squashfsServer = parseChoice<SquashfsServer>(v, {{"auto", SquashfsServer::Auto},
+                                                            {"ctr-squashfs", SquashfsServer::CtrSquashfs},
+                                                            {"squashfuse", SquashfsServer::Squashfuse}});
        }},
       {"stage dir",
        [](Policy& p, const std::string& v) {
@@ -99,10 +118,8 @@ const std::map<std::string, Setter, std::less<>>& setters() {
        }},
       {"stage images",
        [](Policy& p, const std::string& v) {
-         if (v == "never") p.stageImages = StageImages::Never;
-         else if (v == "auto") p.stageImages = StageImages::Auto;
-         else if (v == "always") p.stageImages = StageImages::Always;
-         else throw Error("expected never, auto or always, got '" + v + "'");
+         p.stageImages = parseChoice<StageImages>(
+             v, {{"never", StageImages::Never}, {"auto", StageImages::Auto}, {"always", StageImages::Always}});
        }},
       {"stage max size", [](Policy& p, const std::string& v) { p.stageMaxBytes = limits::parseSize(v, "size"); }},
       {"setuid image directories",
@@ -140,39 +157,25 @@ const std::map<std::string, Setter, std::less<>>& setters() {
       {"cdi spec dirs", [](Policy& p, const std::string& v) { p.cdiSpecDirs = parseAbsolutePaths(v); }},
       {"missing gpu driver",
        [](Policy& p, const std::string& v) {
-         if (v == "error") p.missingGpuDriverIsError = true;
-         else if (v == "warn") p.missingGpuDriverIsError = false;
-         else throw Error("expected error or warn, got '" + v + "'");
+         p.missingGpuDriverIsError = parseChoice<bool>(v, {{"error", true}, {"warn", false}});
        }},
       {"mpi library",
        [](Policy& p, const std::string& v) {
-         for (auto& l : parseList(v)) {
-           if (l.find('/') != std::string::npos && l[0] != '/') throw Error("'" + l + "' is neither a soname nor an absolute path");
-           p.mpiLibraries.push_back(l);
-         }
+         for (auto& l : parseLibraries(v)) p.mpiLibraries.push_back(l);
        }},
       {"mpi dependency",
        [](Policy& p, const std::string& v) {
-         for (auto& l : parseList(v)) {
-           if (l.find('/') != std::string::npos && l[0] != '/') throw Error("'" + l + "' is neither a soname nor an absolute path");
-           p.mpiDependencies.push_back(l);
-         }
+         for (auto& l : parseLibraries(v)) p.mpiDependencies.push_back(l);
        }},
       {"mpi path",
        [](Policy& p, const std::string& v) {
          for (auto& path : parseAbsolutePaths(v)) p.mpiPaths.push_back(path);
        }},
       {"mpi abi check",
-       [](Policy& p, const std::string& v) {
-         if (v == "strict") p.mpiAbiStrict = true;
-         else if (v == "relaxed") p.mpiAbiStrict = false;
-         else throw Error("expected strict or relaxed, got '" + v + "'");
-       }},
+       [](Policy& p, const std::string& v) { p.mpiAbiStrict = parseChoice<bool>(v, {{"strict", true}, {"relaxed", false}}); }},
       {"root kernel interfaces",
        [](Policy& p, const std::string& v) {
-         if (v == "read-only") p.rootKernelInterfacesReadOnly = true;
-         else if (v == "writable") p.rootKernelInterfacesReadOnly = false;
-         else throw Error("expected read-only or writable, got '" + v + "'");
+         p.rootKernelInterfacesReadOnly = parseChoice<bool>(v, {{"read-only", true}, {"writable", false}});
        }},
       {"nvidia library list", [](Policy& p, const std::string& v) { p.nvidiaLibraryList = parseOptionalPath(v); }},
       {"rdma with contain", [](Policy& p, const std::string& v) { p.rdmaWithContain = parseBool(v); }},
@@ -203,6 +206,12 @@ const std::map<std::string, Setter, std::less<>>& setters() {
 }
 
 }  // namespace
+
+std::vector<std::string> knownKeys() {
+  std::vector<std::string> keys;
+  for (const auto& [key, setter] : setters()) keys.push_back(key);
+  return keys;
+}
 
 Policy parsePolicy(std::string_view text, const std::string& fileName) {
   Policy policy;

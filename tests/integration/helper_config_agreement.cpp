@@ -4,9 +4,9 @@
 // that ctr refuses but the helper skipped meant "anywhere"). A test program, never
 // installed; tests/integration/test_hardening_helper_config.sh runs it.
 //
-//   helper-config-agreement POLICY_CPP SHIPPED_CONF [INPUTS]
+//   helper-config-agreement SHIPPED_CONF [INPUTS]
 //
-// POLICY_CPP gives ctr's keys (its setters() table), SHIPPED_CONF (etc/ctr.conf) examples of
+// ctr's keys are config::knownKeys() (its setter table), SHIPPED_CONF (etc/ctr.conf) examples of
 // their values. INPUTS files (default 23000) are made from those lines, mutated keys and
 // values, comments and broken lines, by a seeded generator ($CTR_AGREEMENT_SEED). For each:
 //  - what ctr accepts, the helper accepts;
@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -54,14 +53,6 @@ std::string readFile(const char* path) {
   return s.str();
 }
 
-// The keys of ctr's setters() table: its entries are the only `{"...",` in policy.cpp.
-std::vector<std::string> ctrKeys(const std::string& source) {
-  std::vector<std::string> keys;
-  static const std::regex entry(R"re(\{"([^"]+)",)re");
-  for (auto it = std::sregex_iterator(source.begin(), source.end(), entry); it != std::sregex_iterator(); ++it)
-    keys.push_back((*it)[1]);
-  return keys;
-}
 
 struct HelperResult {
   bool ok = false;
@@ -210,20 +201,15 @@ class Generator {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: helper-config-agreement POLICY_CPP SHIPPED_CONF [INPUTS]\n");
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: helper-config-agreement SHIPPED_CONF [INPUTS]\n");
     return 2;
   }
-  const std::vector<std::string> keys = ctrKeys(readFile(argv[1]));
-  const std::string shipped = readFile(argv[2]);
-  const long inputs = argc > 3 ? std::atol(argv[3]) : 23000;
+  const std::vector<std::string> keys = ctr::config::knownKeys();
+  const std::string shipped = readFile(argv[1]);
+  const long inputs = argc > 2 ? std::atol(argv[2]) : 23000;
   const char* seedEnv = std::getenv("CTR_AGREEMENT_SEED");
   const unsigned seed = seedEnv ? static_cast<unsigned>(std::strtoul(seedEnv, nullptr, 10)) : 51;
-  if (keys.size() < 30) {
-    std::fprintf(stderr, "helper-config-agreement: found only %zu keys in %s (has its table changed form?)\n",
-                 keys.size(), argv[1]);
-    return 2;
-  }
   std::set<std::string, std::less<>> ctrOnly;
   for (const auto& k : keys)
     if (kHelperKeys.count(k) == 0) ctrOnly.insert(k);

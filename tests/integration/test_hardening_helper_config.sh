@@ -15,7 +15,7 @@ CTR_HELPER_SOURCE_ONLY=1 . "$(dirname "${BASH_SOURCE[0]}")/test_helper_security.
 note "TheTwoConfigParsersAgree (helper-config-agreement)"
 agree=${CTR_BUILD_DIR:-}/bin/helper-config-agreement
 [ -x "$agree" ] || fail "$agree is missing: build the target helper-config-agreement"
-out=$("$agree" "$CTR_SOURCE_DIR/src/config/policy.cpp" "$CTR_SOURCE_DIR/etc/ctr.conf" 23000) ||
+out=$("$agree" "$CTR_SOURCE_DIR/etc/ctr.conf" 23000) ||
   fail "the helper's and ctr's ctr.conf parsers disagree: $out"
 note "$out"
 

@@ -167,3 +167,24 @@ TEST(ConfigPolicy, PullLimitMessagesNameTheFileInUse) {
   EXPECT_EQ(ctr::config::loadPolicy(CTR_SOURCE_DIR "/etc/ctr.conf").pull.configFile, CTR_SOURCE_DIR "/etc/ctr.conf");
   EXPECT_EQ(ctr::config::loadPolicy("/nonexistent/ctr.conf").pull.configFile, "/nonexistent/ctr.conf");
 }
+
+TEST(ConfigPolicy, AChoiceKeyNamesEveryChoiceItTakes) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"image driver = fast", "expected auto, setuid or squashfuse, got 'fast'"},
+      {"squashfs server = fuse", "expected auto, ctr-squashfs or squashfuse, got 'fuse'"},
+      {"stage images = sometimes", "expected never, auto or always, got 'sometimes'"},
+      {"missing gpu driver = ignore", "expected error or warn, got 'ignore'"},
+      {"mpi abi check = loose", "expected strict or relaxed, got 'loose'"},
+      {"root kernel interfaces = rw", "expected read-only or writable, got 'rw'"},
+  };
+  for (const auto& [line, message] : cases) {
+    try {
+      parsePolicy(std::string(line) + "\n", "ctr.conf");
+      ADD_FAILURE() << line << ": expected an error";
+    } catch (const ctr::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parsePolicy("stage images = always\n", "c").stageImages, ctr::config::StageImages::Always);
+  EXPECT_FALSE(parsePolicy("mpi abi check = relaxed\n", "c").mpiAbiStrict);
+}

@@ -126,6 +126,8 @@ struct Policy {
 
 // Parses `text`; `fileName` is only used in error messages ("FILE:LINE: ...").
 Policy parsePolicy(std::string_view text, const std::string& fileName);
+// Every key parsePolicy takes, in order (the setuid helper's twin parser is tested against it).
+[[nodiscard]] std::vector<std::string> knownKeys();
 
 // Reads and parses `path`. A missing file gives the built-in defaults (source left empty).
 Policy loadPolicy(const std::filesystem::path& path);
