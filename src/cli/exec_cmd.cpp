@@ -24,7 +24,6 @@
 #include "ctr/limits.hpp"
 #include "ctr/log.hpp"
 #include "ctr/option_filter.hpp"
-#include "ctr/overlay_image.hpp"
 #include "ctr/runtime.hpp"
 #include "ctr/strings.hpp"
 
@@ -52,62 +51,6 @@ struct RunCommandState {
   bool sharens = false;      // --sharens: accepted (one image's launches share its holder's namespaces)
   std::string pidFile;       // instance start --pid-file FILE
 };
-
-// One --overlay spec, parsed, and what its path is on the host: a directory (with upper/
-// or not), an image the image reader takes (squashfs, SIF), an ext2/3/4 image (by its
-// superblock's magic number), or nothing.
-launch::OverlayArg lookAtOverlay(const std::string& spec, const std::string& cwd) {
-  launch::OverlayArg arg = launch::parseOverlaySpec(spec, cwd);
-  struct stat st {};
-  if (::stat(arg.path.c_str(), &st) != 0) {
-    if (errno != ENOENT)
-      throw Error("--overlay " + spec + ": " + std::strerror(errno)).withStatus(1);
-    arg.kind = launch::OverlayKind::Missing;
-  } else if (S_ISDIR(st.st_mode)) {
-    arg.kind = launch::OverlayKind::Directory;
-    struct stat upper {};
-    arg.hasUpperDir = ::stat((arg.path + "/upper").c_str(), &upper) == 0 && S_ISDIR(upper.st_mode);
-  } else {
-    try {
-      auto image = image::resolveImage(arg.path);
-      arg.kind = image.kind == image::ImageKind::Sif ? launch::OverlayKind::Sif : launch::OverlayKind::Squashfs;
-      // A SIF with an ext3 overlay partition: that partition is the layer (Apptainer's).
-      if (const auto part = arg.kind == launch::OverlayKind::Sif
-                                ? image::sifExt3Overlay(image::sif::Image::open(arg.path, false))
-                                : std::nullopt) {
-        arg.kind = launch::OverlayKind::Ext3;
-        arg.ext3Offset = part->offset;
-        arg.ext3Size = part->size;
-        return arg;
-      }
-      arg.image = std::move(image);
-    } catch (const Error&) {
-      std::array<unsigned char, 2> magic{};
-      UniqueFd fd(::open(arg.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-      const bool ext = S_ISREG(st.st_mode) && fd && ::pread(fd.get(), magic.data(), magic.size(), 1080) == 2 &&
-                       magic[0] == 0x53 && magic[1] == 0xEF;  // 0xEF53, little-endian
-      arg.kind = ext ? launch::OverlayKind::Ext3 : launch::OverlayKind::Other;
-      arg.ext3Size = static_cast<std::uint64_t>(st.st_size);
-    }
-  }
-  return arg;
-}
-
-// A dataset image (--bind FILE:DST:image-src=PATH): its kind, squashfs offset and size and
-// identity, for the planner.
-image::ImageSource lookAtDataset(const launch::BindSpec& bind) {
-  struct stat st {};
-  if (::stat(bind.source.c_str(), &st) != 0)
-    throw Error("--bind " + launch::toString(bind) + ": " + bind.source + ": " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode))
-    throw Error("--bind " + launch::toString(bind) + ": image-src= needs a squashfs or SIF file, and " + bind.source +
-                " is a directory (bind it without image-src=)");
-  try {
-    return image::resolveDataImage(bind.source);
-  } catch (const Error& e) {
-    throw Error("--bind " + launch::toString(bind) + ": not a squashfs or SIF image (" + e.oneLine() + ")");
-  }
-}
 
 // Apptainer's flag variables in the environment, collected in one pass: a launch asks for
 // some 30 keys, and a getenv per spelling scanned the whole environment 60 times.
@@ -353,7 +296,7 @@ void completeOptions(RunCommandState& state) {
     const std::string cwd = std::filesystem::current_path().string();
     for (const auto& list : state.overlays)
       for (auto item : splitList(list))
-        if (!item.empty()) options.overlays.push_back(lookAtOverlay(std::string(item), cwd));
+        if (!item.empty()) options.overlays.push_back(launch::parseOverlaySpec(std::string(item), cwd));
   }
   for (const auto& list : state.envFiles)
     for (auto item : splitList(list)) {  // a comma list, as Apptainer's
@@ -366,16 +309,13 @@ void completeOptions(RunCommandState& state) {
 
 // The plan of a launch of an image: the caller's facts, the planner's needs of the node
 // (launch::needsOf) probed by the host module, then the planner.
-launch::LaunchPlan planImageLaunch(launch::LaunchOptions& options, const config::Policy& policy,
+launch::LaunchPlan planImageLaunch(const launch::LaunchOptions& options, const config::Policy& policy,
                                    log::StepTimer& reading) {
   const auto image = resolveImageArgument(options.image, policy.pull);
   reading.stop();
   log::StepTimer looking("looking at the host");
   auto host = host::discoverHost();
-  for (const auto& bind : launch::userBindSpecs(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd))
-    if (!bind.imageSrc.empty() && !options.datasetImages.contains(bind.source))
-      options.datasetImages.emplace(bind.source, lookAtDataset(bind));
-  host::discoverNeeds(host, launch::needsOf(options, image, policy), policy);
+  host::discoverNeeds(host, launch::needsOf(options, image, policy, host), policy);
   looking.stop();
   log::StepTimer deciding("deciding the plan");
   return launch::planLaunch(options, policy, image, host);

@@ -141,6 +141,10 @@ void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& po
   if (needs.mpi) discoverMpiHost(host, policy);
   if (needs.stageDir) discoverStageDir(host, policy);
   if (needs.subordinateIds) host.subordinate = discoverSubordinateIds(host.user);
+  for (const auto& file : needs.overlayFiles)
+    if (!host.overlayFiles.contains(file.path)) host.overlayFiles.emplace(file.path, inspectOverlayFile(file));
+  for (const auto& file : needs.datasetFiles)
+    if (!host.datasetImages.contains(file.path)) host.datasetImages.emplace(file.path, inspectDatasetFile(file));
 }
 
 SquashfsServers discoverSquashfsServers() {

@@ -1,18 +1,19 @@
 // What a launch needs to know of the node: decided here from the options and the image, so
 // that the host module probes only that (host::discoverNeeds) and the CLI decides nothing.
-#include <algorithm>
-
 #include "ctr/launch.hpp"
 
 namespace ctr::launch {
 
-host::Needs needsOf(const LaunchOptions& options, const image::ImageSource& image, const config::Policy& policy) {
+host::Needs needsOf(const LaunchOptions& options, const image::ImageSource& image, const config::Policy& policy,
+                    const host::HostFacts& host) {
   host::Needs needs;
   const bool file = image.kind != image::ImageKind::Directory;
   if (file) needs.imageFile = image.path.string();
-  const bool overlayImages = std::any_of(options.overlays.begin(), options.overlays.end(),
-                                         [](const OverlayArg& a) { return a.image.has_value(); });
-  needs.squashfsServers = file || !options.datasetImages.empty() || overlayImages;
+  for (const auto& bind : userBindSpecs(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd))
+    if (!bind.imageSrc.empty()) needs.datasetFiles.push_back({bind.source, "--bind " + toString(bind)});
+  for (const auto& overlay : options.overlays) needs.overlayFiles.push_back({overlay.path, "--overlay " + overlay.spec});
+  // An --overlay path may be an image: its servers are looked for too (a few stat calls).
+  needs.squashfsServers = file || !needs.datasetFiles.empty() || !needs.overlayFiles.empty();
   needs.limits = !options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty();
   needs.devices = {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()};
   needs.mpi = options.mpi == "bind";

@@ -1,6 +1,6 @@
 // --writable, and --overlay: directories stacked over the image as overlayfs layers (one writable, the
-// others read-only), with Apptainer's layout and order. The CLI looks at each path; this
-// decides the layers.
+// others read-only), with Apptainer's layout and order. The host module looks at each path
+// (host.overlayFiles); this decides the layers.
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -11,8 +11,8 @@
 
 namespace ctr::launch {
 
-OverlayArg parseOverlaySpec(const std::string& spec, const std::string& cwd) {
-  OverlayArg arg;
+OverlaySpec parseOverlaySpec(const std::string& spec, const std::string& cwd) {
+  OverlaySpec arg;
   arg.spec = spec;
   std::string path = spec;
   for (const char* suffix : {":ro", ":rw"}) {
@@ -46,11 +46,12 @@ constexpr std::chrono::seconds kStuckServerGrace{10};
 
 // A SIF's own ext3 overlay partition, as Apptainer stacks it: the layer --writable writes
 // into, and otherwise read-only under every --overlay (unless one names the image itself).
-std::optional<OverlayArg> embeddedOverlay(const LaunchPlan& plan, const LaunchOptions& options) {
+std::optional<OverlayArg> embeddedOverlay(const LaunchPlan& plan, const LaunchOptions& options,
+                                          const std::vector<OverlayArg>& args) {
   if (plan.image.kind != image::ImageKind::Sif || plan.image.overlaySize == 0) return std::nullopt;
   OverlayArg arg;
   arg.path = plan.image.path.string();
-  for (const auto& given : options.overlays)
+  for (const auto& given : args)
     if (given.kind == OverlayKind::Ext3 && given.ext3Offset == plan.image.overlayOffset &&
         (given.path == arg.path || given.path == options.image))
       return std::nullopt;  // --overlay IMAGE: that spec says how
@@ -64,9 +65,14 @@ std::optional<OverlayArg> embeddedOverlay(const LaunchPlan& plan, const LaunchOp
 
 // The layers asked for, with a SIF's own overlay partition lowest; --writable of an image
 // that cannot take changes is refused here.
-std::vector<OverlayArg> overlayArgs(LaunchPlan& plan, const LaunchOptions& options) {
-  std::vector<OverlayArg> args = options.overlays;
-  if (auto own = embeddedOverlay(plan, options)) {
+std::vector<OverlayArg> overlayArgs(LaunchPlan& plan, const LaunchOptions& options, const host::HostFacts& host) {
+  std::vector<OverlayArg> args;
+  for (const auto& spec : options.overlays) {
+    const auto file = host.overlayFiles.find(spec.path);
+    if (file == host.overlayFiles.end()) throw Error("--overlay " + spec.spec + ": the path was not looked at");
+    args.push_back({spec, file->second});
+  }
+  if (auto own = embeddedOverlay(plan, options, args)) {
     if (options.command == Command::Instance && own->readOnly)
       plan.warnings.push_back(plan.image.path.string() + "'s overlay partition is not stacked: instance start takes no "
                               "ext3 layer yet (its FUSE servers end with a launch's process)");
@@ -165,8 +171,8 @@ RootOverlay stackLayers(const std::vector<OverlayArg>& args, const std::vector<D
 
 }  // namespace
 
-void planOverlay(LaunchPlan& plan, const LaunchOptions& options) {
-  std::vector<OverlayArg> args = overlayArgs(plan, options);
+void planOverlay(LaunchPlan& plan, const LaunchOptions& options, const host::HostFacts& host) {
+  std::vector<OverlayArg> args = overlayArgs(plan, options, host);
   if (options.writable) {
     if (options.writableTmpfs || !options.overlays.empty())
       throw Error("--writable cannot be used with --writable-tmpfs or --overlay: the image itself takes the changes");

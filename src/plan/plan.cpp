@@ -76,14 +76,16 @@ void planDatasets(LaunchPlan& plan, const LaunchOptions& options, const std::vec
   std::vector<std::pair<std::string, const image::ImageSource*>> wanted;  // what asks, the image
   for (const auto& bind : userBinds) {
     if (bind.imageSrc.empty()) continue;
-    auto found = options.datasetImages.find(bind.source);
-    if (found == options.datasetImages.end())
+    auto found = host.datasetImages.find(bind.source);
+    if (found == host.datasetImages.end())
       throw Error("--bind " + toString(bind) + ": the dataset image was not looked at");
     wanted.emplace_back("--bind " + toString(bind), &found->second);
   }
-  for (const auto& arg : options.overlays)
-    if ((arg.kind == OverlayKind::Squashfs || arg.kind == OverlayKind::Sif) && arg.image)
-      wanted.emplace_back("--overlay " + arg.spec, &*arg.image);
+  for (const auto& spec : options.overlays) {
+    const auto file = host.overlayFiles.find(spec.path);
+    if (file != host.overlayFiles.end() && file->second.image)
+      wanted.emplace_back("--overlay " + spec.spec, &*file->second.image);
+  }
   for (const auto& [what, image] : wanted) {
     const std::string source = image->path.string();
     if (std::any_of(plan.datasets.begin(), plan.datasets.end(),
@@ -393,7 +395,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   planStaging(plan, options, policy, host);
   planDatasetDrivers(plan, policy, host);
   planImageServer(plan, policy, host);
-  planOverlay(plan, options);
+  planOverlay(plan, options, host);
   plan.rootReadOnly = plan.rootMode == RootMode::Bind;
   const HomeDirs home = planHome(options, host);
   plan.namespaces = planNamespaces(options);

@@ -63,7 +63,7 @@ void becomeFakeroot(LaunchPlan& plan, const host::HostFacts& host);
 // overlays.cpp: --writable (root mode Writable), --overlay and --writable-tmpfs: plan.overlay,
 // and root mode Overlay when it has a layer. Throws ctr::Error (one line) for a spec it
 // cannot stack, or --writable of an image that is not a directory.
-void planOverlay(LaunchPlan& plan, const LaunchOptions& options);
+void planOverlay(LaunchPlan& plan, const LaunchOptions& options, const host::HostFacts& host);
 // A parent before its children: a mount given before one of its ancestors moves right after it.
 void orderParentsFirst(std::vector<Mount>& mounts);
 

@@ -513,19 +513,31 @@ TEST(Planner, FakerootMountsTheImageWithSquashfuseNotTheHelpersKernelMount) {
   }
 }
 
-// An --overlay argument as the CLI hands it over: parsed, with what it found at the path.
+// An --overlay argument: parsed as the CLI parses it, with what the host module finds at
+// the path (host::inspectOverlayFile).
 OverlayArg overlayArg(const std::string& spec, OverlayKind kind, bool hasUpper = false) {
-  OverlayArg arg = parseOverlaySpec(spec, "/home/alice");
+  OverlayArg arg{parseOverlaySpec(spec, "/home/alice"), {}};
   arg.kind = kind;
   arg.hasUpperDir = hasUpper;
   return arg;
 }
 
+// The spec into the options, what is at its path into the host's facts.
+void addOverlay(LaunchOptions& o, ctr::host::HostFacts& host, const OverlayArg& arg) {
+  o.overlays.push_back(static_cast<const OverlaySpec&>(arg));
+  host.overlayFiles[arg.path] = static_cast<const ctr::host::OverlayFile&>(arg);
+}
+void setOverlays(LaunchOptions& o, ctr::host::HostFacts& host, const std::vector<OverlayArg>& args) {
+  o.overlays.clear();
+  for (const auto& arg : args) addOverlay(o, host, arg);
+}
+
 TEST(Planner, OverlaysStackTheWritableOnTopThenTheReadOnlyOnesInTheOrderGiven) {
   auto o = execTrue();
-  o.overlays = {overlayArg("/data/tools:ro", OverlayKind::Directory), overlayArg("env", OverlayKind::Missing),
-                overlayArg("/data/old:ro", OverlayKind::Directory, true)};
-  auto plan = planLaunch(o, {}, sifImage(), alice());
+  auto host = alice();
+  setOverlays(o, host, {overlayArg("/data/tools:ro", OverlayKind::Directory), overlayArg("env", OverlayKind::Missing),
+                        overlayArg("/data/old:ro", OverlayKind::Directory, true)});
+  auto plan = planLaunch(o, {}, sifImage(), host);
   EXPECT_EQ(plan.rootMode, RootMode::Overlay);
   ASSERT_EQ(plan.overlay.layers.size(), 3u);
   const auto& w = plan.overlay.layers[0];
@@ -548,30 +560,32 @@ TEST(Planner, OverlaysStackTheWritableOnTopThenTheReadOnlyOnesInTheOrderGiven) {
 
 TEST(Planner, ReadOnlyOverlaysAloneGiveAReadOnlyRootAndWritableTmpfsAnUpperOfItsOwn) {
   auto o = execTrue();
-  o.overlays = {overlayArg("/data/tools:ro", OverlayKind::Directory)};
-  auto plan = planLaunch(o, {}, sifImage(), alice());
+  auto host = alice();
+  setOverlays(o, host, {overlayArg("/data/tools:ro", OverlayKind::Directory)});
+  auto plan = planLaunch(o, {}, sifImage(), host);
   EXPECT_EQ(plan.rootMode, RootMode::Overlay);
   EXPECT_EQ(plan.overlay.writable(), nullptr);
   EXPECT_FALSE(plan.overlay.tmpfsUpper);
   EXPECT_EQ(toJson(plan)["overlay"]["upper"], "none");
   o.writableTmpfs = true;
-  plan = planLaunch(o, {}, sifImage(), alice());
+  plan = planLaunch(o, {}, sifImage(), host);
   EXPECT_TRUE(plan.overlay.tmpfsUpper);
   EXPECT_TRUE(plan.warnings.empty());
   // A writable overlay takes the upper layer: --writable-tmpfs is said to be unused.
-  o.overlays.push_back(overlayArg("/data/env:rw", OverlayKind::Directory));
-  plan = planLaunch(o, {}, sifImage(), alice());
+  addOverlay(o, host, overlayArg("/data/env:rw", OverlayKind::Directory));
+  plan = planLaunch(o, {}, sifImage(), host);
   EXPECT_FALSE(plan.overlay.tmpfsUpper);
   ASSERT_EQ(plan.warnings.size(), 1u);
   EXPECT_NE(plan.warnings[0].find("--writable-tmpfs is not used"), std::string::npos);
 }
 
 TEST(Planner, OverlaysItCannotStackAreRefusedInOneLineNamingThem) {
-  auto refused = [](std::vector<OverlayArg> overlays, const std::string& expected) {
+  auto refused = [](const std::vector<OverlayArg>& overlays, const std::string& expected) {
     auto o = execTrue();
-    o.overlays = std::move(overlays);
+    auto host = alice();
+    setOverlays(o, host, overlays);
     try {
-      (void)planLaunch(o, {}, sifImage(), alice());
+      (void)planLaunch(o, {}, sifImage(), host);
       ADD_FAILURE() << "not refused: " << expected;
     } catch (const ctr::Error& e) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
@@ -605,8 +619,9 @@ TEST(Planner, WritableTakesOnlyADirectoryImageAndNoOtherWritableLayer) {
   o.writableTmpfs = true;
   EXPECT_THROW((void)planLaunch(o, {}, dir, alice()), ctr::Error);
   o.writableTmpfs = false;
-  o.overlays = {overlayArg("/data/tools:ro", OverlayKind::Directory)};
-  EXPECT_THROW((void)planLaunch(o, {}, dir, alice()), ctr::Error);
+  auto host = alice();
+  setOverlays(o, host, {overlayArg("/data/tools:ro", OverlayKind::Directory)});
+  EXPECT_THROW((void)planLaunch(o, {}, dir, host), ctr::Error);
 }
 
 TEST(Planner, OverlaySpecsWithCharactersOverlayfsCannotCarryAreRefused) {
@@ -720,7 +735,7 @@ TEST(Planner, DatasetImageIsMountedByTheHolderAndBoundReadOnly) {
   data.size = 4096;
   data.device = 7;
   data.inode = 42;
-  options.datasetImages.emplace("/d/data.sqfs", data);
+  host.datasetImages.emplace("/d/data.sqfs", data);
   auto dir = sifImage();
   dir.kind = ctr::image::ImageKind::Directory;
   const auto plan = planLaunch(options, {}, dir, host);
@@ -753,7 +768,7 @@ TEST(Planner, SquashfsOverlayImageIsAReadOnlyLayerTheHolderMounts) {
   tools.kind = ctr::image::ImageKind::Squashfs;
   tools.size = 8192;
   arg.image = tools;
-  o.overlays = {overlayArg("env", OverlayKind::Missing), arg};
+  setOverlays(o, host, {overlayArg("env", OverlayKind::Missing), arg});
   const auto plan = planLaunch(o, {}, sifImage(), host);
   ASSERT_EQ(plan.datasets.size(), 1U);
   ASSERT_EQ(plan.overlay.layers.size(), 2U);
@@ -771,8 +786,9 @@ TEST(Planner, Ext3OverlayImagesAreFuse2fsLayersStackedByFuseOverlayfs) {
   auto app = overlayArg("/data/app.sif:ro", OverlayKind::Ext3);
   app.ext3Offset = 4096;
   app.ext3Size = 32 << 20;
-  o.overlays = {app, env, overlayArg("/data/tools:ro", OverlayKind::Directory)};
-  const auto plan = planLaunch(o, {}, sifImage(), alice());
+  auto host = alice();
+  setOverlays(o, host, {app, env, overlayArg("/data/tools:ro", OverlayKind::Directory)});
+  const auto plan = planLaunch(o, {}, sifImage(), host);
   EXPECT_EQ(plan.rootMode, RootMode::Overlay);
   EXPECT_EQ(plan.overlay.driver, UnionDriver::FuseOverlayfs);
   ASSERT_EQ(plan.overlay.layers.size(), 3U);
@@ -794,13 +810,13 @@ TEST(Planner, Ext3OverlayImagesAreFuse2fsLayersStackedByFuseOverlayfs) {
   EXPECT_FALSE(plan.overlay.layers[2].ext3);
 
   // Without an ext3 layer the kernel's overlayfs stacks them, as before.
-  o.overlays = {overlayArg("/data/tools:ro", OverlayKind::Directory)};
-  EXPECT_EQ(planLaunch(o, {}, sifImage(), alice()).overlay.driver, UnionDriver::Kernel);
+  setOverlays(o, host, {overlayArg("/data/tools:ro", OverlayKind::Directory)});
+  EXPECT_EQ(planLaunch(o, {}, sifImage(), host).overlay.driver, UnionDriver::Kernel);
 
   // With a PID namespace too: its init ends the servers before the namespace ends.
-  o.overlays = {env};
+  setOverlays(o, host, {env});
   o.pid = true;
-  const auto withPid = planLaunch(o, {}, sifImage(), alice());
+  const auto withPid = planLaunch(o, {}, sifImage(), host);
   EXPECT_TRUE(withPid.namespaces.pid);
   EXPECT_EQ(withPid.overlay.driver, UnionDriver::FuseOverlayfs);
 }
@@ -816,7 +832,7 @@ TEST(Planner, DatasetImagesAreBoundedInOneLine) {
     data.path = path;
     data.kind = ctr::image::ImageKind::Squashfs;
     data.inode = i + 1;
-    options.datasetImages.emplace(path, data);
+    host.datasetImages.emplace(path, data);
   }
   try {
     (void)planLaunch(options, {}, sifImage(), host);
@@ -900,7 +916,7 @@ TEST(Planner, StagingCopiesDatasetsAndLeavesDirectoriesAlone) {
   auto o = execTrue();
   o.stage = true;
   o.binds = {"/shared/data.sqfs:/data:image-src=/"};
-  o.datasetImages.emplace("/shared/data.sqfs", squashfsDataset("/shared/data.sqfs", 5));
+  host.datasetImages.emplace("/shared/data.sqfs", squashfsDataset("/shared/data.sqfs", 5));
   auto dir = sifImage();
   dir.kind = ctr::image::ImageKind::Directory;
   const auto plan = planLaunch(o, {}, dir, host);
@@ -944,7 +960,7 @@ TEST(Planner, DatasetsGoThroughTheHelperWithTheImageWhereItWouldTakeThem) {
   host.loopControl = true;
   auto options = execTrue();
   options.binds = {"/d/data.sqfs:/data:image-src=/"};
-  options.datasetImages.emplace("/d/data.sqfs", squashfsDataset("/d/data.sqfs"));  // root's
+  host.datasetImages.emplace("/d/data.sqfs", squashfsDataset("/d/data.sqfs"));  // root's
   auto driverOf = [&](const ctr::image::ImageSource& image) {
     const auto plan = planLaunch(options, policy, image, host);
     EXPECT_EQ(plan.datasets.size(), 1U);
@@ -960,7 +976,7 @@ TEST(Planner, DatasetsGoThroughTheHelperWithTheImageWhereItWouldTakeThem) {
   EXPECT_EQ(driver, ImageDriver::Squashfuse) << "a directory image does not go through the helper";
   EXPECT_NE(why.find("does not go through the setuid helper"), std::string::npos) << why;
 
-  auto& d = options.datasetImages.at("/d/data.sqfs");
+  auto& d = host.datasetImages.at("/d/data.sqfs");
   d.owner = 1000;  // alice's own
   std::tie(driver, why) = driverOf(sifImage());
   EXPECT_EQ(driver, ImageDriver::Squashfuse);
@@ -1030,7 +1046,7 @@ TEST(PlanNeeds, APlainLaunchOfADirectoryNeedsNothingBeyondTheCaller) {
   image.kind = ctr::image::ImageKind::Directory;
   ctr::config::Policy policy;
   policy.stageImages = ctr::config::StageImages::Never;
-  const auto needs = needsOf(execTrue(), image, policy);
+  const auto needs = needsOf(execTrue(), image, policy, alice());
   EXPECT_TRUE(needs.imageFile.empty());
   EXPECT_FALSE(needs.squashfsServers || needs.limits || needs.mpi || needs.stageDir || needs.subordinateIds);
   EXPECT_FALSE(needs.devices.nvidia || needs.devices.amd || needs.devices.gpus || needs.devices.cdi);
@@ -1044,7 +1060,7 @@ TEST(PlanNeeds, EachOptionNamesItsProbe) {
   options.mpi = "bind";
   options.fakeroot = true;
   options.statsFile = "run.json";
-  auto needs = needsOf(options, sifImage(), policy);
+  auto needs = needsOf(options, sifImage(), policy, alice());
   EXPECT_EQ(needs.imageFile, sifImage().path.string());
   EXPECT_TRUE(needs.squashfsServers);  // a SIF is served by FUSE where the helper is not used
   EXPECT_TRUE(needs.devices.nvidia);
@@ -1055,9 +1071,26 @@ TEST(PlanNeeds, EachOptionNamesItsProbe) {
   EXPECT_FALSE(needs.stageDir);
   options.ignoreSubuid = true;
   options.stage = true;
-  needs = needsOf(options, sifImage(), policy);
+  needs = needsOf(options, sifImage(), policy, alice());
   EXPECT_FALSE(needs.subordinateIds);
   EXPECT_TRUE(needs.stageDir);
+  EXPECT_TRUE(needs.overlayFiles.empty() && needs.datasetFiles.empty());
+}
+
+TEST(PlanNeeds, TheFilesTheOptionsNameAreLookedAtWithTheFlagThatNamedThem) {
+  auto image = sifImage();
+  image.kind = ctr::image::ImageKind::Directory;
+  auto options = execTrue();
+  options.overlays = {parseOverlaySpec("env:ro", "/home/alice")};
+  options.binds = {"/d/data.sqfs:/data:image-src=/val", "/etc/hosts:/etc/hosts"};
+  const auto needs = needsOf(options, image, {}, alice());
+  ASSERT_EQ(needs.overlayFiles.size(), 1U);
+  EXPECT_EQ(needs.overlayFiles[0].path, "/home/alice/env");
+  EXPECT_EQ(needs.overlayFiles[0].label, "--overlay env:ro");
+  ASSERT_EQ(needs.datasetFiles.size(), 1U) << "only the bind with image-src=";
+  EXPECT_EQ(needs.datasetFiles[0].path, "/d/data.sqfs");
+  EXPECT_EQ(needs.datasetFiles[0].label.rfind("--bind /d/data.sqfs:/data", 0), 0U) << needs.datasetFiles[0].label;
+  EXPECT_TRUE(needs.squashfsServers) << "a dataset image is served by FUSE";
 }
 
 // The runtime's decisions, taken by the planner: which identity file a mount makes, whether

@@ -16,6 +16,7 @@
 #include "ctr/cdi.hpp"
 #include "ctr/config.hpp"
 #include "ctr/gpu.hpp"
+#include "ctr/image.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/mpi.hpp"
 
@@ -126,6 +127,35 @@ struct SquashfsServers {
 };
 [[nodiscard]] SquashfsServers discoverSquashfsServers();
 
+// the files a launch names (host_files.cpp)
+
+// A file the options name, and how a message names where it came from ("--overlay SPEC",
+// "--bind SPEC").
+struct NamedFile {
+  std::string path;  // absolute
+  std::string label;
+};
+
+// What an --overlay path is: a directory (with upper/ or not), an image the image reader
+// takes (squashfs, SIF), an ext2/3/4 image (by its superblock's magic number, or a SIF's
+// ext3 overlay partition), or nothing.
+enum class OverlayFileKind { Missing, Directory, Squashfs, Sif, Ext3, Other };
+struct OverlayFile {
+  OverlayFileKind kind = OverlayFileKind::Missing;
+  bool hasUpperDir = false;                 // Directory: it has upper/ (a writable overlay's layout)
+  std::optional<image::ImageSource> image;  // Squashfs, Sif: the image, resolved
+  // Ext3: where its file system lies in the file (0 and the file's size, or a SIF's ext3
+  // overlay partition: the descriptor's offset and size).
+  std::uint64_t ext3Offset = 0;
+  std::uint64_t ext3Size = 0;
+};
+// Throws ctr::Error, named by file.label, when the path cannot be looked at (not when it
+// is missing: a writable overlay directory is created).
+[[nodiscard]] OverlayFile inspectOverlayFile(const NamedFile& file);
+// A dataset image (--bind FILE:DST:image-src=PATH): its kind, squashfs offset and size and
+// identity. Throws ctr::Error, named by file.label, for a directory or a file that is not one.
+[[nodiscard]] image::ImageSource inspectDatasetFile(const NamedFile& file);
+
 // What the planner needs to know about the caller; gathered once by discoverHost().
 struct HostFacts {
   HostUser user;                    // uid, gid, groups and their names (lookupHostUser)
@@ -166,6 +196,9 @@ struct HostFacts {
   std::string mpiMissing;
   // Gathered only for --fakeroot (discoverSubordinateIds).
   std::optional<SubordinateIds> subordinate;
+  // The files the options name, by path (inspectOverlayFile, inspectDatasetFile).
+  std::map<std::string, OverlayFile> overlayFiles;
+  std::map<std::string, image::ImageSource> datasetImages;
 };
 
 // Which devices a launch asks for (--nv, --rocm, --gpus, --device).
@@ -187,6 +220,8 @@ struct Needs {
   bool mpi = false;              // --mpi=bind (discoverMpiHost)
   bool stageDir = false;         // the image may be staged (discoverStageDir)
   bool subordinateIds = false;   // --fakeroot with the user's /etc/subuid ranges
+  std::vector<NamedFile> overlayFiles;  // --overlay paths
+  std::vector<NamedFile> datasetFiles;  // the image-src= files of the user's binds
 };
 
 // The one entry for a launch's facts after discoverHost: fills in `host` what `needs` names,

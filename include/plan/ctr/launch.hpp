@@ -31,26 +31,22 @@ namespace ctr::launch {
 // whose container lives on after it, until `ctr instance stop`.
 enum class Command { Exec, Run, Shell, Test, Instance };
 
-// What an --overlay path is on the host, as the CLI found it (it looks; the planner decides).
-enum class OverlayKind { Missing, Directory, Squashfs, Sif, Ext3, Other };
+// What an --overlay path is on the host (host::inspectOverlayFile looks; the planner decides).
+using OverlayKind = host::OverlayFileKind;
 
-// One --overlay PATH[:ro|:rw] (see parseOverlaySpec), with what the CLI found at PATH.
-struct OverlayArg {
+// One --overlay PATH[:ro|:rw], as given (parseOverlaySpec).
+struct OverlaySpec {
   std::string spec;             // as given
   std::string path;             // absolute, normalized
   bool readOnly = false;        // ":ro"
-  OverlayKind kind = OverlayKind::Missing;
-  bool hasUpperDir = false;     // Directory: it has upper/ (a writable overlay's layout)
-  std::optional<image::ImageSource> image;  // Squashfs, Sif: the image, resolved
-  // Ext3: where its file system lies in the file (0 and the file's size, or a SIF's ext3
-  // overlay partition: the descriptor's offset and size).
-  std::uint64_t ext3Offset = 0;
-  std::uint64_t ext3Size = 0;
 };
+
+// A spec with what its path is (host.overlayFiles): what the planner stacks.
+struct OverlayArg : OverlaySpec, host::OverlayFile {};
 
 // --overlay's spec: PATH, PATH:ro or PATH:rw (relative to `cwd`). Throws ctr::Error for an
 // empty path or one that overlayfs's options cannot carry (':' or ',' in it).
-[[nodiscard]] OverlayArg parseOverlaySpec(const std::string& spec, const std::string& cwd);
+[[nodiscard]] OverlaySpec parseOverlaySpec(const std::string& spec, const std::string& cwd);
 
 // What the user asked for on the command line (already split, nothing resolved).
 struct LaunchOptions {
@@ -72,10 +68,7 @@ struct LaunchOptions {
   std::vector<std::string> noMount;
   bool writableTmpfs = false;       // --writable-tmpfs
   bool writable = false;            // -w/--writable: a directory image read-write
-  std::vector<OverlayArg> overlays; // --overlay (the CLI parses each and looks at its path)
-  // The dataset images of the user's binds (image-src=), by bind source: the CLI resolves
-  // each (its kind, squashfs offset and size, identity), the planner stays pure.
-  std::map<std::string, image::ImageSource> datasetImages;
+  std::vector<OverlaySpec> overlays; // --overlay (what each path is: host.overlayFiles)
   limits::Request limits;           // --cpus, --memory, --pids-limit, ... (the CLI parses units)
   std::string statsFile;            // --stats FILE: a JSON record of the run when it ends
   std::vector<std::string> noEnv;   // --no-env NAMES (and APPTAINER_NOENV): host vars not passed
@@ -621,11 +614,10 @@ struct LaunchPlan {
 [[nodiscard]] GlibcCheck planGlibcCheck(const LaunchPlan& plan);
 
 
-// What planLaunch will need to know of the node beyond the caller (host::discoverHost), for
-// host::discoverNeeds. Pure. The dataset images of the user's binds must be in
-// options.datasetImages already.
+// What planLaunch will need to know of the node beyond the caller (`host`, discoverHost's:
+// the binds of the environment, the current directory), for host::discoverNeeds. Pure.
 [[nodiscard]] host::Needs needsOf(const LaunchOptions& options, const image::ImageSource& image,
-                                  const config::Policy& policy);
+                                  const config::Policy& policy, const host::HostFacts& host);
 // What `ctr build` needs: the user's subordinate ranges, for the build's root.
 [[nodiscard]] host::Needs needsOfBuild();
 
