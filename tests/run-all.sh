@@ -35,7 +35,7 @@ not_run() { results+=("$1: NOT RUN ($2)"); failed=1; }
 
 # The ci tree runs the suite; the deb tree (installed under /usr) is what test_deb_package
 # packs with cpack and installs. The two differ only in the install paths (one generated
-# source, src/common/build_config.cpp.in) once the deb tree has -Werror too, so a compiler
+# source, src/common/configured.cpp.in) once the deb tree has -Werror too, so a compiler
 # cache in build/ccache serves the deb tree's other objects from the ci tree's: about four
 # minutes less on two cores. Paths are hashed relative to the checkout (CCACHE_BASEDIR).
 build() {

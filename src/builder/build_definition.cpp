@@ -1,6 +1,6 @@
 // buildDefinition: `ctr build OUT RECIPE.def` (see ctr/build.hpp and docs/architecture.md,
 // "Builds"). Orchestration only: the parser is deffile.cpp, the steps' plans come from
-// launch::planBuildStep, runtime::run executes them, buildSif packs.
+// launch::planBuildStep, runtime::run executes them, packSif packs.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -606,7 +606,7 @@ void Build::placeSandbox(const fs::path& rootfs) {
 
 void Build::packSif(const deffile::DefinitionFile& def, const fs::path& rootfs) {
   note("packing " + output_.string() + " (mksquashfs" + (options_.deterministic ? ", deterministic" : "") + ")");
-  image::BuildOptions pack;
+  image::PackOptions pack;
   pack.output = output_;
   pack.rootfs = rootfs;
   pack.force = options_.force;
@@ -627,7 +627,7 @@ void Build::packSif(const deffile::DefinitionFile& def, const fs::path& rootfs) 
   std::string summary;
   {
     LogRedirect redirect(log_.get());
-    summary = image::buildSif(pack);
+    summary = image::packSif(pack);
   }
   // Verbose: the squashfs's summary on stdout, where Apptainer's verbose build lets
   // mksquashfs print its own (--mksquashfs-args '-comp lz4' shows "lz4 compressed").

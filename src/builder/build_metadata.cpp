@@ -3,7 +3,7 @@
 #include <ctime>
 
 #include "ctr/build.hpp"
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/strings.hpp"
 
 namespace ctr::builder {
@@ -105,7 +105,7 @@ std::string labelsJson(const nlohmann::json& existing, std::string_view buildLab
   labels["org.label-schema.schema-version"] = "1.0";
   labels["org.opencontainers.image.created"] = rfc3339(epoch);
   labels["org.label-schema.build-date"] = rfc3339(epoch);
-  labels["org.label-schema.usage.ctr.version"] = ctr::build::kVersion;
+  labels["org.label-schema.usage.ctr.version"] = ctr::configured::kVersion;
   if (stage.help.present()) {
     labels["org.label-schema.usage"] = "/.singularity.d/runscript.help";
     labels["org.label-schema.usage.apptainer.runscript.help"] = "/.singularity.d/runscript.help";

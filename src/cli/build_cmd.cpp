@@ -124,14 +124,14 @@ void packIntoSif(const BuildArgs& args, bool isDirectory) {
                 "--sandbox also to images), --sandbox and --keep-privileged-files to them and to images; " +
                 args.input +
                 " is " + (isDirectory ? "a directory" : "an image"));
-  image::BuildOptions options;
+  image::PackOptions options;
   options.output = args.def.output;
   options.force = args.def.force;
   options.deterministic = args.def.deterministic;
   options.mksquashfsArgs = args.def.mksquashfsArgs;
   if (isDirectory) {
     options.rootfs = args.input;
-    (void)image::buildSif(options);
+    (void)image::packSif(options);
   } else {
     image::repackImage(args.input, options);
   }

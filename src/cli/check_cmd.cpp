@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/owned_child.hpp"
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
@@ -104,7 +104,7 @@ void checkFuse(Findings& f) {
 }
 
 void checkHelper(Findings& f) {
-  const std::string path = build::kHelperPath;
+  const std::string path = configured::kHelperPath;
   const auto state = f.host.setuidHelper;
   if (state == host::HelperState::Missing) {
     f.checks.push_back({"setuid helper", Status::Info, path + " not installed (optional; kernel squashfs needs it)"});
@@ -142,7 +142,7 @@ void checkLimits(Findings& f) {
 }
 
 void checkConfig(Findings& f) {
-  std::string path = build::kSysconfPath;
+  std::string path = configured::kSysconfPath;
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) {
     f.checks.push_back({"config", Status::Info, path + " missing: built-in defaults (allow setuid = no)"});
@@ -239,11 +239,11 @@ int runHostCheck(bool json) {
   } catch (const std::exception& e) {
     out["topology"] = {{"error", std::string("no topology: ") + e.what()}};
   }
-  out["ctr"] = {{"version", build::kVersion}, {"mode", mode}, {"mode_reason", reason}};
+  out["ctr"] = {{"version", configured::kVersion}, {"mode", mode}, {"mode_reason", reason}};
   if (json) {
     std::cout << out.dump(2) << '\n';
   } else {
-    std::cout << host::describeInventory(out) << "ctr:      " << build::kVersion << ", mode " << mode << " (" << reason
+    std::cout << host::describeInventory(out) << "ctr:      " << configured::kVersion << ", mode " << mode << " (" << reason
               << ")\n";
   }
   return 0;

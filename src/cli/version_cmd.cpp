@@ -8,7 +8,7 @@
 
 #include "build_info.hpp"
 #include "commands.hpp"
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/host_facts.hpp"
 
 namespace ctr::cli {
@@ -18,29 +18,29 @@ namespace {
 // bare version; `--version`: "apptainer version V"), with V the Apptainer release whose
 // behaviour it follows plus its own version: tools that drive Apptainer (snakemake, nextflow)
 // compare the last word with a minimum release.
-std::string apptainerVersion() { return std::string(build::kApptainerVersion) + "+ctr." + build::kVersion; }
+std::string apptainerVersion() { return std::string(configured::kApptainerVersion) + "+ctr." + configured::kVersion; }
 
 // Whether the configured helper is installed setuid root now (what kernel squashfs mode
 // needs); a bug report then says which path its launches could take.
 bool helperSetuidRoot() {
-  const auto state = host::inspectSetuidHelper(build::kHelperPath);
+  const auto state = host::inspectSetuidHelper(configured::kHelperPath);
   return state == host::HelperState::Usable || state == host::HelperState::Writable;
 }
 
 nlohmann::json versionJson() {
-  return {{"version", build::kVersion},
+  return {{"version", configured::kVersion},
           {"revision", build_info::kRevision},
-          {"apptainer_compat", build::kApptainerVersion},
+          {"apptainer_compat", configured::kApptainerVersion},
           {"build",
            {{"type", build_info::kBuildType},
             {"compiler", build_info::kCompiler},
             {"sanitize", build_info::kSanitize},
-            {"install_prefix", build::kInstallPrefix}}},
+            {"install_prefix", configured::kInstallPrefix}}},
           {"components",
            {{"setuid_helper",
              {{"built", true},
               {"setuid_install", build_info::kHelperSetuidInstall},
-              {"path", build::kHelperPath},
+              {"path", configured::kHelperPath},
               {"setuid_root_now", helperSetuidRoot()}}},
             {"slurm_plugin", {{"built", build_info::kSlurmPlugin}}},
             {"apptainer_links", build_info::kApptainerLinks},
@@ -51,7 +51,7 @@ nlohmann::json versionJson() {
 
 std::string versionFlagText(const Context& ctx) {
   if (ctx.asApptainer) return "apptainer version " + apptainerVersion();
-  return std::string("ctr version ") + build::kVersion + " (git " + build_info::kRevision + "; " +
+  return std::string("ctr version ") + configured::kVersion + " (git " + build_info::kRevision + "; " +
          build_info::kBuildType + "; setuid helper install " + (build_info::kHelperSetuidInstall ? "on" : "off") +
          "; Slurm plugin " + (build_info::kSlurmPlugin ? "built" : "not built") + ")";
 }

@@ -8,7 +8,7 @@
 #include <system_error>
 #include <vector>
 
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/error.hpp"
 
 namespace ctr {
@@ -54,8 +54,8 @@ bool isExecutableFile(const fs::path& path) {
 // PREFIX/libexec/ctr of the relocated install, then of the configured one (once if equal).
 std::vector<fs::path> libexecDirs() {
   std::vector<fs::path> dirs;
-  if (!relocatedPrefix().empty()) dirs.push_back(relocatedPrefix() / build::kLibexecDir / "ctr");
-  fs::path configured = fs::path(build::kInstallPrefix) / build::kLibexecDir / "ctr";
+  if (!relocatedPrefix().empty()) dirs.push_back(relocatedPrefix() / configured::kLibexecDir / "ctr");
+  fs::path configured = fs::path(configured::kInstallPrefix) / configured::kLibexecDir / "ctr";
   if (dirs.empty() || dirs.front() != configured) dirs.push_back(std::move(configured));
   return dirs;
 }
@@ -66,7 +66,7 @@ const fs::path& relocatedPrefix() {
   static const fs::path prefix = [] {
     std::error_code ec;
     fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-    const fs::path binDir = build::kBinDir;
+    const fs::path binDir = configured::kBinDir;
     if (ec || binDir.is_absolute()) return fs::path();  // an absolute bindir cannot move
     // Walk up one level per component of the bindir ("bin"), checking each name.
     std::vector<fs::path> components(binDir.begin(), binDir.end());
@@ -116,11 +116,11 @@ std::string findProgram(Program program) {
 
 fs::path sysconfPath() {
   if (!relocatedPrefix().empty()) {
-    fs::path relocated = relocatedPrefix() / build::kSysconfDir / "ctr" / "ctr.conf";
+    fs::path relocated = relocatedPrefix() / configured::kSysconfDir / "ctr" / "ctr.conf";
     std::error_code ec;
     if (fs::exists(relocated, ec)) return relocated;
   }
-  return build::kSysconfPath;
+  return configured::kSysconfPath;
 }
 
 }  // namespace ctr

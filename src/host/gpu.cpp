@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/glibc_version.hpp"
@@ -158,7 +158,7 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
   std::string cachePath;
   if (!in.cacheDir.empty()) {
     const std::string key = toString(in.vendor) + "|" + fileIdentity(underRoot(in.root, in.ldCache)) + "|" + version + "|" +
-                            fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + build::kVersion;
+                            fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + configured::kVersion;
     cachePath = joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", nvidia ? "nvidia" : "amd", fnv1a64(key)));
     if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
       try {

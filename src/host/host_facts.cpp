@@ -1,6 +1,6 @@
 // Host facts for the planner: the caller, the state directory, what decides the image
 // driver, and, only when a launch asks for them, the node's cgroups, GPU drivers, CDI specs
-// and MPI. Everything here looks at the node; the planner (src/plan) only reads the result.
+// and MPI. Everything here looks at the node; the planner (src/launch) only reads the result.
 #include "ctr/host_facts.hpp"
 
 #include <sched.h>
@@ -13,7 +13,7 @@
 #include <climits>
 #include <sstream>
 
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/limits.hpp"
@@ -123,11 +123,11 @@ HostFacts discoverHost() {
   host.stateDir = chooseStateDir(host.user.uid, host.runtimeDir);
   host.pid = ::getpid();
   host.cgroups = ownCgroups();
-  host.setuidHelper = inspectSetuidHelper(build::kHelperPath);
+  host.setuidHelper = inspectSetuidHelper(configured::kHelperPath);
   host.loopControl = ::access("/dev/loop-control", F_OK) == 0;
   if (host.setuidHelper == HelperState::Usable) {
     struct stat st {};
-    host.helperConfigSafe = ::stat(build::kSysconfPath, &st) == 0 && st.st_uid == 0 &&
+    host.helperConfigSafe = ::stat(configured::kSysconfPath, &st) == 0 && st.st_uid == 0 &&
                             (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
   }
   return host;

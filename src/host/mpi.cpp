@@ -19,7 +19,7 @@
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/glibc_version.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/ldcache.hpp"
@@ -382,7 +382,7 @@ HostMpi scanHostMpi(const MpiScanInputs& in) {
   if (in.cacheDir.empty()) return scanHostMpiUncached(in);
   // Valid while the host's ld.so cache (rewritten by every library install), the list and
   // the configured directories are unchanged.
-  std::string key = "mpi|" + std::string(build::kVersion) + "|" + in.root + "|" + fileIdentity(underRoot(in.root, in.ldCache));
+  std::string key = "mpi|" + std::string(configured::kVersion) + "|" + in.root + "|" + fileIdentity(underRoot(in.root, in.ldCache));
   for (const auto* list : {&in.libraries, &in.dependencies, &in.paths}) {
     key += "|";
     for (const auto& item : *list) key += item + "," + (item.starts_with("/") ? fileIdentity(underRoot(in.root, item)) : "") + ";";

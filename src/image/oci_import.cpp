@@ -443,12 +443,12 @@ void pullToSif(const PullRequest& request) {
     ImageConfig config = unpackImage(agent, reference, rootfs, request.options);
     check();
     writeApptainerMetadata(config, rootfs);
-    BuildOptions build;
+    PackOptions build;
     build.output = work.path() / "image.sif";
     build.rootfs = rootfs;
     build.force = true;
     build.deterministic = request.deterministic;
-    (void)buildSif(build);
+    (void)packSif(build);
     check();
     // Without --force, an output that appeared meanwhile is not replaced.
     moveIntoPlace(build.output, output, request.force);

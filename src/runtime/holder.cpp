@@ -26,7 +26,7 @@
 #include <map>
 #include <string_view>
 
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/owned_child.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"

@@ -25,7 +25,7 @@ namespace {
 
 // The built-in profile is etc/seccomp-default.json itself, embedded at build time, so the
 // shipped file and the default cannot drift apart.
-constexpr std::string_view kDefaultProfileText = build::kSeccompDefaultProfile;
+constexpr std::string_view kDefaultProfileText = configured::kSeccompDefaultProfile;
 
 std::uint32_t toScmp(const SeccompAction& action) {
   using Kind = SeccompAction::Kind;

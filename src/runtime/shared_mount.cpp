@@ -25,7 +25,7 @@
 #include <map>
 #include <string_view>
 
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/owned_child.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"
@@ -160,7 +160,7 @@ std::optional<HolderNamespaces> findHolder(int dirFd, const std::string& key) {
 // good and execs `ctr __holder --premounted DIR [--premounted-dataset KEY:DIR]...
 // HOLDER-ARG...`, leaving the report fd open (src/helper/ctr_mount_helper.c).
 [[noreturn]] void execSetuidHelper(const HolderArgs& args, const std::vector<std::string>& kernelDatasets) {
-  std::vector<std::string> argv = {build::kHelperPath};
+  std::vector<std::string> argv = {configured::kHelperPath};
   for (const auto& dataset : kernelDatasets) {
     argv.push_back("--dataset");
     argv.push_back(dataset);
@@ -175,8 +175,8 @@ std::optional<HolderNamespaces> findHolder(int dirFd, const std::string& key) {
   // The helper's own one-line refusal ("ctr-mount-helper: ...") arrives on the report
   // channel, so the launch can show it (the holder sets stderr to /dev/null once it runs).
   ::dup2(args.readyFd, STDERR_FILENO);
-  ::execve(build::kHelperPath, cargv.data(), emptyEnv);
-  std::string msg = "error: cannot run " + std::string(build::kHelperPath) + ": " +
+  ::execve(configured::kHelperPath, cargv.data(), emptyEnv);
+  std::string msg = "error: cannot run " + std::string(configured::kHelperPath) + ": " +
                     std::strerror(errno) + "\n";
   (void)!::write(args.readyFd, msg.data(), msg.size());
   ::_exit(kExitFailure);

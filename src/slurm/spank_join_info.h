@@ -1,6 +1,6 @@
 /* ctr's join information as the plugin reads it: one key=value a line, what `ctr instance
  * start --join-info` prints and ctr writes beside a named instance's record
- * (STATE/instances/NAME.join). Its writer is ctr's instanceJoinInfo (src/plan/instance.cpp),
+ * (STATE/instances/NAME.join). Its writer is ctr's instanceJoinInfo (src/launch/instance.cpp),
  * which percent-encodes '%' and control bytes. libc only: the unit tests read ctr's output
  * through the same code (tests/unit/spank_twins_test.cpp). */
 #pragma once

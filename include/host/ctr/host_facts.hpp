@@ -1,6 +1,6 @@
 // What the node offers the caller, as plain data: every probe of the node that `ctr exec`,
 // `ctr build` and `ctr check` make, gathered once into HostFacts (src/host/host_facts.cpp,
-// host_user.cpp, node_support.cpp). The planner (src/plan) only reads the result; nothing
+// host_user.cpp, node_support.cpp). The planner (src/launch) only reads the result; nothing
 // here decides what a launch does.
 #pragma once
 
@@ -92,7 +92,7 @@ struct SubordinateIds {
 
 // what the node supports (node_support.cpp)
 
-// The installed setuid helper (build::kHelperPath), as stat(2) shows it. Only Usable is
+// The installed setuid helper (configured::kHelperPath), as stat(2) shows it. Only Usable is
 // ever used: a helper that is setuid root but writable by group or others could be
 // replaced by anyone who can write it, so ctr refuses it (and `ctr check` says so).
 enum class HelperState { Missing, NotSetuidRoot, Writable, Usable };
@@ -166,7 +166,7 @@ struct HostFacts {
   std::string stateDir;             // chooseStateDir(): the one the runtime will use
   std::string stageDir;             // discoverStageDir(): 'stage dir', or the user's own one beside it
   // What decides the image driver (decideDriver), probed cheaply (stat/access).
-  HelperState setuidHelper = HelperState::Missing;  // inspectSetuidHelper(build::kHelperPath)
+  HelperState setuidHelper = HelperState::Missing;  // inspectSetuidHelper(configured::kHelperPath)
   bool helperConfigSafe = false;       // ctr.conf owned by root, not group/other-writable
   bool loopControl = false;            // /dev/loop-control exists
   // The image's file system when the helper refuses it ("FUSE", "vfat", ...: the list is

@@ -76,7 +76,7 @@ std::string describeSquashfs(int fd, std::int64_t offset = 0);
 std::string toString(ImageKind kind);
 
 // What `ctr build` does: DIR -> squashfs -> SIF (see docs/user-guide-images.md).
-struct BuildOptions {
+struct PackOptions {
   std::filesystem::path output;  // the SIF to write
   std::filesystem::path rootfs;  // directory tree to pack
   bool force = false;            // replace an existing output
@@ -102,7 +102,7 @@ struct BuildOptions {
 // Builds the SIF, writing only temporary files next to the output until a final rename.
 // Temporary files are removed on any error and on SIGINT/SIGTERM/SIGHUP. Throws ctr::Error.
 // Returns the squashfs's summary (describeSquashfs).
-std::string buildSif(const BuildOptions& options);
+std::string packSif(const PackOptions& options);
 
 // The unsquashfs command that unpacks `source`'s squashfs into `dest` (which may exist).
 // Only real root may write extended attributes outside user.* (security.selinux, which
@@ -112,7 +112,7 @@ std::vector<std::string> unsquashfsCommand(const ImageSource& source, const std:
 
 // `ctr build OUT.sif IMAGE.sif`: the image's squashfs unpacked (unsquashfs) into a temporary
 // directory next to the output and packed again with `options` (rootfs is ignored).
-void repackImage(const std::filesystem::path& image, const BuildOptions& options);
+void repackImage(const std::filesystem::path& image, const PackOptions& options);
 
 // `ctr build --sandbox DIR IMAGE`: the image's squashfs unpacked into the new directory
 // DIR (replaced with `force`), by way of a scratch directory beside it. Unless

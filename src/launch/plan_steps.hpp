@@ -1,4 +1,4 @@
-// The steps of planLaunch (src/plan/plan.cpp), one concern a file: mounts.cpp, devices.cpp,
+// The steps of planLaunch (src/launch/plan.cpp), one concern a file: mounts.cpp, devices.cpp,
 // resources.cpp, mpi.cpp. Private to the plan module; pure functions of the options, the
 // policy and the host facts, which fill parts of one LaunchPlan.
 #pragma once

@@ -6,7 +6,7 @@
 #include <optional>
 #include <utility>
 
-#include "ctr/build_config.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/error.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/instance.hpp"
@@ -511,11 +511,11 @@ DriverDecision decideDriver(const config::Policy& policy, image::ImageKind kind,
   if (!policy.allowSetuid)
     helperProblem = "'allow setuid = no' in ctr.conf";
   else if (host.setuidHelper == host::HelperState::Writable)
-    helperProblem = std::string(build::kHelperPath) + " is setuid root but writable by group or others (refused)";
+    helperProblem = std::string(configured::kHelperPath) + " is setuid root but writable by group or others (refused)";
   else if (host.setuidHelper != host::HelperState::Usable)
-    helperProblem = std::string(build::kHelperPath) + " is not installed setuid root";
+    helperProblem = std::string(configured::kHelperPath) + " is not installed setuid root";
   else if (!host.helperConfigSafe)
-    helperProblem = std::string(build::kSysconfPath) + " is not root-owned and private (the helper refuses it)";
+    helperProblem = std::string(configured::kSysconfPath) + " is not root-owned and private (the helper refuses it)";
   else if (!host.loopControl)
     helperProblem = "/dev/loop-control is missing";
   else if (!host.imageUntrustedFs.empty())

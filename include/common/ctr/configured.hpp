@@ -2,12 +2,12 @@
 // relative to its executable first (ctr/install_paths.hpp); the k*Path constants are the
 // configured install, which the setuid helper's checks keep using.
 //
-// Defined in one generated file (build_config.cpp.in): a tree configured for another prefix
+// Defined in one generated file (configured.cpp.in): a tree configured for another prefix
 // (the Debian packages' beside the test build) differs in that file only, so that every
 // other object is the same and a compiler cache serves it.
 #pragma once
 
-namespace ctr::build {
+namespace ctr::configured {
 extern const char* const kVersion;
 // The Apptainer release whose behaviour ctr follows, reported under the drop-in names.
 extern const char* const kApptainerVersion;
@@ -20,4 +20,4 @@ extern const char* const kBinDir;
 extern const char* const kLibexecDir;
 extern const char* const kSysconfDir;
 extern const char* const kFusermount;
-}  // namespace ctr::build
+}  // namespace ctr::configured

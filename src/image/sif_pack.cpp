@@ -150,7 +150,7 @@ std::string clearSetidPseudoFile(const std::filesystem::path& rootfs) {
 }
 
 // The output as an absolute path, once the tree is a directory and the output may be written.
-std::filesystem::path checkedSifOutput(const BuildOptions& options) {
+std::filesystem::path checkedSifOutput(const PackOptions& options) {
   const auto output = std::filesystem::absolute(options.output);
   std::error_code ec;
   if (!std::filesystem::is_directory(options.rootfs, ec)) {
@@ -163,7 +163,7 @@ std::filesystem::path checkedSifOutput(const BuildOptions& options) {
   return output;
 }
 
-std::vector<std::string> mksquashfsCommand(const BuildOptions& options, const std::filesystem::path& scratch,
+std::vector<std::string> mksquashfsCommand(const PackOptions& options, const std::filesystem::path& scratch,
                                            const std::string& squashfs) {
   std::vector<std::string> argv{findProgram(Program::Mksquashfs), options.rootfs.string(), squashfs,
                                 "-noappend", "-quiet", "-no-progress"};
@@ -184,7 +184,7 @@ std::vector<std::string> mksquashfsCommand(const BuildOptions& options, const st
   return argv;
 }
 
-void packSquashfs(const BuildOptions& options, const std::filesystem::path& scratch, const std::string& squashfs) {
+void packSquashfs(const PackOptions& options, const std::filesystem::path& scratch, const std::string& squashfs) {
   log::StepTimer step("mksquashfs " + options.rootfs.string());
   const std::vector<std::string> argv = mksquashfsCommand(options, scratch, squashfs);
   if (options.runMksquashfs) {
@@ -199,7 +199,7 @@ void packSquashfs(const BuildOptions& options, const std::filesystem::path& scra
 }
 
 // The definition the SIF carries: the build's, else the tree's own, else none ("").
-std::string definitionText(const BuildOptions& options) {
+std::string definitionText(const PackOptions& options) {
   if (!options.definition.empty()) return options.definition;
   std::error_code ec;
   const auto deffilePath = options.rootfs / ".singularity.d" / "Singularity";
@@ -207,7 +207,7 @@ std::string definitionText(const BuildOptions& options) {
 }
 
 // The SIF's objects in Apptainer's order; they refer to `deffile` and `options` without copying.
-std::vector<sif::ObjectInput> sifObjects(const BuildOptions& options, const std::string& deffile,
+std::vector<sif::ObjectInput> sifObjects(const PackOptions& options, const std::string& deffile,
                                          const TempFile& squashfs, std::int64_t squashfsSize) {
   std::vector<sif::ObjectInput> objects;
   if (!deffile.empty()) {
@@ -255,7 +255,7 @@ void writeSif(const TempFile& sifFile, const std::vector<sif::ObjectInput>& obje
 
 }  // namespace
 
-std::string buildSif(const BuildOptions& options) {
+std::string packSif(const PackOptions& options) {
   log::StepTimer timer("build " + options.output.string());
   const auto output = checkedSifOutput(options);
   if (options.installSignalCleanup) installSignalCleanup();
@@ -305,15 +305,15 @@ std::filesystem::path checkedOutput(const std::filesystem::path& output, bool fo
 
 }  // namespace
 
-void repackImage(const std::filesystem::path& image, const BuildOptions& options) {
+void repackImage(const std::filesystem::path& image, const PackOptions& options) {
   const ImageSource source = resolveImage(image);
   const auto output = checkedOutput(options.output, options.force);
   const ScratchDir scratch(output, "unpack");
   const std::string root = (scratch.path() / "root").string();
   unsquash(source, root);
-  BuildOptions pack = options;
+  PackOptions pack = options;
   pack.rootfs = root;
-  (void)buildSif(pack);
+  (void)packSif(pack);
 }
 
 PrivilegedFiles unpackToSandbox(const std::filesystem::path& image, const std::filesystem::path& output, bool force,
