@@ -74,13 +74,18 @@ bool isValidEnvName(std::string_view name) {
                      [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
 }
 
-Environment computeEnvironment(const EnvironmentInputs& in) {
-  Environment env;
-  auto& vars = env.vars;
+namespace {
 
-  // 1. host
-  std::map<std::string, std::string> injected;  // layer 4a, keyed by final name
-  std::map<std::string, int> injectedRank;      // prefix precedence of what is in `injected`
+// The host's CTRENV_/APPTAINERENV_/SINGULARITYENV_ variables, by the name they set (the
+// prefix of highest precedence wins), each with the prefix it came by.
+struct Injected {
+  std::map<std::string, std::string> values;
+  std::map<std::string, int> rank;  // prefix precedence of what is in `values`
+};
+
+// 1. The host's variables that pass into the container, and those it injects.
+Injected takeHostEnvironment(const EnvironmentInputs& in, std::map<std::string, std::string>& vars) {
+  Injected injected;
   for (const auto& entry : in.host) {
     auto eq = entry.find('=');
     if (eq == std::string::npos || eq == 0) continue;
@@ -90,10 +95,10 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
       auto prefix = kInjectPrefixes[static_cast<size_t>(rank)];
       if (startsWith(name, prefix) && isValidEnvName(name.substr(prefix.size()))) {
         std::string target = name.substr(prefix.size());
-        auto it = injectedRank.find(target);
-        if (it == injectedRank.end() || it->second <= rank) {
-          injected[target] = value;
-          injectedRank[target] = rank;
+        auto it = injected.rank.find(target);
+        if (it == injected.rank.end() || it->second <= rank) {
+          injected.values[target] = value;
+          injected.rank[target] = rank;
         }
       }
     }
@@ -102,42 +107,35 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
     if (isValidEnvName(name) && passesFromHost(name, in.cleanEnv) && !contains(in.noEnv, name))
       vars[name] = value;
   }
+  return injected;
+}
 
-  // 2. defaults
-  vars["PATH"] = std::string(kDefaultContainerPath);
-  if (in.cleanEnv) vars["LANG"] = "C";
-
-  // 3. image
-  for (const auto& [name, value] : in.image) vars[name] = value;
-  for (const auto& [name, value] : in.devices) vars[name] = value;
-
-  // 4. user settings, applied in the container after the image's scripts
+// 4. One user setting (`how` names where it came from for a warning), applied in the
+// container after the image's scripts.
+void setUserVariable(Environment& env, const std::string& name, const std::string& value, const std::string& how) {
   UserEnvironment& user = env.user;
-  user.evaluate = in.evaluate;
-  auto set = [&](const std::string& name, const std::string& value, const std::string& how) {
-    if (name == "PREPEND_PATH") {
-      user.prependPath = value;
-    } else if (name == "APPEND_PATH") {
-      user.appendPath = value;
-    } else if (name == "PATH") {
-      user.path = value;
-    } else if (name == "HOME") {
-      env.warnings.push_back("HOME cannot be set with " + how + ": use --home (ignored)");
-    } else if (contains(kNotSettable, name)) {
-      env.warnings.push_back(name + " cannot be set with " + how + " (ignored)");
-    } else {
-      std::erase_if(user.vars, [&](const EnvVar& v) { return v.first == name; });
-      user.vars.emplace_back(name, name == "LD_LIBRARY_PATH" && !value.empty()
-                                       ? value + ":" + std::string(kContainerLibDir)
-                                       : value);
-    }
-  };
-  for (const auto& [name, value] : injected)
-    set(name, value, std::string(kInjectPrefixes[static_cast<size_t>(injectedRank[name])]) + name);
-  for (const auto& [name, value] : in.envFiles) set(name, value, "--env-file");
-  for (const auto& [name, value] : in.cli) set(name, value, "--env");
+  if (name == "PREPEND_PATH") {
+    user.prependPath = value;
+  } else if (name == "APPEND_PATH") {
+    user.appendPath = value;
+  } else if (name == "PATH") {
+    user.path = value;
+  } else if (name == "HOME") {
+    env.warnings.push_back("HOME cannot be set with " + how + ": use --home (ignored)");
+  } else if (contains(kNotSettable, name)) {
+    env.warnings.push_back(name + " cannot be set with " + how + " (ignored)");
+  } else {
+    std::erase_if(user.vars, [&](const EnvVar& v) { return v.first == name; });
+    user.vars.emplace_back(name, name == "LD_LIBRARY_PATH" && !value.empty()
+                                     ? value + ":" + std::string(kContainerLibDir)
+                                     : value);
+  }
+}
 
-  // 5. fixed by ctr
+// 5. What ctr fixes: HOME, the variables that say which container this is and how it was
+// started, and the library directories of injected host libraries.
+void fixVariables(const EnvironmentInputs& in, Environment& env) {
+  auto& vars = env.vars;
   if (!in.home.empty()) {
     vars["HOME"] = in.home;
   } else {
@@ -168,6 +166,29 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
       list = list.empty() ? *dir : *dir + ":" + list;
     vars["LD_LIBRARY_PATH"] = list;
   }
+}
+
+}  // namespace
+
+Environment computeEnvironment(const EnvironmentInputs& in) {
+  Environment env;
+  auto& vars = env.vars;
+  // 1. host
+  Injected injected = takeHostEnvironment(in, vars);
+  // 2. defaults
+  vars["PATH"] = std::string(kDefaultContainerPath);
+  if (in.cleanEnv) vars["LANG"] = "C";
+  // 3. image
+  for (const auto& [name, value] : in.image) vars[name] = value;
+  for (const auto& [name, value] : in.devices) vars[name] = value;
+  // 4. user settings, applied in the container after the image's scripts
+  env.user.evaluate = in.evaluate;
+  for (const auto& [name, value] : injected.values)
+    setUserVariable(env, name, value, std::string(kInjectPrefixes[static_cast<size_t>(injected.rank[name])]) + name);
+  for (const auto& [name, value] : in.envFiles) setUserVariable(env, name, value, "--env-file");
+  for (const auto& [name, value] : in.cli) setUserVariable(env, name, value, "--env");
+  // 5. fixed by ctr
+  fixVariables(in, env);
   return env;
 }
 
