@@ -59,15 +59,6 @@
 
 SPANK_PLUGIN(ctr, 1)
 
-void spank_error(const char *format, ...) {
-  char line[2 * PATH_MAX];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(line, sizeof line, format, args);
-  va_end(args);
-  slurm_error("%s", line);
-}
-
 int slurm_spank_init(spank_t sp, int ac, char **av) {
   if (parse_arguments(ac, av) != 0) return -1;
   return register_options(sp);

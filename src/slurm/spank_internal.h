@@ -129,10 +129,6 @@ struct step_container {
 };
 extern struct step_container join;
 
-#define RUNTIME_BASE "/run/ctr"
-
-void node_name(char *host, size_t size);
-int open_state_dir(const struct job_user *user);
 void begin_container(spank_t sp);
 int container_begun(void);
 void finish_container(void);

@@ -117,3 +117,17 @@ char *read_join_file_in(int state, const char *name, uid_t uid) {
   if (fd >= 0) close(fd);
   return text;
 }
+
+int open_user_state_dir(uid_t uid, gid_t gid) {
+  const int runtime = open_runtime_dir(RUNTIME_BASE, uid, gid, 0);
+  if (runtime < 0) return -1;
+  const int state = open_state_dir_in(runtime, uid);
+  close(runtime);
+  return state;
+}
+
+void node_name(char *host, size_t size) {
+  if (gethostname(host, size - 1) != 0) snprintf(host, size, "node");
+  host[size - 1] = 0;
+  name_characters(host);
+}

@@ -49,6 +49,17 @@ int open_owned(int dir, const char *name, int flags, uid_t uid);
 /* The state directory ctr keeps in the runtime directory `runtime`, opened, or -1. */
 int open_state_dir_in(int runtime, uid_t uid);
 
+/* Where the plugin keeps each user's runtime directory (RUNTIME_BASE/UID). */
+#define RUNTIME_BASE "/run/ctr"
+
+/* The user's state directory, where the plugin's ctr runs keep their instances
+ * (STATE/instances/NAME.*), opened, or -1: RUNTIME_BASE/UID/ctr (host::chooseStateDir with
+ * the XDG_RUNTIME_DIR the plugin gives). Opened as root: no link followed, owned by the user. */
+int open_user_state_dir(uid_t uid, gid_t gid);
+
+/* The node's name, with only characters an instance name may have. */
+void node_name(char *host, size_t size);
+
 /* The join file of the instance `name` in the state directory `state`, malloc'd, or NULL.
  * Read as root: no link followed, every step owned by the user (so nothing the user could
  * not read anyway). */

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
@@ -17,13 +19,6 @@
 #include "spank_internal.h"
 
 struct step_container join;
-
-/* The node's name, with only characters an instance name may have. */
-void node_name(char *host, size_t size) {
-  if (gethostname(host, size - 1) != 0) snprintf(host, size, "node");
-  host[size - 1] = 0;
-  name_characters(host);
-}
 
 /* The instance name of the step's container (step_instance_name). */
 static int instance_name(spank_t sp, char *name, size_t size) {
@@ -96,21 +91,10 @@ static int runtime_dir(const struct job_user *user, char *path, size_t size) {
   return 0;
 }
 
-/* The user's state directory, where the plugin's ctr runs keep their instances
- * (STATE/instances/NAME.*), opened, or -1: /run/ctr/UID/ctr (host::chooseStateDir with the
- * XDG_RUNTIME_DIR start_ctr_as gives). Opened as root: no link followed, owned by the user. */
-int open_state_dir(const struct job_user *user) {
-  const int runtime = open_runtime_dir(RUNTIME_BASE, user->uid, user->gid, 0);
-  if (runtime < 0) return -1;
-  const int state = open_state_dir_in(runtime, user->uid);
-  close(runtime);
-  return state;
-}
-
 /* The join file of the named container `name` (ctr writes it beside the instance's record,
  * STATE/instances/NAME.join), malloc'd, or NULL. */
 static char *read_join_file(const struct job_user *user, const char *name) {
-  const int state = open_state_dir(user);
+  const int state = open_user_state_dir(user->uid, user->gid);
   if (state < 0) return NULL;
   char *text = read_join_file_in(state, name, user->uid);
   close(state);
@@ -310,4 +294,82 @@ void finish_container(void) {
     return;
   }
   join.active = 1;
+}
+
+/* As the job's user: the files of an instance in the directory `dir`, then the directory
+ * from `state` once it is empty (what a keeper removes as it ends). */
+struct instance_files {
+  int state, dir;
+  char names[INSTANCE_FILES][128];
+};
+
+static int unlink_instance_files(void *arg) {
+  const struct instance_files *f = arg;
+  for (int i = 0; i < INSTANCE_FILES; ++i) unlinkat(f->dir, f->names[i], 0);
+  unlinkat(f->state, "instances", AT_REMOVEDIR);
+  return 0;
+}
+
+/* The files of the step's instance `name` (STATE/instances/NAME.*), whose keeper was
+ * killed, removed as the user. */
+static void remove_instance_files(const struct job_user *user, const char *name) {
+  struct instance_files f;
+  f.state = open_user_state_dir(user->uid, user->gid);
+  f.dir = f.state >= 0 ? open_owned(f.state, "instances", O_RDONLY | O_DIRECTORY, user->uid) : -1;
+  if (f.dir >= 0) {
+    for (int i = 0; i < INSTANCE_FILES; ++i)
+      snprintf(f.names[i], sizeof f.names[i], "%s.%s", name, instance_file_suffixes[i]);
+    struct as_user a = {.user = user, .out = -1, .err = -1, .run = unlink_instance_files, .arg = &f};
+    const pid_t child = spawn_as_user(&a);
+    if (child < 0) slurm_error("ctr: removing the files of %s: %s", name, strerror(errno));
+    else wait_child(child, now_ms() + 1000LL * ctr_timeout, ctr_timeout, "removing an instance's files", 0);
+  }
+  if (f.dir >= 0) close(f.dir);
+  if (f.state >= 0) close(f.state);
+}
+
+/* As the job's user: SIGTERM through the pidfd at `arg`. */
+static int send_term(void *arg) {
+  return syscall(SYS_pidfd_send_signal, *(const int *)arg, SIGTERM, NULL, 0) == 0 ? 0 : 2;
+}
+
+/* The step's unnamed container stopped (a named one lives until the job's end: job_epilog). */
+void stop_step_container(spank_t sp) {
+  if (!join.active || (opt_name && *opt_name)) return;
+  /* The step's container ends when its keeper gets SIGTERM: the keeper removes its own
+   * files as it ends, so nothing here waits for it (`ctr instance stop` would, in series
+   * with the step's end). The start time tells the keeper from a process that took its pid.
+   * The signal is sent as the job's user, never as root: the keeper's pid came from what a
+   * ctr run as the user printed (with the user's environment), so it is the user's word. */
+  struct job_user user;
+  if (step_user(sp, &user) != 0) {
+    slurm_error("ctr: stopping %s: cannot read the job's user", join.info.name);
+    return;
+  }
+  user.ngroups = 0; /* a signal needs no groups */
+  join.active = 0;
+  if (join.keeper_is_child) {
+    /* --stay: slurmstepd has killed what was left of the step, the keeper with it (it is a
+     * child of slurmstepd), before this hook: its files are removed here, as the user. */
+    int status;
+    const pid_t ended = waitpid(join.info.keeper, &status, WNOHANG);
+    if (ended == join.info.keeper || (ended < 0 && errno == ECHILD)) {
+      remove_instance_files(&user, join.info.name);
+      return;
+    }
+    /* Still there (a process tracking that left it): SIGTERM, and it removes them itself. */
+  }
+  /* The pidfd first, then the start time: if it is still the keeper's, the pidfd is. */
+  int pidfd = (int)syscall(SYS_pidfd_open, join.info.keeper, 0);
+  if (pidfd < 0 || start_time(join.info.keeper) != join.info.keeper_start) { /* ended already */
+    if (pidfd >= 0) close(pidfd);
+    return;
+  }
+  struct as_user a = {.user = &user, .out = -1, .err = -1, .run = send_term, .arg = &pidfd};
+  const pid_t child = spawn_as_user(&a);
+  close(pidfd);
+  const int status =
+      child < 0 ? -1 : wait_child(child, now_ms() + 1000LL * ctr_timeout, ctr_timeout, "signalling a keeper", 0);
+  if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    slurm_error("ctr: stopping %s (keeper pid %d) failed", join.info.name, (int)join.info.keeper);
 }
