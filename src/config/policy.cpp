@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <functional>
+#include <sstream>
 #include <map>
 
 #include "ctr/strings.hpp"
@@ -88,6 +89,31 @@ std::vector<std::string> parseLibraries(const std::string& value) {
   for (const auto& l : libraries)
     if (l.find('/') != std::string::npos && l[0] != '/') throw Error("'" + l + "' is neither a soname nor an absolute path");
   return libraries;
+}
+
+// 'registry mirror = REGISTRY = [http[s]://]HOST[:PORT][/PATH] [only]'
+RegistryMirror parseMirror(const std::string& value) {
+  const std::string shape = "expected REGISTRY = [https://]HOST[:PORT][/PATH] [only], got '" + value + "'";
+  const auto eq = value.find('=');
+  if (eq == std::string::npos) throw Error(shape);
+  RegistryMirror mirror;
+  mirror.registry = std::string(trim(std::string_view(value).substr(0, eq)));
+  std::istringstream words(value.substr(eq + 1));
+  words >> mirror.location;
+  for (std::string word; words >> word;) {
+    if (word != "only" || mirror.only) throw Error(shape);
+    mirror.only = true;
+  }
+  if (mirror.registry.empty() || mirror.registry.find_first_of("/@ \t") != std::string::npos ||
+      mirror.location.empty())
+    throw Error(shape);
+  std::string_view rest = mirror.location;
+  if (rest.starts_with("https://")) rest.remove_prefix(8);
+  else if (rest.starts_with("http://")) rest.remove_prefix(7);
+  else if (rest.find("://") != std::string_view::npos)
+    throw Error("'" + mirror.location + "': a mirror is reached over http:// or https://");
+  if (rest.empty() || rest[0] == '/' || rest.find_first_of("@?#") != std::string_view::npos) throw Error(shape);
+  return mirror;
 }
 
 using Setter = std::function<void(Policy&, const std::string&)>;
@@ -191,6 +217,7 @@ const std::map<std::string, Setter, std::less<>>& setters() {
          p.pull.cacheDir = v;
        }},
       {"image cache max size", [](Policy& p, const std::string& v) { p.pull.cacheMaxBytes = limits::parseSize(v, "size"); }},
+      {"registry mirror", [](Policy& p, const std::string& v) { p.pull.mirrors.push_back(parseMirror(v)); }},
       {"pull token realm hosts",
        [](Policy& p, const std::string& v) {
          auto hosts = parseList(v);

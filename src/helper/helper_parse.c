@@ -52,7 +52,7 @@ const char *const hp_ctr_keys[] = {
     "cdi spec dirs", "missing gpu driver", "mpi library", "mpi dependency", "mpi path", "mpi abi check",
     "root kernel interfaces", "nvidia library list", "rdma with contain", "rocm library list",
     "seccomp profile", "pull max blob size", "pull max total size", "pull max unpacked size",
-    "image cache dir", "image cache max size", "pull token realm hosts", NULL};
+    "image cache dir", "image cache max size", "pull token realm hosts", "registry mirror", NULL};
 
 static char *trim(char *s) {
   while (*s == ' ' || *s == '\t' || *s == '\r') s++;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -81,9 +82,16 @@ class RegistryClient {
 
  private:
   struct Impl;
+  // `request` at the current endpoint; where a mirror fails, a warning and the next one.
+  template <typename Request>
+  auto viaEndpoints(Request&& request) -> decltype(request(std::declval<Impl&>()));
+  FetchedDocument manifestFrom(Impl& endpoint, const std::string& tagOrDigest);
+  std::filesystem::path blobFrom(Impl& endpoint, const std::string& digest, std::uint64_t size, Progress& progress,
+                                 const std::string& label);
   Reference ref_;
   std::filesystem::path cacheDir_;
-  Impl* impl_;
+  std::vector<std::unique_ptr<Impl>> endpoints_;  // registryEndpoints(): the mirrors, then the registry
+  std::size_t current_ = 0;       // the one that serves now (a mirror that failed is not asked again)
 };
 
 // The cache root `root` (cacheRoot's), made 0700 where missing and refused (ctr::Error)

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include "ctr/credentials.hpp"
@@ -267,14 +268,22 @@ bool isLocalRegistry(const std::string& registry) {
 struct RegistryClient::Impl {
   const CurlApi& curl = curlApi();
   CURL* handle = nullptr;
+  Impl() : handle(curl.easy_init()) {
+    if (!handle) throw Error("curl_easy_init failed");
+  }
+  ~Impl() { curl.easy_cleanup(handle); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
   std::string base;  // "https://host:port/v2/"
   std::string scheme;  // "https", or "http" (--nohttps, 127.0.0.1, localhost)
+  std::string host;        // "host:port" of this endpoint: what messages name
+  std::string repository;  // the repository's path here (a mirror's path prefix in front)
+  bool mirror = false;
   config::PullPolicy limits;
   std::string username, password;
   std::string credentialSource;  // where they came from (never the secret), for messages
   std::string authorization;  // "Authorization: Bearer ..." once known
   bool useBasic = false;
-  const Reference* ref = nullptr;
 
   // Per request
   std::map<std::string, std::string> headers;
@@ -421,7 +430,7 @@ struct RegistryClient::Impl {
     if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && errorBodyOverflow)) {
       // CURLE_PARTIAL_FILE: fewer bytes than Content-Length, the caller says "truncated".
       if (rc == CURLE_PARTIAL_FILE) return kTruncated;
-      throw Error("cannot reach registry " + ref->registry + ": " + curl.easy_strerror(rc));
+      throw Error("cannot reach " + std::string(mirror ? "mirror " : "registry ") + host + ": " + curl.easy_strerror(rc));
     }
     long status = 0;
     curl.easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
@@ -442,9 +451,9 @@ struct RegistryClient::Impl {
     }
     if (challenge != "bearer" || !authorization.empty() || params["realm"].empty()) return false;
     // The realm receives the user's credentials: the registry may not send them anywhere.
-    checkTokenRealm(params["realm"], scheme, ref->registry, limits);
-    checkNoControlCharacters(params["service"], "the token service named by registry " + ref->registry);
-    checkNoControlCharacters(params["scope"], "the token scope named by registry " + ref->registry);
+    checkTokenRealm(params["realm"], scheme, host, limits);
+    checkNoControlCharacters(params["service"], "the token service named by registry " + host);
+    checkNoControlCharacters(params["scope"], "the token scope named by registry " + host);
     std::string url = params["realm"];
     char sep = url.find('?') == std::string::npos ? '?' : '&';
     auto addParam = [&](const char* key, const std::string& value) {
@@ -467,8 +476,8 @@ struct RegistryClient::Impl {
     };
     addParam("service", params["service"]);
     addParam("scope", params.count("scope")     ? params["scope"]
-                      : ref->repository.empty() ? std::string()  // a login's check of /v2/
-                                                : "repository:" + ref->repository + ":pull");
+                      : repository.empty() ? std::string()  // a login's check of /v2/
+                                           : "repository:" + repository + ":pull");
     prepare();
     bodyLimit = 1 << 20;
     const bool basicForToken = !username.empty();
@@ -479,9 +488,9 @@ struct RegistryClient::Impl {
     }
     long status = get(url, nullptr, false);
     if ((status == 401 || status == 403) && basicForToken)
-      throw Error("the token service " + params["realm"] + " of " + ref->registry + " refused " + credentialSource +
+      throw Error("the token service " + params["realm"] + " of " + host + " refused " + credentialSource +
                   " (HTTP " + std::to_string(status) + ")");
-    if (status != 200) throw Error("token request to " + params["realm"] + " for " + ref->registry + " failed: HTTP " + std::to_string(status));
+    if (status != 200) throw Error("token request to " + params["realm"] + " for " + host + " failed: HTTP " + std::to_string(status));
     auto json = nlohmann::json::parse(body, nullptr, false);
     std::string token;
     if (json.is_object()) {
@@ -516,59 +525,117 @@ struct RegistryClient::Impl {
   }
 };
 
-RegistryClient::RegistryClient(Reference ref, const PullOptions& options)
-    : ref_(std::move(ref)), cacheDir_(cacheRoot(options)), impl_(new Impl) {
-  impl_->ref = &ref_;
-  impl_->handle = impl_->curl.easy_init();
-  if (!impl_->handle) {
-    delete impl_;
-    throw Error("curl_easy_init failed");
+namespace {
+
+// Docker Hub by any of its names.
+std::string registryName(std::string_view registry) {
+  if (registry == "docker.io" || registry == "index.docker.io" || registry == "registry-1.docker.io")
+    return "docker.io";
+  return std::string(registry);
+}
+
+}  // namespace
+
+std::vector<Endpoint> registryEndpoints(const Reference& ref, const PullOptions& options) {
+  std::vector<Endpoint> endpoints;
+  bool origin = true;
+  for (const auto& m : options.limits.mirrors) {
+    if (registryName(m.registry) != registryName(ref.registry)) continue;
+    Endpoint e;
+    std::string_view rest = m.location;
+    if (rest.starts_with("https://") || rest.starts_with("http://")) {
+      e.scheme = std::string(rest.substr(0, rest.find(':')));
+      rest.remove_prefix(e.scheme.size() + 3);
+    }
+    const auto slash = rest.find('/');
+    e.host = std::string(rest.substr(0, slash));
+    if (slash != std::string_view::npos) {
+      std::string prefix(rest.substr(slash + 1));
+      while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+      if (!prefix.empty()) e.prefix = prefix + "/";
+    }
+    if (e.scheme.empty()) e.scheme = options.noHttps || isLocalRegistry(e.host) ? "http" : "https";
+    e.mirror = true;
+    endpoints.push_back(std::move(e));
+    origin = origin && !m.only;
   }
-  const bool plain = options.noHttps || isLocalRegistry(ref_.registry);
-  impl_->scheme = plain ? "http" : "https";
-  impl_->base = impl_->scheme + "://" + ref_.registry + "/v2/";
-  impl_->limits = options.limits;
-  if (!options.username.empty()) {
-    impl_->username = options.username;
-    impl_->password = options.password;
-    impl_->credentialSource = "the credentials given";
-  } else if (auto found = credentials::lookup(ref_.registry, credentials::defaultPlaces())) {
-    impl_->username = std::move(found->username);
-    impl_->password = std::move(found->password);
-    impl_->credentialSource = "credentials from " + found->source;
+  if (origin) endpoints.push_back({options.noHttps || isLocalRegistry(ref.registry) ? "http" : "https", ref.registry, "", false});
+  return endpoints;
+}
+
+RegistryClient::RegistryClient(Reference ref, const PullOptions& options)
+    : ref_(std::move(ref)), cacheDir_(cacheRoot(options)) {
+  for (const auto& e : registryEndpoints(ref_, options)) {
+    auto impl = std::make_unique<Impl>();
+    impl->scheme = e.scheme;
+    impl->host = e.host;
+    impl->mirror = e.mirror;
+    impl->repository = ref_.repository.empty() ? std::string() : e.prefix + ref_.repository;
+    impl->base = e.scheme + "://" + e.host + "/v2/";
+    impl->limits = options.limits;
+    // The credentials given are the registry's; a mirror is reached with its own host's.
+    if (!options.username.empty() && !e.mirror) {
+      impl->username = options.username;
+      impl->password = options.password;
+      impl->credentialSource = "the credentials given";
+    } else if (auto found = credentials::lookup(e.host, credentials::defaultPlaces())) {
+      impl->username = std::move(found->username);
+      impl->password = std::move(found->password);
+      impl->credentialSource = "credentials from " + found->source;
+    }
+    endpoints_.push_back(std::move(impl));
+  }
+  if (endpoints_.empty()) throw Error("no endpoint for " + ref_.registry);  // registryEndpoints always gives one
+}
+
+template <typename Request>
+auto RegistryClient::viaEndpoints(Request&& request) -> decltype(request(std::declval<Impl&>())) {
+  for (;;) {
+    Impl& I = *endpoints_[current_];
+    try {
+      return request(I);
+    } catch (const Error& e) {
+      if (current_ + 1 == endpoints_.size() || cancelled()) throw;
+      const Impl& next = *endpoints_[current_ + 1];
+      // Once per mirror and pull: the ones after it serve the rest.
+      spdlog::warn("mirror {} of {}: {}; trying {}", I.host, ref_.registry, e.oneLine(),
+                   next.mirror ? "mirror " + next.host : "the registry itself");
+      ++current_;
+    }
   }
 }
 
 long RegistryClient::ping() {
-  auto& I = *impl_;
+  auto& I = *endpoints_[current_];
   return I.getAuthenticated(I.base, nullptr, [&] { I.bodyLimit = 64 << 10; });
 }
 
 std::string RegistryClient::accessDenied(long status) const {
-  const std::string key = credentials::registryKey(ref_.registry);
-  return "access denied by " + ref_.registry + " (HTTP " + std::to_string(status) + "; " +
-         (impl_->credentialSource.empty() ? "no credentials for " + key + ": ctr registry login " + key
-                                          : impl_->credentialSource + " for " + key) +
+  const auto& I = *endpoints_[current_];
+  const std::string key = credentials::registryKey(I.host);
+  return "access denied by " + I.host + " (HTTP " + std::to_string(status) + "; " +
+         (I.credentialSource.empty() ? "no credentials for " + key + ": ctr registry login " + key
+                                     : I.credentialSource + " for " + key) +
          ")";
 }
 
-RegistryClient::~RegistryClient() {
-  if (impl_->handle) impl_->curl.easy_cleanup(impl_->handle);
-  delete impl_;
-}
+RegistryClient::~RegistryClient() = default;
 
 FetchedDocument RegistryClient::manifest(const std::string& tagOrDigest) {
-  auto& I = *impl_;
-  const std::string url = I.base + ref_.repository + "/manifests/" + tagOrDigest;
+  return viaEndpoints([&](Impl& I) { return manifestFrom(I, tagOrDigest); });
+}
+
+FetchedDocument RegistryClient::manifestFrom(Impl& I, const std::string& tagOrDigest) {
+  const std::string url = I.base + I.repository + "/manifests/" + tagOrDigest;
   long status = I.getAuthenticated(url, kManifestAccept, [&] { I.bodyLimit = 4 << 20; });
   const std::string name = ref_.repository + (tagOrDigest.starts_with("sha256:") ? "@" : ":") + tagOrDigest;
   if (status == 404) {
-    throw Error("manifest unknown: " + name + " not in " + ref_.registry);
+    throw Error("manifest unknown: " + name + " not in " + I.host);
   }
   if (status == 401 || status == 403) throw Error(name + ": " + accessDenied(status));
   if (status != 200) {
     std::string why = I.registryError();
-    throw Error("manifest of " + name + " from " + ref_.registry + ": HTTP " + std::to_string(status) + (why.empty() ? "" : " (" + why + ")"));
+    throw Error("manifest of " + name + " from " + I.host + ": HTTP " + std::to_string(status) + (why.empty() ? "" : " (" + why + ")"));
   }
   Digester d;
   d.update(I.body.data(), I.body.size());
@@ -579,35 +646,42 @@ FetchedDocument RegistryClient::manifest(const std::string& tagOrDigest) {
     if (auto it = I.headers.find("docker-content-digest"); it != I.headers.end()) expected = it->second;
   }
   if (!expected.empty() && expected != doc.digest) throw Error(digestMismatch("manifest", expected, doc.digest, name));
+  spdlog::info("manifest {} from {}{}", name, I.mirror ? "mirror " : "", I.host);
   return doc;
 }
 
 std::string RegistryClient::smallBlob(const std::string& digest) {
-  auto& I = *impl_;
-  Digester d;
-  long status = I.getAuthenticated(I.base + ref_.repository + "/blobs/" + digest, nullptr, [&] {
-    I.bodyLimit = 16 << 20;
-    I.digester = &d;
+  return viaEndpoints([&](Impl& I) {
+    Digester d;
+    long status = I.getAuthenticated(I.base + I.repository + "/blobs/" + digest, nullptr, [&] {
+      I.bodyLimit = 16 << 20;
+      I.digester = &d;
+    });
+    I.digester = nullptr;
+    if (status != 200)
+      throw Error("blob " + digest + " of " + ref_.shortName() + ": HTTP " + std::to_string(status) + " from " + I.host);
+    std::string got = d.digest();
+    if (got != digest) throw Error(digestMismatch("blob", digest, got, ref_.shortName()));
+    return std::move(I.body);
   });
-  I.digester = nullptr;
-  if (status != 200)
-    throw Error("blob " + digest + " of " + ref_.shortName() + ": HTTP " + std::to_string(status) + " from " + ref_.registry);
-  std::string got = d.digest();
-  if (got != digest) throw Error(digestMismatch("blob", digest, got, ref_.shortName()));
-  return std::move(I.body);
 }
 
 std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std::uint64_t size, Progress& progress,
                                                   const std::string& label) {
-  auto& I = *impl_;
-  const auto dir = cacheDir_ / "blobs" / "sha256";
-  const auto path = dir / digest.substr(7);
+  const auto path = cacheDir_ / "blobs" / "sha256" / digest.substr(7);
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size) {
     progress.start(label, size);
     progress.done("cached (" + std::to_string(size) + " bytes)", true);
     return path;
   }
+  return viaEndpoints([&](Impl& I) { return blobFrom(I, digest, size, progress, label); });
+}
+
+std::filesystem::path RegistryClient::blobFrom(Impl& I, const std::string& digest, std::uint64_t size,
+                                               Progress& progress, const std::string& label) {
+  const auto dir = cacheDir_ / "blobs" / "sha256";
+  const auto path = dir / digest.substr(7);
   // The cache root is the user's alone (and root's cache root's alone: nobody else's
   // symlink or directory on the way), so what is below it is only ever the user's doing.
   (void)openCacheRoot(cacheDir_);
@@ -625,7 +699,7 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
   } guard{tmpl};
   Digester d;
   progress.start(label, size);
-  long status = I.getAuthenticated(I.base + ref_.repository + "/blobs/" + digest, nullptr, [&] {
+  long status = I.getAuthenticated(I.base + I.repository + "/blobs/" + digest, nullptr, [&] {
     I.sinkFd = fd.get();
     I.sinkLimit = size;
     I.digester = &d;
@@ -641,34 +715,26 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
                 " bytes): the download was stopped there");
   if (status == Impl::kTruncated || (status == 200 && I.received < size))
     throw Error(what + ": truncated (got " + std::to_string(I.received) + " of " + std::to_string(size) + " bytes)");
-  if (status == 404) throw Error(what + ": blob unknown to " + ref_.registry);
-  if (status != 200) throw Error(what + ": HTTP " + std::to_string(status) + " from " + ref_.registry);
+  if (status == 404) throw Error(what + ": blob unknown to " + I.host);
+  if (status != 200) throw Error(what + ": HTTP " + std::to_string(status) + " from " + I.host);
   if (I.received > size)
     throw Error(what + ": larger than its manifest says (" + std::to_string(I.received) + " > " + std::to_string(size) + " bytes)");
   std::string got = d.digest();
   if (got != digest) throw Error(digestMismatch("blob", digest, got, ref_.shortName()));
   if (::fchmod(fd.get(), 0600) != 0 || ::rename(tmpl.c_str(), path.c_str()) != 0) throw sysError("store " + path.string());
   guard.keep = true;
-  progress.done("done (" + std::to_string(size) + " bytes)", false);
+  progress.done("done (" + std::to_string(size) + " bytes" + (I.mirror ? ", from mirror " + I.host : "") + ")", false);
   return path;
 }
 
 std::uint64_t RegistryClient::download(const std::string& url, int fd, std::uint64_t limit,
                                        const PullOptions& options) {
   const auto colon = url.find("://");
-  Reference server;  // what the transfer's messages name: the host
-  server.registry = url.substr(colon + 3, url.find('/', colon + 3) - colon - 3);
-  server.repository = url;
   Impl I;
-  I.ref = &server;
+  I.host = url.substr(colon + 3, url.find('/', colon + 3) - colon - 3);  // what the messages name
+  I.repository = url;
   I.scheme = url.substr(0, colon);
   I.limits = options.limits;
-  I.handle = I.curl.easy_init();
-  if (!I.handle) throw Error("curl_easy_init failed");
-  struct Cleanup {
-    Impl& impl;
-    ~Cleanup() { impl.curl.easy_cleanup(impl.handle); }
-  } cleanup{I};
   I.prepare();
   I.sinkFd = fd;
   I.sinkLimit = limit;
@@ -687,7 +753,9 @@ void RegistryClient::evict(const std::string& digest) {
 void checkLogin(const std::string& registry, const PullOptions& options) {
   Reference ref;
   ref.registry = registry;
-  RegistryClient client(ref, options);
+  PullOptions origin = options;  // the registry's own check of the credentials, not a mirror's
+  origin.limits.mirrors.clear();
+  RegistryClient client(ref, origin);
   const long status = client.ping();
   if (status == 401 || status == 403)
     throw Error("login to " + registry + " refused: " + client.accessDenied(status));

@@ -188,3 +188,23 @@ TEST(ConfigPolicy, AChoiceKeyNamesEveryChoiceItTakes) {
   EXPECT_EQ(parsePolicy("stage images = always\n", "c").stageImages, ctr::config::StageImages::Always);
   EXPECT_FALSE(parsePolicy("mpi abi check = relaxed\n", "c").mpiAbiStrict);
 }
+
+TEST(ConfigPolicy, RegistryMirrorsAreKeptInOrderAndMalformedOnesRefused) {
+  const auto policy = parsePolicy(
+      "registry mirror = docker.io = https://hub-cache.example\n"
+      "registry mirror = docker.io = http://127.0.0.1:5000/proxy only\n"
+      "registry mirror = nvcr.io = harbor.example/nvcr\n",
+      "c");
+  ASSERT_EQ(policy.pull.mirrors.size(), 3U);
+  EXPECT_EQ(policy.pull.mirrors[0].registry, "docker.io");
+  EXPECT_EQ(policy.pull.mirrors[0].location, "https://hub-cache.example");
+  EXPECT_FALSE(policy.pull.mirrors[0].only);
+  EXPECT_EQ(policy.pull.mirrors[1].location, "http://127.0.0.1:5000/proxy");
+  EXPECT_TRUE(policy.pull.mirrors[1].only);
+  EXPECT_EQ(policy.pull.mirrors[2].registry, "nvcr.io");
+  for (const char* bad : {"registry mirror = docker.io", "registry mirror = = https://x", "registry mirror = docker.io =",
+                          "registry mirror = docker.io = https://x sometimes", "registry mirror = docker.io = ftp://x",
+                          "registry mirror = docker.io = https://user@x", "registry mirror = a/b = https://x",
+                          "registry mirror = docker.io = https:///path"})
+    EXPECT_THROW((void)parsePolicy(std::string(bad) + "\n", "c"), ctr::Error) << bad;
+}

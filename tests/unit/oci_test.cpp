@@ -526,3 +526,32 @@ TEST(OciTokenRealm, TokensServicesAndScopesCarryNoControlCharacters) {
   EXPECT_NE(errorOfCall([] { oci::checkNoControlCharacters("registry\n", "the service"); }).find("control character"), std::string::npos);
   EXPECT_NO_THROW(oci::checkNoControlCharacters("repository:team/app:pull", "the scope"));
 }
+
+TEST(RegistryMirrors, MirrorsOfTheRegistryComeFirstInOrderThenTheRegistryUnlessOnly) {
+  using oci::parseReference;
+  using oci::registryEndpoints;
+  oci::PullOptions options;
+  options.limits.mirrors = {{"docker.io", "https://hub-cache.example/proxy/", false},
+                            {"quay.io", "quay-cache.example", false},
+                            {"registry-1.docker.io", "http://127.0.0.1:5000", false}};
+  const auto hub = registryEndpoints(parseReference("ubuntu:22.04"), options);
+  ASSERT_EQ(hub.size(), 3U) << "Docker Hub by any of its names, then Docker Hub itself";
+  EXPECT_EQ(hub[0].scheme, "https");
+  EXPECT_EQ(hub[0].host, "hub-cache.example");
+  EXPECT_EQ(hub[0].prefix, "proxy/");
+  EXPECT_TRUE(hub[0].mirror);
+  EXPECT_EQ(hub[1].scheme, "http");
+  EXPECT_EQ(hub[1].host, "127.0.0.1:5000");
+  EXPECT_EQ(hub[1].prefix, "");
+  EXPECT_EQ(hub[2].host, "registry-1.docker.io");
+  EXPECT_FALSE(hub[2].mirror);
+
+  const auto other = registryEndpoints(parseReference("ghcr.io/org/app:1"), options);
+  ASSERT_EQ(other.size(), 1U) << "no mirror of ghcr.io";
+  EXPECT_EQ(other[0].host, "ghcr.io");
+
+  options.limits.mirrors[0].only = true;
+  const auto only = registryEndpoints(parseReference("docker.io/library/ubuntu:22.04"), options);
+  ASSERT_EQ(only.size(), 2U) << "an 'only' entry keeps the registry itself out";
+  EXPECT_TRUE(only[0].mirror && only[1].mirror);
+}

@@ -20,6 +20,15 @@ enum class SquashfsServer { Auto, CtrSquashfs, Squashfuse };
 // never (unless --stage), those on a network file system (auto), or all (always).
 enum class StageImages { Never, Auto, Always };
 
+// A 'registry mirror' entry: `registry` (host[:port]; docker.io for Docker Hub) is fetched
+// from `location` ([http[s]://]host[:port][/path]) first, as containers' registries.conf
+// mirrors are; with `only`, never from the registry itself.
+struct RegistryMirror {
+  std::string registry;
+  std::string location;
+  bool only = false;
+};
+
 // What `ctr pull` and the image bootstraps of `ctr build` accept from a registry or an image
 // archive, so that a hostile image cannot fill the disk or keep the node busy: every blob is
 // cut off once it passes its declared size, and these bound the rest.
@@ -40,6 +49,8 @@ struct PullPolicy {
   std::string cacheDir;
   // 'image cache max size': the cached images together; the least recently used go first.
   std::uint64_t cacheMaxBytes = std::uint64_t{20} << 30;
+  // 'registry mirror' (repeatable): tried in the order given, before the registry itself.
+  std::vector<RegistryMirror> mirrors;
   // The ctr.conf these came from, for the messages that name a key; empty = built-in defaults.
   std::string configFile;
 };

@@ -130,6 +130,16 @@ struct Reference {
 };
 Reference parseReference(std::string_view text);
 
+// Where a reference's manifests and blobs are fetched from, in order: ctr.conf's mirrors of
+// its registry (options.limits.mirrors), then the registry itself unless one says `only`.
+struct Endpoint {
+  std::string scheme;  // "https", or "http" (said so, --nohttps, 127.0.0.1, localhost)
+  std::string host;    // "host[:port]"
+  std::string prefix;  // "" or "path/": in front of the repository
+  bool mirror = false;
+};
+std::vector<Endpoint> registryEndpoints(const Reference& ref, const PullOptions& options);
+
 // The config object of an image config blob.
 ImageConfig parseImageConfig(const nlohmann::json& configBlob);
 

@@ -58,14 +58,15 @@ layout_image() {
 # storage and log (access lines included) under $WORK, with the `auth:` block given (lines
 # indented by two spaces), none without. Sets REGISTRY (127.0.0.1:PORT) and REGISTRY_PID
 # (the caller's EXIT trap stops it). Skips without docker-registry.
+# REGISTRY_NAME (default "registry") names its files, for a test that runs several.
 serve_registry() {
-  local port
+  local port name=${REGISTRY_NAME:-registry}
   command -v docker-registry >/dev/null || skip "docker-registry is not installed (apt-get install docker-registry)"
   port=$(free_port)
-  printf 'version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s/registry}}\nhttp: {addr: 127.0.0.1:%s}\n' \
-    "$WORK" "$port" > "$WORK/registry.yml"
-  [ -z "${1:-}" ] || printf 'auth:\n%s\n' "$1" >> "$WORK/registry.yml"
-  docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+  printf 'version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory: %s/%s}}\nhttp: {addr: 127.0.0.1:%s}\n' \
+    "$WORK" "$name" "$port" > "$WORK/$name.yml"
+  [ -z "${1:-}" ] || printf 'auth:\n%s\n' "$1" >> "$WORK/$name.yml"
+  docker-registry serve "$WORK/$name.yml" >"$WORK/$name.log" 2>&1 &
   REGISTRY_PID=$!
   REGISTRY=127.0.0.1:$port
 }
@@ -73,7 +74,7 @@ serve_registry() {
 # start_registry: serve_registry without authentication, once it answers.
 start_registry() {
   serve_registry
-  wait_http "http://$REGISTRY/v2/" 200 || fail "docker-registry did not start: $(cat "$WORK/registry.log")"
+  wait_http "http://$REGISTRY/v2/" 200 || fail "docker-registry did not start: $(cat "$WORK/${REGISTRY_NAME:-registry}.log")"
 }
 
 # start_token_registry USER:PASSWORD: docker-registry with `auth: token` on a free port of
