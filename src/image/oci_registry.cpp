@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -503,13 +504,52 @@ struct RegistryClient::Impl {
     return true;
   }
 
-  // GET with one round of authentication. The caller has set the sink.
+  // A registry that answers 429 (too many requests: a thousand nodes asking at once, a rate
+  // limit) is asked again after its Retry-After (at most kBusyWaitCap), else after 1, 2, 4, 8
+  // s: at most kBusyRetries times, so a job waits a bounded time, then fails naming it.
+  static constexpr int kBusyRetries = 4;
+  static constexpr long kBusyWaitCap = 30;
+  int busyRetries = 0;  // in this endpoint's current request
+  bool busyWarned = false;
+
+  // How long to wait before asking again after a 429; false when the retries are spent.
+  bool waitWhenBusy() {
+    if (busyRetries >= kBusyRetries) return false;
+    long seconds = 1L << busyRetries;
+    if (auto it = headers.find("retry-after"); it != headers.end()) {
+      char* end = nullptr;
+      const long given = std::strtol(it->second.c_str(), &end, 10);
+      if (end != it->second.c_str() && *end == '\0' && given >= 0) seconds = std::min(given, kBusyWaitCap);
+    }
+    if (!busyWarned)
+      spdlog::warn("{} answers HTTP 429 (too many requests): asking again in {} s (at most {} times)", host, seconds,
+                   kBusyRetries);
+    busyWarned = true;
+    ++busyRetries;
+    for (long tenths = 0; tenths < seconds * 10; ++tenths) {
+      if (cancelled()) throw Error("interrupted");
+      ::usleep(100 * 1000);
+    }
+    return true;
+  }
+
+  // " (429 after N tries)" for the messages of a request whose retries were spent.
+  [[nodiscard]] std::string busyNote(long status) const {
+    return status == 429 && busyRetries > 0 ? " after " + std::to_string(busyRetries + 1) + " tries" : "";
+  }
+
+  // GET with one round of authentication and bounded retries on 429. The caller has set the sink.
   template <typename Setup>
   long getAuthenticated(const std::string& url, const char* accept, Setup setup) {
+    busyRetries = 0;
     for (int attempt = 0;; ++attempt) {
       prepare();
       setup();
       long status = get(url, accept);
+      if (status == 429 && waitWhenBusy()) {
+        --attempt;
+        continue;
+      }
       if (status != 401 || attempt > 0) return status;
       if (!authenticate()) return status;
     }
@@ -635,7 +675,8 @@ FetchedDocument RegistryClient::manifestFrom(Impl& I, const std::string& tagOrDi
   if (status == 401 || status == 403) throw Error(name + ": " + accessDenied(status));
   if (status != 200) {
     std::string why = I.registryError();
-    throw Error("manifest of " + name + " from " + I.host + ": HTTP " + std::to_string(status) + (why.empty() ? "" : " (" + why + ")"));
+    throw Error("manifest of " + name + " from " + I.host + ": HTTP " + std::to_string(status) + I.busyNote(status) +
+                (why.empty() ? "" : " (" + why + ")"));
   }
   Digester d;
   d.update(I.body.data(), I.body.size());
@@ -659,7 +700,8 @@ std::string RegistryClient::smallBlob(const std::string& digest) {
     });
     I.digester = nullptr;
     if (status != 200)
-      throw Error("blob " + digest + " of " + ref_.shortName() + ": HTTP " + std::to_string(status) + " from " + I.host);
+      throw Error("blob " + digest + " of " + ref_.shortName() + ": HTTP " + std::to_string(status) + I.busyNote(status) +
+                  " from " + I.host);
     std::string got = d.digest();
     if (got != digest) throw Error(digestMismatch("blob", digest, got, ref_.shortName()));
     return std::move(I.body);
@@ -716,7 +758,7 @@ std::filesystem::path RegistryClient::blobFrom(Impl& I, const std::string& diges
   if (status == Impl::kTruncated || (status == 200 && I.received < size))
     throw Error(what + ": truncated (got " + std::to_string(I.received) + " of " + std::to_string(size) + " bytes)");
   if (status == 404) throw Error(what + ": blob unknown to " + I.host);
-  if (status != 200) throw Error(what + ": HTTP " + std::to_string(status) + " from " + I.host);
+  if (status != 200) throw Error(what + ": HTTP " + std::to_string(status) + I.busyNote(status) + " from " + I.host);
   if (I.received > size)
     throw Error(what + ": larger than its manifest says (" + std::to_string(I.received) + " > " + std::to_string(size) + " bytes)");
   std::string got = d.digest();

@@ -200,6 +200,23 @@ expect_refused "control character in the scope" "the token scope named by regist
   "$CTR_BIN" pull "$WORK/out/x.sif" "docker://$reg/good:1"
 set_conf '{}'
 
+note "issue 53, item 6: a registry that answers 429 is asked again after its Retry-After, a bounded number of times"
+set_conf '{"busy":{"count":2,"retry_after":"1"}}'
+: > "$WORK/hostile.log"
+"$CTR_BIN" pull "$WORK/out/busy.sif" "docker://$reg/good:1" >/dev/null 2>"$WORK/stderr" ||
+  fail "a pull through two 429s: $(cat "$WORK/stderr")"
+expect_eq "one warning for the busy registry" 1 "$(grep -c "$reg answers HTTP 429 (too many requests): asking again in 1 s" "$WORK/stderr" || true)"
+expect_eq "the manifest asked three times" 3 "$(grep -c 'GET /v2/good/manifests/1 ' "$WORK/hostile.log" || true)"
+rm -f "$WORK/out/busy.sif"
+set_conf '{"busy":{"count":100,"retry_after":"0"}}'
+: > "$WORK/hostile.log"
+rc=0; timeout -k 5 60 "$CTR_BIN" pull "$WORK/out/x.sif" "docker://$reg/good:1" >/dev/null 2>"$WORK/stderr" || rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "a registry busy past the bound: exit $rc"
+expect_contains "busy past the bound" "HTTP 429 after 5 tries (TOOMANYREQUESTS: slow down)" "$(grep 'error' "$WORK/stderr")"
+expect_eq "asked five times in all" 5 "$(grep -c 'GET /v2/good/manifests/1 ' "$WORK/hostile.log" || true)"
+[ ! -e "$WORK/out/x.sif" ] || fail "busy past the bound: an output was left"
+set_conf '{}'
+
 note "F9: archive members that are links out of the archive, devices or FIFOs; made by $CTR_TEST_USER, pulled by root"
 # A root-only directory: a tar with a secret, and JSON documents ctr would accept.
 S=$WORK/secret

@@ -8,6 +8,10 @@ so a test changes it between pulls) tells it to do wrong:
   "token": "..."                   what GET /token answers ({"token": ...}); the bearer token
                                    the registry then accepts
   "pad": {"sha256:...": N}         serve that blob as its bytes followed by zeros, N bytes in all
+  "busy": {"count": N, "retry_after": "S"}
+                                   answer the next N requests under /v2/NAME/ with 429 (Too
+                                   Many Requests), with Retry-After: S when given; counted
+                                   anew whenever this entry changes
 
 Every request is logged to LOG as "METHOD PATH | header: value | ..." and, for a blob, the
 bytes that went out before the client hung up ("sent N bytes of sha256:...").
@@ -24,6 +28,7 @@ import os
 import sys
 
 port, root, conf_path, log_path = sys.argv[1:5]
+busy_served = {}  # the "busy" entry (as text) -> the 429s it has answered
 
 
 def log(line):
@@ -46,6 +51,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         parts = self.path.split("/")
         if self.path == "/v2/":
             return self.reply(200, b"{}", "application/json")
+        busy = conf.get("busy")
+        if busy:
+            key = json.dumps(busy, sort_keys=True)
+            if busy_served.get(key, 0) < busy.get("count", 0):
+                busy_served[key] = busy_served.get(key, 0) + 1
+                extra = {"Retry-After": busy["retry_after"]} if "retry_after" in busy else {}
+                return self.reply(429, b'{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}',
+                                  "application/json", extra)
         if len(parts) >= 5 and parts[-2] == "manifests":
             name = "/".join(parts[2:-2])
             path = os.path.join(root, "manifests", name, parts[-1])
