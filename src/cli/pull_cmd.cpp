@@ -33,6 +33,9 @@ void registerPull(CLI::App& app, Context& ctx) {
                 "Reproducible output: nil UUID, fixed times, reproducible squashfs");
   cmd->add_flag("--nohttps,--no-https", request->options.noHttps, "Use plain http for the registry");
   cmd->add_option("--arch", request->options.platformArch, "Architecture to pull from a multi-platform image");
+  cmd->add_option("--authfile", request->options.authFile,
+                  "Registry credentials from FILE (Docker's format, as `registry login --authfile` writes it) "
+                  "instead of ctr's own file");
   auto flags = std::make_shared<std::pair<bool, bool>>(false, false);  // --sandbox, --disable-cache
   cmd->add_flag("--sandbox,-s", flags->first, "Unpack the image into a writable directory OUTPUT instead of a SIF");
   cmd->add_flag("--disable-cache", flags->second,

@@ -605,6 +605,8 @@ std::vector<Endpoint> registryEndpoints(const Reference& ref, const PullOptions&
 
 RegistryClient::RegistryClient(Reference ref, const PullOptions& options)
     : ref_(std::move(ref)), cacheDir_(cacheRoot(options)) {
+  auto places = credentials::defaultPlaces();
+  if (!options.authFile.empty()) places.ctrFile = options.authFile;
   for (const auto& e : registryEndpoints(ref_, options)) {
     auto impl = std::make_unique<Impl>();
     impl->scheme = e.scheme;
@@ -618,7 +620,7 @@ RegistryClient::RegistryClient(Reference ref, const PullOptions& options)
       impl->username = options.username;
       impl->password = options.password;
       impl->credentialSource = "the credentials given";
-    } else if (auto found = credentials::lookup(e.host, credentials::defaultPlaces())) {
+    } else if (auto found = credentials::lookup(e.host, places)) {
       impl->username = std::move(found->username);
       impl->password = std::move(found->password);
       impl->credentialSource = "credentials from " + found->source;

@@ -86,6 +86,17 @@ for kind in htpasswd token; do
   as_user "$CTR_BIN" registry logout "$REGISTRY" 2>/dev/null || fail "[$kind] logout"
   refused_pull after-logout
 
+  note "[$kind] login --authfile FILE, and pull --authfile FILE reads it"
+  rm -rf "$U/auth"
+  echo "$secret" | as_user "$CTR_BIN" registry login -u alice --password-stdin --authfile "$U/auth/site.json" "$REGISTRY" \
+    >"$WORK/login.out" 2>&1 || fail "[$kind] login --authfile: $(cat "$WORK/login.out")"
+  ! grep -qs "$REGISTRY" "$home/.config/ctr/auth.json" || fail "[$kind] login --authfile wrote into ctr's own file"
+  refused_pull without-authfile
+  rm -rf "$cache"/* "$U/with-authfile.sif"
+  as_user env CTR_CACHE_DIR="$cache" "$CTR_BIN" pull --authfile "$U/auth/site.json" "$U/with-authfile.sif" \
+    "docker://$REGISTRY/app:1" >"$WORK/with-authfile.out" 2>&1 || fail "[$kind] pull --authfile: $(cat "$WORK/with-authfile.out")"
+  rm -rf "$U/auth"
+
   note "[$kind] Docker's config.json: auths"
   auth=$(printf 'alice:%s' "$secret" | base64)
   echo "{\"auths\":{\"http://$REGISTRY/v1/\":{\"auth\":\"$auth\"}}}" | user_file "$home/.docker/config.json"

@@ -45,6 +45,9 @@ struct ImageConfig {
 struct PullOptions {
   std::string username;  // registry credentials; else $CTR_DOCKER_USERNAME/PASSWORD, then
   std::string password;  // $APPTAINER_DOCKER_USERNAME/PASSWORD
+  // pull --authfile: credentials from this file (Docker's format, as `ctr registry login
+  // --authfile` writes it) in place of ctr's own auth file; the other places after it.
+  std::filesystem::path authFile;
   std::filesystem::path cacheDir;  // empty: $CTR_CACHE_DIR, else ~/.cache/ctr
   bool noHttps = false;  // plain http for every registry (127.0.0.1 and localhost always)
   std::string platformOs;    // empty: "linux"
