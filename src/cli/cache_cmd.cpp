@@ -45,8 +45,9 @@ std::filesystem::path stageDir() {
 
 // Which of the cache's parts -T|--type names, with Apptainer's type names: "oci" the images
 // run from docker:// (Apptainer's oci cache holds the same: SIFs made from OCI images),
-// "blob" the layers, and ctr's own "stage" (this node's staged copies). library, shub,
-// net and oras are Apptainer's too: ctr keeps nothing of theirs, so they name nothing.
+// "blob" the layers and the SIFs of oras:// images (kept as the registry's blobs, so "oras"
+// names them too), and ctr's own "stage" (this node's staged copies). library, shub and net
+// are Apptainer's too: ctr keeps nothing of theirs, so they name nothing.
 struct CacheTypes {
   bool images = false, blobs = false, stage = false;
 };
@@ -57,9 +58,9 @@ CacheTypes parseCacheTypes(const std::vector<std::string>& given) {
     for (auto name : splitList(list)) {
       if (name == "all") return {true, true, true};
       if (name == "oci") types.images = true;
-      else if (name == "blob" || name == "blobs") types.blobs = true;
+      else if (name == "blob" || name == "blobs" || name == "oras") types.blobs = true;
       else if (name == "stage") types.stage = true;
-      else if (name != "library" && name != "shub" && name != "net" && name != "oras")
+      else if (name != "library" && name != "shub" && name != "net")
         throw Error("cache: unknown type '" + std::string(name) +
                     "' (library, oci, shub, blob, net, oras, stage or all)")
             .withStatus(1);
@@ -167,9 +168,15 @@ int cleanCache(int days, bool dryRun, const CacheTypes& types) {
 }  // namespace
 
 image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull) {
+  if (argument.starts_with("oras://")) {
+    // The SIF as pushed, run from the blob cache, where it entered with its digest checked.
+    auto source = image::resolveImage(image::oci::orasSif(argument.substr(7), pullOptions(pull)));
+    source.reference = argument;
+    return source;
+  }
   if (!image::cache::isRegistryReference(argument)) {
     if (auto scheme = argument.find("://"); scheme != std::string::npos && argument.find('/') == scheme + 1)
-      throw Error(argument + ": ctr runs docker://REF, instance://NAME, or a SIF, squashfs or directory path")
+      throw Error(argument + ": ctr runs docker://REF, oras://REF, instance://NAME, or a SIF, squashfs or directory path")
           .withStatus(1);
     return image::resolveImage(argument);
   }
@@ -181,6 +188,7 @@ image::ImageSource resolveImageArgument(const std::string& argument, const confi
 }
 
 std::string imagePathArgument(const std::string& argument) {
+  if (argument.starts_with("oras://")) return image::oci::orasSif(argument.substr(7), cacheOptions()).string();
   if (!image::cache::isRegistryReference(argument)) return argument;
   return image::cache::acquire(argument, cacheOptions()).sif.string();
 }
@@ -196,7 +204,7 @@ void registerCache(CLI::App& app, Context& ctx) {
   list->add_flag("--json", *json, "One JSON object (digests, references, sizes, last use)");
   list->add_flag("-v,--verbose", *verbose, "A line for each entry (name, date, size, type)");
   list->add_option("-T,--type", *listTypes, "Types to list (comma lists): oci, blob, stage, all (Apptainer's library, "
-                                            "shub, net and oras name nothing ctr keeps)");
+                                            "shub and net name nothing ctr keeps; oras SIFs are blobs)");
   list->callback([&ctx, json, verbose, listTypes] {
     ctx.action = [json, verbose, listTypes] { return listCache(*json, *verbose, parseCacheTypes(*listTypes)); };
   });

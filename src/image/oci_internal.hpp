@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -66,6 +67,8 @@ class RegistryClient {
   // path. The digest of a download is checked before it enters the cache.
   std::filesystem::path blobToCache(const std::string& digest, std::uint64_t size, Progress& progress,
                                     const std::string& label);
+  // The cache entry of a blob, when it is there with the right size.
+  [[nodiscard]] std::optional<std::filesystem::path> cachedBlob(const std::string& digest, std::uint64_t size) const;
   // Drops a cache entry whose content turned out wrong.
   void evict(const std::string& digest);
   // GET `url` (http or https, redirects within those) into `fd`, at most `limit` bytes;

@@ -712,14 +712,19 @@ std::string RegistryClient::smallBlob(const std::string& digest) {
 
 std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std::uint64_t size, Progress& progress,
                                                   const std::string& label) {
-  const auto path = cacheDir_ / "blobs" / "sha256" / digest.substr(7);
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size) {
+  if (auto path = cachedBlob(digest, size)) {
     progress.start(label, size);
     progress.done("cached (" + std::to_string(size) + " bytes)", true);
-    return path;
+    return *path;
   }
   return viaEndpoints([&](Impl& I) { return blobFrom(I, digest, size, progress, label); });
+}
+
+std::optional<std::filesystem::path> RegistryClient::cachedBlob(const std::string& digest, std::uint64_t size) const {
+  auto path = cacheDir_ / "blobs" / "sha256" / digest.substr(7);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size) return path;
+  return std::nullopt;
 }
 
 std::filesystem::path RegistryClient::blobFrom(Impl& I, const std::string& digest, std::uint64_t size,

@@ -93,6 +93,13 @@ void pullToSif(const PullRequest& request);
 // a pull SOURCE (Apptainer's docker-archive://PATH is docker-archive:PATH), or nullopt.
 [[nodiscard]] std::optional<std::pair<std::string, std::string>> pullSource(std::string_view source);
 
+// ORAS: a SIF pushed to an OCI registry as Apptainer's `push oras://` does (one layer of
+// kSifLayerMediaType, config application/vnd.sylabs.sif.config.v1+json). orasSif fetches
+// the SIF that oras://REFERENCE names into the blob cache, its digest checked, and returns
+// its path there. Throws ctr::Error naming the image (not an ORAS SIF, limits, HTTP).
+inline constexpr const char* kSifLayerMediaType = "application/vnd.sylabs.sif.layer.v1.sif";
+std::filesystem::path orasSif(const std::string& reference, const PullOptions& options);
+
 // The digest ("sha256:...") of the image manifest that docker://REFERENCE names for this
 // host's platform (options.platformOs/Arch): the manifest itself, or the one its index
 // lists for the platform. One or two manifest requests; nothing is cached. Throws ctr::Error.

@@ -1,0 +1,83 @@
+#!/bin/bash
+# Issue 53, item 3 (pull side): oras:// images, as Apptainer's `push oras://` lays them out
+# (an OCI manifest whose config is application/vnd.sylabs.sif.config.v1+json, "{}", and
+# whose one layer is the SIF, application/vnd.sylabs.sif.layer.v1.sif; internal/pkg/client/
+# oras in Apptainer's source), pushed here with the distribution API itself (curl) into
+# Debian's docker-registry on 127.0.0.1:
+#  - `ctr pull OUT.sif oras://REG/NAME:TAG` gives the very file pushed (byte for byte);
+#  - `ctr exec oras://REF` runs it, as the test user;
+#  - a SIF blob that does not match its digest, a manifest without a SIF layer and a tag
+#    that is not there are refused in one line, and leave no output.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/registry/common.sh"
+ensure_test_user
+require_fuse
+use_linger 0
+trap 'kill ${REGISTRY_PID:-} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+start_registry
+reg=$REGISTRY
+
+# push_blob NAME FILE: FILE as a blob of repository NAME (POST, then PUT with its digest).
+push_blob() {
+  local loc sep digest
+  digest=sha256:$(sha256sum "$2" | cut -d' ' -f1)
+  loc=$(curl -sS -o /dev/null -D - -X POST "http://$reg/v2/$1/blobs/uploads/" | sed -n 's/^[Ll]ocation: *//p' | tr -d '\r')
+  [ -n "$loc" ] || fail "the registry gave no upload location for $1"
+  case "$loc" in http*) ;; *) loc="http://$reg$loc" ;; esac
+  case "$loc" in *\?*) sep='&' ;; *) sep='?' ;; esac
+  curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/octet-stream' --data-binary @"$2" "$loc${sep}digest=$digest" ||
+    fail "could not push $2 to $1"
+  echo "$digest $(stat -c %s "$2")"
+}
+# push_oras NAME:TAG SIF [LAYER-MEDIA-TYPE]: the SIF as Apptainer pushes it.
+push_oras() {
+  local name=${1%%:*} tag=${1##*:} media=${3:-application/vnd.sylabs.sif.layer.v1.sif} cfg cfgs sif sifs
+  printf '{}' > "$WORK/oras-config"
+  read -r cfg cfgs < <(push_blob "$name" "$WORK/oras-config")
+  read -r sif sifs < <(push_blob "$name" "$2")
+  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.sylabs.sif.config.v1+json","digest":"%s","size":%s},"layers":[{"mediaType":"%s","digest":"%s","size":%s,"annotations":{"org.opencontainers.image.title":"%s"}}]}' \
+    "$cfg" "$cfgs" "$media" "$sif" "$sifs" "$(basename "$2")" > "$WORK/oras-manifest"
+  curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/vnd.oci.image.manifest.v1+json' \
+    --data-binary @"$WORK/oras-manifest" "http://$reg/v2/$name/manifests/$tag" || fail "could not push the manifest of $1"
+  SIF_DIGEST=$sif
+}
+
+make_demo_rootfs "$WORK/root"
+"$CTR_BIN" -q build "$WORK/demo.sif" "$WORK/root" >/dev/null || fail "could not build the demo SIF"
+push_oras demo/app:1 "$WORK/demo.sif"
+chmod -R a+rX "$WORK"
+make_user_dir
+
+note "pull oras://: the file pushed, byte for byte"
+as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" pull "$U/pulled.sif" "oras://$reg/demo/app:1" >"$WORK/pull.out" 2>&1 ||
+  fail "pull oras://: $(cat "$WORK/pull.out")"
+cmp "$WORK/demo.sif" "$U/pulled.sif" || fail "the pulled SIF differs from the one pushed"
+
+note "exec oras://REF runs it"
+out=$(as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" exec "oras://$reg/demo/app:1" sh -c '. /etc/os-release; echo $ID' 2>"$WORK/exec.err") ||
+  fail "exec oras://: $out $(cat "$WORK/exec.err")"
+expect_eq "the image's os-release" ctr-demo "$out"
+[ ! -s "$WORK/exec.err" ] || fail "a launch of a cached oras image printed: $(cat "$WORK/exec.err")"
+
+note "refusals: a SIF that does not match its digest, no SIF layer, no such tag"
+# expect_refused WHAT NEEDLE SOURCE: non-zero, one line holding NEEDLE, no output left.
+expect_refused() {
+  local rc=0
+  as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" pull "$U/bad.sif" "$3" >"$WORK/bad.out" 2>&1 || rc=$?
+  [ "$rc" != 0 ] || fail "$1: succeeded"
+  expect_eq "$1: one line" 1 "$(grep -vc '^SIF \|^-- ' "$WORK/bad.out" || true)"
+  expect_contains "$1" "$2" "$(cat "$WORK/bad.out")"
+  [ ! -e "$U/bad.sif" ] || fail "$1: an output was left"
+  [ -z "$(ls -A "$U" | grep '\.pull\.' || true)" ] || fail "$1: scratch left in $U"
+}
+as_user rm -rf "$U/cache"
+stored=$(find "$WORK/registry" -path "*/blobs/sha256/*/${SIF_DIGEST#sha256:}/data")
+cp "$stored" "$WORK/sif.orig"
+printf 'X' | dd of="$stored" bs=1 seek=4096 conv=notrunc status=none
+expect_refused "a SIF blob that does not match its digest" "blob $SIF_DIGEST of demo/app:1: digest mismatch" "oras://$reg/demo/app:1"
+cp "$WORK/sif.orig" "$stored"
+push_oras demo/tar:1 "$WORK/demo.sif" application/vnd.oci.image.layer.v1.tar
+expect_refused "no SIF layer" "demo/tar:1: not a SIF pushed to an OCI registry" "oras://$reg/demo/tar:1"
+expect_refused "no such tag" "manifest unknown: demo/app:2 not in $reg" "oras://$reg/demo/app:2"
+assert_nothing_left "oras"
+echo "PASS: $TEST_NAME"
