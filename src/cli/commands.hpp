@@ -32,6 +32,7 @@ void registerInstanceStart(CLI::App& instance, Context& ctx, bool parsed, bool r
 void registerSif(CLI::App& app, Context& ctx);
 void registerBuild(CLI::App& app, Context& ctx);
 void registerPull(CLI::App& app, Context& ctx);     // pull: Docker/OCI image -> SIF
+void registerPush(CLI::App& app, Context& ctx);     // push: SIF -> oras://
 void registerInspect(CLI::App& app, Context& ctx);
 void registerRunHelp(CLI::App& app, Context& ctx);  // run-help: an image's %help
 void registerCheck(CLI::App& app, Context& ctx);    // check: which image mode, and why

@@ -32,7 +32,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
       {"version", registerVersion}, {"sif", registerSif},         {"build", registerBuild},
       {"inspect", registerInspect}, {"check", registerCheck},     {"pull", registerPull},
       {"instance", registerInstance}, {"cache", registerCache},   {"run-help", registerRunHelp},
-      {"overlay", registerOverlay}, {"registry", registerRegistry},
+      {"overlay", registerOverlay}, {"registry", registerRegistry}, {"push", registerPush},
   };
   if (command == "exec" || command == "run" || command == "shell" || command == "test" || command == "__holder") {
     registerExec(app, ctx, command);
@@ -49,6 +49,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   registerSif(app, ctx);
   registerBuild(app, ctx);
   registerPull(app, ctx);
+  registerPush(app, ctx);
   registerInspect(app, ctx);
   registerCheck(app, ctx);
   registerInstance(app, ctx);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "ctr/digest.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
@@ -405,6 +406,63 @@ std::filesystem::path orasSif(const std::string& reference, const PullOptions& o
   auto path = client.blobToCache(sif->digest, sif->size, progress, "SIF " + sif->digest.substr(0, 19));
   progress.finish();
   return path;
+}
+
+namespace {
+
+// "sha256:..." of what `fd` holds, and its size.
+std::pair<std::string, std::uint64_t> fileDigest(int fd, const std::filesystem::path& path) {
+  Digester d;
+  std::vector<char> buffer(1 << 20);
+  std::uint64_t size = 0;
+  for (;;) {
+    const ssize_t got = ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(size));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw sysError("read " + path.string());
+    if (got == 0) break;
+    d.update(buffer.data(), static_cast<std::size_t>(got));
+    size += static_cast<std::uint64_t>(got);
+  }
+  return {d.digest(), size};
+}
+
+}  // namespace
+
+void orasPush(const std::filesystem::path& sifPath, const std::string& reference, const PullOptions& options) {
+  Reference ref = parseReference(reference);
+  if (ref.tag.empty()) throw Error("oras://" + reference + ": a push names a tag (NAME:TAG)").withStatus(1);
+  withContext(sifPath.string(), [&] { (void)sif::Image::open(sifPath, false); });  // only a SIF goes out as one
+  UniqueFd fd(::open(sifPath.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw sysError("open " + sifPath.string());
+  const auto [digest, size] = fileDigest(fd.get(), sifPath);
+  PullOptions origin = options;  // pushed to the registry itself, never to a mirror
+  origin.limits.mirrors.clear();
+  RegistryClient client(ref, origin);
+  const std::string config = "{}";
+  Digester configDigester;
+  configDigester.update(config.data(), config.size());
+  const std::string configDigest = configDigester.digest();
+  if (!client.hasBlob(configDigest)) client.uploadBlob(configDigest, config);
+  Progress progress;
+  progress.start("SIF " + digest.substr(0, 19), size);
+  if (client.hasBlob(digest)) {
+    progress.done("already in " + ref.registry, true);
+  } else {
+    client.uploadBlob(digest, fd.get(), size, progress);
+    progress.done("pushed (" + std::to_string(size) + " bytes)", false);
+  }
+  // Apptainer's layout (internal/pkg/client/oras/image.go): config "{}", one SIF layer.
+  const nlohmann::json manifest = {
+      {"schemaVersion", 2},
+      {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+      {"config", {{"mediaType", kSifConfigMediaType}, {"digest", configDigest}, {"size", config.size()}}},
+      {"layers",
+       {{{"mediaType", kSifLayerMediaType},
+         {"digest", digest},
+         {"size", size},
+         {"annotations", {{"org.opencontainers.image.title", sifPath.filename().string()}}}}}}};
+  client.putManifest(ref.tag, "application/vnd.oci.image.manifest.v1+json", manifest.dump());
+  spdlog::info("pushed {} to oras://{}", sifPath.string(), reference);
 }
 
 std::optional<std::pair<std::string, std::string>> pullSource(std::string_view source) {

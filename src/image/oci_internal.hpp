@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,13 @@ class RegistryClient {
   // path. The digest of a download is checked before it enters the cache.
   std::filesystem::path blobToCache(const std::string& digest, std::uint64_t size, Progress& progress,
                                     const std::string& label);
+  // Pushing, to the registry itself (make the client with no mirrors): whether it has the
+  // blob; a blob from `fd` (`size` bytes) or from memory; a manifest under `tag`. Each
+  // throws ctr::Error naming the registry and the HTTP status it answered.
+  bool hasBlob(const std::string& digest);
+  void uploadBlob(const std::string& digest, int fd, std::uint64_t size, Progress& progress);
+  void uploadBlob(const std::string& digest, const std::string& text);
+  void putManifest(const std::string& tag, const std::string& mediaType, const std::string& body);
   // The cache entry of a blob, when it is there with the right size.
   [[nodiscard]] std::optional<std::filesystem::path> cachedBlob(const std::string& digest, std::uint64_t size) const;
   // Drops a cache entry whose content turned out wrong.
@@ -89,6 +97,7 @@ class RegistryClient {
   template <typename Request>
   auto viaEndpoints(Request&& request) -> decltype(request(std::declval<Impl&>()));
   FetchedDocument manifestFrom(Impl& endpoint, const std::string& tagOrDigest);
+  void upload(const std::string& digest, std::uint64_t size, const std::function<void(Impl&)>& body);
   std::filesystem::path blobFrom(Impl& endpoint, const std::string& digest, std::uint64_t size, Progress& progress,
                                  const std::string& label);
   Reference ref_;

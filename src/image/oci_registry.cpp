@@ -284,7 +284,41 @@ struct RegistryClient::Impl {
   std::string username, password;
   std::string credentialSource;  // where they came from (never the secret), for messages
   std::string authorization;  // "Authorization: Bearer ..." once known
+  std::string authorizedScope;  // the scope that token was asked for (a push needs another)
   bool useBasic = false;
+
+  // An upload's body (push): `uploadFd` from `uploadOffset` on, else `uploadText`.
+  int uploadFd = -1;
+  std::uint64_t uploadOffset = 0;
+  std::string uploadText;
+
+  static size_t onRead(char* buffer, size_t size, size_t n, void* user) {
+    auto* self = static_cast<Impl*>(user);
+    const size_t want = size * n;
+    if (self->uploadFd < 0) {
+      const size_t len = std::min(want, self->uploadText.size() - self->uploadOffset);
+      std::memcpy(buffer, self->uploadText.data() + self->uploadOffset, len);
+      self->uploadOffset += len;
+      return len;
+    }
+    for (;;) {
+      const ssize_t got = ::pread(self->uploadFd, buffer, want, static_cast<off_t>(self->uploadOffset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return CURL_READFUNC_ABORT;
+      self->uploadOffset += static_cast<std::uint64_t>(got);
+      if (self->progress) self->progress->update(self->uploadOffset);
+      return static_cast<size_t>(got);
+    }
+  }
+
+  // The next request sends `size` bytes of the upload body with `method` (PUT).
+  void setUpload(std::uint64_t size) {
+    uploadOffset = 0;
+    curl.easy_setopt(handle, CURLOPT_UPLOAD, 1L);
+    curl.easy_setopt(handle, CURLOPT_READFUNCTION, &Impl::onRead);
+    curl.easy_setopt(handle, CURLOPT_READDATA, this);
+    curl.easy_setopt(handle, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(size));
+  }
 
   // Per request
   std::map<std::string, std::string> headers;
@@ -450,7 +484,12 @@ struct RegistryClient::Impl {
       useBasic = true;
       return true;
     }
-    if (challenge != "bearer" || !authorization.empty() || params["realm"].empty()) return false;
+    const std::string wantedScope = params.count("scope")  ? params["scope"]
+                                    : repository.empty() ? std::string()
+                                                         : "repository:" + repository + ":pull";
+    // Once per scope: a push is challenged again for push rights after a pull's token.
+    if (challenge != "bearer" || (!authorization.empty() && wantedScope == authorizedScope) || params["realm"].empty())
+      return false;
     // The realm receives the user's credentials: the registry may not send them anywhere.
     checkTokenRealm(params["realm"], scheme, host, limits);
     checkNoControlCharacters(params["service"], "the token service named by registry " + host);
@@ -476,9 +515,7 @@ struct RegistryClient::Impl {
       sep = '&';
     };
     addParam("service", params["service"]);
-    addParam("scope", params.count("scope")     ? params["scope"]
-                      : repository.empty() ? std::string()  // a login's check of /v2/
-                                           : "repository:" + repository + ":pull");
+    addParam("scope", wantedScope);  // none for a login's check of /v2/
     prepare();
     bodyLimit = 1 << 20;
     const bool basicForToken = !username.empty();
@@ -501,6 +538,7 @@ struct RegistryClient::Impl {
     if (token.empty()) throw Error("token response from " + params["realm"] + " holds no token");
     checkTokenText(token, "the token from " + params["realm"]);
     authorization = "Authorization: Bearer " + token;
+    authorizedScope = wantedScope;
     return true;
   }
 
@@ -793,6 +831,79 @@ std::uint64_t RegistryClient::download(const std::string& url, int fd, std::uint
   if (status == Impl::kTruncated) throw Error(url + ": truncated (got " + std::to_string(I.received) + " bytes)");
   if (status != 200) throw Error(url + ": HTTP " + std::to_string(status));
   return I.received;
+}
+
+bool RegistryClient::hasBlob(const std::string& digest) {
+  auto& I = *endpoints_[current_];
+  const long status = I.getAuthenticated(I.base + I.repository + "/blobs/" + digest, nullptr, [&] {
+    I.curl.easy_setopt(I.handle, CURLOPT_NOBODY, 1L);
+  });
+  if (status == 401 || status == 403) throw Error(ref_.shortName() + ": " + accessDenied(status));
+  return status == 200;
+}
+
+// POST /v2/NAME/blobs/uploads/ for a session, then PUT its Location with the digest and the
+// bytes `body` sets up (a monolithic upload, as the distribution spec describes it).
+void RegistryClient::upload(const std::string& digest, std::uint64_t size, const std::function<void(Impl&)>& body) {
+  auto& I = *endpoints_[current_];
+  const std::string what = "push of blob " + digest + " of " + ref_.shortName() + " to " + I.host;
+  long status = I.getAuthenticated(I.base + I.repository + "/blobs/uploads/", nullptr, [&] {
+    I.bodyLimit = 64 << 10;
+    I.curl.easy_setopt(I.handle, CURLOPT_POST, 1L);
+    I.curl.easy_setopt(I.handle, CURLOPT_POSTFIELDS, "");
+    I.curl.easy_setopt(I.handle, CURLOPT_POSTFIELDSIZE, 0L);
+  });
+  if (status == 401 || status == 403) throw Error(what + ": " + accessDenied(status));
+  const auto location = I.headers.find("location");
+  if (status != 202 || location == I.headers.end() || location->second.empty())
+    throw Error(what + ": HTTP " + std::to_string(status) + I.busyNote(status) + " to the upload request" +
+                (I.registryError().empty() ? "" : " (" + I.registryError() + ")"));
+  std::string url = location->second;
+  if (url.starts_with("/")) url = I.scheme + "://" + I.host + url;
+  // The upload URL must stay with the registry: the user's credentials go along.
+  if (!url.starts_with(I.scheme + "://" + I.host + "/"))
+    throw Error(what + ": the registry named an upload URL elsewhere (" + url.substr(0, 100) + "): refused");
+  checkNoControlCharacters(url, "the upload URL from " + I.host);
+  url += (url.find('?') == std::string::npos ? "?" : "&") + std::string("digest=") + digest;
+  status = I.getAuthenticated(url, "Content-Type: application/octet-stream", [&] {
+    I.bodyLimit = 64 << 10;
+    body(I);
+    I.setUpload(size);
+  });
+  I.uploadFd = -1;
+  I.uploadText.clear();
+  I.progress = nullptr;
+  if (status == 401 || status == 403) throw Error(what + ": " + accessDenied(status));
+  if (status != 201)
+    throw Error(what + ": HTTP " + std::to_string(status) + I.busyNote(status) +
+                (I.registryError().empty() ? "" : " (" + I.registryError() + ")"));
+}
+
+void RegistryClient::uploadBlob(const std::string& digest, int fd, std::uint64_t size, Progress& progress) {
+  upload(digest, size, [&](Impl& I) {
+    I.uploadFd = fd;
+    I.progress = &progress;
+  });
+}
+
+void RegistryClient::uploadBlob(const std::string& digest, const std::string& text) {
+  upload(digest, text.size(), [&](Impl& I) { I.uploadText = text; });
+}
+
+void RegistryClient::putManifest(const std::string& tag, const std::string& mediaType, const std::string& body) {
+  auto& I = *endpoints_[current_];
+  const std::string contentType = "Content-Type: " + mediaType;
+  const long status = I.getAuthenticated(I.base + I.repository + "/manifests/" + tag, contentType.c_str(), [&] {
+    I.bodyLimit = 64 << 10;
+    I.uploadText = body;
+    I.setUpload(body.size());
+  });
+  I.uploadText.clear();
+  const std::string what = "push of the manifest of " + ref_.shortName() + " to " + I.host;
+  if (status == 401 || status == 403) throw Error(what + ": " + accessDenied(status));
+  if (status != 201)
+    throw Error(what + ": HTTP " + std::to_string(status) + I.busyNote(status) +
+                (I.registryError().empty() ? "" : " (" + I.registryError() + ")"));
 }
 
 void RegistryClient::evict(const std::string& digest) {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 53, item 3 (pull side): oras:// images, as Apptainer's `push oras://` lays them out
+# Issue 53, item 3: oras:// images, as Apptainer's `push oras://` lays them out
 # (an OCI manifest whose config is application/vnd.sylabs.sif.config.v1+json, "{}", and
 # whose one layer is the SIF, application/vnd.sylabs.sif.layer.v1.sif; internal/pkg/client/
 # oras in Apptainer's source), pushed here with the distribution API itself (curl) into
@@ -7,7 +7,10 @@
 #  - `ctr pull OUT.sif oras://REG/NAME:TAG` gives the very file pushed (byte for byte);
 #  - `ctr exec oras://REF` runs it, as the test user;
 #  - a SIF blob that does not match its digest, a manifest without a SIF layer and a tag
-#    that is not there are refused in one line, and leave no output.
+#    that is not there are refused in one line, and leave no output;
+#  - `ctr push IMAGE.sif oras://REG/NAME:TAG` lays it out as Apptainer does (checked on the
+#    manifest itself), it pulls back byte for byte, and a second push sends no blob again;
+#    a file that is not a SIF, or another transport, is refused in one line.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/registry/common.sh"
 ensure_test_user
@@ -79,5 +82,28 @@ cp "$WORK/sif.orig" "$stored"
 push_oras demo/tar:1 "$WORK/demo.sif" application/vnd.oci.image.layer.v1.tar
 expect_refused "no SIF layer" "demo/tar:1: not a SIF pushed to an OCI registry" "oras://$reg/demo/tar:1"
 expect_refused "no such tag" "manifest unknown: demo/app:2 not in $reg" "oras://$reg/demo/app:2"
+note "push oras://: Apptainer's layout, pulled back byte for byte, nothing sent twice"
+cp "$WORK/demo.sif" "$U/mine.sif"; chown "$CTR_TEST_USER" "$U/mine.sif"
+printf 'X' | dd of="$U/mine.sif" bs=1 seek=$(( $(stat -c %s "$U/mine.sif") - 1 )) conv=notrunc status=none  # another blob
+as_user "$CTR_BIN" push "$U/mine.sif" "oras://$reg/pushed/app:2" >"$WORK/push.out" 2>&1 || fail "push: $(cat "$WORK/push.out")"
+manifest=$(curl -sSf -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$reg/v2/pushed/app/manifests/2")
+expect_contains "config media type" '"mediaType":"application/vnd.sylabs.sif.config.v1+json"' "$manifest"
+expect_contains "layer media type" '"mediaType":"application/vnd.sylabs.sif.layer.v1.sif"' "$manifest"
+expect_contains "layer title" '"org.opencontainers.image.title":"mine.sif"' "$manifest"
+expect_contains "layer digest" "\"digest\":\"sha256:$(sha256sum "$U/mine.sif" | cut -d' ' -f1)\"" "$manifest"
+as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" -q pull "$U/back.sif" "oras://$reg/pushed/app:2" 2>"$WORK/back.err" ||
+  fail "pull of a pushed image: $(cat "$WORK/back.err")"
+cmp "$U/mine.sif" "$U/back.sif" || fail "the image pulled back differs from the one pushed"
+uploads=$(grep -c 'POST /v2/pushed/app/blobs/uploads/' "$WORK/registry.log" || true)
+as_user "$CTR_BIN" push "$U/mine.sif" "oras://$reg/pushed/app:3" >"$WORK/push2.out" 2>&1 || fail "second push: $(cat "$WORK/push2.out")"
+expect_eq "blobs uploaded by a second push" "$uploads" "$(grep -c 'POST /v2/pushed/app/blobs/uploads/' "$WORK/registry.log" || true)"
+expect_contains "the second push says so" "already in $reg" "$(cat "$WORK/push2.out")"
+echo "not a SIF" > "$U/text.sif"; chown "$CTR_TEST_USER" "$U/text.sif"
+rc=0; out=$(as_user "$CTR_BIN" push "$U/text.sif" "oras://$reg/pushed/app:4" 2>&1) || rc=$?
+[ "$rc" != 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "a file that is not a SIF: $rc: $out"
+expect_contains "not a SIF, named" "$U/text.sif" "$out"
+rc=0; out=$(as_user "$CTR_BIN" push "$U/mine.sif" "docker://$reg/pushed/app:5" 2>&1) || rc=$?
+expect_eq "another transport: status 1" 1 "$rc"
+expect_contains "another transport" "ctr pushes to oras://REGISTRY/NAME:TAG" "$out"
 assert_nothing_left "oras"
 echo "PASS: $TEST_NAME"

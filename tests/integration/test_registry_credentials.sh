@@ -83,8 +83,15 @@ for kind in htpasswd token; do
   no_secret "[$kind] ctr -d pull" "$(cat "$WORK/debug.out")"
   expect_eq "[$kind] the pulled image runs" ctr-demo "$(as_user "$CTR_BIN" exec "$U/debug.sif" sh -c '. /etc/os-release; echo $ID')"
   no_secret "[$kind] --explain" "$(as_user env CTR_CACHE_DIR="$cache" "$CTR_BIN" exec --explain --json "docker://$REGISTRY/app:1" true)"
+  note "[$kind] push oras:// with the same credentials (a token with push rights, after a pull's)"
+  as_user "$CTR_BIN" push "$U/debug.sif" "oras://$REGISTRY/pushed:1" >"$WORK/push.out" 2>&1 ||
+    fail "[$kind] push: $(cat "$WORK/push.out")"
+  no_secret "[$kind] push" "$(cat "$WORK/push.out")"
   as_user "$CTR_BIN" registry logout "$REGISTRY" 2>/dev/null || fail "[$kind] logout"
   refused_pull after-logout
+  set +e; out=$(as_user "$CTR_BIN" push "$U/debug.sif" "oras://$REGISTRY/pushed:2" 2>&1); rc=$?; set -e
+  [ "$rc" != 0 ] || fail "[$kind] a push without credentials worked"
+  expect_contains "[$kind] push without credentials: how to log in" "ctr registry login $REGISTRY" "$out"
 
   note "[$kind] login --authfile FILE, and pull --authfile FILE reads it"
   rm -rf "$U/auth"

@@ -98,7 +98,11 @@ void pullToSif(const PullRequest& request);
 // the SIF that oras://REFERENCE names into the blob cache, its digest checked, and returns
 // its path there. Throws ctr::Error naming the image (not an ORAS SIF, limits, HTTP).
 inline constexpr const char* kSifLayerMediaType = "application/vnd.sylabs.sif.layer.v1.sif";
+inline constexpr const char* kSifConfigMediaType = "application/vnd.sylabs.sif.config.v1+json";
 std::filesystem::path orasSif(const std::string& reference, const PullOptions& options);
+// `ctr push SIF oras://REFERENCE` (a tag): the SIF as that layer, to the registry itself
+// (never a mirror), with the registry's credentials; blobs it has already are not sent again.
+void orasPush(const std::filesystem::path& sif, const std::string& reference, const PullOptions& options);
 
 // The digest ("sha256:...") of the image manifest that docker://REFERENCE names for this
 // host's platform (options.platformOs/Arch): the manifest itself, or the one its index
