@@ -113,6 +113,21 @@ void debootstrapAgent(const BootstrapContext& ctx) {
              "extracting " + tarball.string());
 }
 
+// Bootstrap: oras — From: REGISTRY/NAME:TAG, a SIF pushed to an OCI registry (ctr push or
+// apptainer push oras://), fetched into the image cache (its digest checked) and unpacked.
+void orasAgent(const BootstrapContext& ctx) {
+  std::string reference = ctx.stage->header.from();
+  if (reference.starts_with("oras://")) reference.erase(0, 7);
+  if (reference.empty()) throw Error("Bootstrap: oras needs a From: line (REGISTRY/NAME:TAG)");
+  image::oci::PullOptions options;
+  if (!ctx.cacheDir.empty()) options.cacheDir = ctx.cacheDir;
+  options.limits = ctx.pull;
+  ctx.note("fetching oras://" + reference);
+  const auto sif = withContext("From: oras://" + reference, [&] { return image::oci::orasSif(reference, options); });
+  const image::ImageSource source = withContext("From: oras://" + reference, [&] { return image::resolveImage(sif); });
+  runChecked(ctx.runAsRoot, image::unsquashfsCommand(source, ctx.rootfs.string()), "unpacking oras://" + reference);
+}
+
 // Bootstrap: docker (From: a registry reference), docker-archive (a `docker save` tar),
 // oci-archive (a tar of an OCI layout, optional :tag) and oci (a layout directory, optional
 // :tag): the image's layers and, as Apptainer maps them, its Env, Entrypoint/Cmd and labels
@@ -135,7 +150,7 @@ std::map<std::string, BootstrapAgent, std::less<>>& agents() {
   static std::map<std::string, BootstrapAgent, std::less<>> table = {
       {"scratch", scratchAgent},          {"localimage", localImageAgent},          {"debootstrap", debootstrapAgent},
       {"docker", ociAgent("docker")},     {"docker-archive", ociAgent("docker-archive")},
-      {"oci-archive", ociAgent("oci-archive")}, {"oci", ociAgent("oci")}};
+      {"oci-archive", ociAgent("oci-archive")}, {"oci", ociAgent("oci")}, {"oras", orasAgent}};
   return table;
 }
 

@@ -105,5 +105,11 @@ expect_contains "not a SIF, named" "$U/text.sif" "$out"
 rc=0; out=$(as_user "$CTR_BIN" push "$U/mine.sif" "docker://$reg/pushed/app:5" 2>&1) || rc=$?
 expect_eq "another transport: status 1" 1 "$rc"
 expect_contains "another transport" "ctr pushes to oras://REGISTRY/NAME:TAG" "$out"
+note "ctr build with Bootstrap: oras"
+printf 'Bootstrap: oras\nFrom: %s/pushed/app:2\n\n%%post\n    echo built-from-oras > /built\n' "$reg" > "$U/oras.def"
+chown "$CTR_TEST_USER" "$U/oras.def"
+(cd "$U" && as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" -q build "$U/built.sif" "$U/oras.def") >"$WORK/build.out" 2>&1 ||
+  fail "build from oras: $(cat "$WORK/build.out"; cat "$U/built.sif.build.log" 2>/dev/null | tail -5)"
+expect_eq "the %post of a build on an oras image" built-from-oras "$(as_user "$CTR_BIN" exec "$U/built.sif" cat /built)"
 assert_nothing_left "oras"
 echo "PASS: $TEST_NAME"
