@@ -5,7 +5,8 @@
 # network namespace, both serving one storage directory. The four tasks of a step on two
 # nodes share one cache here (the nodes share this machine's file system), so the layers
 # are fetched once in all: one ctr pulls under the cache's lock, the others wait and run
-# what it packed. A missing image fails the step with ctr's one line.
+# what it packed. An oras:// SIF (pushed with ctr push) runs on both nodes. A missing image
+# fails the step with ctr's one line.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../registry/common.sh"
 . "$(dirname "$0")/lib.sh"
@@ -39,6 +40,10 @@ trap cleanup EXIT
 start_registry
 pids+=("$REGISTRY_PID")
 skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout:1" "docker://$REGISTRY/demo:1"
+# A SIF pushed with ctr push oras:// beside it (Apptainer's ORAS layout).
+make_demo_rootfs "$WORK/sif-root"
+"$CTR_BIN" -q build "$WORK/demo.sif" "$WORK/sif-root" >/dev/null || fail "could not build the demo SIF"
+CTR_CACHE_DIR=$WORK/root-cache "$CTR_BIN" -q push "$WORK/demo.sif" "oras://$REGISTRY/demo-sif:1" || fail "ctr push oras://"
 kill "$REGISTRY_PID"; wait "$REGISTRY_PID" 2>/dev/null || true
 port=${REGISTRY##*:}
 for n in n1 n2; do
@@ -81,6 +86,11 @@ note "docker://: the cached image, no layer fetched again"
 expect_eq "docker:// reference" "from the registry" \
   "$(slurm srun -N1 -n1 --container-image="docker://127.0.0.1:$port/demo:1" cat /etc/extra)"
 expect_eq "still each layer once" "$(echo $layers | wc -w)" "$(blob_fetches)"
+
+note "oras://: a SIF from the registry on both nodes"
+out=$(slurm srun -N2 -n2 --container-image="oras://127.0.0.1:$port/demo-sif:1" sh -c '. /etc/os-release; echo "$(hostname) $ID"')
+expect_eq "both nodes ran the pushed SIF" "n1 ctr-demo
+n2 ctr-demo" "$(printf '%s\n' "$out" | sort)"
 
 note "an image the registry lacks: the step fails with ctr's line"
 set +e; err=$(slurm srun -N1 -n1 --container-image="127.0.0.1:$port#nope:1" true 2>&1); rc=$?; set -e
