@@ -94,6 +94,11 @@ Reference parseReference(std::string_view text) {
       (first.find_first_of(".:") != std::string::npos || first == "localhost")) {
     ref.registry = first;
     ref.repository = rest.substr(slash + 1);
+    // Docker Hub by its other names: its registry host, and library/ for an official image.
+    if (first == "docker.io" || first == "index.docker.io") {
+      ref.registry = "registry-1.docker.io";
+      if (ref.repository.find('/') == std::string::npos) ref.repository = "library/" + ref.repository;
+    }
   } else {
     ref.registry = "registry-1.docker.io";
     ref.repository = slash == std::string::npos ? "library/" + rest : rest;

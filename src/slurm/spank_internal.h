@@ -18,6 +18,7 @@
 
 #include <slurm/spank.h>
 
+#include "spank_image_name.h"
 #include "spank_join_info.h"
 #include "spank_process.h"
 #include "spank_state_dir.h"

@@ -310,22 +310,4 @@ const char *step_refused(spank_t sp) {
  * "REGISTRY#NAME[:TAG]" is docker://REGISTRY/NAME[:TAG], and a bare NAME:TAG (no '/', no
  * transport) is Docker Hub's. With image_dir=DIR, another bare name is DIR/NAME. Any other
  * value is ctr's to read (a relative path is relative to the submit directory). */
-const char *image_path(char *buf, size_t size) {
-  static const char *const transports[] = {"docker:", "docker-archive:", "docker-daemon:", "oci:", "oci-archive:",
-                                           "library:", "oras:", "shub:", "http:", "https:", "instance:", NULL};
-  for (const char *const *t = transports; *t; ++t)
-    if (strncmp(opt_image, *t, strlen(*t)) == 0) return opt_image;
-  const char *hash = strchr(opt_image, '#'), *slash = strchr(opt_image, '/');
-  if (hash && hash != opt_image && (!slash || hash < slash)) {
-    int n = snprintf(buf, size, "docker://%.*s/%s", (int)(hash - opt_image), opt_image, hash + 1);
-    return n > 0 && (size_t)n < size ? buf : opt_image;
-  }
-  if (strpbrk(opt_image, "/#") || strcmp(opt_image, ".") == 0 || strcmp(opt_image, "..") == 0) return opt_image;
-  if (strchr(opt_image, ':')) {
-    int n = snprintf(buf, size, "docker://%s", opt_image);
-    return n > 0 && (size_t)n < size ? buf : opt_image;
-  }
-  if (!image_dir[0]) return opt_image;
-  int n = snprintf(buf, size, "%s/%s", image_dir, opt_image);
-  return n > 0 && (size_t)n < size ? buf : opt_image;
-}
+const char *image_path(char *buf, size_t size) { return container_image_argument(opt_image, image_dir, buf, size); }

@@ -239,6 +239,13 @@ TEST(OciReference, SplitsRegistryRepositoryTagAndDigest) {
   EXPECT_TRUE(r.tag.empty());
   EXPECT_THROW(oci::parseReference("host:5000/Demo:1"), ctr::Error);
   EXPECT_THROW(oci::parseReference("demo@sha256:short"), ctr::Error);
+  // Docker Hub named by its host: the registry's API host, official images under library/.
+  r = oci::parseReference("docker.io/ubuntu:24.04");
+  EXPECT_EQ(r.registry, "registry-1.docker.io");
+  EXPECT_EQ(r.repository, "library/ubuntu");
+  r = oci::parseReference("index.docker.io/nvidia/cuda:12.4.0-base");
+  EXPECT_EQ(r.registry, "registry-1.docker.io");
+  EXPECT_EQ(r.repository, "nvidia/cuda");
 }
 
 TEST(OciPlatform, ChoosesTheHostsEntryOfAManifestList) {

@@ -31,6 +31,8 @@
 #include "ctr/host_facts.hpp"
 #include "ctr/instance.hpp"
 #include "ctr/limits.hpp"
+#include "ctr/oci.hpp"
+#include "spank_image_name.h"
 #include "spank_join_info.h"
 #include "spank_process.h"
 #include "spank_state_dir.h"
@@ -366,3 +368,55 @@ TEST(SpankTwins, PluginDropsTheCapabilitiesCtrDrops) {
 }
 
 }  // namespace
+
+// --container-image as pyxis and enroot read it (spank_image_name.c), checked through ctr's
+// own reference parser: what the plugin hands ctr names the registry, repository and tag a
+// pyxis user means.
+namespace {
+std::string imageArgument(const char* image, const char* imageDir = "") {
+  char buffer[4096];
+  return container_image_argument(image, imageDir, buffer, sizeof buffer);
+}
+}  // namespace
+
+TEST(SpankTwins, PyxisImageNamesReachTheRegistryAndRepositoryTheyMean) {
+  struct Case {
+    const char* image;
+    const char* registry;
+    const char* repository;
+    const char* tag;
+  };
+  const Case cases[] = {
+      {"ubuntu", "registry-1.docker.io", "library/ubuntu", "latest"},
+      {"ubuntu:24.04", "registry-1.docker.io", "library/ubuntu", "24.04"},
+      {"nvidia/cuda:12.4.0-base", "registry-1.docker.io", "nvidia/cuda", "12.4.0-base"},
+      {"pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime", "registry-1.docker.io", "pytorch/pytorch",
+       "2.3.0-cuda12.1-cudnn8-runtime"},
+      {"docker.io/ubuntu:24.04", "registry-1.docker.io", "library/ubuntu", "24.04"},
+      {"docker:26.1.0", "registry-1.docker.io", "library/docker", "26.1.0"},
+      {"nvcr.io#nvidia/pytorch:24.01-py3", "nvcr.io", "nvidia/pytorch", "24.01-py3"},
+      {"alice@nvcr.io#nvidia/pytorch:24.01-py3", "nvcr.io", "nvidia/pytorch", "24.01-py3"},
+      {"registry.site:5000#group/app", "registry.site:5000", "group/app", "latest"},
+  };
+  for (const auto& c : cases) {
+    const std::string argument = imageArgument(c.image);
+    ASSERT_TRUE(argument.starts_with("docker://")) << c.image << " -> " << argument;
+    const auto ref = ctr::image::oci::parseReference(argument.substr(9));
+    EXPECT_EQ(ref.registry, c.registry) << c.image;
+    EXPECT_EQ(ref.repository, c.repository) << c.image;
+    EXPECT_EQ(ref.tag, c.tag) << c.image;
+  }
+  const auto digest = ctr::image::oci::parseReference(
+      imageArgument("ubuntu@sha256:0000000000000000000000000000000000000000000000000000000000000000").substr(9));
+  EXPECT_EQ(digest.repository, "library/ubuntu");
+  EXPECT_EQ(digest.digest.substr(0, 7), "sha256:");
+}
+
+TEST(SpankTwins, PyxisPathsAndTransportsPassAsTheyAre) {
+  for (const char* image : {"/shared/images/app.sqsh", "./app.sqsh", "../images/app.sif", "~/app.sif", "app.sif",
+                            "images/app.sqsh", "docker://ubuntu", "oras://reg.site/app:1", "docker-archive:/x.tar",
+                            "oci:/layout:1", "instance://mine", "https://site/app.sif", "dockerd://ubuntu"})
+    EXPECT_EQ(imageArgument(image), image) << image;
+  EXPECT_EQ(imageArgument("app", "/site/images"), "/site/images/app") << "the site's image directory for a bare name";
+  EXPECT_EQ(imageArgument("ubuntu:24.04", "/site/images"), "docker://ubuntu:24.04") << "a tag is a registry image";
+}
