@@ -262,6 +262,13 @@ nlohmann::json imageJson(const image::ImageSource& image) {
   return j;
 }
 
+nlohmann::json endpointsJson(const std::vector<image::oci::Endpoint>& endpoints) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : endpoints)
+    out.push_back({{"scheme", e.scheme}, {"host", e.host}, {"prefix", e.prefix}, {"mirror", e.mirror}});
+  return out;
+}
+
 nlohmann::json datasetsJson(const std::vector<DatasetImage>& datasets) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& d : datasets)
@@ -335,6 +342,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   nlohmann::json j;
   j["command"] = toString(plan.command);
   j["image"] = imageJson(plan.image);
+  if (!plan.registryEndpoints.empty()) j["image"]["endpoints"] = endpointsJson(plan.registryEndpoints);
   j["driver"] = toString(plan.driver);
   j["driver_reason"] = plan.driverReason;
   j["driver_fallback"] = plan.driverFallback ? nlohmann::json(toString(*plan.driverFallback)) : nlohmann::json();
@@ -392,6 +400,11 @@ void writeImage(std::ostream& out, const LaunchPlan& plan) {
   out << ")\n";
   if (!plan.image.reference.empty())
     out << "from:       " << plan.image.reference << " (" << plan.image.digest << ", the image cache)\n";
+  for (std::size_t i = 0; i < plan.registryEndpoints.size(); ++i) {
+    const auto& e = plan.registryEndpoints[i];
+    out << (i == 0 ? "endpoints:  " : "            then ") << (e.mirror ? "mirror " : "the registry ") << e.scheme
+        << "://" << e.host << "/v2/" << e.prefix << '\n';
+  }
   out
       << "driver:     " << (plan.join ? std::string("the instance's") : toString(plan.driver)) << " ("
       << plan.driverReason << ")\n";

@@ -44,11 +44,22 @@ std::string withoutTaskLevel(std::string path) {
 }
 
 // What does not depend on the mounts: the image and its driver, the identity, the state.
+// Where a registry image's blobs come from (image::oci::registryEndpoints), for --explain.
+std::vector<image::oci::Endpoint> planRegistryEndpoints(const image::ImageSource& image, const config::Policy& policy) {
+  std::string_view reference = image.reference;
+  if (reference.starts_with("oras://")) reference.remove_prefix(7);
+  else if (!reference.starts_with("docker://")) return {};
+  image::oci::PullOptions options;
+  options.limits = policy.pull;
+  return image::oci::registryEndpoints(image::oci::parseReference(reference), options);
+}
+
 LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy, const image::ImageSource& image,
                       const host::HostFacts& host) {
   LaunchPlan plan;
   plan.command = options.command;
   plan.image = image;
+  plan.registryEndpoints = planRegistryEndpoints(image, policy);
   auto decision = decideDriver(policy, image.kind, host);
   plan.driver = decision.driver;
   plan.driverReason = std::move(decision.reason);

@@ -46,6 +46,13 @@ pull short demo:1 "registry mirror = docker.io = http://$mirror only"
 expect_contains "the blob's line names the mirror" "from mirror $mirror" "$(cat "$WORK/short.out")"
 [ "$(requests mirror library/demo/manifests/1)" -ge 1 ] || fail "the mirror was not asked for library/demo"
 
+note "exec --explain of the short name says where its blobs come from"
+printf 'registry mirror = docker.io = http://%s only\n' "$mirror" > "$WORK/explain.conf"; chmod 644 "$WORK/explain.conf"
+explained=$(as_user env CTR_CACHE_DIR="$U/cache" CTR_CONFIG="$WORK/explain.conf" "$CTR_BIN" exec --explain docker://demo:1 true 2>&1) ||
+  fail "exec --explain docker://demo:1: $explained"
+expect_contains "the endpoints line" "endpoints:  mirror http://$mirror/v2/" "$explained"
+case "$explained" in *"then the registry"*) fail "an 'only' mirror's image lists the registry too: $explained";; esac
+
 note "a mirror's path goes in front of the repository (a proxy project)"
 pull prefixed demo:1 "registry mirror = docker.io = http://$mirror/proxy/ only"
 [ "$rc" = 0 ] || fail "mirror with a path: $rc: $(cat "$WORK/prefixed.out")"

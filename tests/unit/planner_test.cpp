@@ -1110,3 +1110,20 @@ TEST(Planner, IdentityMountsNameTheirFileAndTheRootIsReadOnly) {
   withOverlay.writableTmpfs = true;
   EXPECT_FALSE(planLaunch(withOverlay, {}, sifImage(), alice()).rootReadOnly);
 }
+
+TEST(Planner, ARegistryImageShowsWhereItsBlobsComeFrom) {
+  auto image = sifImage();
+  image.reference = "docker://ubuntu:24.04";
+  image.digest = "sha256:" + std::string(64, 'a');
+  ctr::config::Policy policy;
+  policy.pull.mirrors = {{"docker.io", "http://127.0.0.1:5000/proxy", false}};
+  const auto plan = planLaunch(execTrue(), policy, image, alice());
+  ASSERT_EQ(plan.registryEndpoints.size(), 2U);
+  EXPECT_TRUE(plan.registryEndpoints[0].mirror);
+  EXPECT_EQ(plan.registryEndpoints[1].host, "registry-1.docker.io");
+  const auto text = toText(plan);
+  EXPECT_NE(text.find("endpoints:  mirror http://127.0.0.1:5000/v2/proxy/"), std::string::npos) << text;
+  EXPECT_NE(text.find("then the registry https://registry-1.docker.io/v2/"), std::string::npos) << text;
+  EXPECT_EQ(toJson(plan)["image"]["endpoints"][0]["host"], "127.0.0.1:5000");
+  EXPECT_TRUE(planLaunch(execTrue(), policy, sifImage(), alice()).registryEndpoints.empty()) << "a file image";
+}

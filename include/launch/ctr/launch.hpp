@@ -24,6 +24,7 @@
 #include "ctr/identity.hpp"
 #include "ctr/image.hpp"
 #include "ctr/mpi.hpp"
+#include "ctr/oci.hpp"
 
 namespace ctr::launch {
 
@@ -548,6 +549,9 @@ struct LaunchPlan {
   std::vector<DatasetImage> datasets;  // in the order of their first bind
   std::optional<Staging> staging;      // the image and datasets copied to the node first
   GlibcCheck glibcCheck;                // before the app starts (empty: nothing to check)
+  // A registry image (docker://, oras://): where its manifests and blobs are fetched from,
+  // in order (ctr.conf's mirrors, then the registry unless a mirror says `only`).
+  std::vector<image::oci::Endpoint> registryEndpoints;
   RootMode rootMode = RootMode::Bind;
   // The assembled root is made read-only: the image's (an overlay ctr lays only to hold
   // mount targets must not take writes), or a build's %test tree.
