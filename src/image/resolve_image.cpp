@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -74,11 +75,13 @@ namespace {
 
 // The partition a SIF's image is in: the primary system partition, or for a data image
 // without one, its first squashfs partition.
-const sif::Descriptor* rootPartition(const sif::Image& image, bool data) {
-  if (const sif::Descriptor* primary = image.primaryPartition(); primary != nullptr || !data) return primary;
+// A copy: usedDescriptors() gives a vector of its own, gone once the loop ends.
+std::optional<sif::Descriptor> rootPartition(const sif::Image& image, bool data) {
+  if (const sif::Descriptor* primary = image.primaryPartition(); primary != nullptr) return *primary;
+  if (!data) return std::nullopt;
   for (const auto& d : image.usedDescriptors())
-    if (d.isPartition() && d.fsType() == static_cast<std::int32_t>(sif::FsType::Squashfs)) return &d;
-  return nullptr;
+    if (d.isPartition() && d.fsType() == static_cast<std::int32_t>(sif::FsType::Squashfs)) return d;
+  return std::nullopt;
 }
 
 UniqueFd openImage(const std::filesystem::path& path, const std::string& name) {
@@ -126,9 +129,9 @@ bool locateSquashfs(ImageSource& source, int fd, std::int64_t fileSize, const st
 }
 
 // The SIF's partition to mount, once it is there and holds a squashfs.
-const sif::Descriptor& squashfsPartition(const sif::Image& sifImage, int fd, const std::string& name, bool data) {
-  const sif::Descriptor* primary = rootPartition(sifImage, data);
-  if (primary == nullptr)
+sif::Descriptor squashfsPartition(const sif::Image& sifImage, int fd, const std::string& name, bool data) {
+  const std::optional<sif::Descriptor> primary = rootPartition(sifImage, data);
+  if (!primary)
     throw Error(name + (data ? ": SIF has no squashfs partition" : ": SIF has no primary system partition"));
   if (primary->fsType() != static_cast<std::int32_t>(sif::FsType::Squashfs)) {
     throw Error(name + ": SIF primary partition (id " + std::to_string(primary->id) + ") is " +
@@ -161,7 +164,7 @@ std::string sifEnvironment(const sif::Image& sifImage, const std::string& name) 
 void locateSif(ImageSource& source, UniqueFd fd, std::int64_t fileSize, const std::string& name, bool data) {
   const int raw = fd.get();
   auto sifImage = withContext(name, [&] { return sif::Image::fromFd(std::move(fd), fileSize); });
-  const sif::Descriptor& primary = squashfsPartition(sifImage, raw, name, data);
+  const sif::Descriptor primary = squashfsPartition(sifImage, raw, name, data);
   source.kind = ImageKind::Sif;
   source.dataPartition = !primary.isPrimarySystemPartition();
   source.offset = static_cast<std::uint64_t>(primary.offset);
