@@ -1,14 +1,13 @@
 /* ctr-mount-helper: the one privileged step of ctr (docs/admin-guide.md, "Security model").
  *
- *   ctr-mount-helper [--dataset KEY:FILE]... IMAGE [HOLDER-ARG...]
+ *   ctr-mount-helper [--dataset FILE]... IMAGE [HOLDER-ARG...]
  *
  * Installed setuid root. Opens IMAGE, and each dataset image FILE, as the invoking user,
  * checks each against the admin's policy in ctr.conf, attaches (or reuses) a read-only
  * autoclear loop device per file, mounts their squashfs in a new private mount namespace
  * (the image at CTR_HELPER_RUNDIR/mnt, the i-th dataset at CTR_HELPER_RUNDIR/data/i), drops
- * every privilege for good and execs `CTR_BIN_PATH __holder --premounted MOUNTPOINT
- * [--premounted-dataset KEY:DIR]... HOLDER-ARG...`. KEY is only the holder's name for the
- * dataset (launch::DatasetImage::key): nothing here reads it.
+ * every privilege for good and execs `CTR_BIN_PATH __holder HOLDER-ARG...`. The launch names
+ * those mount points in HOLDER-ARG itself (runtime::startHolder): nothing here reads them.
  *
  * Nothing here outlives a SIGKILL: the mount lives only in this process's mount namespace,
  * and the loop device clears itself when its last opener (our fd, then the mount) is gone.
@@ -477,7 +476,7 @@ int main(int argc, char **argv) {
    * dataset costs no loop device. */
   struct checked images[1 + HP_MAX_DATASETS];
   check_image(&cfg, &images[0], "image", args.image);
-  for (int i = 0; i < args.n_datasets; i++) check_image(&cfg, &images[1 + i], "dataset image", args.datasets[i].path);
+  for (int i = 0; i < args.n_datasets; i++) check_image(&cfg, &images[1 + i], "dataset image", args.datasets[i]);
 
   ensure_root_dir(CTR_HELPER_RUNDIR, 0755);
   ensure_root_dir(MOUNT_POINT, 0755);
@@ -486,26 +485,19 @@ int main(int argc, char **argv) {
    * away with the last process in this namespace. mount_namespaces(7). */
   if (unshare(CLONE_NEWNS) != 0) die_errno("unshare(CLONE_NEWNS)");
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die_errno("make / private");
-  char *holder_argv[HP_MAX_ARGS + 8 + 2 * HP_MAX_DATASETS] = {(char *)CTR_BIN_PATH, (char *)"__holder",
-                                                              (char *)"--premounted", (char *)MOUNT_POINT};
-  int n = 4;
   mount_image(&cfg, &images[0], MOUNT_POINT);
-  /* Each dataset at DATA_DIR/<i> in this namespace; the holder is told "KEY:DATA_DIR/<i>". */
-  static char dataset_args[HP_MAX_DATASETS][HP_KEY_LEN + sizeof DATA_DIR + 16];
   for (int i = 0; i < args.n_datasets; i++) {
-    snprintf(dataset_args[i], sizeof dataset_args[i], "%s:%s/%d", args.datasets[i].key, DATA_DIR, i);
-    const char *mount_point = dataset_args[i] + HP_KEY_LEN + 1;
+    char mount_point[sizeof DATA_DIR + 16];
+    snprintf(mount_point, sizeof mount_point, DATA_DIR "/%d", i);
     ensure_root_dir(mount_point, 0755);
     mount_image(&cfg, &images[1 + i], mount_point);
-    holder_argv[n++] = (char *)"--premounted-dataset";
-    holder_argv[n++] = dataset_args[i];
   }
 
   drop_privileges();
   umask(saved_umask);
   if (sigprocmask(SIG_SETMASK, &saved_mask, NULL) != 0) die_errno("sigprocmask restore");
-  /* Then the holder's own arguments. */
-  memcpy(holder_argv + n, args.holder_args, (size_t)args.n_holder_args * sizeof(char *));
+  char *holder_argv[HP_MAX_ARGS + 2] = {(char *)CTR_BIN_PATH, (char *)"__holder"};
+  memcpy(holder_argv + 2, args.holder_args, (size_t)args.n_holder_args * sizeof(char *));
   char *envp[] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
   execve(CTR_BIN_PATH, holder_argv, envp);
   die("exec %s: %s", CTR_BIN_PATH, strerror(errno));

@@ -15,7 +15,7 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
 
 int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, size_t errlen) {
   /* argc 0 is possible (execve with an empty argv); argv[1] would then be the environment. */
-  if (argc < 2) return fail(err, errlen, "usage: ctr-mount-helper [--dataset KEY:FILE]... IMAGE [HOLDER-ARG...]");
+  if (argc < 2) return fail(err, errlen, "usage: ctr-mount-helper [--dataset FILE]... IMAGE [HOLDER-ARG...]");
   if (argc > HP_MAX_ARGS + 1) return fail(err, errlen, "too many arguments (at most %d)", HP_MAX_ARGS);
   for (int i = 1; i < argc; i++) {
     if (argv[i] == NULL) return fail(err, errlen, "argument %d is missing", i);
@@ -25,14 +25,9 @@ int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, s
   memset(out, 0, sizeof *out);
   int i = 1;
   for (; i < argc && strcmp(argv[i], "--dataset") == 0; i += 2) {
-    if (i + 1 >= argc) return fail(err, errlen, "--dataset needs KEY:FILE");
+    if (i + 1 >= argc || argv[i + 1][0] != '/') return fail(err, errlen, "--dataset needs an absolute path");
     if (out->n_datasets == HP_MAX_DATASETS) return fail(err, errlen, "more than %d --dataset images", HP_MAX_DATASETS);
-    const char *spec = argv[i + 1];
-    if (strspn(spec, "0123456789abcdef") != HP_KEY_LEN || spec[HP_KEY_LEN] != ':' || spec[HP_KEY_LEN + 1] != '/')
-      return fail(err, errlen, "bad --dataset '%.64s': expected KEY:FILE (16 hex digits, an absolute path)", spec);
-    struct hp_dataset *d = &out->datasets[out->n_datasets++];
-    snprintf(d->key, sizeof d->key, "%.*s", HP_KEY_LEN, spec);
-    d->path = spec + HP_KEY_LEN + 1;
+    out->datasets[out->n_datasets++] = argv[i + 1];
   }
   if (i >= argc) return fail(err, errlen, "no image after the --dataset images");
   if (argv[i][0] == '\0') return fail(err, errlen, "empty image path");

@@ -10,25 +10,19 @@
 #define HP_MAX_ARG_LEN 4096  /* PATH_MAX: any longer argument is refused */
 #define HP_MAX_ARGS 128      /* datasets + image + holder arguments */
 #define HP_MAX_DATASETS 16   /* --dataset images per launch (launch::kMaxDatasetImages) */
-#define HP_KEY_LEN 16        /* a dataset's key: 16 lowercase hex digits */
 #define HP_MAX_LIST 32       /* entries in a config list */
 #define HP_MAX_CONFIG 65536  /* bytes of ctr.conf */
 #define HP_ERR_LEN 256
 
-struct hp_dataset {
-  char key[HP_KEY_LEN + 1]; /* the holder's name for it (launch::DatasetImage::key) */
-  const char *path;         /* the squashfs or SIF file */
-};
-
 struct hp_args {
-  struct hp_dataset datasets[HP_MAX_DATASETS]; /* mounted beside the image, in order */
+  const char *datasets[HP_MAX_DATASETS]; /* squashfs or SIF files mounted beside the image, in order */
   int n_datasets;
   const char *image;
   char *const *holder_args; /* passed to `ctr __holder` verbatim */
   int n_holder_args;
 };
 
-/* ctr-mount-helper [--dataset KEY:FILE]... IMAGE [HOLDER-ARG...]. Never reads argv[i] for
+/* ctr-mount-helper [--dataset FILE]... IMAGE [HOLDER-ARG...]. Never reads argv[i] for
  * i >= argc (argc may be 0). */
 int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, size_t errlen);
 

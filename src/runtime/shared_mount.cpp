@@ -155,10 +155,11 @@ std::optional<HolderNamespaces> findHolder(int dirFd, const std::string& key) {
   return ns;
 }
 
-// ctr-mount-helper [--dataset KEY:FILE]... IMAGE HOLDER-ARG...: it mounts the image (and
-// each dataset given, `kernelDatasets`) in a private mount namespace, drops privileges for
-// good and execs `ctr __holder --premounted DIR [--premounted-dataset KEY:DIR]...
-// HOLDER-ARG...`, leaving the report fd open (src/helper/ctr_mount_helper.c).
+// ctr-mount-helper [--dataset FILE]... IMAGE HOLDER-ARG...: it mounts the image at
+// RUNDIR/mnt (and the I-th dataset given, `kernelDatasets`, at RUNDIR/data/I) in a private
+// mount namespace, drops privileges for good and execs `ctr __holder HOLDER-ARG...`, leaving
+// the report fd open (src/helper/ctr_mount_helper.c). HOLDER-ARG already names those mount
+// points (--premounted, --premounted-dataset: startHolder).
 [[noreturn]] void execSetuidHelper(const HolderArgs& args, const std::vector<std::string>& kernelDatasets) {
   std::vector<std::string> argv = {configured::kHelperPath};
   for (const auto& dataset : kernelDatasets) {
@@ -222,11 +223,14 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
     if (!plan.imageServer) throw Error("the plan names no squashfs server for " + args.image);
     args.server = plan.imageServer->program;
   }
-  std::vector<std::string> kernelDatasets;  // "KEY:FILE" for the helper
+  const std::string helperRundir = configured::kHelperRundir;
+  if (viaHelper) args.premounted = helperRundir + "/mnt";
+  std::vector<std::string> kernelDatasets;  // the helper's --dataset files, in order
   for (const auto& d : plan.datasets) {
     args.datasets.push_back(d.key + ':' + std::to_string(d.image.offset) + ':' + d.image.path.string());
-    if (viaHelper && d.driver == launch::ImageDriver::SetuidHelper)
-      kernelDatasets.push_back(d.key + ':' + d.image.path.string());
+    if (!viaHelper || d.driver != launch::ImageDriver::SetuidHelper) continue;
+    args.premountedDatasets.push_back(d.key + ':' + helperRundir + "/data/" + std::to_string(kernelDatasets.size()));
+    kernelDatasets.push_back(d.image.path.string());
   }
 
   try {

@@ -38,7 +38,7 @@ static void fuzz_args(const uint8_t *data, size_t size) {
     if (a.image == NULL || a.n_holder_args != argc - 2 - 2 * a.n_datasets || strlen(a.image) >= HP_MAX_ARG_LEN) abort();
     if (a.n_datasets < 0 || a.n_datasets > HP_MAX_DATASETS) abort();
     for (int i = 0; i < a.n_datasets; i++)
-      if (strlen(a.datasets[i].key) != HP_KEY_LEN || a.datasets[i].path[0] != '/') abort();
+      if (a.datasets[i][0] != '/') abort();
     for (int i = 0; i < a.n_holder_args; i++) (void)strlen(a.holder_args[i]);
   }
   free(copy);

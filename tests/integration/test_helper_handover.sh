@@ -53,7 +53,7 @@ case "$root" in ro,nosuid,nodev*squashfs*/dev/loop*|ro,nosuid,nodev*overlay*) ;;
 as_user "$CTR" exec "$IMAGES/demo.sif" sleep 3 >/dev/null 2>&1 &
 launch=$!
 holder=
-for i in $(seq 50); do holder=$(pgrep -U "$CTR_TEST_USER" -f "__holder --premounted" | head -1 || true); [ -n "$holder" ] && break; sleep 0.1; done
+for i in $(seq 50); do holder=$(pgrep -U "$CTR_TEST_USER" -f "__holder .*--premounted" | head -1 || true); [ -n "$holder" ] && break; sleep 0.1; done
 [ -n "$holder" ] || fail "no holder process found"
 sq=$(awk '{i = 7; while ($i != "-") i++; if ($(i+1) == "squashfs") print $5, $6, $(i+2)}' "/proc/$holder/mountinfo")
 note "holder's squashfs mounts: $(echo "$sq" | tr '\n' ';')"
@@ -97,7 +97,7 @@ as_user "$CTR" exec --bind "$bind_data" "$IMAGES/demo.sif" sleep 30 >/dev/null 2
 launch=$!
 for i in $(seq 100); do [ "$(losetup -a | wc -l)" = 2 ] && break; sleep 0.05; done
 expect_eq "two loop devices: the image and the dataset" 2 "$(losetup -a | wc -l)"
-holder=$(pgrep -U "$CTR_TEST_USER" -f "__holder --premounted" | head -1 || true)
+holder=$(pgrep -U "$CTR_TEST_USER" -f "__holder .*--premounted" | head -1 || true)
 [ -n "$holder" ] || fail "no holder process found"
 expect_eq "the holder has the dataset by the helper's mount" 1 "$(tr '\0' '\n' <"/proc/$holder/cmdline" | grep -c -x -- --premounted-dataset)"
 expect_eq "no FUSE server of the dataset" "" "$(squashfuse_of "$IMAGES/data.sqfs")"

@@ -79,8 +79,8 @@ write_conf() {
 install_probe_target() {
   cat >"$PREFIX/bin/ctr" <<'EOF'
 #!/bin/sh
-[ "$1" = __holder ] && [ "$2" = --premounted ] || { echo "probe: bad argv: $*"; exit 99; }
-mnt=$3; shift 3
+[ "$1" = __holder ] || { echo "probe: bad argv: $*"; exit 99; }
+mnt=/run/ctr-helper/mnt; shift  # the helper's compiled-in mount point (CTR_HELPER_RUNDIR/mnt)
 case "$1" in
   report)
     grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status
@@ -241,9 +241,9 @@ expect_refused "root-only /etc/shadow" "Permission denied" /etc/shadow marker
 expect_refused "readable non-image /etc/passwd" "neither a SIF nor a squashfs" /etc/passwd marker
 # A dataset image is opened and checked as the image is, and before anything is attached.
 expect_refused "unreadable dataset image" "open dataset image $IMAGES/secret.sif as uid $TUID: Permission denied" \
-  --dataset "0123456789abcdef:$IMAGES/secret.sif" "$IMAGES/good.sif" marker
-expect_refused "root-only /etc/shadow as a dataset" "Permission denied" --dataset "0123456789abcdef:/etc/shadow" "$IMAGES/good.sif" marker
-expect_refused "non-image dataset" "dataset image /etc/passwd: " --dataset "0123456789abcdef:/etc/passwd" "$IMAGES/good.sif" marker
+  --dataset "$IMAGES/secret.sif" "$IMAGES/good.sif" marker
+expect_refused "root-only /etc/shadow as a dataset" "Permission denied" --dataset "/etc/shadow" "$IMAGES/good.sif" marker
+expect_refused "non-image dataset" "dataset image /etc/passwd: " --dataset "/etc/passwd" "$IMAGES/good.sif" marker
 
 note "RefusesImageOutsideAllowedDirectories"
 mkdir -p "$WORK/allowed" "$WORK/other"
@@ -342,11 +342,11 @@ expect_refused "no arguments" "usage"
 expect_refused "very long image path" "too long" "$(printf 'a%.0s' $(seq 5000))" marker
 expect_refused "very long holder argument" "too long" "$IMAGES/good.sif" "$(printf 'a%.0s' $(seq 5000))"
 expect_refused "too many arguments" "too many arguments" "$IMAGES/good.sif" $(seq 200)
-expect_refused "a bad dataset key" "bad --dataset" --dataset "../x:$IMAGES/good.sif" "$IMAGES/good.sif"
-expect_refused "a relative dataset path" "bad --dataset" --dataset "0123456789abcdef:good.sif" "$IMAGES/good.sif"
-expect_refused "a dataset without an image" "no image after" --dataset "0123456789abcdef:$IMAGES/good.sif"
+expect_refused "a dataset without a file" "--dataset needs an absolute path" --dataset
+expect_refused "a relative dataset path" "--dataset needs an absolute path" --dataset "good.sif" "$IMAGES/good.sif"
+expect_refused "a dataset without an image" "no image after" --dataset "$IMAGES/good.sif"
 expect_refused "too many datasets" "more than 16 --dataset" \
-  $(for i in $(seq 17); do echo --dataset "0123456789abcdef:$IMAGES/good.sif"; done) "$IMAGES/good.sif"
+  $(for i in $(seq 17); do echo --dataset "$IMAGES/good.sif"; done) "$IMAGES/good.sif"
 expect_refused "empty image path" "empty image path" "" marker
 # argc == 0 (execve with an empty argv; CVE-2021-4034 in pkexec): must not read envp as argv.
 cat >"$WORK/argc0.c" <<'EOF'

@@ -94,8 +94,8 @@ struct HolderArgs {
   // Dataset images (launch::DatasetImage) as "KEY:OFFSET:PATH": each mounted read-only
   // at <state>/mnt/data/KEY before the holder reports, whatever the driver.
   std::vector<std::string> datasets;
-  // Datasets the setuid helper mounted as kernel squashfs, as "KEY:DIR" (appended by the
-  // helper, not by the launch): such a KEY is bound from DIR instead of served.
+  // Datasets the setuid helper mounted as kernel squashfs, as "KEY:DIR" (DIR the helper's
+  // mount point, configured::kHelperRundir/data/I): such a KEY is bound from DIR instead of served.
   std::vector<std::string> premountedDatasets;
   std::uint32_t lingerMs = 0;  // keep the image mounted this long after its last launch
   int readyFd = -1;
