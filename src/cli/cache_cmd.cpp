@@ -184,6 +184,7 @@ image::ImageSource resolveImageArgument(const std::string& argument, const confi
   auto source = image::resolveImage(got.sif);
   source.reference = got.reference;
   source.digest = got.digest;
+  source.via = got.via;
   return source;
 }
 

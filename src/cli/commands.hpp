@@ -39,6 +39,7 @@ void registerCheck(CLI::App& app, Context& ctx);    // check: which image mode, 
 void registerCache(CLI::App& app, Context& ctx);    // cache list|clean: the docker:// image cache
 void registerOverlay(CLI::App& app, Context& ctx);  // overlay create: a writable ext3 overlay image
 void registerRegistry(CLI::App& app, Context& ctx);  // registry login|logout|list: credentials
+void registerStore(CLI::App& app, Context& ctx);     // store list|size|clean|pull: the site image store
 // An IMAGE argument of a launch or of inspect: a docker:// reference through the image
 // cache (pulled there when missing), else a SIF, squashfs or directory path.
 image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull);

@@ -33,6 +33,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
       {"inspect", registerInspect}, {"check", registerCheck},     {"pull", registerPull},
       {"instance", registerInstance}, {"cache", registerCache},   {"run-help", registerRunHelp},
       {"overlay", registerOverlay}, {"registry", registerRegistry}, {"push", registerPush},
+      {"store", registerStore},
   };
   if (command == "exec" || command == "run" || command == "shell" || command == "test" || command == "__holder") {
     registerExec(app, ctx, command);
@@ -57,6 +58,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   registerRunHelp(app, ctx);
   registerOverlay(app, ctx);
   registerRegistry(app, ctx);
+  registerStore(app, ctx);
 }
 
 // Shows an option group (CLI::App::add_option_group, used for speed: exec_cmd.cpp) as a

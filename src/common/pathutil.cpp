@@ -1,6 +1,7 @@
 #include "ctr/pathutil.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -311,6 +312,23 @@ UniqueFd openInRoot(int rootFd, std::string_view path, int flags, unsigned mode)
   }
   if (result < 0) throw sysError("open " + pathStr + " inside the container root");
   return UniqueFd(result);
+}
+
+std::optional<std::string_view> sharedFilesystemName(std::int64_t type) {
+  switch (static_cast<std::uint32_t>(type)) {
+    case NFS_SUPER_MAGIC: return "NFS";
+    case 0x0BD00BD0u: return "Lustre";
+    case 0x47504653u: return "GPFS";
+    case 0x19830326u: return "BeeGFS";
+    case 0x00C36400u: return "CephFS";
+    case 0xAAD7AAEAu: return "PanFS";
+    case 0x20030528u: return "OrangeFS";
+    case AFS_SUPER_MAGIC:
+    case 0x6B414653u: return "AFS";
+    case CIFS_SUPER_MAGIC:
+    case SMB2_SUPER_MAGIC: return "SMB/CIFS";
+    default: return std::nullopt;
+  }
 }
 
 }  // namespace ctr

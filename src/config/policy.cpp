@@ -117,9 +117,54 @@ RegistryMirror parseMirror(const std::string& value) {
 }
 
 using Setter = std::function<void(Policy&, const std::string&)>;
+using SetterTable = std::map<std::string, Setter, std::less<>>;
 
-const std::map<std::string, Setter, std::less<>>& setters() {
-  static const std::map<std::string, Setter, std::less<>> table{
+// The keys of registry images: pulls, the image cache, the site store, mirrors.
+SetterTable pullSetters() {
+  return {
+      {"pull max blob size", [](Policy& p, const std::string& v) { p.pull.maxBlobBytes = limits::parseSize(v, "size"); }},
+      {"pull max total size", [](Policy& p, const std::string& v) { p.pull.maxTotalBytes = limits::parseSize(v, "size"); }},
+      {"pull max unpacked size",
+       [](Policy& p, const std::string& v) { p.pull.maxUnpackedBytes = limits::parseSize(v, "size"); }},
+      {"image cache dir",
+       [](Policy& p, const std::string& v) {
+         if (!v.empty() && v[0] != '/') throw Error("expected an absolute path, got '" + v + "'");
+         p.pull.cacheDir = v;
+       }},
+      {"image cache max size", [](Policy& p, const std::string& v) { p.pull.cacheMaxBytes = limits::parseSize(v, "size"); }},
+      {"registry mirror", [](Policy& p, const std::string& v) { p.pull.mirrors.push_back(parseMirror(v)); }},
+      {"pull token realm hosts",
+       [](Policy& p, const std::string& v) {
+         auto hosts = parseList(v);
+         for (const auto& h : hosts) {
+           // A host name, an IPv4 address or [IPv6], with an optional :port; no scheme or path.
+           if (h.find_first_of("/@?# \t") != std::string::npos)
+             throw Error("'" + h + "' is not a host or host:port (no scheme, user or path)");
+         }
+         p.pull.tokenRealmHosts = hosts;
+       }},
+      {"image store dir",
+       [](Policy& p, const std::string& v) {
+         if (!v.empty() && v[0] != '/') throw Error("expected an absolute path, got '" + v + "'");
+         if (v.find("%u") != std::string::npos) throw Error("the store is one directory for every user: no %u");
+         p.pull.storeDir = v;
+       }},
+      {"image store copy",
+       [](Policy& p, const std::string& v) {
+         p.pull.storeCopy = parseChoice<StoreCopy>(
+             v, {{"never", StoreCopy::Never}, {"always", StoreCopy::Always}, {"auto", StoreCopy::Auto}});
+       }},
+      {"image store wait",
+       [](Policy& p, const std::string& v) {
+         p.pull.storeWaitSeconds = parsePositiveInt(v);
+       }},
+  };
+}
+
+const SetterTable& setters() {
+  static const SetterTable table = [] {
+    SetterTable all = pullSetters();
+    all.merge(SetterTable{
       {"allow setuid", [](Policy& p, const std::string& v) { p.allowSetuid = parseBool(v); }},
       {"allow user namespaces",
        [](Policy& p, const std::string& v) { p.allowUserNamespaces = parseBool(v); }},
@@ -207,28 +252,9 @@ const std::map<std::string, Setter, std::less<>>& setters() {
       {"rdma with contain", [](Policy& p, const std::string& v) { p.rdmaWithContain = parseBool(v); }},
       {"rocm library list", [](Policy& p, const std::string& v) { p.rocmLibraryList = parseOptionalPath(v); }},
       {"seccomp profile", [](Policy& p, const std::string& v) { p.seccompProfile = parseOptionalPath(v); }},
-      {"pull max blob size", [](Policy& p, const std::string& v) { p.pull.maxBlobBytes = limits::parseSize(v, "size"); }},
-      {"pull max total size", [](Policy& p, const std::string& v) { p.pull.maxTotalBytes = limits::parseSize(v, "size"); }},
-      {"pull max unpacked size",
-       [](Policy& p, const std::string& v) { p.pull.maxUnpackedBytes = limits::parseSize(v, "size"); }},
-      {"image cache dir",
-       [](Policy& p, const std::string& v) {
-         if (!v.empty() && v[0] != '/') throw Error("expected an absolute path, got '" + v + "'");
-         p.pull.cacheDir = v;
-       }},
-      {"image cache max size", [](Policy& p, const std::string& v) { p.pull.cacheMaxBytes = limits::parseSize(v, "size"); }},
-      {"registry mirror", [](Policy& p, const std::string& v) { p.pull.mirrors.push_back(parseMirror(v)); }},
-      {"pull token realm hosts",
-       [](Policy& p, const std::string& v) {
-         auto hosts = parseList(v);
-         for (const auto& h : hosts) {
-           // A host name, an IPv4 address or [IPv6], with an optional :port; no scheme or path.
-           if (h.find_first_of("/@?# \t") != std::string::npos)
-             throw Error("'" + h + "' is not a host or host:port (no scheme, user or path)");
-         }
-         p.pull.tokenRealmHosts = hosts;
-       }},
-  };
+    });
+    return all;
+  }();
   return table;
 }
 

@@ -39,15 +39,14 @@ int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, s
 
 /* Every key of ctr's parser (src/config/policy.cpp, setters()); helper-config-agreement
  * fails when the two lists differ. */
-const char *const hp_ctr_keys[] = {
-    "allow setuid", "allow user namespaces", "allow user binds", "image driver", "squashfs server",
-    "stage dir", "stage images", "stage max size", "setuid image directories", "setuid image owners",
-    "setuid formats", "image linger", "max loop devices", "max loop devices total", "bind path",
-    "max cpus", "max memory", "refuse overcommit", "max pids", "max gpus", "cgroup delegate",
-    "cdi spec dirs", "missing gpu driver", "mpi library", "mpi dependency", "mpi path", "mpi abi check",
-    "root kernel interfaces", "nvidia library list", "rdma with contain", "rocm library list",
-    "seccomp profile", "pull max blob size", "pull max total size", "pull max unpacked size",
-    "image cache dir", "image cache max size", "pull token realm hosts", "registry mirror", NULL};
+const char *const hp_ctr_keys[] = {"allow setuid", "allow user namespaces", "allow user binds", "image driver",
+    "squashfs server", "stage dir", "stage images", "stage max size", "setuid image directories", "setuid image owners",
+    "setuid formats", "image linger", "max loop devices", "max loop devices total", "bind path", "max cpus",
+    "max memory", "refuse overcommit", "max pids", "max gpus", "cgroup delegate", "cdi spec dirs", "missing gpu driver",
+    "mpi library", "mpi dependency", "mpi path", "mpi abi check", "root kernel interfaces", "nvidia library list",
+    "rdma with contain", "rocm library list", "seccomp profile", "pull max blob size", "pull max total size",
+    "pull max unpacked size", "image cache dir", "image cache max size", "pull token realm hosts", "registry mirror",
+    "image store dir", "image store copy", "image store wait", NULL};
 
 static char *trim(char *s) {
   while (*s == ' ' || *s == '\t' || *s == '\r') s++;

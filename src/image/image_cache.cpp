@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,8 @@
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/image_store.hpp"
+#include "ctr/pathutil.hpp"
 #include "ctr/scratch.hpp"
 #include "oci_internal.hpp"
 
@@ -169,6 +172,42 @@ std::string byDigest(const std::string& reference, const std::string& digest) {
   return std::string(kScheme) + ref.registry + "/" + ref.repository + "@" + digest;
 }
 
+// 'image store copy': whether a store entry is copied to the node's cache before it runs
+// (auto: where the store is on a network or parallel file system).
+bool copyFromStore(const oci::PullOptions& options) {
+  switch (options.limits.storeCopy) {
+    case config::StoreCopy::Never: return false;
+    case config::StoreCopy::Always: return true;
+    case config::StoreCopy::Auto: break;
+  }
+  struct statfs fs {};
+  return ::statfs(options.limits.storeDir.c_str(), &fs) == 0 && sharedFilesystemName(fs.f_type).has_value();
+}
+
+// Makes `got` the store's entry: run in place (got.sif the store's SIF) or copied to
+// got.sif in the cache, its sha256 checked either way. False where it is corrupt (dropped
+// when it is the user's own): it never runs.
+bool useStored(Acquired& got, const store::Entry& stored, const oci::PullOptions& options) {
+  if (copyFromStore(options)) {
+    try {
+      store::copyVerified(stored, got.sif);
+    } catch (const Error& e) {
+      spdlog::warn("{}; fetching the image again", e.oneLine());
+      store::discard(stored, ::geteuid());
+      return false;
+    }
+    got.via = "the site image store, copied to the image cache";
+    return true;
+  }
+  if (!store::verifiedInPlace(stored, oci::cacheRoot(options) / "store-verified")) {
+    store::discard(stored, ::geteuid());
+    return false;
+  }
+  got.sif = stored.sif;
+  got.via = "the site image store";
+  return true;
+}
+
 }  // namespace
 
 bool isRegistryReference(std::string_view image) { return image.starts_with(kScheme); }
@@ -183,6 +222,17 @@ Acquired acquire(const std::string& reference, const oci::PullOptions& options) 
     got.digest = oci::manifestDigest(reference, options);
   } catch (const Error& e) {
     auto earlier = lastFor(dir, reference);
+    if (!earlier && !options.limits.storeDir.empty()) {
+      auto stored = store::findByReference(options.limits.storeDir, reference, ::geteuid());
+      if (stored && store::verifiedInPlace(*stored, oci::cacheRoot(options) / "store-verified")) {
+        spdlog::warn("{}: {}; running the site store's copy ({})", reference, e.oneLine(), stored->digest);
+        got.digest = stored->digest;
+        got.sif = stored->sif;
+        got.via = "the site image store";
+        got.offline = true;
+        return got;
+      }
+    }
     if (!earlier) throw Error(reference + ": " + e.oneLine());
     spdlog::warn("{}: {}; running the copy cached before ({})", reference, e.oneLine(), earlier->digest);
     touch(recordPath(dir, earlier->digest));
@@ -194,9 +244,27 @@ Acquired acquire(const std::string& reference, const oci::PullOptions& options) 
   got.sif = sifPath(dir, got.digest);
   CacheLock lock(dir);
   auto entry = readEntry(recordPath(dir, got.digest));
+  std::unique_ptr<store::Fill> fill;
   if (!entry) {
     // A SIF without its record is what a pull cut off between the two renames left.
     ::unlink(got.sif.c_str());
+    const fs::path storeRoot = options.limits.storeDir;
+    const auto wait = std::chrono::seconds(options.limits.storeWaitSeconds);
+    for (int tries = 0; tries < 2 && !storeRoot.empty() && !fill; ++tries) {
+      auto stored = store::find(storeRoot, got.digest, ::geteuid());
+      if (!stored) {
+        auto claim = store::claim(storeRoot, got.digest, ::geteuid(), wait);
+        stored = std::move(claim.entry);
+        fill = std::move(claim.fill);
+      }
+      if (!stored) break;                             // this launch fills it, or pulls for itself
+      if (!useStored(got, *stored, options)) continue;  // corrupt: never run, fetched again
+      if (got.sif == stored->sif) return got;         // in place: the node's cache keeps nothing
+      entry = Entry{got.digest, {}, got.sif, 0, 0};
+      break;
+    }
+  }
+  if (!entry) {
     oci::Progress().note(reference + ": pulling " + got.digest + " into the image cache " + dir.string());
     oci::PullRequest pull;
     pull.output = got.sif;
@@ -206,6 +274,11 @@ Acquired acquire(const std::string& reference, const oci::PullOptions& options) 
     ::chmod(got.sif.c_str(), 0600);
     entry = Entry{got.digest, {}, got.sif, 0, 0};
     got.pulled = true;
+    if (fill) {
+      oci::Progress().note(reference + ": keeping " + got.digest + " in the image store " + options.limits.storeDir);
+      fill->publish(got.sif, reference);
+      fill.reset();
+    }
   }
   if (std::find(entry->references.begin(), entry->references.end(), reference) == entry->references.end())
     entry->references.push_back(reference);

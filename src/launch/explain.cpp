@@ -258,6 +258,7 @@ nlohmann::json imageJson(const image::ImageSource& image) {
   if (!image.reference.empty()) {
     j["reference"] = image.reference;
     j["digest"] = image.digest;
+    j["via"] = image.via;
   }
   return j;
 }
@@ -399,7 +400,8 @@ void writeImage(std::ostream& out, const LaunchPlan& plan) {
     out << ", squashfs at offset " << plan.image.offset << ", " << plan.image.size << " bytes";
   out << ")\n";
   if (!plan.image.reference.empty())
-    out << "from:       " << plan.image.reference << " (" << plan.image.digest << ", the image cache)\n";
+    out << "from:       " << plan.image.reference << " (" << plan.image.digest << ", "
+        << (plan.image.via.empty() ? "the image cache" : plan.image.via) << ")\n";
   for (std::size_t i = 0; i < plan.registryEndpoints.size(); ++i) {
     const auto& e = plan.registryEndpoints[i];
     out << (i == 0 ? "endpoints:  " : "            then ") << (e.mirror ? "mirror " : "the registry ") << e.scheme

@@ -1,7 +1,5 @@
 // Node-local staging (docs/design-io.md section 4): which image files a launch copies to the
 // node's stage directory first, and where. The copy itself is the runtime's.
-#include <linux/magic.h>
-
 #include <algorithm>
 #include <optional>
 #include <string_view>
@@ -13,29 +11,6 @@
 #include "plan_steps.hpp"
 
 namespace ctr::launch {
-
-namespace {
-
-// The shared (network and parallel) file systems, by statfs type: where many nodes reading
-// one image file is what staging saves. FUSE is left out: it may be anything.
-std::optional<std::string_view> sharedFilesystemName(std::int64_t type) {
-  switch (static_cast<std::uint32_t>(type)) {
-    case NFS_SUPER_MAGIC: return "NFS";
-    case 0x0BD00BD0u: return "Lustre";
-    case 0x47504653u: return "GPFS";
-    case 0x19830326u: return "BeeGFS";
-    case 0x00C36400u: return "CephFS";
-    case 0xAAD7AAEAu: return "PanFS";
-    case 0x20030528u: return "OrangeFS";
-    case AFS_SUPER_MAGIC:
-    case 0x6B414653u: return "AFS";
-    case CIFS_SUPER_MAGIC:
-    case SMB2_SUPER_MAGIC: return "SMB/CIFS";
-    default: return std::nullopt;
-  }
-}
-
-}  // namespace
 
 void planStaging(LaunchPlan& plan, const LaunchOptions& options, const config::Policy& policy,
                  const host::HostFacts& host) {

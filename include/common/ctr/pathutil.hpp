@@ -5,6 +5,8 @@
 // (openat/openat2, readlinkat, fstat); only openInRoot with O_CREAT creates a file.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -70,5 +72,10 @@ struct ResolvedPath {
 // `mode` is used with O_CREAT. Throws ctr::Error naming the path and errno (ENOENT too).
 [[nodiscard]] UniqueFd openInRoot(int rootFd, std::string_view path, int flags,
                                   unsigned mode = 0);
+
+// The shared (network and parallel) file systems, by statfs type ("NFS", "Lustre", "GPFS",
+// ...): where many nodes reading one image file is what a node-local copy saves (staging,
+// the site store's 'image store copy = auto'). FUSE is left out: it may be anything.
+[[nodiscard]] std::optional<std::string_view> sharedFilesystemName(std::int64_t statfsType);
 
 }  // namespace ctr

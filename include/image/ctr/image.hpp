@@ -52,6 +52,7 @@ struct ImageSource {
   // given and its manifest's digest; `path` is then the cached SIF. Empty otherwise.
   std::string reference;
   std::string digest;
+  std::string via;  // where the SIF came from (image::cache::Acquired::via)
 };
 
 // Opens `path` and works out what it is. Throws ctr::Error with a one-line message naming

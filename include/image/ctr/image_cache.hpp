@@ -32,7 +32,10 @@ struct Entry {
 };
 
 // What a launch runs: the cached SIF of `reference` ("docker://..."), pulled first when the
-// cache lacks it. The registry is asked for the manifest's digest every time (a tag may have
+// cache lacks it. With a site store ('image store dir', ctr/image_store.hpp) a miss in the
+// node's cache is looked up there first, run in place or copied ('image store copy'); a
+// miss there too is pulled by one launch, which fills the store, while the launches of the
+// user's other nodes wait for that entry instead of pulling. The registry is asked for the manifest's digest every time (a tag may have
 // moved); where it cannot be reached, the image last cached for the same reference is used,
 // with a warning. Throws ctr::Error, one line naming the reference.
 struct Acquired {
@@ -41,6 +44,9 @@ struct Acquired {
   std::string digest;
   bool pulled = false;   // this call pulled it
   bool offline = false;  // the registry could not be reached: an earlier copy
+  // Where `sif` came from, for --explain: "the image cache", "the site image store", "the
+  // site image store, copied to the image cache".
+  std::string via = "the image cache";
 };
 Acquired acquire(const std::string& reference, const oci::PullOptions& options);
 
