@@ -208,6 +208,46 @@ bool useStored(Acquired& got, const store::Entry& stored, const oci::PullOptions
   return true;
 }
 
+// The image the reference named when the registry was last reached, where the registry
+// cannot be reached now (`why`): the node's cached copy, else the site store's. False: none.
+bool ranBefore(Acquired& got, const fs::path& dir, const oci::PullOptions& options, const Error& why) {
+  if (auto earlier = lastFor(dir, got.reference)) {
+    spdlog::warn("{}: {}; running the copy cached before ({})", got.reference, why.oneLine(), earlier->digest);
+    touch(recordPath(dir, earlier->digest));
+    got.digest = earlier->digest;
+    got.sif = earlier->sif;
+    got.offline = true;
+    return true;
+  }
+  if (options.limits.storeDir.empty()) return false;
+  auto stored = store::findByReference(options.limits.storeDir, got.reference, ::geteuid());
+  if (!stored || !store::verifiedInPlace(*stored, oci::cacheRoot(options) / "store-verified")) return false;
+  spdlog::warn("{}: {}; running the site store's copy ({})", got.reference, why.oneLine(), stored->digest);
+  got.digest = stored->digest;
+  got.sif = stored->sif;
+  got.via = "the site image store";
+  got.offline = true;
+  return true;
+}
+
+// A miss in the node's cache, under its lock: the store's entry of got.digest when there is
+// a sound one (useStored), else, when this launch may fill it, `fill` (another node's launch
+// filling it is waited for). False: pull.
+bool fromStore(Acquired& got, const oci::PullOptions& options, std::unique_ptr<store::Fill>& fill) {
+  const fs::path root = options.limits.storeDir;
+  for (int tries = 0; tries < 2; ++tries) {
+    auto stored = store::find(root, got.digest, ::geteuid());
+    if (!stored) {
+      auto claim = store::claim(root, got.digest, ::geteuid(), std::chrono::seconds(options.limits.storeWaitSeconds));
+      stored = std::move(claim.entry);
+      fill = std::move(claim.fill);
+    }
+    if (!stored) return false;                         // this launch fills it, or pulls for itself
+    if (useStored(got, *stored, options)) return true;  // else corrupt: never run, fetched again
+  }
+  return false;
+}
+
 }  // namespace
 
 bool isRegistryReference(std::string_view image) { return image.starts_with(kScheme); }
@@ -221,24 +261,7 @@ Acquired acquire(const std::string& reference, const oci::PullOptions& options) 
   try {
     got.digest = oci::manifestDigest(reference, options);
   } catch (const Error& e) {
-    auto earlier = lastFor(dir, reference);
-    if (!earlier && !options.limits.storeDir.empty()) {
-      auto stored = store::findByReference(options.limits.storeDir, reference, ::geteuid());
-      if (stored && store::verifiedInPlace(*stored, oci::cacheRoot(options) / "store-verified")) {
-        spdlog::warn("{}: {}; running the site store's copy ({})", reference, e.oneLine(), stored->digest);
-        got.digest = stored->digest;
-        got.sif = stored->sif;
-        got.via = "the site image store";
-        got.offline = true;
-        return got;
-      }
-    }
-    if (!earlier) throw Error(reference + ": " + e.oneLine());
-    spdlog::warn("{}: {}; running the copy cached before ({})", reference, e.oneLine(), earlier->digest);
-    touch(recordPath(dir, earlier->digest));
-    got.digest = earlier->digest;
-    got.sif = earlier->sif;
-    got.offline = true;
+    if (!ranBefore(got, dir, options, e)) throw Error(reference + ": " + e.oneLine());
     return got;
   }
   got.sif = sifPath(dir, got.digest);
@@ -248,20 +271,9 @@ Acquired acquire(const std::string& reference, const oci::PullOptions& options) 
   if (!entry) {
     // A SIF without its record is what a pull cut off between the two renames left.
     ::unlink(got.sif.c_str());
-    const fs::path storeRoot = options.limits.storeDir;
-    const auto wait = std::chrono::seconds(options.limits.storeWaitSeconds);
-    for (int tries = 0; tries < 2 && !storeRoot.empty() && !fill; ++tries) {
-      auto stored = store::find(storeRoot, got.digest, ::geteuid());
-      if (!stored) {
-        auto claim = store::claim(storeRoot, got.digest, ::geteuid(), wait);
-        stored = std::move(claim.entry);
-        fill = std::move(claim.fill);
-      }
-      if (!stored) break;                             // this launch fills it, or pulls for itself
-      if (!useStored(got, *stored, options)) continue;  // corrupt: never run, fetched again
-      if (got.sif == stored->sif) return got;         // in place: the node's cache keeps nothing
+    if (!options.limits.storeDir.empty() && fromStore(got, options, fill)) {
+      if (got.sif != sifPath(dir, got.digest)) return got;  // in place: the node's cache keeps nothing
       entry = Entry{got.digest, {}, got.sif, 0, 0};
-      break;
     }
   }
   if (!entry) {
