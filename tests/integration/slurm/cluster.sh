@@ -11,11 +11,15 @@
 set -eEuo pipefail  # -E: the ERR trap of up() holds in the functions it calls
 action=$1 dir=$2
 
-nsrun() {  # nsrun NS CMD...: CMD in network namespace NS, own UTS and mount namespaces
+# nsrun NS CMD...: CMD in network namespace NS, own UTS and mount namespaces; there
+# DIR/node-local is NS's own directory DIR/tmp/NS (1777), the node's local disk: what ctr
+# keeps per node (ctr.conf 'image cache dir = DIR/node-local/cache-%u') stays on that node.
+nsrun() {
   local ns=$1
   shift
   nsenter --net=/run/netns/"$ns" unshare --uts --mount --propagation private sh -c \
-    'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"' sh "$dir/hosts" "$ns" "$@"
+    'mount --bind "$1" /etc/hosts && mount --bind "$3" "$4" && hostname "$2" && shift 4 && exec "$@"' \
+    sh "$dir/hosts" "$ns" "$dir/tmp/$ns" "$dir/node-local" "$@"
 }
 
 down() {
@@ -61,7 +65,8 @@ up() {
     ! ip netns list | grep -qw "$n" || skip "network namespace $n exists already (another cluster runs?)"
   done
   rm -rf "$dir"
-  mkdir -p "$dir"/{etc,run,log,state} "$dir"/spool/{n1,n2} "$dir/tmp"
+  mkdir -p "$dir"/{etc,run,log,state,node-local} "$dir"/spool/{n1,n2} "$dir"/tmp/{ctl,n1,n2}
+  chmod 1777 "$dir"/tmp/{ctl,n1,n2}
   trap 'echo "cluster.sh: bringing the cluster up failed at line $LINENO" >&2; down; skip "the cluster could not be brought up (see the lines above)"' ERR
   chmod 755 "$dir" "$dir/etc"
   printf '127.0.0.1 localhost\n10.222.0.1 ctl\n10.222.0.11 n1\n10.222.0.12 n2\n' > "$dir/hosts"

@@ -6,7 +6,9 @@
 # nodes share one cache here (the nodes share this machine's file system), so the layers
 # are fetched once in all: one ctr pulls under the cache's lock, the others wait and run
 # what it packed. An oras:// SIF (pushed with ctr push) runs on both nodes. A missing image
-# fails the step with ctr's one line.
+# fails the step with ctr's one line. With node-local caches each node fetches an image's
+# blobs; with a site store (ctr.conf 'image store dir') a job fetches them once, and the
+# next job not at all (the registry's logs count the requests).
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../registry/common.sh"
 . "$(dirname "$0")/lib.sh"
@@ -23,8 +25,20 @@ rm -rf "$WORK/root/.singularity.d"
 echo "from the registry" > "$WORK/extra/etc/extra"
 tar -C "$WORK/root" --numeric-owner --owner=0 --group=0 -czf "$WORK/l1.tgz" .
 tar -C "$WORK/extra" --numeric-owner --owner=0 --group=0 -czf "$WORK/l2.tgz" .
+# Each with a base layer of its own: a layer another image shares may be in a node's
+# cache already, which would hide what the store saves.
+for v in b c; do
+  cp -a "$WORK/root" "$WORK/root-$v" && echo "$v" > "$WORK/root-$v/etc/base"
+  tar -C "$WORK/root-$v" --numeric-owner --owner=0 --group=0 -czf "$WORK/l1-$v.tgz" .
+done
 layout_image "$WORK/layout" 1 "$WORK/l1.tgz" "$WORK/l2.tgz"
 layers=$(python3 -c 'import json,sys; print(" ".join(l["digest"] for l in json.load(open(sys.argv[1]))["layers"]))' "$MANIFEST")
+# Two more images (demo-b, demo-c) for the site store's jobs.
+for v in b c; do
+  mkdir -p "$WORK/extra-$v/etc" && echo "image $v" > "$WORK/extra-$v/etc/extra"
+  tar -C "$WORK/extra-$v" --numeric-owner --owner=0 --group=0 -czf "$WORK/l2-$v.tgz" .
+  layout_image "$WORK/layout-$v" 1 "$WORK/l1-$v.tgz" "$WORK/l2-$v.tgz"
+done
 
 # Filled through a registry on the host's loopback, then served from the same storage by
 # one registry in each node's namespace (same port: each namespace has its own loopback).
@@ -40,6 +54,7 @@ trap cleanup EXIT
 start_registry
 pids+=("$REGISTRY_PID")
 skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout:1" "docker://$REGISTRY/demo:1"
+for v in b c; do skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout-$v:1" "docker://$REGISTRY/demo-$v:1"; done
 # A SIF pushed with ctr push oras:// beside it (Apptainer's ORAS layout).
 make_demo_rootfs "$WORK/sif-root"
 "$CTR_BIN" -q build "$WORK/demo.sif" "$WORK/sif-root" >/dev/null || fail "could not build the demo SIF"
@@ -67,9 +82,14 @@ cache=$WORK/cache-$(id -u "$CTR_TEST_USER")
 # The plugin runs ctr with the site's configuration, not the job's CTR_CONFIG: plugstack.conf's env=.
 printf '%s env=CTR_CONFIG=%s\n' "$base" "$WORK/ctr.conf" > "$conf"
 slurm() { slurm_as_user "$WORK" "$@"; }
-# blob_fetches: how many times the nodes' registries sent a layer.
+# blob_fetches [REPOSITORY]: how many times the nodes' registries sent a blob of REPOSITORY
+# (demo: its layers only, as counted before the store's part).
 blob_fetches() {
   local total=0 d
+  if [ -n "${1:-}" ]; then
+    cat "$WORK"/registry-n?.log | grep -c "GET /v2/$1/blobs/sha256:.*200" || true
+    return
+  fi
   for d in $layers; do total=$(( total + $(cat "$WORK"/registry-n?.log | grep -c "GET /v2/demo/blobs/$d.*200" || true) )); done
   echo "$total"
 }
@@ -96,6 +116,30 @@ note "an image the registry lacks: the step fails with ctr's line"
 set +e; err=$(slurm srun -N1 -n1 --container-image="127.0.0.1:$port#nope:1" true 2>&1); rc=$?; set -e
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "missing registry image: srun exit status $rc (124: it hung)"
 expect_contains "ctr's message names the image" "docker://127.0.0.1:$port/nope:1" "$err"
+
+note "node-local caches: without a store each node fetches; with one (issue 53, item 5) the job fetches once"
+# Each node's cache on its own disk (cluster.sh: DIR/node-local is the node's own), as a
+# site keeps it; the site store in $WORK, which both nodes see as they would a parallel
+# file system.
+blobs_per_image=$(( $(ls "$WORK/layout-b/blobs/sha256" | wc -l) - 1 ))  # the config and the layers
+printf 'image linger = 0\nimage cache dir = %s/node-local/cache-%%u\n' "$CLUSTER" > "$WORK/ctr.conf"
+out=$(slurm srun -N2 -n4 --container-image="127.0.0.1:$port#demo-b:1" sh -c 'echo "$(hostname) $(cat /etc/extra)"')
+expect_eq "four tasks ran demo-b" 4 "$(printf '%s\n' "$out" | grep -c 'image b$')"
+expect_eq "no store: each node fetched each blob" $(( 2 * blobs_per_image )) "$(blob_fetches demo-b)"
+mkdir -m 1777 "$WORK/store"
+printf 'image store dir = %s/store\n' "$WORK" >> "$WORK/ctr.conf"
+out=$(slurm srun -N2 -n4 --container-image="127.0.0.1:$port#demo-c:1" sh -c 'echo "$(hostname) $(cat /etc/extra)"')
+expect_eq "four tasks ran demo-c" 4 "$(printf '%s\n' "$out" | grep -c 'image c$')"
+expect_eq "both nodes" "n1 n2" "$(printf '%s\n' "$out" | awk '{print $1}' | sort -u | xargs)"
+expect_eq "with the store: each blob fetched once for the job" "$blobs_per_image" "$(blob_fetches demo-c)"
+expect_eq "one entry in the store" 1 "$(find "$WORK/store" -name 'sha256-*.json' | wc -l)"
+# The next job, on nodes whose caches were emptied: the store serves it, the registry only
+# the manifests.
+rm -rf "$CLUSTER"/tmp/n?/cache-"$(id -u "$CTR_TEST_USER")"
+expect_eq "the next job" "image c
+image c" "$(slurm srun -N2 -n2 --container-image="127.0.0.1:$port#demo-c:1" cat /etc/extra)"
+expect_eq "no blob fetched again" "$blobs_per_image" "$(blob_fetches demo-c)"
+note "blobs of demo-b (no store, 2 nodes): $(blob_fetches demo-b); of demo-c (store, 2 jobs on 2 nodes): $(blob_fetches demo-c)"
 
 slurm_wait_no_jobs "$CTR_TEST_USER" 20
 assert_nothing_left "registry steps"
