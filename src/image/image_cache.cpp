@@ -184,9 +184,9 @@ bool copyFromStore(const oci::PullOptions& options) {
   return ::statfs(options.limits.storeDir.c_str(), &fs) == 0 && sharedFilesystemName(fs.f_type).has_value();
 }
 
-// Makes `got` the store's entry: run in place (got.sif the store's SIF) or copied to
-// got.sif in the cache, its sha256 checked either way. False where it is corrupt (dropped
-// when it is the user's own): it never runs.
+// Makes `got` the store's entry: run in place (got.sif the store's SIF, checked to be the
+// file its writer wrote) or copied to got.sif in the cache (its sha256 checked on the way).
+// False where it fails the check (dropped when it is the user's own): it never runs.
 bool useStored(Acquired& got, const store::Entry& stored, const oci::PullOptions& options) {
   if (copyFromStore(options)) {
     try {
@@ -199,7 +199,7 @@ bool useStored(Acquired& got, const store::Entry& stored, const oci::PullOptions
     got.via = "the site image store, copied to the image cache";
     return true;
   }
-  if (!store::verifiedInPlace(stored, oci::cacheRoot(options) / "store-verified")) {
+  if (!store::unchangedInPlace(stored)) {
     store::discard(stored, ::geteuid());
     return false;
   }
@@ -221,7 +221,7 @@ bool ranBefore(Acquired& got, const fs::path& dir, const oci::PullOptions& optio
   }
   if (options.limits.storeDir.empty()) return false;
   auto stored = store::findByReference(options.limits.storeDir, got.reference, ::geteuid());
-  if (!stored || !store::verifiedInPlace(*stored, oci::cacheRoot(options) / "store-verified")) return false;
+  if (!stored || !store::unchangedInPlace(*stored)) return false;
   spdlog::warn("{}: {}; running the site store's copy ({})", got.reference, why.oneLine(), stored->digest);
   got.digest = stored->digest;
   got.sif = stored->sif;

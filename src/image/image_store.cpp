@@ -88,6 +88,7 @@ std::optional<Entry> readEntry(const fs::path& record, uid_t writer) {
     e.digest = json.at("digest").get<std::string>();
     e.sifDigest = json.at("sif_digest").get<std::string>();
     e.bytes = json.at("sif_bytes").get<std::uint64_t>();
+    e.identity = json.at("sif_identity").get<std::string>();
     e.created = json.value("created", std::int64_t{0});
     for (const auto& r : json.value("references", nlohmann::json::array()))
       if (r.is_string()) e.references.push_back(r.get<std::string>());
@@ -114,6 +115,14 @@ std::vector<Entry> entriesIn(const fs::path& dir, uid_t writer) {
       if (auto e = readEntry(item.path(), writer)) entries.push_back(std::move(*e));
   }
   return entries;
+}
+
+// What changes whenever anyone writes, truncates, replaces or chmods the file, as every node
+// sees it: the inode, the size, the mtime and the ctime (no user can set a ctime).
+std::string identityOf(const struct stat& st) {
+  return std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_ctim.tv_sec) + "." +
+         std::to_string(st.st_ctim.tv_nsec);
 }
 
 // A new file beside `final` (O_EXCL, `mode`) that becomes `final` once complete.
@@ -256,36 +265,27 @@ void copyVerified(const Entry& entry, const fs::path& dest) {
   out.commit();
 }
 
-bool verifiedInPlace(const Entry& entry, const fs::path& markers) {
-  UniqueFd in = openSif(entry);
+bool unchangedInPlace(const Entry& entry) {
   struct stat st {};
-  if (::fstat(in.get(), &st) != 0) throw sysError("stat " + entry.sif.string());
-  const std::string identity = std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " +
-                               std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
-                               std::to_string(st.st_mtim.tv_nsec) + " " + entry.sifDigest + "\n";
-  const fs::path marker = markers / (std::to_string(entry.writer) + "-" + baseName(entry.digest));
-  if (readFileIfPresent(marker.string()) == identity) return true;
-  const std::string got = copyHashing(in.get(), -1, entry.sif.string());
-  if (got != entry.sifDigest) {
-    spdlog::warn("{}", corrupt(entry, got));
-    return false;
-  }
-  if (::mkdir(markers.c_str(), 0700) == 0 || errno == EEXIST) {
-    try {
-      NewFile out(marker, 0600);
-      writeAllTo(out.fd(), identity, marker.string());
-      out.commit();
-    } catch (const Error&) {
-      // Only a saving: the next launch checks the file again.
-    }
-  }
-  return true;
+  if (::lstat(entry.sif.c_str(), &st) == 0 && S_ISREG(st.st_mode) && identityOf(st) == entry.identity) return true;
+  spdlog::warn("image store entry {} has changed since it was written (inode, size, mtime or ctime): not run",
+               entry.sif.string());
+  return false;
 }
 
-void discard(const Entry& entry, uid_t uid) {
-  if (entry.writer != uid) return;
+bool verify(const Entry& entry) {
+  UniqueFd in = openSif(entry);
+  const std::string got = copyHashing(in.get(), -1, entry.sif.string());
+  if (got == entry.sifDigest) return true;
+  spdlog::warn("{}", corrupt(entry, got));
+  return false;
+}
+
+bool discard(const Entry& entry, uid_t uid) {
+  if (entry.writer != uid && uid != 0) return false;
   ::unlink((entry.sif.parent_path() / (baseName(entry.digest) + ".json")).c_str());
   ::unlink(entry.sif.c_str());
+  return true;
 }
 
 struct Fill::Heartbeat {
@@ -327,10 +327,13 @@ bool Fill::publish(const fs::path& localSif, const std::string& reference) {
     NewFile sif(dir_ / (base + ".sif"), mode);
     const std::string sifDigest = copyHashing(in.get(), sif.fd(), localSif.string());
     sif.commit();
+    struct stat stored {};
+    if (::lstat((dir_ / (base + ".sif")).c_str(), &stored) != 0) throw sysError("stat " + (dir_ / (base + ".sif")).string());
     const nlohmann::json record{{"digest", digest_},
                                 {"references", {reference}},
                                 {"sif_digest", sifDigest},
                                 {"sif_bytes", static_cast<std::uint64_t>(st.st_size)},
+                                {"sif_identity", identityOf(stored)},
                                 {"created", nowSeconds()}};
     NewFile json(dir_ / (base + ".json"), mode);
     writeAllTo(json.fd(), record.dump(2) + "\n", "image store record");

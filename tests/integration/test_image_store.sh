@@ -79,7 +79,6 @@ done
 expect_eq "no layer fetched again" "$gets" "$(blob_gets demo)"
 expect_contains "explain: in place" "from:       $ref ($digest, the site image store)" "$(on b "$CTR_BIN" exec --explain "$ref" true)"
 expect_contains "run from the store's file" "image:      $entry.sif" "$(on b "$CTR_BIN" exec --explain "$ref" true)"
-[ -n "$(ls "$WORK/node-b-$CTR_TEST_USER/store-verified")" ] || fail "node b kept no record of its check"
 sed -i 's/^image store copy = never/image store copy = always/' "$CTR_TEST_CONFIG"
 on d "$CTR_BIN" exec "$ref" true 2> "$WORK/d.err" || fail "node d: $(cat "$WORK/d.err")"
 expect_contains "explain: copied" "($digest, the site image store, copied to the image cache)" \
@@ -100,15 +99,49 @@ out=$(on f "$USER2" "$CTR_BIN" exec "docker://$REGISTRY/v2:1" cat /etc/v2 2> "$W
 expect_eq "the owner's entry runs" v2 "$out"
 expect_eq "and no layer was fetched" "$v2gets" "$(blob_gets v2)"
 
-note "a corrupt entry is refetched, never run; a truncated one is no entry"
+note "a changed or corrupt entry is refetched, never run; a truncated one is no entry; store verify"
 sed -i 's/^image store copy = always/image store copy = never/' "$CTR_TEST_CONFIG"
 size=$(stat -c %s "$entry.sif")
-printf 'X' | dd of="$entry.sif" bs=1 seek=$((size - 100)) conv=notrunc status=none
-out=$(on g "$CTR_BIN" exec "$ref" cat /etc/os-release 2> "$WORK/g.err") || fail "node g, corrupt entry: $(cat "$WORK/g.err")"
-expect_contains "warns" "is corrupt (sha256" "$(cat "$WORK/g.err")"
+corrupt() { printf 'X' | dd of="$1" bs=1 seek=$(( $(stat -c %s "$1") - 100 )) conv=notrunc status=none; }
+corrupt "$entry.sif"
+out=$(on g "$CTR_BIN" exec "$ref" cat /etc/os-release 2> "$WORK/g.err") || fail "node g, changed entry: $(cat "$WORK/g.err")"
+expect_contains "in place: the change is seen without a read" "has changed since it was written" "$(cat "$WORK/g.err")"
 expect_contains "pulled again" "pulling sha256:" "$(cat "$WORK/g.err")"
 expect_contains "and ran" "ID=ctr-demo" "$out"
 cmp -s "$entry.sif" "$WORK/node-g-$CTR_TEST_USER/images/sha256-${digest#sha256:}.sif" || fail "the entry was not filled again"
+# Corrupt as storage corrupts it, the record rewritten to the file's new identity: only the
+# sha256 shows it, when the entry is copied or verified.
+corrupt "$entry.sif"
+python3 - "$entry.json" "$entry.sif" <<'PYEOF'
+import json, os, sys
+r = json.load(open(sys.argv[1])); st = os.lstat(sys.argv[2])
+r["sif_identity"] = "%d %d %d.%d %d.%d" % (st.st_ino, st.st_size, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9,
+                                           st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9)
+json.dump(r, open(sys.argv[1], "w"))
+PYEOF
+chown "$CTR_TEST_USER" "$entry.json"
+set +e; out=$(on a "$CTR_BIN" store verify 2>&1); rc=$?; set -e
+[ "$rc" = 1 ] || fail "store verify of a corrupt entry: status $rc: $out"
+expect_contains "verify names it" "image store entry $entry.sif is corrupt (sha256" "$out"
+expect_contains "and removed it" "1 corrupt (1 removed)" "$out"
+[ ! -e "$entry.json" ] || fail "store verify left the corrupt entry"
+on g2 "$CTR_BIN" exec "$ref" true 2>/dev/null || fail "refill after verify"
+corrupt "$entry.sif"
+python3 - "$entry.json" "$entry.sif" <<'PYEOF'
+import json, os, sys
+r = json.load(open(sys.argv[1])); st = os.lstat(sys.argv[2])
+r["sif_identity"] = "%d %d %d.%d %d.%d" % (st.st_ino, st.st_size, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9,
+                                           st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9)
+json.dump(r, open(sys.argv[1], "w"))
+PYEOF
+chown "$CTR_TEST_USER" "$entry.json"
+sed -i 's/^image store copy = never/image store copy = always/' "$CTR_TEST_CONFIG"
+out=$(on g3 "$CTR_BIN" exec "$ref" cat /etc/os-release 2> "$WORK/g3.err") || fail "node g3, corrupt entry: $(cat "$WORK/g3.err")"
+expect_contains "copied: the sha256 shows it" "is corrupt (sha256" "$(cat "$WORK/g3.err")"
+expect_contains "pulled again" "pulling sha256:" "$(cat "$WORK/g3.err")"
+expect_contains "and ran" "ID=ctr-demo" "$out"
+sed -i 's/^image store copy = always/image store copy = never/' "$CTR_TEST_CONFIG"
+expect_contains "verify: all sound" "0 corrupt" "$(on a "$CTR_BIN" store verify)"
 truncate -s $((size / 2)) "$entry.sif"
 on h "$CTR_BIN" exec "$ref" true 2> "$WORK/h.err" || fail "node h, truncated entry: $(cat "$WORK/h.err")"
 expect_contains "a truncated entry is a miss" "pulling sha256:" "$(cat "$WORK/h.err")"

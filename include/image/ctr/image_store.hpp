@@ -8,7 +8,8 @@
 //                                  nobody else (0755 for root and ROOT's owner, else 0700)
 //   ROOT/UID/sha256-HEX.sif        the packed image, HEX its manifest's digest
 //   ROOT/UID/sha256-HEX.json       {"digest", "references", "sif_digest", "sif_bytes",
-//                                  "created"}: written last, so it is the entry
+//                                  "sif_identity", "created"}: written last, so it is
+//                                  the entry
 //   ROOT/UID/sha256-HEX.filling    a launch is filling it: "HOST PID", refreshed every few s
 //   ROOT/UID/.tmp-...              what a writer has not renamed into place yet
 //
@@ -16,8 +17,10 @@
 // .tmp- file or a SIF without a record, neither of which a reader sees. Reads take no lock.
 // A user runs the entries of the writers it trusts: its own, root's and ROOT's owner's (the
 // admin fills the store for everyone as that account); never another user's, whose files
-// that user could change at any time. A SIF is checked against its record's sha256 before
-// it runs: while it is copied to the node (the copy), or once per node and file (in place).
+// that user could change at any time. A SIF copied to the node is checked against its
+// record's sha256 on the way; one run in place is checked to be the file its writer wrote
+// (its identity: no read, so a node's first launch costs a stat), and `ctr store verify`
+// reads every entry against its sha256 (a scrub for what storage itself may corrupt).
 #pragma once
 
 #include <sys/types.h>
@@ -38,6 +41,7 @@ struct Entry {
   std::filesystem::path sif;
   std::string sifDigest;  // "sha256:..." of the SIF file
   std::uint64_t bytes = 0;
+  std::string identity;  // the SIF as written: inode, size, mtime, ctime
   uid_t writer = 0;
   std::int64_t created = 0;
   std::int64_t lastUsed = 0;  // the record's mtime, or the SIF's atime when later
@@ -55,12 +59,16 @@ std::optional<Entry> findByReference(const std::filesystem::path& root, const st
 // checking its sha256 on the way; throws ctr::Error ("... is corrupt") when it differs, and
 // leaves nothing at `dest` then.
 void copyVerified(const Entry& entry, const std::filesystem::path& dest);
-// Whether the entry's SIF has its recorded sha256. A file checked before on this node
-// (`markers`: a private directory of the user's, one small file per store SIF naming the
-// inode, size and mtime checked) is not read again.
-[[nodiscard]] bool verifiedInPlace(const Entry& entry, const std::filesystem::path& markers);
-// Drops a corrupt entry where `uid` may (its own): the record first, so no reader sees it.
-void discard(const Entry& entry, uid_t uid);
+// Whether the entry's SIF is still the file its writer wrote (its inode, size, mtime and
+// ctime as recorded: any write, truncation, replacement or chmod since changes one): what
+// a launch that runs it in place checks, without reading it. One warning when not.
+[[nodiscard]] bool unchangedInPlace(const Entry& entry);
+// Whether the entry's SIF has its recorded sha256 (reads it all: `ctr store verify`). One
+// warning when not.
+[[nodiscard]] bool verify(const Entry& entry);
+// Drops a corrupt entry where `uid` may (its own; root: any), the record first, so that no
+// reader sees it. False where it may not.
+bool discard(const Entry& entry, uid_t uid);
 
 // The right to fill `digest` in ROOT/UID, held while the object lives: the .filling file,
 // refreshed by a thread so that other nodes see the filler alive, removed at the end.
@@ -94,7 +102,7 @@ struct Claim {
 };
 Claim claim(const std::filesystem::path& root, const std::string& digest, uid_t uid, std::chrono::seconds wait);
 
-// `ctr store list|size|clean`: every entry under ROOT readable by the caller (each writer's
+// `ctr store list|size|clean|verify`: every entry under ROOT readable by the caller (each writer's
 // directory), newest use first.
 std::vector<Entry> list(const std::filesystem::path& root);
 
