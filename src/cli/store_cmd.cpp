@@ -26,11 +26,13 @@ namespace {
 
 namespace store = image::store;
 
+// ctr.conf's pull policy, its storeDir the store in use (store::rootOf).
 config::PullPolicy storePolicy() {
   auto pull = config::loadDefaultPolicy().pull;
+  pull.storeDir = store::rootOf(pull);
   if (pull.storeDir.empty())
     throw Error("no site image store: ctr.conf" + (pull.configFile.empty() ? std::string() : " (" + pull.configFile + ")") +
-                " sets no 'image store dir'")
+                " sets no 'image store dir' (nor CTR_IMAGE_STORE)")
         .withStatus(1);
   return pull;
 }
@@ -103,6 +105,7 @@ int cleanStore(const CleanArgs& args) {
   if (!args.maxSize.empty()) options.maxBytes = limits::parseSize(args.maxSize, "--max-size");
   options.reference = args.reference;
   options.dryRun = args.dryRun;
+  options.all = args.all;
   if (!args.all && !options.unusedFor && !options.maxBytes && options.reference.empty())
     throw Error("store clean: say what to remove: --days N, --max-size SIZE, --reference REF or --all").withStatus(1);
   const auto cleaned = store::clean(pull.storeDir, options);
@@ -150,7 +153,7 @@ void registerStore(CLI::App& app, Context& ctx) {
   clean->add_option("-D,--days", args->days, "Those not used for N days")->check(CLI::NonNegativeNumber);
   clean->add_option("--max-size", args->maxSize, "The least recently used until the rest fit in SIZE (e.g. 500G)");
   clean->add_option("--reference", args->reference, "Those filled for this docker:// reference");
-  clean->add_flag("--all", args->all, "All of them");
+  clean->add_flag("--all", args->all, "All of them, and every leftover whatever its age");
   clean->add_flag("-n,--dry-run", args->dryRun, "Only say what would be removed");
   clean->callback([&ctx, args] { ctx.action = [args] { return cleanStore(*args); }; });
 

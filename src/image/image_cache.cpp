@@ -252,7 +252,9 @@ bool fromStore(Acquired& got, const oci::PullOptions& options, std::unique_ptr<s
 
 bool isRegistryReference(std::string_view image) { return image.starts_with(kScheme); }
 
-Acquired acquire(const std::string& reference, const oci::PullOptions& options) {
+Acquired acquire(const std::string& reference, const oci::PullOptions& given) {
+  oci::PullOptions options = given;
+  options.limits.storeDir = store::rootOf(given.limits);  // ctr.conf's, else $CTR_IMAGE_STORE
   if (!isRegistryReference(reference)) throw Error(reference + ": not a docker:// reference");
   (void)oci::parseReference(reference);  // a malformed one is refused before any request
   const fs::path dir = imagesDir(oci::cacheRoot(options), true);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "ctr/config.hpp"
 #include "ctr/digest.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -233,6 +235,14 @@ std::optional<fs::path> ownDir(const fs::path& root, const struct stat& rootSt, 
 
 }  // namespace
 
+fs::path rootOf(const config::PullPolicy& pull) {
+  if (!pull.storeDir.empty()) return pull.storeDir;
+  const char* env = std::getenv("CTR_IMAGE_STORE");
+  if (env == nullptr || *env == '\0') return {};
+  if (*env != '/') throw Error("CTR_IMAGE_STORE='" + std::string(env) + "': not an absolute path");
+  return env;
+}
+
 std::optional<Entry> find(const fs::path& root, const std::string& digest, uid_t uid) {
   const struct stat rootSt = checkedRoot(root);
   for (uid_t writer : trustedWriters(rootSt, uid)) {
@@ -423,8 +433,7 @@ Cleaned clean(const fs::path& root, const CleanOptions& options) {
                              std::find(it->references.begin(), it->references.end(), options.reference) != it->references.end();
     const bool byAge = options.unusedFor && it->lastUsed <= cutoff;
     const bool bySize = options.maxBytes && total > *options.maxBytes;
-    const bool selectorGiven = !options.reference.empty() || options.unusedFor || options.maxBytes;
-    if (selectorGiven && !byReference && !byAge && !bySize) continue;
+    if (!options.all && !byReference && !byAge && !bySize) continue;
     const fs::path record = it->sif.parent_path() / (baseName(it->digest) + ".json");
     if (!options.dryRun && ::unlink(record.c_str()) != 0) {
       spdlog::warn("image store: cannot remove {}: {}", record.string(), std::strerror(errno));
@@ -442,7 +451,8 @@ Cleaned clean(const fs::path& root, const CleanOptions& options) {
     for (const auto& item : fs::directory_iterator(dir.path(), ec2)) {
       const std::string name = item.path().filename().string();
       struct stat st {};
-      if (::lstat(item.path().c_str(), &st) != 0 || nowSeconds() - st.st_mtim.tv_sec < kLeftoverAge) continue;
+      if (::lstat(item.path().c_str(), &st) != 0 || (!options.all && nowSeconds() - st.st_mtim.tv_sec < kLeftoverAge))
+        continue;
       const bool orphanSif = name.ends_with(".sif") && !fs::exists(item.path().parent_path() / (name.substr(0, name.size() - 4) + ".json"));
       if (!name.starts_with(".tmp-") && !name.ends_with(".filling") && !orphanSif) continue;
       if (!options.dryRun && ::unlink(item.path().c_str()) != 0) continue;
@@ -450,6 +460,7 @@ Cleaned clean(const fs::path& root, const CleanOptions& options) {
       cleaned.bytes += static_cast<std::uint64_t>(st.st_size);
     }
   }
+  if (options.all && !options.dryRun) ::rmdir((root / std::to_string(::geteuid())).c_str());  // once empty
   return cleaned;
 }
 

@@ -109,8 +109,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av) {
   return 0;
 }
 
-/* slurmd, at the job's end on each node where it ran: its named containers stopped, then
- * what is left in its cgroups ended and they removed. */
+/* slurmd, at the job's end on each node where it ran: its named containers stopped, its
+ * job store (job_store=DIR) removed, then what is left in its cgroups ended and they removed. */
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
   if (parse_arguments(ac, av) != 0) return -1;
   uid_t uid;
@@ -119,6 +119,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
     return 0;
   const struct passwd *pw = getpwuid(uid);
   if (pw) stop_named_containers(pw, job);
+  if (pw) remove_job_store(pw, job);
   end_job_cgroups(uid, job);
   return 0;
 }

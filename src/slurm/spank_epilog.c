@@ -291,11 +291,10 @@ void end_step_holders(spank_t sp) {
  * step's unnamed one). Every node's (where nodes share a state directory, the first epilog
  * stops them all: the job has ended everywhere by then). */
 void stop_named_containers(const struct passwd *pw, uint32_t job) {
-  char home[PATH_MAX + 8], user_name[300], logname[310], pattern[64];
-  snprintf(home, sizeof home, "HOME=%s", pw->pw_dir);
-  snprintf(user_name, sizeof user_name, "USER=%s", pw->pw_name);
-  snprintf(logname, sizeof logname, "LOGNAME=%s", pw->pw_name);
-  char *env[] = {home, user_name, logname, NULL};
+  char pattern[64];
+  struct login_env login;
+  login_env(&login, pw);
+  char **env = login.env;
   snprintf(pattern, sizeof pattern, "slurm.%u.n-*", job);
   const struct job_user user = {pw->pw_uid, pw->pw_gid, NULL, -1};
   /* No state directory, no instance: nothing to run ctr for. */

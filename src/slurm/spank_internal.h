@@ -6,6 +6,7 @@
  *   spank_join.c       each task entering the container (task_init)
  *   spank_epilog.c     the ends: a step's container and holders, the job's named containers
  *                      and cgroups
+ *   spank_job_store.c  the job's image store (job_store=DIR): made for a step, removed at the end
  * and the parts with twins in ctr, libc only: spank_join_info.c, spank_state_dir.c,
  * spank_process.c. Nothing here is seen outside the plugin (hidden): slurmstepd loads it
  * beside other plugins and its own symbols. */
@@ -107,6 +108,14 @@ struct ctr_run {
 #define CTR_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 const char *env_value(char **env, const char *name);
+/* The environment the epilog's ctr runs with (slurmd's epilog has no job environment): the
+ * user's HOME, USER and LOGNAME; `env` points into the struct. */
+struct passwd;
+struct login_env {
+  char home[PATH_MAX + 8], user[300], logname[310];
+  char *env[4];
+};
+void login_env(struct login_env *e, const struct passwd *pw);
 int step_user(spank_t sp, struct job_user *u);
 const char *job_dir(char **env);
 pid_t spawn_as_user(struct as_user *a);
@@ -137,6 +146,18 @@ void finish_container(void);
 /* spank_join.c */
 
 void enter_container(spank_t sp);
+
+/* spank_job_store.c */
+
+/* job_store=DIR (empty: none); "CTR_IMAGE_STORE=DIR/JOBID" for the step's ctr once
+ * prepare_job_store made it (empty: no job store for this step). */
+extern char job_store[PATH_MAX];
+extern char job_store_env[PATH_MAX + 32];
+/* Remote, as root, before the step's ctr runs: DIR/JOBID, the user's (0700). */
+void prepare_job_store(spank_t sp, const struct job_user *user);
+/* The job's epilog: DIR/JOBID emptied by the user's ctr, then removed. */
+struct passwd;
+void remove_job_store(const struct passwd *pw, uint32_t job);
 
 /* spank_epilog.c */
 

@@ -226,6 +226,12 @@ static int parse_argument(const char *arg) {
       return -1;
     }
     strcpy(image_dir, value);
+  } else if ((value = argument_value(arg, "job_store"))) {
+    if (value[0] != '/' || strlen(value) >= sizeof job_store - 16) { /* room for /JOBID */
+      slurm_error("ctr: plugstack.conf argument '%s': DIR must be an absolute path", arg);
+      return -1;
+    }
+    strcpy(job_store, value);
   } else if ((value = argument_value(arg, "container_required"))) {
     if (strcmp(value, "no") == 0) {
       container_required = REQUIRED_NO;
@@ -263,7 +269,7 @@ static int parse_argument(const char *arg) {
       return -1;
     }
   } else {
-    slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH, entrypoint=PATH, image_dir=DIR, "
+    slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH, entrypoint=PATH, image_dir=DIR, job_store=DIR, "
                 "container_required=no|steps|all, allow=OPT,..., env=NAME=VALUE, timeout=SECONDS, "
                 "start_timeout=SECONDS)", arg);
     return -1;

@@ -26,6 +26,16 @@
 #include "spank_internal.h"
 
 /* The value of NAME in the environment `env`, or NULL. */
+void login_env(struct login_env *e, const struct passwd *pw) {
+  snprintf(e->home, sizeof e->home, "HOME=%s", pw->pw_dir);
+  snprintf(e->user, sizeof e->user, "USER=%s", pw->pw_name);
+  snprintf(e->logname, sizeof e->logname, "LOGNAME=%s", pw->pw_name);
+  e->env[0] = e->home;
+  e->env[1] = e->user;
+  e->env[2] = e->logname;
+  e->env[3] = NULL;
+}
+
 const char *env_value(char **env, const char *name) {
   size_t n = strlen(name);
   for (; env && *env; ++env)
@@ -256,7 +266,7 @@ static int kept_from_ctr(const char *entry) {
 
 /* Starts `ctr ARGV...` as the job's user in the job's working directory, with the job's
  * environment less what kept_from_ctr keeps out, plus the site's env= variables, PATH and
- * XDG_RUNTIME_DIR=`runtime_dir` (the user's /run/ctr/UID: every ctr of the plugin keeps
+ * the job store's CTR_IMAGE_STORE where there is one, and XDG_RUNTIME_DIR=`runtime_dir` (the user's /run/ctr/UID: every ctr of the plugin keeps
  * the user's instances in RUNTIME/ctr, where the epilog finds them and no other user can
  * take the name first). 0, or -1. `ignore_term`: the SIGTERM with which slurmstepd ends
  * what is left of the step does not stop it (the instance's stop must finish). `seconds`:
@@ -265,13 +275,14 @@ int start_ctr_as(const struct job_user *user, char **env, const char *runtime_di
                         int ignore_term, int seconds, struct ctr_run *run) {
   int nenv = 0;
   while (env && env[nenv]) ++nenv;
-  char **kept = calloc((size_t)nenv + MAX_ADMIN_ENV + 3, sizeof(char *));
+  char **kept = calloc((size_t)nenv + MAX_ADMIN_ENV + 4, sizeof(char *));
   char xdg[PATH_MAX + 32];
   if (!kept) return -1;
   int k = 0;
   for (int i = 0; i < nenv; ++i)
     if (!kept_from_ctr(env[i])) kept[k++] = env[i];
   for (int i = 0; i < nadmin_env; ++i) kept[k++] = admin_env[i];
+  if (job_store_env[0]) kept[k++] = job_store_env;
   kept[k++] = "PATH=" CTR_PATH;
   snprintf(xdg, sizeof xdg, "XDG_RUNTIME_DIR=%s", runtime_dir);
   kept[k++] = xdg;

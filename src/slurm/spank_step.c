@@ -262,6 +262,7 @@ void begin_container(spank_t sp) {
                RUNTIME_BASE);
     return;
   }
+  if (s.known && s.image) prepare_job_store(sp, &s.user);
   if (!s.known || start_ctr_as(&s.user, s.env, runtime, s.argv, 0, start_timeout, &starting.run) != 0)
     step_fails("ctr: --container-image=%s: cannot run ctr as the job's user: %s", opt_image, strerror(errno));
 }

@@ -21,7 +21,7 @@ TUID=$(id -u "$CTR_TEST_USER")
 UID2=$(id -u "$USER2")
 
 demo_layer "$WORK/l1.tgz"
-for name in v2 par; do
+for name in v2 par ro; do
   mkdir -p "$WORK/root-$name/etc" && echo "$name" > "$WORK/root-$name/etc/$name"
   tar -C "$WORK/root-$name" --numeric-owner --owner=0 --group=0 -czf "$WORK/$name.tgz" .
   cp "$WORK/l1.tgz" "$WORK/$name-base.tgz"
@@ -36,11 +36,12 @@ kill "$REGISTRY_PID"; wait "$REGISTRY_PID" 2>/dev/null || true
 docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
 REGISTRY_PID=$!
 wait_http "http://$REGISTRY/v2/" 200 || fail "docker-registry did not start: $(cat "$WORK/registry.log")"
-trap 'kill $REGISTRY_PID 2>/dev/null || true; wait $REGISTRY_PID 2>/dev/null || true; umount "$WORK/full" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $REGISTRY_PID 2>/dev/null || true; wait $REGISTRY_PID 2>/dev/null || true; umount "$WORK/full" "$WORK/ro-store" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 push() { skopeo copy -q --dest-tls-verify=false "oci:$1:1" "docker://$REGISTRY/$2"; }
 push "$WORK/layout1" demo:1
 push "$WORK/layout-v2" v2:1
 push "$WORK/layout-par" par:1
+push "$WORK/layout-ro" ro:1
 blob_gets() { grep -c "GET /v2/$1/blobs/sha256:" "$WORK/registry.log" || true; }
 
 STORE=$WORK/store
@@ -194,6 +195,23 @@ if mount -t tmpfs -o size=64k,mode=1777 ctr-test-full "$WORK/full"; then
   sed -i "s|^image store dir = .*|image store dir = $STORE|" "$CTR_TEST_CONFIG"
 else
   note "SKIP part: cannot mount a tmpfs here"
+fi
+
+note "a read-only store: its entries run; a miss is pulled on the node, silently, and kept nowhere else"
+mkdir "$WORK/ro-store"
+if mount --bind -o ro "$STORE" "$WORK/ro-store" 2>/dev/null || { mount --bind "$STORE" "$WORK/ro-store" && mount -o remount,bind,ro "$WORK/ro-store"; }; then
+  sed -i "s|^image store dir = .*|image store dir = $WORK/ro-store|" "$CTR_TEST_CONFIG"
+  out=$(on ro1 "$CTR_BIN" exec "$ref" cat /etc/os-release 2> "$WORK/ro1.err") || fail "read-only store, an entry: $(cat "$WORK/ro1.err")"
+  expect_contains "the entry ran" "ID=ctr-demo" "$out"
+  ! grep -q pulling "$WORK/ro1.err" || fail "pulled although the read-only store has it: $(cat "$WORK/ro1.err")"
+  out=$(on ro1 "$CTR_BIN" exec "docker://$REGISTRY/ro:1" cat /etc/ro 2> "$WORK/ro2.err") || fail "read-only store, a miss: $(cat "$WORK/ro2.err")"
+  expect_eq "the miss ran" ro "$out"
+  expect_contains "pulled on the node" "pulling sha256:" "$(cat "$WORK/ro2.err")"
+  ! grep -qi "warn\|keeping" "$WORK/ro2.err" || fail "a read-only store is no fault: $(cat "$WORK/ro2.err")"
+  umount "$WORK/ro-store"
+  sed -i "s|^image store dir = .*|image store dir = $STORE|" "$CTR_TEST_CONFIG"
+else
+  note "SKIP part: cannot bind-mount read-only here"
 fi
 
 note "offline: the store's copy runs on a node that never ran the image"

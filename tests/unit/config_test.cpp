@@ -148,13 +148,13 @@ TEST(ConfigPolicy, ImageCacheDirectoryAndSize) {
 TEST(ConfigPolicy, SiteImageStore) {
   auto p = parsePolicy("", "ctr.conf");
   EXPECT_EQ(p.pull.storeDir, "");
-  EXPECT_EQ(p.pull.storeCopy, ctr::config::StoreCopy::Auto);
+  EXPECT_EQ(p.pull.storeCopy, ctr::config::StoreCopy::Never);
   EXPECT_EQ(p.pull.storeWaitSeconds, 1800);
   p = parsePolicy("image store dir = /lustre/ctr-store\nimage store copy = always\nimage store wait = 60\n", "ctr.conf");
   EXPECT_EQ(p.pull.storeDir, "/lustre/ctr-store");
   EXPECT_EQ(p.pull.storeCopy, ctr::config::StoreCopy::Always);
   EXPECT_EQ(p.pull.storeWaitSeconds, 60);
-  EXPECT_EQ(parsePolicy("image store copy = never", "f").pull.storeCopy, ctr::config::StoreCopy::Never);
+  EXPECT_EQ(parsePolicy("image store copy = auto", "f").pull.storeCopy, ctr::config::StoreCopy::Auto);
   EXPECT_THROW(parsePolicy("image store dir = store", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("image store dir = /lustre/store-%u", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("image store copy = sometimes", "f"), ctr::Error);

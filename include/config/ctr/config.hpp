@@ -19,8 +19,9 @@ enum class SquashfsServer { Auto, CtrSquashfs, Squashfuse };
 // Which images and dataset images a launch copies to the node first ('stage images'):
 // never (unless --stage), those on a network file system (auto), or all (always).
 enum class StageImages { Never, Auto, Always };
-// Whether a launch runs a site store's image where it lies or copies it to the node's image
-// cache first ('image store copy'): auto copies from a network or parallel file system.
+// Whether a launch runs a site store's image where it lies (never, the default: a node's
+// first launch costs what a cached one does) or copies it to the node's image cache first
+// ('image store copy'; auto: where the store is on a network or parallel file system).
 enum class StoreCopy { Never, Always, Auto };
 
 // A 'registry mirror' entry: `registry` (host[:port]; docker.io for Docker Hub) is fetched
@@ -58,7 +59,7 @@ struct PullPolicy {
   // reads; empty: none. 'image store copy': see StoreCopy. 'image store wait': how long a
   // launch waits for another node's launch that fills the entry it needs.
   std::string storeDir;
-  StoreCopy storeCopy = StoreCopy::Auto;
+  StoreCopy storeCopy = StoreCopy::Never;
   int storeWaitSeconds = 1800;
   // The ctr.conf these came from, for the messages that name a key; empty = built-in defaults.
   std::string configFile;

@@ -33,7 +33,16 @@
 #include <string>
 #include <vector>
 
+namespace ctr::config {
+struct PullPolicy;
+}
+
 namespace ctr::image::store {
+
+// The store a user's launches use: ctr.conf's 'image store dir', else $CTR_IMAGE_STORE (an
+// absolute path: the Slurm plugin's job store, job_store=DIR, or one of the user's own);
+// empty: none.
+std::filesystem::path rootOf(const config::PullPolicy& pull);
 
 struct Entry {
   std::string digest;                   // "sha256:..." of the image manifest
@@ -107,6 +116,7 @@ Claim claim(const std::filesystem::path& root, const std::string& digest, uid_t 
 std::vector<Entry> list(const std::filesystem::path& root);
 
 struct CleanOptions {
+  bool all = false;                               // every entry, and every leftover whatever its age
   std::optional<std::chrono::seconds> unusedFor;  // only entries unused this long
   std::optional<std::uint64_t> maxBytes;          // least recently used go until the rest fit
   std::string reference;                          // only entries filled for this reference
@@ -118,7 +128,8 @@ struct Cleaned {
   std::uint64_t bytes = 0;
 };
 // Removes what `options` selects among the entries the caller may remove (root: all), and
-// writers' leftovers older than an hour.
+// writers' leftovers older than an hour (with `all`: every leftover, and the caller's own
+// directory once empty: the Slurm plugin's end of a job store).
 Cleaned clean(const std::filesystem::path& root, const CleanOptions& options);
 
 }  // namespace ctr::image::store

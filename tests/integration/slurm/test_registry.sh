@@ -27,14 +27,14 @@ tar -C "$WORK/root" --numeric-owner --owner=0 --group=0 -czf "$WORK/l1.tgz" .
 tar -C "$WORK/extra" --numeric-owner --owner=0 --group=0 -czf "$WORK/l2.tgz" .
 # Each with a base layer of its own: a layer another image shares may be in a node's
 # cache already, which would hide what the store saves.
-for v in b c; do
+for v in b c d; do
   cp -a "$WORK/root" "$WORK/root-$v" && echo "$v" > "$WORK/root-$v/etc/base"
   tar -C "$WORK/root-$v" --numeric-owner --owner=0 --group=0 -czf "$WORK/l1-$v.tgz" .
 done
 layout_image "$WORK/layout" 1 "$WORK/l1.tgz" "$WORK/l2.tgz"
 layers=$(python3 -c 'import json,sys; print(" ".join(l["digest"] for l in json.load(open(sys.argv[1]))["layers"]))' "$MANIFEST")
-# Two more images (demo-b, demo-c) for the site store's jobs.
-for v in b c; do
+# Three more images (demo-b, demo-c, demo-d) for the store's jobs.
+for v in b c d; do
   mkdir -p "$WORK/extra-$v/etc" && echo "image $v" > "$WORK/extra-$v/etc/extra"
   tar -C "$WORK/extra-$v" --numeric-owner --owner=0 --group=0 -czf "$WORK/l2-$v.tgz" .
   layout_image "$WORK/layout-$v" 1 "$WORK/l1-$v.tgz" "$WORK/l2-$v.tgz"
@@ -54,7 +54,7 @@ trap cleanup EXIT
 start_registry
 pids+=("$REGISTRY_PID")
 skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout:1" "docker://$REGISTRY/demo:1"
-for v in b c; do skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout-$v:1" "docker://$REGISTRY/demo-$v:1"; done
+for v in b c d; do skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout-$v:1" "docker://$REGISTRY/demo-$v:1"; done
 # A SIF pushed with ctr push oras:// beside it (Apptainer's ORAS layout).
 make_demo_rootfs "$WORK/sif-root"
 "$CTR_BIN" -q build "$WORK/demo.sif" "$WORK/sif-root" >/dev/null || fail "could not build the demo SIF"
@@ -140,6 +140,18 @@ expect_eq "the next job" "image c
 image c" "$(slurm srun -N2 -n2 --container-image="127.0.0.1:$port#demo-c:1" cat /etc/extra)"
 expect_eq "no blob fetched again" "$blobs_per_image" "$(blob_fetches demo-c)"
 note "blobs of demo-b (no store, 2 nodes): $(blob_fetches demo-b); of demo-c (store, 2 jobs on 2 nodes): $(blob_fetches demo-c)"
+
+note "no site store, the plugin's job store (job_store=DIR): the job fetches once, its epilog removes the store"
+mkdir -m 755 "$WORK/jobstore"
+printf 'image linger = 0\nimage cache dir = %s/node-local/cache-%%u\n' "$CLUSTER" > "$WORK/ctr.conf"
+printf '%s env=CTR_CONFIG=%s job_store=%s\n' "$base" "$WORK/ctr.conf" "$WORK/jobstore" > "$conf"
+rm -rf "$CLUSTER"/tmp/n?/cache-"$(id -u "$CTR_TEST_USER")"
+out=$(slurm srun -N2 -n4 --container-image="127.0.0.1:$port#demo-d:1" sh -c 'echo "$(hostname) $(cat /etc/extra)"')
+expect_eq "four tasks ran demo-d" 4 "$(printf '%s\n' "$out" | grep -c 'image d$')"
+expect_eq "the job store: each blob fetched once for the job" "$blobs_per_image" "$(blob_fetches demo-d)"
+slurm_wait_no_jobs "$CTR_TEST_USER" 20
+expect_eq "the epilogs removed the job's store" "" "$(ls "$WORK/jobstore")"
+printf '%s env=CTR_CONFIG=%s\n' "$base" "$WORK/ctr.conf" > "$conf"
 
 slurm_wait_no_jobs "$CTR_TEST_USER" 20
 assert_nothing_left "registry steps"
