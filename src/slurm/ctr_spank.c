@@ -68,6 +68,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av) {
   (void)ac;
   (void)av;
+  if (apply_pyxis_variables(sp) != 0) return -1;
+  if (spank_context() == S_CTX_LOCAL) warn_ignored_options();
   if (spank_context() == S_CTX_REMOTE) begin_container(sp);
   return 0;
 }

@@ -53,6 +53,11 @@ extern int nadmin_env;
 int parse_arguments(int ac, char **av);
 /* The options, registered with Slurm (srun, sbatch, salloc show and parse them). */
 int register_options(spank_t sp);
+/* pyxis's PYXIS_CONTAINER_* variables, for the options the command line did not give. 0,
+ * or -1 after the line that says why. */
+int apply_pyxis_variables(spank_t sp);
+/* srun: pyxis's "ignoring --container-X" for options given without a container. */
+void warn_ignored_options(void);
 /* Whether `name` is one of the comma-separated `list`. */
 int listed(const char *list, const char *name);
 /* Why the site's plugstack.conf does not let this step run as it was asked, or NULL. */

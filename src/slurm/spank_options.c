@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
@@ -41,6 +42,28 @@ static char refused[512];
 
 static int take_option(int val, const char *arg, int remote);
 
+/* The options that come in pairs (pyxis's --X and --no-X): which of the two was given, so
+ * that both together are refused as pyxis refuses them. -1: neither. */
+static const struct {
+  int on, off;
+} pairs[] = {{OPT_WRITABLE, OPT_READONLY}, {OPT_MOUNT_HOME, OPT_NO_HOME}, {OPT_REMAP_ROOT, OPT_NO_REMAP_ROOT},
+             {OPT_ENTRYPOINT, OPT_NO_ENTRYPOINT}};
+#define NPAIRS (sizeof pairs / sizeof pairs[0])
+static int pair_given[NPAIRS] = {-1, -1, -1, -1};
+
+/* The value options' current value, for "given twice" (Slurm may call a callback twice with
+ * the same value: that is no conflict). */
+static char **value_of(int val) {
+  switch (val) {
+    case OPT_IMAGE: return &opt_image;
+    case OPT_MOUNTS: return &opt_mounts;
+    case OPT_WORKDIR: return &opt_workdir;
+    case OPT_ENV: return &opt_env;
+    case OPT_MPI: return &opt_mpi;
+    default: return NULL;
+  }
+}
+
 static struct spank_option options[] = {
     {"container-image", "IMAGE", "[ctr] run the step's tasks in a container of IMAGE (a SIF, squashfs or directory; "
      "docker://REF, REGISTRY#NAME:TAG or NAME:TAG through ctr's image cache)",
@@ -52,9 +75,9 @@ static struct spank_option options[] = {
     {"no-container-mount-home", NULL, "[ctr] do not mount the home directory", 0, OPT_NO_HOME, take_option},
     {"container-nv", NULL, "[ctr] the node's NVIDIA driver and GPUs in the container (the default for a step "
      "allocated GPUs)", 0, OPT_NV, take_option},
-    {"container-name", "NAME[:auto|create|exec]", "[ctr] a named container: later steps of the job that name it on "
-     "a node join it (without --container-image too); removed at the job's end. create: it must not run yet; exec: "
-     "it must run already", 1, OPT_NAME, take_option},
+    {"container-name", "NAME[:auto|create|exec]", "[ctr] a named container (NAME: at most 32 characters, no '/'): "
+     "later steps of the job that name it on a node join it (without --container-image too); removed at the job's "
+     "end. create: it must not run yet; exec: it must run already", 1, OPT_NAME, take_option},
     {"container-writable", NULL, "[ctr] a writable root (changes in memory, kept for the job in a named container)", 0,
      OPT_WRITABLE, take_option},
     {"container-readonly", NULL, "[ctr] a read-only root (the default)", 0, OPT_READONLY, take_option},
@@ -113,10 +136,37 @@ static int refuse_option(int val, const char *arg, char *why, size_t size) {
              list);
     return -1;
   }
+  char **value = value_of(val);
+  if ((value || val == OPT_NAME) && !*arg) { /* an empty IMAGE would run the step outside any container */
+    snprintf(why, size, "ctr: --%s: an argument is required", option_name(val));
+    return -1;
+  }
+  if (value && *value && strcmp(*value, arg) != 0) {
+    snprintf(why, size, "ctr: --%s was given twice (%.200s, then %.200s)", option_name(val), *value, arg);
+    return -1;
+  }
+  for (size_t i = 0; i < NPAIRS; ++i) {
+    const int mine = val == pairs[i].on ? 1 : val == pairs[i].off ? 0 : -1;
+    if (mine >= 0 && pair_given[i] >= 0 && pair_given[i] != mine) {
+      snprintf(why, size, "ctr: both --%s and --%s were given", option_name(pairs[i].on), option_name(pairs[i].off));
+      return -1;
+    }
+  }
   if (val == OPT_NAME) {
     const char *colon = strchr(arg, ':');
-    if (colon == arg || !*arg) {
+    const size_t length = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (colon == arg) {
       snprintf(why, size, "ctr: --container-name=%.200s: an empty name", arg);
+      return -1;
+    }
+    /* The name is part of the container's instance name (slurm.JOB.n-NAME.HOST): a longer
+     * one, or a '/', would make two names one. */
+    if (length > 32 || memchr(arg, '/', length)) {
+      snprintf(why, size, "ctr: --container-name=%.200s: a name is at most 32 characters, without '/'", arg);
+      return -1;
+    }
+    if (opt_name && (strlen(opt_name) != length || strncmp(opt_name, arg, length) != 0)) {
+      snprintf(why, size, "ctr: --container-name was given twice (%.200s, then %.200s)", opt_name, arg);
       return -1;
     }
     if (colon && strcmp(colon + 1, "auto") != 0 && strcmp(colon + 1, "create") != 0 && strcmp(colon + 1, "exec") != 0) {
@@ -152,6 +202,8 @@ static int take_option(int val, const char *arg, int remote) {
     if (!refused[0]) memcpy(refused, why, sizeof refused);
     return 0;
   }
+  for (size_t i = 0; i < NPAIRS; ++i)
+    if (val == pairs[i].on || val == pairs[i].off) pair_given[i] = val == pairs[i].on;
   switch (val) {
     case OPT_IMAGE: free(opt_image); opt_image = strdup(arg); break;
     case OPT_MOUNTS: free(opt_mounts); opt_mounts = strdup(arg); break;
@@ -179,6 +231,78 @@ static int take_option(int val, const char *arg, int remote) {
     default: break;
   }
   return 0;
+}
+
+/* pyxis's "1", "true", "yes", "y", "on" or their opposites, as 1 or 0; -1 otherwise. */
+static int parse_bool(const char *text) {
+  static const char *const yes[] = {"1", "true", "yes", "y", "on", NULL}, *const no[] = {"0", "false", "no", "n", "off", NULL};
+  for (int i = 0; yes[i]; ++i) {
+    if (strcasecmp(text, yes[i]) == 0) return 1;
+    if (strcasecmp(text, no[i]) == 0) return 0;
+  }
+  return -1;
+}
+
+/* A PYXIS_CONTAINER_* variable of the job (srun's environment, or the step's in slurmstepd). */
+static const char *job_variable(spank_t sp, const char *name, char *buf, size_t size) {
+  if (spank_context() != S_CTX_REMOTE) return getenv(name);
+  return spank_getenv(sp, name, buf, (int)size) == ESPANK_SUCCESS ? buf : NULL;
+}
+
+/* pyxis's variables: each sets its option where the command line did not (a job script's
+ * `export PYXIS_CONTAINER_IMAGE=...` before its sruns). A variable of an option ctr does
+ * not have is said once, not ignored silently. 0, or -1 (a value refused). */
+int apply_pyxis_variables(spank_t sp) {
+  static const struct {
+    const char *name;
+    int val, inverse; /* a value option, or a boolean that gives `val` (true) or its pair's other (false) */
+  } variables[] = {{"PYXIS_CONTAINER_IMAGE", OPT_IMAGE, 0},       {"PYXIS_CONTAINER_MOUNTS", OPT_MOUNTS, 0},
+                   {"PYXIS_CONTAINER_WORKDIR", OPT_WORKDIR, 0},   {"PYXIS_CONTAINER_NAME", OPT_NAME, 0},
+                   {"PYXIS_CONTAINER_ENV", OPT_ENV, 0},           {"PYXIS_CONTAINER_MOUNT_HOME", OPT_MOUNT_HOME, 0},
+                   {"PYXIS_CONTAINER_REMAP_ROOT", OPT_REMAP_ROOT, 0}, {"PYXIS_CONTAINER_ENTRYPOINT", OPT_ENTRYPOINT, 0},
+                   {"PYXIS_CONTAINER_WRITABLE", OPT_WRITABLE, 0}, {"PYXIS_CONTAINER_READONLY", OPT_WRITABLE, 1}};
+  static const char *const unsupported[] = {"PYXIS_CONTAINER_SAVE", "PYXIS_CONTAINER_ENTRYPOINT_LOG",
+                                            "PYXIS_CONTAINER_UNSHARE", NULL};
+  const int remote = spank_context() == S_CTX_REMOTE;
+  char buf[PATH_MAX];
+  for (size_t i = 0; i < sizeof variables / sizeof variables[0]; ++i) {
+    const char *value = job_variable(sp, variables[i].name, buf, sizeof buf);
+    if (!value) continue;
+    const int val = variables[i].val;
+    char **current = value_of(val);
+    if (current || val == OPT_NAME) {
+      if ((current && *current) || (val == OPT_NAME && opt_name)) continue; /* the command line's wins */
+      if (take_option(val, value, remote) != 0) return -1;
+      continue;
+    }
+    int yes = parse_bool(value);
+    if (yes < 0) {
+      slurm_error("ctr: %s=%.100s: expected 1 or 0 (true, false, yes, no): ignored", variables[i].name, value);
+      continue;
+    }
+    if (variables[i].inverse) yes = !yes;
+    for (size_t p = 0; p < NPAIRS; ++p)
+      if ((val == pairs[p].on || val == pairs[p].off) && pair_given[p] < 0 &&
+          take_option(yes ? pairs[p].on : pairs[p].off, "", remote) != 0)
+        return -1;
+  }
+  for (const char *const *name = unsupported; *name && !remote; ++name)
+    if (job_variable(sp, *name, buf, sizeof buf))
+      slurm_error("ctr: %s is pyxis's, and ctr's plugin has no such option yet: ignored", *name);
+  return 0;
+}
+
+/* What pyxis says of container options given without a container (srun's stderr). */
+void warn_ignored_options(void) {
+  if ((opt_image && *opt_image) || (opt_name && *opt_name)) return;
+  static const int vals[] = {OPT_MOUNTS, OPT_WORKDIR, OPT_ENV, OPT_MPI};
+  for (size_t i = 0; i < sizeof vals / sizeof vals[0]; ++i)
+    if (*value_of(vals[i]))
+      slurm_error("ctr: ignoring --%s: neither --container-image nor --container-name was given", option_name(vals[i]));
+  for (size_t p = 0; p < NPAIRS; ++p)
+    if (pair_given[p] >= 0)
+      slurm_error("ctr: ignoring --%s: neither --container-image nor --container-name was given",
+                  option_name(pair_given[p] ? pairs[p].on : pairs[p].off));
 }
 
 /* allow=OPT,...: the mask of the options named, or 0 (one named is not an option). */

@@ -1,0 +1,83 @@
+#!/bin/bash
+# pyxis's option rules and variables (issue 54, items 3 and 8), as the test user on the real
+# cluster: an empty --container-image (which ran the step on the bare node, exit 0) and the
+# other empty values are refused at once in srun; a pair given both ways (--container-
+# writable with --container-readonly), an option given twice with two values, a name with
+# '/' or over 32 characters, refused in one line; the PYXIS_CONTAINER_* variables of a job
+# script set the options the command line does not give (IMAGE, WORKDIR, MOUNTS, NAME,
+# READONLY/WRITABLE, MOUNT_HOME, REMAP_ROOT), the command line winning; one pyxis has and
+# ctr has not yet is said, not ignored silently; options without a container are said to
+# be ignored.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib.sh"
+slurm_demo_test
+mkdir -p "$WORK/data"
+echo "from the host" > "$WORK/data/file"
+chmod -R a+rX "$WORK"
+image=$WORK/demo.sqfs
+trap 'pkill -u "$(id -u "$CTR_TEST_USER")" -x srun || true; rm -rf "$WORK"' EXIT
+# run [VAR=VALUE...] CMD...: CMD as the test user from $WORK with these variables; output
+# (both streams) in $out, status in $rc.
+run() { set +e; out=$(slurm_as_user "$WORK" env "$@" 2>&1); rc=$?; set -e; }
+refused() {
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "$1: exit status $rc (0: not refused; 124: it hung): $out"
+  expect_contains "$1" "$2" "$out"
+  note "refused: $1: $(printf '%s\n' "$out" | grep -m1 'ctr: ')"
+}
+
+note "empty values, pairs given both ways, two values, bad names: refused at once in srun"
+run srun -N1 --container-image= true
+refused "an empty --container-image" "ctr: --container-image: an argument is required"
+! printf '%s\n' "$out" | grep -q "queued\|allocated" || fail "an empty image was allocated a step: $out"
+run srun -N1 --container-image="$image" --container-workdir= true
+refused "an empty --container-workdir" "ctr: --container-workdir: an argument is required"
+run srun -N1 --container-image="$image" --container-writable --container-readonly true
+refused "writable and readonly" "ctr: both --container-writable and --container-readonly were given"
+run srun -N1 --container-image="$image" --container-remap-root --no-container-remap-root true
+refused "remap-root both ways" "ctr: both --container-remap-root and --no-container-remap-root were given"
+run srun -N1 --container-image="$image" --container-name=a/b true
+refused "a name with /" "a name is at most 32 characters, without '/'"
+run srun -N1 --container-image="$image" --container-name="$(printf 'n%.0s' $(seq 33))" true
+refused "a name of 33 characters" "a name is at most 32 characters"
+run srun -N1 --container-image="$image" --container-image=/other.sqfs true
+refused "two images" "ctr: --container-image was given twice"
+
+note "PYXIS_CONTAINER_* variables set what the command line does not"
+run PYXIS_CONTAINER_IMAGE="$image" srun -N1 sh -c 'grep ^ID= /etc/os-release'
+expect_eq "PYXIS_CONTAINER_IMAGE ($out)" "ID=ctr-demo" "$out"
+run PYXIS_CONTAINER_IMAGE=/nonexistent.sqfs srun -N1 --container-image="$image" sh -c 'grep ^ID= /etc/os-release'
+expect_eq "the command line's image wins ($out)" "ID=ctr-demo" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_WORKDIR=/etc PYXIS_CONTAINER_MOUNTS="$WORK/data:/data" \
+  srun -N1 sh -c 'echo "$(pwd) $(cat /data/file)"'
+expect_eq "WORKDIR and MOUNTS ($out)" "/etc from the host" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_WORKDIR=/etc srun -N1 --container-workdir=/tmp pwd
+expect_eq "the command line's workdir wins ($out)" "/tmp" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_READONLY=0 srun -N1 sh -c 'touch /written && echo yes'
+expect_eq "READONLY=0: a writable root ($out)" "yes" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_WRITABLE=true srun -N1 --container-readonly sh -c 'touch /written 2>/dev/null && echo yes || echo no'
+expect_eq "the command line's --container-readonly wins ($out)" "no" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_REMAP_ROOT=1 srun -N1 id -u
+expect_eq "REMAP_ROOT=1 ($out)" "0" "$out"
+home_mounts="awk -v h=/home/$CTR_TEST_USER '\$5 == h' /proc/self/mountinfo | wc -l"
+run PYXIS_CONTAINER_IMAGE="$image" srun -N1 sh -c "$home_mounts"
+expect_eq "the home is mounted by default ($out)" "1" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_MOUNT_HOME=no srun -N1 sh -c "$home_mounts"
+expect_eq "MOUNT_HOME=no: no home ($out)" "0" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_NAME=fromvar srun -N1 sh -c 'touch /tmp/mark; grep ^ID= /etc/os-release'
+expect_eq "NAME ($out)" "ID=ctr-demo" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_WRITABLE=maybe srun -N1 true
+expect_contains "a value that is no boolean is said" "PYXIS_CONTAINER_WRITABLE=maybe: expected 1 or 0" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_SAVE=/tmp/x.sqsh srun -N1 true
+expect_contains "a variable of an option ctr lacks is said" "PYXIS_CONTAINER_SAVE is pyxis's" "$out"
+run PYXIS_CONTAINER_IMAGE= srun -N1 true
+refused "an empty PYXIS_CONTAINER_IMAGE" "ctr: --container-image: an argument is required"
+
+note "container options without a container: said to be ignored, the step runs bare"
+run srun -N1 --container-workdir=/tmp --container-writable sh -c 'echo bare'
+expect_eq "the step ran" 0 "$rc"
+expect_contains "workdir ignored" "ctr: ignoring --container-workdir: neither --container-image nor --container-name was given" "$out"
+expect_contains "writable ignored" "ctr: ignoring --container-writable" "$out"
+
+slurm_wait_no_jobs "$CTR_TEST_USER" 20
+assert_nothing_left "pyxis options"
+echo "PASS: $TEST_NAME"
