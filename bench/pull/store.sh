@@ -94,7 +94,7 @@ for size in "${sizes[@]}"; do
   name=bench-$(echo "$size" | tr 'A-Z' 'a-z')
   make_image "$name" "$size"
   ref=docker://127.0.0.1:$port/$name:1
-  image_bytes=$(find "$WORK/registry" -path '*/blobs/sha256/*/data' -newer "$WORK/registry.yml" -printf '%s\n' | awk '{s+=$1} END {print s}')
+  image_bytes=$(find "$WORK/registry" -path '*/blobs/sha256/*/data' -newer "$WORK/registry.yml" -printf '%s\n' | paste -sd+ - | bc)
   touch "$WORK/registry.yml"
   for n in "${nodes[@]}"; do
     for mode in none store; do
