@@ -43,6 +43,9 @@ std::string instanceJoinInfo(const InstanceRecord& r, const std::vector<std::str
   for (const auto& ns : r.namespaces) out += "ns=" + ns.type + ":" + std::to_string(ns.inode) + "\n";
   if (!r.seccomp.empty()) out += "seccomp=" + percentEncoded(r.seccomp) + "\n";
   out += "no_new_privs=1\n";
+  // A --fakeroot instance's launches keep root's capabilities in its user namespace, as its
+  // keeper does (apt-get, chown, a tmpfs mount work there); every other join drops them all.
+  if (r.fakeroot) out += "keep_capabilities=1\n";
   auto nameOf = [](std::string_view kv) { return kv.substr(0, kv.find('=')); };
   auto has = [](const std::vector<std::string>& env, const std::string& kv) {
     return std::find(env.begin(), env.end(), kv) != env.end();

@@ -21,6 +21,7 @@
 
 #include "spank_image_name.h"
 #include "spank_join_info.h"
+#include "spank_mounts.h"
 #include "spank_process.h"
 #include "spank_state_dir.h"
 

@@ -190,7 +190,10 @@ void enter_container(spank_t sp) {
     if (!job_keeps(sp, join.info.unset[i])) spank_unsetenv(sp, join.info.unset[i]);
   container_view_of_kept(sp);
   if (entrypoint >= 0) run_through_entrypoint(sp, entrypoint);
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || drop_capabilities() != 0) {
+  /* A --container-remap-root container (ctr's --fakeroot) keeps the capabilities setns gave
+   * the task in its user namespace, as ctr's own launches into it do: apt-get, chown and a
+   * tmpfs mount work as root there, with no privilege on the node. */
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || (!join.info.keep_capabilities && drop_capabilities() != 0)) {
     fail_task("ctr: cannot drop privileges in %s: %s", join.info.name, strerror(errno));
   }
   if (seccomp >= 0 && load_seccomp(seccomp) != 0) {

@@ -55,6 +55,8 @@ int parse_join_info(char *text, struct join_info *join) {
     } else if (strcmp(key, "seccomp") == 0) {
       if (!(join->seccomp = strdup(value))) return -1;
       percent_decode(join->seccomp);
+    } else if (strcmp(key, "keep_capabilities") == 0) {
+      join->keep_capabilities = strcmp(value, "1") == 0;
     } else if (strcmp(key, "set") == 0) {
       if (push(&join->set, &join->nset, value) != 0) return -1;
     } else if (strcmp(key, "unset") == 0) {

@@ -24,6 +24,7 @@ struct join_info {
   char ns_type[JOIN_MAX_NS][8];
   unsigned long long ns_inode[JOIN_MAX_NS];
   char *seccomp;
+  int keep_capabilities; /* a --fakeroot container: the joiner keeps its namespace's capabilities */
   char **set, **unset;
   int nset, nunset;
 };

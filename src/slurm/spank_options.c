@@ -68,8 +68,8 @@ static struct spank_option options[] = {
     {"container-image", "IMAGE", "[ctr] run the step's tasks in a container of IMAGE (a SIF, squashfs or directory; "
      "docker://REF, REGISTRY#NAME:TAG or NAME:TAG through ctr's image cache)",
      1, OPT_IMAGE, take_option},
-    {"container-mounts", "SRC[:DST[:ro|rw]],...", "[ctr] bind mounts into the container", 1, OPT_MOUNTS,
-     take_option},
+    {"container-mounts", "SRC[:DST[:FLAGS]][,...]", "[ctr] bind mounts into the container (pyxis's form: SRC a "
+     "path or tmpfs, FLAGS joined with '+', e.g. ro+rbind)", 1, OPT_MOUNTS, take_option},
     {"container-workdir", "DIR", "[ctr] working directory of the tasks in the container", 1, OPT_WORKDIR,
      take_option},
     {"no-container-mount-home", NULL, "[ctr] do not mount the home directory", 0, OPT_NO_HOME, take_option},
@@ -177,6 +177,10 @@ static int refuse_option(int val, const char *arg, char *why, size_t size) {
         snprintf(why, size, "ctr: --container-name=%.200s: the flag must be auto, create or exec", arg);
       return -1;
     }
+  }
+  if (val == OPT_MOUNTS) { /* pyxis's form, checked where it is given (srun refuses it at once) */
+    static char binds[16384], scratch[4096];
+    if (container_mounts(arg, binds, sizeof binds, scratch, sizeof scratch, why, size) != 0) return -1;
   }
   if (val == OPT_MPI && strcmp(arg, "bind") != 0 && strcmp(arg, "hybrid") != 0) {
     snprintf(why, size, "ctr: --container-mpi=%.200s: unknown value (bind or hybrid)", arg);

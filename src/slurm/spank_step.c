@@ -143,7 +143,8 @@ struct step_start {
   const char *image; /* image_path's, or NULL: no --container-image */
   char image_buf[2 * PATH_MAX];
   char script_bind[4 * PATH_MAX + 8];
-  char *argv[32];
+  char binds[16384], scratch[4096]; /* --container-mounts as ctr's --bind and --scratch */
+  char *argv[36];
 };
 
 /* A named container of the job's that runs on this node already: joined, or the step
@@ -204,9 +205,13 @@ static void instance_start_argv(spank_t sp, struct step_start *s) {
    * slurmstepd ends it with the step's other processes, and exit removes its files). A
    * named one must outlive the step: its keeper is a process of its own. */
   if (!s->named) argv[n++] = "--stay";
-  if (opt_mounts && *opt_mounts) {
+  if (s->binds[0]) {
     argv[n++] = "--bind";
-    argv[n++] = opt_mounts;
+    argv[n++] = s->binds;
+  }
+  if (s->scratch[0]) {
+    argv[n++] = "--scratch";
+    argv[n++] = s->scratch;
   }
   if (opt_workdir && *opt_workdir) {
     argv[n++] = "--pwd";
@@ -255,6 +260,13 @@ void begin_container(spank_t sp) {
   s.known = step_user(sp, &s.user) == 0 && spank_get_item(sp, S_JOB_ENV, &s.env) == ESPANK_SUCCESS;
   s.image = opt_image && *opt_image ? image_path(s.image_buf, sizeof s.image_buf) : NULL;
   if (found_named(&s)) return;
+  char bad_mounts[1024];
+  if (opt_mounts && *opt_mounts &&
+      container_mounts(opt_mounts, s.binds, sizeof s.binds, s.scratch, sizeof s.scratch, bad_mounts,
+                       sizeof bad_mounts) != 0) {
+    step_fails("%s", bad_mounts);
+    return;
+  }
   instance_start_argv(sp, &s);
   char runtime[PATH_MAX];
   if (s.known && runtime_dir(&s.user, runtime, sizeof runtime) != 0) {

@@ -33,7 +33,9 @@
 #include "ctr/limits.hpp"
 #include "ctr/oci.hpp"
 #include "spank_image_name.h"
+#include "ctr/binds.hpp"
 #include "spank_join_info.h"
+#include "spank_mounts.h"
 #include "spank_process.h"
 #include "spank_state_dir.h"
 
@@ -56,6 +58,7 @@ using ctr::launch::InstanceRecord;
 // The join information as the plugin has it after reading it.
 struct PluginJoin {
   bool parsed = false;
+  bool keepCapabilities = false;
   std::string name, image, seccomp;
   pid_t keeper = 0;
   unsigned long long keeperStart = 0;
@@ -70,6 +73,7 @@ PluginJoin pluginReads(std::string text) {
   out.name = info.name;
   out.image = info.image;
   out.seccomp = info.seccomp ? info.seccomp : "";
+  out.keepCapabilities = info.keep_capabilities != 0;
   out.keeper = info.keeper;
   out.keeperStart = info.keeper_start;
   for (int i = 0; i < info.nns; ++i) out.namespaces.emplace_back(info.ns_type[i], info.ns_inode[i]);
@@ -113,6 +117,7 @@ void expectPluginReadsWhatCtrWrote(const InstanceRecord& r, const std::vector<st
     EXPECT_EQ(got.namespaces[i].second, r.namespaces[i].inode);
   }
   EXPECT_EQ(got.seccomp, r.seccomp);
+  EXPECT_EQ(got.keepCapabilities, r.fakeroot) << "a --fakeroot container's joiner keeps its capabilities, no other";
   EXPECT_EQ(got.set, set);
   EXPECT_EQ(got.unset, unset);
 }
@@ -130,6 +135,9 @@ TEST(SpankTwins, PluginReadsTheJoinInformationCtrWrites) {
   expectPluginReadsWhatCtrWrote(recordWith("/" + std::string(PATH_MAX - 2, 'i'), "/s%\n/f.bpf", {"A=1"}, {}), {"A=1"},
                                 {});
   expectPluginReadsWhatCtrWrote(recordWith("/" + std::string(PATH_MAX - 2, '%'), "", {}, {"X"}), {}, {"X"});
+  auto fakeroot = recordWith("/images/a.sif", "/s.bpf", {"A=1"}, {});
+  fakeroot.fakeroot = true;
+  expectPluginReadsWhatCtrWrote(fakeroot, {"A=1"}, {});
 }
 
 // A directory that goes with the test.
@@ -419,4 +427,51 @@ TEST(SpankTwins, PyxisPathsAndTransportsPassAsTheyAre) {
     EXPECT_EQ(imageArgument(image), image) << image;
   EXPECT_EQ(imageArgument("app", "/site/images"), "/site/images/app") << "the site's image directory for a bare name";
   EXPECT_EQ(imageArgument("ubuntu:24.04", "/site/images"), "docker://ubuntu:24.04") << "a tag is a registry image";
+}
+
+namespace {
+
+// container_mounts's answer for pyxis's --container-mounts=SPEC.
+struct Mounts {
+  int rc;
+  std::string binds, scratch, why;
+};
+Mounts containerMounts(const char* spec) {
+  char binds[16384], scratch[4096], why[1024];
+  const int rc = container_mounts(spec, binds, sizeof binds, scratch, sizeof scratch, why, sizeof why);
+  return {rc, binds, scratch, why};
+}
+
+}  // namespace
+
+// pyxis's --container-mounts, as the plugin hands it to ctr: every bind it writes is one
+// ctr's own parser reads as the source, destination and mode pyxis meant (a relative source
+// is the job's directory's, where the plugin runs ctr; a relative target the root's).
+TEST(SpankTwins, PyxisMountsAreTheBindsCtrReads) {
+  using ctr::launch::BindSpec;
+  const auto m = containerMounts("./data:/data:ro+rbind,/scratch,/opt/x:./opt/y:rw+rprivate+x-create=dir,"
+                                 "tmpfs:/tmp/work,.:/job,/etc/hosts:/h:nosuid+nodev+ro");
+  ASSERT_EQ(m.rc, 0) << m.why;
+  const auto binds = ctr::launch::parseBindSpecs(m.binds, "/home/u/job");
+  ASSERT_EQ(binds.size(), 5u) << m.binds;
+  EXPECT_EQ(binds[0], (BindSpec{"/home/u/job/data", "/data", true, ""}));
+  EXPECT_EQ(binds[1], (BindSpec{"/scratch", "/scratch", false, ""}));
+  EXPECT_EQ(binds[2], (BindSpec{"/opt/x", "/opt/y", false, ""}));
+  EXPECT_EQ(binds[3], (BindSpec{"/home/u/job", "/job", false, ""}));
+  EXPECT_EQ(binds[4], (BindSpec{"/etc/hosts", "/h", true, ""}));
+  EXPECT_EQ(m.scratch, "/tmp/work") << "a tmpfs source is ctr's --scratch";
+}
+
+TEST(SpankTwins, PyxisMountsCtrCannotGiveAreRefusedInOneLine) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"umount:/dev/shm", "umount: is enroot's"},  {"data:/d", "the source must be a relative path"},
+      {"/a:b", "the target must be a relative path or an absolute path"},
+      {"/a:/b:noexec", "--container-mounts=/a:/b:noexec: flag 'noexec' is not supported"}, {"/a,,/b", "invalid format"}, {"", "invalid format"},
+      {"/a::ro", "invalid format"}};
+  for (const auto& [spec, why] : cases) {
+    const auto m = containerMounts(spec);
+    EXPECT_EQ(m.rc, -1) << spec;
+    EXPECT_NE(m.why.find(why), std::string::npos) << spec << ": " << m.why;
+    EXPECT_EQ(m.why.find('\n'), std::string::npos) << "one line: " << m.why;
+  }
 }

@@ -50,7 +50,8 @@ struct InstanceRecord {
 // How a process outside ctr joins the instance (the Slurm plugin's tasks), as
 // `instance start --join-info` prints it: one "key=value" per line, values percent-encoded
 // ('%', control bytes): name, image, keeper, keeper_start, ns=TYPE:INODE (setns order), seccomp
-// (the compiled filter's path, if any), no_new_privs=1, then set=NAME=VALUE and unset=NAME
+// (the compiled filter's path, if any), no_new_privs=1, keep_capabilities=1 (a --fakeroot
+// instance: a joiner keeps root's capabilities in its user namespace), then set=NAME=VALUE and unset=NAME
 // for each variable the container's environment changes against `callerEnvironment`
 // (the joining process's, "K=V"): the changes the container made to the environment it was
 // started with (record.startEnvironment), applied to the caller's. A variable the container

@@ -1,5 +1,5 @@
 #!/bin/bash
-# pyxis's option rules and variables (issue 54, items 3 and 8), as the test user on the real
+# pyxis's option rules, mount form, remap-root and variables (issue 54, items 2, 3, 6 and 8), as the test user on the real
 # cluster: an empty --container-image (which ran the step on the bare node, exit 0) and the
 # other empty values are refused at once in srun; a pair given both ways (--container-
 # writable with --container-readonly), an option given twice with two values, a name with
@@ -41,6 +41,27 @@ run srun -N1 --container-image="$image" --container-name="$(printf 'n%.0s' $(seq
 refused "a name of 33 characters" "a name is at most 32 characters"
 run srun -N1 --container-image="$image" --container-image=/other.sqfs true
 refused "two images" "ctr: --container-image was given twice"
+
+note "--container-remap-root: root with its namespace's capabilities (a tmpfs mount works), none without"
+run srun -N1 --container-image="$image" --container-remap-root sh -c \
+  'id -u; grep ^CapEff: /proc/self/status; mkdir -p /tmp/m && mount -t tmpfs none /tmp/m && echo mounted'
+expect_contains "uid 0 ($out)" "0" "$(printf '%s\n' "$out" | head -1)"
+! printf '%s\n' "$out" | grep -q "^CapEff:.*0000000000000000$" || fail "remap-root without capabilities: $out"
+expect_contains "a tmpfs mount as root in the container ($out)" "mounted" "$out"
+run srun -N1 --container-image="$image" grep ^CapEff: /proc/self/status
+expect_contains "no capability without remap-root ($out)" "0000000000000000" "$out"
+
+note "--container-mounts in pyxis's form: relative sources, several entries, '+' flags, tmpfs"
+run srun -N1 --container-image="$image" --container-mounts=./data:/data:ro+rbind,tmpfs:/scratchdir,.:./job \
+  sh -c 'cat /data/file; touch /data/x 2>/dev/null && echo rw || echo ro; touch /scratchdir/y && echo scratch; ls /job/data'
+expect_eq "the mounts ($out)" "from the host
+ro
+scratch
+file" "$out"
+run srun -N1 --container-image="$image" --container-mounts=umount:/dev/shm true
+refused "an umount: source" "umount: is enroot's"
+run srun -N1 --container-image="$image" --container-mounts=/tmp:/t:noexec true
+refused "a flag ctr cannot give" "flag 'noexec' is not supported"
 
 note "PYXIS_CONTAINER_* variables set what the command line does not"
 run PYXIS_CONTAINER_IMAGE="$image" srun -N1 sh -c 'grep ^ID= /etc/os-release'
