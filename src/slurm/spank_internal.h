@@ -29,7 +29,7 @@
 
 /* spank_options.c */
 
-extern char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi;
+extern char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi, *opt_unshare;
 extern int opt_no_home, opt_nv, opt_writable, opt_remap_root, opt_entrypoint;
 /* pyxis's --container-name=NAME:FLAG: auto (join NAME if it runs, else start it), create (it
  * must not run yet), exec (it must run already); no_exec (a new container over NAME's files)

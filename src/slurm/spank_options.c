@@ -20,10 +20,11 @@
 
 enum {
   OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV, OPT_NAME, OPT_WRITABLE, OPT_READONLY, OPT_ENV,
-  OPT_MPI, OPT_MOUNT_HOME, OPT_ENTRYPOINT, OPT_NO_ENTRYPOINT, OPT_REMAP_ROOT, OPT_NO_REMAP_ROOT, OPT_END
+  OPT_MPI, OPT_MOUNT_HOME, OPT_ENTRYPOINT, OPT_NO_ENTRYPOINT, OPT_REMAP_ROOT, OPT_NO_REMAP_ROOT, OPT_UNSHARE,
+  OPT_ENTRYPOINT_LOG, OPT_END
 };
 
-char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi;
+char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi, *opt_unshare;
 int opt_no_home, opt_nv, opt_writable, opt_remap_root, opt_entrypoint;
 enum name_flag opt_name_flag;
 char ctr_program[PATH_MAX] = CTR_DEFAULT_PROGRAM;
@@ -60,6 +61,7 @@ static char **value_of(int val) {
     case OPT_WORKDIR: return &opt_workdir;
     case OPT_ENV: return &opt_env;
     case OPT_MPI: return &opt_mpi;
+    case OPT_UNSHARE: return &opt_unshare;
     default: return NULL;
   }
 }
@@ -93,6 +95,10 @@ static struct spank_option options[] = {
      "arguments", 0, OPT_ENTRYPOINT, take_option},
     {"no-container-remap-root", NULL, "[ctr] you stay yourself in the container (the default)", 0, OPT_NO_REMAP_ROOT,
      take_option},
+    {"container-unshare", "net,ipc,uts", "[ctr] namespaces of the container's own: net (loopback only), ipc, uts",
+     1, OPT_UNSHARE, take_option},
+    {"container-entrypoint-log", NULL, "[ctr] accepted: the entrypoint's output is always the task's", 0,
+     OPT_ENTRYPOINT_LOG, take_option},
     {"container-remap-root", NULL, "[ctr] root in the container (ctr's --fakeroot: your uid, and your /etc/subuid "
      "range if any; no privilege on the node)", 0, OPT_REMAP_ROOT, take_option},
     SPANK_OPTIONS_TABLE_END};
@@ -182,6 +188,18 @@ static int refuse_option(int val, const char *arg, char *why, size_t size) {
     static char binds[16384], scratch[4096];
     if (container_mounts(arg, binds, sizeof binds, scratch, sizeof scratch, why, size) != 0) return -1;
   }
+  if (val == OPT_UNSHARE) {
+    for (const char *item = arg; *item;) {
+      const char *end = strchrnul(item, ',');
+      const size_t n = (size_t)(end - item);
+      if (!((n == 3 && (strncmp(item, "net", 3) == 0 || strncmp(item, "ipc", 3) == 0 || strncmp(item, "uts", 3) == 0)))) {
+        snprintf(why, size, "ctr: --container-unshare=%.200s: '%.*s' is not one of net, ipc, uts%s", arg, (int)n, item,
+                 n == 3 && strncmp(item, "pid", 3) == 0 ? " (a PID namespace would hide the step's tasks from Slurm)" : "");
+        return -1;
+      }
+      item = *end ? end + 1 : end;
+    }
+  }
   if (val == OPT_MPI && strcmp(arg, "bind") != 0 && strcmp(arg, "hybrid") != 0) {
     snprintf(why, size, "ctr: --container-mpi=%.200s: unknown value (bind or hybrid)", arg);
     return -1;
@@ -227,6 +245,7 @@ static int take_option(int val, const char *arg, int remote) {
     case OPT_READONLY: opt_writable = 0; break;
     case OPT_ENV: free(opt_env); opt_env = strdup(arg); break;
     case OPT_MPI: free(opt_mpi); opt_mpi = strdup(arg); break;
+    case OPT_UNSHARE: free(opt_unshare); opt_unshare = strdup(arg); break;
     case OPT_MOUNT_HOME: opt_no_home = 0; break;
     case OPT_REMAP_ROOT: opt_remap_root = 1; break;
     case OPT_NO_REMAP_ROOT: opt_remap_root = 0; break;
@@ -264,9 +283,10 @@ int apply_pyxis_variables(spank_t sp) {
                    {"PYXIS_CONTAINER_WORKDIR", OPT_WORKDIR, 0},   {"PYXIS_CONTAINER_NAME", OPT_NAME, 0},
                    {"PYXIS_CONTAINER_ENV", OPT_ENV, 0},           {"PYXIS_CONTAINER_MOUNT_HOME", OPT_MOUNT_HOME, 0},
                    {"PYXIS_CONTAINER_REMAP_ROOT", OPT_REMAP_ROOT, 0}, {"PYXIS_CONTAINER_ENTRYPOINT", OPT_ENTRYPOINT, 0},
-                   {"PYXIS_CONTAINER_WRITABLE", OPT_WRITABLE, 0}, {"PYXIS_CONTAINER_READONLY", OPT_WRITABLE, 1}};
-  static const char *const unsupported[] = {"PYXIS_CONTAINER_SAVE", "PYXIS_CONTAINER_ENTRYPOINT_LOG",
-                                            "PYXIS_CONTAINER_UNSHARE", NULL};
+                   {"PYXIS_CONTAINER_WRITABLE", OPT_WRITABLE, 0}, {"PYXIS_CONTAINER_READONLY", OPT_WRITABLE, 1},
+                   {"PYXIS_CONTAINER_UNSHARE", OPT_UNSHARE, 0}};
+  /* ENTRYPOINT_LOG is accepted as the option is: the entrypoint's output is the task's. */
+  static const char *const unsupported[] = {"PYXIS_CONTAINER_SAVE", NULL};
   const int remote = spank_context() == S_CTX_REMOTE;
   char buf[PATH_MAX];
   for (size_t i = 0; i < sizeof variables / sizeof variables[0]; ++i) {
@@ -299,7 +319,7 @@ int apply_pyxis_variables(spank_t sp) {
 /* What pyxis says of container options given without a container (srun's stderr). */
 void warn_ignored_options(void) {
   if ((opt_image && *opt_image) || (opt_name && *opt_name)) return;
-  static const int vals[] = {OPT_MOUNTS, OPT_WORKDIR, OPT_ENV, OPT_MPI};
+  static const int vals[] = {OPT_MOUNTS, OPT_WORKDIR, OPT_ENV, OPT_MPI, OPT_UNSHARE};
   for (size_t i = 0; i < sizeof vals / sizeof vals[0]; ++i)
     if (*value_of(vals[i]))
       slurm_error("ctr: ignoring --%s: neither --container-image nor --container-name was given", option_name(vals[i]));

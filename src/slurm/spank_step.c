@@ -218,6 +218,9 @@ static void instance_start_argv(spank_t sp, struct step_start *s) {
     argv[n++] = opt_workdir;
   }
   if (opt_no_home) argv[n++] = "--no-home";
+  if (opt_unshare && listed(opt_unshare, "net")) argv[n++] = "--net";
+  if (opt_unshare && listed(opt_unshare, "ipc")) argv[n++] = "--ipc";
+  if (opt_unshare && listed(opt_unshare, "uts")) argv[n++] = "--uts";
   if (opt_writable) argv[n++] = "--writable-tmpfs";
   if (s->named && opt_name_flag == NAME_AUTO) argv[n++] = "--reuse"; /* the job's earlier step on this node started it */
   if (opt_remap_root) argv[n++] = "--fakeroot";

@@ -51,6 +51,22 @@ expect_contains "a tmpfs mount as root in the container ($out)" "mounted" "$out"
 run srun -N1 --container-image="$image" grep ^CapEff: /proc/self/status
 expect_contains "no capability without remap-root ($out)" "0000000000000000" "$out"
 
+note "--container-unshare=net,ipc,uts: namespaces of the container's own; pid refused; --container-entrypoint-log taken"
+interfaces="awk -F: 'NR > 2 {gsub(/ /, \"\", \$1); print \$1}' /proc/net/dev | sort | xargs"
+run srun -N1 --container-image="$image" sh -c "$interfaces"
+expect_eq "the node's interfaces without it ($out)" "eth0 lo" "$out"
+run srun -N1 --container-image="$image" readlink /proc/self/ns/ipc
+node_ipc=$out
+run srun -N1 --container-image="$image" --container-unshare=net,ipc,uts sh -c "$interfaces; readlink /proc/self/ns/ipc"
+expect_eq "loopback only" "lo" "$(printf '%s\n' "$out" | head -1)"
+[ "$(printf '%s\n' "$out" | tail -1)" != "$node_ipc" ] || fail "unshare=ipc: the node's IPC namespace ($node_ipc): $out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_UNSHARE=net srun -N1 sh -c "$interfaces"
+expect_eq "PYXIS_CONTAINER_UNSHARE ($out)" "lo" "$out"
+run srun -N1 --container-image="$image" --container-unshare=pid true
+refused "unshare=pid" "'pid' is not one of net, ipc, uts (a PID namespace would hide the step's tasks from Slurm)"
+run srun -N1 --container-image="$image" --container-entrypoint-log true
+expect_eq "--container-entrypoint-log is taken ($out)" 0 "$rc"
+
 note "--container-mounts in pyxis's form: relative sources, several entries, '+' flags, tmpfs"
 run srun -N1 --container-image="$image" --container-mounts=./data:/data:ro+rbind,tmpfs:/scratchdir,.:./job \
   sh -c 'cat /data/file; touch /data/x 2>/dev/null && echo rw || echo ro; touch /scratchdir/y && echo scratch; ls /job/data'
