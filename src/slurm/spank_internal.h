@@ -141,6 +141,7 @@ struct step_container {
   int active;
   char failed[1024]; /* why the step's container could not start: each task says it and exits 255 */
   int keeper_is_child; /* --stay: the keeper is the ctr this plugin started, a child of slurmstepd's */
+  char imported[2 * PATH_MAX]; /* the registry image this step's container was started from, for pyxis's lines */
   struct join_info info;
 };
 extern struct step_container join;

@@ -164,6 +164,14 @@ static void enter_namespaces(void) {
 void enter_container(spank_t sp) {
   if (join.failed[0]) fail_task("%s", join.failed);
   if (!join.active) return;
+  /* pyxis's lines, which job logs and their parsers expect of a registry image, once per
+   * node and step (its first task), on the task's stderr: ctr imported it as the container
+   * started (its image cache or store serving it where it had it). */
+  uint32_t local = 1;
+  if (join.imported[0] && spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS && local == 0) {
+    fprintf(stderr, "ctr: importing docker image: %s\nctr: imported docker image: %s\n", join.imported, join.imported);
+    fflush(stderr);
+  }
   const int entrypoint = opt_entrypoint ? open_entrypoint() : -1;
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");

@@ -263,6 +263,8 @@ void begin_container(spank_t sp) {
   s.known = step_user(sp, &s.user) == 0 && spank_get_item(sp, S_JOB_ENV, &s.env) == ESPANK_SUCCESS;
   s.image = opt_image && *opt_image ? image_path(s.image_buf, sizeof s.image_buf) : NULL;
   if (found_named(&s)) return;
+  if (s.image && strncmp(s.image, "docker://", 9) == 0)
+    snprintf(join.imported, sizeof join.imported, "%s", opt_image);
   char bad_mounts[1024];
   if (opt_mounts && *opt_mounts &&
       container_mounts(opt_mounts, s.binds, sizeof s.binds, s.scratch, sizeof s.scratch, bad_mounts,

@@ -102,6 +102,9 @@ expect_eq "both nodes" "n1 n2" "$(printf '%s\n' "$out" | awk '{print $1}' | sort
 expect_eq "one image in the cache" 1 "$(find "$cache/images" -name 'sha256-*.sif' | wc -l)"
 expect_eq "each layer fetched once" "$(echo $layers | wc -w)" "$(blob_fetches)"
 
+lines=$(slurm srun -N2 -n4 --container-image="127.0.0.1:$port#demo:1" true 2>&1 | grep -c "^ctr: imported docker image: 127.0.0.1:$port#demo:1$" || true)
+expect_eq "pyxis's 'imported docker image' line, once per node" 2 "$lines"
+
 note "docker://: the cached image, no layer fetched again"
 expect_eq "docker:// reference" "from the registry" \
   "$(slurm srun -N1 -n1 --container-image="docker://127.0.0.1:$port/demo:1" cat /etc/extra)"
