@@ -6,11 +6,11 @@
 # The goal is 500. The helper stood at 604 when this test came; what it does since the
 # earlier 497 (dataset images, the refusal of FUSE and other user-controlled file systems, of
 # unknown ctr.conf keys, of directories a user could have made) took it to 566 with every
-# check kept; 556 once the launch, not the helper, named the holder's mount points. The limit
+# check kept; 555 once the launch, not the helper, named the holder's mount points. The limit
 # is that figure, a ratchet: it may only go down.
 . "$(dirname "$0")/lib.sh"
 
-limit=556
+limit=555
 command -v gcc >/dev/null || skip "gcc is missing: no way to strip the comments as the count is defined"
 code_lines() { gcc -fpreprocessed -dD -E -P "$CTR_SOURCE_DIR/src/helper/$1" | grep -cv '^\s*$'; }
 helper=$(code_lines ctr_mount_helper.c)
