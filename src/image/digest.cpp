@@ -1,7 +1,11 @@
 #include "ctr/digest.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "ctr/error.hpp"
 #include "ctr/hash.hpp"
@@ -35,6 +39,22 @@ std::string Digester::digest() {
   if (context_->crypto.digest_final_ex(context_->md, md, &length) != 1 || length != sizeof md)
     throw Error("libcrypto: SHA-256 final failed");
   return "sha256:" + toHex(md);
+}
+
+FileDigest digestFile(int fd, const std::string& what) {
+  Digester digester;
+  std::vector<char> buffer(std::size_t{1} << 20);
+  FileDigest result;
+  for (;;) {
+    const ssize_t got = ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(result.size));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw sysError("read " + what);
+    if (got == 0) break;
+    digester.update(buffer.data(), static_cast<std::size_t>(got));
+    result.size += static_cast<std::uint64_t>(got);
+  }
+  result.digest = digester.digest();
+  return result;
 }
 
 }  // namespace ctr::image

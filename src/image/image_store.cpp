@@ -157,7 +157,7 @@ class NewFile {
   bool done_ = false;
 };
 
-// Copies `in` to `out` (if any), returning the sha256 of what was read.
+// Copies `in` to `out`, returning the sha256 of what was read (one read for both).
 std::string copyHashing(int in, int out, const std::string& what) {
   Digester digester;
   std::vector<char> buf(std::size_t{1} << 20);
@@ -167,7 +167,7 @@ std::string copyHashing(int in, int out, const std::string& what) {
     if (n < 0) throw sysError("read " + what);
     if (n == 0) break;
     digester.update(buf.data(), static_cast<std::size_t>(n));
-    if (out >= 0) writeAllTo(out, std::string_view(buf.data(), static_cast<std::size_t>(n)), "copy of " + what);
+    writeAllTo(out, std::string_view(buf.data(), static_cast<std::size_t>(n)), "copy of " + what);
   }
   return digester.digest();
 }
@@ -285,7 +285,7 @@ bool unchangedInPlace(const Entry& entry) {
 
 bool verify(const Entry& entry) {
   UniqueFd in = openSif(entry);
-  const std::string got = copyHashing(in.get(), -1, entry.sif.string());
+  const std::string got = digestFile(in.get(), entry.sif.string()).digest;
   if (got == entry.sifDigest) return true;
   spdlog::warn("{}", corrupt(entry, got));
   return false;

@@ -73,21 +73,6 @@ std::string layerLabel(std::size_t i, std::size_t n, const std::string& digest) 
   return "layer " + std::to_string(i + 1) + "/" + std::to_string(n) + " " + digest.substr(0, 19);
 }
 
-// The digest of the whole file open at `fd` (read from its start).
-std::string fileDigest(int fd, const std::string& what) {
-  Digester d;
-  std::vector<char> buf(1 << 20);
-  for (off_t at = 0;;) {
-    ssize_t n = ::pread(fd, buf.data(), buf.size(), at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw sysError("read " + what);
-    if (n == 0) break;
-    d.update(buf.data(), static_cast<std::size_t>(n));
-    at += n;
-  }
-  return d.digest();
-}
-
 // A layer blob in the cache, ctr's own directory, opened without blocking: LayerApplier::apply
 // refuses what is not a regular file (archive members go through openArchiveMember instead).
 UniqueFd openLayerFile(const std::filesystem::path& path, const std::string& label) {
@@ -106,7 +91,7 @@ void applyChecked(LayerApplier& applier, int fd, const std::string& label, const
     got = applier.apply(fd, label).digest;
   } catch (const Error& e) {
     if (cancelled()) throw;
-    got = fileDigest(fd, label);
+    got = digestFile(fd, label).digest;
     if (got == expected) throw;
   }
   if (got != expected) {
@@ -408,25 +393,6 @@ std::filesystem::path orasSif(const std::string& reference, const PullOptions& o
   return path;
 }
 
-namespace {
-
-// "sha256:..." of what `fd` holds, and its size.
-std::pair<std::string, std::uint64_t> fileDigest(int fd, const std::filesystem::path& path) {
-  Digester d;
-  std::vector<char> buffer(1 << 20);
-  std::uint64_t size = 0;
-  for (;;) {
-    const ssize_t got = ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(size));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw sysError("read " + path.string());
-    if (got == 0) break;
-    d.update(buffer.data(), static_cast<std::size_t>(got));
-    size += static_cast<std::uint64_t>(got);
-  }
-  return {d.digest(), size};
-}
-
-}  // namespace
 
 void orasPush(const std::filesystem::path& sifPath, const std::string& reference, const PullOptions& options) {
   Reference ref = parseReference(reference);
@@ -434,7 +400,7 @@ void orasPush(const std::filesystem::path& sifPath, const std::string& reference
   withContext(sifPath.string(), [&] { (void)sif::Image::open(sifPath, false); });  // only a SIF goes out as one
   UniqueFd fd(::open(sifPath.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) throw sysError("open " + sifPath.string());
-  const auto [digest, size] = fileDigest(fd.get(), sifPath);
+  const auto [digest, size] = digestFile(fd.get(), sifPath.string());
   PullOptions origin = options;  // pushed to the registry itself, never to a mirror
   origin.limits.mirrors.clear();
   RegistryClient client(ref, origin);

@@ -104,38 +104,33 @@ note "a changed or corrupt entry is refetched, never run; a truncated one is no 
 sed -i 's/^image store copy = always/image store copy = never/' "$CTR_TEST_CONFIG"
 size=$(stat -c %s "$entry.sif")
 corrupt() { printf 'X' | dd of="$1" bs=1 seek=$(( $(stat -c %s "$1") - 100 )) conv=notrunc status=none; }
+# corrupt_as_storage ENTRY: ENTRY.sif corrupted as storage corrupts it, with no write anyone
+# could see: its record rewritten to the file's new identity, so only the sha256 shows it.
+corrupt_as_storage() {
+  corrupt "$1.sif"
+  python3 - "$1.json" "$1.sif" <<'PYEOF'
+import json, os, sys
+r = json.load(open(sys.argv[1])); st = os.lstat(sys.argv[2])
+r["sif_identity"] = "%d %d %d.%d %d.%d" % (st.st_ino, st.st_size, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9,
+                                           st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9)
+json.dump(r, open(sys.argv[1], "w"))
+PYEOF
+  chown "$CTR_TEST_USER" "$1.json"
+}
 corrupt "$entry.sif"
 out=$(on g "$CTR_BIN" exec "$ref" cat /etc/os-release 2> "$WORK/g.err") || fail "node g, changed entry: $(cat "$WORK/g.err")"
 expect_contains "in place: the change is seen without a read" "has changed since it was written" "$(cat "$WORK/g.err")"
 expect_contains "pulled again" "pulling sha256:" "$(cat "$WORK/g.err")"
 expect_contains "and ran" "ID=ctr-demo" "$out"
 cmp -s "$entry.sif" "$WORK/node-g-$CTR_TEST_USER/images/sha256-${digest#sha256:}.sif" || fail "the entry was not filled again"
-# Corrupt as storage corrupts it, the record rewritten to the file's new identity: only the
-# sha256 shows it, when the entry is copied or verified.
-corrupt "$entry.sif"
-python3 - "$entry.json" "$entry.sif" <<'PYEOF'
-import json, os, sys
-r = json.load(open(sys.argv[1])); st = os.lstat(sys.argv[2])
-r["sif_identity"] = "%d %d %d.%d %d.%d" % (st.st_ino, st.st_size, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9,
-                                           st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9)
-json.dump(r, open(sys.argv[1], "w"))
-PYEOF
-chown "$CTR_TEST_USER" "$entry.json"
+corrupt_as_storage "$entry"
 set +e; out=$(on a "$CTR_BIN" store verify 2>&1); rc=$?; set -e
 [ "$rc" = 1 ] || fail "store verify of a corrupt entry: status $rc: $out"
 expect_contains "verify names it" "image store entry $entry.sif is corrupt (sha256" "$out"
 expect_contains "and removed it" "1 corrupt (1 removed)" "$out"
 [ ! -e "$entry.json" ] || fail "store verify left the corrupt entry"
 on g2 "$CTR_BIN" exec "$ref" true 2>/dev/null || fail "refill after verify"
-corrupt "$entry.sif"
-python3 - "$entry.json" "$entry.sif" <<'PYEOF'
-import json, os, sys
-r = json.load(open(sys.argv[1])); st = os.lstat(sys.argv[2])
-r["sif_identity"] = "%d %d %d.%d %d.%d" % (st.st_ino, st.st_size, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9,
-                                           st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9)
-json.dump(r, open(sys.argv[1], "w"))
-PYEOF
-chown "$CTR_TEST_USER" "$entry.json"
+corrupt_as_storage "$entry"
 sed -i 's/^image store copy = never/image store copy = always/' "$CTR_TEST_CONFIG"
 out=$(on g3 "$CTR_BIN" exec "$ref" cat /etc/os-release 2> "$WORK/g3.err") || fail "node g3, corrupt entry: $(cat "$WORK/g3.err")"
 expect_contains "copied: the sha256 shows it" "is corrupt (sha256" "$(cat "$WORK/g3.err")"

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -24,5 +25,13 @@ class Digester {
   struct Context;
   std::unique_ptr<Context> context_;
 };
+
+// "sha256:..." of the whole file open at `fd` (read with pread from its start: the fd's
+// offset is left alone), and how many bytes that was. Throws ctr::Error naming `what`.
+struct FileDigest {
+  std::string digest;
+  std::uint64_t size = 0;
+};
+FileDigest digestFile(int fd, const std::string& what);
 
 }  // namespace ctr::image
