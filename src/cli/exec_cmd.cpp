@@ -438,6 +438,8 @@ void addEnvironmentAndDeviceOptions(OptionAdder& add, RunCommandState& s) {
   add.list("--no-env", s.noEnv, "Do not pass these host variables (NAME[,NAME...])");
   add.flag("--no-eval", o.noEval, "Do not shell-evaluate --env, --env-file and APPTAINERENV_ values");
   add.flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment");
+  add.flag("--image-env-first", o.imageEnvFirst, "The image's variables win over the host's (pyxis's rule): its scripts "
+           "run without the host's, which come back where they set nothing (MPI and Slurm variables stay)");
   add.flag("--no-umask", o.noUmask, "Start the app with umask 0022, not yours");
   add.flag("--compat", s.compat, "As Docker/OCI runtimes do: --containall, --no-init, --no-umask, --no-eval, "
            "--writable-tmpfs");

@@ -110,6 +110,21 @@ Injected takeHostEnvironment(const EnvironmentInputs& in, std::map<std::string, 
   return injected;
 }
 
+// imageFirst: the host's variables out of `vars` into `fallback`, but the launcher's wiring
+// to this rank (OMPI_, PMIX_, PMI_, SLURM_), which the image must not change.
+void keepHostFromImageScripts(std::map<std::string, std::string>& vars, std::vector<EnvVar>& fallback) {
+  for (auto it = vars.begin(); it != vars.end();) {
+    const bool wiring = std::any_of(kMpiPrefixes.begin(), kMpiPrefixes.end(),
+                                    [&](std::string_view prefix) { return startsWith(it->first, prefix); });
+    if (wiring) {
+      ++it;
+      continue;
+    }
+    fallback.emplace_back(it->first, it->second);
+    it = vars.erase(it);
+  }
+}
+
 // 4. One user setting (`how` names where it came from for a warning), applied in the
 // container after the image's scripts.
 void setUserVariable(Environment& env, const std::string& name, const std::string& value, const std::string& how) {
@@ -175,6 +190,7 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
   auto& vars = env.vars;
   // 1. host
   Injected injected = takeHostEnvironment(in, vars);
+  if (in.imageFirst) keepHostFromImageScripts(vars, env.hostFallback);
   // 2. defaults
   vars["PATH"] = std::string(kDefaultContainerPath);
   if (in.cleanEnv) vars["LANG"] = "C";
@@ -329,6 +345,10 @@ std::string envProgramScript(const EnvProgram& p) {
   if (!user.appendPath.empty()) s += "__ctr_append_path=" + quote(user.appendPath) + "\n";
   if (user.path) s += "__ctr_path=" + quote(*user.path) + "\n";
   for (; i < p.scripts.size(); ++i) source(p.scripts[i]);
+  for (const auto& [name, value] : p.hostFallback) {
+    requireName(name);
+    s += "if [ -z \"${" + name + "+x}\" ]; then export " + name + "=" + shellQuote(value) + "; fi\n";
+  }
   if (!user.prependPath.empty()) s += "PATH=\"$__ctr_prepend_path:$PATH\"\n";
   if (!user.appendPath.empty()) s += "PATH=\"$PATH:$__ctr_append_path\"\n";
   if (user.path) s += "PATH=\"$__ctr_path\"\n";

@@ -362,6 +362,8 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["mounts_left_out"] = plan.mountsLeftOut;
   j["environment"] = plan.environment;
   j["user_environment"] = userEnvironmentJson(plan.envProgram.user);
+  j["host_fallback"] = nlohmann::json::object();
+  for (const auto& [name, value] : plan.envProgram.hostFallback) j["host_fallback"][name] = value;
   j["warnings"] = plan.warnings;
   j["argv"] = plan.argv;
   j["command_choices"] = commandChoicesJson(plan.commandChoices);
@@ -616,6 +618,10 @@ void writeCommand(std::ostream& out, const LaunchPlan& plan) {
   for (const auto& a : plan.argv) out << " '" << a << '\'';
   out << "\nenvironment (before the image's env scripts):\n";
   for (const auto& kv : plan.environment) out << "  " << kv << '\n';
+  if (!plan.envProgram.hostFallback.empty()) {
+    out << "host environment kept from the image's scripts (--image-env-first), set after them where they set nothing:\n";
+    for (const auto& [name, value] : plan.envProgram.hostFallback) out << "  " << name << '=' << value << '\n';
+  }
   const auto& user = plan.envProgram.user;
   if (!user.empty()) {
     out << "user environment (after the image's scripts up to 99-base.sh, "

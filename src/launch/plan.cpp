@@ -260,6 +260,7 @@ Environment planEnvironment(const LaunchOptions& options, const image::ImageSour
   EnvironmentInputs envInputs;
   envInputs.host = host.env;
   envInputs.cleanEnv = options.cleanEnv || options.containAll;
+  envInputs.imageFirst = options.imageEnvFirst;
   envInputs.noEnv = options.noEnv;
   envInputs.evaluate = !options.noEval;
   envInputs.home = home.destination;
@@ -307,6 +308,7 @@ void finishIdentityAndEnvironment(LaunchPlan& plan, const HomeDirs& home, Enviro
     if (kv.starts_with("PS1=")) plan.envProgram.ps1 = kv.substr(4);  // the shell's prompt, set before it starts
   plan.envProgram.user = std::move(env.user);
   plan.envProgram.fixed = std::move(env.fixed);
+  plan.envProgram.hostFallback = std::move(env.hostFallback);
   plan.envProgram.uid = plan.user.uid;
   plan.envProgram.gid = plan.user.gid;
   plan.warnings.insert(plan.warnings.end(), env.warnings.begin(), env.warnings.end());

@@ -451,3 +451,46 @@ TEST(EnvProgram, CommandSubstitutionGoesToTheShell) {
   p.user.vars = {{"ID", "$UID:$GID"}};
   EXPECT_EQ(interpreted(envProgramScript(p), kInitial)->at("ID"), "4321:55");
 }
+
+// --image-env-first (pyxis's rule): Docker's ENV, as Apptainer writes it
+// (`V="${V:-default}"`), gives the image's value even where the host has one; host
+// variables the image does not set come back; the launcher's wiring and the user's own
+// settings are not the image's to change.
+TEST(EnvProgram, ImageFirstGivesTheImageItsOwnValues) {
+  ScriptDir dir;
+  EnvironmentInputs in;
+  in.host = {"CUDA_VERSION=11.0", "MINE=job's value", "SLURM_PROCID=3", "OMPI_X=wire", "EMPTY=", "SET_BY_USER=host"};
+  in.imageFirst = true;
+  in.cli = {{"SET_BY_USER", "from --env"}};
+  Environment env = computeEnvironment(in);
+  EXPECT_FALSE(env.vars.contains("CUDA_VERSION"));
+  EXPECT_FALSE(env.vars.contains("MINE"));
+  EXPECT_EQ(env.vars.at("SLURM_PROCID"), "3");
+  EXPECT_EQ(env.vars.at("OMPI_X"), "wire");
+  EnvProgram p;
+  p.scripts = {dir.add("10-docker2singularity.sh",
+                       "export CUDA_VERSION=\"${CUDA_VERSION:-\"12.4.0\"}\"\nexport SLURM_PROCID=\"${SLURM_PROCID:-\"0\"}\"\n"
+                       "export EMPTY=\"${EMPTY:-\"image\"}\"\n"),
+               dir.add("99-base.sh", "# nothing\n")};
+  p.user = env.user;
+  p.hostFallback = env.hostFallback;
+  std::map<std::string, std::string> initial(kInitial);
+  for (const auto& [k, v] : env.vars) initial[k] = v;
+  const auto script = envProgramScript(p);
+  auto mine = interpreted(script, initial);
+  ASSERT_TRUE(mine) << script;
+  EXPECT_EQ(*mine, shell(script, initial)) << script;
+  EXPECT_EQ(mine->at("CUDA_VERSION"), "12.4.0");
+  EXPECT_EQ(mine->at("MINE"), "job's value");
+  EXPECT_EQ(mine->at("SLURM_PROCID"), "3");
+  EXPECT_EQ(mine->at("EMPTY"), "image");
+  EXPECT_EQ(mine->at("SET_BY_USER"), "from --env");
+  // Without the rule, Apptainer's: the host's value wins.
+  in.imageFirst = false;
+  env = computeEnvironment(in);
+  EXPECT_TRUE(env.hostFallback.empty());
+  p.hostFallback.clear();
+  initial = kInitial;
+  for (const auto& [k, v] : env.vars) initial[k] = v;
+  EXPECT_EQ(interpreted(envProgramScript(p), initial)->at("CUDA_VERSION"), "11.0");
+}

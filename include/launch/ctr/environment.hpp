@@ -26,6 +26,13 @@
 // CTRENV_*/APPTAINERENV_*/SINGULARITYENV_* (transposed in layer 4). Under cleanEnv the
 // MPI/scheduler variables (OMPI_*, PMIX_*, PMI_*, SLURM_*) are still passed, so that
 // `mpirun ctr exec --cleanenv` works (Apptainer drops them; that is a deliberate change).
+//
+// imageFirst (--image-env-first, pyxis's and enroot's rule, which the Slurm plugin asks
+// for): the image's environment wins over the host's. The host variables of layer 1 (but
+// the MPI and scheduler wiring, which stays) are taken out before the image's scripts run,
+// so that `export V="${V:-default}"` (Docker ENV as Apptainer writes it) gives the image's
+// value, and each comes back after all scripts only where nothing set it
+// (Environment::hostFallback).
 #pragma once
 
 #include <map>
@@ -46,6 +53,7 @@ inline constexpr std::string_view kDefaultContainerPath =
 struct EnvironmentInputs {
   std::vector<std::string> host;  // "K=V" strings as in environ; entries without '=' ignored
   bool cleanEnv = false;          // --cleanenv
+  bool imageFirst = false;        // --image-env-first (see above)
   std::vector<std::string> noEnv; // --no-env / APPTAINER_NOENV: host variables not passed
   bool evaluate = true;           // false: --no-eval
   std::vector<EnvVar> image;      // from the image, in its order
@@ -77,6 +85,9 @@ struct Environment {
   std::map<std::string, std::string> vars;  // layers 1-3 and 5; sorted, so --explain is stable
   UserEnvironment user;                     // layer 4
   std::vector<EnvVar> fixed;                // layer 5: set again after the image's scripts
+  // imageFirst: the host's variables kept from the image's scripts, in name order; each is
+  // set after them where they left it unset.
+  std::vector<EnvVar> hostFallback;
   std::vector<std::string> warnings;        // settings ignored, with why (shown to the user)
 };
 
@@ -116,6 +127,7 @@ struct EnvProgram {
   std::vector<std::string> scripts;  // the image's env scripts, sorted (or /environment)
   UserEnvironment user;
   std::vector<EnvVar> fixed;         // ctr's and Apptainer's identity variables
+  std::vector<EnvVar> hostFallback;  // Environment::hostFallback: set after the scripts where unset
   unsigned uid = 0, gid = 0;         // $UID and $GID (shell variables, as bash has them)
   // PS1 of the environment the program starts from (some shells set a default of their own,
   // which must not stop the fallback prompt).
@@ -127,6 +139,7 @@ struct EnvProgram {
 // otherwise (one evaluator, two engines):
 //   UID/GID unless set; the scripts up to 99-base.sh (each if readable); the user's
 //   variables (exported, evaluated in "..." or literal in '...'); the remaining scripts;
+//   the host's fallback values where nothing set their names;
 //   PREPEND_PATH, APPEND_PATH, PATH; PREPEND_/APPEND_LD_LIBRARY_PATH; the fixed
 //   variables; PS1 and PROMPT_COMMAND fallbacks and APPTAINER_ENVIRONMENT as Apptainer
 //   sets them. Throws ctr::Error for an invalid variable name.

@@ -62,6 +62,7 @@ struct LaunchOptions {
   bool contain = false;             // --contain
   bool containAll = false;          // --containall (= contain + cleanenv)
   bool cleanEnv = false;            // --cleanenv
+  bool imageEnvFirst = false;       // --image-env-first: the image's variables win (pyxis's rule)
   bool noHome = false;              // --no-home
   // --no-mount LIST (and APPTAINER_NO_MOUNT): Apptainer's names of default mounts to leave
   // out (proc, sys, dev, devpts, home, tmp, hostfs, cwd, bind-paths) or the destination of
