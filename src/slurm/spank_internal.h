@@ -63,6 +63,8 @@ void warn_ignored_options(void);
 int listed(const char *list, const char *name);
 /* Why the site's plugstack.conf does not let this step run as it was asked, or NULL. */
 const char *step_refused(spank_t sp);
+/* --container-workdir as an absolute path in the container, or NULL. */
+const char *container_workdir(void);
 /* The image ctr gets for --container-image (buf holds it when it is not opt_image). */
 const char *image_path(char *buf, size_t size);
 
@@ -142,6 +144,7 @@ struct step_container {
   char failed[1024]; /* why the step's container could not start: each task says it and exits 255 */
   int keeper_is_child; /* --stay: the keeper is the ctr this plugin started, a child of slurmstepd's */
   char imported[2 * PATH_MAX]; /* the registry image this step's container was started from, for pyxis's lines */
+  int attached; /* a container another step started (named, or JOB.STEP): its working directory, not the step's mounts */
   struct join_info info;
 };
 extern struct step_container join;

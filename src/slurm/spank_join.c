@@ -77,8 +77,15 @@ static int join_names(const char *name) {
   return 0;
 }
 
-/* ctr ran without the job's PATH, CTR_*, APPTAINER_*, SINGULARITY_* and LD_LIBRARY_PATH
- * (kept_from_ctr), none of which ctr passes into a container, and its join information is
+/* LANG, LANGUAGE and LC_ALL, which pyxis drops from the job's environment (a node's locale
+ * the image may not have): the task has the image's, or none (--container-env keeps the
+ * job's). ctr runs without them (kept_from_ctr), so the join information sets the image's. */
+static int locale_variable(const char *entry) {
+  return strncmp(entry, "LANG=", 5) == 0 || strncmp(entry, "LANGUAGE=", 9) == 0 || strncmp(entry, "LC_ALL=", 7) == 0;
+}
+
+/* ctr ran without the job's PATH, CTR_*, APPTAINER_*, SINGULARITY_*, LD_LIBRARY_PATH and
+ * locale (kept_from_ctr), none of which ctr passes into a container, and its join information is
  * relative to the environment it ran with: it says nothing of them where the container has
  * what ctr had (its PATH) or nothing. The task gets what the container has, as when ctr ran
  * with the job's environment. */
@@ -91,7 +98,7 @@ static void container_view_of_kept(spank_t sp) {
     const char *eq = strchr(*e, '=');
     if (!eq || eq - *e >= 128) continue;
     if (strncmp(*e, "PATH=", 5) != 0 && strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0 && strncmp(*e, "CTR_", 4) != 0 &&
-        strncmp(*e, "APPTAINER_", 10) != 0 && strncmp(*e, "SINGULARITY_", 12) != 0)
+        strncmp(*e, "APPTAINER_", 10) != 0 && strncmp(*e, "SINGULARITY_", 12) != 0 && !locale_variable(*e))
       continue;
     snprintf(names[n], sizeof names[n], "%.*s", (int)(eq - *e), *e);
     ++n;
@@ -101,6 +108,63 @@ static void container_view_of_kept(spank_t sp) {
     if (strcmp(names[i], "PATH") == 0) spank_setenv(sp, "PATH", CTR_PATH, 1);
     else spank_unsetenv(sp, names[i]);
   }
+}
+
+/* The task's value of `name` into `value` (empty when unset or too long): 1 when set. */
+static int task_value(spank_t sp, const char *name, char *value, size_t size) {
+  value[0] = 0;
+  if (spank_getenv(sp, name, value, (int)size) == ESPANK_SUCCESS) return 1;
+  value[0] = 0;
+  return 0;
+}
+
+/* `name`=`value` unless the task has `name` already (the image set it, or --container-env
+ * kept the job's). */
+static void set_unless_set(spank_t sp, const char *name, const char *value) {
+  char have[8];
+  spank_err_t rc = spank_getenv(sp, name, have, sizeof have);
+  if (rc != ESPANK_SUCCESS && rc != ESPANK_NOSPACE) spank_setenv(sp, name, value, 1);
+}
+
+/* What enroot's hooks and pyxis give a task, from Slurm's variables (after the container's
+ * environment is the task's):
+ *  - PMIx (50-slurm-pmi.sh), for a pmix step: PMIX_MCA_ptl, _psec and _gds from the server's
+ *    PMIX_PTL_MODULE, PMIX_SECURITY_MODE and PMIX_GDS_MODULE, so that the image's PMIx
+ *    client picks the modules Slurm's server speaks;
+ *  - PyTorch (50-slurm-pytorch.sh and pyxis), for an image that declares it (PYTORCH_VERSION):
+ *    RANK and LOCAL_RANK from SLURM_PROCID and SLURM_LOCALID, WORLD_SIZE from SLURM_NTASKS,
+ *    MASTER_ADDR the step's first node, MASTER_PORT 61000 + JOBID % 4536, and
+ *    OMP_NUM_THREADS=1 where a node runs several tasks, as torch.distributed.run sets them. */
+static void hook_variables(spank_t sp) {
+  char value[4096], mpi[64];
+  task_value(sp, "SLURM_MPI_TYPE", mpi, sizeof mpi);
+  if ((!mpi[0] || strncmp(mpi, "pmix", 4) == 0) && task_value(sp, "PMIX_RANK", value, sizeof value)) {
+    static const char *const pmix[][2] = {{"PMIX_PTL_MODULE", "PMIX_MCA_ptl"},
+                                          {"PMIX_SECURITY_MODE", "PMIX_MCA_psec"},
+                                          {"PMIX_GDS_MODULE", "PMIX_MCA_gds"}};
+    for (size_t i = 0; i < sizeof pmix / sizeof pmix[0]; ++i)
+      if (task_value(sp, pmix[i][0], value, sizeof value) && value[0]) set_unless_set(sp, pmix[i][1], value);
+  }
+  if (!task_value(sp, "PYTORCH_VERSION", value, sizeof value)) return;
+  if (task_value(sp, "SLURM_PROCID", value, sizeof value)) spank_setenv(sp, "RANK", value, 1);
+  if (task_value(sp, "SLURM_LOCALID", value, sizeof value)) spank_setenv(sp, "LOCAL_RANK", value, 1);
+  if (task_value(sp, "SLURM_NTASKS", value, sizeof value)) set_unless_set(sp, "WORLD_SIZE", value);
+  if (task_value(sp, "SLURM_STEP_NODELIST", value, sizeof value)) {
+    hostlist_t nodes = slurm_hostlist_create(value);
+    char *first = nodes ? slurm_hostlist_shift(nodes) : NULL;
+    if (first) set_unless_set(sp, "MASTER_ADDR", first);
+    free(first);
+    if (nodes) slurm_hostlist_destroy(nodes);
+  }
+  if (task_value(sp, "SLURM_JOB_ID", value, sizeof value)) {
+    char port[16];
+    snprintf(port, sizeof port, "%lu", 61000 + strtoul(value, NULL, 10) % 4536);
+    set_unless_set(sp, "MASTER_PORT", port);
+  }
+  char nodes[32];
+  if (task_value(sp, "SLURM_STEP_NUM_TASKS", value, sizeof value) &&
+      task_value(sp, "SLURM_STEP_NUM_NODES", nodes, sizeof nodes) && strtol(value, NULL, 10) > strtol(nodes, NULL, 10))
+    set_unless_set(sp, "OMP_NUM_THREADS", "1");
 }
 
 #define RUNSCRIPT "/.singularity.d/runscript"
@@ -161,6 +225,17 @@ static void enter_namespaces(void) {
   close(pidfd);
 }
 
+/* The keeper's working directory, as a path in the container (read once the task is in
+ * its mount namespace): 0, or -1. */
+static int keeper_cwd(char *dir, size_t size) {
+  char link[64];
+  snprintf(link, sizeof link, "/proc/%d/cwd", (int)join.info.keeper);
+  const ssize_t n = readlink(link, dir, size - 1);
+  if (n <= 0 || dir[0] != '/') return -1;
+  dir[n] = 0;
+  return 0;
+}
+
 void enter_container(spank_t sp) {
   if (join.failed[0]) fail_task("%s", join.failed);
   if (!join.active) return;
@@ -168,10 +243,13 @@ void enter_container(spank_t sp) {
    * node and step (its first task), on the task's stderr: ctr imported it as the container
    * started (its image cache or store serving it where it had it). */
   uint32_t local = 1;
-  if (join.imported[0] && spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS && local == 0) {
+  const int first = spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS && local == 0;
+  if (join.imported[0] && first)
     fprintf(stderr, "ctr: importing docker image: %s\nctr: imported docker image: %s\n", join.imported, join.imported);
-    fflush(stderr);
-  }
+  /* As pyxis: the running container has its mounts, and a step that attaches adds none. */
+  if (join.attached && opt_mounts && *opt_mounts && first)
+    fprintf(stderr, "ctr: ignoring --container-mounts when attaching to a running container\n");
+  fflush(stderr);
   const int entrypoint = opt_entrypoint ? open_entrypoint() : -1;
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "/");
@@ -179,9 +257,13 @@ void enter_container(spank_t sp) {
   if (join.info.seccomp && seccomp < 0)
     fail_task("ctr: cannot open the seccomp filter %s: %s", join.info.seccomp, strerror(errno));
   enter_namespaces();
-  const char *dir = opt_workdir && *opt_workdir ? opt_workdir : cwd;
+  /* A step that attaches to another's container starts where that container's keeper is
+   * (pyxis: the container's working directory); a new container's is the task's own. */
+  char keeper_dir[PATH_MAX];
+  const char *dir = container_workdir() ? container_workdir() : cwd;
+  if (!container_workdir() && join.attached && keeper_cwd(keeper_dir, sizeof keeper_dir) == 0) dir = keeper_dir;
   if (chdir(dir) != 0) {
-    if (opt_workdir && *opt_workdir) {
+    if (container_workdir()) {
       fail_task("ctr: --container-workdir %s: %s in the container", dir, strerror(errno));
     }
     slurm_info("ctr: working directory %s is not in the container: using /", dir);
@@ -197,6 +279,7 @@ void enter_container(spank_t sp) {
   for (int i = 0; i < join.info.nunset; ++i)
     if (!job_keeps(sp, join.info.unset[i])) spank_unsetenv(sp, join.info.unset[i]);
   container_view_of_kept(sp);
+  hook_variables(sp);
   if (entrypoint >= 0) run_through_entrypoint(sp, entrypoint);
   /* A --container-remap-root container (ctr's --fakeroot) keeps the capabilities setns gave
    * the task in its user namespace, as ctr's own launches into it do: apt-get, chown and a

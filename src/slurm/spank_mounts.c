@@ -95,3 +95,28 @@ int container_mounts(const char *spec, char *binds, size_t binds_size, char *scr
     entry = end + 1;
   }
 }
+
+int container_path(const char *path, char *out, size_t size) {
+  if (size < 2) return -1;
+  size_t used = 0;
+  out[used++] = '/';
+  out[used] = 0;
+  for (const char *c = path; *c;) {
+    while (*c == '/') ++c;
+    const size_t n = strcspn(c, "/");
+    if (n == 0) break;
+    if (n == 2 && strncmp(c, "..", 2) == 0) {
+      while (used > 1 && out[used - 1] != '/') --used; /* drop the last name */
+      if (used > 1) --used;                             /* and its slash */
+      out[used] = 0;
+    } else if (!(n == 1 && *c == '.')) {
+      if (used + (used > 1) + n + 1 > size) return -1;
+      if (used > 1) out[used++] = '/';
+      memcpy(out + used, c, n);
+      used += n;
+      out[used] = 0;
+    }
+    c += n;
+  }
+  return 0;
+}

@@ -22,6 +22,12 @@ extern "C" {
 int container_mounts(const char *spec, char *binds, size_t binds_size, char *scratch, size_t scratch_size, char *why,
                      size_t why_size);
 
+/* A path in the container as pyxis's task reaches it (its chdir after entering the
+ * container's mount namespace, whose root is then its working directory): a relative
+ * `path` is the root's ("x", "./x" and "../x" are "/x"); "." and ".." resolved by name, as
+ * the kernel does at "/". Into `out`: 0, or -1 when it does not fit. */
+int container_path(const char *path, char *out, size_t size);
+
 #pragma GCC visibility pop
 #ifdef __cplusplus
 }

@@ -459,6 +459,14 @@ const char *step_refused(spank_t sp) {
   return NULL;
 }
 
+/* --container-workdir as a path in the container (container_path: pyxis's relative forms are
+ * the root's), or NULL when not given. */
+const char *container_workdir(void) {
+  static char path[PATH_MAX];
+  if (!opt_workdir || !*opt_workdir) return NULL;
+  return container_path(opt_workdir, path, sizeof path) == 0 ? path : opt_workdir;
+}
+
 /* The image ctr gets. pyxis's registry forms become docker:// references, which ctr runs
  * through its image cache (node-local where ctr.conf's 'image cache dir' says so):
  * "REGISTRY#NAME[:TAG]" is docker://REGISTRY/NAME[:TAG], and a bare NAME:TAG (no '/', no

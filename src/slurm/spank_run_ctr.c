@@ -247,13 +247,14 @@ static int registry_credential(const char *entry) {
  * plugin's ctr: what decides ctr's configuration (CTR_CONFIG, CTR_CACHE_DIR, ...), its
  * options (APPTAINER_BIND, ... would give what allow= refuses), the programs it finds
  * (PATH) and the libraries and locale data loaded into it (the dynamic loader's and
- * glibc's variables) is the site's, not the user's. What the container's task gets is not
- * changed by it (task_init). */
+ * glibc's variables) is the site's, not the user's. The job's LANG, LANGUAGE and LC_ALL
+ * stay out too, so that the join information sets the image's (pyxis drops the job's).
+ * What the container's task gets is not changed by the rest (task_init). */
 static int kept_from_ctr(const char *entry) {
   static const char *const prefixes[] = {"CTR_", "APPTAINER_", "SINGULARITY_", "LD_", NULL};
   static const char *const names[] = {"PATH=", "XDG_RUNTIME_DIR=", "GCONV_PATH=", "GLIBC_TUNABLES=", "LOCPATH=",
                                       "NLSPATH=", "HOSTALIASES=", "RES_OPTIONS=", "LOCALDOMAIN=", "MALLOC_TRACE=",
-                                      NULL};
+                                      "LANG=", "LANGUAGE=", "LC_ALL=", NULL};
   if (registry_credential(entry)) return 0;
   for (const char *const *p = prefixes; *p; ++p)
     if (strncmp(entry, *p, strlen(*p)) == 0) return 1;

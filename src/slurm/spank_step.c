@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -147,11 +149,60 @@ struct step_start {
   char *argv[36];
 };
 
-/* A named container of the job's that runs on this node already: joined, or the step
- * refused (its flag says it must not run yet). 1 when so, or when it must run and does not
- * (or no image is given to start it); 0: the step starts its container. */
-static int found_named(struct step_start *s) {
-  if (s->known && s->named && join_named_container(&s->user, s->env, s->name, s->image) == 0) {
+/* Whether a process other than the keeper is in the container's mount namespace: a task of
+ * a step that runs in it (pyxis's "running" container, which `NAME:exec` needs). Read as
+ * root, in slurmstepd. */
+static int container_in_use(const struct join_info *info) {
+  unsigned long long mnt = 0;
+  for (int i = 0; i < info->nns; ++i)
+    if (strcmp(info->ns_type[i], "mnt") == 0) mnt = info->ns_inode[i];
+  DIR *proc = mnt ? opendir("/proc") : NULL;
+  if (!proc) return 0;
+  int found = 0;
+  for (struct dirent *e; !found && (e = readdir(proc));) {
+    char *end;
+    const long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0 || pid == info->keeper) continue;
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%ld/ns/mnt", pid);
+    found = stat(path, &st) == 0 && (unsigned long long)st.st_ino == mnt;
+  }
+  closedir(proc);
+  return found;
+}
+
+/* pyxis's name of a step's unnamed container: "JOB.STEP" (or "JOB.batch") of this job. Its
+ * instance name into `name`: 0, or -1 when `opt` is no such name. */
+static int unnamed_step_name(spank_t sp, const char *opt, char *name, size_t size) {
+  uint32_t job = 0;
+  char host[256] = "";
+  char *end;
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || strtoul(opt, &end, 10) != job || *end != '.') return -1;
+  const char *step_text = end + 1;
+  const unsigned long step = strtoul(step_text, &end, 10);
+  const int batch = strcmp(step_text, "batch") == 0;
+  if (!batch && (end == step_text || *end || step >= SLURM_BATCH_SCRIPT)) return -1;
+  const unsigned step32 = (unsigned)step;
+  node_name(host, sizeof host);
+  return step_instance_name(name, size, job, batch ? NULL : &step32, NULL, host);
+}
+
+/* A named container of the job's that runs on this node already (or pyxis's JOB.STEP, a
+ * step's unnamed one): joined, or the step refused (its flag says it must not run yet, or
+ * must run and does not, or no image is given to start it): 1; 0: the step starts its
+ * container. */
+static int found_named(spank_t sp, struct step_start *s) {
+  int found = s->known && s->named && join_named_container(&s->user, s->env, s->name, s->image) == 0;
+  char unnamed[96];
+  if (!found && s->known && s->named && unnamed_step_name(sp, opt_name, unnamed, sizeof unnamed) == 0 &&
+      join_named_container(&s->user, s->env, unnamed, NULL) == 0)
+    found = 2; /* a step's own: it runs while that step does */
+  if (found == 1 && opt_name_flag == NAME_EXEC && !container_in_use(&join.info)) {
+    reset_join();
+    found = 0; /* kept for the job, but no step runs in it: pyxis's container is not running */
+  }
+  if (found) {
     if (opt_name_flag == NAME_CREATE) {
       const pid_t keeper = join.info.keeper;
       reset_join();
@@ -160,13 +211,16 @@ static int found_named(struct step_start *s) {
       return 1;
     }
     join.active = 1;
-    slurm_info("ctr: %s runs (keeper pid %d): joined through its join file", s->name, (int)join.info.keeper);
+    join.attached = 1;
+    slurm_info("ctr: %s runs (keeper pid %d): joined through its join file", join.info.name, (int)join.info.keeper);
     return 1;
   }
   if (s->named && (opt_name_flag == NAME_EXEC || !s->image)) {
     step_fails("ctr: --container-name=%.64s%s: no container of that name runs on this node for this job%s", opt_name,
                opt_name_flag == NAME_EXEC ? ":exec" : "",
-               s->image ? "" : ", and no --container-image was given to start one");
+               opt_name_flag == NAME_EXEC ? " (in a step that still runs)"
+               : s->image                 ? ""
+                                          : ", and no --container-image was given to start one");
     return 1;
   }
   return 0;
@@ -213,9 +267,9 @@ static void instance_start_argv(spank_t sp, struct step_start *s) {
     argv[n++] = "--scratch";
     argv[n++] = s->scratch;
   }
-  if (opt_workdir && *opt_workdir) {
+  if (container_workdir()) {
     argv[n++] = "--pwd";
-    argv[n++] = opt_workdir;
+    argv[n++] = (char *)container_workdir();
   }
   if (opt_no_home) argv[n++] = "--no-home";
   if (opt_unshare && listed(opt_unshare, "net")) argv[n++] = "--net";
@@ -223,6 +277,7 @@ static void instance_start_argv(spank_t sp, struct step_start *s) {
   if (opt_unshare && listed(opt_unshare, "uts")) argv[n++] = "--uts";
   if (opt_writable) argv[n++] = "--writable-tmpfs";
   if (s->named && opt_name_flag == NAME_AUTO) argv[n++] = "--reuse"; /* the job's earlier step on this node started it */
+  argv[n++] = "--image-env-first"; /* pyxis's rule: the image's variables win over the job's */
   if (opt_remap_root) argv[n++] = "--fakeroot";
   uint32_t step = 0;
   if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_BATCH_SCRIPT &&
@@ -262,7 +317,7 @@ void begin_container(spank_t sp) {
   }
   s.known = step_user(sp, &s.user) == 0 && spank_get_item(sp, S_JOB_ENV, &s.env) == ESPANK_SUCCESS;
   s.image = opt_image && *opt_image ? image_path(s.image_buf, sizeof s.image_buf) : NULL;
-  if (found_named(&s)) return;
+  if (found_named(sp, &s)) return;
   if (s.image && strncmp(s.image, "docker://", 9) == 0)
     snprintf(join.imported, sizeof join.imported, "%s", opt_image);
   char bad_mounts[1024];

@@ -475,3 +475,25 @@ TEST(SpankTwins, PyxisMountsCtrCannotGiveAreRefusedInOneLine) {
     EXPECT_EQ(m.why.find('\n'), std::string::npos) << "one line: " << m.why;
   }
 }
+
+// pyxis's task changes to --container-workdir once in the container, where it stands at the
+// root: a relative path is the root's, ".." at the root stays there.
+TEST(SpankTwins, PyxisRelativeWorkdirIsTheContainerRoots) {
+  auto path = [](const char* workdir) {
+    char out[PATH_MAX];
+    EXPECT_EQ(container_path(workdir, out, sizeof out), 0) << workdir;
+    return std::string(out);
+  };
+  EXPECT_EQ(path("../x"), "/x");
+  EXPECT_EQ(path("x/./y/"), "/x/y");
+  EXPECT_EQ(path("./data"), "/data");
+  EXPECT_EQ(path("/a/b/../c"), "/a/c");
+  EXPECT_EQ(path("/a//b"), "/a/b");
+  EXPECT_EQ(path(".."), "/");
+  EXPECT_EQ(path("/"), "/");
+  EXPECT_EQ(path("a/../../b"), "/b");
+  char small[4];
+  EXPECT_EQ(container_path("/abcd", small, sizeof small), -1);
+  EXPECT_EQ(container_path("/ab", small, sizeof small), 0);
+  EXPECT_STREQ(small, "/ab");
+}
