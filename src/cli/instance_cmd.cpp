@@ -1,4 +1,5 @@
-// ctr instance start|list|stop|stats (Apptainer's instance commands). `start` is a launch
+// ctr instance start|list|stop|stats (Apptainer's instance commands) and save (pyxis's
+// --container-save). `start` is a launch
 // with exec's options (exec_cmd.cpp); the others read the user's instance records.
 #include <fnmatch.h>
 #include <signal.h>
@@ -155,10 +156,23 @@ int statsCommand(const StatsState& s) {
   return 0;
 }
 
+struct SaveState {
+  std::string name, file;
+};
+
+int saveCommand(const SaveState& s) {
+  const auto host = host::discoverHost();
+  if (!launch::isValidInstanceName(s.name)) throw Error("bad instance name '" + s.name + "'").withStatus(1);
+  const auto record = runtime::findInstance(host.stateDir, s.name);
+  if (!record) throw Error("no instance found with name " + s.name + " (`ctr instance list` shows those running)");
+  runtime::saveInstance(*record, s.file);
+  return 0;
+}
+
 }  // namespace
 
 void registerInstance(CLI::App& app, Context& ctx) {
-  auto* instance = app.add_subcommand("instance", "Containers that run in the background (start, run, list, stop, stats)");
+  auto* instance = app.add_subcommand("instance", "Containers that run in the background (start, run, list, stop, stats, save)");
   instance->require_subcommand(1);
   const auto& raw = ctx.rawArgs;
   auto at = std::find(raw.begin(), raw.end(), "instance");
@@ -187,6 +201,13 @@ void registerInstance(CLI::App& app, Context& ctx) {
   statsCmd->add_flag("-j,--json", stats->json, "Print as JSON");
   statsCmd->add_option("name", stats->name, "Instance name")->required();
   statsCmd->callback([&ctx, stats] { ctx.action = [stats] { return statsCommand(*stats); }; });
+
+  auto save = std::make_shared<SaveState>();
+  auto* saveCmd = instance->add_subcommand("save", "Save an instance's root (its image and what was written to it, not "
+                                                   "its binds) as a squashfs image FILE");
+  saveCmd->add_option("name", save->name, "Instance name")->required();
+  saveCmd->add_option("file", save->file, "The image file to write (replaced if it exists)")->required();
+  saveCmd->callback([&ctx, save] { ctx.action = [save] { return saveCommand(*save); }; });
 }
 
 }  // namespace ctr::cli

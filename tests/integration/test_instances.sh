@@ -5,7 +5,8 @@
 # unknown instance and options a join cannot change are refused in one line; --no-pid
 # --stay keeps the instance in ctr's own process; stop ends
 # every process in the instance (SIGKILL after its timeout), a killed keeper's record is
-# dropped, and 48 instances started in parallel stop with nothing left.
+# dropped; save writes the instance's root as an image that runs; and 48 instances started
+# in parallel stop with nothing left.
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
 require_fuse
@@ -183,6 +184,22 @@ refused "--stay with a working directory the container lacks" "--pwd /no/such/di
   "$CTR_BIN" instance start --no-pid --stay --join-info --pwd /no/such/dir "$WORK/svc.sqfs" stay3
 [ ! -e "/tmp/ctr-$uid/instances/stay3.lock" ] || fail "--stay: a failed start left $(ls "/tmp/ctr-$uid/instances")"
 assert_nothing_left "--stay"
+
+note "save: the instance's root (image and writes, not its mounts) as an image; bad targets refused"
+as_user "$CTR_BIN" instance start --writable-tmpfs "$WORK/svc.sqfs" saved
+as_user "$CTR_BIN" exec instance://saved sh -c 'echo written > /written; mkdir /made-dir'
+as_user "$CTR_BIN" instance save saved "$WORK/rw/saved.sqfs" || fail "instance save"
+expect_eq "the saved image runs, with what was written" "written" \
+  "$(as_user "$CTR_BIN" exec "$WORK/rw/saved.sqfs" sh -c 'cat /written; test -d /made-dir || echo no-dir')"
+unsquashfs -q -d "$WORK/unpacked" "$WORK/rw/saved.sqfs" etc/passwd "${WORK#/}" >/dev/null
+cmp -s "$WORK/unpacked/etc/passwd" "$WORK/svc/etc/passwd" || fail "the saved /etc/passwd is not the image's (ctr's bind was saved)"
+[ ! -e "$WORK/unpacked$WORK/rw" ] || fail "the saved image has a bound directory's files"
+refused "a directory target" "instance save: 'x/' names a directory" "$CTR_BIN" instance save saved x/
+refused "an unknown instance" "no instance found with name nosuch" "$CTR_BIN" instance save nosuch "$WORK/rw/x.sqfs"
+refused "an unwritable target" "mksquashfs failed writing /x.sqfs" "$CTR_BIN" instance save saved /x.sqfs
+[ -z "$(ls -A "$WORK/rw" | grep '^\.ctr-save-')" ] || fail "a save left its temporary file: $(ls -a "$WORK/rw")"
+as_user "$CTR_BIN" instance stop saved >/dev/null
+assert_nothing_left "instance save"
 
 note "48 instances started in parallel, each joined, stopped with --all"
 for i in $(seq 48); do as_user "$CTR_BIN" instance start "$WORK/svc.sqfs" "par$i" & done

@@ -157,6 +157,11 @@ struct InstanceStats {
   std::uint64_t residentBytes = 0;  // the sum of their resident set sizes
 };
 [[nodiscard]] InstanceStats instanceStats(const launch::InstanceRecord& record);
+// The instance's root file system, the image with what was written to it but none of the
+// mounts on it, as a squashfs image `file` (relative: to the working directory), written by
+// the host's mksquashfs with every file root's (-all-root) beside it and renamed over it.
+// Files the user cannot read are saved empty, with a warning. Throws ctr::Error (one line).
+void saveInstance(const launch::InstanceRecord& record, const std::string& file);
 
 // Runs the host program `argv` as root of a build's user namespace (build's id maps; the
 // host's file system, no mount changes): how a build unpacks, packs and removes trees whose
