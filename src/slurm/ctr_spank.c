@@ -98,7 +98,10 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av) {
   (void)av;
   uint32_t tasks = 0;
   if (!spank_remote(sp) || spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks) != ESPANK_SUCCESS) return 0;
-  if (++tasks_exited == tasks) end_step_holders(sp);
+  if (++tasks_exited == tasks) {
+    save_container(sp);
+    end_step_holders(sp);
+  }
   return 0;
 }
 

@@ -29,7 +29,7 @@
 
 /* spank_options.c */
 
-extern char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi, *opt_unshare;
+extern char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi, *opt_unshare, *opt_save;
 extern int opt_no_home, opt_nv, opt_writable, opt_remap_root, opt_entrypoint;
 /* pyxis's --container-name=NAME:FLAG: auto (join NAME if it runs, else start it), create (it
  * must not run yet), exec (it must run already); no_exec (a new container over NAME's files)
@@ -152,6 +152,8 @@ extern struct step_container join;
 void begin_container(spank_t sp);
 int container_begun(void);
 void finish_container(void);
+/* --container-save=PATH, once the node's last task of the step has exited. */
+void save_container(spank_t sp);
 
 /* spank_join.c */
 

@@ -21,10 +21,10 @@
 enum {
   OPT_IMAGE = 1, OPT_MOUNTS, OPT_WORKDIR, OPT_NO_HOME, OPT_NV, OPT_NAME, OPT_WRITABLE, OPT_READONLY, OPT_ENV,
   OPT_MPI, OPT_MOUNT_HOME, OPT_ENTRYPOINT, OPT_NO_ENTRYPOINT, OPT_REMAP_ROOT, OPT_NO_REMAP_ROOT, OPT_UNSHARE,
-  OPT_ENTRYPOINT_LOG, OPT_END
+  OPT_ENTRYPOINT_LOG, OPT_SAVE, OPT_END
 };
 
-char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi, *opt_unshare;
+char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi, *opt_unshare, *opt_save;
 int opt_no_home, opt_nv, opt_writable, opt_remap_root, opt_entrypoint;
 enum name_flag opt_name_flag;
 char ctr_program[PATH_MAX] = CTR_DEFAULT_PROGRAM;
@@ -62,6 +62,7 @@ static char **value_of(int val) {
     case OPT_ENV: return &opt_env;
     case OPT_MPI: return &opt_mpi;
     case OPT_UNSHARE: return &opt_unshare;
+    case OPT_SAVE: return &opt_save;
     default: return NULL;
   }
 }
@@ -101,6 +102,8 @@ static struct spank_option options[] = {
      OPT_ENTRYPOINT_LOG, take_option},
     {"container-remap-root", NULL, "[ctr] root in the container (ctr's --fakeroot: your uid, and your /etc/subuid "
      "range if any; no privilege on the node)", 0, OPT_REMAP_ROOT, take_option},
+    {"container-save", "PATH", "[ctr] after the step, save the container's root (the image and what the step wrote "
+     "to it) as a squashfs image at PATH on each node", 1, OPT_SAVE, take_option},
     SPANK_OPTIONS_TABLE_END};
 
 /* --OPT's name as the table spells it (allow= and the refusals too). */
@@ -200,6 +203,10 @@ static int refuse_option(int val, const char *arg, char *why, size_t size) {
       item = *end ? end + 1 : end;
     }
   }
+  if (val == OPT_SAVE && arg[strlen(arg) - 1] == '/') {
+    snprintf(why, size, "ctr: --container-save=%.200s: the target is a directory: give the image file's path", arg);
+    return -1;
+  }
   if (val == OPT_MPI && strcmp(arg, "bind") != 0 && strcmp(arg, "hybrid") != 0) {
     snprintf(why, size, "ctr: --container-mpi=%.200s: unknown value (bind or hybrid)", arg);
     return -1;
@@ -230,6 +237,7 @@ static int take_option(int val, const char *arg, int remote) {
     case OPT_IMAGE: free(opt_image); opt_image = strdup(arg); break;
     case OPT_MOUNTS: free(opt_mounts); opt_mounts = strdup(arg); break;
     case OPT_WORKDIR: free(opt_workdir); opt_workdir = strdup(arg); break;
+    case OPT_SAVE: free(opt_save); opt_save = strdup(arg); break;
     case OPT_NO_HOME: opt_no_home = 1; break;
     case OPT_NV: opt_nv = 1; break;
     case OPT_NAME: {
@@ -284,9 +292,8 @@ int apply_pyxis_variables(spank_t sp) {
                    {"PYXIS_CONTAINER_ENV", OPT_ENV, 0},           {"PYXIS_CONTAINER_MOUNT_HOME", OPT_MOUNT_HOME, 0},
                    {"PYXIS_CONTAINER_REMAP_ROOT", OPT_REMAP_ROOT, 0}, {"PYXIS_CONTAINER_ENTRYPOINT", OPT_ENTRYPOINT, 0},
                    {"PYXIS_CONTAINER_WRITABLE", OPT_WRITABLE, 0}, {"PYXIS_CONTAINER_READONLY", OPT_WRITABLE, 1},
-                   {"PYXIS_CONTAINER_UNSHARE", OPT_UNSHARE, 0}};
+                   {"PYXIS_CONTAINER_UNSHARE", OPT_UNSHARE, 0},   {"PYXIS_CONTAINER_SAVE", OPT_SAVE, 0}};
   /* ENTRYPOINT_LOG is accepted as the option is: the entrypoint's output is the task's. */
-  static const char *const unsupported[] = {"PYXIS_CONTAINER_SAVE", NULL};
   const int remote = spank_context() == S_CTX_REMOTE;
   char buf[PATH_MAX];
   for (size_t i = 0; i < sizeof variables / sizeof variables[0]; ++i) {
@@ -310,16 +317,13 @@ int apply_pyxis_variables(spank_t sp) {
           take_option(yes ? pairs[p].on : pairs[p].off, "", remote) != 0)
         return -1;
   }
-  for (const char *const *name = unsupported; *name && !remote; ++name)
-    if (job_variable(sp, *name, buf, sizeof buf))
-      slurm_error("ctr: %s is pyxis's, and ctr's plugin has no such option yet: ignored", *name);
   return 0;
 }
 
 /* What pyxis says of container options given without a container (srun's stderr). */
 void warn_ignored_options(void) {
   if ((opt_image && *opt_image) || (opt_name && *opt_name)) return;
-  static const int vals[] = {OPT_MOUNTS, OPT_WORKDIR, OPT_ENV, OPT_MPI, OPT_UNSHARE};
+  static const int vals[] = {OPT_MOUNTS, OPT_WORKDIR, OPT_ENV, OPT_MPI, OPT_UNSHARE, OPT_SAVE};
   for (size_t i = 0; i < sizeof vals / sizeof vals[0]; ++i)
     if (*value_of(vals[i]))
       slurm_error("ctr: ignoring --%s: neither --container-image nor --container-name was given", option_name(vals[i]));

@@ -369,6 +369,31 @@ void finish_container(void) {
   join.active = 1;
 }
 
+/* pyxis's --container-save=PATH: the container's root (its image and what was written to
+ * it) saved as a squashfs image at PATH (the job's working directory's when relative) by
+ * `ctr instance save`, as the user, once the node's last task of the step has exited: the
+ * keeper still runs then (slurmstepd ends what is left of the step after its tasks). */
+void save_container(spank_t sp) {
+  if (!opt_save || !*opt_save || !join.active) return;
+  struct job_user user;
+  char **env = NULL, runtime[PATH_MAX], *out = NULL, err[1024] = "";
+  char *argv[] = {ctr_program, "instance", "save", join.info.name, opt_save, NULL};
+  struct ctr_run run;
+  if (step_user(sp, &user) != 0 || spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS ||
+      runtime_dir(&user, runtime, sizeof runtime) != 0 ||
+      start_ctr_as(&user, env, runtime, argv, 1, start_timeout, &run) != 0) {
+    slurm_error("ctr: --container-save=%s: cannot run ctr as the job's user", opt_save);
+    return;
+  }
+  read_ctr(&run, &out, err, sizeof err);
+  free(out);
+  if (wait_ctr(&run) != 0) {
+    slurm_error("ctr: --container-save=%s: %s", opt_save, *err ? err : "ctr instance save failed");
+    return;
+  }
+  slurm_spank_log("ctr: exported container %s to %s", opt_name && *opt_name ? opt_name : join.info.name, opt_save);
+}
+
 /* As the job's user: the files of an instance in the directory `dir`, then the directory
  * from `state` once it is empty (what a keeper removes as it ends). */
 struct instance_files {

@@ -5,15 +5,16 @@
 # writable with --container-readonly), an option given twice with two values, a name with
 # '/' or over 32 characters, refused in one line; the PYXIS_CONTAINER_* variables of a job
 # script set the options the command line does not give (IMAGE, WORKDIR, MOUNTS, NAME,
-# READONLY/WRITABLE, MOUNT_HOME, REMAP_ROOT), the command line winning; one pyxis has and
-# ctr has not yet is said, not ignored silently; options without a container are said to
-# be ignored.
+# READONLY/WRITABLE, MOUNT_HOME, REMAP_ROOT, SAVE), the command line winning;
+# --container-save writes an image the next step runs; options without a container are
+# said to be ignored.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
 slurm_demo_test
 mkdir -p "$WORK/data"
 echo "from the host" > "$WORK/data/file"
 chmod -R a+rX "$WORK"
+chmod 777 "$WORK" # --container-save writes there, as the user
 image=$WORK/demo.sqfs
 trap 'pkill -u "$(id -u "$CTR_TEST_USER")" -x srun || true; rm -rf "$WORK"' EXIT
 # run [VAR=VALUE...] CMD...: CMD as the test user from $WORK with these variables; output
@@ -104,8 +105,27 @@ run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_NAME=fromvar srun -N1 sh -c '
 expect_eq "NAME ($out)" "ID=ctr-demo" "$out"
 run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_WRITABLE=maybe srun -N1 true
 expect_contains "a value that is no boolean is said" "PYXIS_CONTAINER_WRITABLE=maybe: expected 1 or 0" "$out"
-run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_SAVE=/tmp/x.sqsh srun -N1 true
-expect_contains "a variable of an option ctr lacks is said" "PYXIS_CONTAINER_SAVE is pyxis's" "$out"
+
+note "--container-save (and PYXIS_CONTAINER_SAVE): the container's root saved after the step, a usable image"
+run srun -N1 --container-image="$image" --container-writable --container-save=./saved.sqsh \
+  sh -c 'echo made-in-step > /made; mkdir -p /opt/new/dir'
+expect_contains "the exported line" "ctr: exported container" "$out"
+run srun -N1 --container-image=./saved.sqsh sh -c 'cat /made; test -d /opt/new/dir && echo dir'
+expect_eq "the saved image: what the step wrote" "made-in-step
+dir" "$out"
+# The container's mounts are not in it: its /etc/passwd is the image's, not the one with the
+# user's entry that ctr bound over it, and the submit directory ($WORK) is not there.
+unsquashfs -q -d "$WORK/unpacked" "$WORK/saved.sqsh" etc/passwd "${WORK#/}" >/dev/null
+cmp -s "$WORK/unpacked/etc/passwd" "$WORK/demo/etc/passwd" || fail "the saved /etc/passwd is not the image's"
+[ ! -e "$WORK/unpacked$WORK/saved.sqsh" ] || fail "the saved image has the submit directory's files"
+run PYXIS_CONTAINER_IMAGE=./saved.sqsh PYXIS_CONTAINER_WRITABLE=1 PYXIS_CONTAINER_SAVE="$WORK/again.sqsh" srun -N1 \
+  sh -c 'echo second > /second'
+run srun -N1 --container-image="$WORK/again.sqsh" cat /made /second
+expect_eq "PYXIS_CONTAINER_SAVE" "made-in-step
+second" "$out"
+! ls -a "$WORK" | grep -q '^\.ctr-save-' || fail "a save left its temporary file: $(ls -a "$WORK")"
+run srun -N1 --container-image="$image" --container-save=./dir/ true
+refused "a directory to save to" "ctr: --container-save=./dir/: the target is a directory"
 run PYXIS_CONTAINER_IMAGE= srun -N1 true
 refused "an empty PYXIS_CONTAINER_IMAGE" "ctr: --container-image: an argument is required"
 
