@@ -136,6 +136,8 @@ int listed(const char *list, const char *name) {
   return 0;
 }
 
+static int refuse_value(int val, const char *arg, char *why, size_t size);
+
 /* Why the user may not give --OPT=ARG here, into `why`; 0 when they may. */
 static int refuse_option(int val, const char *arg, char *why, size_t size) {
   if (!(allowed & (1u << val))) {
@@ -187,6 +189,11 @@ static int refuse_option(int val, const char *arg, char *why, size_t size) {
       return -1;
     }
   }
+  return refuse_value(val, arg, why, size);
+}
+
+/* Why ARG is no value of --OPT (refuse_option's last part), into `why`; 0 when it is. */
+static int refuse_value(int val, const char *arg, char *why, size_t size) {
   if (val == OPT_MOUNTS) { /* pyxis's form, checked where it is given (srun refuses it at once) */
     static char binds[16384], scratch[4096];
     if (container_mounts(arg, binds, sizeof binds, scratch, sizeof scratch, why, size) != 0) return -1;
