@@ -245,6 +245,58 @@ static int batch_script_bind(spank_t sp, char *bind, size_t size) {
   return 1;
 }
 
+/* slurmstepd's configuration (libslurm's, which slurmstepd has loaded; the plugin is built
+ * against the same Slurm's slurm.h, as every SPANK plugin must be). Weak: where it is not
+ * there, nothing of it is used. */
+extern slurm_conf_t slurm_conf __attribute__((weak));
+
+/* slurmd's spool directory of this node (SlurmdSpoolDir, its %n and %h made the node's and
+ * host's names) into `dir`: 0, or -1. */
+static int slurmd_spool_dir(char **env, char *dir, size_t size) {
+  if (&slurm_conf == NULL || !slurm_conf.slurmd_spooldir || slurm_conf.slurmd_spooldir[0] != '/') return -1;
+  char host[256] = "";
+  const char *node = env_value(env, "SLURMD_NODENAME");
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  size_t used = 0;
+  for (const char *c = slurm_conf.slurmd_spooldir; *c && used + 1 < size; ++c) {
+    const char *with = c[0] == '%' && c[1] == 'n' ? (node ? node : host) : c[0] == '%' && c[1] == 'h' ? host : NULL;
+    if (!with) {
+      dir[used++] = *c;
+      continue;
+    }
+    used += (size_t)snprintf(dir + used, size - used, "%s", with);
+    ++c;
+  }
+  if (used + 1 >= size) return -1;
+  dir[used] = 0;
+  return 0;
+}
+
+/* PMIx's server directory for the step's tasks: Slurm's pmix plugin makes the step's
+ * PMIX_SERVER_TMPDIR (its server's files, which the image's PMIx client maps; without them
+ * each rank prints gds_ds12 errors and falls back) in slurmd's spool directory, after the
+ * container has started. So the spool directory is bound at its own path, read-write (the
+ * user reaches there what the user reaches on the node, no more), for a pmix step and for
+ * a named container (a later step of the job may be one); enroot's hook binds the step's
+ * own directory, which does not exist yet here. Appended to `binds` (ctr's --bind list):
+ * 1, or 0 (none). */
+static int pmix_server_bind(char **env, int named, char *binds, size_t size) {
+  const char *mpi = env_value(env, "SLURM_MPI_TYPE");
+  if (!mpi && &slurm_conf != NULL) mpi = slurm_conf.mpi_default;
+  char dir[PATH_MAX];
+  struct stat st;
+  if ((!named && (!mpi || strncmp(mpi, "pmix", 4) != 0)) || slurmd_spool_dir(env, dir, sizeof dir) != 0 ||
+      stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || strcmp(dir, "/") == 0 || strpbrk(dir, ",:\\"))
+    return 0;
+  const size_t used = strlen(binds);
+  const int n = snprintf(binds + used, size - used, "%s%s:%s", used ? "," : "", dir, dir);
+  if (n < 0 || (size_t)n >= size - used) {
+    binds[used] = 0;
+    return 0;
+  }
+  return 1;
+}
+
 /* `ctr instance start ... IMAGE NAME` for the step, into s->argv. */
 static void instance_start_argv(spank_t sp, struct step_start *s) {
   char **argv = s->argv;
@@ -327,6 +379,7 @@ void begin_container(spank_t sp) {
     step_fails("%s", bad_mounts);
     return;
   }
+  if (s.known) pmix_server_bind(s.env, s.named, s.binds, sizeof s.binds);
   instance_start_argv(sp, &s);
   char runtime[PATH_MAX];
   if (s.known && runtime_dir(&s.user, runtime, sizeof runtime) != 0) {

@@ -73,6 +73,16 @@ printf 'export SUB="$(echo sub)"\n' > "$WORK/envdemo/.singularity.d/env/95-sub.s
 out=$(as_user "$CTR_BIN" -d exec --env CTR_DEMO=cli "$WORK/envdemo" sh -c 'echo $CTR_DEMO $SUB $LD_LIBRARY_PATH' 2>"$WORK/envdemo.log")
 expect_eq "env scripts outside the subset, through /bin/sh; --env still wins" "cli sub /.singularity.d/libs" "$out"
 grep -q "applying the environment with /bin/sh" "$WORK/envdemo.log" || fail "no shell fallback logged"
+# --image-env-first (pyxis's rule): Docker's ENV, as written, gives the image's value over
+# the host's; a host variable the image does not set comes back; the same through /bin/sh.
+printf 'export CUDA_VERSION="${CUDA_VERSION:-"12.4.0"}"\n' > "$WORK/envdemo/.singularity.d/env/10-docker2singularity.sh"
+show='echo $CUDA_VERSION $MINE $SUB'
+expect_eq "Apptainer's rule: the host's value" "11.0 job sub" \
+  "$(as_user env CUDA_VERSION=11.0 MINE=job "$CTR_BIN" exec "$WORK/envdemo" sh -c "$show")"
+expect_eq "--image-env-first: the image's value" "12.4.0 job sub" \
+  "$(as_user env CUDA_VERSION=11.0 MINE=job "$CTR_BIN" exec --image-env-first "$WORK/envdemo" sh -c "$show")"
+expect_eq "--explain names what is kept from the scripts" "11.0" \
+  "$(as_user env CUDA_VERSION=11.0 "$CTR_BIN" exec --image-env-first --explain --json "$WORK/envdemo" true | jq -r '.host_fallback.CUDA_VERSION')"
 
 note "command lookup: execvp's rules in the container's PATH, one exec per candidate"
 rm "$WORK/envdemo/.singularity.d/env/95-sub.sh"  # plain scripts again: ctr itself looks the command up

@@ -1,7 +1,8 @@
 # srun --mpi=pmix -N2 -n4 --container-image: a 4-rank MPI job across the two nodes of the
 # test cluster, each rank a task in its node's step container (hybrid: the image's MPI,
 # here the host's Open MPI bound into the busybox image, as test_mpi does): slurmstepd is
-# the PMIx server, its rendezvous directory (TmpFS) and PMIX_* variables reach the tasks.
+# the PMIx server, its rendezvous directory (TmpFS), its server directory (in slurmd's
+# spool) and PMIX_* variables reach the tasks.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
 require_slurm_cluster
@@ -24,4 +25,7 @@ expect_contains "4 ranks" "ranks: 4" "$out"
 expect_contains "ring across both nodes" "ring ok (token 12)" "$out"
 expect_contains "allreduce" "allreduce ok (sum 6)" "$out"
 expect_contains "4 MiB ping-pong" "pingpong ok 4194304 bytes" "$out"
+# The server's directory (PMIX_SERVER_TMPDIR, in slurmd's spool) is bound in: the ranks'
+# PMIx clients map its files without an error.
+! printf '%s\n' "$out" | grep -q "PMIX ERROR" || fail "the ranks' PMIx printed errors: $out"
 echo "PASS: $TEST_NAME"

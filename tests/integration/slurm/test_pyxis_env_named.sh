@@ -3,8 +3,8 @@
 # user on the real cluster: the image's variables win over the job's for the names the image
 # sets (Docker's ENV as Apptainer writes it, `${V:-default}`), --container-env keeps the
 # job's, LANG/LANGUAGE/LC_ALL are the image's or none; PyTorch's variables from Slurm's for
-# an image that declares PYTORCH_VERSION, PMIx's module choices for a pmix step (enroot's
-# hooks); a relative --container-workdir is the root's; NAME:exec needs a step that still
+# an image that declares PYTORCH_VERSION, PMIx's module choices and server directory for a
+# pmix step (enroot's hooks); a relative --container-workdir is the root's; NAME:exec needs a step that still
 # runs in the container, a step's unnamed container is joined as JOB.STEP, the attaching
 # step starts in the container's working directory and is told its mounts are ignored.
 . "$(dirname "$0")/../lib.sh"
@@ -54,6 +54,10 @@ if slurm_client srun --mpi=list 2>&1 | grep -q pmix; then
   psec=${out%% *} gds=${out#* }
   [ -n "${psec%%=*}" ] && [ "${psec%%=*}" = "${psec#*=}" ] && [ -n "${gds%%=*}" ] && [ "${gds%%=*}" = "${gds#*=}" ] ||
     fail "PMIX_MCA_psec/gds are not the server's modules: $out"
+  # PMIX_SERVER_TMPDIR is in slurmd's spool directory, which the container has as a bind.
+  run srun -N1 --mpi=pmix --container-image="$image" sh -c \
+    'spool=${PMIX_SERVER_TMPDIR%/}; spool=${spool%/*}; test -d "$PMIX_SERVER_TMPDIR" && awk -v d="$spool" '"'"'$5 == d'"'"' /proc/self/mountinfo | wc -l'
+  expect_eq "slurmd's spool directory bound in ($out)" 1 "$out"
 else
   note "skipped: this Slurm has no pmix plugin"
 fi
