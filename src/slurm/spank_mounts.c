@@ -64,6 +64,12 @@ static int one_mount(const char *entry, size_t len, char *binds, size_t binds_si
   while (inside[0] == '.' && (inside[1] == '/' || inside[1] == 0)) inside += inside[1] ? 2 : 1;
   while (inside[0] == '/') ++inside;
   snprintf(target, sizeof target, "/%s", inside);
+  for (const char *c = strstr(target, "/.."); c; c = strstr(c + 1, "/.."))
+    if (c[3] == '/' || c[3] == 0) {
+      snprintf(why, why_size, "ctr: --container-mounts=%s: the target %s has a '..': a target is a path in the "
+               "container, without '..'", shown, dst);
+      return -1;
+    }
   int ro = 0;
   for (const char *f = flags; *f;) {
     const char *end = strchrnul(f, '+');

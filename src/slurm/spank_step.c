@@ -414,8 +414,10 @@ void finish_container(void) {
     reset_join();
     /* Told by each task, which then exits 255: a user_init failure is a launch failure,
      * after which srun exits 0. */
+    /* ctr's own line ("ctr: error: WHY") says WHY after the plugin's prefix. */
+    const char *why = strncmp(err, "ctr: error: ", 12) == 0 ? err + 12 : err;
     snprintf(join.failed, sizeof join.failed, "ctr: --container-image=%s: %.900s", opt_image,
-             *err ? err : status == 0 ? "ctr printed no join information" : "ctr instance start failed");
+             *why ? why : status == 0 ? "ctr printed no join information" : "ctr instance start failed");
     slurm_info("%s", join.failed);
     return;
   }

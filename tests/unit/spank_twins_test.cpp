@@ -467,7 +467,8 @@ TEST(SpankTwins, PyxisMountsCtrCannotGiveAreRefusedInOneLine) {
       {"umount:/dev/shm", "umount: is enroot's"},  {"data:/d", "the source must be a relative path"},
       {"/a:b", "the target must be a relative path or an absolute path"},
       {"/a:/b:noexec", "--container-mounts=/a:/b:noexec: flag 'noexec' is not supported"}, {"/a,,/b", "invalid format"}, {"", "invalid format"},
-      {"/a::ro", "invalid format"}};
+      {"/a::ro", "invalid format"}, {"/tmp:../../x", "the target ../../x has a '..'"},
+      {"/tmp:/x/../..", "the target /x/../.. has a '..'"}};
   for (const auto& [spec, why] : cases) {
     const auto m = containerMounts(spec);
     EXPECT_EQ(m.rc, -1) << spec;

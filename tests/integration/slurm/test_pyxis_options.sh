@@ -79,6 +79,10 @@ run srun -N1 --container-image="$image" --container-mounts=umount:/dev/shm true
 refused "an umount: source" "umount: is enroot's"
 run srun -N1 --container-image="$image" --container-mounts=/tmp:/t:noexec true
 refused "a flag ctr cannot give" "flag 'noexec' is not supported"
+run srun -N1 --container-image="$image" --container-mounts=/tmp:../../x true
+refused "a target that walks out of the root" "the target ../../x has a '..'"
+run srun -N1 --container-image="$image" --container-mounts=/nonexistent:/x true
+refused "a missing source (on the node)" "ctr: --container-image=$image: bind source /nonexistent does not exist"
 
 note "PYXIS_CONTAINER_* variables set what the command line does not"
 run PYXIS_CONTAINER_IMAGE="$image" srun -N1 sh -c 'grep ^ID= /etc/os-release'

@@ -113,7 +113,8 @@ printf '%s\n' "$base" > "$conf"
 note "a bad image fails the step with ctr's line, at once"
 set +e; err=$(slurm srun -N1 -n1 --container-image="$WORK/missing.sif" true 2>&1); rc=$?; set -e
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "bad image: srun exit status $rc (124: it hung)"
-expect_contains "ctr's message" "ctr: --container-image=$WORK/missing.sif: ctr: error:" "$err"
+expect_contains "ctr's message, its own prefix once" "ctr: --container-image=$WORK/missing.sif: " "$err"
+! printf '%s\n' "$err" | grep -q "ctr: error:" || fail "ctr's prefix twice: $err"
 expect_contains "names the file" "missing.sif" "$err"
 
 note "signals from scancel reach the task"
