@@ -6,7 +6,8 @@
 # launch-timer:
 #   bare     srun -N2 -nN /bin/true
 #   plugin   srun -N2 -nN --container-image=demo.sif /bin/true   (ctr_spank.so: one
-#            container per node and step, the tasks join it)
+#            container per node and step, the tasks join it; writable, pyxis's default)
+#   readonly the same with --container-readonly (no writable layer)
 #   named    the same with --container-name=bench: after the first step, a step in a named
 #            container that is already up
 #   exec     srun -N2 -nN ctr exec demo.sif /bin/true             (no plugin: each task a ctr)
@@ -49,9 +50,10 @@ for n in $SIZES; do
     -j '$work/out/n$n.json' \
     'bare=$step /bin/true' \
     'plugin=$step --container-image=$work/demo.sif /bin/true' \
+    'readonly=$step --container-image=$work/demo.sif --container-readonly /bin/true' \
     'named=$step --container-image=$work/demo.sif --container-name=bench /bin/true' \
     'exec=$step $build/bin/ctr exec $work/demo.sif /bin/true'"
-  for b in plugin named exec; do
+  for b in plugin readonly named exec; do
     read -r ma mb m lo hi < <(/usr/bin/python3 "$src/bench/startup/added_ms.py" "$work/out/n$n.json" "$BLOCKS" "$REPS" bare "$b")
     echo "-n$n: $b adds $m ms to a bare step of $ma ms (median $mb ms; per-block differences from $lo to $hi ms)"
   done

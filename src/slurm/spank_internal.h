@@ -30,7 +30,7 @@
 /* spank_options.c */
 
 extern char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi, *opt_unshare, *opt_save;
-extern int opt_no_home, opt_nv, opt_writable, opt_remap_root, opt_entrypoint;
+extern int opt_no_home, opt_nv, opt_remap_root, opt_entrypoint;
 /* pyxis's --container-name=NAME:FLAG: auto (join NAME if it runs, else start it), create (it
  * must not run yet), exec (it must run already); no_exec (a new container over NAME's files)
  * has no meaning here: a named container's files live in the running container. */
@@ -63,6 +63,9 @@ void warn_ignored_options(void);
 int listed(const char *list, const char *name);
 /* Why the site's plugstack.conf does not let this step run as it was asked, or NULL. */
 const char *step_refused(spank_t sp);
+/* Whether the root is writable: --container-writable/--container-readonly, else the site's
+ * writable=yes|no (yes, pyxis's default). */
+int container_writable(void);
 /* --container-workdir as an absolute path in the container, or NULL. */
 const char *container_workdir(void);
 /* The image ctr gets for --container-image (buf holds it when it is not opt_image). */

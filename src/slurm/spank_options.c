@@ -25,13 +25,15 @@ enum {
 };
 
 char *opt_image, *opt_mounts, *opt_workdir, *opt_name, *opt_env, *opt_mpi, *opt_unshare, *opt_save;
-int opt_no_home, opt_nv, opt_writable, opt_remap_root, opt_entrypoint;
+int opt_no_home, opt_nv, opt_remap_root, opt_entrypoint;
+static int opt_writable = -1; /* --container-writable 1, --container-readonly 0, neither -1 */
 enum name_flag opt_name_flag;
 char ctr_program[PATH_MAX] = CTR_DEFAULT_PROGRAM;
 char entrypoint_program[PATH_MAX] = CTR_DEFAULT_ENTRYPOINT;
 
 /* The site's policy (plugstack.conf). */
 static char image_dir[PATH_MAX];
+static int writable_default = 1; /* writable=yes|no: pyxis's containers are writable */
 int start_timeout = 600, ctr_timeout = 30;
 char *admin_env[MAX_ADMIN_ENV];
 int nadmin_env;
@@ -81,9 +83,9 @@ static struct spank_option options[] = {
     {"container-name", "NAME[:auto|create|exec]", "[ctr] a named container (NAME: at most 32 characters, no '/'): "
      "later steps of the job that name it on a node join it (without --container-image too); removed at the job's "
      "end. create: it must not run yet; exec: it must run already", 1, OPT_NAME, take_option},
-    {"container-writable", NULL, "[ctr] a writable root (changes in memory, kept for the job in a named container)", 0,
-     OPT_WRITABLE, take_option},
-    {"container-readonly", NULL, "[ctr] a read-only root (the default)", 0, OPT_READONLY, take_option},
+    {"container-writable", NULL, "[ctr] a writable root (the default, as in pyxis, unless the site's plugstack.conf "
+     "says writable=no; changes in memory, kept for the job in a named container)", 0, OPT_WRITABLE, take_option},
+    {"container-readonly", NULL, "[ctr] a read-only root", 0, OPT_READONLY, take_option},
     {"container-env", "NAME,...", "[ctr] these variables keep the job's value where the image sets them too "
      "(by default the image's wins)", 1, OPT_ENV, take_option},
     {"container-mpi", "bind|hybrid", "[ctr] hybrid: the image's own MPI (the default); bind: the site's MPI "
@@ -391,6 +393,12 @@ static int parse_argument(const char *arg) {
       return -1;
     }
     strcpy(job_store, value);
+  } else if ((value = argument_value(arg, "writable"))) {
+    if (strcmp(value, "yes") != 0 && strcmp(value, "no") != 0) {
+      slurm_error("ctr: plugstack.conf argument '%s': the value is yes or no", arg);
+      return -1;
+    }
+    writable_default = value[0] == 'y';
   } else if ((value = argument_value(arg, "container_required"))) {
     if (strcmp(value, "no") == 0) {
       container_required = REQUIRED_NO;
@@ -469,6 +477,8 @@ const char *step_refused(spank_t sp) {
     return "ctr: this cluster runs every batch script in a container: give #SBATCH --container-image=IMAGE";
   return NULL;
 }
+
+int container_writable(void) { return opt_writable >= 0 ? opt_writable : writable_default; }
 
 /* --container-workdir as a path in the container (container_path: pyxis's relative forms are
  * the root's), or NULL when not given. */

@@ -327,7 +327,7 @@ static void instance_start_argv(spank_t sp, struct step_start *s) {
   if (opt_unshare && listed(opt_unshare, "net")) argv[n++] = "--net";
   if (opt_unshare && listed(opt_unshare, "ipc")) argv[n++] = "--ipc";
   if (opt_unshare && listed(opt_unshare, "uts")) argv[n++] = "--uts";
-  if (opt_writable) argv[n++] = "--writable-tmpfs";
+  if (container_writable()) argv[n++] = "--writable-tmpfs";
   if (s->named && opt_name_flag == NAME_AUTO) argv[n++] = "--reuse"; /* the job's earlier step on this node started it */
   argv[n++] = "--image-env-first"; /* pyxis's rule: the image's variables win over the job's */
   if (opt_remap_root) argv[n++] = "--fakeroot";

@@ -56,6 +56,13 @@ run sbatch --wait -o "$WORK/out/bare.out" --wrap true
 expect_contains "the script's output" "ctr: this cluster runs every batch script in a container" \
   "$(cat "$WORK/out/bare.out")"
 
+note "writable=no: read-only roots unless --container-writable (pyxis's writable default otherwise)"
+policy writable=no
+run srun -N1 --container-image="$image" sh -c 'touch /w 2>/dev/null && echo rw || echo ro'
+expect_eq "writable=no" "ro" "$out"
+run srun -N1 --container-image="$image" --container-writable sh -c 'touch /w 2>/dev/null && echo rw || echo ro'
+expect_eq "writable=no, --container-writable" "rw" "$out"
+
 note "allow=: a forbidden option is refused in srun at once, the allowed ones work"
 policy allow=container-image,container-workdir
 run srun -N1 --container-image="$image" --container-mounts="$WORK/data:/data" true
@@ -107,6 +114,9 @@ refused "an unknown argument" "ctr: unknown plugstack.conf argument 'colour=blue
 policy container_required=sometimes
 run srun -N1 --container-image="$image" true
 refused "a bad value" "ctr: plugstack.conf argument 'container_required=sometimes'"
+policy writable=maybe
+run srun -N1 --container-image="$image" true
+refused "a bad writable= value" "ctr: plugstack.conf argument 'writable=maybe': the value is yes or no"
 policy ctr=/nonexistent/ctr
 run srun -N1 --container-image="$image" true
 refused "a ctr= that is not there (the child's own line, after it became the user)" \

@@ -43,6 +43,15 @@ refused "a name of 33 characters" "a name is at most 32 characters"
 run srun -N1 --container-image="$image" --container-image=/other.sqfs true
 refused "two images" "ctr: --container-image was given twice"
 
+note "a writable root by default (pyxis's); --container-remap-root changes the image's own files, as an install does"
+run srun -N1 --container-image="$image" sh -c 'touch /written && echo yes'
+expect_eq "writable by default ($out)" "yes" "$out"
+run srun -N1 --container-image="$image" --container-readonly sh -c 'touch /written 2>/dev/null && echo yes || echo no'
+expect_eq "--container-readonly ($out)" "no" "$out"
+run srun -N1 --container-image="$image" --container-remap-root sh -c \
+  'echo added >> /etc/os-release && rm /etc/hostname 2>/dev/null; mkdir -p /usr/local/pkg && chown 0:0 /usr/local/pkg && tail -1 /etc/os-release'
+expect_eq "remap-root changes the image's files without --container-writable ($out)" "added" "$out"
+
 note "--container-remap-root: root with its namespace's capabilities (a tmpfs mount works), none without"
 run srun -N1 --container-image="$image" --container-remap-root sh -c \
   'id -u; grep ^CapEff: /proc/self/status; mkdir -p /tmp/m && mount -t tmpfs none /tmp/m && echo mounted'
@@ -94,8 +103,8 @@ run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_WORKDIR=/etc PYXIS_CONTAINER_
 expect_eq "WORKDIR and MOUNTS ($out)" "/etc from the host" "$out"
 run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_WORKDIR=/etc srun -N1 --container-workdir=/tmp pwd
 expect_eq "the command line's workdir wins ($out)" "/tmp" "$out"
-run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_READONLY=0 srun -N1 sh -c 'touch /written && echo yes'
-expect_eq "READONLY=0: a writable root ($out)" "yes" "$out"
+run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_READONLY=1 srun -N1 sh -c 'touch /written 2>/dev/null && echo yes || echo no'
+expect_eq "READONLY=1: a read-only root ($out)" "no" "$out"
 run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_WRITABLE=true srun -N1 --container-readonly sh -c 'touch /written 2>/dev/null && echo yes || echo no'
 expect_eq "the command line's --container-readonly wins ($out)" "no" "$out"
 run PYXIS_CONTAINER_IMAGE="$image" PYXIS_CONTAINER_REMAP_ROOT=1 srun -N1 id -u
