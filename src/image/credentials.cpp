@@ -40,30 +40,6 @@ std::string firstEnv(std::initializer_list<const char*> names) {
   return {};
 }
 
-std::string base64Encode(const std::string& text) {
-  const auto& crypto = oci::cryptoApi();
-  std::string out(4 * ((text.size() + 2) / 3) + 1, '\0');
-  const int n = crypto.encode_block(reinterpret_cast<unsigned char*>(out.data()),
-                                    reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  out.resize(static_cast<std::size_t>(std::max(n, 0)));
-  return out;
-}
-
-std::optional<std::string> base64Decode(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  if (text.empty() || text.size() % 4 != 0) return std::nullopt;
-  const auto& crypto = oci::cryptoApi();
-  std::string out(text.size() / 4 * 3, '\0');
-  const int n = crypto.decode_block(reinterpret_cast<unsigned char*>(out.data()),
-                                    reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (n < 0) return std::nullopt;
-  // EVP_DecodeBlock counts the padding's zero bytes too.
-  std::size_t padding = 0;
-  for (auto it = text.rbegin(); it != text.rend() && *it == '='; ++it) ++padding;
-  out.resize(static_cast<std::size_t>(n) - std::min<std::size_t>(padding, static_cast<std::size_t>(n)));
-  return out;
-}
-
 // A credential file's JSON, or nullopt when there is no such file.
 std::optional<nlohmann::json> readJson(const fs::path& file) {
   if (file.empty()) return std::nullopt;
@@ -167,7 +143,7 @@ std::optional<std::pair<std::string, std::string>> fromAuthEntry(std::string_vie
   const auto entry = nlohmann::json::parse(json, nullptr, false);
   if (!entry.is_object()) return std::nullopt;
   if (entry.contains("auth") && entry["auth"].is_string() && !entry["auth"].get<std::string>().empty()) {
-    const auto decoded = base64Decode(entry["auth"].get<std::string>());
+    const auto decoded = oci::base64Decode(entry["auth"].get<std::string>());
     const auto colon = decoded ? decoded->find(':') : std::string::npos;
     if (colon == std::string::npos)
       throw Error("the credentials for " + registryKey(registry) + " are not base64 of USER:PASSWORD");
@@ -286,7 +262,7 @@ void store(const fs::path& file, std::string_view registry, const std::string& u
   const std::string key = registryKey(registry);
   for (auto it = json["auths"].begin(); it != json["auths"].end();)
     it = registryKey(it.key()) == key ? json["auths"].erase(it) : std::next(it);
-  json["auths"][key] = {{"auth", base64Encode(username + ":" + password)}};
+  json["auths"][key] = {{"auth", oci::base64Encode(username + ":" + password)}};
   replaceFile(file, json);
 }
 

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cctype>
 #include <mutex>
 #include <string>
 
@@ -98,6 +100,30 @@ const CryptoApi& cryptoApi() {
     bind(h, so, "EVP_DecodeBlock", api.decode_block);
   });
   return api;
+}
+
+std::string base64Encode(const std::string& text) {
+  const auto& crypto = oci::cryptoApi();
+  std::string out(4 * ((text.size() + 2) / 3) + 1, '\0');
+  const int n = crypto.encode_block(reinterpret_cast<unsigned char*>(out.data()),
+                                    reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  out.resize(static_cast<std::size_t>(std::max(n, 0)));
+  return out;
+}
+
+std::optional<std::string> base64Decode(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  if (text.empty() || text.size() % 4 != 0) return std::nullopt;
+  const auto& crypto = oci::cryptoApi();
+  std::string out(text.size() / 4 * 3, '\0');
+  const int n = crypto.decode_block(reinterpret_cast<unsigned char*>(out.data()),
+                                    reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (n < 0) return std::nullopt;
+  // EVP_DecodeBlock counts the padding's zero bytes too.
+  std::size_t padding = 0;
+  for (auto it = text.rbegin(); it != text.rend() && *it == '='; ++it) ++padding;
+  out.resize(static_cast<std::size_t>(n) - std::min<std::size_t>(padding, static_cast<std::size_t>(n)));
+  return out;
 }
 
 }  // namespace ctr::image::oci

@@ -3,6 +3,10 @@
 // shared libraries), so these function tables are the only way the pull code reaches them.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <curl/curl.h>
@@ -64,5 +68,10 @@ struct CryptoApi {
   int (*decode_block)(unsigned char*, const unsigned char*, int);
 };
 const CryptoApi& cryptoApi();
+
+// Standard base64 (with padding), through libcrypto; decode: nullopt for text that is not
+// base64 (trailing whitespace allowed).
+std::string base64Encode(const std::string& text);
+std::optional<std::string> base64Decode(std::string_view text);
 
 }  // namespace ctr::image::oci
