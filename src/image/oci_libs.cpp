@@ -98,6 +98,13 @@ const CryptoApi& cryptoApi() {
     bind(h, so, "EVP_DigestFinal_ex", api.digest_final_ex);
     bind(h, so, "EVP_EncodeBlock", api.encode_block);
     bind(h, so, "EVP_DecodeBlock", api.decode_block);
+    bind(h, so, "BIO_new_mem_buf", api.bio_new_mem_buf);
+    bind(h, so, "BIO_free", api.bio_free);
+    bind(h, so, "PEM_read_bio_PUBKEY", api.pem_read_bio_pubkey);
+    bind(h, so, "EVP_PKEY_free", api.pkey_free);
+    bind(h, so, "EVP_PKEY_is_a", api.pkey_is_a);
+    bind(h, so, "EVP_DigestVerifyInit", api.digest_verify_init);
+    bind(h, so, "EVP_DigestVerify", api.digest_verify);
   });
   return api;
 }

@@ -66,6 +66,14 @@ struct CryptoApi {
   // Base64 (the "auth" of Docker's and the containers tools' credential files).
   int (*encode_block)(unsigned char*, const unsigned char*, int);
   int (*decode_block)(unsigned char*, const unsigned char*, int);
+  // Public keys and signature checks (signed SIF images, docs/design-signing.md).
+  void* (*bio_new_mem_buf)(const void*, int);
+  int (*bio_free)(void*);
+  void* (*pem_read_bio_pubkey)(void*, void**, void*, void*);
+  void (*pkey_free)(void*);
+  int (*pkey_is_a)(const void*, const char*);
+  int (*digest_verify_init)(void*, void**, const void*, void*, void*);
+  int (*digest_verify)(void*, const unsigned char*, size_t, const unsigned char*, size_t);
 };
 const CryptoApi& cryptoApi();
 

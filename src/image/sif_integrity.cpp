@@ -1,0 +1,149 @@
+// Signed SIF images (sif_integrity.hpp; the format: docs/design-signing.md, section 1).
+#include "ctr/sif_integrity.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "ctr/digest.hpp"
+#include "ctr/error.hpp"
+#include "oci_libs.hpp"
+
+namespace ctr::image::sif {
+
+namespace {
+
+// Byte ranges of the encoded records that the digests cover (section 1.1).
+struct Range {
+  std::size_t at, size;
+};
+constexpr std::array<Range, 4> kHeaderCovered{{{0, 32}, {32, 10}, {42, 3}, {48, 16}}};  // launch, magic, version, id
+// A descriptor: these, with its relative ID (4 bytes, little-endian) after the first two.
+constexpr std::array<Range, 9> kDescriptorCovered{{{0, 4},     // data type
+                                                   {4, 1},     // used
+                                                   {13, 4},    // linked ID, raw
+                                                   {25, 8},    // size
+                                                   {41, 8},    // created at
+                                                   {57, 8},    // uid
+                                                   {65, 8},    // gid
+                                                   {73, 128},  // name
+                                                   {201, 384}}};  // extra
+
+std::string headerDigest(const Header& header) {
+  const auto bytes = encodeHeader(header);
+  Digester d;
+  for (const auto& r : kHeaderCovered) d.update(bytes.data() + r.at, r.size);
+  return d.digest();
+}
+
+std::string descriptorDigest(const Descriptor& descriptor, std::uint32_t relativeId) {
+  const auto bytes = encodeDescriptor(descriptor);
+  const std::array<std::uint8_t, 4> id{static_cast<std::uint8_t>(relativeId), static_cast<std::uint8_t>(relativeId >> 8),
+                                       static_cast<std::uint8_t>(relativeId >> 16),
+                                       static_cast<std::uint8_t>(relativeId >> 24)};
+  Digester d;
+  for (std::size_t i = 0; i < kDescriptorCovered.size(); ++i) {
+    if (i == 2) d.update(id.data(), id.size());
+    d.update(bytes.data() + kDescriptorCovered[i].at, kDescriptorCovered[i].size);
+  }
+  return d.digest();
+}
+
+std::string objectDigest(const Image& image, const Descriptor& descriptor) {
+  Digester d;
+  std::array<char, 1 << 16> buf{};
+  for (std::int64_t done = 0; done < descriptor.size;) {
+    const auto want = static_cast<std::size_t>(std::min<std::int64_t>(descriptor.size - done, buf.size()));
+    const ssize_t n = ::pread(image.fd(), buf.data(), want, descriptor.offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw sysError("read object " + std::to_string(descriptor.id) + " of the image");
+    d.update(buf.data(), static_cast<std::size_t>(n));
+    done += n;
+  }
+  return d.digest();
+}
+
+struct PkeyDeleter {
+  void operator()(void* key) const { oci::cryptoApi().pkey_free(key); }
+};
+
+std::unique_ptr<void, PkeyDeleter> readPublicKey(const std::string& pem) {
+  const auto& crypto = oci::cryptoApi();
+  void* bio = crypto.bio_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (!bio) throw Error("cannot read a public key: out of memory");
+  void* key = crypto.pem_read_bio_pubkey(bio, nullptr, nullptr, nullptr);
+  crypto.bio_free(bio);
+  if (!key) throw Error("not a PEM public key (-----BEGIN PUBLIC KEY-----)");
+  return std::unique_ptr<void, PkeyDeleter>(key);
+}
+
+bool verifies(void* key, const std::string& message, const std::string& sig) {
+  const auto& crypto = oci::cryptoApi();
+  std::unique_ptr<void, void (*)(void*)> ctx(crypto.md_ctx_new(), crypto.md_ctx_free);
+  if (!ctx) return false;
+  // Ed25519 signs the message itself; RSA and ECDSA keys sign its SHA-256.
+  const void* md = crypto.pkey_is_a(key, "ED25519") ? nullptr : crypto.sha256();
+  if (crypto.digest_verify_init(ctx.get(), nullptr, md, nullptr, key) != 1) return false;
+  return crypto.digest_verify(ctx.get(), reinterpret_cast<const unsigned char*>(sig.data()), sig.size(),
+                              reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
+}
+
+}  // namespace
+
+std::string imageMetadata(const Image& image, std::uint32_t group) {
+  std::vector<const Descriptor*> members;
+  for (const auto& d : image.slots())
+    if (d.used && d.group() == group && group != 0) members.push_back(&d);
+  if (members.empty()) throw Error("object group " + std::to_string(group) + " not found in the image");
+  std::sort(members.begin(), members.end(), [](const Descriptor* a, const Descriptor* b) { return a->id < b->id; });
+  const std::uint32_t minId = members.front()->id;
+  // nlohmann's ordered_json keeps the reference's key order; dump() is compact.
+  nlohmann::ordered_json j;
+  j["version"] = 1;
+  j["header"] = {{"digest", headerDigest(image.header())}};
+  j["objects"] = nlohmann::ordered_json::array();
+  for (const Descriptor* d : members)
+    j["objects"].push_back({{"relativeId", d->id - minId},
+                            {"descriptorDigest", descriptorDigest(*d, d->id - minId)},
+                            {"objectDigest", objectDigest(image, *d)}});
+  return j.dump();
+}
+
+std::optional<DsseEnvelope> parseDsseEnvelope(std::string_view data) {
+  const auto j = nlohmann::json::parse(data, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("payloadType") || !j["payloadType"].is_string() ||
+      j["payloadType"].get<std::string>() != kSifMetadataMediaType || !j.contains("payload") ||
+      !j["payload"].is_string() || !j.contains("signatures") || !j["signatures"].is_array())
+    return std::nullopt;
+  DsseEnvelope e;
+  e.payloadType = j["payloadType"].get<std::string>();
+  const auto payload = oci::base64Decode(j["payload"].get<std::string>());
+  if (!payload) return std::nullopt;
+  e.payload = *payload;
+  for (const auto& s : j["signatures"]) {
+    if (!s.is_object() || !s.contains("sig") || !s["sig"].is_string()) return std::nullopt;
+    const auto sig = oci::base64Decode(s["sig"].get<std::string>());
+    if (!sig) return std::nullopt;
+    e.signatures.push_back({s.contains("keyid") && s["keyid"].is_string() ? s["keyid"].get<std::string>() : "", *sig});
+  }
+  return e;
+}
+
+std::string dssePae(std::string_view payloadType, std::string_view body) {
+  return "DSSEv1 " + std::to_string(payloadType.size()) + " " + std::string(payloadType) + " " +
+         std::to_string(body.size()) + " " + std::string(body);
+}
+
+bool dsseSignedBy(const DsseEnvelope& envelope, const std::string& publicKeyPem) {
+  const auto key = readPublicKey(publicKeyPem);
+  const std::string pae = dssePae(envelope.payloadType, envelope.payload);
+  return std::any_of(envelope.signatures.begin(), envelope.signatures.end(),
+                     [&](const DsseSignature& s) { return verifies(key.get(), pae, s.sig); });
+}
+
+}  // namespace ctr::image::sif
