@@ -20,21 +20,18 @@
 #include "ctr/pathutil.hpp"
 #include "ctr/run_process.hpp"
 #include "ctr/runtime.hpp"
+#include "holder_protocol.hpp"
 #include "instance_state.hpp"
 
 namespace ctr::runtime {
 
 namespace {
 
+// One fd over the socketpair, in the holder protocol's message (FdMessage).
 void sendFd(int sock, int fd) {
-  char byte = 't';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
+  FdMessage message('t');
+  msghdr& msg = message.msg;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int));
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
   cmsg->cmsg_level = SOL_SOCKET;
   cmsg->cmsg_type = SCM_RIGHTS;
@@ -45,17 +42,10 @@ void sendFd(int sock, int fd) {
 }
 
 UniqueFd receiveFd(int sock) {
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
+  FdMessage message(0);
   ssize_t n;
-  while ((n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {}
-  const cmsghdr* cmsg = n == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+  while ((n = ::recvmsg(sock, &message.msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {}
+  const cmsghdr* cmsg = n == 1 ? CMSG_FIRSTHDR(&message.msg) : nullptr;
   if (!cmsg || cmsg->cmsg_type != SCM_RIGHTS || cmsg->cmsg_len != CMSG_LEN(sizeof(int))) return UniqueFd();
   int fd = -1;
   std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
