@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <span>
+#include <algorithm>
 #include <vector>
 
 #include "ctr/error.hpp"
@@ -41,15 +42,21 @@ std::string Digester::digest() {
   return "sha256:" + toHex(md);
 }
 
-FileDigest digestFile(int fd, const std::string& what) {
+FileDigest digestFile(int fd, const std::string& what, std::int64_t offset, std::int64_t length) {
   Digester digester;
   std::vector<char> buffer(std::size_t{1} << 20);
   FileDigest result;
   for (;;) {
-    const ssize_t got = ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(result.size));
+    std::size_t want = buffer.size();
+    if (length >= 0) want = static_cast<std::size_t>(std::min<std::int64_t>(length - static_cast<std::int64_t>(result.size), static_cast<std::int64_t>(want)));
+    if (want == 0) break;
+    const ssize_t got = ::pread(fd, buffer.data(), want, static_cast<off_t>(offset + static_cast<std::int64_t>(result.size)));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) throw sysError("read " + what);
-    if (got == 0) break;
+    if (got == 0) {
+      if (length >= 0) throw Error("read " + what + ": the file ends early");
+      break;
+    }
     digester.update(buffer.data(), static_cast<std::size_t>(got));
     result.size += static_cast<std::uint64_t>(got);
   }

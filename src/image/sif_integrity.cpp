@@ -1,11 +1,8 @@
 // Signed SIF images (sif_integrity.hpp; the format: docs/design-signing.md, section 1).
 #include "ctr/sif_integrity.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -55,17 +52,9 @@ std::string descriptorDigest(const Descriptor& descriptor, std::uint32_t relativ
 }
 
 std::string objectDigest(const Image& image, const Descriptor& descriptor) {
-  Digester d;
-  std::array<char, 1 << 16> buf{};
-  for (std::int64_t done = 0; done < descriptor.size;) {
-    const auto want = static_cast<std::size_t>(std::min<std::int64_t>(descriptor.size - done, buf.size()));
-    const ssize_t n = ::pread(image.fd(), buf.data(), want, descriptor.offset + done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw sysError("read object " + std::to_string(descriptor.id) + " of the image");
-    d.update(buf.data(), static_cast<std::size_t>(n));
-    done += n;
-  }
-  return d.digest();
+  return digestFile(image.fd(), "object " + std::to_string(descriptor.id) + " of the image", descriptor.offset,
+                    descriptor.size)
+      .digest;
 }
 
 struct PkeyDeleter {

@@ -26,12 +26,13 @@ class Digester {
   std::unique_ptr<Context> context_;
 };
 
-// "sha256:..." of the whole file open at `fd` (read with pread from its start: the fd's
-// offset is left alone), and how many bytes that was. Throws ctr::Error naming `what`.
+// "sha256:..." of the file open at `fd` (read with pread: the fd's offset is left alone),
+// whole, or `length` bytes from `offset` (a SIF object), and how many bytes that was.
+// Throws ctr::Error naming `what` (also when the file ends before `length` bytes).
 struct FileDigest {
   std::string digest;
   std::uint64_t size = 0;
 };
-FileDigest digestFile(int fd, const std::string& what);
+FileDigest digestFile(int fd, const std::string& what, std::int64_t offset = 0, std::int64_t length = -1);
 
 }  // namespace ctr::image
