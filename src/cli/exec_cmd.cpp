@@ -410,6 +410,8 @@ void addMountOptions(OptionAdder& add, RunCommandState& s) {
   add.list("--mount", o.mounts, "Bind mount type=bind,source=SRC,destination=DST[,readonly] (repeatable)");
   add.option("-H,--home", o.home, "Home directory SRC[:DST] instead of $HOME");
   add.option("--pwd,--cwd", o.pwd, "Working directory inside the container (must exist)");
+  add.flag("--image-workdir", o.imageWorkdir, "Start in the image's WORKDIR where it records one (ctr pull and build "
+           "record an OCI image's), as Docker and pyxis do; else in --pwd or the usual directory");
   add.option("-W,--workdir", o.workdir, "Host directory for /tmp and /var/tmp (with --contain) and --scratch");
   add.list("--scratch", o.scratch, "An empty writable directory at DIR (repeatable, comma lists)");
   add.flag("-c,--contain", o.contain, "No home, cwd or /tmp from the host");

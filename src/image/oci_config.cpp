@@ -377,6 +377,14 @@ void writeApptainerMetadata(const ImageConfig& config, const std::filesystem::pa
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [k, v] : config.labels) labels[k] = v;
   tree.writeFile("/.singularity.d/labels.json", labels.dump(1, '\t'), 0644);
+  // Docker resolves a relative WorkingDir against the previous one when it builds, so a
+  // config holds an absolute path; anything else (or a newline in it) is not recorded, and
+  // a record a layer brought goes: the config is what the image says.
+  const std::string& dir = config.workingDir;
+  if (dir.starts_with('/') && dir.find_first_of(std::string_view("\n\0", 2)) == std::string::npos)
+    tree.writeFile(kWorkdirFile, dir + "\n", 0644);
+  else
+    tree.remove(kWorkdirFile);
 }
 
 }  // namespace ctr::image::oci

@@ -371,6 +371,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   if (!plan.appRoot.empty()) j["app_root"] = plan.appRoot;
   j["workdir_required"] = plan.workdirRequired;
   j["workdir"] = plan.workdir;
+  if (!plan.imageWorkdirFile.empty()) j["image_workdir_file"] = plan.imageWorkdirFile;
   j["uid"] = plan.user.uid;
   j["gid"] = plan.user.gid;
   j["user"] = plan.user.name;
@@ -605,7 +606,9 @@ void writeMounts(std::ostream& out, const std::vector<Mount>& mounts) {
 
 // workdir, the program and its arguments, the environment and the warnings.
 void writeCommand(std::ostream& out, const LaunchPlan& plan) {
-  out << "workdir:    " << plan.workdir << (plan.workdirRequired ? " (--pwd: must exist)" : "") << '\n';
+  out << "workdir:    " << plan.workdir << (plan.workdirRequired ? " (--pwd: must exist)" : "");
+  if (!plan.imageWorkdirFile.empty()) out << " unless the image records its WORKDIR in " << plan.imageWorkdirFile;
+  out << '\n';
   if (!plan.appRoot.empty()) out << "app:        " << plan.appRoot << " (must exist, else exit 1)\n";
   for (const auto& c : plan.commandChoices) {
     out << "program:   ";

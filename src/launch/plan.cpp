@@ -10,6 +10,7 @@
 #include "ctr/error.hpp"
 #include "ctr/hash.hpp"
 #include "ctr/instance.hpp"
+#include "ctr/oci.hpp"
 #include "ctr/pathutil.hpp"
 #include "plan_steps.hpp"
 
@@ -227,9 +228,12 @@ std::string planHostWorkdir(const LaunchOptions& options, const host::HostFacts&
   return workdir;
 }
 
-// The working directory in the container: --pwd, else the home with --contain, else the cwd.
+// The working directory in the container: --pwd, else the home with --contain, else the cwd;
+// with --image-workdir, the image's recorded WORKDIR before those (they are where a launch
+// starts when the image records none).
 void planWorkingDirectory(LaunchPlan& plan, const LaunchOptions& options, const HomeDirs& home, const host::HostFacts& host,
                           bool contain) {
+  if (options.imageWorkdir) plan.imageWorkdirFile = image::oci::kWorkdirFile;
   if (!options.pwd.empty()) {
     if (options.pwd[0] != '/') throw Error("bad --pwd '" + options.pwd + "': must be absolute");
     plan.workdir = normalizePath(options.pwd);

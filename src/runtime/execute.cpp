@@ -521,7 +521,31 @@ void enterOwnRoot(const launch::LaunchPlan& plan, const LaunchCgroup* cgroup, in
   checkGlibcNeeds(plan.glibcCheck);
 }
 
+// The WORKDIR the image records in `file` (--image-workdir): one absolute path; "" when the
+// file is not there. The image is the user's own, so a bad record is a warning, not an end.
+std::string recordedWorkdir(const std::string& file) {
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) return {};
+  struct stat st{};
+  std::string text(PATH_MAX, '\0');
+  const ssize_t n = ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? ::read(fd.get(), text.data(), text.size()) : -1;
+  text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  if (text.ends_with('\n')) text.pop_back();
+  if (!text.starts_with('/') || text.find_first_of(std::string_view("\n\0", 2)) != std::string::npos) {
+    spdlog::warn("{} does not hold an absolute path: ignored", file);
+    return {};
+  }
+  return text;
+}
+
 void enterWorkdir(const launch::LaunchPlan& plan) {
+  if (!plan.imageWorkdirFile.empty()) {
+    const std::string dir = recordedWorkdir(plan.imageWorkdirFile);
+    if (!dir.empty() && ::chdir(dir.c_str()) == 0) return;
+    if (!dir.empty())
+      spdlog::warn("the image's WORKDIR {} is not available in the container ({}): using {}", dir,
+                   std::strerror(errno), plan.workdir);
+  }
   if (::chdir(plan.workdir.c_str()) == 0) return;
   if (plan.workdirRequired) throw sysError("--pwd " + plan.workdir + ": cannot change to it in the container");
   spdlog::warn("working directory {} is not available in the container ({}): using /", plan.workdir,

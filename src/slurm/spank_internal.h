@@ -68,6 +68,11 @@ const char *step_refused(spank_t sp);
 int container_writable(void);
 /* --container-workdir as an absolute path in the container, or NULL. */
 const char *container_workdir(void);
+/* Where the tasks start without --container-workdir, plugstack.conf's workdir=: the image's
+ * WORKDIR, else the submit directory (auto, the default); the image's WORKDIR, else /
+ * (image: pyxis's and Docker's rule); the submit directory (submit: Apptainer's). */
+enum workdir_rule { WORKDIR_AUTO, WORKDIR_IMAGE, WORKDIR_SUBMIT };
+enum workdir_rule workdir_rule(void);
 /* The image ctr gets for --container-image (buf holds it when it is not opt_image). */
 const char *image_path(char *buf, size_t size);
 

@@ -258,10 +258,14 @@ void enter_container(spank_t sp) {
     fail_task("ctr: cannot open the seccomp filter %s: %s", join.info.seccomp, strerror(errno));
   enter_namespaces();
   /* A step that attaches to another's container starts where that container's keeper is
-   * (pyxis: the container's working directory); a new container's is the task's own. */
+   * (pyxis: the container's working directory); so does a new container's unless the site
+   * says workdir=submit: its keeper started in the image's WORKDIR (--image-workdir), else
+   * in the submit directory (auto) or / (image). With workdir=submit, the task's own. */
   char keeper_dir[PATH_MAX];
   const char *dir = container_workdir() ? container_workdir() : cwd;
-  if (!container_workdir() && join.attached && keeper_cwd(keeper_dir, sizeof keeper_dir) == 0) dir = keeper_dir;
+  if (!container_workdir() && (join.attached || workdir_rule() != WORKDIR_SUBMIT) &&
+      keeper_cwd(keeper_dir, sizeof keeper_dir) == 0)
+    dir = keeper_dir;
   if (chdir(dir) != 0) {
     if (container_workdir()) {
       fail_task("ctr: --container-workdir %s: %s in the container", dir, strerror(errno));

@@ -34,6 +34,7 @@ char entrypoint_program[PATH_MAX] = CTR_DEFAULT_ENTRYPOINT;
 /* The site's policy (plugstack.conf). */
 static char image_dir[PATH_MAX];
 static int writable_default = 1; /* writable=yes|no: pyxis's containers are writable */
+static enum workdir_rule workdir_default = WORKDIR_AUTO; /* workdir=auto|image|submit */
 int start_timeout = 600, ctr_timeout = 30;
 char *admin_env[MAX_ADMIN_ENV];
 int nadmin_env;
@@ -399,6 +400,17 @@ static int parse_argument(const char *arg) {
       return -1;
     }
     writable_default = value[0] == 'y';
+  } else if ((value = argument_value(arg, "workdir"))) {
+    if (strcmp(value, "auto") == 0) {
+      workdir_default = WORKDIR_AUTO;
+    } else if (strcmp(value, "image") == 0) {
+      workdir_default = WORKDIR_IMAGE;
+    } else if (strcmp(value, "submit") == 0) {
+      workdir_default = WORKDIR_SUBMIT;
+    } else {
+      slurm_error("ctr: plugstack.conf argument '%s': the value is auto, image or submit", arg);
+      return -1;
+    }
   } else if ((value = argument_value(arg, "container_required"))) {
     if (strcmp(value, "no") == 0) {
       container_required = REQUIRED_NO;
@@ -479,6 +491,8 @@ const char *step_refused(spank_t sp) {
 }
 
 int container_writable(void) { return opt_writable >= 0 ? opt_writable : writable_default; }
+
+enum workdir_rule workdir_rule(void) { return workdir_default; }
 
 /* --container-workdir as a path in the container (container_path: pyxis's relative forms are
  * the root's), or NULL when not given. */

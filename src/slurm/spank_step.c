@@ -322,6 +322,12 @@ static void instance_start_argv(spank_t sp, struct step_start *s) {
   if (container_workdir()) {
     argv[n++] = "--pwd";
     argv[n++] = (char *)container_workdir();
+  } else if (workdir_rule() != WORKDIR_SUBMIT) {
+    argv[n++] = "--image-workdir"; /* where `ctr pull` recorded the image's WORKDIR */
+    if (workdir_rule() == WORKDIR_IMAGE) {
+      argv[n++] = "--pwd"; /* an image that records none: pyxis's / */
+      argv[n++] = "/";
+    }
   }
   if (opt_no_home) argv[n++] = "--no-home";
   if (opt_unshare && listed(opt_unshare, "net")) argv[n++] = "--net";

@@ -82,6 +82,14 @@ actions" "$out"
 expect_eq "run: entrypoint + cmd" "entry default cmd" "$("$CTR_BIN" run "$WORK/good.sif")"
 expect_eq "run: entrypoint + args" "entry a b" "$("$CTR_BIN" run "$WORK/good.sif" a b)"
 expect_contains "labels" 'org.example.name: demo' "$("$CTR_BIN" inspect --labels "$WORK/good.sif")"
+# The config's WorkingDir: recorded, where --image-workdir starts (before --pwd, which is where
+# an image without one starts); without the option, the current directory as Apptainer's.
+expect_eq "WorkingDir recorded" "/etc" "$("$CTR_BIN" exec "$WORK/good.sif" cat /.singularity.d/ctr-workdir)"
+expect_eq "--image-workdir: the image's WORKDIR" "/etc" "$(cd /tmp && "$CTR_BIN" exec --image-workdir "$WORK/good.sif" pwd)"
+expect_eq "--image-workdir over --pwd" "/etc" "$("$CTR_BIN" exec --image-workdir --pwd /usr "$WORK/good.sif" pwd)"
+expect_eq "without --image-workdir: the current directory" "/tmp" "$(cd /tmp && "$CTR_BIN" exec "$WORK/good.sif" pwd)"
+expect_contains "--explain: the rule" "unless the image records its WORKDIR in /.singularity.d/ctr-workdir" \
+  "$("$CTR_BIN" exec --explain --image-workdir "$WORK/good.sif" true)"
 
 note "second pull: every layer from the cache"
 before=$(grep -c 'GET /v2/demo/blobs' "$WORK/registry.log" || true)
@@ -203,6 +211,8 @@ rm -rf "$WORK/def-cached.sif" "$WORK/def-cached.sif.build.log" "$WORK/site-cache
 note "pull --sandbox (a directory) and --disable-cache (nothing left in the cache)"
 "$CTR_BIN" pull --sandbox "$WORK/sb" "docker://$reg/demo:1" 2>/dev/null || fail "pull --sandbox"
 expect_eq "pull --sandbox: a directory image" "hello from the image" "$("$CTR_BIN" exec "$WORK/sb" sh -c 'echo "$GREETING"')"
+rm "$WORK/sb/.singularity.d/ctr-workdir"
+expect_eq "--image-workdir, an image without WORKDIR: --pwd" "/usr" "$("$CTR_BIN" exec --image-workdir --pwd /usr "$WORK/sb" pwd)"
 before=$(find "$WORK/cache" -type f | wc -l)
 CTR_CACHE_DIR=$WORK/nocache "$CTR_BIN" pull --disable-cache "$WORK/nc.sif" "docker://$reg/demo:1" 2>/dev/null || fail "pull --disable-cache"
 [ ! -e "$WORK/nocache" ] || fail "--disable-cache wrote the cache: $(find "$WORK/nocache" | head -3)"

@@ -320,6 +320,22 @@ TEST_F(OciMetadata, RunscriptCombinesEntrypointCmdAndArguments) {
   EXPECT_EQ(readText(root / ".singularity.d/labels.json"), "{\n\t\"org.example\": \"x\"\n}");
 }
 
+// The WORKDIR, which Apptainer's layout has no place for, in ctr's own file; a config without
+// an absolute one leaves none, even where a layer brought one.
+TEST_F(OciMetadata, WorkingDirIsRecordedOnlyWhenTheConfigNamesAnAbsoluteOne) {
+  oci::ImageConfig c;
+  c.workingDir = "/workspace/x y";
+  oci::writeApptainerMetadata(c, root);
+  EXPECT_EQ(readText(root / ".singularity.d/ctr-workdir"), "/workspace/x y\n");
+  for (const std::string& bad : {std::string(), std::string("relative"), std::string("/a\nb")}) {
+    oci::writeApptainerMetadata(c, root);
+    c.workingDir = bad;
+    oci::writeApptainerMetadata(c, root);
+    EXPECT_FALSE(fs::exists(root / ".singularity.d/ctr-workdir")) << bad;
+    c.workingDir = "/workspace/x y";
+  }
+}
+
 // A layer's .singularity.d -> /elsewhere leads the writes to the image's own /elsewhere.
 TEST_F(OciMetadata, PlantedSymlinksLeadInsideTheImageNeverToTheHost) {
   const fs::path outside = root.string() + "-meta-outside";

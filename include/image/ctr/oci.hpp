@@ -66,8 +66,13 @@ ImageConfig unpackImage(std::string_view agent, const std::string& reference,
 
 // Writes /.singularity.d as Apptainer does for an OCI image: the base environment files
 // and actions, env/10-docker2singularity.sh from Env, the runscript from Entrypoint and
-// Cmd (and WorkingDir), labels.json.
+// Cmd, labels.json; and, ctr's own, the WorkingDir in kWorkdirFile.
 void writeApptainerMetadata(const ImageConfig& config, const std::filesystem::path& rootfs);
+
+// Where ctr records an OCI image's WorkingDir (one absolute path and a newline), which
+// Apptainer's layout has no place for: `--image-workdir` (the Slurm plugin's pyxis rule)
+// starts there. Absent when the config names none.
+inline constexpr const char* kWorkdirFile = "/.singularity.d/ctr-workdir";
 
 // The part of that layout every Apptainer image has, whatever built it: env/01-base.sh,
 // 90-environment.sh, 95-apps.sh, 99-base.sh, 99-runtimevars.sh, actions/*, startscript, the

@@ -59,6 +59,7 @@ struct LaunchOptions {
   std::vector<EnvVar> envFileVars;  // contents of the --env-file files (the CLI reads them)
   std::string home;                 // --home SRC[:DST]; empty = host $HOME
   std::string pwd;                  // --pwd DIR (inside the container)
+  bool imageWorkdir = false;        // --image-workdir: start in the WORKDIR the image records
   bool contain = false;             // --contain
   bool containAll = false;          // --containall (= contain + cleanenv)
   bool cleanEnv = false;            // --cleanenv
@@ -582,6 +583,10 @@ struct LaunchPlan {
   bool sourceEnvScripts = true;         // apply /.singularity.d/env/*.sh if the image has them
   std::string workdir;                  // inside the container
   bool workdirRequired = false;         // --pwd given: a missing one fails (else: warning, /)
+  // --image-workdir: the file in the image that records its WORKDIR (image::oci::
+  // kWorkdirFile); the launch starts there when the image has it, else in `workdir`.
+  // "": not asked.
+  std::string imageWorkdirFile;
   host::HostUser user;                        // for the container's passwd/group (home = container home)
   std::string seccompProfile;           // empty = built-in default
   Handover handover;

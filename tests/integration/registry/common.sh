@@ -33,8 +33,9 @@ layout_blob() {
 }
 
 # layout_image LAYOUT TAG LAYER...: an OCI layout (created or added to) whose image TAG has
-# these layer files (tar, or tar.gz when named *gz), an empty config; the files are moved
-# in. Sets MANIFEST to the manifest's path inside LAYOUT (tests lie in it afterwards).
+# these layer files (tar, or tar.gz when named *gz), a config of Cmd /bin/sh (or
+# $LAYOUT_CONFIG, the JSON of the config's "config"); the files are moved in. Sets MANIFEST
+# to the manifest's path inside LAYOUT (tests lie in it afterwards).
 layout_image() {
   local layout=$1 tag=$2 layers="" f d s cfg cfgs man mans media
   shift 2
@@ -43,7 +44,8 @@ layout_image() {
     read -r d s < <(layout_blob "$layout" "$f")
     layers="$layers${layers:+,}{\"mediaType\":\"$media\",\"digest\":\"$d\",\"size\":$s}"
   done
-  printf '{"architecture":"amd64","os":"linux","config":{"Cmd":["/bin/sh"]},"rootfs":{"type":"layers","diff_ids":[]}}' > "$layout/.config"
+  local config=${LAYOUT_CONFIG:-'{"Cmd":["/bin/sh"]}'}
+  printf '{"architecture":"amd64","os":"linux","config":%s,"rootfs":{"type":"layers","diff_ids":[]}}' "$config" > "$layout/.config"
   read -r cfg cfgs < <(layout_blob "$layout" "$layout/.config")
   printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%s},"layers":[%s]}' \
     "$cfg" "$cfgs" "$layers" > "$layout/.manifest"

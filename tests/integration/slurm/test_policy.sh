@@ -117,6 +117,9 @@ refused "a bad value" "ctr: plugstack.conf argument 'container_required=sometime
 policy writable=maybe
 run srun -N1 --container-image="$image" true
 refused "a bad writable= value" "ctr: plugstack.conf argument 'writable=maybe': the value is yes or no"
+policy workdir=elsewhere
+run srun -N1 --container-image="$image" true
+refused "a bad workdir= value" "ctr: plugstack.conf argument 'workdir=elsewhere': the value is auto, image or submit"
 policy ctr=/nonexistent/ctr
 run srun -N1 --container-image="$image" true
 refused "a ctr= that is not there (the child's own line, after it became the user)" \

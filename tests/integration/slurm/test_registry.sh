@@ -33,6 +33,9 @@ for v in b c d; do
 done
 layout_image "$WORK/layout" 1 "$WORK/l1.tgz" "$WORK/l2.tgz"
 layers=$(python3 -c 'import json,sys; print(" ".join(l["digest"] for l in json.load(open(sys.argv[1]))["layers"]))' "$MANIFEST")
+# demo-w: the same files, a config with a WORKDIR (where pyxis starts the tasks).
+tar -C "$WORK/root" --numeric-owner --owner=0 --group=0 -czf "$WORK/l1-w.tgz" .
+LAYOUT_CONFIG='{"Cmd":["/bin/sh"],"WorkingDir":"/etc"}' layout_image "$WORK/layout-w" 1 "$WORK/l1-w.tgz"
 # Three more images (demo-b, demo-c, demo-d) for the store's jobs.
 for v in b c d; do
   mkdir -p "$WORK/extra-$v/etc" && echo "image $v" > "$WORK/extra-$v/etc/extra"
@@ -54,7 +57,7 @@ trap cleanup EXIT
 start_registry
 pids+=("$REGISTRY_PID")
 skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout:1" "docker://$REGISTRY/demo:1"
-for v in b c d; do skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout-$v:1" "docker://$REGISTRY/demo-$v:1"; done
+for v in b c d w; do skopeo copy -q --dest-tls-verify=false "oci:$WORK/layout-$v:1" "docker://$REGISTRY/demo-$v:1"; done
 # A SIF pushed with ctr push oras:// beside it (Apptainer's ORAS layout).
 make_demo_rootfs "$WORK/sif-root"
 "$CTR_BIN" -q build "$WORK/demo.sif" "$WORK/sif-root" >/dev/null || fail "could not build the demo SIF"
@@ -109,6 +112,19 @@ note "docker://: the cached image, no layer fetched again"
 expect_eq "docker:// reference" "from the registry" \
   "$(slurm srun -N1 -n1 --container-image="docker://127.0.0.1:$port/demo:1" cat /etc/extra)"
 expect_eq "still each layer once" "$(echo $layers | wc -w)" "$(blob_fetches)"
+
+note "the working directory: the image's WORKDIR, else the submit directory (workdir=auto); pyxis's / (workdir=image)"
+out=$(slurm srun -N2 -n2 --container-image="127.0.0.1:$port#demo-w:1" sh -c 'echo "$(hostname) $(pwd)"')
+expect_eq "the image's WORKDIR on both nodes" "n1 /etc
+n2 /etc" "$(printf '%s\n' "$out" | sort)"
+expect_eq "no WORKDIR: the submit directory" "$WORK" "$(slurm srun -N1 --container-image="127.0.0.1:$port#demo:1" pwd)"
+expect_eq "--container-workdir wins" "/tmp" "$(slurm srun -N1 --container-image="127.0.0.1:$port#demo-w:1" --container-workdir=/tmp pwd)"
+printf '%s env=CTR_CONFIG=%s workdir=image\n' "$base" "$WORK/ctr.conf" > "$conf"
+expect_eq "workdir=image, no WORKDIR: /" "/" "$(slurm srun -N1 --container-image="127.0.0.1:$port#demo:1" pwd)"
+expect_eq "workdir=image, WORKDIR" "/etc" "$(slurm srun -N1 --container-image="127.0.0.1:$port#demo-w:1" pwd)"
+printf '%s env=CTR_CONFIG=%s workdir=submit\n' "$base" "$WORK/ctr.conf" > "$conf"
+expect_eq "workdir=submit: the submit directory" "$WORK" "$(slurm srun -N1 --container-image="127.0.0.1:$port#demo-w:1" pwd)"
+printf '%s env=CTR_CONFIG=%s\n' "$base" "$WORK/ctr.conf" > "$conf"
 
 note "oras://: a SIF from the registry on both nodes"
 out=$(slurm srun -N2 -n2 --container-image="oras://127.0.0.1:$port/demo-sif:1" sh -c '. /etc/os-release; echo "$(hostname) $ID"')
