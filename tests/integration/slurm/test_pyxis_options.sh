@@ -42,6 +42,10 @@ run srun -N1 --container-image="$image" --container-name="$(printf 'n%.0s' $(seq
 refused "a name of 33 characters" "a name is at most 32 characters"
 run srun -N1 --container-image="$image" --container-image=/other.sqfs true
 refused "two images" "ctr: --container-image was given twice"
+run srun -N1 --container-image="$image" --container-name=n:no_exec true
+refused "NAME:no_exec (the differences table)" "ctr: --container-name=n:no_exec: no_exec is not supported"
+run srun -N1 --container-image="$image" --container-name=n:sometimes true
+refused "an unknown NAME:FLAG" "ctr: --container-name=n:sometimes: the flag must be auto, create or exec"
 
 note "a writable root by default (pyxis's); --container-remap-root changes the image's own files, as an install does"
 run srun -N1 --container-image="$image" sh -c 'touch /written && echo yes'
