@@ -186,19 +186,20 @@ left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
 ! grep -q "$WORK" /proc/self/mountinfo || fail "mounts left under $WORK: $(grep "$WORK" /proc/self/mountinfo)"
 
 note "SIGINT during %post: the build stops, nothing left behind"
-printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%post\n    sleep 60\n' > "$WORK/slow.def"
+# A duration nothing else on the machine sleeps for: pgrep looks at every process.
+printf 'Bootstrap: localimage\nFrom: demo.sif\n\n%%post\n    sleep 3607\n' > "$WORK/slow.def"
 "$ctr" build "$WORK/slow.sif" "$WORK/slow.def" 2>/dev/null &
 pid=$!
-for _ in $(seq 100); do grep -q '+ sleep 60' "$WORK/slow.sif.build.log" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 100); do grep -q '+ sleep 3607' "$WORK/slow.sif.build.log" 2>/dev/null && break; sleep 0.1; done
 t0=$(date +%s)
 kill -INT "$pid"
 set +e; wait "$pid"; status=$?; set -e
 expect_eq "status after SIGINT" 130 "$status"
 # Only ctr got the signal (no terminal's Ctrl-C to the whole group): it must still reach the
-# script's sleep, which would otherwise finish its 60 s first.
+# script's sleep, which would otherwise run its hour first.
 [ $(( $(date +%s) - t0 )) -le 10 ] || fail "the interrupted build took $(( $(date +%s) - t0 )) s to stop"
-for _ in $(seq 100); do pgrep -f '^sleep 60$' >/dev/null || break; sleep 0.1; done
-! pgrep -af '^sleep 60$' || fail "the interrupted %post's sleep is still running"
+for _ in $(seq 100); do pgrep -f '^sleep 3607$' >/dev/null || break; sleep 0.1; done
+! pgrep -af '^sleep 3607$' || fail "the interrupted %post's sleep is still running"
 [ ! -e "$WORK/slow.sif" ] || fail "an interrupted build left its output"
 left=$(find "$WORK" -maxdepth 1 -name '.*build*' | head -3)
 [ -z "$left" ] || fail "an interrupted build left temporary directories: $left"
