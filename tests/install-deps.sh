@@ -15,7 +15,7 @@ run_packages="
   g++ cmake ninja-build pkg-config
   libseccomp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libhwloc-dev libtomlplusplus-dev libyaml-cpp-dev libcurl4-openssl-dev libarchive-dev
-  libsquashfs-dev libfuse3-dev
+  libsquashfs-dev libfuse3-dev libgpgme-dev
   squashfs-tools squashfuse fuse3 util-linux busybox-static e2fsprogs fuse2fs fuse-overlayfs
 "
 # The tests, the fuzzers, ctr-bench and its workloads, and the runtimes they compare with.

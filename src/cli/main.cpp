@@ -33,7 +33,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
       {"inspect", registerInspect}, {"check", registerCheck},     {"pull", registerPull},
       {"instance", registerInstance}, {"cache", registerCache},   {"run-help", registerRunHelp},
       {"overlay", registerOverlay}, {"registry", registerRegistry}, {"push", registerPush},
-      {"store", registerStore},
+      {"store", registerStore},     {"verify", registerVerify},   {"sign", registerSign},
   };
   if (command == "exec" || command == "run" || command == "shell" || command == "test" || command == "__holder") {
     registerExec(app, ctx, command);
@@ -59,6 +59,8 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   registerOverlay(app, ctx);
   registerRegistry(app, ctx);
   registerStore(app, ctx);
+  registerVerify(app, ctx);
+  registerSign(app, ctx);
 }
 
 // Shows an option group (CLI::App::add_option_group, used for speed: exec_cmd.cpp) as a

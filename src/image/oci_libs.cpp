@@ -11,8 +11,6 @@
 
 namespace ctr::image::oci {
 
-namespace {
-
 void* openLibrary(const char* soname, const char* package) {
   void* handle = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -23,11 +21,17 @@ void* openLibrary(const char* soname, const char* package) {
   return handle;
 }
 
-template <typename T>
-void bind(void* handle, const char* soname, const char* symbol, T& slot) {
+void* librarySymbol(void* handle, const char* soname, const char* symbol) {
   void* address = ::dlsym(handle, symbol);
   if (!address) throw Error(std::string(soname) + ": no symbol " + symbol);
-  slot = reinterpret_cast<T>(address);
+  return address;
+}
+
+namespace {
+
+template <typename T>
+void bind(void* handle, const char* soname, const char* symbol, T& slot) {
+  bindSymbol(handle, soname, symbol, slot);
 }
 
 }  // namespace
@@ -93,6 +97,8 @@ const CryptoApi& cryptoApi() {
     bind(h, so, "EVP_MD_CTX_new", api.md_ctx_new);
     bind(h, so, "EVP_MD_CTX_free", api.md_ctx_free);
     bind(h, so, "EVP_sha256", api.sha256);
+    bind(h, so, "EVP_sha384", api.sha384);
+    bind(h, so, "EVP_sha512", api.sha512);
     bind(h, so, "EVP_DigestInit_ex", api.digest_init_ex);
     bind(h, so, "EVP_DigestUpdate", api.digest_update);
     bind(h, so, "EVP_DigestFinal_ex", api.digest_final_ex);
@@ -105,6 +111,16 @@ const CryptoApi& cryptoApi() {
     bind(h, so, "EVP_PKEY_is_a", api.pkey_is_a);
     bind(h, so, "EVP_DigestVerifyInit", api.digest_verify_init);
     bind(h, so, "EVP_DigestVerify", api.digest_verify);
+    bind(h, so, "EVP_PKEY_get_raw_public_key", api.pkey_get_raw_public_key);
+    bind(h, so, "EVP_PKEY_get_bn_param", api.pkey_get_bn_param);
+    bind(h, so, "EVP_PKEY_get_octet_string_param", api.pkey_get_octet_string_param);
+    bind(h, so, "EVP_PKEY_get_utf8_string_param", api.pkey_get_utf8_string_param);
+    bind(h, so, "BN_num_bits", api.bn_num_bits);
+    bind(h, so, "BN_bn2bin", api.bn_bn2bin);
+    bind(h, so, "BN_free", api.bn_free);
+    bind(h, so, "PEM_read_bio_PrivateKey", api.pem_read_bio_privatekey);
+    bind(h, so, "EVP_DigestSignInit", api.digest_sign_init);
+    bind(h, so, "EVP_DigestSign", api.digest_sign);
   });
   return api;
 }

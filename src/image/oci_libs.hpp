@@ -50,6 +50,15 @@ struct ArchiveApi {
   decltype(&archive_entry_size) entry_size;
 };
 
+// dlopen of `soname` (now, local); throws ctr::Error naming the Debian `package` to install.
+void* openLibrary(const char* soname, const char* package);
+// dlsym of `symbol` in that library into `slot`; throws ctr::Error naming it when missing.
+void* librarySymbol(void* handle, const char* soname, const char* symbol);
+template <typename T>
+void bindSymbol(void* handle, const char* soname, const char* symbol, T& slot) {
+  slot = reinterpret_cast<T>(librarySymbol(handle, soname, symbol));
+}
+
 // Each throws ctr::Error naming the library and the Debian package to install when it
 // cannot be loaded. Loaded once, kept for the life of the process.
 const CurlApi& curlApi();
@@ -60,6 +69,8 @@ struct CryptoApi {
   void* (*md_ctx_new)();
   void (*md_ctx_free)(void*);
   const void* (*sha256)();
+  const void* (*sha384)();
+  const void* (*sha512)();
   int (*digest_init_ex)(void*, const void*, void*);
   int (*digest_update)(void*, const void*, size_t);
   int (*digest_final_ex)(void*, unsigned char*, unsigned int*);
@@ -74,6 +85,17 @@ struct CryptoApi {
   int (*pkey_is_a)(const void*, const char*);
   int (*digest_verify_init)(void*, void**, const void*, void*, void*);
   int (*digest_verify)(void*, const unsigned char*, size_t, const unsigned char*, size_t);
+  // A key's public parts (the SSH fingerprint that names a DSSE signer) and signing.
+  int (*pkey_get_raw_public_key)(const void*, unsigned char*, size_t*);
+  int (*pkey_get_bn_param)(const void*, const char*, void**);
+  int (*pkey_get_octet_string_param)(const void*, const char*, unsigned char*, size_t, size_t*);
+  int (*pkey_get_utf8_string_param)(const void*, const char*, char*, size_t, size_t*);
+  int (*bn_num_bits)(const void*);
+  int (*bn_bn2bin)(const void*, unsigned char*);
+  void (*bn_free)(void*);
+  void* (*pem_read_bio_privatekey)(void*, void**, void*, void*);
+  int (*digest_sign_init)(void*, void**, const void*, void*, void*);
+  int (*digest_sign)(void*, unsigned char*, size_t*, const unsigned char*, size_t);
 };
 const CryptoApi& cryptoApi();
 

@@ -2,9 +2,9 @@
 # Builds the libFuzzer targets with the "fuzz" preset (clang, ASan + UBSan) and runs each
 # on a copy of its seed corpus. Fails on any crash, leak or sanitizer report.
 #   FUZZ_SECONDS   time for the SIF reader (default 30: the suite's smoke run; a fuzzing
-#                  session gives it minutes, FUZZ_SECONDS=600); the helper's parser and the
-#                  ld.so cache reader, the definition-file parser and ctr-squashfs's
-#                  image code get half each.
+#                  session gives it minutes, FUZZ_SECONDS=600); ctr verify's checks, the
+#                  helper's parser and the ld.so cache reader, the definition-file parser
+#                  and ctr-squashfs's image code get half each.
 #   FUZZ_JOBS      targets run at once (default: nproc) and build jobs
 #   FUZZ_TARGETS   the targets to build and run (default: all), e.g. FUZZ_TARGETS=fuzz_squashfs
 set -euo pipefail
@@ -14,6 +14,7 @@ seconds=${FUZZ_SECONDS:-30}
 # target  corpus-dir  seconds
 targets=(
   "fuzz_sif_reader sif $seconds"
+  "fuzz_sif_signature sif-signature $(( (seconds + 1) / 2 ))"
   "fuzz_helper_parse helper $(( (seconds + 1) / 2 ))"
   "fuzz_ldcache ldcache $(( (seconds + 1) / 2 ))"
   "fuzz_deffile deffile $(( (seconds + 1) / 2 ))"
@@ -65,6 +66,11 @@ fuzz() {
   # L7: sizes raised so that libsquashfs would allocate 4 GiB for an inode, a value, a table).
   [ "$corpus" != squashfs ] || cp "$work/squashfs-corpus"/* "$work/$name/corpus/"
   ! compgen -G "$src/tests/fuzz/corpus/$corpus/*" >/dev/null || cp "$src/tests/fuzz/corpus/$corpus"/* "$work/$name/corpus/"
+  # ctr verify's seeds: the reference's signed images (DSSE, OpenPGP, legacy), where the
+  # conformance fixtures are.
+  if [ "$corpus" = sif-signature ] && compgen -G "$src/../shared/fixtures/sif/images/*signed*.sif" >/dev/null; then
+    cp "$src/../shared/fixtures/sif/images/"*signed*.sif "$work/$name/corpus/"
+  fi
   # ctr-squashfs must not allocate by what an image claims: any allocation over 1 GiB is a
   # crash there, one ASan could not make (allocation-size-too-big) as well as one it made
   # (libFuzzer's malloc limit), so that a claim of 4 GiB or of 2^60 bytes is found alike.

@@ -7,18 +7,22 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace ctr::image {
 
 class Digester {
  public:
-  // Throws ctr::Error naming libcrypto and its Debian package when it cannot be loaded.
-  Digester();
+  // "sha256" (OCI's), "sha384" or "sha512" (signed SIF images may name them). Throws
+  // ctr::Error naming libcrypto and its Debian package when it cannot be loaded, or naming
+  // another algorithm.
+  explicit Digester(std::string_view algorithm = "sha256");
   ~Digester();
   Digester(const Digester&) = delete;
   Digester& operator=(const Digester&) = delete;
   void update(const void* data, std::size_t size);
-  // "sha256:<64 lowercase hex digits>"; the object must not be updated afterwards.
+  // "sha256:<64 lowercase hex digits>" (the algorithm's name and hex digits); the object
+  // must not be updated afterwards.
   std::string digest();
 
  private:
@@ -34,5 +38,7 @@ struct FileDigest {
   std::uint64_t size = 0;
 };
 FileDigest digestFile(int fd, const std::string& what, std::int64_t offset = 0, std::int64_t length = -1);
+// The same bytes fed to `digester` (with length -1: to the end); how many there were.
+std::uint64_t digestRange(Digester& digester, int fd, const std::string& what, std::int64_t offset, std::int64_t length);
 
 }  // namespace ctr::image

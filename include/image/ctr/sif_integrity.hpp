@@ -43,4 +43,53 @@ inline constexpr std::string_view kSifMetadataMediaType = "application/vnd.sylab
 // not a PEM public key.
 [[nodiscard]] bool dsseSignedBy(const DsseEnvelope& envelope, const std::string& publicKeyPem);
 
+// The SSH fingerprint that names a PKIX key in a DSSE envelope ("SHA256:" and unpadded
+// base64 of SHA-256 over the OpenSSH wire form): Ed25519, RSA, ECDSA P-256/384/521. Throws
+// ctr::Error for a key that is no PEM public key, or of another type.
+[[nodiscard]] std::string sshKeyId(const std::string& publicKeyPem);
+
+// Signs `image` (opened writable) as the reference's DSSE signer does: for each of `groups`
+// (none: every object group, ascending) one envelope of that group's image metadata with a
+// signature by each PEM private key in turn (Ed25519; RSA PKCS#1 v1.5 and ECDSA over
+// SHA-256), appended as a signature object linked to the group. Returns the keys' SSH
+// keyids. Throws ctr::Error for a key that is no PEM private key, or a group the image
+// does not have.
+std::vector<std::string> signDsse(Image& image, const std::vector<std::string>& privateKeysPem,
+                                  const std::vector<std::uint32_t>& groups = {});
+
+class PgpKeyring;
+
+// What `ctr verify` checks (section 1.4): each object group of the image, or those and the
+// objects asked for; legacy: Singularity's SIFHASH signatures (before 3.6), which cover
+// object data only (the primary partition, unless objects, groups or all are asked for).
+struct VerifyTasks {
+  std::vector<std::uint32_t> groups;   // --group-id
+  std::vector<std::uint32_t> objects;  // --sif-id
+  bool legacy = false;                 // --legacy-insecure
+  bool all = false;                    // --all: with legacy, every grouped object
+};
+// The key material: PEM public keys (DSSE), an OpenPGP keyring (clear-signed); either may
+// be missing, which fails a signature that needs it.
+struct VerifyKeys {
+  std::vector<std::string> publicKeysPem;
+  const PgpKeyring* keyring = nullptr;
+};
+// One signature object's check.
+struct SignatureCheck {
+  std::uint32_t signature = 0;         // its object ID
+  std::string format;                  // "DSSE", "OpenPGP", "OpenPGP (legacy)"
+  std::string covers;                  // "object group 1", "object 2"
+  std::vector<std::uint32_t> objects;  // the objects it was checked against
+  std::vector<std::string> signers;    // DSSE keyids that verified, the OpenPGP primary key
+  std::string error;                   // "" when it verified
+};
+struct Verification {
+  std::vector<SignatureCheck> checks;
+  std::string error;  // the first failure, in the reference's words; "" when all verified
+};
+// Checks the signatures `tasks` select, every one of them (all must verify), in the
+// reference's order; the file is read through `image` (its fd), so what was checked is what
+// the caller holds open.
+[[nodiscard]] Verification verifyImage(const Image& image, const VerifyTasks& tasks, const VerifyKeys& keys);
+
 }  // namespace ctr::image::sif

@@ -1,0 +1,121 @@
+// `ctr verify [--key PEM]... [--keyring FILE]... [-g N]... [-i N]... [--all]
+// [--legacy-insecure] [--json] IMAGE`: the signatures of a SIF checked as the reference
+// checks them (docs/design-signing.md): who signed which objects, and the first object that
+// does not match, in one line, with a non-zero exit status.
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "ctr/error.hpp"
+#include "ctr/sif.hpp"
+#include "ctr/sif_integrity.hpp"
+#include "ctr/sif_pgp.hpp"
+
+namespace ctr::cli {
+
+namespace {
+
+struct VerifyArgs {
+  std::string image;
+  std::vector<std::string> keys;      // PEM public keys (DSSE)
+  std::vector<std::string> keyrings;  // OpenPGP public keys
+  std::vector<std::uint32_t> groups, objects;
+  bool all = false, legacy = false, json = false;
+};
+
+std::string idList(const std::vector<std::uint32_t>& ids) {
+  std::string out;
+  for (auto id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id);
+  return out;
+}
+
+void printText(const image::sif::Verification& v) {
+  for (const auto& c : v.checks) {
+    std::string signers;
+    for (const auto& s : c.signers) signers += (signers.empty() ? "" : ", ") + s;
+    std::cout << "signature " << c.signature << " (" << c.format << ") on " << c.covers << ": ";
+    if (c.error.empty())
+      std::cout << "objects " << idList(c.objects) << " verified, signed by " << signers << '\n';
+    else
+      std::cout << "FAILED: " << c.error << '\n';
+  }
+}
+
+nlohmann::ordered_json toJson(const std::string& image, const image::sif::Verification& v) {
+  nlohmann::ordered_json j;
+  j["image"] = image;
+  j["verified"] = v.error.empty();
+  j["signatures"] = nlohmann::ordered_json::array();
+  for (const auto& c : v.checks)
+    j["signatures"].push_back({{"id", c.signature},
+                               {"format", c.format},
+                               {"covers", c.covers},
+                               {"objects", c.objects},
+                               {"signers", c.signers},
+                               {"error", c.error}});
+  if (!v.error.empty()) j["error"] = v.error;
+  return j;
+}
+
+int runVerify(const VerifyArgs& a) {
+  image::sif::VerifyKeys keys;
+  for (const auto& k : a.keys) keys.publicKeysPem.push_back(readKeyText(k, "--key"));
+  std::optional<image::sif::PgpKeyring> keyring;
+  if (!a.keyrings.empty()) {
+    keyring.emplace(std::vector<std::filesystem::path>(a.keyrings.begin(), a.keyrings.end()));
+    keys.keyring = &*keyring;
+  }
+  if (keys.publicKeysPem.empty() && !keys.keyring)
+    throw Error("verify: no key material: give --key FILE.pem (DSSE) or --keyring FILE (OpenPGP)").withStatus(1);
+  image::sif::VerifyTasks tasks;
+  tasks.groups = a.groups;
+  tasks.objects = a.objects;
+  tasks.all = a.all;
+  tasks.legacy = a.legacy;
+  const auto sifImage = withContext(a.image, [&] { return image::sif::Image::open(a.image); });
+  const auto v = image::sif::verifyImage(sifImage, tasks, keys);
+  if (a.json) {
+    std::cout << toJson(a.image, v).dump(2) << '\n';
+  } else {
+    printText(v);
+    if (v.error.empty()) std::cout << "verified: " << a.image << '\n';
+  }
+  if (!v.error.empty()) throw Error(a.image + ": " + v.error);
+  return 0;
+}
+
+}  // namespace
+
+std::string readKeyText(const std::string& path, std::string_view option) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(std::string(option) + " " + path + ": cannot read it").withStatus(1);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().size() > (1u << 20)) throw Error(std::string(option) + " " + path + ": over 1 MiB, not a key").withStatus(1);
+  return text.str();
+}
+
+void registerVerify(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("verify", "Check the signatures of a SIF (DSSE and OpenPGP, as Apptainer signs)");
+  auto a = std::make_shared<VerifyArgs>();
+  cmd->add_option("image", a->image, "The SIF")->required();
+  cmd->add_option("--key", a->keys, "A PEM public key (Ed25519, RSA, ECDSA) for DSSE signatures (repeatable)");
+  cmd->add_option("--keyring", a->keyrings, "OpenPGP public keys (armoured or binary) for clear-signed signatures "
+                  "(repeatable)");
+  cmd->add_option("-g,--group-id", a->groups, "Only this object group (repeatable)");
+  cmd->add_option("-i,--sif-id", a->objects, "Only this object (repeatable)");
+  cmd->add_flag("-a,--all", a->all, "With --legacy-insecure: every object of a group");
+  cmd->add_flag("--legacy-insecure", a->legacy, "Singularity's signatures from before 3.6, which cover object data "
+                "but not the header or descriptors");
+  cmd->add_flag("-j,--json", a->json, "Print the result as JSON");
+  cmd->callback([&ctx, a] { ctx.action = [a] { return runVerify(*a); }; });
+}
+
+}  // namespace ctr::cli

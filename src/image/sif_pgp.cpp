@@ -1,0 +1,221 @@
+// OpenPGP clear-signed SIF signatures through GPGME (sif_pgp.hpp).
+#include "ctr/sif_pgp.hpp"
+
+#include <gpgme.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "ctr/error.hpp"
+#include "ctr/run_process.hpp"
+#include "oci_libs.hpp"
+
+namespace ctr::image::sif {
+
+namespace {
+
+struct GpgmeApi {
+  decltype(&gpgme_check_version) check_version;
+  decltype(&gpgme_new) create;
+  decltype(&gpgme_release) release;
+  decltype(&gpgme_set_protocol) set_protocol;
+  decltype(&gpgme_ctx_set_engine_info) ctx_set_engine_info;
+  decltype(&gpgme_data_new) data_new;
+  decltype(&gpgme_data_new_from_mem) data_new_from_mem;
+  decltype(&gpgme_data_new_from_file) data_new_from_file;
+  decltype(&gpgme_data_release) data_release;
+  decltype(&gpgme_data_release_and_get_mem) data_release_and_get_mem;
+  decltype(&gpgme_free) free;
+  decltype(&gpgme_op_verify) op_verify;
+  decltype(&gpgme_op_verify_result) op_verify_result;
+  decltype(&gpgme_op_import) op_import;
+  decltype(&gpgme_op_import_result) op_import_result;
+  decltype(&gpgme_op_keylist_start) op_keylist_start;
+  decltype(&gpgme_op_keylist_next) op_keylist_next;
+  decltype(&gpgme_op_keylist_end) op_keylist_end;
+  decltype(&gpgme_get_key) get_key;
+  decltype(&gpgme_key_unref) key_unref;
+  decltype(&gpgme_strerror) strerror;
+  decltype(&gpgme_hash_algo_name) hash_algo_name;
+};
+
+const GpgmeApi& gpgmeApi() {
+  static GpgmeApi api;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* so = "libgpgme.so.11";
+    void* h = oci::openLibrary(so, "libgpgme11");
+    oci::bindSymbol(h, so, "gpgme_check_version", api.check_version);
+    oci::bindSymbol(h, so, "gpgme_new", api.create);
+    oci::bindSymbol(h, so, "gpgme_release", api.release);
+    oci::bindSymbol(h, so, "gpgme_set_protocol", api.set_protocol);
+    oci::bindSymbol(h, so, "gpgme_ctx_set_engine_info", api.ctx_set_engine_info);
+    oci::bindSymbol(h, so, "gpgme_data_new", api.data_new);
+    oci::bindSymbol(h, so, "gpgme_data_new_from_mem", api.data_new_from_mem);
+    oci::bindSymbol(h, so, "gpgme_data_new_from_file", api.data_new_from_file);
+    oci::bindSymbol(h, so, "gpgme_data_release", api.data_release);
+    oci::bindSymbol(h, so, "gpgme_data_release_and_get_mem", api.data_release_and_get_mem);
+    oci::bindSymbol(h, so, "gpgme_free", api.free);
+    oci::bindSymbol(h, so, "gpgme_op_verify", api.op_verify);
+    oci::bindSymbol(h, so, "gpgme_op_verify_result", api.op_verify_result);
+    oci::bindSymbol(h, so, "gpgme_op_import", api.op_import);
+    oci::bindSymbol(h, so, "gpgme_op_import_result", api.op_import_result);
+    oci::bindSymbol(h, so, "gpgme_op_keylist_start", api.op_keylist_start);
+    oci::bindSymbol(h, so, "gpgme_op_keylist_next", api.op_keylist_next);
+    oci::bindSymbol(h, so, "gpgme_op_keylist_end", api.op_keylist_end);
+    oci::bindSymbol(h, so, "gpgme_get_key", api.get_key);
+    oci::bindSymbol(h, so, "gpgme_key_unref", api.key_unref);
+    oci::bindSymbol(h, so, "gpgme_strerror", api.strerror);
+    oci::bindSymbol(h, so, "gpgme_hash_algo_name", api.hash_algo_name);
+    if (!api.check_version(nullptr)) throw Error("GPGME would not start (gpgme_check_version)");
+  });
+  return api;
+}
+
+struct ContextDeleter {
+  void operator()(gpgme_ctx_t c) const { gpgmeApi().release(c); }
+};
+struct DataDeleter {
+  void operator()(gpgme_data_t d) const { gpgmeApi().data_release(d); }
+};
+using Context = std::unique_ptr<gpgme_context, ContextDeleter>;
+using Data = std::unique_ptr<gpgme_data, DataDeleter>;
+
+std::string errorText(gpgme_error_t e) { return gpgmeApi().strerror(e); }
+
+// An OpenPGP context on the GnuPG home `home` (gpg as GPGME finds it).
+Context openContext(const std::filesystem::path& home) {
+  const auto& api = gpgmeApi();
+  gpgme_ctx_t raw = nullptr;
+  if (const auto e = api.create(&raw); e != 0) throw Error("GPGME: " + errorText(e));
+  Context ctx(raw);
+  if (const auto e = api.set_protocol(raw, GPGME_PROTOCOL_OpenPGP); e != 0) throw Error("GPGME: " + errorText(e));
+  if (const auto e = api.ctx_set_engine_info(raw, GPGME_PROTOCOL_OpenPGP, nullptr, home.c_str()); e != 0)
+    throw Error("GPGME: gpg: " + errorText(e));
+  return ctx;
+}
+
+Data memoryData(std::string_view bytes) {
+  gpgme_data_t raw = nullptr;
+  if (const auto e = gpgmeApi().data_new_from_mem(&raw, bytes.data(), bytes.size(), 1); e != 0)
+    throw Error("GPGME: " + errorText(e));
+  return Data(raw);
+}
+
+// The bytes GPGME wrote into `data`, which this releases.
+std::string takeBytes(Data data) {
+  std::size_t n = 0;
+  char* bytes = gpgmeApi().data_release_and_get_mem(data.release(), &n);
+  std::string out(bytes ? bytes : "", bytes ? n : 0);
+  if (bytes) gpgmeApi().free(bytes);
+  return out;
+}
+
+// The primary key's fingerprint of the key with (sub)key fingerprint `fpr`; "" if unknown.
+std::string primaryFingerprint(gpgme_ctx_t ctx, const char* fpr) {
+  gpgme_key_t key = nullptr;
+  if (!fpr || gpgmeApi().get_key(ctx, fpr, &key, 0) != 0 || !key) return {};
+  std::string primary = key->subkeys && key->subkeys->fpr ? key->subkeys->fpr : "";
+  gpgmeApi().key_unref(key);
+  return primary;
+}
+
+std::filesystem::path makePrivateDirectory() {
+  const char* base = ::getenv("XDG_RUNTIME_DIR");
+  std::string templ = std::string(base && *base == '/' ? base : "/tmp") + "/ctr-gnupg-XXXXXX";
+  if (!::mkdtemp(templ.data())) throw sysError("cannot make a GnuPG home in " + templ.substr(0, templ.rfind('/')));
+  return templ;
+}
+
+}  // namespace
+
+bool looksClearSigned(std::string_view data) {
+  const auto start = data.find_first_not_of(" \t\r\n");
+  return start != std::string_view::npos && data.substr(start).starts_with("-----BEGIN PGP SIGNED MESSAGE-----");
+}
+
+PgpKeyring::PgpKeyring(const std::vector<std::filesystem::path>& keyFiles) : home_(makePrivateDirectory()) {
+  try {
+    const auto& api = gpgmeApi();
+    Context ctx = openContext(home_);
+    for (const auto& file : keyFiles) {
+      gpgme_data_t raw = nullptr;
+      if (const auto e = api.data_new_from_file(&raw, file.c_str(), 1); e != 0)
+        throw Error("OpenPGP key file " + file.string() + ": " + errorText(e));
+      Data keys(raw);
+      const auto e = api.op_import(ctx.get(), keys.get());
+      const gpgme_import_result_t r = e == 0 ? api.op_import_result(ctx.get()) : nullptr;
+      // A secret key goes to gpg-agent, which gpg started for this home: it is stopped below.
+      if (r && r->secret_read > 0) agent_ = true;
+      if (!r || r->considered == 0 || r->imported + r->unchanged == 0)
+        throw Error("OpenPGP key file " + file.string() + ": no key gpg could import" + (e ? ": " + errorText(e) : ""));
+    }
+  } catch (...) {
+    removeHome();
+    throw;
+  }
+}
+
+PgpKeyring::~PgpKeyring() { removeHome(); }
+
+void PgpKeyring::removeHome() noexcept {
+  if (agent_) {
+    try {
+      ProcessOptions quiet;
+      quiet.captureStdout = quiet.captureStderr = true;
+      (void)runProcess({"gpgconf", "--homedir", home_.string(), "--kill", "all"}, quiet);
+    } catch (...) {
+      // Nothing more to do: the directory goes, and an agent whose home is gone exits.
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(home_, ec);
+}
+
+PgpCheck PgpKeyring::verifyClearSigned(std::string_view block) const {
+  const auto& api = gpgmeApi();
+  Context ctx = openContext(home_);
+  Data signature = memoryData(block);
+  gpgme_data_t rawPlain = nullptr;
+  if (const auto e = api.data_new(&rawPlain); e != 0) throw Error("GPGME: " + errorText(e));
+  Data plain(rawPlain);
+  PgpCheck check;
+  const auto e = api.op_verify(ctx.get(), signature.get(), nullptr, plain.get());
+  const gpgme_verify_result_t result = e == 0 ? api.op_verify_result(ctx.get()) : nullptr;
+  check.text = takeBytes(std::move(plain));
+  if (check.text.ends_with('\n')) check.text.pop_back();
+  if (!result || !result->signatures) {
+    check.error = e != 0 ? errorText(e) : "no signature in the clear-signed block";
+    return check;
+  }
+  const gpgme_signature_t s = result->signatures;
+  const char* hash = api.hash_algo_name(s->hash_algo);
+  check.hash = hash ? hash : "unknown";
+  if (gpgme_err_code(s->status) != GPG_ERR_NO_ERROR) {
+    check.error = gpgme_err_code(s->status) == GPG_ERR_NO_PUBKEY
+                      ? std::string("signed by key ") + (s->fpr ? s->fpr : "?") + ", which the keyring does not have"
+                      : errorText(s->status);
+    return check;
+  }
+  check.primaryFingerprint = primaryFingerprint(ctx.get(), s->fpr);
+  check.good = !check.primaryFingerprint.empty();
+  if (!check.good) check.error = "the signing key is not in the keyring";
+  return check;
+}
+
+std::vector<std::string> PgpKeyring::fingerprints() const {
+  const auto& api = gpgmeApi();
+  Context ctx = openContext(home_);
+  std::vector<std::string> out;
+  if (api.op_keylist_start(ctx.get(), nullptr, 0) != 0) return out;
+  for (gpgme_key_t key = nullptr; api.op_keylist_next(ctx.get(), &key) == 0 && key;) {
+    if (key->subkeys && key->subkeys->fpr) out.emplace_back(key->subkeys->fpr);
+    api.key_unref(key);
+  }
+  api.op_keylist_end(ctx.get());
+  return out;
+}
+
+}  // namespace ctr::image::sif

@@ -1,0 +1,74 @@
+// `ctr sign` with a PEM private key: DSSE envelopes as the reference's signer writes them
+// (docs/design-signing.md, sections 1.3 (c) and 1.5).
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "ctr/error.hpp"
+#include "ctr/sif_integrity.hpp"
+#include "oci_libs.hpp"
+#include "sif_integrity_parts.hpp"
+
+namespace ctr::image::sif {
+
+namespace {
+
+// The key's signature of `message`: Ed25519 of the message, RSA and ECDSA of its SHA-256.
+std::string signMessage(void* key, const std::string& message) {
+  const auto& crypto = oci::cryptoApi();
+  std::unique_ptr<void, void (*)(void*)> ctx(crypto.md_ctx_new(), crypto.md_ctx_free);
+  const void* md = crypto.pkey_is_a(key, "ED25519") ? nullptr : crypto.sha256();
+  std::size_t size = 0;
+  const auto* in = reinterpret_cast<const unsigned char*>(message.data());
+  if (!ctx || crypto.digest_sign_init(ctx.get(), nullptr, md, nullptr, key) != 1 ||
+      crypto.digest_sign(ctx.get(), nullptr, &size, in, message.size()) != 1)
+    throw Error("the key cannot sign (libcrypto refused it)");
+  std::string sig(size, '\0');
+  if (crypto.digest_sign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &size, in, message.size()) != 1)
+    throw Error("signing failed (libcrypto)");
+  sig.resize(size);
+  return sig;
+}
+
+}  // namespace
+
+std::vector<std::string> signDsse(Image& image, const std::vector<std::string>& privateKeysPem,
+                                  const std::vector<std::uint32_t>& groups) {
+  if (privateKeysPem.empty()) throw Error("no key to sign with");
+  std::vector<detail::Pkey> keys;
+  std::vector<std::string> keyids;
+  for (const auto& pem : privateKeysPem) {
+    keys.push_back(detail::readPemKey(pem, true));
+    keyids.push_back(detail::sshKeyId(keys.back().get()));
+  }
+  std::set<std::uint32_t> present;
+  for (const auto& d : image.usedDescriptors())
+    if (d.group() != 0) present.insert(d.group());
+  std::set<std::uint32_t> chosen(groups.begin(), groups.end());
+  for (auto g : chosen)
+    if (!present.contains(g)) throw Error("object group " + std::to_string(g) + " not found in the image");
+  if (chosen.empty()) chosen = present;
+  if (chosen.empty()) throw Error("the image has no object group to sign");
+  Editor editor(image);
+  for (auto g : chosen) {
+    const std::string document = imageMetadata(image, g);
+    nlohmann::ordered_json envelope;
+    envelope["payloadType"] = kSifMetadataMediaType;
+    envelope["payload"] = oci::base64Encode(document);
+    envelope["signatures"] = nlohmann::ordered_json::array();
+    const std::string pae = dssePae(kSifMetadataMediaType, document);
+    for (std::size_t k = 0; k < keys.size(); ++k)
+      envelope["signatures"].push_back({{"keyid", keyids[k]}, {"sig", oci::base64Encode(signMessage(keys[k].get(), pae))}});
+    const std::string data = envelope.dump();
+    ObjectInput sig;
+    sig.type = DataType::Signature;
+    sig.group = 0;
+    sig.linkedGroup = g;
+    sig.hashType = 1;  // SHA-256: the DSSE signer's, whatever the key
+    sig.data = DataSource::fromBytes(std::span(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
+    editor.add(sig, editor.defaultTime());
+  }
+  return keyids;
+}
+
+}  // namespace ctr::image::sif
