@@ -371,6 +371,21 @@ static const char *argument_value(const char *arg, const char *key) {
   return strncmp(arg, key, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
 }
 
+/* Which of `names` (NULL-terminated) the argument `arg`'s `value` is; -1 after the line
+ * that lists them ("the value is yes or no"). */
+static int choice(const char *arg, const char *value, const char *const *names) {
+  char list[128] = "";
+  int n = 0;
+  for (; names[n]; ++n)
+    if (strcmp(value, names[n]) == 0) return n;
+  for (int i = 0; i < n; ++i) {
+    const size_t used = strlen(list);
+    snprintf(list + used, sizeof list - used, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+  }
+  slurm_error("ctr: plugstack.conf argument '%s': the value is %s", arg, list);
+  return -1;
+}
+
 /* One plugstack.conf argument into the settings above; 0, or -1 after the line that says why. */
 static int parse_argument(const char *arg) {
   const char *value;
@@ -395,33 +410,20 @@ static int parse_argument(const char *arg) {
     }
     strcpy(job_store, value);
   } else if ((value = argument_value(arg, "writable"))) {
-    if (strcmp(value, "yes") != 0 && strcmp(value, "no") != 0) {
-      slurm_error("ctr: plugstack.conf argument '%s': the value is yes or no", arg);
-      return -1;
-    }
-    writable_default = value[0] == 'y';
+    static const char *const names[] = {"yes", "no", NULL};
+    const int i = choice(arg, value, names);
+    if (i < 0) return -1;
+    writable_default = i == 0;
   } else if ((value = argument_value(arg, "workdir"))) {
-    if (strcmp(value, "auto") == 0) {
-      workdir_default = WORKDIR_AUTO;
-    } else if (strcmp(value, "image") == 0) {
-      workdir_default = WORKDIR_IMAGE;
-    } else if (strcmp(value, "submit") == 0) {
-      workdir_default = WORKDIR_SUBMIT;
-    } else {
-      slurm_error("ctr: plugstack.conf argument '%s': the value is auto, image or submit", arg);
-      return -1;
-    }
+    static const char *const names[] = {"auto", "image", "submit", NULL}; /* enum workdir_rule's order */
+    const int i = choice(arg, value, names);
+    if (i < 0) return -1;
+    workdir_default = (enum workdir_rule)i;
   } else if ((value = argument_value(arg, "container_required"))) {
-    if (strcmp(value, "no") == 0) {
-      container_required = REQUIRED_NO;
-    } else if (strcmp(value, "steps") == 0) {
-      container_required = REQUIRED_STEPS;
-    } else if (strcmp(value, "all") == 0) {
-      container_required = REQUIRED_ALL;
-    } else {
-      slurm_error("ctr: plugstack.conf argument '%s': the value is no, steps or all", arg);
-      return -1;
-    }
+    static const char *const names[] = {"no", "steps", "all", NULL}; /* REQUIRED_NO, _STEPS, _ALL */
+    const int i = choice(arg, value, names);
+    if (i < 0) return -1;
+    container_required = i == 0 ? REQUIRED_NO : i == 1 ? REQUIRED_STEPS : REQUIRED_ALL;
   } else if ((value = argument_value(arg, "timeout")) || (value = argument_value(arg, "start_timeout"))) {
     char *end;
     const long seconds = strtol(value, &end, 10);
@@ -449,8 +451,8 @@ static int parse_argument(const char *arg) {
     }
   } else {
     slurm_error("ctr: unknown plugstack.conf argument '%s' (known: ctr=PATH, entrypoint=PATH, image_dir=DIR, job_store=DIR, "
-                "container_required=no|steps|all, allow=OPT,..., env=NAME=VALUE, timeout=SECONDS, "
-                "start_timeout=SECONDS)", arg);
+                "container_required=no|steps|all, writable=yes|no, workdir=auto|image|submit, allow=OPT,..., "
+                "env=NAME=VALUE, timeout=SECONDS, start_timeout=SECONDS)", arg);
     return -1;
   }
   return 0;
