@@ -31,15 +31,8 @@ fi
 
 blocks=${BLOCKS:-10}; reps=${REPS:-5}; conc=${CONC:-64}
 mkdir -p "$out"
-work=$(mktemp -d /tmp/ctr-bench.XXXXXX)
-holders=()
-cleanup() {
-  for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-cd "$work"
+. "$src/bench/startup/work-dir.sh"
+work_dir ctr-bench
 
 echo "== preparing images in $work"
 sh "$src/images/demo/make-rootfs.sh" rootfs >/dev/null

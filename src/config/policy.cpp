@@ -161,9 +161,46 @@ SetterTable pullSetters() {
   };
 }
 
+std::string absoluteFile(const std::string& v) {
+  if (v.empty() || v[0] != '/') throw Error("expected an absolute path, got '" + v + "'");
+  return v;
+}
+
+SetterTable executionSetters() {
+  return {
+      {"execution rule",
+       [](Policy& p, const std::string& v) {
+         // "[DIR] MODE": the mode is the last word, a DIR (which may hold spaces) before it.
+         const auto space = v.find_last_of(" \t");
+         ExecutionRule rule;
+         rule.mode = parseChoice<ExecutionMode>(space == std::string::npos ? v : v.substr(space + 1),
+                                                {{"off", ExecutionMode::Off},
+                                                 {"whitelist", ExecutionMode::Whitelist},
+                                                 {"whitestrict", ExecutionMode::Whitestrict},
+                                                 {"blacklist", ExecutionMode::Blacklist}});
+         if (space != std::string::npos) {
+           rule.dir = absoluteFile(std::string(trim(std::string_view(v).substr(0, space))));
+           while (rule.dir.size() > 1 && rule.dir.back() == '/') rule.dir.pop_back();
+         }
+         for (const auto& r : p.execution.rules)
+           if (r.dir == rule.dir) throw Error("a second rule for " + (rule.dir.empty() ? "every image" : rule.dir));
+         p.execution.rules.push_back(rule);
+       }},
+      {"trusted key", [](Policy& p, const std::string& v) { p.execution.trustedKeys.push_back(absoluteFile(v)); }},
+      {"blacklisted key", [](Policy& p, const std::string& v) { p.execution.blacklistedKeys.push_back(absoluteFile(v)); }},
+  };
+}
+
+// The keys of the images ctr fetches and runs: pull limits, the cache and store, execution control.
+SetterTable imageSetters() {
+  SetterTable table = pullSetters();
+  table.merge(executionSetters());
+  return table;
+}
+
 const SetterTable& setters() {
   static const SetterTable table = [] {
-    SetterTable all = pullSetters();
+    SetterTable all = imageSetters();
     all.merge(SetterTable{
       {"allow setuid", [](Policy& p, const std::string& v) { p.allowSetuid = parseBool(v); }},
       {"allow user namespaces",
@@ -322,6 +359,26 @@ std::string_view toString(SquashfsServer server) {
     case SquashfsServer::Squashfuse: return "squashfuse";
   }
   return "auto";
+}
+
+std::string_view toString(ExecutionMode mode) {
+  switch (mode) {
+    case ExecutionMode::Off: return "off";
+    case ExecutionMode::Whitelist: return "whitelist";
+    case ExecutionMode::Whitestrict: return "whitestrict";
+    case ExecutionMode::Blacklist: return "blacklist";
+  }
+  return "off";
+}
+
+const ExecutionRule* executionRuleFor(const ExecutionControl& control, std::string_view realPath) {
+  const ExecutionRule* best = nullptr;
+  for (const auto& r : control.rules) {
+    const bool under = r.dir.empty() || r.dir == "/" ||
+                       (realPath.starts_with(r.dir) && (realPath.size() == r.dir.size() || realPath[r.dir.size()] == '/'));
+    if (under && (!best || r.dir.size() > best->dir.size())) best = &r;
+  }
+  return best && best->mode != ExecutionMode::Off ? best : nullptr;
 }
 
 std::string_view toString(StageImages stage) {

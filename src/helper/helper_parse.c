@@ -46,7 +46,7 @@ const char *const hp_ctr_keys[] = {"allow setuid", "allow user namespaces", "all
     "mpi library", "mpi dependency", "mpi path", "mpi abi check", "root kernel interfaces", "nvidia library list",
     "rdma with contain", "rocm library list", "seccomp profile", "pull max blob size", "pull max total size",
     "pull max unpacked size", "image cache dir", "image cache max size", "pull token realm hosts", "registry mirror",
-    "image store dir", "image store copy", "image store wait", NULL};
+    "image store dir", "image store copy", "image store wait", "execution rule", "trusted key", "blacklisted key", NULL};
 
 static char *trim(char *s) {
   while (*s == ' ' || *s == '\t' || *s == '\r') s++;

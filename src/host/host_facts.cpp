@@ -145,6 +145,17 @@ void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& po
     if (!host.overlayFiles.contains(file.path)) host.overlayFiles.emplace(file.path, inspectOverlayFile(file));
   for (const auto& file : needs.datasetFiles)
     if (!host.datasetImages.contains(file.path)) host.datasetImages.emplace(file.path, inspectDatasetFile(file));
+  if (needs.signatureImage) discoverSignatures(host, *needs.signatureImage, policy.execution);
+}
+
+void discoverSignatures(HostFacts& host, const image::ImageSource& image, const config::ExecutionControl& control) {
+  std::error_code ec;
+  host.imageRealPath = std::filesystem::canonical(image.path, ec).string();
+  if (ec) host.imageRealPath = image.path.string();
+  const config::ExecutionRule* rule = config::executionRuleFor(control, host.imageRealPath);
+  if (!rule) return;
+  const bool blacklist = rule->mode == config::ExecutionMode::Blacklist;
+  host.signatures = image::signatureFacts(image, control, !blacklist, blacklist, host.stateDir);
 }
 
 SquashfsServers discoverSquashfsServers() {

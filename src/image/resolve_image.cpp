@@ -101,6 +101,7 @@ void recordFile(ImageSource& source, int fd, const struct stat& st) {
   source.device = st.st_dev;
   source.inode = st.st_ino;
   source.mtimeNs = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  source.ctimeNs = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
   source.fileBytes = static_cast<std::uint64_t>(st.st_size);
   source.owner = st.st_uid;
   source.links = static_cast<std::uint64_t>(st.st_nlink);

@@ -265,14 +265,20 @@ SignatureCheck checkSignature(const Image& image, const Task& t, const Descripto
     const bool legacy = t.kind == Task::LegacyGroup || t.kind == Task::LegacyObject;
     if (legacy) {
       c.format = "OpenPGP (legacy)";
-      c.objects = checkLegacyDigest(image, t, sig, checkPgp(data, sig, keys, true, c.signers));
+      const std::string text = checkPgp(data, sig, keys, true, c.signers);
+      c.signatureVerified = true;
+      c.objects = checkLegacyDigest(image, t, sig, text);
     } else if (const auto envelope = parseDsseEnvelope(data)) {
       c.format = "DSSE";
       (void)descriptorHash(sig);
-      c.objects = checkDocument(image, t, sig, checkDsse(*envelope, sig, keys, c.signers));
+      const std::string document = checkDsse(*envelope, sig, keys, c.signers);
+      c.signatureVerified = true;
+      c.objects = checkDocument(image, t, sig, document);
     } else if (looksClearSigned(data)) {
       c.format = "OpenPGP";
-      c.objects = checkDocument(image, t, sig, checkPgp(data, sig, keys, false, c.signers));
+      const std::string document = checkPgp(data, sig, keys, false, c.signers);
+      c.signatureVerified = true;
+      c.objects = checkDocument(image, t, sig, document);
     } else {
       throw Error("signature object " + std::to_string(sig.id) + ": signature format not recognized");
     }

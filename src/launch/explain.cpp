@@ -372,6 +372,12 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["workdir_required"] = plan.workdirRequired;
   j["workdir"] = plan.workdir;
   if (!plan.imageWorkdirFile.empty()) j["image_workdir_file"] = plan.imageWorkdirFile;
+  if (plan.execution)
+    j["execution"] = {{"rule_dir", plan.execution->ruleDir},
+                      {"mode", config::toString(plan.execution->mode)},
+                      {"image", plan.execution->image},
+                      {"signers", plan.execution->signers},
+                      {"cached", plan.execution->cached}};
   j["uid"] = plan.user.uid;
   j["gid"] = plan.user.gid;
   j["user"] = plan.user.name;
@@ -609,6 +615,14 @@ void writeCommand(std::ostream& out, const LaunchPlan& plan) {
   out << "workdir:    " << plan.workdir << (plan.workdirRequired ? " (--pwd: must exist)" : "");
   if (!plan.imageWorkdirFile.empty()) out << " unless the image records its WORKDIR in " << plan.imageWorkdirFile;
   out << '\n';
+  if (plan.execution) {
+    const auto& e = *plan.execution;
+    std::string signers;
+    for (const auto& s : e.signers) signers += (signers.empty() ? "" : ", ") + s;
+    out << "execution:  " << config::toString(e.mode) << " for " << (e.ruleDir.empty() ? "every image" : e.ruleDir)
+        << " (ctr.conf): " << e.image << (signers.empty() ? std::string(" allowed") : " signed by " + signers)
+        << (e.cached ? " (the verdict kept for this file)" : " (verified now)") << '\n';
+  }
   if (!plan.appRoot.empty()) out << "app:        " << plan.appRoot << " (must exist, else exit 1)\n";
   for (const auto& c : plan.commandChoices) {
     out << "program:   ";

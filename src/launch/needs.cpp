@@ -1,5 +1,7 @@
 // What a launch needs to know of the node: decided here from the options and the image, so
 // that the host module probes only that (host::discoverNeeds) and the CLI decides nothing.
+#include <algorithm>
+
 #include "ctr/launch.hpp"
 
 namespace ctr::launch {
@@ -19,6 +21,10 @@ host::Needs needsOf(const LaunchOptions& options, const image::ImageSource& imag
   needs.mpi = options.mpi == "bind";
   needs.stageDir = options.stage.value_or(policy.stageImages != config::StageImages::Never);
   needs.subordinateIds = options.fakeroot && !options.ignoreSubuid;
+  // Execution control: which rule takes the image depends on its real path, a fact.
+  const auto& rules = policy.execution.rules;
+  if (std::any_of(rules.begin(), rules.end(), [](const config::ExecutionRule& r) { return r.mode != config::ExecutionMode::Off; }))
+    needs.signatureImage = image;
   return needs;
 }
 

@@ -406,6 +406,7 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   // devices the launch asks for bound into it.
   const bool privateDev = contain || noMount.dev;
   LaunchPlan plan = planBasics(options, policy, image, host);
+  planExecution(plan, policy, host);  // before anything else: a refused image gets no further
   planFakeroot(plan, options, policy, host);
   const std::vector<BindSpec> userBinds = userBindSpecs(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd);
   planDatasets(plan, options, userBinds, host);

@@ -64,6 +64,9 @@ void becomeFakeroot(LaunchPlan& plan, const host::HostFacts& host);
 // and root mode Overlay when it has a layer. Throws ctr::Error (one line) for a spec it
 // cannot stack, or --writable of an image that is not a directory.
 void planOverlay(LaunchPlan& plan, const LaunchOptions& options, const host::HostFacts& host);
+// ctr.conf's execution control (execution.cpp): plan.execution when a rule took the image;
+// throws ctr::Error, one line with the rule and the reason, when it refuses it.
+void planExecution(LaunchPlan& plan, const config::Policy& policy, const host::HostFacts& host);
 // A parent before its children: a mount given before one of its ancestors moves right after it.
 void orderParentsFirst(std::vector<Mount>& mounts);
 

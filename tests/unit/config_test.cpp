@@ -224,3 +224,34 @@ TEST(ConfigPolicy, RegistryMirrorsAreKeptInOrderAndMalformedOnesRefused) {
                           "registry mirror = docker.io = https:///path"})
     EXPECT_THROW((void)parsePolicy(std::string(bad) + "\n", "c"), ctr::Error) << bad;
 }
+
+// Execution control: '[DIR] MODE' rules, the longest DIR an image lies under wins, one
+// without DIR takes the rest; off takes nothing.
+TEST(ConfigPolicy, ExecutionRulesPickTheLongestDirectory) {
+  const auto p = parsePolicy("execution rule = whitelist\n"
+                             "execution rule = /apps/images/ blacklist\n"
+                             "execution rule = /apps/images/dev off\n"
+                             "execution rule = /opt/my images whitestrict\n"
+                             "trusted key = /etc/ctr/site.pem\n"
+                             "blacklisted key = /etc/ctr/revoked.asc\n",
+                             "ctr.conf");
+  ASSERT_EQ(p.execution.rules.size(), 4u);
+  EXPECT_EQ(p.execution.rules[1].dir, "/apps/images");
+  EXPECT_EQ(p.execution.rules[3].dir, "/opt/my images");
+  EXPECT_EQ(p.execution.trustedKeys, std::vector<std::string>{"/etc/ctr/site.pem"});
+  EXPECT_EQ(p.execution.blacklistedKeys, std::vector<std::string>{"/etc/ctr/revoked.asc"});
+  auto mode = [&](std::string_view path) {
+    const auto* r = executionRuleFor(p.execution, path);
+    return r ? std::string(toString(r->mode)) : std::string("none");
+  };
+  EXPECT_EQ(mode("/home/u/a.sif"), "whitelist");
+  EXPECT_EQ(mode("/apps/images/a.sif"), "blacklist");
+  EXPECT_EQ(mode("/apps/images-old/a.sif"), "whitelist");  // a name that only starts alike
+  EXPECT_EQ(mode("/apps/images/dev/a.sif"), "none");
+  EXPECT_EQ(mode("/opt/my images/a.sif"), "whitestrict");
+  EXPECT_EQ(executionRuleFor(parsePolicy("", "ctr.conf").execution, "/a.sif"), nullptr);
+  EXPECT_THROW(parsePolicy("execution rule = /a sometimes\n", "ctr.conf"), ctr::Error);
+  EXPECT_THROW(parsePolicy("execution rule = apps whitelist\n", "ctr.conf"), ctr::Error);
+  EXPECT_THROW(parsePolicy("execution rule = /a off\nexecution rule = /a/ whitelist\n", "ctr.conf"), ctr::Error);
+  EXPECT_THROW(parsePolicy("trusted key = site.pem\n", "ctr.conf"), ctr::Error);
+}

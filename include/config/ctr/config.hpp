@@ -65,6 +65,23 @@ struct PullPolicy {
   std::string configFile;
 };
 
+// Execution control (docs/design-signing.md, section 2): which images may run by who signed
+// them. 'execution rule = [DIR] MODE' (repeatable; the longest DIR an image's path is under
+// picks the rule, one without DIR is for every other image): off, whitelist (every signature
+// of the SIF verifies with the trusted keys), whitestrict (and every trusted key signed it),
+// blacklist (no signature verifies with a blacklisted key). 'trusted key = FILE' and
+// 'blacklisted key = FILE' (repeatable): PEM public keys (DSSE) or OpenPGP public keys.
+enum class ExecutionMode { Off, Whitelist, Whitestrict, Blacklist };
+struct ExecutionRule {
+  std::string dir;  // absolute, no trailing slash; empty: every image no other rule takes
+  ExecutionMode mode = ExecutionMode::Off;
+};
+struct ExecutionControl {
+  std::vector<ExecutionRule> rules;
+  std::vector<std::string> trustedKeys;
+  std::vector<std::string> blacklistedKeys;
+};
+
 struct Policy {
   std::filesystem::path source;  // file the policy was read from; empty = built-in defaults
 
@@ -143,6 +160,7 @@ struct Policy {
   bool rootKernelInterfacesReadOnly = true;
 
   PullPolicy pull;
+  ExecutionControl execution;
 };
 
 // Parses `text`; `fileName` is only used in error messages ("FILE:LINE: ...").
@@ -161,5 +179,9 @@ Policy loadDefaultPolicy();
 std::string_view toString(ImageDriver driver);
 std::string_view toString(SquashfsServer server);
 std::string_view toString(StageImages stage);
+std::string_view toString(ExecutionMode mode);
+// The rule for an image at `realPath` (symlinks resolved): the one of the longest DIR it
+// lies under, else the one without DIR; nullptr when none applies (execution control off).
+[[nodiscard]] const ExecutionRule* executionRuleFor(const ExecutionControl& control, std::string_view realPath);
 
 }  // namespace ctr::config

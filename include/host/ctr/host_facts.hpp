@@ -19,6 +19,7 @@
 #include "ctr/image.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/mpi.hpp"
+#include "ctr/signers.hpp"
 
 namespace ctr::host {
 
@@ -199,6 +200,10 @@ struct HostFacts {
   // The files the options name, by path (inspectOverlayFile, inspectDatasetFile).
   std::map<std::string, OverlayFile> overlayFiles;
   std::map<std::string, image::ImageSource> datasetImages;
+  // Execution control (Needs::signatureImage): the image's real path, and who signed it
+  // when a rule other than off takes that path (config::executionRuleFor).
+  std::string imageRealPath;
+  std::optional<image::SignatureFacts> signatures;
 };
 
 // Which devices a launch asks for (--nv, --rocm, --gpus, --device).
@@ -222,11 +227,18 @@ struct Needs {
   bool subordinateIds = false;   // --fakeroot with the user's /etc/subuid ranges
   std::vector<NamedFile> overlayFiles;  // --overlay paths
   std::vector<NamedFile> datasetFiles;  // the image-src= files of the user's binds
+  // ctr.conf's execution control has rules: who signed this image (discoverSignatures).
+  std::optional<image::ImageSource> signatureImage;
 };
 
 // The one entry for a launch's facts after discoverHost: fills in `host` what `needs` names,
 // with the settings of `policy` that say where to look.
 void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& policy);
+
+// The image's real path, and when an execution rule takes it, who signed it (a verdict kept
+// in host.stateDir for the file as it is, else verified now). Throws ctr::Error for a
+// trusted or blacklisted key file that cannot be read.
+void discoverSignatures(HostFacts& host, const image::ImageSource& image, const config::ExecutionControl& control);
 
 // This process's cgroup per v1 controller and on v2 (/proc/self/cgroup, limits::parseProcCgroup).
 [[nodiscard]] std::map<std::string, std::string> ownCgroups();

@@ -39,6 +39,7 @@ struct ImageSource {
   dev_t device = 0;
   ino_t inode = 0;
   std::int64_t mtimeNs = 0;
+  std::int64_t ctimeNs = 0;  // with the above, what a kept signature verdict is for
   // The file's own size (a SIF is more than its squashfs) and the statfs type of the file
   // system it is on: what node-local staging copies and checks, and whether 'stage images =
   // auto' copies it (a network file system).

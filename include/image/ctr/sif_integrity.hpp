@@ -81,6 +81,7 @@ struct SignatureCheck {
   std::string covers;                  // "object group 1", "object 2"
   std::vector<std::uint32_t> objects;  // the objects it was checked against
   std::vector<std::string> signers;    // DSSE keyids that verified, the OpenPGP primary key
+  bool signatureVerified = false;      // the keys verified it: an error after is the image's
   std::string error;                   // "" when it verified
 };
 struct Verification {

@@ -540,6 +540,17 @@ struct GlibcCheck {
   std::vector<std::string> imageLibc;
 };
 
+// ctr.conf's execution control for the image (docs/design-signing.md, section 2): the rule
+// that took it and the keys that signed it. A launch the rule refuses has no plan: the
+// planner throws its one line.
+struct ExecutionCheck {
+  std::string ruleDir;                 // "": the rule for every image
+  config::ExecutionMode mode = config::ExecutionMode::Off;
+  std::string image;                   // the image's real path, which chose the rule
+  std::vector<std::string> signers;    // trusted keys (keyids, fingerprints) that signed it
+  bool cached = false;                 // the verdict kept for this file, not read again
+};
+
 struct LaunchPlan {
   Command command = Command::Exec;
   image::ImageSource image;
@@ -583,6 +594,7 @@ struct LaunchPlan {
   bool sourceEnvScripts = true;         // apply /.singularity.d/env/*.sh if the image has them
   std::string workdir;                  // inside the container
   bool workdirRequired = false;         // --pwd given: a missing one fails (else: warning, /)
+  std::optional<ExecutionCheck> execution;  // set when an execution rule took the image
   // --image-workdir: the file in the image that records its WORKDIR (image::oci::
   // kWorkdirFile); the launch starts there when the image has it, else in `workdir`.
   // "": not asked.
