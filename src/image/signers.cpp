@@ -88,15 +88,29 @@ std::vector<std::string> allSigners(const sif::Verification& v) {
   return {out.begin(), out.end()};
 }
 
-// The name of the kept verdict: this file as it is, these keys as they are. FNV-1a, as the
-// state directory's other keys (ctr/hash.hpp): the directory is the user's own, and the
-// warm launch must not load libcrypto for it.
+// A file as it is: device, inode, size, modification and change times.
+std::string fileIdentity(dev_t dev, ino_t ino, std::uint64_t size, std::int64_t mtimeNs, std::int64_t ctimeNs) {
+  return std::to_string(dev) + " " + std::to_string(ino) + " " + std::to_string(size) + " " + std::to_string(mtimeNs) +
+         " " + std::to_string(ctimeNs) + "\n";
+}
+
+// The name of the kept verdict: this image file as it is, these key files as they are (one
+// stat each: any change of a key file changes its ctime). FNV-1a, as the state directory's
+// other keys (ctr/hash.hpp): the directory is the user's own, and the warm launch must not
+// load libcrypto for it.
 std::string verdictName(const ImageSource& image, const config::ExecutionControl& control, bool trusted, bool blacklisted) {
-  std::uint64_t h = fnv1a64(std::to_string(image.device) + " " + std::to_string(image.inode) + " " +
-                            std::to_string(image.fileBytes) + " " + std::to_string(image.mtimeNs) + " " +
-                            std::to_string(image.ctimeNs) + " " + (trusted ? "t" : "-") + (blacklisted ? "b" : "-"));
+  std::uint64_t h = fnv1a64(fileIdentity(image.device, image.inode, image.fileBytes, image.mtimeNs, image.ctimeNs) +
+                            (trusted ? "t" : "-") + (blacklisted ? "b" : "-"));
   for (const auto* list : {&control.trustedKeys, &control.blacklistedKeys})
-    for (const auto& k : *list) h = fnv1a64(k + "\n" + readKeyFile(k) + "\n", h);
+    for (const auto& k : *list) {
+      struct stat st{};
+      if (::stat(k.c_str(), &st) != 0) throw sysError("ctr.conf key " + k);
+      h = fnv1a64(k + " " +
+                      fileIdentity(st.st_dev, st.st_ino, static_cast<std::uint64_t>(st.st_size),
+                                   st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
+                                   st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec),
+                  h);
+    }
   return toHex16(h) + ".json";
 }
 
@@ -110,9 +124,12 @@ nlohmann::json toJson(const SignatureFacts& f) {
 }
 
 std::optional<SignatureFacts> readVerdict(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) return std::nullopt;
-  const auto j = nlohmann::json::parse(in, nullptr, false);
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
+  if (!fd) return std::nullopt;
+  char buffer[16384];
+  const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+  if (n <= 0 || static_cast<std::size_t>(n) == sizeof buffer) return std::nullopt;
+  const auto j = nlohmann::json::parse(std::string_view(buffer, static_cast<std::size_t>(n)), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   try {
     SignatureFacts f;
