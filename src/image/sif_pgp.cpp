@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -39,6 +40,10 @@ struct GpgmeApi {
   decltype(&gpgme_key_unref) key_unref;
   decltype(&gpgme_strerror) strerror;
   decltype(&gpgme_hash_algo_name) hash_algo_name;
+  decltype(&gpgme_set_armor) set_armor;
+  decltype(&gpgme_set_pinentry_mode) set_pinentry_mode;
+  decltype(&gpgme_signers_add) signers_add;
+  decltype(&gpgme_op_sign) op_sign;
 };
 
 const GpgmeApi& gpgmeApi() {
@@ -69,6 +74,10 @@ const GpgmeApi& gpgmeApi() {
     oci::bindSymbol(h, so, "gpgme_key_unref", api.key_unref);
     oci::bindSymbol(h, so, "gpgme_strerror", api.strerror);
     oci::bindSymbol(h, so, "gpgme_hash_algo_name", api.hash_algo_name);
+    oci::bindSymbol(h, so, "gpgme_set_armor", api.set_armor);
+    oci::bindSymbol(h, so, "gpgme_set_pinentry_mode", api.set_pinentry_mode);
+    oci::bindSymbol(h, so, "gpgme_signers_add", api.signers_add);
+    oci::bindSymbol(h, so, "gpgme_op_sign", api.op_sign);
     if (!api.check_version(nullptr)) throw Error("GPGME would not start (gpgme_check_version)");
   });
   return api;
@@ -138,6 +147,11 @@ bool looksClearSigned(std::string_view data) {
 
 PgpKeyring::PgpKeyring(const std::vector<std::filesystem::path>& keyFiles) : home_(makePrivateDirectory()) {
   try {
+    // What the reference signs with (SHA-256), whatever the key prefers.
+    {
+      std::ofstream conf(home_ / "gpg.conf");
+      conf << "personal-digest-preferences SHA256\ndigest-algo SHA256\n";
+    }
     const auto& api = gpgmeApi();
     Context ctx = openContext(home_);
     for (const auto& file : keyFiles) {
@@ -203,6 +217,52 @@ PgpCheck PgpKeyring::verifyClearSigned(std::string_view block) const {
   check.good = !check.primaryFingerprint.empty();
   if (!check.good) check.error = "the signing key is not in the keyring";
   return check;
+}
+
+namespace {
+
+// The secret key to sign with: `fingerprint`'s, else the keyring's one secret key.
+gpgme_key_t secretKey(gpgme_ctx_t ctx, const std::string& fingerprint) {
+  const auto& api = gpgmeApi();
+  gpgme_key_t found = nullptr;
+  int count = 0;
+  if (api.op_keylist_start(ctx, fingerprint.empty() ? nullptr : fingerprint.c_str(), 1) != 0)
+    throw Error("GPGME: cannot list the keyring's secret keys");
+  for (gpgme_key_t key = nullptr; api.op_keylist_next(ctx, &key) == 0 && key;) {
+    if (++count == 1) found = key;
+    else api.key_unref(key);
+  }
+  api.op_keylist_end(ctx);
+  if (count == 1) return found;
+  if (found) api.key_unref(found);
+  if (count == 0)
+    throw Error(fingerprint.empty() ? std::string("the OpenPGP key files hold no secret key")
+                                    : "no secret key " + fingerprint + " in the OpenPGP key files");
+  throw Error("the OpenPGP key files hold " + std::to_string(count) + " secret keys: name one with --fingerprint");
+}
+
+}  // namespace
+
+PgpKeyring::Signed PgpKeyring::clearSign(std::string_view text, const std::string& fingerprint) const {
+  const auto& api = gpgmeApi();
+  Context ctx = openContext(home_);
+  gpgme_key_t key = secretKey(ctx.get(), fingerprint);
+  Signed out;
+  out.primaryFingerprint = key->subkeys && key->subkeys->fpr ? key->subkeys->fpr : "";
+  const auto added = api.signers_add(ctx.get(), key);
+  api.key_unref(key);
+  if (added != 0) throw Error("GPGME: " + errorText(added));
+  api.set_armor(ctx.get(), 1);
+  // No passphrase is asked for: a key that has one fails here instead of waiting on a prompt.
+  (void)api.set_pinentry_mode(ctx.get(), GPGME_PINENTRY_MODE_LOOPBACK);
+  Data plain = memoryData(text);
+  gpgme_data_t rawSig = nullptr;
+  if (const auto e = api.data_new(&rawSig); e != 0) throw Error("GPGME: " + errorText(e));
+  Data sig(rawSig);
+  if (const auto e = api.op_sign(ctx.get(), plain.get(), sig.get(), GPGME_SIG_MODE_CLEAR); e != 0)
+    throw Error("gpg could not sign: " + errorText(e));
+  out.block = takeBytes(std::move(sig));
+  return out;
 }
 
 std::vector<std::string> PgpKeyring::fingerprints() const {

@@ -1,11 +1,13 @@
-// `ctr sign` with a PEM private key: DSSE envelopes as the reference's signer writes them
-// (docs/design-signing.md, sections 1.3 (c) and 1.5).
+// `ctr sign`: DSSE envelopes (PEM private keys) and OpenPGP clear-signed metadata (a secret
+// key through GPGME) as the reference's signers write them (docs/design-signing.md,
+// sections 1.3 and 1.5).
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "ctr/error.hpp"
 #include "ctr/sif_integrity.hpp"
+#include "ctr/sif_pgp.hpp"
 #include "oci_libs.hpp"
 #include "sif_integrity_parts.hpp"
 
@@ -30,7 +32,46 @@ std::string signMessage(void* key, const std::string& message) {
   return sig;
 }
 
+// The object groups to sign: `groups`, each of which the image must have, else all of them.
+std::set<std::uint32_t> groupsToSign(const Image& image, const std::vector<std::uint32_t>& groups) {
+  std::set<std::uint32_t> present;
+  for (const auto& d : image.usedDescriptors())
+    if (d.group() != 0) present.insert(d.group());
+  std::set<std::uint32_t> chosen(groups.begin(), groups.end());
+  for (auto g : chosen)
+    if (!present.contains(g)) throw Error("object group " + std::to_string(g) + " not found in the image");
+  if (chosen.empty()) chosen = present;
+  if (chosen.empty()) throw Error("the image has no object group to sign");
+  return chosen;
+}
+
+// A signature object linked to group `g` holding `data`; the signer's OpenPGP fingerprint
+// in `entityHex` ("" for DSSE).
+void addSignature(Editor& editor, std::uint32_t g, const std::string& data, const std::string& entityHex) {
+  ObjectInput sig;
+  sig.type = DataType::Signature;
+  sig.group = 0;
+  sig.linkedGroup = g;
+  sig.hashType = 1;  // SHA-256: the DSSE signer's whatever the key, and the OpenPGP one's
+  sig.entityHex = entityHex;
+  sig.data = DataSource::fromBytes(std::span(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
+  editor.add(sig, editor.defaultTime());
+}
+
 }  // namespace
+
+std::string signPgp(Image& image, const PgpKeyring& keyring, const std::string& fingerprint,
+                    const std::vector<std::uint32_t>& groups) {
+  const auto chosen = groupsToSign(image, groups);
+  Editor editor(image);
+  std::string signer;
+  for (auto g : chosen) {
+    const auto signedText = keyring.clearSign(imageMetadata(image, g), fingerprint);
+    signer = signedText.primaryFingerprint;
+    addSignature(editor, g, signedText.block, signer);
+  }
+  return signer;
+}
 
 std::vector<std::string> signDsse(Image& image, const std::vector<std::string>& privateKeysPem,
                                   const std::vector<std::uint32_t>& groups) {
@@ -41,14 +82,7 @@ std::vector<std::string> signDsse(Image& image, const std::vector<std::string>& 
     keys.push_back(detail::readPemKey(pem, true));
     keyids.push_back(detail::sshKeyId(keys.back().get()));
   }
-  std::set<std::uint32_t> present;
-  for (const auto& d : image.usedDescriptors())
-    if (d.group() != 0) present.insert(d.group());
-  std::set<std::uint32_t> chosen(groups.begin(), groups.end());
-  for (auto g : chosen)
-    if (!present.contains(g)) throw Error("object group " + std::to_string(g) + " not found in the image");
-  if (chosen.empty()) chosen = present;
-  if (chosen.empty()) throw Error("the image has no object group to sign");
+  const auto chosen = groupsToSign(image, groups);
   Editor editor(image);
   for (auto g : chosen) {
     const std::string document = imageMetadata(image, g);
@@ -59,14 +93,7 @@ std::vector<std::string> signDsse(Image& image, const std::vector<std::string>& 
     const std::string pae = dssePae(kSifMetadataMediaType, document);
     for (std::size_t k = 0; k < keys.size(); ++k)
       envelope["signatures"].push_back({{"keyid", keyids[k]}, {"sig", oci::base64Encode(signMessage(keys[k].get(), pae))}});
-    const std::string data = envelope.dump();
-    ObjectInput sig;
-    sig.type = DataType::Signature;
-    sig.group = 0;
-    sig.linkedGroup = g;
-    sig.hashType = 1;  // SHA-256: the DSSE signer's, whatever the key
-    sig.data = DataSource::fromBytes(std::span(reinterpret_cast<const std::uint8_t*>(data.data()), data.size()));
-    editor.add(sig, editor.defaultTime());
+    addSignature(editor, g, envelope.dump(), "");
   }
   return keyids;
 }

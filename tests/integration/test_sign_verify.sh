@@ -94,6 +94,17 @@ as_user "$CTR_BIN" sign --key "$WORK/ed25519-private.pem" --key "$WORK/rsa-priva
 cmp -s "$WORK/u/ref.sif" "$WORK/images/two-groups-signed-dsse.sif" ||
   fail "ctr's signature of two-groups.sif with the reference's keys is not the reference's two-groups-signed-dsse.sif"
 
+note "an OpenPGP signature (the fixtures' secret key): verified by the keyring, no agent left"
+cp "$WORK/images/one-group.sif" "$WORK/u/pgp.sif" && chown "$CTR_TEST_USER" "$WORK/u/pgp.sif" && chmod 644 "$WORK/u/pgp.sif"
+as_user "$CTR_BIN" sign --keyring "$WORK/private.asc" "$WORK/u/pgp.sif" >/dev/null || fail "sign --keyring"
+verify --keyring "$WORK/private.asc" "$WORK/u/pgp.sif"
+ok "signed with the OpenPGP key"
+expect_contains "the signer" "(OpenPGP) on object group 1: objects 1, 2 verified, signed by 12045C8C0B1004D058DE4BEDA20C27EE7FF7BA84" "$out"
+set +e; err=$(as_user "$CTR_BIN" sign --keyring "$WORK/private.asc" --key "$WORK/ed25519-private.pem" "$WORK/u/pgp.sif" 2>&1); rc=$?; set -e
+expect_contains "--key and --keyring together" "not both" "$err"
+wait_user_processes_end
+[ -z "$(live_processes_of "$(id -u "$CTR_TEST_USER")")" ] || fail "gpg-agent left after signing: $(ps -U "$CTR_TEST_USER" -o pid,stat,args)"
+
 note "bad input: one line, nothing changed or left"
 before=$(sha256sum < "$WORK/u/ed25519.sif")
 set +e; err=$(as_user "$CTR_BIN" sign --key "$WORK/ed25519-public.pem" "$WORK/u/ed25519.sif" 2>&1); rc=$?; set -e

@@ -263,3 +263,31 @@ TEST(SifSign, EachKeyTypeRoundTripsAndOnlyItsPublicKeyVerifies) {
   EXPECT_THROW((void)sif::signDsse(image, {readText(kFixtures / "keys/ed25519-private.pem")}, {9}), ctr::Error);
   std::filesystem::remove(to);
 }
+
+// OpenPGP: the fixtures' secret key clear-signs the image metadata; ctr's own verifier and
+// the descriptor (SHA-256, the primary key's fingerprint) agree with the reference's.
+TEST(SifSign, OpenPgpSignaturesVerifyAndRecordThePrimaryKey) {
+  const sif::PgpKeyring keyring({kFixtures / "keys/private.asc"});
+  const auto to = std::filesystem::temp_directory_path() / ("ctr-sif-pgp-" + std::to_string(::getpid()) + ".sif");
+  std::filesystem::copy_file(kFixtures / "images/two-groups.sif", to, std::filesystem::copy_options::overwrite_existing);
+  {
+    auto image = sif::Image::open(to, true);
+    EXPECT_EQ(sif::signPgp(image, keyring, ""), "12045C8C0B1004D058DE4BEDA20C27EE7FF7BA84");
+  }
+  const auto v = verifyWith(to, {}, {}, &keyring);
+  EXPECT_EQ(v.error, "");
+  ASSERT_EQ(v.checks.size(), 2u);
+  EXPECT_EQ(v.checks[0].format, "OpenPGP");
+  const auto image = sif::Image::open(to);
+  const auto reference = sif::Image::open(kFixtures / "images/two-groups-signed-pgp.sif");
+  for (std::uint32_t id : {4u, 5u}) {
+    const auto& mine = image.descriptorById(id);
+    const auto& theirs = reference.descriptorById(id);
+    EXPECT_EQ(mine.extra, theirs.extra) << id;  // hash type and fingerprint
+    EXPECT_EQ(mine.linkedIdRaw, theirs.linkedIdRaw) << id;
+    EXPECT_EQ(mine.groupIdRaw, theirs.groupIdRaw) << id;
+  }
+  EXPECT_NE(sif::verifyImage(image, {}, {}).error, "");
+  EXPECT_THROW((void)sif::PgpKeyring({kFixtures / "keys/ed25519-public.pem"}), ctr::Error);
+  std::filesystem::remove(to);
+}

@@ -59,6 +59,13 @@ std::vector<std::string> signDsse(Image& image, const std::vector<std::string>& 
 
 class PgpKeyring;
 
+// Signs `image` (opened writable) as the reference's OpenPGP signer does: for each of
+// `groups` (none: every group) the group's image metadata clear-signed (SHA-256) by the
+// keyring's secret key `fingerprint` ("": its only one), appended as a signature object
+// that records the primary key's fingerprint. Returns that fingerprint.
+std::string signPgp(Image& image, const PgpKeyring& keyring, const std::string& fingerprint,
+                    const std::vector<std::uint32_t>& groups = {});
+
 // What `ctr verify` checks (section 1.4): each object group of the image, or those and the
 // objects asked for; legacy: Singularity's SIFHASH signatures (before 3.6), which cover
 // object data only (the primary partition, unless objects, groups or all are asked for).

@@ -30,6 +30,15 @@ class PgpKeyring {
   PgpKeyring& operator=(const PgpKeyring&) = delete;
 
   [[nodiscard]] PgpCheck verifyClearSigned(std::string_view block) const;
+  // `text` clear-signed with SHA-256 by the secret key whose (primary or sub) fingerprint is
+  // `fingerprint` ("": the keyring's one secret key), as the reference's signer does.
+  // Throws ctr::Error naming what gpg refused (no such secret key, several, a passphrase:
+  // ctr asks for none).
+  struct Signed {
+    std::string block;               // the clear-signed text
+    std::string primaryFingerprint;  // of the signing key
+  };
+  [[nodiscard]] Signed clearSign(std::string_view text, const std::string& fingerprint) const;
   // The primary keys' fingerprints, as verifyClearSigned names them.
   [[nodiscard]] std::vector<std::string> fingerprints() const;
 

@@ -6,7 +6,8 @@
 # unknown plugstack.conf argument are refused with a line naming them, --container-env
 # keeps the job's value of the variables it names, a ctr= that is not there is named in
 # the step's one line, and the step's container holds exactly the job user's uid, gid and
-# groups. Each refusal: one line of ours, a failed step, never a hang. slurmstepd and srun read plugstack.conf for every step, so
+# groups; ctr.conf's execution control refuses an unsigned SIF's step. Each refusal: one
+# line of ours, a failed step, never a hang. slurmstepd and srun read plugstack.conf for every step, so
 # each case rewrites it; the trap restores it however the test ends.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
@@ -104,6 +105,25 @@ run env CTR_DEMO=from-job srun -N1 --container-image="$image" --container-env=OT
 expect_eq "the job's value of a listed variable" from-job "$out"
 run srun -N1 --container-image="$image" --container-env=CTR_DEMO sh -c 'echo $CTR_DEMO'
 expect_eq "listed, but not in the job: the image's" 1 "$out"
+
+note "ctr.conf's execution control (env=CTR_CONFIG=...): an unsigned SIF's step fails in one line, a signed one runs"
+if [ -f "$CTR_FIXTURES_DIR/sif/keys/ed25519-private.pem" ]; then
+  cp "$CTR_FIXTURES_DIR"/sif/keys/ed25519-p*.pem "$WORK/"
+  "$CTR_BIN" -q build "$WORK/unsigned.sif" "$WORK/demo" >/dev/null
+  cp "$WORK/unsigned.sif" "$WORK/signed.sif"
+  "$CTR_BIN" sign --key "$WORK/ed25519-private.pem" "$WORK/signed.sif" >/dev/null
+  printf 'image linger = 0\nexecution rule = whitelist\ntrusted key = %s\n' "$WORK/ed25519-public.pem" > "$WORK/ecl.conf"
+  chmod -R a+rX "$WORK"
+  policy "env=CTR_CONFIG=$WORK/ecl.conf"
+  run srun -N1 --container-image="$WORK/unsigned.sif" true
+  refused "an unsigned SIF under whitelist" \
+    "$WORK/unsigned.sif: refused by ctr.conf's execution rule (whitelist for every image, $WORK/ecl.conf): the image is not signed"
+  run srun -N1 --container-image="$WORK/signed.sif" sh -c 'grep ^ID= /etc/os-release'
+  expect_eq "the signed SIF's step ($out)" "ID=ctr-demo" "$out"
+  policy
+else
+  note "skipped: no signing keys in the fixtures"
+fi
 
 note "an unknown plugstack.conf argument or value fails the step with a line naming it"
 # slurmd reads plugstack.conf for each job's epilog too: no job may end while it is bad.
