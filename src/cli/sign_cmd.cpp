@@ -13,6 +13,7 @@
 #include "ctr/sif.hpp"
 #include "ctr/sif_integrity.hpp"
 #include "ctr/sif_pgp.hpp"
+#include "ctr/signers.hpp"
 
 namespace ctr::cli {
 
@@ -34,7 +35,7 @@ std::vector<std::string> signCopy(const SignArgs& a, const std::filesystem::path
     return {withContext(a.image, [&] { return image::sif::signPgp(sif, keyring, a.fingerprint, a.groups); })};
   }
   std::vector<std::string> pems;
-  for (const auto& k : a.keys) pems.push_back(readKeyText(k, "--key"));
+  for (const auto& k : a.keys) pems.push_back(image::readKeyFile(k, "--key"));
   return withContext(a.image, [&] { return image::sif::signDsse(sif, pems, a.groups); });
 }
 

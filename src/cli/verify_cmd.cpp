@@ -2,11 +2,9 @@
 // [--legacy-insecure] [--json] IMAGE`: the signatures of a SIF checked as the reference
 // checks them (docs/design-signing.md): who signed which objects, and the first object that
 // does not match, in one line, with a non-zero exit status.
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "ctr/sif.hpp"
 #include "ctr/sif_integrity.hpp"
 #include "ctr/sif_pgp.hpp"
+#include "ctr/signers.hpp"
 
 namespace ctr::cli {
 
@@ -66,7 +65,7 @@ nlohmann::ordered_json toJson(const std::string& image, const image::sif::Verifi
 
 int runVerify(const VerifyArgs& a) {
   image::sif::VerifyKeys keys;
-  for (const auto& k : a.keys) keys.publicKeysPem.push_back(readKeyText(k, "--key"));
+  for (const auto& k : a.keys) keys.publicKeysPem.push_back(image::readKeyFile(k, "--key"));
   std::optional<image::sif::PgpKeyring> keyring;
   if (!a.keyrings.empty()) {
     keyring.emplace(std::vector<std::filesystem::path>(a.keyrings.begin(), a.keyrings.end()));
@@ -92,15 +91,6 @@ int runVerify(const VerifyArgs& a) {
 }
 
 }  // namespace
-
-std::string readKeyText(const std::string& path, std::string_view option) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(std::string(option) + " " + path + ": cannot read it").withStatus(1);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().size() > (1u << 20)) throw Error(std::string(option) + " " + path + ": over 1 MiB, not a key").withStatus(1);
-  return text.str();
-}
 
 void registerVerify(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("verify", "Check the signatures of a SIF (DSSE and OpenPGP, as Apptainer signs)");

@@ -62,6 +62,28 @@ std::string objectDigest(const Image& image, const Descriptor& descriptor) {
       .digest;
 }
 
+std::set<std::uint32_t> objectGroups(const Image& image) {
+  std::set<std::uint32_t> groups;
+  for (const auto& d : image.slots())
+    if (d.used && d.group() != 0) groups.insert(d.group());
+  return groups;
+}
+
+std::vector<const Descriptor*> groupMembers(const Image& image, std::uint32_t g) {
+  std::vector<const Descriptor*> members;
+  for (const auto& d : image.slots())
+    if (d.used && g != 0 && d.group() == g) members.push_back(&d);
+  return members;
+}
+
+std::set<std::uint32_t> askedGroups(const Image& image, const std::vector<std::uint32_t>& asked) {
+  const auto present = objectGroups(image);
+  std::set<std::uint32_t> groups(asked.begin(), asked.end());
+  for (auto g : groups)
+    if (!present.contains(g)) throw Error("object group " + std::to_string(g) + " not found in the image");
+  return groups;
+}
+
 void PkeyDeleter::operator()(void* key) const { oci::cryptoApi().pkey_free(key); }
 
 Pkey readPemKey(const std::string& pem, bool privateKey) {
@@ -92,9 +114,7 @@ bool verifies(void* key, const std::string& message, const std::string& sig) {
 }  // namespace detail
 
 std::string imageMetadata(const Image& image, std::uint32_t group) {
-  std::vector<const Descriptor*> members;
-  for (const auto& d : image.slots())
-    if (d.used && d.group() == group && group != 0) members.push_back(&d);
+  auto members = detail::groupMembers(image, group);
   if (members.empty()) throw Error("object group " + std::to_string(group) + " not found in the image");
   std::sort(members.begin(), members.end(), [](const Descriptor* a, const Descriptor* b) { return a->id < b->id; });
   const std::uint32_t minId = members.front()->id;

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "ctr/sif.hpp"
 
@@ -15,6 +17,13 @@ namespace ctr::image::sif::detail {
 std::string headerDigest(const Header& header);
 std::string descriptorDigest(const Descriptor& descriptor, std::uint32_t relativeId);
 std::string objectDigest(const Image& image, const Descriptor& descriptor);
+
+// The image's object groups (ascending); the used objects of group `g`, in slot order.
+std::set<std::uint32_t> objectGroups(const Image& image);
+std::vector<const Descriptor*> groupMembers(const Image& image, std::uint32_t g);
+// The groups `asked` for (none: an empty set), each one the image has, else ctr::Error
+// "object group N not found in the image".
+std::set<std::uint32_t> askedGroups(const Image& image, const std::vector<std::uint32_t>& asked);
 
 struct PkeyDeleter {
   void operator()(void* key) const;

@@ -34,13 +34,8 @@ std::string signMessage(void* key, const std::string& message) {
 
 // The object groups to sign: `groups`, each of which the image must have, else all of them.
 std::set<std::uint32_t> groupsToSign(const Image& image, const std::vector<std::uint32_t>& groups) {
-  std::set<std::uint32_t> present;
-  for (const auto& d : image.usedDescriptors())
-    if (d.group() != 0) present.insert(d.group());
-  std::set<std::uint32_t> chosen(groups.begin(), groups.end());
-  for (auto g : chosen)
-    if (!present.contains(g)) throw Error("object group " + std::to_string(g) + " not found in the image");
-  if (chosen.empty()) chosen = present;
+  std::set<std::uint32_t> chosen = detail::askedGroups(image, groups);
+  if (chosen.empty()) chosen = detail::objectGroups(image);
   if (chosen.empty()) throw Error("the image has no object group to sign");
   return chosen;
 }

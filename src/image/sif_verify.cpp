@@ -43,9 +43,6 @@ bool isLegacy(std::string_view data) {
 }
 
 std::vector<Task> selectTasks(const Image& image, const VerifyTasks& asked) {
-  std::set<std::uint32_t> present;
-  for (const auto& d : image.usedDescriptors())
-    if (d.group() != 0) present.insert(d.group());
   auto objectGroup = [&](std::uint32_t id) {
     const Descriptor* d = nullptr;
     for (const auto& s : image.slots())
@@ -55,10 +52,8 @@ std::vector<Task> selectTasks(const Image& image, const VerifyTasks& asked) {
     return d->group();
   };
   std::vector<Task> tasks;
-  std::set<std::uint32_t> groups(asked.groups.begin(), asked.groups.end());
+  std::set<std::uint32_t> groups = detail::askedGroups(image, asked.groups);
   std::set<std::uint32_t> objects(asked.objects.begin(), asked.objects.end());
-  for (auto g : groups)
-    if (!present.contains(g)) throw Error("object group " + std::to_string(g) + " not found in the image");
   if (asked.legacy) {
     if (asked.all)
       for (const auto& d : image.usedDescriptors())
@@ -72,7 +67,7 @@ std::vector<Task> selectTasks(const Image& image, const VerifyTasks& asked) {
     for (auto id : objects) tasks.push_back({Task::LegacyObject, objectGroup(id), {id}});
     return tasks;
   }
-  if (groups.empty() && objects.empty()) groups = present;
+  if (groups.empty() && objects.empty()) groups = detail::objectGroups(image);
   if (groups.empty() && objects.empty()) throw Error("no object groups found in the image");
   for (auto g : groups) tasks.push_back({Task::Group, g, {}});
   std::map<std::uint32_t, std::vector<std::uint32_t>> byGroup;
@@ -97,14 +92,6 @@ std::vector<const Descriptor*> signaturesFor(const Image& image, const Task& t) 
       out.push_back(&d);
   }
   return out;
-}
-
-// The members of group `g` now, by ID, and the lowest ID (relative IDs count from it).
-std::vector<const Descriptor*> groupMembers(const Image& image, std::uint32_t g) {
-  std::vector<const Descriptor*> members;
-  for (const auto& d : image.slots())
-    if (d.used && d.group() == g) members.push_back(&d);
-  return members;
 }
 
 // The descriptor's hash type (Extra's first int32): 1 SHA-256, 2 SHA-384, 3 SHA-512.
@@ -197,7 +184,7 @@ std::vector<std::uint32_t> checkDocument(const Image& image, const Task& t, cons
   const auto j = nlohmann::json::parse(document, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("header") || !j.contains("objects") || !j["objects"].is_array())
     throw Error(sigName + ": the signed document is not SIF image metadata");
-  const auto members = groupMembers(image, t.group);
+  const auto members = detail::groupMembers(image, t.group);
   if (members.empty()) throw Error("object group " + std::to_string(t.group) + " not found");
   std::uint32_t minId = members.front()->id;
   for (const auto* d : members) minId = std::min(minId, d->id);
@@ -243,7 +230,7 @@ std::vector<std::uint32_t> checkLegacyDigest(const Image& image, const Task& t, 
   if (want.ends_with('\n')) want.pop_back();
   Digester digester(descriptorHash(sig));
   std::vector<std::uint32_t> covered;
-  for (const auto* d : groupMembers(image, t.group)) {
+  for (const auto* d : detail::groupMembers(image, t.group)) {
     if (t.kind == Task::LegacyObject && d->id != t.objects.front()) continue;
     digestRange(digester, image.fd(), "object " + std::to_string(d->id) + " of the image", d->offset, d->size);
     covered.push_back(d->id);

@@ -22,19 +22,17 @@
 
 namespace ctr::image {
 
-namespace {
-
-// A key file's text: a regular file of at most 1 MiB.
-std::string readKeyFile(const std::string& path) {
+std::string readKeyFile(const std::string& path, const std::string& what) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   struct stat st{};
-  if (!fd || ::fstat(fd.get(), &st) != 0) throw sysError("ctr.conf key " + path);
-  if (!S_ISREG(st.st_mode) || st.st_size > (1 << 20)) throw Error("ctr.conf key " + path + ": not a key file");
+  if (!fd || ::fstat(fd.get(), &st) != 0) throw sysError(what + " " + path);
+  if (!S_ISREG(st.st_mode) || st.st_size > (1 << 20)) throw Error(what + " " + path + ": not a key file (a file of at most 1 MiB)");
   std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  if (::read(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-    throw sysError("ctr.conf key " + path);
+  if (::read(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) throw sysError(what + " " + path);
   return text;
 }
+
+namespace {
 
 // The key material of some key files: PEM public keys as they are, OpenPGP ones in a keyring.
 struct KeySet {
@@ -45,7 +43,7 @@ struct KeySet {
 
   explicit KeySet(const std::vector<std::string>& files) {
     for (const auto& f : files) {
-      std::string text = readKeyFile(f);
+      std::string text = readKeyFile(f, "ctr.conf key");
       if (text.find("-----BEGIN PUBLIC KEY-----") != std::string::npos) {
         names.push_back(withContext("ctr.conf key " + f, [&] { return sif::sshKeyId(text); }));
         pems.push_back(std::move(text));

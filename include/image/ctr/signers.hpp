@@ -22,6 +22,10 @@ struct SignatureFacts {
   bool cached = false;                          // from the verdict kept for this file
 };
 
+// A key file's text: a regular file of at most 1 MiB. Errors name `what` asked for it
+// ("ctr.conf key", "--key") and the path.
+[[nodiscard]] std::string readKeyFile(const std::string& path, const std::string& what);
+
 // The facts of `image` against the keys of `control` (trusted ones when `trusted`,
 // blacklisted ones when `blacklisted`), from `cacheDir` when a verdict for this file (its
 // device, inode, size, mtime and ctime) and these keys' contents is there, else verified
