@@ -34,6 +34,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
       {"instance", registerInstance}, {"cache", registerCache},   {"run-help", registerRunHelp},
       {"overlay", registerOverlay}, {"registry", registerRegistry}, {"push", registerPush},
       {"store", registerStore},     {"verify", registerVerify},   {"sign", registerSign},
+      {"__verify-fd", registerVerify},
   };
   if (command == "exec" || command == "run" || command == "shell" || command == "test" || command == "__holder") {
     registerExec(app, ctx, command);

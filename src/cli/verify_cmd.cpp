@@ -2,6 +2,8 @@
 // [--legacy-insecure] [--json] IMAGE`: the signatures of a SIF checked as the reference
 // checks them (docs/design-signing.md): who signed which objects, and the first object that
 // does not match, in one line, with a non-zero exit status.
+#include <sys/stat.h>
+
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "ctr/configured.hpp"
 #include "ctr/error.hpp"
 #include "ctr/sif.hpp"
 #include "ctr/sif_integrity.hpp"
@@ -90,6 +93,46 @@ int runVerify(const VerifyArgs& a) {
   return 0;
 }
 
+// The image the setuid helper opened and hands to `__verify-fd`.
+constexpr int kHelperImageFd = 3;
+
+// `ctr __verify-fd REALPATH`: the setuid helper's own check of the file it is about to mount
+// (docs/design-signing.md, section 3), run by it as user nobody with that file open on fd 3
+// and REALPATH where it lies. ctr.conf is the compiled-in one, never $CTR_CONFIG; the rule
+// and the judgement are the planner's (config::executionRuleFor, image::executionRefusal).
+// Prints "allow rule" (a rule took the image and lets it run) or "allow none" (no rule takes
+// it), then the files the verdict rests on, one per line (ctr.conf and the key files read:
+// the helper keeps the verdict while they are as they are), exit 0; or "refuse WHY" (any
+// error included: the check fails closed), exit 1. Nothing is kept here.
+int runVerifyFd(const std::string& realPath) {
+  std::string files = std::string(configured::kSysconfPath) + "\n", verdict = "allow none\n";
+  try {
+    const config::Policy policy = config::loadPolicy(configured::kSysconfPath);
+    if (const config::ExecutionRule* rule = config::executionRuleFor(policy.execution, realPath)) {
+      const bool blacklist = rule->mode == config::ExecutionMode::Blacklist;
+      struct stat st{};
+      if (::fstat(kHelperImageFd, &st) != 0) throw sysError("the image on fd 3");
+      const auto facts = image::verifyOpenFile(UniqueFd(kHelperImageFd), static_cast<std::uint64_t>(st.st_size),
+                                               policy.execution, !blacklist, blacklist);
+      if (const auto refused = image::executionRefusal(*rule, facts, policy.source.string()); !refused.empty()) {
+        std::cout << "refuse " << refused << std::endl;
+        return 1;
+      }
+      for (const auto& key : blacklist ? policy.execution.blacklistedKeys : policy.execution.trustedKeys)
+        files += key + "\n";
+      verdict = "allow rule\n";
+    }
+  } catch (const Error& e) {
+    std::cout << "refuse the execution rule's check failed: " << e.oneLine() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    std::cout << "refuse the execution rule's check failed: " << e.what() << std::endl;
+    return 1;
+  }
+  std::cout << verdict << files << std::flush;
+  return 0;
+}
+
 }  // namespace
 
 void registerVerify(CLI::App& app, Context& ctx) {
@@ -106,6 +149,11 @@ void registerVerify(CLI::App& app, Context& ctx) {
                 "but not the header or descriptors");
   cmd->add_flag("-j,--json", a->json, "Print the result as JSON");
   cmd->callback([&ctx, a] { ctx.action = [a] { return runVerify(*a); }; });
+
+  auto realPath = std::make_shared<std::string>();
+  auto* helperCheck = app.add_subcommand("__verify-fd", "")->group("");  // hidden: the setuid helper's
+  helperCheck->add_option("realpath", *realPath)->required();
+  helperCheck->callback([&ctx, realPath] { ctx.action = [realPath] { return runVerifyFd(*realPath); }; });
 }
 
 }  // namespace ctr::cli

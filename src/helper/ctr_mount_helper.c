@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -242,6 +243,15 @@ static const char *untrusted_image_dir(const char *entry, char dir[PATH_MAX], ch
   return problem != NULL ? problem : alterable_dir(dir, 0);
 }
 
+/* Where the file open on `fd` really is (after symlinks and renames), not what a path said. */
+static void real_path(int fd, char real[PATH_MAX]) {
+  char link[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, real, PATH_MAX - 1);
+  if (n < 0 || n >= PATH_MAX - 1) die("readlink %s: %s", link, strerror(errno));
+  real[n] = '\0';
+}
+
 static void check_policy(const struct hp_config *cfg, const struct checked *c) {
   if ((cfg->formats & c->fs.format) == 0)
     die("%s %s: format %s is not in 'setuid formats'", c->what, c->path,
@@ -249,12 +259,8 @@ static void check_policy(const struct hp_config *cfg, const struct checked *c) {
   if (!owner_allowed(cfg, c->st.st_uid))
     die("%s %s: owner uid %u is not in 'setuid image owners'", c->what, c->path, (unsigned)c->st.st_uid);
   if (cfg->n_dirs == 0) return;
-  /* Where the opened file really is (after symlinks and renames), not what the path said. */
-  char link[64], real[PATH_MAX], dir[PATH_MAX], ignored[768] = "", why[PATH_MAX + 64];
-  snprintf(link, sizeof link, "/proc/self/fd/%d", c->fd);
-  ssize_t n = readlink(link, real, sizeof real - 1);
-  if (n < 0 || n >= (ssize_t)sizeof real - 1) die("readlink %s: %s", link, strerror(errno));
-  real[n] = '\0';
+  char real[PATH_MAX], dir[PATH_MAX], ignored[768] = "", why[PATH_MAX + 64];
+  real_path(c->fd, real);
   for (int i = 0; i < cfg->n_dirs; i++) {
     const char *problem = untrusted_image_dir(cfg->dirs[i], dir, why);
     if (problem != NULL) { /* the admin learns why from the user's message */
@@ -268,6 +274,156 @@ static void check_policy(const struct hp_config *cfg, const struct checked *c) {
   }
   die("%s %s (%s) is not under any 'setuid image directories'%s%s", c->what, c->path, real, ignored,
       ignored[0] ? ")" : "");
+}
+
+/* ctr.conf's execution control on the very file about to be mounted (docs/design-signing.md,
+ * section 3). ctr itself judges (`ctr __verify-fd REALPATH`, with the file on fd 3), as user
+ * CHECK_USER: it parses what the image's owner wrote, so it runs with no privilege, and as
+ * neither the caller nor root, so the caller can neither trace nor signal it into a verdict.
+ * Its "allow" is kept in VERIFIED_DIR (root's alone) for this file as it is (identity()) and
+ * the files the verdict read as they are: the next launch on the node stats them instead. */
+#define VERIFIED_DIR CTR_HELPER_RUNDIR "/verified" /* VERIFIED_DIR/<dev>-<ino>: a kept "allow" */
+#define VERDICT_MAX 16384
+#define CHECK_USER "nobody"
+
+/* "rule\n": a rule took the image and let it run (2); "none\n": no rule took it (1); else 0. */
+static int ruling(const char *word) {
+  return strncmp(word, "rule\n", 5) == 0 ? 2 : strncmp(word, "none\n", 5) == 0 ? 1 : 0;
+}
+
+/* A file as it is; any change of its data or metadata moves the ctime, which no user sets. */
+static void identity(char out[128], const struct stat *st) {
+  snprintf(out, 128, "%ju %ju %jd %jd.%09ld %jd.%09ld", (uintmax_t)st->st_dev, (uintmax_t)st->st_ino,
+           (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec, (intmax_t)st->st_ctim.tv_sec,
+           st->st_ctim.tv_nsec);
+}
+
+/* How `file` (VERIFIED_DIR/<dev>-<ino>) kept the image whose line is `first`: 2 allowed by a rule, 1 taken by
+ * none, 0 not kept or no longer true (a file of an "IDENTITY PATH" line changed). */
+static int kept_allow(const char *file, const char *first) {
+  char text[VERDICT_MAX], now[128];
+  int fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  const size_t len = strlen(first);
+  if (strncmp(text, first, len) != 0) return 0;
+  const int ruled = ruling(text + len);
+  char *rest = text + len + 5;
+  for (char *line; ruled != 0 && (line = strsep(&rest, "\n")) != NULL;) {
+    char *path = strchr(line, '/');
+    struct stat st;
+    if (*line == '\0') continue;
+    if (path == NULL || path == line || path[-1] != ' ' || stat(path, &st) != 0) return 0;
+    path[-1] = '\0';
+    identity(now, &st);
+    if (strcmp(now, line) != 0) return 0;
+  }
+  return ruled;
+}
+
+/* Keeps the check's answer after "allow " (a ruling() word, then the files it named: absolute
+ * paths, one a line). Best effort: a file that cannot be stat'ed, or no room, leaves the next
+ * launch to check again. */
+static void keep_allow(const char *file, const char *first, char *answer) {
+  char text[VERDICT_MAX], now[128], tmp[sizeof VERIFIED_DIR + 96];
+  int used = snprintf(text, sizeof text, "%s%.5s", first, answer);
+  char *files = answer + 5;
+  for (char *path; (path = strsep(&files, "\n")) != NULL;) {
+    struct stat st;
+    if (*path == '\0') continue;
+    if (path[0] != '/' || stat(path, &st) != 0) return;
+    identity(now, &st);
+    int n = snprintf(text + used, sizeof text - (size_t)used, "%s %s\n", now, path);
+    if (n < 0 || n >= (int)sizeof text - used) return;
+    used += n;
+  }
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", file, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  int ok = write(fd, text, (size_t)used) == used;
+  if (close(fd) != 0 || !ok || rename(tmp, file) != 0) unlink(tmp);
+}
+
+/* Runs `ctr __verify-fd real` as CHECK_USER with image_fd on fd 3; its stdout (at most
+ * VERDICT_MAX - 1 bytes) in `out`; returns its wait status. */
+static int run_check(int image_fd, const char *real, char out[VERDICT_MAX]) {
+  struct passwd *pw = getpwnam(CHECK_USER);
+  if (pw == NULL) die("no user '" CHECK_USER "' to run the execution rule's check as");
+  if (pw->pw_uid == real_uid || pw->pw_uid == 0)
+    die("the execution rule's check runs as '" CHECK_USER "', so it cannot check images for uid %u", (unsigned)real_uid);
+  const uid_t uid = pw->pw_uid;
+  const gid_t gid = pw->pw_gid;
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) die_errno("pipe2");
+  const pid_t pid = fork();
+  if (pid < 0) die_errno("fork");
+  if (pid == 0) { /* 0, 1 and 2 are open (ensure_std_fds), so image_fd and p[] are above them */
+    sigset_t none;
+    sigemptyset(&none);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || dup2(null, 2) < 0 ||
+        (image_fd == 3 ? fcntl(3, F_SETFD, 0) : dup2(image_fd, 3)) < 0 || chdir("/") != 0 || setgroups(0, NULL) != 0 ||
+        setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        sigprocmask(SIG_SETMASK, &none, NULL) != 0)
+      _exit(254);
+    char *argv[] = {(char *)CTR_BIN_PATH, (char *)"__verify-fd", (char *)real, NULL};
+    char *envp[] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
+    execve(CTR_BIN_PATH, argv, envp);
+    _exit(254);
+  }
+  close(p[1]);
+  size_t used = 0;
+  while (used < VERDICT_MAX - 1) {
+    const ssize_t n = read(p[0], out + used, VERDICT_MAX - 1 - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    used += (size_t)n;
+  }
+  out[used] = '\0';
+  close(p[0]); /* before the wait: a check that writes more gets EPIPE, not a hang */
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) die_errno("waitpid (execution rule's check)");
+  return status;
+}
+
+static void check_execution(const struct hp_config *cfg, const struct checked *c) {
+  if (!cfg->execution_control) return;
+  char real[PATH_MAX], file[sizeof VERIFIED_DIR + 64], id[128], first[PATH_MAX + 160], out[VERDICT_MAX];
+  real_path(c->fd, real);
+  identity(id, &c->st);
+  snprintf(file, sizeof file, VERIFIED_DIR "/%ju-%ju", (uintmax_t)c->st.st_dev, (uintmax_t)c->st.st_ino);
+  snprintf(first, sizeof first, "%s %s\n", id, real);
+  ensure_root_dir(CTR_HELPER_RUNDIR, 0755);
+  ensure_root_dir(VERIFIED_DIR, 0700);
+  int ruled = kept_allow(file, first);
+  if (ruled == 0) {
+    const int status = run_check(c->fd, real, out);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && strncmp(out, "allow ", 6) == 0 && ruling(out + 6) != 0) {
+      ruled = ruling(out + 6);
+      keep_allow(file, first, out + 6);
+    } else {
+      out[strcspn(out, "\n")] = '\0'; /* one line, printable: it came from a process that read the image */
+      for (char *p = out; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f) *p = '?';
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && strncmp(out, "refuse ", 7) == 0)
+        die("%s %s: %s", c->what, c->path, out + 7);
+      die("%s %s: the execution rule's check (%s __verify-fd) failed: %s %d", c->what, c->path, CTR_BIN_PATH,
+          WIFSIGNALED(status) ? "signal" : "exit status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    }
+  }
+  /* The bytes checked must be the bytes the kernel reads: a file its caller could still change
+   * (their own, which they may chmod; group- or world-writable, ACLs included) could be changed
+   * after the check, under the mount. */
+  if (ruled == 2 && c->st.st_uid == real_uid && real_uid != 0)
+    die("%s %s: an execution rule takes it, and it is the caller's, who could change it after the check: refused "
+        "(an image another user owns can run)", c->what, c->path);
+  if (ruled == 2 && (c->st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    die("%s %s: an execution rule takes it, and its mode %04o lets a group or others change it after the check: "
+        "refused", c->what, c->path, (unsigned)(c->st.st_mode & 07777));
 }
 
 /* Loop devices record who attached them (lo_file_name), so an index entry left from a device
@@ -399,6 +555,7 @@ static void check_image(const struct hp_config *cfg, struct checked *c, const ch
   if (hp_locate_fs(pread_all, &c->fd, (uint64_t)c->st.st_size, &c->fs, err, sizeof err) != 0)
     die("%s %s: %s", what, path, err);
   check_policy(cfg, c);
+  check_execution(cfg, c);
 }
 
 /* Attaches (or reuses) the image's loop device and mounts its squashfs read-only at

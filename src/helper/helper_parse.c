@@ -102,6 +102,13 @@ static int parse_line(char *key, char *value, int lineno, struct hp_config *cfg,
     if (end == value || *end != '\0' || n < 1 || n > (1L << 20))
       return fail(err, errlen, "line %d: %s: expected 1 to 1048576", lineno, key);
     *(strcmp(key, "max loop devices") == 0 ? &cfg->max_loop_devices : &cfg->max_loop_devices_total) = n;
+  } else if (strcmp(key, "execution rule") == 0) {
+    /* "[DIR] MODE": which rule takes an image, and its verdict, are ctr's (`__verify-fd`);
+     * any rule that may refuse one is reason enough to ask. */
+    const char *mode = value; /* the last word, as ctr splits it */
+    for (const char *p = value; *p != '\0'; p++)
+      if (*p == ' ' || *p == '\t') mode = p + 1;
+    if (strcmp(mode, "off") != 0) cfg->execution_control = 1;
   }
   return 0;
 }

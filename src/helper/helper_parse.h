@@ -37,6 +37,7 @@ struct hp_config {
   int formats; /* HP_FORMAT_* bits */
   long max_loop_devices;       /* per user */
   long max_loop_devices_total; /* all users together */
+  int execution_control;       /* an 'execution rule' other than off: ctr checks each image */
 };
 
 /* Every key ctr's parser knows (src/config/policy.cpp), NULL-terminated. */

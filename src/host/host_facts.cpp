@@ -145,17 +145,27 @@ void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& po
     if (!host.overlayFiles.contains(file.path)) host.overlayFiles.emplace(file.path, inspectOverlayFile(file));
   for (const auto& file : needs.datasetFiles)
     if (!host.datasetImages.contains(file.path)) host.datasetImages.emplace(file.path, inspectDatasetFile(file));
-  if (needs.signatureImage) discoverSignatures(host, *needs.signatureImage, policy.execution);
+  if (!needs.signatureImage) return;
+  std::vector<const image::ImageSource*> mounted{&*needs.signatureImage};
+  for (const auto& [path, dataset] : host.datasetImages) mounted.push_back(&dataset);
+  for (const auto& [path, overlay] : host.overlayFiles)
+    if (overlay.image) mounted.push_back(&*overlay.image);
+  for (const auto* file : mounted)
+    if (!host.signedFiles.contains(file->path.string()))
+      host.signedFiles.emplace(file->path.string(), discoverSignedFile(*file, policy.execution, host.stateDir));
 }
 
-void discoverSignatures(HostFacts& host, const image::ImageSource& image, const config::ExecutionControl& control) {
+SignedFile discoverSignedFile(const image::ImageSource& image, const config::ExecutionControl& control,
+                              const std::filesystem::path& stateDir) {
+  SignedFile file;
   std::error_code ec;
-  host.imageRealPath = std::filesystem::canonical(image.path, ec).string();
-  if (ec) host.imageRealPath = image.path.string();
-  const config::ExecutionRule* rule = config::executionRuleFor(control, host.imageRealPath);
-  if (!rule) return;
+  file.realPath = std::filesystem::canonical(image.path, ec).string();
+  if (ec) file.realPath = image.path.string();
+  const config::ExecutionRule* rule = config::executionRuleFor(control, file.realPath);
+  if (!rule) return file;
   const bool blacklist = rule->mode == config::ExecutionMode::Blacklist;
-  host.signatures = image::signatureFacts(image, control, !blacklist, blacklist, host.stateDir);
+  file.signatures = image::signatureFacts(image, control, !blacklist, blacklist, stateDir);
+  return file;
 }
 
 SquashfsServers discoverSquashfsServers() {

@@ -105,6 +105,7 @@ void recordFile(ImageSource& source, int fd, const struct stat& st) {
   source.fileBytes = static_cast<std::uint64_t>(st.st_size);
   source.owner = st.st_uid;
   source.links = static_cast<std::uint64_t>(st.st_nlink);
+  source.mode = st.st_mode & 07777;
   if (struct statfs fs {}; ::fstatfs(fd, &fs) == 0) source.filesystem = static_cast<std::int64_t>(fs.f_type);
 }
 

@@ -159,10 +159,11 @@ void keepVerdict(const std::filesystem::path& dir, const std::string& name, cons
   if (ec) std::filesystem::remove(tmp, ec);
 }
 
-SignatureFacts verifyNow(const ImageSource& image, const config::ExecutionControl& control, bool trusted,
+// The facts of `sifImage` (nullopt: not a SIF) against the chosen keys, verified now.
+SignatureFacts verifyNow(std::optional<sif::Image> sifImage, const config::ExecutionControl& control, bool trusted,
                          bool blacklisted) {
   SignatureFacts f;
-  f.sif = image.kind == ImageKind::Sif;
+  f.sif = sifImage.has_value();
   std::optional<KeySet> trustedKeys, blacklistedKeys;
   if (trusted) {
     trustedKeys.emplace(control.trustedKeys);
@@ -170,18 +171,38 @@ SignatureFacts verifyNow(const ImageSource& image, const config::ExecutionContro
   }
   if (blacklisted) blacklistedKeys.emplace(control.blacklistedKeys);
   if (!f.sif) return f;
-  const auto sifImage = sif::Image::open(image.path);
-  const auto used = sifImage.usedDescriptors();
+  const auto used = sifImage->usedDescriptors();
   f.hasSignatures = std::any_of(used.begin(), used.end(), [](const sif::Descriptor& d) {
     return d.dataType == static_cast<std::int32_t>(sif::DataType::Signature);
   });
   if (trustedKeys) {
-    const auto v = sif::verifyImage(sifImage, {}, trustedKeys->keys());
+    const auto v = sif::verifyImage(*sifImage, {}, trustedKeys->keys());
     f.trustedError = trustedVerdict(v);
     f.trustedSigners = allSigners(v);
   }
-  if (blacklistedKeys && f.hasSignatures) f.blacklistedSigners = allSigners(sif::verifyImage(sifImage, {}, blacklistedKeys->keys()));
+  if (blacklistedKeys && f.hasSignatures) f.blacklistedSigners = allSigners(sif::verifyImage(*sifImage, {}, blacklistedKeys->keys()));
   return f;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+// Why `mode` refuses an image with these facts, "" when it lets it run.
+std::string why(config::ExecutionMode mode, const SignatureFacts& f) {
+  using config::ExecutionMode;
+  if (mode == ExecutionMode::Blacklist)
+    return f.blacklistedSigners.empty() ? "" : "signed by a blacklisted key (" + joined(f.blacklistedSigners) + ")";
+  if (!f.sif) return "not a SIF: only a signed SIF image may run here";
+  if (!f.hasSignatures) return "the image is not signed";
+  if (!f.trustedError.empty()) return f.trustedError;
+  if (mode == ExecutionMode::Whitestrict)
+    for (const auto& key : f.trustedKeys)
+      if (std::find(f.trustedSigners.begin(), f.trustedSigners.end(), key) == f.trustedSigners.end())
+        return "not signed by the trusted key " + key + " (whitestrict: by every one)";
+  return "";
 }
 
 }  // namespace
@@ -192,9 +213,27 @@ SignatureFacts signatureFacts(const ImageSource& image, const config::ExecutionC
   const auto dir = cacheDir / "verified";
   if (!cacheDir.empty())
     if (auto kept = readVerdict(dir / name)) return *kept;
-  SignatureFacts f = verifyNow(image, control, trusted, blacklisted);
+  std::optional<sif::Image> sifImage;
+  if (image.kind == ImageKind::Sif) sifImage = sif::Image::open(image.path);
+  SignatureFacts f = verifyNow(std::move(sifImage), control, trusted, blacklisted);
   if (!cacheDir.empty()) keepVerdict(dir, name, f);
   return f;
+}
+
+SignatureFacts verifyOpenFile(UniqueFd fd, std::uint64_t fileBytes, const config::ExecutionControl& control, bool trusted,
+                              bool blacklisted) {
+  std::optional<sif::Image> sifImage;
+  if (hasSifMagic(fd.get())) sifImage = sif::Image::fromFd(std::move(fd), static_cast<std::int64_t>(fileBytes));
+  return verifyNow(std::move(sifImage), control, trusted, blacklisted);
+}
+
+std::string ruleName(const config::ExecutionRule& rule) {
+  return std::string(config::toString(rule.mode)) + " for " + (rule.dir.empty() ? std::string("every image") : rule.dir);
+}
+
+std::string executionRefusal(const config::ExecutionRule& rule, const SignatureFacts& f, const std::string& source) {
+  const std::string reason = why(rule.mode, f);
+  return reason.empty() ? "" : "refused by ctr.conf's execution rule (" + ruleName(rule) + ", " + source + "): " + reason;
 }
 
 }  // namespace ctr::image

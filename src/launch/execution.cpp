@@ -1,57 +1,42 @@
 // ctr.conf's execution control, decided (docs/design-signing.md, section 2): the rule that
-// takes the image (config::executionRuleFor on its real path) against who signed it
-// (host.signatures, verified or kept by discoverSignatures).
-#include <algorithm>
-
+// takes each image file the launch mounts (config::executionRuleFor on its real path) against
+// who signed it (host.signedFiles, verified or kept by discoverSignedFile).
 #include "ctr/error.hpp"
 #include "ctr/launch.hpp"
+#include "ctr/signers.hpp"
 #include "plan_steps.hpp"
 
 namespace ctr::launch {
 
 namespace {
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
-  return out;
-}
-
-// Why the rule refuses the image, "" when it lets it run.
-std::string refusal(config::ExecutionMode mode, const image::SignatureFacts& f) {
-  using config::ExecutionMode;
-  if (mode == ExecutionMode::Blacklist)
-    return f.blacklistedSigners.empty() ? "" : "signed by a blacklisted key (" + joined(f.blacklistedSigners) + ")";
-  if (!f.sif) return "not a SIF: only a signed SIF image may run here";
-  if (!f.hasSignatures) return "the image is not signed";
-  if (!f.trustedError.empty()) return f.trustedError;
-  if (mode == ExecutionMode::Whitestrict)
-    for (const auto& key : f.trustedKeys)
-      if (std::find(f.trustedSigners.begin(), f.trustedSigners.end(), key) == f.trustedSigners.end())
-        return "not signed by the trusted key " + key + " (whitestrict: by every one)";
-  return "";
+// The rule that takes the file mounted for `what` (the image's path or "dataset image PATH"),
+// nullopt when none does; throws its refusal.
+std::optional<ExecutionCheck> checkFile(const std::string& what, const image::ImageSource& file,
+                                        const config::Policy& policy, const host::HostFacts& host) {
+  const auto found = host.signedFiles.find(file.path.string());
+  if (found == host.signedFiles.end()) return std::nullopt;  // no rule other than off in ctr.conf
+  const host::SignedFile& signedFile = found->second;
+  const config::ExecutionRule* rule = config::executionRuleFor(policy.execution, signedFile.realPath);
+  if (!rule) return std::nullopt;
+  if (!signedFile.signatures) throw Error(signedFile.realPath + ": the execution rule's check did not run");
+  const image::SignatureFacts& f = *signedFile.signatures;
+  if (const std::string refused = image::executionRefusal(*rule, f, policy.source.string()); !refused.empty())
+    throw Error(what + ": " + refused);
+  ExecutionCheck check;
+  check.ruleDir = rule->dir;
+  check.mode = rule->mode;
+  check.image = signedFile.realPath;
+  check.signers = rule->mode == config::ExecutionMode::Blacklist ? std::vector<std::string>{} : f.trustedSigners;
+  check.cached = f.cached;
+  return check;
 }
 
 }  // namespace
 
 void planExecution(LaunchPlan& plan, const config::Policy& policy, const host::HostFacts& host) {
-  if (host.imageRealPath.empty()) return;  // no rule other than off in ctr.conf
-  const config::ExecutionRule* rule = config::executionRuleFor(policy.execution, host.imageRealPath);
-  if (!rule) return;
-  if (!host.signatures) throw Error(host.imageRealPath + ": the execution rule's check did not run");
-  const image::SignatureFacts& f = *host.signatures;
-  const std::string ruleName = std::string(config::toString(rule->mode)) + " for " +
-                               (rule->dir.empty() ? std::string("every image") : rule->dir);
-  if (const std::string why = refusal(rule->mode, f); !why.empty())
-    throw Error(plan.image.path.string() + ": refused by ctr.conf's execution rule (" + ruleName + ", " +
-                policy.source.string() + "): " + why);
-  ExecutionCheck check;
-  check.ruleDir = rule->dir;
-  check.mode = rule->mode;
-  check.image = host.imageRealPath;
-  check.signers = rule->mode == config::ExecutionMode::Blacklist ? std::vector<std::string>{} : f.trustedSigners;
-  check.cached = f.cached;
-  plan.execution = std::move(check);
+  plan.execution = checkFile(plan.image.path.string(), plan.image, policy, host);
+  for (auto& d : plan.datasets) d.execution = checkFile("dataset image " + d.image.path.string(), d.image, policy, host);
 }
 
 }  // namespace ctr::launch

@@ -270,12 +270,31 @@ nlohmann::json endpointsJson(const std::vector<image::oci::Endpoint>& endpoints)
   return out;
 }
 
+nlohmann::json executionJson(const std::optional<ExecutionCheck>& e) {
+  if (!e) return nullptr;
+  return {{"rule_dir", e->ruleDir},
+          {"mode", config::toString(e->mode)},
+          {"image", e->image},
+          {"signers", e->signers},
+          {"cached", e->cached}};
+}
+
+// "whitelist for /apps (ctr.conf): /apps/x.sif signed by SHA256:... (verified now)".
+std::string executionText(const ExecutionCheck& e) {
+  std::string signers;
+  for (const auto& s : e.signers) signers += (signers.empty() ? "" : ", ") + s;
+  return std::string(config::toString(e.mode)) + " for " + (e.ruleDir.empty() ? "every image" : e.ruleDir) +
+         " (ctr.conf): " + e.image + (signers.empty() ? std::string(" allowed") : " signed by " + signers) +
+         (e.cached ? " (the verdict kept for this file)" : " (verified now)");
+}
+
 nlohmann::json datasetsJson(const std::vector<DatasetImage>& datasets) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& d : datasets)
     out.push_back({{"path", d.image.path.string()}, {"kind", image::toString(d.image.kind)},
                    {"offset", d.image.offset}, {"size", d.image.size}, {"key", d.key}, {"mount", d.mountDir},
-                   {"driver", toString(d.driver)}, {"driver_reason", d.driverReason}});
+                   {"driver", toString(d.driver)}, {"driver_reason", d.driverReason},
+                   {"execution", executionJson(d.execution)}});
   return out;
 }
 
@@ -372,12 +391,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["workdir_required"] = plan.workdirRequired;
   j["workdir"] = plan.workdir;
   if (!plan.imageWorkdirFile.empty()) j["image_workdir_file"] = plan.imageWorkdirFile;
-  if (plan.execution)
-    j["execution"] = {{"rule_dir", plan.execution->ruleDir},
-                      {"mode", config::toString(plan.execution->mode)},
-                      {"image", plan.execution->image},
-                      {"signers", plan.execution->signers},
-                      {"cached", plan.execution->cached}};
+  if (plan.execution) j["execution"] = executionJson(plan.execution);
   j["uid"] = plan.user.uid;
   j["gid"] = plan.user.gid;
   j["user"] = plan.user.name;
@@ -615,14 +629,9 @@ void writeCommand(std::ostream& out, const LaunchPlan& plan) {
   out << "workdir:    " << plan.workdir << (plan.workdirRequired ? " (--pwd: must exist)" : "");
   if (!plan.imageWorkdirFile.empty()) out << " unless the image records its WORKDIR in " << plan.imageWorkdirFile;
   out << '\n';
-  if (plan.execution) {
-    const auto& e = *plan.execution;
-    std::string signers;
-    for (const auto& s : e.signers) signers += (signers.empty() ? "" : ", ") + s;
-    out << "execution:  " << config::toString(e.mode) << " for " << (e.ruleDir.empty() ? "every image" : e.ruleDir)
-        << " (ctr.conf): " << e.image << (signers.empty() ? std::string(" allowed") : " signed by " + signers)
-        << (e.cached ? " (the verdict kept for this file)" : " (verified now)") << '\n';
-  }
+  if (plan.execution) out << "execution:  " << executionText(*plan.execution) << '\n';
+  for (const auto& d : plan.datasets)
+    if (d.execution) out << "execution:  " << executionText(*d.execution) << '\n';
   if (!plan.appRoot.empty()) out << "app:        " << plan.appRoot << " (must exist, else exit 1)\n";
   for (const auto& c : plan.commandChoices) {
     out << "program:   ";

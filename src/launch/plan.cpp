@@ -406,10 +406,10 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   // devices the launch asks for bound into it.
   const bool privateDev = contain || noMount.dev;
   LaunchPlan plan = planBasics(options, policy, image, host);
-  planExecution(plan, policy, host);  // before anything else: a refused image gets no further
   planFakeroot(plan, options, policy, host);
   const std::vector<BindSpec> userBinds = userBindSpecs(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd);
   planDatasets(plan, options, userBinds, host);
+  planExecution(plan, policy, host);  // before the mounts are planned: a refused image gets no further
   planStaging(plan, options, policy, host);
   planDatasetDrivers(plan, policy, host);
   planImageServer(plan, policy, host);
@@ -583,6 +583,12 @@ std::string whyHelperRefuses(const config::Policy& policy, const host::HostFacts
         return isAtOrUnder(image.path.string(), dir);
       }))
     return "it is not under any 'setuid image directories'";
+  // ctr_mount_helper.c, check_execution: what an execution rule checked must be what the kernel reads.
+  if (config::executionRuleFor(policy.execution, image.path.string())) {
+    if (image.owner == host.user.uid && host.user.uid != 0)
+      return "an execution rule takes it, and it is the caller's, who could change it after the check";
+    if ((image.mode & 022) != 0) return "an execution rule takes it, and a group or others may change it";
+  }
   return {};
 }
 

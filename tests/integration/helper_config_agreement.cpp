@@ -112,6 +112,15 @@ std::string sameValues(const hp_config& h, const ctr::config::Policy& p) {
   return {};
 }
 
+// Whether a rule of ctr's may refuse an image: when the helper must ask ctr's own check
+// (`ctr __verify-fd`). Where ctr refuses the file, the helper asks whenever a rule's last
+// word is not "off", and the check fails closed on the file ctr refuses.
+bool mayRefuse(const ctr::config::Policy& p) {
+  for (const auto& r : p.execution.rules)
+    if (r.mode != ctr::config::ExecutionMode::Off) return true;
+  return false;
+}
+
 std::string escaped(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
@@ -175,7 +184,8 @@ class Generator {
         "squashfs,sif,", "ext3", "sif, ext3", ",", "/images", "/a, /b", "/a,,/b", "relative", "/a, b", "root",
         "root, self", "self", "alice, bob", "64", "1048576", "1048577", "+5", "-1", "05", "5x", "0x10", " 7",
         "\v5", "\f9", "99999999999999999999999", "2147483648", "1e3", "auto", "16G", "%u", "/var/tmp/ctr-%u",
-        "a=b", "# only a comment", "x # comment", "\t", "/scratch, /apps/images # two"};
+        "a=b", "# only a comment", "x # comment", "\t", "/scratch, /apps/images # two", "whitelist", "off",
+        "/a off", "/a\twhitestrict", "/a b blacklist", "/apps/x\toff", "/b whitelist # a rule"};
     return any(pool);
   }
 
@@ -247,6 +257,8 @@ int main(int argc, char** argv) {
       if (const std::string key = sameValues(h.cfg, cf.policy); !key.empty())
         return failed("'" + key + "' differs", text, h, cf);
     }
+    if (h.ok && c.ok && (h.cfg.execution_control != 0) != mayRefuse(c.policy))
+      return failed("whether an 'execution rule' may refuse (the helper then asks ctr's check)", text, h, c);
   };
 
   // Each of ctr's keys, with a value or without: never an unknown key to the helper.

@@ -4,8 +4,8 @@
 # signed SIF changed after signing, each in one line before anything is mounted, and runs
 # one signed by a trusted key (--explain: the rule and the signer; the second launch uses
 # the verdict kept for the file); a rule for a directory overrides the one for every image;
-# whitestrict wants every trusted key; blacklist refuses a blacklisted signer. Instances and
-# run go through the same check.
+# whitestrict wants every trusted key; blacklist refuses a blacklisted signer. Instances, run
+# and dataset images (image-src) go through the same check.
 . "$(dirname "$0")/lib.sh"
 ensure_test_user
 require_fuse
@@ -69,6 +69,20 @@ launch exec "$WORK/free/link.sif" true
 refused "a link in $WORK/free to an image outside: the image's own directory's rule" "whitelist for every image" "not signed"
 launch instance start "$WORK/unsigned.sif" refused1
 refused "instance start" "whitelist for every image" "the image is not signed"
+
+note "every image file the launch mounts: a dataset image (image-src) goes through the same rule"
+launch exec --bind "$WORK/unsigned.sif:/data:image-src=/" "$WORK/ed25519.sif" true
+refused "an unsigned dataset image beside a signed image" "whitelist for every image" \
+  "dataset image $WORK/unsigned.sif: refused by ctr.conf's execution rule"
+launch exec --bind "$WORK/demo.sqfs:/data:image-src=/" "$WORK/ed25519.sif" true
+refused "a squashfs dataset image" "whitelist for every image" "not a SIF"
+launch exec --explain --json --bind "$WORK/ed25519.sif:/data:image-src=/" "$WORK/ed25519.sif" true
+ran "a signed dataset image"
+expect_eq "--explain: the dataset's rule and signer" "whitelist $ed" \
+  "$(jq -r '.datasets[0].execution | "\(.mode) \(.signers[0])"' <<<"$out")"
+launch exec --bind "$WORK/ed25519.sif:/data:image-src=/" "$WORK/ed25519.sif" cat /data/etc/os-release
+ran "the signed dataset image is mounted"
+expect_contains "its files" "ctr-demo" "$out"
 
 note "a signed image changed after signing (the kept verdict is for the file as it was)"
 cp "$WORK/ed25519.sif" "$WORK/changed.sif"

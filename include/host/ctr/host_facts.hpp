@@ -157,6 +157,13 @@ struct OverlayFile {
 // identity. Throws ctr::Error, named by file.label, for a directory or a file that is not one.
 [[nodiscard]] image::ImageSource inspectDatasetFile(const NamedFile& file);
 
+// Execution control's facts of one image file: where it really is (which chooses the rule),
+// and who signed it when a rule other than off takes that path (config::executionRuleFor).
+struct SignedFile {
+  std::string realPath;
+  std::optional<image::SignatureFacts> signatures;
+};
+
 // What the planner needs to know about the caller; gathered once by discoverHost().
 struct HostFacts {
   HostUser user;                    // uid, gid, groups and their names (lookupHostUser)
@@ -200,10 +207,9 @@ struct HostFacts {
   // The files the options name, by path (inspectOverlayFile, inspectDatasetFile).
   std::map<std::string, OverlayFile> overlayFiles;
   std::map<std::string, image::ImageSource> datasetImages;
-  // Execution control (Needs::signatureImage): the image's real path, and who signed it
-  // when a rule other than off takes that path (config::executionRuleFor).
-  std::string imageRealPath;
-  std::optional<image::SignatureFacts> signatures;
+  // Execution control (Needs::signatureImage): each image file the launch mounts (the image,
+  // dataset and overlay images), by its path: discoverSignedFile's answer.
+  std::map<std::string, SignedFile> signedFiles;
 };
 
 // Which devices a launch asks for (--nv, --rocm, --gpus, --device).
@@ -227,7 +233,8 @@ struct Needs {
   bool subordinateIds = false;   // --fakeroot with the user's /etc/subuid ranges
   std::vector<NamedFile> overlayFiles;  // --overlay paths
   std::vector<NamedFile> datasetFiles;  // the image-src= files of the user's binds
-  // ctr.conf's execution control has rules: who signed this image (discoverSignatures).
+  // ctr.conf's execution control has rules: who signed this image, and the dataset and
+  // overlay images above (discoverSignedFile).
   std::optional<image::ImageSource> signatureImage;
 };
 
@@ -235,10 +242,11 @@ struct Needs {
 // with the settings of `policy` that say where to look.
 void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& policy);
 
-// The image's real path, and when an execution rule takes it, who signed it (a verdict kept
-// in host.stateDir for the file as it is, else verified now). Throws ctr::Error for a
+// An image file's real path, and when an execution rule takes it, who signed it (a verdict
+// kept in `stateDir` for the file as it is, else verified now). Throws ctr::Error for a
 // trusted or blacklisted key file that cannot be read.
-void discoverSignatures(HostFacts& host, const image::ImageSource& image, const config::ExecutionControl& control);
+[[nodiscard]] SignedFile discoverSignedFile(const image::ImageSource& image, const config::ExecutionControl& control,
+                                            const std::filesystem::path& stateDir);
 
 // This process's cgroup per v1 controller and on v2 (/proc/self/cgroup, limits::parseProcCgroup).
 [[nodiscard]] std::map<std::string, std::string> ownCgroups();

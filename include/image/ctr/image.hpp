@@ -45,10 +45,12 @@ struct ImageSource {
   // auto' copies it (a network file system).
   std::uint64_t fileBytes = 0;
   std::int64_t filesystem = 0;
-  // Its owner and link count: what the setuid helper's policy looks at ('setuid image
-  // owners'; a file with another name is refused), so the planner can predict it.
+  // Its owner, link count and mode: what the setuid helper's policy looks at ('setuid image
+  // owners'; a file with another name is refused; under an execution rule, a file others may
+  // write), so the planner can predict it.
   uid_t owner = 0;
   std::uint64_t links = 1;
+  std::uint32_t mode = 0644;
   // A registry image run from the image cache (ctr/image_cache.hpp): the docker:// reference
   // given and its manifest's digest; `path` is then the cached SIF. Empty otherwise.
   std::string reference;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ctr/config.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 
 namespace ctr::image {
@@ -33,5 +34,19 @@ struct SignatureFacts {
 // that cannot be read or is no key.
 SignatureFacts signatureFacts(const ImageSource& image, const config::ExecutionControl& control, bool trusted,
                               bool blacklisted, const std::filesystem::path& cacheDir);
+
+// The facts of the image file open on `fd` (`fileBytes` long), verified now and kept
+// nowhere: the setuid helper's own check of the very file it mounts (`ctr __verify-fd`).
+SignatureFacts verifyOpenFile(UniqueFd fd, std::uint64_t fileBytes, const config::ExecutionControl& control, bool trusted,
+                              bool blacklisted);
+
+// "whitelist for every image", "blacklist for /scratch": a rule as messages name it.
+[[nodiscard]] std::string ruleName(const config::ExecutionRule& rule);
+
+// ctr.conf's judgement of an image with facts `f` under `rule` (read from `source`): "" when
+// it may run, else "refused by ctr.conf's execution rule (RULE, SOURCE): WHY". The planner
+// and the setuid helper's check both ask this, so they cannot disagree.
+[[nodiscard]] std::string executionRefusal(const config::ExecutionRule& rule, const SignatureFacts& f,
+                                           const std::string& source);
 
 }  // namespace ctr::image

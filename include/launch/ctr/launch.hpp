@@ -494,6 +494,17 @@ struct ImageServer {
 // src/helper/helper_parse.h).
 inline constexpr std::size_t kMaxDatasetImages = 16;
 
+// ctr.conf's execution control for an image file the launch mounts (docs/design-signing.md,
+// section 2): the rule that took it and the keys that signed it. A launch the rule refuses has no plan: the
+// planner throws its one line.
+struct ExecutionCheck {
+  std::string ruleDir;                 // "": the rule for every image
+  config::ExecutionMode mode = config::ExecutionMode::Off;
+  std::string image;                   // the image's real path, which chose the rule
+  std::vector<std::string> signers;    // trusted keys (keyids, fingerprints) that signed it
+  bool cached = false;                 // the verdict kept for this file, not read again
+};
+
 struct DatasetImage {
   std::string source;        // the bind's source, as BindSpec has it
   image::ImageSource image;  // the squashfs or SIF file, resolved by the CLI
@@ -503,6 +514,7 @@ struct DatasetImage {
   // goes through the helper) or the image server (planDatasetDrivers), and why.
   ImageDriver driver = ImageDriver::Squashfuse;
   std::string driverReason;
+  std::optional<ExecutionCheck> execution;  // set when an execution rule took the file
 };
 
 // Node-local staging (docs/design-io.md section 4): an image or dataset image copied from a
@@ -538,17 +550,6 @@ struct GlibcNeed {
 struct GlibcCheck {
   std::vector<GlibcNeed> needs;
   std::vector<std::string> imageLibc;
-};
-
-// ctr.conf's execution control for the image (docs/design-signing.md, section 2): the rule
-// that took it and the keys that signed it. A launch the rule refuses has no plan: the
-// planner throws its one line.
-struct ExecutionCheck {
-  std::string ruleDir;                 // "": the rule for every image
-  config::ExecutionMode mode = config::ExecutionMode::Off;
-  std::string image;                   // the image's real path, which chose the rule
-  std::vector<std::string> signers;    // trusted keys (keyids, fingerprints) that signed it
-  bool cached = false;                 // the verdict kept for this file, not read again
 };
 
 struct LaunchPlan {
