@@ -10,7 +10,9 @@
 #    that is not there are refused in one line, and leave no output;
 #  - `ctr push IMAGE.sif oras://REG/NAME:TAG` lays it out as Apptainer does (checked on the
 #    manifest itself), it pulls back byte for byte, and a second push sends no blob again;
-#    a file that is not a SIF, or another transport, is refused in one line.
+#    a file that is not a SIF, or another transport, is refused in one line;
+#  - a SIF signed with ctr sign keeps its signature through push and pull (verifies after),
+#    and under a whitelist rule the signed oras image runs from the cache, an unsigned one not.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/registry/common.sh"
 ensure_test_user
@@ -105,6 +107,34 @@ expect_contains "not a SIF, named" "$U/text.sif" "$out"
 rc=0; out=$(as_user "$CTR_BIN" push "$U/mine.sif" "docker://$reg/pushed/app:5" 2>&1) || rc=$?
 expect_eq "another transport: status 1" 1 "$rc"
 expect_contains "another transport" "ctr pushes to oras://REGISTRY/NAME:TAG" "$out"
+note "a signed SIF keeps its signature through push and pull, and runs from the cache under a whitelist"
+F=$CTR_FIXTURES_DIR/sif/keys
+if [ -f "$F/ed25519-private.pem" ]; then
+  cp "$F/ed25519-private.pem" "$F/ed25519-public.pem" "$U/"
+  cp "$WORK/demo.sif" "$U/signed.sif"
+  chown "$CTR_TEST_USER" "$U"/ed25519-*.pem "$U/signed.sif"
+  as_user "$CTR_BIN" sign --key "$U/ed25519-private.pem" "$U/signed.sif" >/dev/null || fail "ctr sign of the demo SIF"
+  as_user "$CTR_BIN" push "$U/signed.sif" "oras://$reg/signed/app:1" >"$WORK/push3.out" 2>&1 ||
+    fail "push of a signed SIF: $(cat "$WORK/push3.out")"
+  as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" -q pull "$U/signed-back.sif" "oras://$reg/signed/app:1" ||
+    fail "pull of the signed SIF"
+  cmp "$U/signed.sif" "$U/signed-back.sif" || fail "the signed SIF pulled back differs from the one pushed"
+  out=$(as_user "$CTR_BIN" verify --key "$U/ed25519-public.pem" "$U/signed-back.sif" 2>&1) || fail "verify after the pull: $out"
+  expect_contains "it verifies after the pull" "verified: $U/signed-back.sif" "$out"
+  printf 'image linger = 0\nexecution rule = whitelist\ntrusted key = %s\n' "$U/ed25519-public.pem" > "$WORK/ecl.conf"
+  chmod 644 "$WORK/ecl.conf"
+  out=$(CTR_TEST_CONFIG=$WORK/ecl.conf as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" exec "oras://$reg/signed/app:1" \
+    sh -c '. /etc/os-release; echo $ID' 2>&1) || fail "exec of the signed oras image under a whitelist: $out"
+  expect_eq "the signed oras image runs under the rule" ctr-demo "$out"
+  rc=0
+  out=$(CTR_TEST_CONFIG=$WORK/ecl.conf as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" exec "oras://$reg/demo/app:1" true 2>&1) ||
+    rc=$?
+  [ "$rc" != 0 ] || fail "the unsigned oras image ran under a whitelist"
+  expect_contains "the unsigned one is refused" "refused by ctr.conf's execution rule (whitelist for every image" "$out"
+  expect_contains "why" "the image is not signed" "$out"
+else
+  note "skipped the signed round trip: no signing keys at $F"
+fi
 note "ctr build with Bootstrap: oras"
 printf 'Bootstrap: oras\nFrom: %s/pushed/app:2\n\n%%post\n    echo built-from-oras > /built\n' "$reg" > "$U/oras.def"
 chown "$CTR_TEST_USER" "$U/oras.def"
