@@ -42,6 +42,7 @@ void registerRegistry(CLI::App& app, Context& ctx);  // registry login|logout|li
 void registerStore(CLI::App& app, Context& ctx);     // store list|size|clean|pull: the site image store
 void registerVerify(CLI::App& app, Context& ctx);    // verify: a SIF's signatures
 void registerSign(CLI::App& app, Context& ctx);      // sign: a SIF with a PEM key (DSSE)
+void registerKey(CLI::App& app, Context& ctx);       // key: the local OpenPGP keyring
 // An IMAGE argument of a launch or of inspect: a docker:// reference through the image
 // cache (pulled there when missing), else a SIF, squashfs or directory path.
 image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull);

@@ -34,7 +34,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
       {"instance", registerInstance}, {"cache", registerCache},   {"run-help", registerRunHelp},
       {"overlay", registerOverlay}, {"registry", registerRegistry}, {"push", registerPush},
       {"store", registerStore},     {"verify", registerVerify},   {"sign", registerSign},
-      {"__verify-fd", registerVerify},
+      {"__verify-fd", registerVerify}, {"key", registerKey},
   };
   if (command == "exec" || command == "run" || command == "shell" || command == "test" || command == "__holder") {
     registerExec(app, ctx, command);
@@ -62,6 +62,7 @@ void registerCommands(CLI::App& app, ctr::cli::Context& ctx, std::string_view co
   registerStore(app, ctx);
   registerVerify(app, ctx);
   registerSign(app, ctx);
+  registerKey(app, ctx);
 }
 
 // Shows an option group (CLI::App::add_option_group, used for speed: exec_cmd.cpp) as a

@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "ctr/configured.hpp"
 #include "ctr/error.hpp"
+#include "ctr/key_store.hpp"
 #include "ctr/sif.hpp"
 #include "ctr/sif_integrity.hpp"
 #include "ctr/sif_pgp.hpp"
@@ -69,19 +70,26 @@ nlohmann::ordered_json toJson(const std::string& image, const image::sif::Verifi
 int runVerify(const VerifyArgs& a) {
   image::sif::VerifyKeys keys;
   for (const auto& k : a.keys) keys.publicKeysPem.push_back(image::readKeyFile(k, "--key"));
+  std::vector<std::filesystem::path> pgpFiles(a.keyrings.begin(), a.keyrings.end());
+  std::string local;
+  if (a.keys.empty() && a.keyrings.empty()) {  // the local keyring's public keys (ctr key)
+    const image::KeyStore store(image::KeyStore::defaultDir(), false);
+    pgpFiles = store.files(false);
+    local = " (the local keyring " + store.dir().string() + " has no key)";
+  }
   std::optional<image::sif::PgpKeyring> keyring;
-  if (!a.keyrings.empty()) {
-    keyring.emplace(std::vector<std::filesystem::path>(a.keyrings.begin(), a.keyrings.end()));
+  if (!pgpFiles.empty()) {
+    keyring.emplace(pgpFiles);
     keys.keyring = &*keyring;
   }
   if (keys.publicKeysPem.empty() && !keys.keyring)
-    throw Error("verify: no key material: give --key FILE.pem (DSSE) or --keyring FILE (OpenPGP)").withStatus(1);
+    throw Error("verify: no key material: give --key FILE.pem (DSSE) or --keyring FILE (OpenPGP)" + local).withStatus(1);
   image::sif::VerifyTasks tasks;
   tasks.groups = a.groups;
   tasks.objects = a.objects;
   tasks.all = a.all;
   tasks.legacy = a.legacy;
-  const auto sifImage = withContext(a.image, [&] { return image::sif::Image::open(a.image); });
+  const auto sifImage = image::sif::Image::open(a.image);  // its errors name the file
   const auto v = image::sif::verifyImage(sifImage, tasks, keys);
   if (a.json) {
     std::cout << toJson(a.image, v).dump(2) << '\n';

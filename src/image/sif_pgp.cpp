@@ -3,6 +3,7 @@
 
 #include <gpgme.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -44,6 +45,10 @@ struct GpgmeApi {
   decltype(&gpgme_set_pinentry_mode) set_pinentry_mode;
   decltype(&gpgme_signers_add) signers_add;
   decltype(&gpgme_op_sign) op_sign;
+  decltype(&gpgme_op_export) op_export;
+  decltype(&gpgme_op_createkey) op_createkey;
+  decltype(&gpgme_op_genkey_result) op_genkey_result;
+  decltype(&gpgme_pubkey_algo_name) pubkey_algo_name;
 };
 
 const GpgmeApi& gpgmeApi() {
@@ -78,6 +83,10 @@ const GpgmeApi& gpgmeApi() {
     oci::bindSymbol(h, so, "gpgme_set_pinentry_mode", api.set_pinentry_mode);
     oci::bindSymbol(h, so, "gpgme_signers_add", api.signers_add);
     oci::bindSymbol(h, so, "gpgme_op_sign", api.op_sign);
+    oci::bindSymbol(h, so, "gpgme_op_export", api.op_export);
+    oci::bindSymbol(h, so, "gpgme_op_createkey", api.op_createkey);
+    oci::bindSymbol(h, so, "gpgme_op_genkey_result", api.op_genkey_result);
+    oci::bindSymbol(h, so, "gpgme_pubkey_algo_name", api.pubkey_algo_name);
     if (!api.check_version(nullptr)) throw Error("GPGME would not start (gpgme_check_version)");
   });
   return api;
@@ -184,8 +193,14 @@ void PgpKeyring::removeHome() noexcept {
       // Nothing more to do: the directory goes, and an agent whose home is gone exits.
     }
   }
-  std::error_code ec;
-  std::filesystem::remove_all(home_, ec);
+  // gpgconf returns before the agent has gone, and the agent removes its sockets as it goes:
+  // a directory emptied while it still writes is tried again, for up to a second.
+  for (int i = 0; i < 20; ++i) {
+    std::error_code ec;
+    std::filesystem::remove_all(home_, ec);
+    if (!std::filesystem::exists(home_, ec)) return;
+    ::usleep(50'000);
+  }
 }
 
 PgpCheck PgpKeyring::verifyClearSigned(std::string_view block) const {
@@ -276,6 +291,60 @@ std::vector<std::string> PgpKeyring::fingerprints() const {
   }
   api.op_keylist_end(ctx.get());
   return out;
+}
+
+std::vector<PgpKeyInfo> PgpKeyring::keys(bool secret) const {
+  const auto& api = gpgmeApi();
+  Context ctx = openContext(home_);
+  std::vector<PgpKeyInfo> out;
+  if (const auto e = api.op_keylist_start(ctx.get(), nullptr, secret ? 1 : 0); e != 0)
+    throw Error("GPGME: cannot list the keys: " + errorText(e));
+  for (gpgme_key_t key = nullptr; api.op_keylist_next(ctx.get(), &key) == 0 && key;) {
+    PgpKeyInfo info;
+    if (const gpgme_subkey_t primary = key->subkeys) {
+      info.fingerprint = primary->fpr ? primary->fpr : "";
+      const char* algo = api.pubkey_algo_name(primary->pubkey_algo);
+      info.algorithm = algo ? algo : "unknown";
+      info.bits = primary->length;
+      info.created = primary->timestamp;
+    }
+    if (key->uids && key->uids->uid) info.userId = key->uids->uid;
+    api.key_unref(key);
+    if (!info.fingerprint.empty()) out.push_back(std::move(info));
+  }
+  api.op_keylist_end(ctx.get());
+  return out;
+}
+
+std::string PgpKeyring::exportKey(const std::string& fingerprint, bool secret, bool armor) const {
+  const auto& api = gpgmeApi();
+  Context ctx = openContext(home_);
+  api.set_armor(ctx.get(), armor ? 1 : 0);
+  (void)api.set_pinentry_mode(ctx.get(), GPGME_PINENTRY_MODE_LOOPBACK);  // no prompt: a passphrase fails
+  gpgme_data_t raw = nullptr;
+  if (const auto e = api.data_new(&raw); e != 0) throw Error("GPGME: " + errorText(e));
+  Data data(raw);
+  if (const auto e = api.op_export(ctx.get(), fingerprint.c_str(), secret ? GPGME_EXPORT_MODE_SECRET : 0, data.get()); e != 0)
+    throw Error("gpg could not export " + std::string(secret ? "the secret key " : "the key ") + fingerprint + ": " +
+                errorText(e) + (secret ? " (ctr keeps only secret keys without a passphrase)" : ""));
+  std::string bytes = takeBytes(std::move(data));
+  if (bytes.empty())
+    throw Error("gpg exported nothing for " + std::string(secret ? "the secret key " : "the key ") + fingerprint +
+                (secret ? " (a secret key with a passphrase cannot be kept: ctr asks for none)" : ""));
+  return bytes;
+}
+
+std::string PgpKeyring::createKey(const std::string& userId, unsigned bits) {
+  const auto& api = gpgmeApi();
+  Context ctx = openContext(home_);
+  agent_ = true;  // gpg-agent keeps the new secret key for this home
+  const std::string algo = "rsa" + std::to_string(bits);
+  const unsigned flags = GPGME_CREATE_SIGN | GPGME_CREATE_CERT | GPGME_CREATE_NOPASSWD | GPGME_CREATE_NOEXPIRE;
+  if (const auto e = api.op_createkey(ctx.get(), userId.c_str(), algo.c_str(), 0, 0, nullptr, flags); e != 0)
+    throw Error("gpg could not create a " + algo + " key for '" + userId + "': " + errorText(e));
+  const gpgme_genkey_result_t r = api.op_genkey_result(ctx.get());
+  if (!r || !r->fpr) throw Error("gpg created a key but named no fingerprint");
+  return r->fpr;
 }
 
 }  // namespace ctr::image::sif

@@ -3,6 +3,7 @@
 // GPGME runs gpg; the keys come from a GnuPG home of their own, never the user's agent.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -17,6 +18,15 @@ struct PgpCheck {
   std::string primaryFingerprint;  // 40 upper-case hex digits of the signer's primary key
   std::string hash;                // the signature's hash, as GPGME names it ("SHA256")
   std::string error;               // why not good
+};
+
+// One key of a keyring, as `ctr key list` shows it.
+struct PgpKeyInfo {
+  std::string fingerprint;  // of the primary key, 40 upper-case hex digits
+  std::string userId;       // the first user id ("Name (comment) <email>")
+  std::string algorithm;    // as GPGME names it ("RSA", "EdDSA")
+  unsigned bits = 0;
+  std::int64_t created = 0;  // seconds since the epoch
 };
 
 // A GnuPG home with these OpenPGP public keys (armoured or binary files, several keys each)
@@ -41,6 +51,15 @@ class PgpKeyring {
   [[nodiscard]] Signed clearSign(std::string_view text, const std::string& fingerprint) const;
   // The primary keys' fingerprints, as verifyClearSigned names them.
   [[nodiscard]] std::vector<std::string> fingerprints() const;
+  // The keys (with `secret`, those whose secret part is here too).
+  [[nodiscard]] std::vector<PgpKeyInfo> keys(bool secret) const;
+  // The key with primary fingerprint `fingerprint` as OpenPGP bytes (armoured with `armor`),
+  // with its secret part when `secret`. A secret key with a passphrase cannot be exported:
+  // ctr asks for none. Throws ctr::Error naming what gpg refused.
+  [[nodiscard]] std::string exportKey(const std::string& fingerprint, bool secret, bool armor) const;
+  // A new key pair for signing, without a passphrase and without expiry: RSA of `bits`.
+  // Returns its primary fingerprint.
+  std::string createKey(const std::string& userId, unsigned bits);
 
  private:
   void removeHome() noexcept;
