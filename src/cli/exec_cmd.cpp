@@ -575,6 +575,7 @@ void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   holder->add_option("--offset", args->offset);
   holder->add_option("--size", args->size);
   holder->add_option("--linger-ms", args->lingerMs);
+  holder->add_flag("--linger-unless-overlaid", args->lingerUnlessOverlaid);
   holder->add_option("--premounted", args->premounted);
   holder->add_option("--server", args->server);
   holder->add_option("--dataset", args->datasets);

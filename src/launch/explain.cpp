@@ -401,6 +401,8 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["prepared_root_targets"] = nlohmann::json::array();
   for (const auto& m : plan.preparedRoot.mounts) j["prepared_root_targets"].push_back(m.destination);
   j["image_linger_ms"] = plan.lingerMs;
+  j["linger_unless_overlaid"] = plan.lingerUnlessOverlaid;
+  j["holder_key_paths"] = plan.holderKeyPaths;
   j["holder_scope"] = {{"freezer", plan.holderScope.freezer}, {"unified", plan.holderScope.unified}};
   j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
   j["handover"] = handoverJson(plan.handover, plan.envProgram.ps1);
@@ -518,7 +520,12 @@ void writeIsolation(std::ostream& out, const LaunchPlan& plan) {
   out << "hand-over:  " << handoverText(plan.handover, plan.seccompProfile, plan.envProgram.ps1) << '\n'
       << "state dir:  "
       << (plan.stateDir.empty() ? "(a private one per launch: the shared names are taken)" : plan.stateDir)
-      << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch\n"
+      << "\nlinger:     " << plan.lingerMs << " ms after the image's last launch"
+      << (plan.lingerUnlessOverlaid ? " (none where an overlay has the directory as its lower layer)" : "")
+      << (plan.holderKeyPaths.empty() ? std::string()
+                                      : "; a new holder when one of " + std::to_string(plan.holderKeyPaths.size()) +
+                                            " paths of the directory changes")
+      << "\n"
       << "holder:     shared by the launches in this one's cgroups (" << holderScopeText(plan.holderScope)
       << "): a batch system ends the processes of a cgroup together\n"
       << "limits:     " << limitsText(plan.limits) << '\n'

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "ctr/configured.hpp"
@@ -69,10 +70,13 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   plan.user = host.user;
   plan.seccompProfile = policy.seccompProfile;
   plan.stateDir = host.stateDir;
-  // A directory image is not kept after its last launch: its holder's root has it as an
-  // overlay's lower layer, and a lower layer edited underneath (a sandbox after `build
-  // --update`, a file the user changed) may be served stale; mounting one costs nothing.
-  plan.lingerMs = plan.driver == ImageDriver::Directory ? 0 : policy.imageLingerMs;
+  // A directory image lingers too (a new holder costs a directory launch 1.7 ms, docs/
+  // benchmark-guide.md "Where a launch's time goes"), but only while what its prepared root
+  // was made from is unchanged (holderKeyPaths, finishIdentityAndEnvironment) and no overlay
+  // has the directory as a lower layer: one edited underneath (a sandbox after `build
+  // --update`, a file the user changed) may be served stale.
+  plan.lingerMs = policy.imageLingerMs;
+  plan.lingerUnlessOverlaid = plan.driver == ImageDriver::Directory;
   plan.holderScope = planHolderScope(host.cgroups);
   plan.limits = options.limits;
   if (!options.statsFile.empty())
@@ -294,6 +298,17 @@ Environment planEnvironment(const LaunchOptions& options, const image::ImageSour
   return env;
 }
 
+// What a directory image's prepared root is made from, as paths of the directory: each
+// target and every directory above it (a target the image lacks is made in the nearest of
+// them, whose entries an underlay copies; an identity file is made from the image's own).
+std::vector<std::string> holderKeyPaths(const PreparedRootSpec& spec) {
+  std::set<std::string> paths{"/"};
+  for (const auto& m : spec.mounts)
+    for (std::string p = m.destination; p.size() > 1; p = p.substr(0, std::max<std::size_t>(p.rfind('/'), 1)))
+      paths.insert(p);
+  return {paths.begin(), paths.end()};
+}
+
 // The home, the prepared root (all but the per-launch mounts) and the environment.
 void finishIdentityAndEnvironment(LaunchPlan& plan, const HomeDirs& home, Environment env) {
   plan.user.home = home.destination;
@@ -307,6 +322,7 @@ void finishIdentityAndEnvironment(LaunchPlan& plan, const HomeDirs& home, Enviro
     plan.preparedRoot.mounts.push_back(m);
   }
   plan.preparedRoot.user = plan.user;
+  if (plan.driver == ImageDriver::Directory) plan.holderKeyPaths = holderKeyPaths(plan.preparedRoot);
   plan.environment = toEnvp(env);
   for (const auto& kv : plan.environment)
     if (kv.starts_with("PS1=")) plan.envProgram.ps1 = kv.substr(4);  // the shell's prompt, set before it starts

@@ -412,6 +412,7 @@ struct Holding {
   std::vector<ScopedMount> datasetMounts;  // detached before their servers are killed
   ScopedMount imageMount, baseMount, baseRootMount;
   UniqueFd ready;  // closed first: it holds copies of the mounts above
+  bool imageOverlaid = false;  // an overlay of the prepared root has the image as its lower layer
 };
 
 void enterHolderNamespaces(const HolderArgs& args) {
@@ -466,7 +467,7 @@ std::optional<launch::PreparedRootManifest> prepareSharedRoot(const HolderArgs& 
   try {
     holding.baseMount = ScopedMount(dirs.base);
     holding.baseRootMount = ScopedMount(dirs.base + "/root");
-    return prepareBaseRoot(dirs.image, dirs.base, spec);
+    return prepareBaseRoot(dirs.image, dirs.base, spec, &holding.imageOverlaid);
   } catch (const Error& e) {
     spdlog::debug("no prepared root for {}: {}", args.image, e.oneLine());
     holding.baseRootMount.reset();
@@ -524,6 +525,7 @@ std::vector<std::string> holderArgv(const HolderArgs& args) {
                                    "--size", std::to_string(args.size),
                                    "--linger-ms", std::to_string(args.lingerMs),
                                    "--ready-fd", std::to_string(args.readyFd)};
+  if (args.lingerUnlessOverlaid) argv.emplace_back("--linger-unless-overlaid");
   for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"--premounted", args.premounted},
                                       {"--server", args.server}}) {
     if (value.empty()) continue;
@@ -567,8 +569,10 @@ int holderMain(const HolderArgs& args) {
   }
   report(readyFd, "ok");
 
+  const std::uint32_t lingerMs = args.lingerUnlessOverlaid && holding.imageOverlaid ? 0 : args.lingerMs;
+  if (lingerMs != args.lingerMs) spdlog::debug("no linger for {}: an overlay has it as its lower layer", args.image);
   try {
-    waitUntilUnused(holding.listenFd.get(), holding.setupFd.get(), terminateRead.get(), args.lingerMs);
+    waitUntilUnused(holding.listenFd.get(), holding.setupFd.get(), terminateRead.get(), lingerMs);
   } catch (const Error&) {
     // Cannot wait: tear down now rather than leak; launches fail loudly on ENOTCONN.
   }

@@ -263,9 +263,10 @@ void detachAll(const std::string& path) {
 // holds some, shallowest first, an underlay (kUnderlayMaxEntries entries at most) or an
 // overlay of that directory (its layers in layersDir, on the caller's tmpfs). False, with
 // what was mounted left for the caller to detach, when one cannot be made: the caller
-// then lays its overlay over the whole image, as before.
+// then lays its overlay over the whole image, as before. `overlaid`: set when a directory
+// got an overlay (its lower layer, the image's, must then not change under it).
 bool makeTargetsInPlace(const std::string& rootPath, int imageFd, const std::string& imageDir,
-                        const std::vector<MissingTarget>& missing, const std::string& layersDir) {
+                        const std::vector<MissingTarget>& missing, const std::string& layersDir, bool& overlaid) {
   std::vector<std::string> dirs;
   for (const auto& t : missing)
     if (std::find(dirs.begin(), dirs.end(), t.under) == dirs.end()) dirs.push_back(t.under);
@@ -285,6 +286,7 @@ bool makeTargetsInPlace(const std::string& rootPath, int imageFd, const std::str
       } else {
         spdlog::debug("mount targets under {}: an overlay of it (over {} entries)", under, launch::kUnderlayMaxEntries);
         if (::mkdir(layersDir.c_str(), 0755) != 0 && errno != EEXIST) throw sysError("mkdir " + layersDir);
+        overlaid = true;
         if (!mountOverlayOf(rootPath, under, imageDir, targets, layersDir + "/" + std::to_string(i))) return false;
       }
     }
@@ -298,14 +300,14 @@ bool makeTargetsInPlace(const std::string& rootPath, int imageFd, const std::str
 // The image bound read-only at rootPath (an overlay over it would cost every path walk
 // from / its ovl_permission and revalidation) with the targets it lacks made in place.
 // False, nothing left mounted at rootPath, when they cannot be: the caller then lays an
-// overlay over the whole image for them.
+// overlay over the whole image for them. `overlaid`: as makeTargetsInPlace's.
 bool bindImageWithTargets(const std::string& rootPath, int imageFd, const std::string& imageDir,
-                          const std::vector<MissingTarget>& missing, const std::string& layersDir) {
+                          const std::vector<MissingTarget>& missing, const std::string& layersDir, bool& overlaid) {
   {
     UniqueFd rootTarget(::open(rootPath.c_str(), O_PATH | O_CLOEXEC));
     bindInto(imageDir, rootTarget.get(), false, true, "/");
   }
-  if (missing.empty() || makeTargetsInPlace(rootPath, imageFd, imageDir, missing, layersDir)) return true;
+  if (missing.empty() || makeTargetsInPlace(rootPath, imageFd, imageDir, missing, layersDir, overlaid)) return true;
   detachAll(rootPath);
   return false;
 }
@@ -562,10 +564,13 @@ std::vector<MissingTarget> missingBaseTargets(const launch::PreparedRootSpec& sp
 
 // The image at baseDir/root with the targets it lacks in place; failing that, an overlay of
 // the whole image, whose upper layer gets them before it is mounted.
-void mountBaseImage(const std::string& imageDir, int imageFd, const std::string& baseDir,
+// True when an overlay has the image as its lower layer (of the whole image, or of one of
+// its directories).
+bool mountBaseImage(const std::string& imageDir, int imageFd, const std::string& baseDir,
                     const std::vector<MissingTarget>& missing) {
   const std::string upper = baseDir + "/upper", root = baseDir + "/root";
-  if (bindImageWithTargets(root, imageFd, imageDir, missing, baseDir + "/dir-overlays")) return;
+  bool overlaid = false;
+  if (bindImageWithTargets(root, imageFd, imageDir, missing, baseDir + "/dir-overlays", overlaid)) return overlaid;
   for (const auto& t : missing) {
     try {
       createUnder(upper, t.path, t.directory);
@@ -576,6 +581,7 @@ void mountBaseImage(const std::string& imageDir, int imageFd, const std::string&
   const std::string options = "lowerdir=" + imageDir + ",upperdir=" + upper + ",workdir=" + baseDir + "/work";
   if (::mount("overlay", root.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
     throw sysError("mount overlay base root (" + options + ")");
+  return true;
 }
 
 // The identity files: the holder is the same user, so they are the same for every launch
@@ -638,7 +644,7 @@ void prebindShared(const launch::PreparedRootSpec& spec, const std::string& base
 }  // namespace
 
 launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
-                                             const launch::PreparedRootSpec& spec) {
+                                             const launch::PreparedRootSpec& spec, bool* overlaid) {
   if (::mount("ctr-base", baseDir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m") != 0)
     throw sysError("mount tmpfs on " + baseDir);
   const std::string root = baseDir + "/root", files = baseDir + "/files";
@@ -651,7 +657,8 @@ launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const 
   // them (see assembleRoot for where and why).
   launch::PreparedRootManifest manifest;
   manifest.user = spec.user;
-  mountBaseImage(imageDir, imageFd.get(), baseDir, missingBaseTargets(spec, imageFd.get(), manifest));
+  const bool overlay = mountBaseImage(imageDir, imageFd.get(), baseDir, missingBaseTargets(spec, imageFd.get(), manifest));
+  if (overlaid) *overlaid = overlay;
   UniqueFd rootFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!rootFd) throw sysError("open " + root);
   bindIdentityFiles(spec, imageFd.get(), rootFd.get(), files);
@@ -823,7 +830,8 @@ void mountOwnRoot(const LaunchPlan& plan, const SharedImage& image, const std::s
     bindInto(dir, rootTarget.get(), false, true, "/");
   } else if (plan.rootMode == launch::RootMode::Overlay) {
     mountOverlayRoot(plan, image, rootPath, missing);
-  } else if (!bindImageWithTargets(rootPath, imageFd, image.imageDir, missing, image.stageDir + "/dir-overlays")) {
+  } else if (bool overlaid = false;
+             !bindImageWithTargets(rootPath, imageFd, image.imageDir, missing, image.stageDir + "/dir-overlays", overlaid)) {
     // The image, read-only, with the targets it lacks in place; failing that, an overlay
     // over the whole image holds them.
     spdlog::debug("mount targets missing in the image: an overlay root");

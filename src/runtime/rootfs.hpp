@@ -29,8 +29,9 @@ void assembleRoot(const launch::LaunchPlan& plan, SharedImage& image);
 // and returned: launches use the prepared root only once it is there. Decides nothing the
 // spec does not say (launch::chooseRootStrategy decides for each launch).
 // Throws ctr::Error; the caller then unmounts baseDir and launches build their own roots.
+// `overlaid` (when given): whether an overlay has the image as its lower layer.
 launch::PreparedRootManifest prepareBaseRoot(const std::string& imageDir, const std::string& baseDir,
-                                             const launch::PreparedRootSpec& spec);
+                                             const launch::PreparedRootSpec& spec, bool* overlaid = nullptr);
 
 // Holder side, once prepareBaseRoot() succeeded: a copy of the holder's mount namespace
 // pivoted into `root` (the prepared root, every host mount outside it gone), returned as an

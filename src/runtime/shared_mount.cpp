@@ -207,6 +207,7 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
   args.offset = plan.image.offset;
   args.size = plan.image.size;
   args.lingerMs = plan.lingerMs;
+  args.lingerUnlessOverlaid = plan.lingerUnlessOverlaid;
   if (plan.fakeroot) {
     args.uidMap = formatIdMap(plan.fakeroot->uidMap);
     args.gidMap = formatIdMap(plan.fakeroot->gidMap);
@@ -280,6 +281,20 @@ std::string imageKey(const launch::LaunchPlan& plan, launch::ImageDriver driver)
     identity += ":server:" + plan.imageServer->program;
   // Launches in other cgroups get a holder of their own (launch::HolderScope).
   identity += ":freezer:" + plan.holderScope.freezer + ":unified:" + plan.holderScope.unified;
+  // A directory image: what its prepared root was made from, as it is now (a change of an
+  // entry list, an identity file's source or a target starts a new holder; missing: "-").
+  if (!plan.holderKeyPaths.empty()) {
+    UniqueFd dir(::open(image.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    for (const auto& path : plan.holderKeyPaths) {
+      struct stat st {};
+      const std::string relative = path == "/" ? "." : path.substr(1);
+      if (dir && ::fstatat(dir.get(), relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        identity += ':' + std::to_string(st.st_ino) + '.' + std::to_string(st.st_mtim.tv_sec) + '.' +
+                    std::to_string(st.st_mtim.tv_nsec) + '.' + std::to_string(st.st_size);
+      else
+        identity += ":-";
+    }
+  }
   for (const auto& d : plan.datasets)
     identity += ":dataset:" + d.key +
                 (driver == launch::ImageDriver::SetuidHelper && d.driver == launch::ImageDriver::SetuidHelper ? ":kernel" : "");

@@ -1010,14 +1010,30 @@ TEST(Planner, NoUmaskSetsTheAppsUmask) {
   EXPECT_EQ(toJson(plan)["handover"]["umask"], 022);
 }
 
-TEST(Planner, ADirectoryImageIsNotKeptAfterItsLastLaunch) {
+TEST(Planner, ADirectoryImageLingersOnlyWhileWhatItsPreparedRootWasMadeFromIsUnchanged) {
   ctr::config::Policy policy;
   policy.imageLingerMs = 5000;
-  EXPECT_EQ(planLaunch(execTrue(), policy, sifImage(), alice()).lingerMs, 5000U);
+  const auto sif = planLaunch(execTrue(), policy, sifImage(), alice());
+  EXPECT_EQ(sif.lingerMs, 5000U);
+  EXPECT_FALSE(sif.lingerUnlessOverlaid);
+  EXPECT_TRUE(sif.holderKeyPaths.empty()) << "a SIF's holder is keyed by the file";
   auto dir = sifImage();
   dir.kind = ctr::image::ImageKind::Directory;
-  EXPECT_EQ(planLaunch(execTrue(), policy, dir, alice()).lingerMs, 0U)
-      << "an edited sandbox must not be served from the last launch's holder";
+  const auto plan = planLaunch(execTrue(), policy, dir, alice());
+  EXPECT_EQ(plan.lingerMs, 5000U);
+  EXPECT_TRUE(plan.lingerUnlessOverlaid) << "an overlay's lower layer must not change under a lingering holder";
+  // Every prepared target and every directory above it: a new entry where a target is
+  // made, or a changed identity file's source, starts a new holder.
+  const auto& paths = plan.holderKeyPaths;
+  for (const char* p : {"/", "/etc", "/etc/passwd", "/etc/group", "/home", "/proc", "/tmp"})
+    EXPECT_NE(std::find(paths.begin(), paths.end(), p), paths.end()) << p;
+  for (const auto& m : plan.preparedRoot.mounts)
+    EXPECT_NE(std::find(paths.begin(), paths.end(), m.destination), paths.end()) << m.destination;
+  EXPECT_TRUE(std::is_sorted(paths.begin(), paths.end()));
+  EXPECT_NE(toText(plan).find("(none where an overlay has the directory as its lower layer); a new holder when one of"),
+            std::string::npos)
+      << toText(plan);
+  EXPECT_EQ(toJson(plan)["holder_key_paths"].size(), paths.size());
 }
 
 TEST(Planner, TheHolderIsSharedWithinTheLaunchesProcessTrackingCgroupOnly) {

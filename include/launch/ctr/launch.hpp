@@ -608,6 +608,13 @@ struct LaunchPlan {
   // After the last launch of the image ends, its holder keeps it mounted this long, so that
   // the next launch in a script or workflow joins it (ctr.conf 'image linger').
   std::uint32_t lingerMs = 0;
+  // A directory image's holder (issue 56): it lingers only where no overlay has the
+  // directory as its lower layer (which must not change under it: lingerUnlessOverlaid),
+  // and its key holds these paths of the directory as they are (holderKeyPaths: the
+  // prepared root's targets and every directory above them, whose entries an underlay
+  // copies, and the sources of the identity files), so that a change starts a new holder.
+  bool lingerUnlessOverlaid = false;
+  std::vector<std::string> holderKeyPaths;
   HolderScope holderScope;  // which launches share the image's holder (part of its key)
   // Resource limits and where their cgroup goes (backend None: no cgroup is created).
   limits::Request limits;

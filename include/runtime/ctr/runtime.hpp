@@ -98,6 +98,9 @@ struct HolderArgs {
   // mount point, configured::kHelperRundir/data/I): such a KEY is bound from DIR instead of served.
   std::vector<std::string> premountedDatasets;
   std::uint32_t lingerMs = 0;  // keep the image mounted this long after its last launch
+  // ... but not at all where an overlay of the prepared root has the image as its lower
+  // layer (a directory image: launch::LaunchPlan::lingerUnlessOverlaid).
+  bool lingerUnlessOverlaid = false;
   int readyFd = -1;
   // --fakeroot's holder: its user namespace gets these maps (launch::FakerootMaps, as
   // "INSIDE:OUTSIDE:COUNT,..."; written by newuidmap/newgidmap when those are given),
