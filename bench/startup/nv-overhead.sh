@@ -78,6 +78,14 @@ for pair in "plain nv" "contain contain-nv"; do
   echo "--nv adds $m ms to a warm launch ($a -> $b; per-block differences from $lo to $hi ms)"
 done
 
+# Where --nv's time goes: ctr's own steps (ctr -d), the median of 20 launches each.
+. "$src/bench/startup/steps.sh"
+step_medians plain 20 "$work/plain.sif" /bin/true
+step_medians nv 20 --nv "$work/nv.sif" /bin/true
+echo "one --nv launch, its sub-steps:"
+"$ctr" -d exec --nv "$work/nv.sif" /bin/true 2>&1 | grep -E "root:|debug: [a-z].*done in" |
+  sed "s/^ctr\[[0-9]*\] [0-9:.]* debug: /  /"
+
 # The cold scan: the first --nv launch with no scan cache in the state directory, against
 # a warm --nv launch; each sample removes the cache first (both cases, so that the removal
 # is not what differs).

@@ -74,16 +74,7 @@ done
 
 echo
 echo "== ctr's own steps (ctr -d), median of $runs launches, ms"
-for entry in "ctr-sif-held|demo.sif" "ctr-dir|rootfs" "ctr-dir-held|rootfs-held"; do
-  name=${entry%%|*}
-  # "launch steps: STEP 0.154 ms, STEP 0.551 ms, ...; total 3.844 ms since ctr started" -> "STEP<tab>MS" lines
-  for _ in $(seq "$runs"); do "$ctr" -d exec "${entry#*|}" /bin/true 2>&1 | grep 'launch steps:' || true; done |
-    sed 's/.*launch steps: //; s/ since ctr started//; s/; /, /' | tr ',' '\n' | sed 's/^ *//' |
-    sed -n 's/^\(.*\) \([0-9.]*\) ms$/\1\t\2/p' > steps.tsv
-  line="$name:"
-  while IFS= read -r step; do
-    med=$(awk -F'\t' -v s="$step" '$1 == s { print $2 }' steps.tsv | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-    line="$line $step $med;"
-  done < <(cut -f1 steps.tsv | awk '!seen[$0]++')
-  echo "$line"
-done
+. "$src/bench/startup/steps.sh"
+step_medians ctr-sif-held "$runs" demo.sif /bin/true
+step_medians ctr-dir "$runs" rootfs /bin/true
+step_medians ctr-dir-held "$runs" rootfs-held /bin/true
