@@ -86,8 +86,13 @@ note "M1: the job's epilog ends even when the plugin's ctr hangs"
 run srun -N1 -w n1 --container-image="$image" true
 [ "$rc" = 0 ] || problem "M1: a container step: $out"
 note "M1 a: a FIFO planted as an instance record (STATE/instances/x.json)"
-for d in $(state_dirs); do runuser -u "$CTR_TEST_USER" -- sh -c "mkdir -p '$d/instances' && mkfifo '$d/instances/x.json'" || true; done
-[ -n "$(ls /tmp/ctr-"$uid"*/instances/x.json /run/ctr/"$uid"/ctr/instances/x.json 2>/dev/null)" ] || problem "M1 a: no FIFO planted"
+planted=
+for d in $(state_dirs); do
+  planted="$planted $d: $(runuser -u "$CTR_TEST_USER" -- sh -c "mkdir -p '$d/instances' && mkfifo '$d/instances/x.json'" 2>&1 && echo ok);"
+done
+# Seen once (a CI run on a loaded 2-core VM): nothing planted. Say what there was, to find why.
+[ -n "$(ls /tmp/ctr-"$uid"*/instances/x.json /run/ctr/"$uid"/ctr/instances/x.json 2>/dev/null)" ] ||
+  problem "M1 a: no FIFO planted (state directories:${planted:- none}; /run/ctr/$uid: $(ls -la /run/ctr/"$uid" 2>&1 | tr '\n' ' '); /tmp: $(ls -d /tmp/ctr-"$uid"* 2>&1 | tr '\n' ' '))"
 run sbatch --parsable -N1 -w n1 -o /dev/null --wrap true
 job=$out
 start=$(date +%s)
