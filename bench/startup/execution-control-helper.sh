@@ -49,6 +49,7 @@ cleanup() {
 trap cleanup EXIT
 cd "$work"
 mkdir -p "$(dirname "$conf")"
+. "$src/bench/startup/lib.sh"
 
 openssl genpkey -algorithm ed25519 -out key.pem 2>/dev/null
 openssl pkey -in key.pem -pubout -out key.pub.pem
@@ -80,12 +81,7 @@ echo "warm: no rule ${a} ms, whitelist (kept verdicts) ${b} ms: adds ${added} ms
 
 if [ "$size_mb" -gt 0 ]; then
   echo "== cold: a signed SIF of $size_mb MiB (incompressible) through the helper: first launch (verified twice) and second (kept)"
-  mkdir big && cp -a rootfs/. big/ && head -c "$((size_mb << 20))" /dev/urandom > big/data
-  mksquashfs big big.sqfs -quiet -noappend -noI -noD -noF -noX -all-root >/dev/null
-  "$ctr" -q build big.sif big.sqfs
-  rm -rf big big.sqfs
-  "$ctr" sign --key key.pem big.sif >/dev/null
-  chmod 644 big.sif
+  make_big_signed_sif "$work/big.sif" "$size_mb" key.pem rootfs
   t0=$(date +%s%N); sh case.sh "$work/on.conf" "$work/big.sif"; t1=$(date +%s%N)
   sh case.sh "$work/on.conf" "$work/big.sif"; t2=$(date +%s%N)
   sh case.sh "$work/off.conf" "$work/big.sif"; t3=$(date +%s%N)

@@ -17,14 +17,8 @@ ctr=${CTR_BIN:-$build/bin/ctr}
 timer=$build/bin/launch-timer
 [ -x "$ctr" ] && [ -x "$timer" ] || { echo "execution-control.sh: build ctr and launch-timer first" >&2; exit 1; }
 command -v openssl >/dev/null || { echo "execution-control.sh: needs openssl" >&2; exit 1; }
-if [ "$(id -u)" = 0 ]; then
-  user=${BENCH_USER:-ctrbench}
-  id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
-  [ -c /dev/fuse ] && chmod 666 /dev/fuse
-  d=$build; while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
-  exec runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" USER="$user" PATH=/usr/bin:/bin \
-    BLOCKS="${BLOCKS:-}" REPS="${REPS:-}" SIZE_MB="${SIZE_MB:-}" CTR_BIN="$ctr" bash "$0" "$build"
-fi
+. "$src/bench/startup/lib.sh"
+as_bench_user "$build" BLOCKS REPS SIZE_MB
 blocks=${BLOCKS:-20}; reps=${REPS:-10}; size_mb=${SIZE_MB:-1024}
 . "$src/bench/startup/work-dir.sh"
 work_dir ctr-bench-ecl
@@ -53,11 +47,7 @@ echo "warm: no rule ${a} ms, whitelist (kept verdict) ${b} ms: adds ${added} ms 
 
 if [ "$size_mb" -gt 0 ]; then
   echo "== cold: a signed SIF of $size_mb MiB (incompressible), first launch (verified) and second (kept)"
-  mkdir big && cp -a rootfs/. big/ && head -c "$((size_mb << 20))" /dev/urandom > big/data
-  mksquashfs big big.sqfs -quiet -noappend -noI -noD -noF -noX >/dev/null
-  "$ctr" -q build big.sif big.sqfs 2>/dev/null || "$ctr" -q build big.sif big
-  rm -rf big big.sqfs
-  "$ctr" sign --key key.pem big.sif >/dev/null
+  make_big_signed_sif "$work/big.sif" "$size_mb" key.pem rootfs
   t0=$(date +%s%N); CTR_CONFIG=$work/on.conf "$ctr" exec big.sif true; t1=$(date +%s%N)
   CTR_CONFIG=$work/on.conf "$ctr" exec big.sif true; t2=$(date +%s%N)
   CTR_CONFIG=$work/off.conf "$ctr" exec big.sif true; t3=$(date +%s%N)

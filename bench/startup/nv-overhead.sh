@@ -79,7 +79,7 @@ for pair in "plain nv" "contain contain-nv"; do
 done
 
 # Where --nv's time goes: ctr's own steps (ctr -d), the median of 20 launches each.
-. "$src/bench/startup/steps.sh"
+. "$src/bench/startup/lib.sh"
 step_medians plain 20 "$work/plain.sif" /bin/true
 step_medians nv 20 --nv "$work/nv.sif" /bin/true
 echo "one --nv launch, its sub-steps:"

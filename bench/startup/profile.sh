@@ -20,14 +20,8 @@ build=$(cd "${1:-$src/build/release}" && pwd)
 ctr=${CTR_BIN:-$build/bin/ctr}
 [ -x "$ctr" ] || { echo "profile.sh: build ctr first" >&2; exit 1; }
 command -v perf >/dev/null && command -v strace >/dev/null || { echo "profile.sh: needs perf and strace" >&2; exit 1; }
-if [ "$(id -u)" = 0 ]; then
-  user=${BENCH_USER:-ctrbench}
-  id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
-  [ -c /dev/fuse ] && chmod 666 /dev/fuse
-  d=$build; while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
-  exec runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" USER="$user" PATH=/usr/bin:/bin \
-    RUNS="${RUNS:-}" CTR_BIN="$ctr" bash "$0" "$build"
-fi
+. "$src/bench/startup/lib.sh"
+as_bench_user "$build" RUNS
 runs=${RUNS:-40}
 . "$src/bench/startup/work-dir.sh"
 work_dir ctr-bench-profile
@@ -74,7 +68,6 @@ done
 
 echo
 echo "== ctr's own steps (ctr -d), median of $runs launches, ms"
-. "$src/bench/startup/steps.sh"
 step_medians ctr-sif-held "$runs" demo.sif /bin/true
 step_medians ctr-dir "$runs" rootfs /bin/true
 step_medians ctr-dir-held "$runs" rootfs-held /bin/true

@@ -52,14 +52,14 @@ int runImport(const KeyArgs& a) {
 
 int runExport(const KeyArgs& a) {
   const image::KeyStore store(image::KeyStore::defaultDir(), false);
-  const std::string bytes = store.exportKey(store.resolve(a.id, a.secret), a.secret, a.armor);
+  const std::string fingerprint = store.resolve(a.id, a.secret);
+  const std::string bytes = store.exportKey(fingerprint, a.secret, a.armor);
   if (a.file == "-") {
     std::cout << bytes << std::flush;
     return 0;
   }
   writeFile(a.file, bytes);
-  std::cout << "exported " << (a.secret ? "the secret key " : "the key ") << store.resolve(a.id, a.secret) << " to "
-            << a.file << '\n';
+  std::cout << "exported " << (a.secret ? "the secret key " : "the key ") << fingerprint << " to " << a.file << '\n';
   return 0;
 }
 

@@ -1,0 +1,51 @@
+# Sourced by the bench/startup scripts (after they set $ctr): what several of them do alike.
+
+# as_bench_user BUILD VAR...: containers are an ordinary user's business, so a script started
+# as root measures as one. As root: creates BENCH_USER (default ctrbench), opens /dev/fuse
+# and BUILD's path to it, and runs this script again as that user with CTR_BIN=$ctr and each
+# named VAR passed on; it does not return. As anyone else: returns at once.
+as_bench_user() {
+  [ "$(id -u)" = 0 ] || return 0
+  local build=$1 user=${BENCH_USER:-ctrbench} d v vars=()
+  shift
+  id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
+  [ -c /dev/fuse ] && chmod 666 /dev/fuse
+  d=$build; while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
+  for v in "$@"; do vars+=("$v=${!v:-}"); done
+  exec runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" USER="$user" PATH=/usr/bin:/bin \
+    "${vars[@]}" CTR_BIN="$ctr" bash "$0" "$build"
+}
+
+# make_big_signed_sif OUT SIZE_MB KEY ROOTFS: a SIF of ROOTFS plus SIZE_MB MiB of random
+# (incompressible) data, stored uncompressed, signed with the PEM private key KEY: what a
+# cold execution-control check must read and hash in full.
+make_big_signed_sif() {
+  local out=$1 size_mb=$2 key=$3 rootfs=$4 tmp
+  tmp=$(mktemp -d "$(dirname "$out")/big.XXXXXX")
+  mkdir "$tmp/tree" && cp -a "$rootfs/." "$tmp/tree/"
+  head -c "$((size_mb << 20))" /dev/urandom > "$tmp/tree/data"
+  mksquashfs "$tmp/tree" "$tmp/big.sqfs" -quiet -noappend -noI -noD -noF -noX -all-root >/dev/null
+  "$ctr" -q build "$out" "$tmp/big.sqfs"
+  rm -rf "$tmp"
+  "$ctr" sign --key "$key" "$out" >/dev/null
+  chmod 644 "$out"
+}
+
+# step_medians NAME RUNS CTR-EXEC-ARGS...: ctr's own step times (`ctr -d`'s "launch steps:"
+# line) over RUNS launches, the median of each step, on one line: "NAME: STEP MS; ...".
+step_medians() {
+  local name=$1 runs=$2 line step med tsv
+  shift 2
+  tsv=$(mktemp)
+  # "launch steps: STEP 0.154 ms, STEP 0.551 ms, ...; total 3.844 ms since ctr started" -> "STEP<tab>MS"
+  for _ in $(seq "$runs"); do "$ctr" -d exec "$@" 2>&1 | grep 'launch steps:' || true; done |
+    sed 's/.*launch steps: //; s/ since ctr started//; s/; /, /' | tr ',' '\n' | sed 's/^ *//' |
+    sed -n 's/^\(.*\) \([0-9.]*\) ms$/\1\t\2/p' > "$tsv"
+  line="$name:"
+  while IFS= read -r step; do
+    med=$(awk -F'\t' -v s="$step" '$1 == s { print $2 }' "$tsv" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    line="$line $step $med;"
+  done < <(cut -f1 "$tsv" | awk '!seen[$0]++')
+  rm -f "$tsv"
+  echo "$line"
+}
