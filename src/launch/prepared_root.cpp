@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ctr/hash.hpp"
 #include "ctr/pathutil.hpp"
 
 namespace ctr::launch {
@@ -179,6 +180,37 @@ RootStrategy chooseRootStrategy(const LaunchPlan& plan, const PreparedRootManife
   strategy.mount = std::move(mount);
   strategy.detach = fit.unused;
   return strategy;
+}
+
+std::uint64_t rootStrategyKey(const LaunchPlan& plan) {
+  std::uint64_t h = fnv1a64("ctr root strategy 1");
+  auto add = [&h](std::string_view text) {
+    h = fnv1a64(text, h);
+    h = fnv1a64(std::string_view("\0", 1), h);  // a separator no field holds
+  };
+  auto addNumber = [&add](std::uint64_t n) { add(std::to_string(n)); };
+  addNumber(static_cast<std::uint64_t>(plan.rootMode));
+  const host::HostUser& u = plan.user;
+  for (std::uint64_t n : {std::uint64_t{u.uid}, std::uint64_t{u.gid}, std::uint64_t{u.primaryGroup.gid}}) addNumber(n);
+  for (const std::string* text : {&u.name, &u.gecos, &u.home, &u.shell, &u.primaryGroup.name}) add(*text);
+  addNumber(u.groups.size());
+  for (const auto& g : u.groups) {
+    addNumber(g.gid);
+    add(g.name);
+  }
+  addNumber(plan.mpi && !plan.mpi->replace.empty());
+  addNumber(plan.mounts.size());
+  for (const Mount& m : plan.mounts) {
+    addNumber(static_cast<std::uint64_t>(m.kind));
+    add(m.source);
+    add(m.destination);
+    add(m.content);
+    addNumber(static_cast<std::uint64_t>(m.identity));
+    addNumber((m.readOnly ? 1u : 0u) | (m.recursive ? 2u : 0u) | (m.required ? 4u : 0u));
+    addNumber(m.tmpfsMode);
+    addNumber(m.tmpfsSizeBytes ? *m.tmpfsSizeBytes + 1 : 0);
+  }
+  return h;
 }
 
 std::string toString(RootStrategyKind kind) {

@@ -1,8 +1,12 @@
 // The prepared-root spec as the launch sends it to the image's holder, and back; the
 // manifest of the root the holder prepared, as it writes it and launches read it.
+#include <algorithm>
+#include <charconv>
+
 #include <nlohmann/json.hpp>
 
 #include "ctr/error.hpp"
+#include "ctr/hash.hpp"
 #include "ctr/launch.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/prepared_root.hpp"
@@ -140,6 +144,43 @@ PreparedRootManifest preparedRootManifestFromJson(std::string_view text) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("bad prepared-root manifest: ") + e.what());
   }
+}
+
+
+std::string toLine(const JoinMemo& memo) {
+  std::string line = toHex16(memo.key);
+  for (const auto& [index, present] : memo.answers)
+    line += ' ' + std::to_string(index) + (present ? ":1" : ":0");
+  return line + '\n';
+}
+
+std::vector<JoinMemo> parseJoinMemos(std::string_view text) {
+  std::vector<JoinMemo> memos;
+  auto number = [](std::string_view digits, int base, auto& into) {
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), into, base);
+    return ec == std::errc{} && end == digits.data() + digits.size() && !digits.empty();
+  };
+  while (!text.empty()) {
+    const std::size_t newline = text.find('\n');
+    if (newline == std::string_view::npos) break;  // a line still being written, or cut short
+    std::string_view line = text.substr(0, newline);
+    text.remove_prefix(newline + 1);
+    JoinMemo memo;
+    bool good = line.size() >= 16 && number(line.substr(0, 16), 16, memo.key);
+    std::string_view rest = good ? line.substr(16) : std::string_view{};
+    while (good && !rest.empty()) {  // " INDEX:0|1" each
+      good = rest[0] == ' ';
+      rest.remove_prefix(1);
+      const std::size_t end = std::min(rest.find(' '), rest.size());
+      const std::string_view word = rest.substr(0, end), flag = word.substr(std::min(word.find(':'), word.size()));
+      rest.remove_prefix(end);
+      std::size_t index = 0;
+      good = good && (flag == ":0" || flag == ":1") && number(word.substr(0, word.size() - 2), 10, index);
+      if (good) memo.answers.emplace_back(index, flag == ":1");
+    }
+    if (good) memos.push_back(std::move(memo));
+  }
+  return memos;
 }
 
 }  // namespace ctr::launch

@@ -57,6 +57,9 @@ void checkGlibcNeeds(const launch::GlibcCheck& check) {
   for (const auto& need : check.needs) {
     const auto needed = host::parseGlibcVersionName("GLIBC_" + need.version);
     for (const auto& libc : check.imageLibc) {
+      // Most candidates are absent (the others' architectures): an access(2) each, not an
+      // ElfFile error thrown and caught (7 of them were 0.06 ms of a --nv launch).
+      if (::access(libc.c_str(), F_OK) != 0) continue;
       std::optional<host::GlibcVersion> image;
       try {
         image = host::glibcDefinedBy(libc);

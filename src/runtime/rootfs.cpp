@@ -766,21 +766,69 @@ void createSourceDirs(const LaunchPlan& plan) {
   }
 }
 
-// How this launch gets its root from what the holder prepared (launch::chooseRootStrategy).
+// The remembered JoinReady decisions (launch::JoinMemo) in the prepared root's directory:
+// its tmpfs lives and ends with the holder's manifest, so they are never stale; the file
+// grows to at most kJoinMemoMaxBytes (one line per distinct plan, some repeated by
+// launches that raced).
+constexpr const char* kJoinMemoFile = "/join-memo";
+constexpr off_t kJoinMemoMaxBytes = 16 * 1024;
+
+// A JoinReady decision remembered for this key whose every asked source still answers the
+// same, or nullopt.
+std::optional<launch::RootStrategy> rememberedJoin(const std::vector<launch::JoinMemo>& memos, std::uint64_t key,
+                                                   const launch::SourcePresent& present, std::size_t mounts) {
+  for (const auto& memo : memos) {
+    if (memo.key != key) continue;
+    if (std::all_of(memo.answers.begin(), memo.answers.end(),
+                    [&](const auto& a) { return a.first < mounts && present(a.first) == a.second; })) {
+      launch::RootStrategy strategy;
+      strategy.kind = launch::RootStrategyKind::JoinReady;
+      strategy.reason = "the prepared root is exactly this launch's root (remembered for this plan)";
+      return strategy;
+    }
+  }
+  return std::nullopt;
+}
+
+void rememberJoin(const std::string& baseDir, const launch::JoinMemo& memo) {
+  UniqueFd fd(::open((baseDir + kJoinMemoFile).c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_size >= kJoinMemoMaxBytes) return;
+  const std::string line = launch::toLine(memo);
+  if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    spdlog::debug("{}{}: not remembered ({})", baseDir, kJoinMemoFile, std::strerror(errno));
+}
+
+// How this launch gets its root from what the holder prepared (launch::chooseRootStrategy),
+// or as a launch with the same plan found before (rememberedJoin).
 launch::RootStrategy rootStrategy(const LaunchPlan& plan, const SharedImage& image) {
+  std::vector<signed char> present(plan.mounts.size(), -1);  // each source stat'ed once, when asked
+  const launch::SourcePresent ask = [&](size_t i) {
+    struct stat st {};
+    if (present[i] < 0) present[i] = sourcePresent(plan.mounts[i], &st) ? 1 : 0;
+    return present[i] == 1;
+  };
+  const bool memo = plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty() && image.readyNamespace;
+  const std::uint64_t key = memo ? launch::rootStrategyKey(plan) : 0;
+  if (memo) {
+    if (auto strategy = rememberedJoin(launch::parseJoinMemos(readFileIfPresent(image.baseDir + kJoinMemoFile)), key, ask,
+                                       plan.mounts.size())) {
+      spdlog::debug("root: {} ({})", launch::toString(strategy->kind), strategy->reason);
+      return *strategy;
+    }
+  }
   const auto manifest = plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty()
                             ? readManifest(image.baseDir)
                             : std::nullopt;
-  std::vector<signed char> present(plan.mounts.size(), -1);  // each source stat'ed once, when asked
-  auto strategy = launch::chooseRootStrategy(
-      plan, manifest ? &*manifest : nullptr,
-      [&](size_t i) {
-        struct stat st {};
-        if (present[i] < 0) present[i] = sourcePresent(plan.mounts[i], &st) ? 1 : 0;
-        return present[i] == 1;
-      },
-      static_cast<bool>(image.readyNamespace));
+  auto strategy = launch::chooseRootStrategy(plan, manifest ? &*manifest : nullptr, ask,
+                                             static_cast<bool>(image.readyNamespace));
   spdlog::debug("root: {} ({})", launch::toString(strategy.kind), strategy.reason);
+  if (memo && strategy.kind == launch::RootStrategyKind::JoinReady) {
+    launch::JoinMemo remembered{key, {}};
+    for (std::size_t i = 0; i < present.size(); ++i)
+      if (present[i] >= 0) remembered.answers.emplace_back(i, present[i] == 1);
+    rememberJoin(image.baseDir, remembered);
+  }
   return strategy;
 }
 

@@ -11,6 +11,8 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -520,6 +522,30 @@ TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheCha
   const auto third = ctr::host::scanGpuDriver(in);
   EXPECT_FALSE(third.fromCache);
   EXPECT_EQ(third.libraries.size(), 1u);
+}
+
+// The version word of /proc/driver/nvidia/version in the formats the driver has written.
+TEST(NvidiaDriverVersion, IsTheFirstDottedNumberWordOfTheFirstLine) {
+  char tmpl[] = "/tmp/ctr-nvversion.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  ASSERT_EQ(::system(("mkdir -p " + root + "/proc/driver/nvidia").c_str()), 0);
+  auto versionOf = [&](const std::string& text) {
+    std::ofstream(root + "/proc/driver/nvidia/version") << text;
+    return ctr::host::nvidiaDriverVersion(root);
+  };
+  EXPECT_EQ(versionOf("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
+                      "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"),
+            "535.104.05");
+  EXPECT_EQ(versionOf("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Mar  5 22:15:33 UTC 2024\n"),
+            "550.54.15");
+  EXPECT_EQ(versionOf("NVRM version: NVIDIA UNIX aarch64 Kernel Module  470.82\tThu Oct 28 2021\n"), "470.82");
+  // x86_64 and aarch64 are not versions; nor are words with other dots or four parts.
+  EXPECT_EQ(versionOf("NVRM version: NVIDIA UNIX x86_64 Kernel Module 1.2.3.4 5. .6 7..8\n"), "unknown");
+  EXPECT_EQ(versionOf("garbage\n"), "unknown");
+  std::filesystem::remove(root + "/proc/driver/nvidia/version");
+  EXPECT_EQ(ctr::host::nvidiaDriverVersion(root), "");  // no driver loaded
+  std::filesystem::remove_all(root);
 }
 
 INSTANTIATE_TEST_SUITE_P(LdCacheFormats, NvLibSelection, ::testing::Values("new", "compat", "old"),

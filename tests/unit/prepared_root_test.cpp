@@ -348,3 +348,73 @@ TEST(RootStrategy, ABindShowingWhatItsNewParentShowsNeedsNoMount) {
     EXPECT_NE(s2.reason.find(" is inside /etc, which this launch mounts"), std::string::npos) << s2.reason;
   }
 }
+
+TEST(JoinMemo, RoundTripsAsLinesAndSkipsWhatIsNotOne) {
+  const JoinMemo a{0x0123456789abcdefULL, {{3, true}, {17, false}}}, b{0xfedcba9876543210ULL, {}};
+  const std::string text = toLine(a) + toLine(b);
+  EXPECT_EQ(text, "0123456789abcdef 3:1 17:0\nfedcba9876543210\n");
+  EXPECT_EQ(parseJoinMemos(text), (std::vector<JoinMemo>{a, b}));
+  for (const char* bad : {"0123456789abcde 3:1\n", "0123456789abcdefg\n", "0123456789abcdef 3:2\n",
+                          "0123456789abcdef :1\n", "0123456789abcdef 3:1:1\n", "0123456789abcdef  3:1\n",
+                          "0123456789abcdef 3:1 \n", "0123456789abcdef x:1\n", "\n"})
+    EXPECT_EQ(parseJoinMemos(std::string(bad) + toLine(b)), std::vector<JoinMemo>{b}) << bad;
+  // A last line without its newline is one still being written: not read.
+  EXPECT_EQ(parseJoinMemos(toLine(b) + "0123456789abcdef 3:1"), std::vector<JoinMemo>{b});
+}
+
+// The memo gives a plan the decision of an earlier one with the same key: so every change
+// of what the decision reads must change the key, and a change that changes the decision
+// most of all.
+TEST(RootStrategy, EveryChangeTheDecisionReadsChangesTheKey) {
+  const auto base = planFor(execTrue());
+  const auto manifest = preparedFor(base, kDefaultBinds);
+  const auto decided = chooseRootStrategy(base, &manifest, allPresent(), true);
+  ASSERT_EQ(decided.kind, RootStrategyKind::JoinReady) << decided.reason;
+  EXPECT_EQ(rootStrategyKey(base), rootStrategyKey(planFor(execTrue())));
+
+  std::vector<std::pair<std::string, std::function<void(LaunchPlan&)>>> changes = {
+      {"root mode", [](LaunchPlan& p) { p.rootMode = RootMode::Overlay; }},
+      {"uid", [](LaunchPlan& p) { p.user.uid += 1; }},
+      {"gid", [](LaunchPlan& p) { p.user.gid += 1; }},
+      {"name", [](LaunchPlan& p) { p.user.name += "x"; }},
+      {"gecos", [](LaunchPlan& p) { p.user.gecos += "x"; }},
+      {"home", [](LaunchPlan& p) { p.user.home += "x"; }},
+      {"shell", [](LaunchPlan& p) { p.user.shell += "x"; }},
+      {"primary group", [](LaunchPlan& p) { p.user.primaryGroup.name += "x"; }},
+      {"a group", [](LaunchPlan& p) { p.user.groups.push_back({44, "video"}); }},
+      {"a mount more", [](LaunchPlan& p) { p.mounts.push_back(bindAt("/opt", "/opt", true, MountOrigin::User)); }},
+      {"a mount less", [](LaunchPlan& p) { p.mounts.pop_back(); }},
+      {"mpi replacement", [](LaunchPlan& p) {
+         p.mpi.emplace();
+         p.mpi->replace.push_back({});
+       }},
+  };
+  for (std::size_t i = 0; i < base.mounts.size(); ++i) {
+    const std::string at = " of " + base.mounts[i].destination;
+    auto change = [&changes, i, at](const std::string& what, std::function<void(Mount&)> edit) {
+      changes.emplace_back(what + at, [i, edit](LaunchPlan& p) { edit(p.mounts[i]); });
+    };
+    change("kind", [](Mount& m) { m.kind = m.kind == MountKind::Bind ? MountKind::Tmpfs : MountKind::Bind; });
+    change("source", [](Mount& m) { m.source += "x"; });
+    change("destination", [](Mount& m) { m.destination += "x"; });
+    change("content", [](Mount& m) { m.content += "x"; });
+    change("read-only", [](Mount& m) { m.readOnly = !m.readOnly; });
+    change("recursive", [](Mount& m) { m.recursive = !m.recursive; });
+    change("required", [](Mount& m) { m.required = !m.required; });
+    change("tmpfs mode", [](Mount& m) { m.tmpfsMode ^= 1; });
+    change("tmpfs size", [](Mount& m) { m.tmpfsSizeBytes = m.tmpfsSizeBytes.value_or(0) + 1; });
+    change("identity file", [](Mount& m) {
+      m.identity = m.identity == IdentityFile::Passwd ? IdentityFile::Group : IdentityFile::Passwd;
+    });
+  }
+  std::set<std::uint64_t> keys{rootStrategyKey(base)};
+  int decisionsChanged = 0;
+  for (const auto& [what, edit] : changes) {
+    auto plan = base;
+    edit(plan);
+    EXPECT_TRUE(keys.insert(rootStrategyKey(plan)).second) << what << ": the same key as another plan";
+    const auto s = chooseRootStrategy(plan, &manifest, allPresent(), true);
+    decisionsChanged += s.kind != decided.kind;
+  }
+  EXPECT_GT(decisionsChanged, 20);  // the changes are ones the decision sees
+}
