@@ -179,13 +179,13 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
   if (!in.cacheDir.empty()) {
     const std::string key = toString(in.vendor) + "|" + fileIdentity(underRoot(in.root, in.ldCache)) + "|" + version + "|" +
                             fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + configured::kVersion;
-    cachePath = joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", nvidia ? "nvidia" : "amd", fnv1a64(key)));
-    if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
-      try {
-        driver = gpuDriverFromJson(json::parse(text));
-        driver.fromCache = driver.vendor == in.vendor;
-      } catch (const std::exception& e) {
-        spdlog::debug("driver scan cache {} unusable ({}): scanning again", cachePath, e.what());
+    cachePath = joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.cbor", nvidia ? "nvidia" : "amd", fnv1a64(key)));
+    if (std::string bytes = readFileIfPresent(cachePath); !bytes.empty()) {
+      if (auto cached = gpuDriverFromCbor(bytes); cached && cached->vendor == in.vendor) {
+        driver = std::move(*cached);
+        driver.fromCache = true;
+      } else {
+        spdlog::debug("driver scan cache {} unusable: scanning again", cachePath);
       }
     }
   }
@@ -193,7 +193,8 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
     driver = scanUncached(in, version);
     if (!cachePath.empty()) {
       try {
-        writeScanCache(cachePath, toJson(driver).dump(), "the driver scan cache");
+        const std::vector<std::uint8_t> bytes = json::to_cbor(toJson(driver));
+        writeScanCache(cachePath, std::string(bytes.begin(), bytes.end()), "the driver scan cache");
       } catch (const Error& e) {
         spdlog::debug("{} (the scan is not cached)", e.what());
       }
@@ -213,19 +214,103 @@ json toJson(const GpuDriver& d) {
           {"files", d.files},       {"sockets", d.sockets}, {"needs_glibc", d.needsGlibc}, {"needs_glibc_library", d.needsGlibcLibrary},   {"devices", d.devices}, {"from_cache", d.fromCache}};
 }
 
-GpuDriver gpuDriverFromJson(const json& j) {
-  GpuDriver d;
-  d.vendor = j.at("vendor").get<std::string>() == "AMD" ? GpuVendor::Amd : GpuVendor::Nvidia;
-  d.version = j.at("version").get<std::string>();
-  for (const auto& l : j.at("libraries"))
-    d.libraries.push_back({l.at("listed"), l.at("soname"), l.at("path"), l.at("flags").get<std::int32_t>()});
-  for (const auto& l : j.at("skipped")) d.skipped.push_back({l.at("listed"), l.at("soname"), l.at("path"), l.at("reason")});
-  for (const auto& b : j.at("binaries")) d.binaries.emplace_back(b.at("name"), b.at("path"));
-  d.files = j.at("files").get<std::vector<std::string>>();
-  d.sockets = j.at("sockets").get<std::vector<std::string>>();
-  d.needsGlibc = j.at("needs_glibc").get<std::string>();
-  d.needsGlibcLibrary = j.at("needs_glibc_library").get<std::string>();
-  return d;
+namespace {
+
+// Reads the scan cache (toJson's object, as CBOR) straight into a GpuDriver as nlohmann's
+// parser walks it, with no DOM: every --nv launch reads it, and the DOM of 60 libraries
+// cost 0.08 ms to build and convert, this 0.02 ms. Depth 1 is the top object, 2 its arrays,
+// 3 the records in them (a library, a skipped one, a program).
+class GpuDriverReader final : public nlohmann::json_sax<json> {
+ public:
+  explicit GpuDriverReader(GpuDriver& driver) : d_(driver) {}
+
+  bool key(string_t& name) override {
+    (depth_ == 1 ? top_ : field_) = std::move(name);
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    if (++depth_ != 3) return depth_ == 1;
+    if (top_ == "libraries") d_.libraries.emplace_back();
+    else if (top_ == "skipped") d_.skipped.emplace_back();
+    else if (top_ == "binaries") d_.binaries.emplace_back();
+    else return false;
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override { return ++depth_ == 2; }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool string(string_t& value) override {
+    std::string* into = depth_ == 1 ? topString() : depth_ == 2 ? listEntry() : recordField();
+    if (into) *into = std::move(value);
+    return true;  // a field this ctr does not read: skipped
+  }
+  bool number_unsigned(number_unsigned_t value) override {
+    return number_integer(static_cast<number_integer_t>(value));
+  }
+  bool number_integer(number_integer_t value) override {
+    if (depth_ == 3 && top_ == "libraries" && field_ == "flags") d_.libraries.back().flags = static_cast<std::int32_t>(value);
+    return true;
+  }
+  bool boolean(bool) override { return true; }  // from_cache: the reader sets it
+  bool null() override { return false; }
+  bool number_float(number_float_t, const string_t&) override { return false; }
+  bool binary(binary_t&) override { return false; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  std::string* topString() {
+    if (top_ == "vendor") return &vendor;
+    if (top_ == "version") return &d_.version;
+    if (top_ == "needs_glibc") return &d_.needsGlibc;
+    if (top_ == "needs_glibc_library") return &d_.needsGlibcLibrary;
+    return nullptr;
+  }
+  std::string* listEntry() {
+    auto* list = top_ == "files" ? &d_.files : top_ == "sockets" ? &d_.sockets : nullptr;
+    return list ? &list->emplace_back() : nullptr;
+  }
+  std::string* recordField() {
+    if (top_ == "libraries" || top_ == "skipped") {
+      auto pick = [this](auto& r) -> std::string* {
+        return field_ == "listed" ? &r.listed : field_ == "soname" ? &r.soname : field_ == "path" ? &r.path : nullptr;
+      };
+      if (top_ == "libraries") return pick(d_.libraries.back());
+      if (field_ == "reason") return &d_.skipped.back().reason;
+      return pick(d_.skipped.back());
+    }
+    if (top_ == "binaries") return field_ == "name" ? &d_.binaries.back().first : field_ == "path" ? &d_.binaries.back().second : nullptr;
+    return nullptr;
+  }
+
+  GpuDriver& d_;
+  int depth_ = 0;
+  std::string top_, field_;
+
+ public:
+  std::string vendor;
+};
+
+}  // namespace
+
+std::optional<GpuDriver> gpuDriverFromCbor(std::string_view bytes) {
+  GpuDriver driver;
+  GpuDriverReader reader(driver);
+  if (!json::sax_parse(bytes.begin(), bytes.end(), &reader, json::input_format_t::cbor) ||
+      (reader.vendor != "NVIDIA" && reader.vendor != "AMD") || driver.version.empty())
+    return std::nullopt;
+  driver.vendor = reader.vendor == "AMD" ? GpuVendor::Amd : GpuVendor::Nvidia;
+  // A record without the fields a launch binds: not a scan of this ctr.
+  for (const auto& l : driver.libraries)
+    if (l.path.empty() || l.soname.empty()) return std::nullopt;
+  for (const auto& [name, path] : driver.binaries)
+    if (name.empty() || path.empty()) return std::nullopt;
+  return driver;
 }
 
 }  // namespace ctr::host

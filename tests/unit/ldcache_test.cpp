@@ -524,6 +524,58 @@ TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheCha
   EXPECT_EQ(third.libraries.size(), 1u);
 }
 
+// The scan cache record: every field a launch uses comes back; damage of any kind is
+// "no record" (the launch scans again), never a crash or a half-read driver.
+TEST(GpuScanCache, RoundTripsAsCborAndRefusesDamage) {
+  ctr::host::GpuDriver d;
+  d.vendor = ctr::host::GpuVendor::Amd;
+  d.version = "6.3.6";
+  d.libraries = {{"libamdhip64.so", "libamdhip64.so.6", "/opt/rocm/lib/libamdhip64.so.6", 0x303},
+                 {"libhsa-runtime64.so", "libhsa-runtime64.so.1", "/opt/rocm/lib/libhsa-runtime64.so.1", 3}};
+  d.skipped = {{"libfoo.so", "libfoo.so.2", "/x/libfoo.so.2", "32-bit build"}};
+  d.binaries = {{"rocm-smi", "/opt/rocm/bin/rocm-smi"}};
+  d.files = {"/etc/OpenCL/vendors/amdocl64.icd"};
+  d.sockets = {"/run/some.sock"};
+  d.needsGlibc = "2.34";
+  d.needsGlibcLibrary = "libamdhip64.so.6";
+  d.devices = {"/dev/kfd"};  // not part of the record
+  const std::vector<std::uint8_t> cbor = nlohmann::json::to_cbor(ctr::host::toJson(d));
+  const std::string bytes(cbor.begin(), cbor.end());
+  const auto back = ctr::host::gpuDriverFromCbor(bytes);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->vendor, d.vendor);
+  EXPECT_EQ(back->version, d.version);
+  ASSERT_EQ(back->libraries.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back->libraries[i].listed, d.libraries[i].listed);
+    EXPECT_EQ(back->libraries[i].soname, d.libraries[i].soname);
+    EXPECT_EQ(back->libraries[i].path, d.libraries[i].path);
+    EXPECT_EQ(back->libraries[i].flags, d.libraries[i].flags);
+  }
+  ASSERT_EQ(back->skipped.size(), 1u);
+  EXPECT_EQ(back->skipped[0].reason, "32-bit build");
+  EXPECT_EQ(back->skipped[0].path, "/x/libfoo.so.2");
+  EXPECT_EQ(back->binaries, d.binaries);
+  EXPECT_EQ(back->files, d.files);
+  EXPECT_EQ(back->sockets, d.sockets);
+  EXPECT_EQ(back->needsGlibc, "2.34");
+  EXPECT_EQ(back->needsGlibcLibrary, "libamdhip64.so.6");
+  EXPECT_TRUE(back->devices.empty());
+  EXPECT_EQ(ctr::host::toJson(*back)["libraries"], ctr::host::toJson(d)["libraries"]);
+
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut)
+    EXPECT_FALSE(ctr::host::gpuDriverFromCbor(bytes.substr(0, cut))) << "cut at " << cut;
+  EXPECT_FALSE(ctr::host::gpuDriverFromCbor(ctr::host::toJson(d).dump()));  // JSON text is not the record
+  std::mt19937 random(56);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string damaged = bytes;
+    damaged[random() % damaged.size()] = static_cast<char>(random());
+    if (auto read = ctr::host::gpuDriverFromCbor(damaged)) {
+      for (const auto& l : read->libraries) EXPECT_FALSE(l.path.empty() || l.soname.empty());
+    }
+  }
+}
+
 // The version word of /proc/driver/nvidia/version in the formats the driver has written.
 TEST(NvidiaDriverVersion, IsTheFirstDottedNumberWordOfTheFirstLine) {
   char tmpl[] = "/tmp/ctr-nvversion.XXXXXX";

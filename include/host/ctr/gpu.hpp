@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,9 @@ struct GpuScanInputs {
 [[nodiscard]] GpuDriver scanGpuDriver(const GpuScanInputs& inputs);
 
 [[nodiscard]] nlohmann::json toJson(const GpuDriver& driver);
-[[nodiscard]] GpuDriver gpuDriverFromJson(const nlohmann::json& json);
+// The scan cache's record: toJson's object as CBOR (nlohmann::json::to_cbor), read without
+// a DOM. nullopt for bytes that are not one (damaged, cut short, another ctr's): scan again.
+// `devices`, `fromCache` and `root` are the caller's to set.
+[[nodiscard]] std::optional<GpuDriver> gpuDriverFromCbor(std::string_view bytes);
 
 }  // namespace ctr::host
