@@ -92,12 +92,12 @@ echo "one --nv launch, its sub-steps:"
 state=$("$ctr" exec --nv --explain "$work/cold.sif" /bin/true | awk '/^state dir:/ {print $3}')
 cat > "$work/scan.sh" <<SH
 #!/bin/sh
-rm -f "$state"/nvidia-scan-*.cbor
+rm -f "$state"/nvidia-scan-*.json
 exec "$ctr" exec --nv "$work/nv.sif" /bin/true
 SH
 cat > "$work/noscan.sh" <<SH
 #!/bin/sh
-rm -f "$state"/nvidia-scan-none.cbor
+rm -f "$state"/nvidia-scan-none.json
 exec "$ctr" exec --nv "$work/nv.sif" /bin/true
 SH
 chmod +x "$work/scan.sh" "$work/noscan.sh"

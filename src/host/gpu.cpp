@@ -179,9 +179,9 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
   if (!in.cacheDir.empty()) {
     const std::string key = toString(in.vendor) + "|" + fileIdentity(underRoot(in.root, in.ldCache)) + "|" + version + "|" +
                             fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + configured::kVersion;
-    cachePath = joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.cbor", nvidia ? "nvidia" : "amd", fnv1a64(key)));
-    if (std::string bytes = readFileIfPresent(cachePath); !bytes.empty()) {
-      if (auto cached = gpuDriverFromCbor(bytes); cached && cached->vendor == in.vendor) {
+    cachePath = joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", nvidia ? "nvidia" : "amd", fnv1a64(key)));
+    if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
+      if (auto cached = gpuDriverFromJson(text); cached && cached->vendor == in.vendor) {
         driver = std::move(*cached);
         driver.fromCache = true;
       } else {
@@ -193,8 +193,7 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
     driver = scanUncached(in, version);
     if (!cachePath.empty()) {
       try {
-        const std::vector<std::uint8_t> bytes = json::to_cbor(toJson(driver));
-        writeScanCache(cachePath, std::string(bytes.begin(), bytes.end()), "the driver scan cache");
+        writeScanCache(cachePath, toJson(driver).dump(), "the driver scan cache");
       } catch (const Error& e) {
         spdlog::debug("{} (the scan is not cached)", e.what());
       }
@@ -216,9 +215,10 @@ json toJson(const GpuDriver& d) {
 
 namespace {
 
-// Reads the scan cache (toJson's object, as CBOR) straight into a GpuDriver as nlohmann's
-// parser walks it, with no DOM: every --nv launch reads it, and the DOM of 60 libraries
-// cost 0.08 ms to build and convert, this 0.02 ms. Depth 1 is the top object, 2 its arrays,
+// Reads the scan cache (toJson's object) straight into a GpuDriver as nlohmann's parser
+// walks it, with no DOM: every --nv launch reads it, and the DOM of 60 libraries cost
+// 0.08 ms to build and convert, this about half. (CBOR would read in 0.02 ms, but
+// nlohmann's binary reader calls ldexp, which made every launch load libm.) Depth 1 is the top object, 2 its arrays,
 // 3 the records in them (a library, a skipped one, a program).
 class GpuDriverReader final : public nlohmann::json_sax<json> {
  public:
@@ -298,10 +298,10 @@ class GpuDriverReader final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-std::optional<GpuDriver> gpuDriverFromCbor(std::string_view bytes) {
+std::optional<GpuDriver> gpuDriverFromJson(std::string_view text) {
   GpuDriver driver;
   GpuDriverReader reader(driver);
-  if (!json::sax_parse(bytes.begin(), bytes.end(), &reader, json::input_format_t::cbor) ||
+  if (!json::sax_parse(text.begin(), text.end(), &reader) ||
       (reader.vendor != "NVIDIA" && reader.vendor != "AMD") || driver.version.empty())
     return std::nullopt;
   driver.vendor = reader.vendor == "AMD" ? GpuVendor::Amd : GpuVendor::Nvidia;

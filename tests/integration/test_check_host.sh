@@ -23,4 +23,8 @@ expect_eq "the mode is the one ctr check decides" "$(as_user "$CTR_BIN" check --
 text=$(as_user "$CTR_BIN" check --host)
 for want in "memory:" "nvidia:" "rdma:" "mpi:" "topology: " "ctr:      "; do expect_contains "text form" "$want" "$text"; done
 if grep -q hwloc <(ldd "$CTR_BIN"); then fail "ctr links libhwloc: every launch would load it"; fi
+# Every rank's launch loads what ctr needs: libc alone (libstdc++ and libgcc are linked in;
+# a libm function, even one nlohmann's CBOR reader calls, would load libm every time).
+needed=$(readelf -d "$CTR_BIN" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v '^ld-linux' | tr '\n' ' ')
+expect_eq "the shared libraries ctr needs" "libc.so.6 " "$needed"
 echo "PASS: $TEST_NAME"

@@ -172,7 +172,7 @@ no_host_mounts "root's SIGTERM"
 
 note "nothing but the state directory, its mnt/ and the caches (seccomp filters, GPU driver and host MPI scans, kept signature verdicts) remain"
 left=$(find "$state" -mindepth 1 ! -path "$state/mnt" ! -regex "$state/seccomp-[0-9a-f]*\.bpf" \
-         ! -regex "$state/mpi-scan-[0-9a-f]*\.json" ! -regex "$state/\(nvidia\|amd\)-scan-[0-9a-f]*\.cbor" \
+         ! -regex "$state/\(nvidia\|amd\|mpi\)-scan-[0-9a-f]*\.json" \
          ! -path "$state/verified" ! -regex "$state/verified/[0-9a-f]*\.json")
 [ -z "$left" ] || fail "left in $state: $left"
 assert_no_leftovers

@@ -526,7 +526,7 @@ TEST_P(NvLibSelection, ScansALoadedDriverOnceAndReadsTheScanBackUntilTheCacheCha
 
 // The scan cache record: every field a launch uses comes back; damage of any kind is
 // "no record" (the launch scans again), never a crash or a half-read driver.
-TEST(GpuScanCache, RoundTripsAsCborAndRefusesDamage) {
+TEST(GpuScanCache, RoundTripsAndRefusesDamage) {
   ctr::host::GpuDriver d;
   d.vendor = ctr::host::GpuVendor::Amd;
   d.version = "6.3.6";
@@ -539,9 +539,8 @@ TEST(GpuScanCache, RoundTripsAsCborAndRefusesDamage) {
   d.needsGlibc = "2.34";
   d.needsGlibcLibrary = "libamdhip64.so.6";
   d.devices = {"/dev/kfd"};  // not part of the record
-  const std::vector<std::uint8_t> cbor = nlohmann::json::to_cbor(ctr::host::toJson(d));
-  const std::string bytes(cbor.begin(), cbor.end());
-  const auto back = ctr::host::gpuDriverFromCbor(bytes);
+  const std::string bytes = ctr::host::toJson(d).dump();
+  const auto back = ctr::host::gpuDriverFromJson(bytes);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->vendor, d.vendor);
   EXPECT_EQ(back->version, d.version);
@@ -564,13 +563,13 @@ TEST(GpuScanCache, RoundTripsAsCborAndRefusesDamage) {
   EXPECT_EQ(ctr::host::toJson(*back)["libraries"], ctr::host::toJson(d)["libraries"]);
 
   for (std::size_t cut = 0; cut < bytes.size(); ++cut)
-    EXPECT_FALSE(ctr::host::gpuDriverFromCbor(bytes.substr(0, cut))) << "cut at " << cut;
-  EXPECT_FALSE(ctr::host::gpuDriverFromCbor(ctr::host::toJson(d).dump()));  // JSON text is not the record
+    EXPECT_FALSE(ctr::host::gpuDriverFromJson(bytes.substr(0, cut))) << "cut at " << cut;
+  EXPECT_FALSE(ctr::host::gpuDriverFromJson(R"({"vendor": "AMD", "version": "1", "libraries": [{"listed": "x"}]})"));
   std::mt19937 random(56);
   for (int trial = 0; trial < 2000; ++trial) {
     std::string damaged = bytes;
     damaged[random() % damaged.size()] = static_cast<char>(random());
-    if (auto read = ctr::host::gpuDriverFromCbor(damaged)) {
+    if (auto read = ctr::host::gpuDriverFromJson(damaged)) {
       for (const auto& l : read->libraries) EXPECT_FALSE(l.path.empty() || l.soname.empty());
     }
   }

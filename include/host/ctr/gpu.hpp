@@ -78,9 +78,9 @@ struct GpuScanInputs {
 [[nodiscard]] GpuDriver scanGpuDriver(const GpuScanInputs& inputs);
 
 [[nodiscard]] nlohmann::json toJson(const GpuDriver& driver);
-// The scan cache's record: toJson's object as CBOR (nlohmann::json::to_cbor), read without
-// a DOM. nullopt for bytes that are not one (damaged, cut short, another ctr's): scan again.
-// `devices`, `fromCache` and `root` are the caller's to set.
-[[nodiscard]] std::optional<GpuDriver> gpuDriverFromCbor(std::string_view bytes);
+// The scan cache's record: toJson's object, read without a DOM. nullopt for text that is
+// not one (damaged, cut short, another ctr's): scan again. `devices`, `fromCache` and
+// `root` are the caller's to set.
+[[nodiscard]] std::optional<GpuDriver> gpuDriverFromJson(std::string_view text);
 
 }  // namespace ctr::host
