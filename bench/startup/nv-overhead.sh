@@ -14,6 +14,7 @@
 #   nv          ctr exec --nv nv.sif /bin/true            (the GPU job's rank: the target)
 #   contain     ctr exec --contain plainc.sif /bin/true
 #   contain-nv  ctr exec --contain --nv nvc.sif /bin/true  (also binds the 8 device nodes)
+# BEFORE=/path/to/bin/ctr (an earlier build) adds its plain and nv cases to the same blocks.
 # Prints launch-timer's table (median, min, ratio to the first case with a 90% interval)
 # and the difference of the medians; then the cold scan: the first --nv launch of a node
 # (no scan cache) against a warm one.
@@ -27,7 +28,7 @@ if [ "$(id -u)" = 0 ] && [ -z "${CTR_BENCH_AS_USER:-}" ]; then
   id ctrbench >/dev/null 2>&1 || useradd -m ctrbench
   d=$build; while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
   [ -c /dev/fuse ] && chmod 666 /dev/fuse
-  exec runuser -u ctrbench -- env CTR_BENCH_AS_USER=1 BLOCKS="$BLOCKS" REPS="$REPS" PATH=/usr/bin:/bin:/usr/sbin:/sbin "$0" "$build"
+  exec runuser -u ctrbench -- env CTR_BENCH_AS_USER=1 BLOCKS="$BLOCKS" REPS="$REPS" BEFORE="${BEFORE:-}" PATH=/usr/bin:/bin:/usr/sbin:/sbin "$0" "$build"
 fi
 work=$(mktemp -d /tmp/ctr-nv-bench.XXXXXX)
 holders=()
@@ -66,13 +67,24 @@ echo "fixture node: $n libraries listed, $libs bound by --nv, 8 device files; $(
 "$ctr" exec --nv "$work/nv.sif" sleep 100000 & holders+=($!)
 "$ctr" exec --contain "$work/plainc.sif" sleep 100000 & holders+=($!)
 "$ctr" exec --contain --nv "$work/nvc.sif" sleep 100000 & holders+=($!)
+pairs=("plain nv" "contain contain-nv")
+before=()
+if [ -n "${BEFORE:-}" ]; then
+  # An earlier ctr (BEFORE=/path/to/bin/ctr) in the same blocks: its plain and --nv held cases.
+  cp "$work/plain.sif" "$work/before-plain.sif"; cp "$work/plain.sif" "$work/before-nv.sif"
+  "$BEFORE" exec "$work/before-plain.sif" sleep 100000 & holders+=($!)
+  "$BEFORE" exec --nv "$work/before-nv.sif" sleep 100000 & holders+=($!)
+  before=("before-plain=$BEFORE exec $work/before-plain.sif /bin/true"
+          "before-nv=$BEFORE exec --nv $work/before-nv.sif /bin/true")
+  pairs+=("before-plain before-nv")
+fi
 sleep 1
 "$timer" -b "$BLOCKS" -r "$REPS" -c 1 -j "$work/warm.json" \
   "plain=$ctr exec $work/plain.sif /bin/true" \
   "nv=$ctr exec --nv $work/nv.sif /bin/true" \
   "contain=$ctr exec --contain $work/plainc.sif /bin/true" \
-  "contain-nv=$ctr exec --contain --nv $work/nvc.sif /bin/true"
-for pair in "plain nv" "contain contain-nv"; do
+  "contain-nv=$ctr exec --contain --nv $work/nvc.sif /bin/true" "${before[@]}"
+for pair in "${pairs[@]}"; do
   read -r a b <<<"$pair"
   read -r _ _ m lo hi < <(/usr/bin/python3 "$src/bench/startup/added_ms.py" "$work/warm.json" "$BLOCKS" "$REPS" "$a" "$b")
   echo "--nv adds $m ms to a warm launch ($a -> $b; per-block differences from $lo to $hi ms)"

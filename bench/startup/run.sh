@@ -6,7 +6,9 @@
 # Environment: BLOCKS (default 10), REPS (default 5), CONC (default 64), OUT (result dir,
 # default $BUILD_DIR/bench-startup), BENCH_USER (user to run as when started as root,
 # default ctrbench, created if missing), CTR_SUID (a ctr installed with the setuid helper,
-# optional: adds kernel-squashfs cases).
+# optional: adds kernel-squashfs cases), BEFORE (another ctr, e.g. an earlier build's
+# bin/ctr: its held, lingering, cold, Apptainer-layout and directory cases run in the same
+# blocks, named before-*).
 # Output: two tables (single launches; CONC concurrent launches) and single.json /
 # concurrent.json in OUT. Format: docs/benchmark-guide.md.
 set -euo pipefail
@@ -26,7 +28,7 @@ if [ "$(id -u)" = 0 ]; then
   d=$build; while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
   exec runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" USER="$user" \
     PATH=/usr/bin:/bin BLOCKS="${BLOCKS:-}" REPS="${REPS:-}" CONC="${CONC:-}" OUT="$out" \
-    CTR_SUID="${CTR_SUID:-}" CTR_BIN="$ctr" bash "$0" "$build"
+    CTR_SUID="${CTR_SUID:-}" CTR_BIN="$ctr" BEFORE="${BEFORE:-}" bash "$0" "$build"
 fi
 
 blocks=${BLOCKS:-10}; reps=${REPS:-5}; conc=${CONC:-64}
@@ -113,9 +115,30 @@ if [ -n "${CTR_SUID:-}" ]; then
   sleep 1
 fi
 
+if [ -n "${BEFORE:-}" ]; then
+  # Another ctr (an earlier build: BEFORE=/path/to/bin/ctr) beside this one in the same
+  # blocks, for before/after figures that share the machine's moment. Its holders are its
+  # own (the holder key has the squashfs server's path, beside each ctr).
+  for img in demo.sif appt.sif; do "$BEFORE" exec "$img" sleep 100000 & holders+=($!); done
+  cases+=("before-sif-held=$BEFORE exec demo.sif /bin/true"
+          "before-sif-seq=$BEFORE exec seq.sif /bin/true"
+          "before-sif-cold=$cold $BEFORE exec cold.sif /bin/true"
+          "before-appt-held=$BEFORE exec appt.sif /bin/true"
+          "before-dir=$BEFORE exec rootfs /bin/true")
+  concurrent+=("before-sif-held=$BEFORE exec demo.sif /bin/true"
+               "before-dir=$BEFORE exec rootfs /bin/true")
+  sleep 1
+fi
+
 echo "== host: $(uname -r), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 echo "== single launches: $blocks blocks x $reps launches per case, randomized order per block"
 "$timer" -b "$blocks" -r "$reps" -c 1 -j "$out/single.json" "${cases[@]}"
+if [ -n "${BEFORE:-}" ]; then
+  for case in sif-held sif-seq sif-cold appt-held dir; do
+    read -r _ _ m lo hi < <(/usr/bin/python3 "$src/bench/startup/added_ms.py" "$out/single.json" "$blocks" "$reps" "before-$case" "ctr-$case")
+    echo "ctr-$case against before-$case: $m ms (per-block differences from $lo to $hi ms)"
+  done
+fi
 echo
 echo "== $conc concurrent launches: $blocks blocks x 1 sample per case (wall time until the last exits)"
 "$timer" -b "$blocks" -r 1 -c "$conc" -j "$out/concurrent.json" "${concurrent[@]}"
