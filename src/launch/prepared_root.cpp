@@ -213,6 +213,21 @@ std::uint64_t rootStrategyKey(const LaunchPlan& plan) {
   return h;
 }
 
+std::optional<RootStrategy> rememberedJoin(const std::vector<JoinMemo>& memos, std::uint64_t key, std::size_t mounts,
+                                           const SourcePresent& sourcePresent) {
+  for (const auto& memo : memos) {
+    if (memo.key != key) continue;
+    if (std::all_of(memo.answers.begin(), memo.answers.end(),
+                    [&](const auto& a) { return a.first < mounts && sourcePresent(a.first) == a.second; })) {
+      RootStrategy strategy;
+      strategy.kind = RootStrategyKind::JoinReady;
+      strategy.reason = "the prepared root is exactly this launch's root (remembered for this plan)";
+      return strategy;
+    }
+  }
+  return std::nullopt;
+}
+
 std::string toString(RootStrategyKind kind) {
   switch (kind) {
     case RootStrategyKind::JoinReady: return "join the holder's ready namespace";

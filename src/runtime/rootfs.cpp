@@ -773,23 +773,6 @@ void createSourceDirs(const LaunchPlan& plan) {
 constexpr const char* kJoinMemoFile = "/join-memo";
 constexpr off_t kJoinMemoMaxBytes = 16 * 1024;
 
-// A JoinReady decision remembered for this key whose every asked source still answers the
-// same, or nullopt.
-std::optional<launch::RootStrategy> rememberedJoin(const std::vector<launch::JoinMemo>& memos, std::uint64_t key,
-                                                   const launch::SourcePresent& present, std::size_t mounts) {
-  for (const auto& memo : memos) {
-    if (memo.key != key) continue;
-    if (std::all_of(memo.answers.begin(), memo.answers.end(),
-                    [&](const auto& a) { return a.first < mounts && present(a.first) == a.second; })) {
-      launch::RootStrategy strategy;
-      strategy.kind = launch::RootStrategyKind::JoinReady;
-      strategy.reason = "the prepared root is exactly this launch's root (remembered for this plan)";
-      return strategy;
-    }
-  }
-  return std::nullopt;
-}
-
 void rememberJoin(const std::string& baseDir, const launch::JoinMemo& memo) {
   UniqueFd fd(::open((baseDir + kJoinMemoFile).c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   struct stat st {};
@@ -800,7 +783,7 @@ void rememberJoin(const std::string& baseDir, const launch::JoinMemo& memo) {
 }
 
 // How this launch gets its root from what the holder prepared (launch::chooseRootStrategy),
-// or as a launch with the same plan found before (rememberedJoin).
+// or as a launch with the same plan found before (launch::rememberedJoin).
 launch::RootStrategy rootStrategy(const LaunchPlan& plan, const SharedImage& image) {
   std::vector<signed char> present(plan.mounts.size(), -1);  // each source stat'ed once, when asked
   const launch::SourcePresent ask = [&](size_t i) {
@@ -811,8 +794,8 @@ launch::RootStrategy rootStrategy(const LaunchPlan& plan, const SharedImage& ima
   const bool memo = plan.rootMode == launch::RootMode::Bind && !image.baseDir.empty() && image.readyNamespace;
   const std::uint64_t key = memo ? launch::rootStrategyKey(plan) : 0;
   if (memo) {
-    if (auto strategy = rememberedJoin(launch::parseJoinMemos(readFileIfPresent(image.baseDir + kJoinMemoFile)), key, ask,
-                                       plan.mounts.size())) {
+    if (auto strategy = launch::rememberedJoin(launch::parseJoinMemos(readFileIfPresent(image.baseDir + kJoinMemoFile)),
+                                               key, plan.mounts.size(), ask)) {
       spdlog::debug("root: {} ({})", launch::toString(strategy->kind), strategy->reason);
       return *strategy;
     }

@@ -418,3 +418,28 @@ TEST(RootStrategy, EveryChangeTheDecisionReadsChangesTheKey) {
   }
   EXPECT_GT(decisionsChanged, 20);  // the changes are ones the decision sees
 }
+
+// A memo answers for its key alone, and only while every source it asked about answers the
+// same (a bind that appeared, or went, means deciding again).
+TEST(RootStrategy, ARememberedJoinHoldsForItsKeyWhileItsSourcesAnswerTheSame) {
+  const std::vector<JoinMemo> memos = {{7, {{2, false}, {5, true}}}, {9, {}}};
+  int asked = 0;
+  auto answers = [&asked](std::set<std::size_t> present) {
+    return SourcePresent([&asked, present](std::size_t i) {
+      ++asked;
+      return present.count(i) > 0;
+    });
+  };
+  const auto joined = rememberedJoin(memos, 7, 6, answers({5}));
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(joined->kind, RootStrategyKind::JoinReady);
+  EXPECT_NE(joined->reason.find("remembered"), std::string::npos) << joined->reason;
+  EXPECT_FALSE(rememberedJoin(memos, 7, 6, answers({2, 5}))) << "a source that appeared";
+  EXPECT_FALSE(rememberedJoin(memos, 7, 6, answers({}))) << "a source that went";
+  EXPECT_FALSE(rememberedJoin(memos, 8, 6, answers({5}))) << "another plan";
+  EXPECT_FALSE(rememberedJoin(memos, 7, 5, answers({5}))) << "an index past this plan's mounts";
+  asked = 0;
+  EXPECT_TRUE(rememberedJoin(memos, 9, 6, answers({})));
+  EXPECT_EQ(asked, 0) << "a memo that asked nothing asks nothing";
+  EXPECT_FALSE(rememberedJoin({}, 7, 6, answers({5})));
+}

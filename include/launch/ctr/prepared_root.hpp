@@ -106,6 +106,11 @@ struct JoinMemo {
   bool operator==(const JoinMemo&) const = default;
 };
 
+// The JoinReady decision of a memo for `key` (rootStrategyKey of a plan of `mounts` mounts)
+// whose every asked source answers the same now, or nullopt: decide with chooseRootStrategy.
+[[nodiscard]] std::optional<RootStrategy> rememberedJoin(const std::vector<JoinMemo>& memos, std::uint64_t key,
+                                                         std::size_t mounts, const SourcePresent& sourcePresent);
+
 // One line: "KEY16HEX INDEX:0|1 ...\n".
 [[nodiscard]] std::string toLine(const JoinMemo& memo);
 // The memos of `text` (lines of toLine); a line that is not one is skipped.
