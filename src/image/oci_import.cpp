@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "ctr/chunk_table.hpp"
 #include "ctr/digest.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -400,11 +401,16 @@ void orasPush(const std::filesystem::path& sifPath, const std::string& reference
   withContext(sifPath.string(), [&] { (void)sif::Image::open(sifPath, false); });  // only a SIF goes out as one
   UniqueFd fd(::open(sifPath.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) throw sysError("open " + sifPath.string());
-  const auto [digest, size] = digestFile(fd.get(), sifPath.string());
+  // One read gives the blob's digest and the chunk table a lazy reader checks each chunk by.
+  const auto [digest, table] = digestAndChunks(fd.get(), sifPath.string());
+  const std::uint64_t size = table.size;
   PullOptions origin = options;  // pushed to the registry itself, never to a mirror
   origin.limits.mirrors.clear();
   RegistryClient client(ref, origin);
-  const std::string config = "{}";
+  // Apptainer pushes "{}" here and never checks or fetches the config on a pull
+  // (internal/pkg/client/oras/oras.go, DownloadImage), so ctr's table fits where Apptainer
+  // leaves nothing: the manifest's digest of it authenticates the table, the table each chunk.
+  const std::string config = chunkTableConfig(table);
   Digester configDigester;
   configDigester.update(config.data(), config.size());
   const std::string configDigest = configDigester.digest();
@@ -417,7 +423,8 @@ void orasPush(const std::filesystem::path& sifPath, const std::string& reference
     client.uploadBlob(digest, fd.get(), size, progress);
     progress.done("pushed (" + std::to_string(size) + " bytes)", false);
   }
-  // Apptainer's layout (internal/pkg/client/oras/image.go): config "{}", one SIF layer.
+  // Apptainer's layout (internal/pkg/client/oras/image.go): a config of its media type (ours
+  // carries the chunk table, not "{}"), one SIF layer.
   const nlohmann::json manifest = {
       {"schemaVersion", 2},
       {"mediaType", "application/vnd.oci.image.manifest.v1+json"},

@@ -3,8 +3,9 @@
 # on a copy of its seed corpus. Fails on any crash, leak or sanitizer report.
 #   FUZZ_SECONDS   time for the SIF reader (default 30: the suite's smoke run; a fuzzing
 #                  session gives it minutes, FUZZ_SECONDS=600); ctr verify's checks, the
-#                  helper's parser and the ld.so cache reader, the definition-file parser
-#                  and ctr-squashfs's image code get half each.
+#                  helper's parser and the ld.so cache reader, the definition-file parser,
+#                  the chunk table of an ORAS config and ctr-squashfs's image code get
+#                  half each.
 #   FUZZ_JOBS      targets run at once (default: nproc) and build jobs
 #   FUZZ_TARGETS   the targets to build and run (default: all), e.g. FUZZ_TARGETS=fuzz_squashfs
 set -euo pipefail
@@ -18,6 +19,7 @@ targets=(
   "fuzz_helper_parse helper $(( (seconds + 1) / 2 ))"
   "fuzz_ldcache ldcache $(( (seconds + 1) / 2 ))"
   "fuzz_deffile deffile $(( (seconds + 1) / 2 ))"
+  "fuzz_chunk_table chunk-table $(( (seconds + 1) / 2 ))"
 )
 # ctr-squashfs's image code, where the fuzz build has it (libsquashfs and libfuse3 present);
 # its seeds are small images made here by mksquashfs (every kind of inode, two compressors).

@@ -9,7 +9,8 @@
 #  - a SIF blob that does not match its digest, a manifest without a SIF layer and a tag
 #    that is not there are refused in one line, and leave no output;
 #  - `ctr push IMAGE.sif oras://REG/NAME:TAG` lays it out as Apptainer does (checked on the
-#    manifest itself), it pulls back byte for byte, and a second push sends no blob again;
+#    manifest itself), with ctr's chunk table (issue 57) as the config where Apptainer has
+#    "{}", it pulls back byte for byte, and a second push sends no blob again;
 #    a file that is not a SIF, or another transport, is refused in one line;
 #  - a SIF signed with ctr sign keeps its signature through push and pull (verifies after),
 #    and under a whitelist rule the signed oras image runs from the cache, an unsigned one not.
@@ -84,7 +85,7 @@ cp "$WORK/sif.orig" "$stored"
 push_oras demo/tar:1 "$WORK/demo.sif" application/vnd.oci.image.layer.v1.tar
 expect_refused "no SIF layer" "demo/tar:1: not a SIF pushed to an OCI registry" "oras://$reg/demo/tar:1"
 expect_refused "no such tag" "manifest unknown: demo/app:2 not in $reg" "oras://$reg/demo/app:2"
-note "push oras://: Apptainer's layout, pulled back byte for byte, nothing sent twice"
+note "push oras://: Apptainer's layout with the chunk table as config, pulled back byte for byte, nothing sent twice"
 cp "$WORK/demo.sif" "$U/mine.sif"; chown "$CTR_TEST_USER" "$U/mine.sif"
 printf 'X' | dd of="$U/mine.sif" bs=1 seek=$(( $(stat -c %s "$U/mine.sif") - 1 )) conv=notrunc status=none  # another blob
 as_user "$CTR_BIN" push "$U/mine.sif" "oras://$reg/pushed/app:2" >"$WORK/push.out" 2>&1 || fail "push: $(cat "$WORK/push.out")"
@@ -93,6 +94,27 @@ expect_contains "config media type" '"mediaType":"application/vnd.sylabs.sif.con
 expect_contains "layer media type" '"mediaType":"application/vnd.sylabs.sif.layer.v1.sif"' "$manifest"
 expect_contains "layer title" '"org.opencontainers.image.title":"mine.sif"' "$manifest"
 expect_contains "layer digest" "\"digest\":\"sha256:$(sha256sum "$U/mine.sif" | cut -d' ' -f1)\"" "$manifest"
+# The config is ctr's chunk table (issue 57) where Apptainer pushes "{}": Apptainer neither
+# checks nor fetches it, and a lazy reader checks each MiB of the SIF by it.
+config_digest=$(jq -r '.config.digest' <<<"$manifest")
+expect_eq "config media type, still Apptainer's" application/vnd.sylabs.sif.config.v1+json "$(jq -r '.config.mediaType' <<<"$manifest")"
+curl -sSfL -o "$WORK/pushed-config" "http://$reg/v2/pushed/app/blobs/$config_digest" ||
+  fail "could not fetch the config $config_digest of the pushed image"
+expect_eq "config digest" "$config_digest" "sha256:$(sha256sum "$WORK/pushed-config" | cut -d' ' -f1)"
+expect_eq "config size" "$(jq -r '.config.size' <<<"$manifest")" "$(stat -c %s "$WORK/pushed-config")"
+table=$(jq -ce '."org.ctr.chunks.v1" | objects' "$WORK/pushed-config") ||
+  fail "the config holds no org.ctr.chunks.v1 object: $(head -c 300 "$WORK/pushed-config")"
+size=$(stat -c %s "$U/mine.sif")
+chunks=$(( (size + 1048575) / 1048576 ))
+digests=$(jq -r '.digests' <<<"$table")
+expect_eq "table: algorithm" sha256 "$(jq -r '.algorithm' <<<"$table")"
+expect_eq "table: chunk size" 1048576 "$(jq -r '.chunkSize' <<<"$table")"
+expect_eq "layer size" "$size" "$(jq -r '.layers[0].size' <<<"$manifest")"
+expect_eq "table: size" "$size" "$(jq -r '.size' <<<"$table")"
+expect_eq "table: hex digits for $chunks chunk(s)" $(( 64 * chunks )) "${#digests}"
+expect_eq "table: the first chunk's digest" "$(head -c 1048576 "$U/mine.sif" | sha256sum | cut -d' ' -f1)" "${digests:0:64}"
+expect_eq "table: the last chunk's digest" \
+  "$(tail -c +$(( (chunks - 1) * 1048576 + 1 )) "$U/mine.sif" | sha256sum | cut -d' ' -f1)" "${digests: -64}"
 as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" -q pull "$U/back.sif" "oras://$reg/pushed/app:2" 2>"$WORK/back.err" ||
   fail "pull of a pushed image: $(cat "$WORK/back.err")"
 cmp "$U/mine.sif" "$U/back.sif" || fail "the image pulled back differs from the one pushed"
