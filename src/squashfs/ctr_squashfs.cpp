@@ -3,6 +3,12 @@
 // runs this program in its place of squashfuse_ll, with the same command line:
 //
 //   ctr-squashfs [-f] [-o offset=N,threads=N] IMAGE MOUNTPOINT
+//   ctr-squashfs [-f] -o lazy=SPEC[,offset=N,threads=N] - MOUNTPOINT
+//
+// With lazy=SPEC the image is a registry blob read chunk by chunk as the kernel asks for its
+// bytes, each chunk checked against the image's chunk table and kept in the user's node
+// cache (src/image/lazy_blob.cpp, docs/design-io.md section 6); SPEC is the JSON file ctr
+// wrote.
 //
 // IMAGE is usually /dev/fd/4 (the file the holder opened and checked), MOUNTPOINT /dev/fd/3
 // (the /dev/fuse connection of a mount the holder made: libfuse >= 3.3 then mounts nothing).
@@ -53,6 +59,12 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "ctr/error.hpp"
+#include "ctr/lazy_blob.hpp"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 namespace {
 
@@ -175,17 +187,20 @@ class SharedCache {
 };
 
 // The image as libsquashfs reads it: pread on the holder's descriptor, shifted by the
-// offset of the squashfs partition (a SIF's), bounded by the file's size.
+// offset of the squashfs partition (a SIF's), bounded by the file's size; or, for a lazily
+// read image, the same range of the blob through its chunk cache.
 struct PreadFile {
   sqfs_file_t file;
   int fd;
   uint64_t offset;
   uint64_t size;
+  ctr::image::lazy::Blob* lazy;
 };
 
 int preadAt(sqfs_file_t* base, sqfs_u64 offset, void* buffer, size_t size) {
   auto* self = reinterpret_cast<PreadFile*>(base);
   if (offset > self->size || size > self->size - offset) return SQFS_ERROR_OUT_OF_BOUNDS;
+  if (self->lazy != nullptr) return self->lazy->read(self->offset + offset, buffer, size) == 0 ? 0 : SQFS_ERROR_IO;
   auto* out = static_cast<char*>(buffer);
   while (size > 0) {
     const ssize_t n = ::pread(self->fd, out, size, static_cast<off_t>(self->offset + offset));
@@ -203,7 +218,7 @@ int refuseTruncate(sqfs_file_t*, sqfs_u64) { return SQFS_ERROR_UNSUPPORTED; }
 sqfs_u64 sizeOf(const sqfs_file_t* base) { return reinterpret_cast<const PreadFile*>(base)->size; }
 void destroyFile(sqfs_object_t* base) { delete reinterpret_cast<PreadFile*>(base); }
 
-sqfs_file_t* newPreadFile(int fd, uint64_t offset, uint64_t size) {
+sqfs_file_t* newPreadFile(int fd, uint64_t offset, uint64_t size, ctr::image::lazy::Blob* lazy) {
   auto* f = new PreadFile{};
   f->file.base.destroy = destroyFile;
   f->file.base.copy = nullptr;
@@ -214,6 +229,7 @@ sqfs_file_t* newPreadFile(int fd, uint64_t offset, uint64_t size) {
   f->fd = fd;
   f->offset = offset;
   f->size = size;
+  f->lazy = lazy;
   return &f->file;
 }
 
@@ -234,6 +250,7 @@ using ListingPtr = std::shared_ptr<const Listing>;
 // locks).
 struct Image {
   int fd = -1;
+  std::unique_ptr<ctr::image::lazy::Blob> lazy;  // a lazily read image's blob, else null
   uint64_t offset = 0;
   uint64_t size = 0;
   sqfs_super_t super{};
@@ -269,7 +286,7 @@ struct Reader {
   // 0, or the libsquashfs error that stopped it.
   int open() {
     const sqfs_super_t& s = image.super;
-    file.reset(newPreadFile(image.fd, image.offset, image.size));
+    file.reset(newPreadFile(image.fd, image.offset, image.size, image.lazy.get()));
     sqfs_compressor_config_t config{};
     int err = sqfs_compressor_config_init(&config, static_cast<SQFS_COMPRESSOR>(s.compression_id), s.block_size,
                                           SQFS_COMP_FLAG_UNCOMPRESS);
@@ -1054,6 +1071,7 @@ struct Options {
   std::string mountpoint;
   uint64_t offset = 0;
   unsigned threads = 0;  // 0: the CPUs this process may run on, at most kMaxThreads
+  std::string lazySpec;  // lazy=SPEC: IMAGE is "-", the blob is read through the node cache
 };
 
 bool parseNumber(std::string_view text, uint64_t& out) {
@@ -1062,7 +1080,7 @@ bool parseNumber(std::string_view text, uint64_t& out) {
 }
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr, "ctr-squashfs: %s\nusage: ctr-squashfs [-f] [-o offset=N,threads=N] IMAGE MOUNTPOINT\n",
+  std::fprintf(stderr, "ctr-squashfs: %s\nusage: ctr-squashfs [-f] [-o offset=N,threads=N,lazy=SPEC] IMAGE|- MOUNTPOINT\n",
                problem.c_str());
   std::exit(2);
 }
@@ -1086,18 +1104,21 @@ Options parseOptions(int argc, char** argv) {
         } else if (item.rfind("threads=", 0) == 0 && parseNumber(item.substr(8), value) && value >= 1 &&
                    value <= 256) {
           o.threads = static_cast<unsigned>(value);
+        } else if (item.rfind("lazy=", 0) == 0 && item.size() > 5) {
+          o.lazySpec = std::string(item.substr(5));
         } else {
           usage("unknown or malformed option '" + std::string(item) + "'");
         }
       }
       continue;
     }
-    if (!arg.empty() && arg[0] == '-') usage("unknown option '" + std::string(arg) + "'");
+    if (arg.size() > 1 && arg[0] == '-') usage("unknown option '" + std::string(arg) + "'");
     positional.emplace_back(arg);
   }
   if (positional.size() != 2) usage("expected IMAGE and MOUNTPOINT");
   o.image = positional[0];
   o.mountpoint = positional[1];
+  if (o.lazySpec.empty() == (o.image == "-")) usage("IMAGE is '-' exactly when lazy=SPEC names the image");
   if (o.threads == 0) {
     cpu_set_t cpus;
     const int count = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
@@ -1139,7 +1160,7 @@ int loadImage(int fd, uint64_t offset, uint64_t size, const char*& what) {
   image.listings.clear();
   image.blockStarts.clear();
   blockCache.clear();
-  SqfsObject<sqfs_file_t> file(newPreadFile(image.fd, image.offset, image.size));
+  SqfsObject<sqfs_file_t> file(newPreadFile(image.fd, image.offset, image.size, image.lazy.get()));
   what = "superblock";
   if (int err = sqfs_super_read(&image.super, file.get()); err != 0) return err;
   // libsquashfs sizes the fragment table by the superblock's count (16 bytes an entry) and
@@ -1174,9 +1195,52 @@ int loadImage(int fd, uint64_t offset, uint64_t size, const char*& what) {
 }
 
 #ifndef CTR_SQUASHFS_NO_MAIN
+// A lazily read image: the spec ctr wrote, the blob's cache entry opened, and the squashfs
+// partition at `offset` in the blob set up like a local file's (its superblock and tables are
+// the first chunks fetched).
+void openLazyImage(const Options& o) {
+  // What the lazy cache logs (a chunk that failed, a server that went away) goes to stderr,
+  // which the holder keeps with the image's other messages.
+  auto logger = spdlog::stderr_logger_mt("ctr-squashfs");
+  logger->set_pattern("ctr-squashfs: %v");
+  spdlog::set_default_logger(logger);
+  std::string text;
+  try {
+    const int fd = ::open(o.lazySpec.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw ctr::sysError("open " + o.lazySpec);
+    char buffer[65536];
+    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 || text.size() > (64u << 20)) {
+        ::close(fd);
+        throw ctr::Error("read " + o.lazySpec + ": " + (n < 0 ? std::strerror(errno) : "too large"));
+      }
+      text.append(buffer, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    image.lazy = std::make_unique<ctr::image::lazy::Blob>(ctr::image::lazy::parseSpec(text));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ctr-squashfs: %s\n", e.what());
+    std::exit(1);
+  }
+  const uint64_t size = image.lazy->size();
+  if (size < o.offset) {
+    std::fprintf(stderr, "ctr-squashfs: lazy image: offset %llu is past the end of the blob\n",
+                 static_cast<unsigned long long>(o.offset));
+    std::exit(1);
+  }
+  const char* what = "";
+  if (int err = loadImage(-1, o.offset, size - o.offset, what); err != 0) {
+    std::fprintf(stderr, "ctr-squashfs: lazy image: not a squashfs image this server can read (%s: libsquashfs error %d)\n",
+                 what, err);
+    std::exit(1);
+  }
+}
+
 // Opens IMAGE and sets it up (loadImage), so that a file
 // that is no squashfs image is refused before anything is served.
 void openImage(const Options& o) {
+  if (!o.lazySpec.empty()) return openLazyImage(o);
   const int fd = ::open(o.image.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat st {};
   if (fd < 0 || ::fstat(fd, &st) != 0) {

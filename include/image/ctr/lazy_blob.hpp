@@ -1,0 +1,58 @@
+// A blob read lazily (issue 57, docs/design-io.md section 6): each chunk fetched with an
+// HTTP range request the first time it is read, checked against the image's chunk table, and
+// kept in the user's node-local cache for every later read, by this process or another.
+// ctr-squashfs reads an image through it (`-o lazy=SPEC`); ctr writes the SPEC.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "ctr/chunk_table.hpp"
+
+namespace ctr::image::lazy {
+
+// What a server needs to read one blob lazily.
+struct Spec {
+  std::string name;           // what messages name: the image's reference
+  std::string url;            // an http(s) URL that answers range requests with the blob's bytes
+  std::string authorization;  // an "Authorization: ..." header line for it, or empty
+  std::string digest;         // "sha256:<hex>" of the whole blob: names the cache entry
+  ChunkTable table;           // checks each chunk
+  std::filesystem::path cacheDir;  // the user's node-local cache (made 0700 where missing)
+};
+
+// The spec as the JSON text ctr writes (0600: it may hold a token) and ctr-squashfs reads;
+// parseSpec throws ctr::Error naming what is missing or malformed.
+std::string specText(const Spec& spec);
+Spec parseSpec(std::string_view text);
+
+class Blob {
+ public:
+  // Opens the cache entry of spec.digest (DIR/<hex>.data and DIR/<hex>.have), making it
+  // where missing or left by an earlier boot. Throws ctr::Error naming the cache file.
+  explicit Blob(Spec spec);
+  ~Blob();
+  Blob(const Blob&) = delete;
+  Blob& operator=(const Blob&) = delete;
+
+  // Reads [offset, offset + length) of the blob into `out`, fetching the chunks it spans
+  // that are not cached yet: 0, or EIO where a chunk could not be fetched (after retries) or
+  // failed its digest (logged once, naming the image, the chunk and the URL; never cached),
+  // or EINVAL for a range outside the blob. Safe to call from many threads.
+  int read(std::uint64_t offset, void* out, std::size_t length);
+
+  [[nodiscard]] std::uint64_t size() const;
+  // Chunks cached (verified) and all chunks, as this process last saw them.
+  [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> cachedChunks() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctr::image::lazy

@@ -1,0 +1,377 @@
+// A blob read chunk by chunk over HTTP into the user's node cache, each chunk checked before
+// it is kept or used (docs/design-io.md section 6).
+#include "ctr/lazy_blob.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/user_dir.hpp"
+#include "oci_libs.hpp"
+
+namespace ctr::image::lazy {
+
+std::string specText(const Spec& spec) {
+  return nlohmann::json{{"name", spec.name},
+                        {"url", spec.url},
+                        {"authorization", spec.authorization},
+                        {"digest", spec.digest},
+                        {"cacheDir", spec.cacheDir.string()},
+                        {"chunks", nlohmann::json::parse(chunkTableConfig(spec.table))}}
+      .dump();
+}
+
+Spec parseSpec(std::string_view text) {
+  const auto json = nlohmann::json::parse(text, nullptr, false);
+  if (!json.is_object()) throw Error("lazy image spec: not a JSON object");
+  auto field = [&](const char* key) {
+    const auto it = json.find(key);
+    if (it == json.end() || !it->is_string()) throw Error(std::string("lazy image spec: no '") + key + "' string");
+    return it->get<std::string>();
+  };
+  Spec spec;
+  spec.name = field("name");
+  spec.url = field("url");
+  spec.authorization = field("authorization");
+  spec.digest = field("digest");
+  spec.cacheDir = field("cacheDir");
+  if (!spec.url.starts_with("http://") && !spec.url.starts_with("https://"))
+    throw Error("lazy image spec: the URL is not http(s): " + spec.url);
+  if (spec.digest.size() != 71 || !spec.digest.starts_with("sha256:") ||
+      spec.digest.find_first_not_of("0123456789abcdef", 7) != std::string::npos)
+    throw Error("lazy image spec: '" + spec.digest + "' is not a sha256 digest");
+  if (!spec.cacheDir.is_absolute()) throw Error("lazy image spec: the cache directory is not an absolute path");
+  // The table as the config carries it; its size is checked against the one it states.
+  const auto chunks = json.find("chunks");
+  if (chunks == json.end() || !chunks->is_object() || !chunks->contains(kChunkTableKey) ||
+      !(*chunks)[kChunkTableKey].is_object() || !(*chunks)[kChunkTableKey].contains("size") ||
+      !(*chunks)[kChunkTableKey]["size"].is_number_unsigned())
+    throw Error("lazy image spec: no chunk table");
+  auto table = parseChunkTableConfig(chunks->dump(), (*chunks)[kChunkTableKey]["size"].get<std::uint64_t>());
+  if (!table) throw Error("lazy image spec: no chunk table");
+  spec.table = std::move(*table);
+  return spec;
+}
+
+namespace {
+
+// H.have starts with this header; then one byte a chunk (1: verified and in H.data).
+struct Header {
+  char magic[8];
+  std::uint64_t chunkSize, size, chunks;
+  char bootId[32];
+};
+static_assert(sizeof(Header) == 64);
+constexpr char kMagic[8] = {'C', 'T', 'R', 'L', 'A', 'Z', 'Y', '1'};
+constexpr off_t kHeaderBytes = sizeof(Header);
+constexpr int kAttempts = 4;  // a request and three retries
+constexpr std::chrono::milliseconds kBackoff[] = {std::chrono::milliseconds(200), std::chrono::milliseconds(500),
+                                                  std::chrono::milliseconds(1000)};
+
+// The kernel's id of this boot, hex digits only; a cache entry of another boot may hold
+// chunks whose bytes never reached the disk.
+std::string bootId() {
+  char text[64] = {};
+  UniqueFd fd(::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
+  const ssize_t n = fd ? ::read(fd.get(), text, sizeof text - 1) : -1;
+  std::string id;
+  for (ssize_t i = 0; i < n; ++i)
+    if (std::isxdigit(static_cast<unsigned char>(text[i]))) id += text[i];
+  id.resize(32, '0');
+  return id;
+}
+
+// An open-file-description lock on `length` bytes at `start` of `fd` (F_OFD_SETLKW: threads
+// and processes each with their own open of the file exclude each other; the kernel drops it
+// when the last descriptor of that open goes, a killed server's included).
+void lockRange(int fd, off_t start, off_t length, short type) {
+  struct flock lock {};
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = start;
+  lock.l_len = length;
+  while (::fcntl(fd, F_OFD_SETLKW, &lock) != 0)
+    if (errno != EINTR) throw sysError("lock the lazy cache");
+}
+
+bool preadFull(int fd, void* out, std::size_t length, off_t offset) {
+  auto* p = static_cast<char*>(out);
+  while (length > 0) {
+    const ssize_t n = ::pread(fd, p, length, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    offset += n;
+    length -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool pwriteFull(int fd, const void* data, std::size_t length, off_t offset) {
+  const auto* p = static_cast<const char*>(data);
+  while (length > 0) {
+    const ssize_t n = ::pwrite(fd, p, length, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    offset += n;
+    length -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// One range request's answer, at most `want` bytes kept (one more marks "too long").
+struct Answer {
+  std::string body;
+  std::size_t want = 0;
+  static size_t onData(char* data, size_t size, size_t n, void* user) {
+    auto* self = static_cast<Answer*>(user);
+    const size_t len = size * n;
+    if (self->body.size() + len > self->want) return 0;  // more than asked for: abort
+    self->body.append(data, len);
+    return len;
+  }
+};
+
+}  // namespace
+
+struct Blob::Impl {
+  Spec spec;
+  UniqueFd data, have;
+  std::vector<std::atomic<std::uint8_t>> cached;  // per chunk, 1 once verified here or seen in H.have
+  std::atomic<std::uint64_t> cachedCount{0};
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::set<std::uint64_t> inFlight;  // chunks a thread of this process is fetching
+  std::set<std::uint64_t> failed;    // chunks that failed here, logged once
+  std::vector<CURL*> idleHandles;    // kept open: their connections are reused
+  std::mutex handlesMutex;
+
+  explicit Impl(Spec s) : spec(std::move(s)), cached(spec.table.chunkCount()) {}
+
+  ~Impl() {
+    for (CURL* handle : idleHandles) oci::curlApi().easy_cleanup(handle);
+  }
+
+  void open() {
+    const UserDir dir = openUserDir(spec.cacheDir, "lazy image cache", true, WhenTaken::Refuse);
+    const std::string hex = spec.digest.substr(7);
+    const int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
+    have = UniqueFd(::openat(dir.fd.get(), (hex + ".have").c_str(), flags, 0600));
+    if (!have) throw sysError("open " + (dir.path / (hex + ".have")).string());
+    data = UniqueFd(::openat(dir.fd.get(), (hex + ".data").c_str(), flags, 0600));
+    if (!data) throw sysError("open " + (dir.path / (hex + ".data")).string());
+    // The header is written, where missing or another boot's, under its own lock: the
+    // chunk bytes after it are locked one by one by fetching servers.
+    lockRange(have.get(), 0, kHeaderBytes, F_WRLCK);
+    Header want{};
+    std::memcpy(want.magic, kMagic, sizeof kMagic);
+    want.chunkSize = spec.table.chunkSize;
+    want.size = spec.table.size;
+    want.chunks = spec.table.chunkCount();
+    const std::string boot = bootId();
+    std::memcpy(want.bootId, boot.data(), sizeof want.bootId);
+    Header found{};
+    if (!preadFull(have.get(), &found, sizeof found, 0) || std::memcmp(&found, &want, sizeof want) != 0) {
+      // New, or left by another boot or another table: emptied, then marked as this boot's.
+      if (::ftruncate(have.get(), 0) != 0 || ::ftruncate(data.get(), 0) != 0 ||
+          ::ftruncate(data.get(), static_cast<off_t>(spec.table.size)) != 0 ||
+          ::ftruncate(have.get(), kHeaderBytes + static_cast<off_t>(want.chunks)) != 0 ||
+          !pwriteFull(have.get(), &want, sizeof want, 0))
+        throw sysError("make the lazy cache entry " + (dir.path / hex).string());
+    }
+    lockRange(have.get(), 0, kHeaderBytes, F_UNLCK);
+    std::vector<std::uint8_t> marks(want.chunks);
+    if (!marks.empty() && !preadFull(have.get(), marks.data(), marks.size(), kHeaderBytes))
+      throw sysError("read " + (dir.path / (hex + ".have")).string());
+    for (std::size_t i = 0; i < marks.size(); ++i)
+      if (marks[i] == 1) cached[i] = 1, ++cachedCount;
+  }
+
+  CURL* takeHandle() {
+    {
+      std::lock_guard lock(handlesMutex);
+      if (!idleHandles.empty()) {
+        CURL* handle = idleHandles.back();
+        idleHandles.pop_back();
+        return handle;
+      }
+    }
+    return oci::curlApi().easy_init();
+  }
+
+  void giveBack(CURL* handle) {
+    std::lock_guard lock(handlesMutex);
+    idleHandles.push_back(handle);
+  }
+
+  // GET the chunk's bytes; "" and `why` set when it could not.
+  std::string request(std::uint64_t index, std::string& why) {
+    const auto& curl = oci::curlApi();
+    CURL* handle = takeHandle();
+    if (!handle) {
+      why = "curl_easy_init failed";
+      return {};
+    }
+    const std::uint64_t start = spec.table.chunkOffset(index), length = spec.table.chunkLength(index);
+    const std::string range = std::to_string(start) + "-" + std::to_string(start + length - 1);
+    Answer answer;
+    answer.want = length;
+    answer.body.reserve(length);
+    curl_slist* headers = spec.authorization.empty() ? nullptr : curl.slist_append(nullptr, spec.authorization.c_str());
+    curl.easy_reset(handle);
+    curl.easy_setopt(handle, CURLOPT_URL, spec.url.c_str());
+    curl.easy_setopt(handle, CURLOPT_RANGE, range.c_str());
+    curl.easy_setopt(handle, CURLOPT_HTTPHEADER, headers);
+    curl.easy_setopt(handle, CURLOPT_USERAGENT, "ctr");
+    curl.easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);  // registries send blob reads to object stores
+    curl.easy_setopt(handle, CURLOPT_MAXREDIRS, 10L);
+    curl.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl.easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, spec.url.starts_with("https:") ? "https" : "http,https");
+    curl.easy_setopt(handle, CURLOPT_CONNECTTIMEOUT, 10L);
+    // A stalled transfer fails (and is tried again) rather than hanging the reader.
+    curl.easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl.easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+    curl.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &Answer::onData);
+    curl.easy_setopt(handle, CURLOPT_WRITEDATA, &answer);
+    const CURLcode rc = curl.easy_perform(handle);
+    long status = 0;
+    curl.easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
+    curl.easy_setopt(handle, CURLOPT_HTTPHEADER, nullptr);
+    curl.slist_free_all(headers);
+    giveBack(handle);
+    if (status == 200) {
+      why = "the server ignores range requests (HTTP 200)";
+      return {};
+    }
+    if (rc != CURLE_OK) {
+      why = curl.easy_strerror(rc);
+      return {};
+    }
+    if (status != 206) {
+      why = "HTTP " + std::to_string(status);
+      return {};
+    }
+    if (answer.body.size() != length) {
+      why = "got " + std::to_string(answer.body.size()) + " of " + std::to_string(length) + " bytes";
+      return {};
+    }
+    return std::move(answer.body);
+  }
+
+  // Fetches chunk `index` into the cache unless another server did meanwhile: 0 or EIO.
+  int fetch(std::uint64_t index) {
+    const off_t mark = kHeaderBytes + static_cast<off_t>(index);
+    try {
+      lockRange(have.get(), mark, 1, F_WRLCK);
+    } catch (const Error& e) {
+      spdlog::error("{}: {}", spec.name, e.what());
+      return EIO;
+    }
+    struct Unlock {
+      int fd;
+      off_t at;
+      ~Unlock() {
+        try {
+          lockRange(fd, at, 1, F_UNLCK);
+        } catch (const Error&) {  // closing the cache file drops it anyway
+        }
+      }
+    } unlock{have.get(), mark};
+    std::uint8_t byte = 0;
+    if (preadFull(have.get(), &byte, 1, mark) && byte == 1) return markCached(index);
+    std::string why, bytes;
+    for (int attempt = 0; attempt < kAttempts && bytes.empty(); ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(kBackoff[attempt - 1]);
+      bytes = request(index, why);
+    }
+    if (bytes.empty()) {
+      if (firstFailure(index))
+        spdlog::error("{}: chunk {} of {} from {}: {} (after {} tries): EIO", spec.name, index, spec.table.chunkCount(),
+                      spec.url, why, kAttempts);
+      return EIO;
+    }
+    if (!spec.table.matches(index, bytes.data(), bytes.size())) {
+      if (firstFailure(index))
+        spdlog::error("{}: chunk {} of {} from {} does not match its digest in the chunk table: refused, not cached "
+                      "(EIO)",
+                      spec.name, index, spec.table.chunkCount(), spec.url);
+      return EIO;
+    }
+    // The chunk first, then its mark: a server killed between the two leaves a chunk to fetch
+    // again, never a mark without its chunk.
+    const std::uint8_t one = 1;
+    if (!pwriteFull(data.get(), bytes.data(), bytes.size(), static_cast<off_t>(spec.table.chunkOffset(index))) ||
+        !pwriteFull(have.get(), &one, 1, mark)) {
+      spdlog::error("{}: cannot write chunk {} to the lazy cache {}: {}: EIO", spec.name, index,
+                    spec.cacheDir.string(), std::strerror(errno));
+      return EIO;
+    }
+    return markCached(index);
+  }
+
+  // Whether this is the chunk's first failure here: the kernel asks again for the pages of a
+  // read that failed (and reads ahead), and one line a chunk says it.
+  bool firstFailure(std::uint64_t index) {
+    std::lock_guard lock(mutex);
+    return failed.insert(index).second;
+  }
+
+  int markCached(std::uint64_t index) {
+    if (cached[index].exchange(1) == 0) ++cachedCount;
+    return 0;
+  }
+
+  // Chunk `index` is in the cache when this returns 0; one thread of this process fetches it,
+  // the others wait for that thread.
+  int ensure(std::uint64_t index) {
+    if (cached[index].load(std::memory_order_acquire) == 1) return 0;
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return inFlight.count(index) == 0; });
+    if (cached[index].load() == 1) return 0;
+    inFlight.insert(index);
+    lock.unlock();
+    const int result = fetch(index);
+    lock.lock();
+    inFlight.erase(index);
+    changed.notify_all();
+    return result;
+  }
+};
+
+Blob::Blob(Spec spec) : impl_(std::make_unique<Impl>(std::move(spec))) { impl_->open(); }
+Blob::~Blob() = default;
+
+int Blob::read(std::uint64_t offset, void* out, std::size_t length) {
+  const ChunkTable& table = impl_->spec.table;
+  if (offset > table.size || length > table.size - offset) return EINVAL;
+  if (length == 0) return 0;
+  for (std::uint64_t index = offset / table.chunkSize; index <= (offset + length - 1) / table.chunkSize; ++index)
+    if (const int err = impl_->ensure(index); err != 0) return err;
+  return preadFull(impl_->data.get(), out, length, static_cast<off_t>(offset)) ? 0 : EIO;
+}
+
+std::uint64_t Blob::size() const { return impl_->spec.table.size; }
+
+std::pair<std::uint64_t, std::uint64_t> Blob::cachedChunks() const {
+  return {impl_->cachedCount.load(), impl_->spec.table.chunkCount()};
+}
+
+}  // namespace ctr::image::lazy
