@@ -14,6 +14,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "commands.hpp"
 #include "ctr/config.hpp"
@@ -28,6 +29,15 @@
 namespace ctr::cli {
 
 namespace {
+
+// Where `ctr exec --lazy` keeps the chunks it fetched (docs/design-io.md section 6).
+constexpr std::string_view kLazyCacheDir = "/var/tmp/ctr-lazy-%u";
+
+// The user's node cache of lazily read images: node-local, per user (the stage directory's
+// rule: a name someone else took is not used).
+std::filesystem::path lazyCacheDir() {
+  return chooseUserDir(expandUidPattern(kLazyCacheDir, ::geteuid(), "the lazy image cache"), "lazy image cache");
+}
 
 image::oci::PullOptions pullOptions(const config::PullPolicy& pull) {
   image::oci::PullOptions options;
@@ -167,7 +177,13 @@ int cleanCache(int days, bool dryRun, const CacheTypes& types) {
 
 }  // namespace
 
-image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull) {
+image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull, bool lazy) {
+  if (lazy && !argument.starts_with("oras://"))
+    spdlog::warn("--lazy: {} is not an oras:// image: read as without --lazy", argument);
+  if (lazy && argument.starts_with("oras://")) {
+    if (auto source = image::oci::orasLazy(argument.substr(7), pullOptions(pull), lazyCacheDir())) return *source;
+    spdlog::warn("--lazy: {} has no chunk table (pushed by another tool than ctr push?): pulled whole", argument);
+  }
   if (argument.starts_with("oras://")) {
     // The SIF as pushed, run from the blob cache, where it entered with its digest checked.
     auto source = image::resolveImage(image::oci::orasSif(argument.substr(7), pullOptions(pull)));

@@ -45,7 +45,11 @@ void registerSign(CLI::App& app, Context& ctx);      // sign: a SIF with a PEM k
 void registerKey(CLI::App& app, Context& ctx);       // key: the local OpenPGP keyring
 // An IMAGE argument of a launch or of inspect: a docker:// reference through the image
 // cache (pulled there when missing), else a SIF, squashfs or directory path.
-image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull);
+// With `lazy` (--lazy), an oras:// image whose chunk table its config carries is read lazily
+// (image::oci::orasLazy) instead of pulled whole; any other image is resolved as without it,
+// with a warning.
+image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull,
+                                        bool lazy = false);
 // The path of an IMAGE argument read without launching (inspect, run-help): a docker://
 // reference's cached SIF (pulled there when missing), else the argument as given.
 std::string imagePathArgument(const std::string& argument);

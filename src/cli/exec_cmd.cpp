@@ -311,7 +311,7 @@ void completeOptions(RunCommandState& state) {
 // (launch::needsOf) probed by the host module, then the planner.
 launch::LaunchPlan planImageLaunch(const launch::LaunchOptions& options, const config::Policy& policy,
                                    log::StepTimer& reading) {
-  const auto image = resolveImageArgument(options.image, policy.pull);
+  const auto image = resolveImageArgument(options.image, policy.pull, options.lazy);
   reading.stop();
   log::StepTimer looking("looking at the host");
   auto host = host::discoverHost();
@@ -412,6 +412,8 @@ void addMountOptions(OptionAdder& add, RunCommandState& s) {
   add.option("--pwd,--cwd", o.pwd, "Working directory inside the container (must exist)");
   add.flag("--image-workdir", o.imageWorkdir, "Start in the image's WORKDIR where it records one (ctr pull and build "
            "record an OCI image's), as Docker and pyxis do; else in --pwd or the usual directory");
+  add.flag("--lazy", o.lazy, "An oras:// image pushed by ctr push: fetch its chunks as they are read, each checked "
+           "against the image's chunk table, into this node's cache (/var/tmp/ctr-lazy-UID), instead of pulling it whole");
   add.option("-W,--workdir", o.workdir, "Host directory for /tmp and /var/tmp (with --contain) and --scratch");
   add.list("--scratch", o.scratch, "An empty writable directory at DIR (repeatable, comma lists)");
   add.flag("-c,--contain", o.contain, "No home, cwd or /tmp from the host");
@@ -578,6 +580,7 @@ void registerExec(CLI::App& app, Context& ctx, std::string_view only) {
   holder->add_flag("--linger-unless-overlaid", args->lingerUnlessOverlaid);
   holder->add_option("--premounted", args->premounted);
   holder->add_option("--server", args->server);
+  holder->add_option("--lazy-spec", args->lazySpec);
   holder->add_option("--dataset", args->datasets);
   holder->add_option("--premounted-dataset", args->premountedDatasets);
   holder->add_option("--uid-map", args->uidMap);

@@ -22,7 +22,6 @@
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
-#include "ctr/user_dir.hpp"
 #include "oci_libs.hpp"
 
 namespace ctr::image::lazy {
@@ -170,13 +169,21 @@ struct Blob::Impl {
   }
 
   void open() {
-    const UserDir dir = openUserDir(spec.cacheDir, "lazy image cache", true, WhenTaken::Refuse);
+    // ctr made the directory and checked the path to it (openUserDir) when it wrote the spec;
+    // here, perhaps in the image holder's user namespace (where root's directories above it
+    // are nobody's), the directory itself must still be the user's alone.
+    const std::filesystem::path& dir = spec.cacheDir;
+    const UniqueFd dirFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!dirFd || ::fstat(dirFd.get(), &st) != 0) throw sysError("open the lazy image cache " + dir.string());
+    if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
+      throw Error("the lazy image cache " + dir.string() + " is not this user's alone (mode 0700): refused");
     const std::string hex = spec.digest.substr(7);
     const int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
-    have = UniqueFd(::openat(dir.fd.get(), (hex + ".have").c_str(), flags, 0600));
-    if (!have) throw sysError("open " + (dir.path / (hex + ".have")).string());
-    data = UniqueFd(::openat(dir.fd.get(), (hex + ".data").c_str(), flags, 0600));
-    if (!data) throw sysError("open " + (dir.path / (hex + ".data")).string());
+    have = UniqueFd(::openat(dirFd.get(), (hex + ".have").c_str(), flags, 0600));
+    if (!have) throw sysError("open " + (dir / (hex + ".have")).string());
+    data = UniqueFd(::openat(dirFd.get(), (hex + ".data").c_str(), flags, 0600));
+    if (!data) throw sysError("open " + (dir / (hex + ".data")).string());
     // The header is written, where missing or another boot's, under its own lock: the
     // chunk bytes after it are locked one by one by fetching servers.
     lockRange(have.get(), 0, kHeaderBytes, F_WRLCK);
@@ -194,12 +201,12 @@ struct Blob::Impl {
           ::ftruncate(data.get(), static_cast<off_t>(spec.table.size)) != 0 ||
           ::ftruncate(have.get(), kHeaderBytes + static_cast<off_t>(want.chunks)) != 0 ||
           !pwriteFull(have.get(), &want, sizeof want, 0))
-        throw sysError("make the lazy cache entry " + (dir.path / hex).string());
+        throw sysError("make the lazy cache entry " + (dir / hex).string());
     }
     lockRange(have.get(), 0, kHeaderBytes, F_UNLCK);
     std::vector<std::uint8_t> marks(want.chunks);
     if (!marks.empty() && !preadFull(have.get(), marks.data(), marks.size(), kHeaderBytes))
-      throw sysError("read " + (dir.path / (hex + ".have")).string());
+      throw sysError("read " + (dir / (hex + ".have")).string());
     for (std::size_t i = 0; i < marks.size(); ++i)
       if (marks[i] == 1) cached[i] = 1, ++cachedCount;
   }

@@ -370,10 +370,9 @@ std::string manifestDigest(const std::string& reference, const PullOptions& opti
 
 // oras://
 
-std::filesystem::path orasSif(const std::string& reference, const PullOptions& options) {
-  Reference ref = parseReference(reference);
+OrasManifest orasManifest(RegistryClient& client, const Reference& ref, const std::string& reference,
+                          const PullOptions& options) {
   const std::string image = ref.shortName();
-  RegistryClient client(ref, options);
   const auto doc = client.manifest(ref.digest.empty() ? ref.tag : ref.digest);
   const auto manifest = parseJson(doc.body, "manifest of " + image);
   std::optional<Descriptor> sif;
@@ -387,13 +386,25 @@ std::filesystem::path orasSif(const std::string& reference, const PullOptions& o
     throw Error(image + ": not a SIF pushed to an OCI registry (no layer of type " + std::string(kSifLayerMediaType) +
                 "): pull it as docker://" + reference);
   checkDeclaredSizes({{"the SIF " + sif->digest.substr(0, 19) + " of " + image, sif->size}}, options.limits, image);
-  if (auto cached = client.cachedBlob(sif->digest, sif->size)) return *cached;  // a launch says nothing then
+  OrasManifest out{sif->digest, sif->size, "", 0, doc.digest};
+  if (manifest.contains("config")) {
+    const Descriptor config = descriptor(manifest["config"], "config of " + image);
+    out.configDigest = config.digest;
+    out.configSize = config.size;
+  }
+  return out;
+}
+
+std::filesystem::path orasSif(const std::string& reference, const PullOptions& options) {
+  Reference ref = parseReference(reference);
+  RegistryClient client(ref, options);
+  const OrasManifest oras = orasManifest(client, ref, reference, options);
+  if (auto cached = client.cachedBlob(oras.sifDigest, oras.sifSize)) return *cached;  // a launch says nothing then
   Progress progress;
-  auto path = client.blobToCache(sif->digest, sif->size, progress, "SIF " + sif->digest.substr(0, 19));
+  auto path = client.blobToCache(oras.sifDigest, oras.sifSize, progress, "SIF " + oras.sifDigest.substr(0, 19));
   progress.finish();
   return path;
 }
-
 
 void orasPush(const std::filesystem::path& sifPath, const std::string& reference, const PullOptions& options) {
   Reference ref = parseReference(reference);

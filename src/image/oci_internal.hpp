@@ -85,6 +85,14 @@ class RegistryClient {
   static std::uint64_t download(const std::string& url, int fd, std::uint64_t limit, const PullOptions& options);
 
   [[nodiscard]] const Reference& reference() const { return ref_; }
+  // Where the endpoint in use serves a blob, and the "Authorization: ..." header line that
+  // reads it there ("" where none is needed): for a reader of its own (a lazy image's server).
+  // Call after a request that authenticated (manifest, smallBlob).
+  struct BlobAccess {
+    std::string url;
+    std::string authorization;
+  };
+  [[nodiscard]] BlobAccess blobAccess(const std::string& digest) const;
   // GET /v2/ with the credentials (the registry's own check of them, as `docker login`):
   // the HTTP status after authentication. Throws ctr::Error when a token service refuses them.
   long ping();
@@ -113,5 +121,18 @@ std::filesystem::path openCacheRoot(const std::filesystem::path& root);
 // "blob sha256:... of name:tag: digest mismatch (got sha256:...)"
 [[nodiscard]] std::string digestMismatch(const std::string& what, const std::string& expected,
                                          const std::string& got, const std::string& image);
+
+// What an ORAS manifest names (oras://): its one SIF layer (limits checked) and its config
+// (empty where it has none), and the manifest's own digest. Throws ctr::Error naming the
+// image where it is not an ORAS SIF.
+struct OrasManifest {
+  std::string sifDigest;
+  std::uint64_t sifSize = 0;
+  std::string configDigest;
+  std::uint64_t configSize = 0;
+  std::string manifestDigest;
+};
+OrasManifest orasManifest(RegistryClient& client, const Reference& ref, const std::string& reference,
+                          const PullOptions& options);
 
 }  // namespace ctr::image::oci

@@ -701,6 +701,14 @@ std::string RegistryClient::accessDenied(long status) const {
 
 RegistryClient::~RegistryClient() = default;
 
+RegistryClient::BlobAccess RegistryClient::blobAccess(const std::string& digest) const {
+  const Impl& I = *endpoints_[current_];
+  BlobAccess access{I.base + I.repository + "/blobs/" + digest, I.authorization};
+  if (access.authorization.empty() && I.useBasic)
+    access.authorization = "Authorization: Basic " + base64Encode(I.username + ":" + I.password);
+  return access;
+}
+
 FetchedDocument RegistryClient::manifest(const std::string& tagOrDigest) {
   return viaEndpoints([&](Impl& I) { return manifestFrom(I, tagOrDigest); });
 }

@@ -255,6 +255,9 @@ nlohmann::json imageJson(const image::ImageSource& image) {
                       {"kind", image::toString(image.kind)},
                       {"offset", image.offset},
                       {"size", image.size}};
+  if (image.lazy)
+    j["lazy"] = {{"spec", image.lazy->spec},   {"url", image.lazy->url},       {"cache", image.path.string()},
+                 {"verified", true},          {"chunks", image.lazy->chunks}, {"cached_chunks", image.lazy->cached}};
   if (!image.reference.empty()) {
     j["reference"] = image.reference;
     j["digest"] = image.digest;
@@ -427,6 +430,10 @@ void writeImage(std::ostream& out, const LaunchPlan& plan) {
   if (!plan.image.reference.empty())
     out << "from:       " << plan.image.reference << " (" << plan.image.digest << ", "
         << (plan.image.via.empty() ? "the image cache" : plan.image.via) << ")\n";
+  if (plan.image.lazy)
+    out << "lazy:       chunks from " << plan.image.lazy->url << ", each checked against the image's chunk table "
+        << "(verified) before use; " << plan.image.lazy->cached << " of " << plan.image.lazy->chunks
+        << " cached in " << plan.image.path.string() << "\n";
   for (std::size_t i = 0; i < plan.registryEndpoints.size(); ++i) {
     const auto& e = plan.registryEndpoints[i];
     out << (i == 0 ? "endpoints:  " : "            then ") << (e.mirror ? "mirror " : "the registry ") << e.scheme

@@ -62,7 +62,11 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   plan.command = options.command;
   plan.image = image;
   plan.registryEndpoints = planRegistryEndpoints(image, policy);
-  auto decision = decideDriver(policy, image.kind, host);
+  auto decision = image.lazy ? DriverDecision{ImageDriver::Squashfuse,
+                                              "read lazily (--lazy): ctr-squashfs serves the chunks read so far from the "
+                                              "node cache and fetches the others as they are read",
+                                              std::nullopt}
+                            : decideDriver(policy, image.kind, host);
   plan.driver = decision.driver;
   plan.driverReason = std::move(decision.reason);
   plan.driverFallback = decision.fallback;
@@ -136,6 +140,14 @@ void planImageServer(LaunchPlan& plan, const config::Policy& policy, const host:
   const std::string setting = "'squashfs server = " + std::string(config::toString(policy.squashfsServer)) + "'";
   std::optional<ImageServer> chosen;
   std::string missing;
+  if (plan.image.lazy) {  // only ctr-squashfs reads a blob lazily, whatever the setting
+    if (servers.ctrSquashfs.empty())
+      throw Error("cannot read " + plan.image.reference + " lazily: " +
+                  (servers.ctrSquashfsMissing.empty() ? "ctr-squashfs is not installed" : servers.ctrSquashfsMissing) +
+                  " (without --lazy it is pulled whole)");
+    plan.imageServer = ImageServer{servers.ctrSquashfs, "a lazily read image: ctr-squashfs fetches its chunks"};
+    return;
+  }
   switch (policy.squashfsServer) {
     case config::SquashfsServer::CtrSquashfs:
       if (!servers.ctrSquashfs.empty()) chosen = ImageServer{servers.ctrSquashfs, setting + " in ctr.conf"};

@@ -26,6 +26,10 @@ void planStaging(LaunchPlan& plan, const LaunchOptions& options, const config::P
       return;
     }
     if (isAtOrUnder(image.path.string(), staging.dir)) return;  // a copy already
+    if (image.lazy) {  // its node cache is node-local already, and holds only what was read
+      if (options.stage) plan.warnings.push_back(what + " is read lazily: not staged (its chunks are cached on the node)");
+      return;
+    }
     if (&image == &plan.image && options.writable && image.overlaySize != 0) {
       // The changes must go into the user's file, not into a node's copy of it.
       if (options.stage) plan.warnings.push_back(what + " is not staged: --writable writes into its overlay partition");

@@ -67,7 +67,7 @@ void createUserAndMountNamespace() {
 // Mounts the squashfs at `offset` of the file `imagePath` read-only on `imageDir`, served by
 // `server` (args.server), and returns the server.
 Child startSquashfuse(const std::string& server, const std::string& imagePath, std::uint64_t offset,
-                      const std::string& imageDir, ScopedMount& mount) {
+                      const std::string& imageDir, ScopedMount& mount, const std::string& lazySpec = "") {
   UniqueFd fuse(::open("/dev/fuse", O_RDWR | O_CLOEXEC));
   if (!fuse) {
     int err = errno;
@@ -91,20 +91,27 @@ Child startSquashfuse(const std::string& server, const std::string& imagePath, s
     throw sysError("mount fuse.squashfuse on " + imageDir);
   mount = ScopedMount(imageDir);
 
-  // The server reads the file we opened and checked, as /dev/fd/4: an image path swapped for
-  // a FIFO after the launch looked at it cannot hang it in open().
-  UniqueFd image(::open(imagePath.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  struct stat imageStat {};
-  if (!image || ::fstat(image.get(), &imageStat) != 0) throw sysError("open image " + imagePath);
-  if (!S_ISREG(imageStat.st_mode))
-    throw Error("image " + imagePath + " is " + fileTypeName(imageStat.st_mode) + ", not a regular file");
   SpawnOptions spawn;
-  spawn.keepFds = {{fuse.get(), 3}, {image.get(), 4}};
   spawn.dieWithParent = true;
   if (server.empty()) throw Error("__holder: --server PATH missing");
-  Child child = Child::spawn({server, "-f", "-o", "offset=" + std::to_string(offset),
-                               "/dev/fd/4", "/dev/fd/3"},
-                              spawn);
+  UniqueFd image;
+  std::vector<std::string> argv = {server, "-f", "-o", "offset=" + std::to_string(offset), "/dev/fd/4", "/dev/fd/3"};
+  if (!lazySpec.empty()) {
+    // A lazily read image: the server reads its blob through the node cache, by the spec.
+    argv[3] += ",lazy=" + lazySpec;
+    argv[4] = "-";
+    spawn.keepFds = {{fuse.get(), 3}};
+  } else {
+    // The server reads the file we opened and checked, as /dev/fd/4: an image path swapped
+    // for a FIFO after the launch looked at it cannot hang it in open().
+    image.reset(::open(imagePath.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    struct stat imageStat {};
+    if (!image || ::fstat(image.get(), &imageStat) != 0) throw sysError("open image " + imagePath);
+    if (!S_ISREG(imageStat.st_mode))
+      throw Error("image " + imagePath + " is " + fileTypeName(imageStat.st_mode) + ", not a regular file");
+    spawn.keepFds = {{fuse.get(), 3}, {image.get(), 4}};
+  }
+  Child child = Child::spawn(argv, spawn);
   image.reset();
   fuse.reset();  // the server holds the only connection fd: if it dies, accesses fail at once
   // The first access waits for the server to answer FUSE_INIT, or fails when it exits.
@@ -445,7 +452,8 @@ void mountHolderTmpfs(const MountDirs& dirs) {
 
 void mountHeldImage(const HolderArgs& args, const std::string& imageDir, Holding& holding) {
   if (args.driver == "squashfuse") {
-    holding.server = startSquashfuse(args.server, args.image, args.offset, imageDir, holding.imageMount);
+    holding.server =
+        startSquashfuse(args.server, args.image, args.offset, imageDir, holding.imageMount, args.lazySpec);
   } else if (args.driver == "directory") {
     bindImageDirectory(args.image, imageDir);
     holding.imageMount = ScopedMount(imageDir);
@@ -527,7 +535,8 @@ std::vector<std::string> holderArgv(const HolderArgs& args) {
                                    "--ready-fd", std::to_string(args.readyFd)};
   if (args.lingerUnlessOverlaid) argv.emplace_back("--linger-unless-overlaid");
   for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"--premounted", args.premounted},
-                                      {"--server", args.server}}) {
+                                      {"--server", args.server},
+                                      {"--lazy-spec", args.lazySpec}}) {
     if (value.empty()) continue;
     argv.push_back(option);
     argv.push_back(value);

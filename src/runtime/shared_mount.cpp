@@ -224,6 +224,7 @@ void startHolder(const launch::LaunchPlan& plan, launch::ImageDriver driver, con
     if (!plan.imageServer) throw Error("the plan names no squashfs server for " + args.image);
     args.server = plan.imageServer->program;
   }
+  if (plan.image.lazy) args.lazySpec = plan.image.lazy->spec;
   const std::string helperRundir = configured::kHelperRundir;
   if (viaHelper) args.premounted = helperRundir + "/mnt";
   std::vector<std::string> kernelDatasets;  // the helper's --dataset files, in order

@@ -23,31 +23,6 @@ trap 'kill ${REGISTRY_PID:-} 2>/dev/null || true; wait 2>/dev/null || true; rm -
 start_registry
 reg=$REGISTRY
 
-# push_blob NAME FILE: FILE as a blob of repository NAME (POST, then PUT with its digest).
-push_blob() {
-  local loc sep digest
-  digest=sha256:$(sha256sum "$2" | cut -d' ' -f1)
-  loc=$(curl -sS -o /dev/null -D - -X POST "http://$reg/v2/$1/blobs/uploads/" | sed -n 's/^[Ll]ocation: *//p' | tr -d '\r')
-  [ -n "$loc" ] || fail "the registry gave no upload location for $1"
-  case "$loc" in http*) ;; *) loc="http://$reg$loc" ;; esac
-  case "$loc" in *\?*) sep='&' ;; *) sep='?' ;; esac
-  curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/octet-stream' --data-binary @"$2" "$loc${sep}digest=$digest" ||
-    fail "could not push $2 to $1"
-  echo "$digest $(stat -c %s "$2")"
-}
-# push_oras NAME:TAG SIF [LAYER-MEDIA-TYPE]: the SIF as Apptainer pushes it.
-push_oras() {
-  local name=${1%%:*} tag=${1##*:} media=${3:-application/vnd.sylabs.sif.layer.v1.sif} cfg cfgs sif sifs
-  printf '{}' > "$WORK/oras-config"
-  read -r cfg cfgs < <(push_blob "$name" "$WORK/oras-config")
-  read -r sif sifs < <(push_blob "$name" "$2")
-  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.sylabs.sif.config.v1+json","digest":"%s","size":%s},"layers":[{"mediaType":"%s","digest":"%s","size":%s,"annotations":{"org.opencontainers.image.title":"%s"}}]}' \
-    "$cfg" "$cfgs" "$media" "$sif" "$sifs" "$(basename "$2")" > "$WORK/oras-manifest"
-  curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/vnd.oci.image.manifest.v1+json' \
-    --data-binary @"$WORK/oras-manifest" "http://$reg/v2/$name/manifests/$tag" || fail "could not push the manifest of $1"
-  SIF_DIGEST=$sif
-}
-
 make_demo_rootfs "$WORK/root"
 "$CTR_BIN" -q build "$WORK/demo.sif" "$WORK/root" >/dev/null || fail "could not build the demo SIF"
 push_oras demo/app:1 "$WORK/demo.sif"

@@ -56,6 +56,17 @@ struct ImageSource {
   std::string reference;
   std::string digest;
   std::string via;  // where the SIF came from (image::cache::Acquired::via)
+  // An oras:// image read lazily (`ctr exec --lazy`, docs/design-io.md section 6): `path` is
+  // then the node cache's data file of its blob, of which only the chunks fetched so far are
+  // there (the SIF's header, descriptors and small objects, fetched while resolving it), and
+  // its identity is the blob's (no times: the file grows as chunks arrive).
+  struct Lazy {
+    std::string spec;      // the spec file ctr-squashfs reads (lazy::specText), 0600
+    std::string url;       // where the chunks come from
+    std::uint64_t chunks = 0;  // chunks in the chunk table, each checked before use
+    std::uint64_t cached = 0;  // of them, in the node cache when the launch looked
+  };
+  std::optional<Lazy> lazy;
 };
 
 // Opens `path` and works out what it is. Throws ctr::Error with a one-line message naming

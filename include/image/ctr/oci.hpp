@@ -22,6 +22,7 @@
 #include "ctr/config.hpp"
 #include "ctr/digest.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/image.hpp"
 
 namespace ctr::image {
 class ImageTree;
@@ -108,6 +109,15 @@ std::filesystem::path orasSif(const std::string& reference, const PullOptions& o
 // `ctr push SIF oras://REFERENCE` (a tag): the SIF as that layer, to the registry itself
 // (never a mirror), with the registry's credentials; blobs it has already are not sent again.
 void orasPush(const std::filesystem::path& sif, const std::string& reference, const PullOptions& options);
+// `ctr exec --lazy oras://REFERENCE`: the image to read lazily, its blob's chunks fetched as
+// they are read into the user's node cache at `cacheDir` (made 0700 where missing), checked
+// against the chunk table `ctr push` put in the ORAS config. Writes the server's spec there,
+// fetches the SIF's header, descriptors and small objects, and returns the image with
+// ImageSource::lazy set. nullopt where the image has no chunk table (pushed by Apptainer):
+// the caller pulls it whole. Throws ctr::Error as orasSif does, and where the registry does
+// not answer range requests or a chunk fails its digest.
+std::optional<ImageSource> orasLazy(const std::string& reference, const PullOptions& options,
+                                    const std::filesystem::path& cacheDir);
 
 // The digest ("sha256:...") of the image manifest that docker://REFERENCE names for this
 // host's platform (options.platformOs/Arch): the manifest itself, or the one its index

@@ -60,6 +60,7 @@ struct LaunchOptions {
   std::string home;                 // --home SRC[:DST]; empty = host $HOME
   std::string pwd;                  // --pwd DIR (inside the container)
   bool imageWorkdir = false;        // --image-workdir: start in the WORKDIR the image records
+  bool lazy = false;                // --lazy: an oras:// image's chunks fetched as they are read
   bool contain = false;             // --contain
   bool containAll = false;          // --containall (= contain + cleanenv)
   bool cleanEnv = false;            // --cleanenv

@@ -91,6 +91,8 @@ struct HolderArgs {
   std::string premounted;   // driver "premounted": where the image is already mounted
   std::string server;       // the FUSE server (launch::ImageServer) of driver "squashfuse"
                             // and of the datasets
+  std::string lazySpec;     // a lazily read image (image::ImageSource::Lazy): the spec the
+                            // server (ctr-squashfs) reads its blob by, instead of `image`
   // Dataset images (launch::DatasetImage) as "KEY:OFFSET:PATH": each mounted read-only
   // at <state>/mnt/data/KEY before the holder reports, whatever the driver.
   std::vector<std::string> datasets;

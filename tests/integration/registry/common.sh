@@ -142,3 +142,29 @@ push_rootfs_to_registry() {
   skopeo copy -q --dest-tls-verify=false "oci:$layout:${ref##*:}" "docker://$REGISTRY/$ref" || fail "skopeo could not push $ref"
   rm -rf "$layout"
 }
+
+# ORAS images pushed with the distribution API itself (curl), as Apptainer lays them out.
+# push_blob NAME FILE: FILE as a blob of repository NAME (POST, then PUT with its digest).
+push_blob() {
+  local loc sep digest
+  digest=sha256:$(sha256sum "$2" | cut -d' ' -f1)
+  loc=$(curl -sS -o /dev/null -D - -X POST "http://$REGISTRY/v2/$1/blobs/uploads/" | sed -n 's/^[Ll]ocation: *//p' | tr -d '\r')
+  [ -n "$loc" ] || fail "the registry gave no upload location for $1"
+  case "$loc" in http*) ;; *) loc="http://$REGISTRY$loc" ;; esac
+  case "$loc" in *\?*) sep='&' ;; *) sep='?' ;; esac
+  curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/octet-stream' --data-binary @"$2" "$loc${sep}digest=$digest" ||
+    fail "could not push $2 to $1"
+  echo "$digest $(stat -c %s "$2")"
+}
+# push_oras NAME:TAG SIF [LAYER-MEDIA-TYPE]: the SIF as Apptainer pushes it.
+push_oras() {
+  local name=${1%%:*} tag=${1##*:} media=${3:-application/vnd.sylabs.sif.layer.v1.sif} cfg cfgs sif sifs
+  printf '{}' > "$WORK/oras-config"
+  read -r cfg cfgs < <(push_blob "$name" "$WORK/oras-config")
+  read -r sif sifs < <(push_blob "$name" "$2")
+  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.sylabs.sif.config.v1+json","digest":"%s","size":%s},"layers":[{"mediaType":"%s","digest":"%s","size":%s,"annotations":{"org.opencontainers.image.title":"%s"}}]}' \
+    "$cfg" "$cfgs" "$media" "$sif" "$sifs" "$(basename "$2")" > "$WORK/oras-manifest"
+  curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/vnd.oci.image.manifest.v1+json' \
+    --data-binary @"$WORK/oras-manifest" "http://$REGISTRY/v2/$name/manifests/$tag" || fail "could not push the manifest of $1"
+  SIF_DIGEST=$sif
+}

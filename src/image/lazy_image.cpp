@@ -1,0 +1,114 @@
+// `ctr exec --lazy oras://REF`: the image as ctr-squashfs will read it, chunk by chunk
+// (docs/design-io.md section 6). What the launch itself reads of the SIF (its header, its
+// descriptors, the small objects and each partition's superblock) is fetched here, through
+// the same cache and checks as the server's reads, so that resolveImage can read the cache's
+// data file as it reads a pulled SIF.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "ctr/chunk_table.hpp"
+#include "ctr/error.hpp"
+#include "ctr/fd.hpp"
+#include "ctr/image.hpp"
+#include "ctr/lazy_blob.hpp"
+#include "ctr/oci.hpp"
+#include "ctr/sif.hpp"
+#include "ctr/user_dir.hpp"
+#include "oci_internal.hpp"
+
+namespace ctr::image::oci {
+
+namespace {
+
+// Objects up to this size are fetched whole (definition file, environment, labels,
+// signatures: what the launch and `inspect` read); of a larger one, its first 4 KiB (a
+// partition's superblock).
+constexpr std::int64_t kSmallObject = 1 << 20;
+constexpr std::int64_t kSuperblockBytes = 4096;
+
+// `length` bytes at `offset` of the blob, fetched (and kept in the cache) where missing.
+std::vector<std::uint8_t> readRange(lazy::Blob& blob, std::int64_t offset, std::int64_t length, const std::string& what) {
+  if (offset < 0 || length < 0 || static_cast<std::uint64_t>(offset) > blob.size() ||
+      static_cast<std::uint64_t>(length) > blob.size() - static_cast<std::uint64_t>(offset))
+    throw Error(what + " lies outside the blob");
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(length));
+  if (blob.read(static_cast<std::uint64_t>(offset), bytes.data(), bytes.size()) != 0)
+    throw Error(what + " could not be fetched (see the message above)");
+  return bytes;
+}
+
+// The SIF's header, descriptor table and small objects, and each large object's first 4 KiB
+// (a partition's superblock), into the cache.
+void fetchSifMetadata(lazy::Blob& blob, const std::string& name) {
+  const auto headerBytes = readRange(blob, 0, sif::kHeaderSize, name + ": the SIF header");
+  const sif::Header header =
+      sif::decodeHeader(std::span<const std::uint8_t, sif::kHeaderSize>(headerBytes.data(), sif::kHeaderSize));
+  if (header.descriptorsTotal <= 0 || header.descriptorsTotal > 1 << 16)
+    throw Error(name + ": not a SIF (descriptor count " + std::to_string(header.descriptorsTotal) + ")");
+  const auto table = readRange(blob, header.descriptorsOffset, header.descriptorsTotal * sif::kDescriptorSize,
+                               name + ": the SIF descriptor table");
+  for (std::int64_t i = 0; i < header.descriptorsTotal; ++i) {
+    const sif::Descriptor d = sif::decodeDescriptor(std::span<const std::uint8_t, sif::kDescriptorSize>(
+        table.data() + i * sif::kDescriptorSize, static_cast<std::size_t>(sif::kDescriptorSize)));
+    if (!d.used) continue;
+    (void)readRange(blob, d.offset, d.size <= kSmallObject ? d.size : kSuperblockBytes,
+                    name + ": SIF object " + std::to_string(d.id));
+  }
+}
+
+// The spec, where the server reads it: <cache>/<hex>.spec, 0600 (it may hold a token),
+// replaced whole.
+std::filesystem::path writeSpec(const lazy::Spec& spec) {
+  const UserDir dir = openUserDir(spec.cacheDir, "lazy image cache", true, WhenTaken::Refuse);
+  const std::string name = spec.digest.substr(7) + ".spec";
+  const std::string tmp = name + ".tmp" + std::to_string(::getpid());
+  const std::string text = lazy::specText(spec);
+  UniqueFd fd(::openat(dir.fd.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+      ::renameat(dir.fd.get(), tmp.c_str(), dir.fd.get(), name.c_str()) != 0) {
+    const Error error = sysError("write " + (dir.path / name).string());
+    ::unlinkat(dir.fd.get(), tmp.c_str(), 0);
+    throw error;
+  }
+  return dir.path / name;
+}
+
+}  // namespace
+
+std::optional<ImageSource> orasLazy(const std::string& reference, const PullOptions& options,
+                                    const std::filesystem::path& cacheDir) {
+  const Reference ref = parseReference(reference);
+  RegistryClient client(ref, options);
+  const OrasManifest oras = orasManifest(client, ref, reference, options);
+  const std::string name = "oras://" + reference;
+  if (oras.configDigest.empty()) return std::nullopt;
+  auto table = parseChunkTableConfig(client.smallBlob(oras.configDigest), oras.sifSize);
+  if (!table) return std::nullopt;
+  const auto access = client.blobAccess(oras.sifDigest);
+  lazy::Spec spec{name, access.url, access.authorization, oras.sifDigest, std::move(*table), cacheDir};
+  const std::filesystem::path specFile = writeSpec(spec);
+  const std::filesystem::path dataFile = cacheDir / (oras.sifDigest.substr(7) + ".data");
+  lazy::Blob blob(spec);
+  fetchSifMetadata(blob, name);
+  ImageSource source = resolveImage(dataFile);
+  // The file grows as chunks arrive: its times would make every launch another holder's.
+  source.mtimeNs = source.ctimeNs = 0;
+  source.reference = name;
+  source.digest = oras.manifestDigest;
+  source.via = "lazily from " + ref.registry;
+  const auto [cached, chunks] = blob.cachedChunks();
+  source.lazy = ImageSource::Lazy{specFile.string(), spec.url, chunks, cached};
+  spdlog::info("{}: read lazily from {}, {} of {} chunks cached in {}", name, spec.url, cached, chunks,
+               cacheDir.string());
+  return source;
+}
+
+}  // namespace ctr::image::oci

@@ -1,0 +1,88 @@
+#!/bin/bash
+# Issue 57, item 3 (the launch): `ctr exec --lazy oras://REF` runs an image `ctr push` put in
+# Debian's docker-registry on 127.0.0.1 without pulling it, as the test user:
+#  - the first launch reads one small file and fetches a small part of the blob into the
+#    node cache (/var/tmp/ctr-lazy-UID, 0700), not the whole;
+#  - --explain names the source, the cache file and that each chunk is verified (text and
+#    JSON), and the driver and server it takes (ctr-squashfs, whatever ctr.conf's server);
+#  - a file read in the container has the bytes of the SIF's;
+#  - an image without a chunk table (pushed as Apptainer does, config "{}") is pulled whole
+#    with one warning, and runs; --lazy on a local SIF warns and runs it as usual;
+#  - nothing is left behind once the launches end (no server, no mount).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/registry/common.sh"
+ensure_test_user
+require_fuse
+[ -x "$(dirname "$CTR_BIN")/ctr-squashfs" ] || skip "ctr-squashfs was not built here (it needs libsquashfs-dev and libfuse3-dev)"
+command -v python3 >/dev/null || skip "python3 (to read JSON) is not installed"
+use_linger 0
+TUID=$(id -u "$CTR_TEST_USER")
+cache=/var/tmp/ctr-lazy-$TUID
+rm -rf "$cache"
+trap 'kill ${REGISTRY_PID:-} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK" "$cache"' EXIT
+start_registry
+reg=$REGISTRY
+make_user_dir
+
+note "the image: the demo root, 6 MiB of random bytes in one file, 400 small files; pushed by ctr push"
+tree=$WORK/tree
+make_demo_rootfs "$tree"
+mkdir -p "$tree/data/small"
+head -c 6291456 /dev/urandom > "$tree/data/big.bin"
+for i in $(seq 400); do echo "small file $i" > "$tree/data/small/f$i"; done
+"$CTR_BIN" -q build "$WORK/app.sif" "$tree" >/dev/null || fail "could not build the SIF"
+"$CTR_BIN" -q push "$WORK/app.sif" "oras://$reg/lazy/app:1" || fail "ctr push failed"
+chmod -R a+rX "$WORK"
+size=$(stat -c %s "$WORK/app.sif")
+chunks=$(( (size + 1048575) / 1048576 ))
+digest=$(sha256sum "$WORK/app.sif" | cut -d' ' -f1)
+marked() { python3 -c 'import sys; print(open(sys.argv[1], "rb").read()[64:].count(1))' "$cache/$digest.have"; }
+
+note "a first launch reads one small file and fetches a small part of the blob"
+out=$(as_user "$CTR_BIN" exec --lazy "oras://$reg/lazy/app:1" cat /data/small/f7 2>"$WORK/err1") ||
+  fail "ctr exec --lazy: $(cat "$WORK/err1")"
+expect_eq "the file" "small file 7" "$out"
+[ ! -s "$WORK/err1" ] || fail "a lazy launch printed: $(cat "$WORK/err1")"
+first=$(marked)
+note "$first of $chunks chunks fetched"
+[ "$first" -ge 1 ] && [ "$first" -le $(( chunks / 2 )) ] || fail "$first of $chunks chunks fetched for one small file"
+expect_eq "cache directory mode and owner" "700 $CTR_TEST_USER" "$(stat -c '%a %U' "$cache")"
+expect_eq "spec mode (it may hold a token)" 600 "$(stat -c %a "$cache/$digest.spec")"
+[ "$(stat -c %s "$cache/$digest.data")" = "$size" ] || fail "the cache file is not the blob's size"
+
+note "--explain: source, cache, verified; ctr-squashfs whatever the setting"
+printf 'squashfs server = squashfuse\n' >> "$CTR_TEST_CONFIG"
+explain=$(as_user "$CTR_BIN" exec --explain --lazy "oras://$reg/lazy/app:1" true 2>&1) || fail "--explain: $explain"
+expect_contains "explain" "lazy:       chunks from http://$reg/v2/lazy/app/blobs/sha256:$digest, each checked" "$explain"
+expect_contains "explain" "(verified)" "$explain"
+expect_contains "explain" "cached in $cache/$digest.data" "$explain"
+expect_contains "explain" "driver:     squashfuse (read lazily (--lazy)" "$explain"
+expect_contains "explain" "ctr-squashfs (a lazily read image" "$explain"
+json=$(as_user "$CTR_BIN" exec --explain --json --lazy "oras://$reg/lazy/app:1" true 2>&1) || fail "--explain --json: $json"
+python3 -c '
+import json, sys
+lazy = json.loads(sys.argv[1])["image"]["lazy"]
+assert lazy["verified"] is True and lazy["chunks"] == int(sys.argv[2]) and lazy["cache"].endswith(".data"), lazy
+' "$json" "$chunks" || fail "--explain --json has no lazy object as expected: $json"
+
+note "a file read in the container has the SIF's bytes"
+in=$(as_user "$CTR_BIN" exec --lazy "oras://$reg/lazy/app:1" sha256sum /data/big.bin 2>"$WORK/err2" | cut -d' ' -f1) ||
+  fail "sha256sum in the container: $(cat "$WORK/err2")"
+expect_eq "big.bin" "$(sha256sum "$tree/data/big.bin" | cut -d' ' -f1)" "$in"
+note "after reading big.bin: $(marked) of $chunks chunks"
+
+note "an image without a chunk table is pulled whole, with one warning"
+push_oras lazy/plain:1 "$WORK/app.sif"
+out=$(as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" exec --lazy "oras://$reg/lazy/plain:1" cat /data/small/f9 2>"$WORK/err3") ||
+  fail "--lazy of an image without a table: $(cat "$WORK/err3")"
+expect_eq "the file" "small file 9" "$out"
+expect_eq "one warning" 1 "$(grep -c "warning" "$WORK/err3")"
+expect_contains "the warning" "--lazy: oras://$reg/lazy/plain:1 has no chunk table" "$(cat "$WORK/err3")"
+
+note "--lazy on a local SIF: a warning, and it runs as usual"
+out=$(as_user "$CTR_BIN" exec --lazy "$WORK/app.sif" cat /data/small/f3 2>"$WORK/err4") || fail "--lazy on a file: $(cat "$WORK/err4")"
+expect_eq "the file" "small file 3" "$out"
+expect_contains "the warning" "is not an oras:// image" "$(cat "$WORK/err4")"
+
+assert_nothing_left "lazy launches"
+echo "PASS: $TEST_NAME"
