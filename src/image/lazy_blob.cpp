@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -30,6 +31,8 @@ std::string specText(const Spec& spec) {
   return nlohmann::json{{"name", spec.name},
                         {"url", spec.url},
                         {"authorization", spec.authorization},
+                        {"tokenUrl", spec.tokenUrl},
+                        {"tokenAuthorization", spec.tokenAuthorization},
                         {"digest", spec.digest},
                         {"cacheDir", spec.cacheDir.string()},
                         {"chunks", nlohmann::json::parse(chunkTableConfig(spec.table))}}
@@ -48,6 +51,10 @@ Spec parseSpec(std::string_view text) {
   spec.name = field("name");
   spec.url = field("url");
   spec.authorization = field("authorization");
+  spec.tokenUrl = field("tokenUrl");
+  spec.tokenAuthorization = field("tokenAuthorization");
+  if (!spec.tokenUrl.empty() && !spec.tokenUrl.starts_with("http://") && !spec.tokenUrl.starts_with("https://"))
+    throw Error("lazy image spec: the token URL is not http(s): " + spec.tokenUrl);
   spec.digest = field("digest");
   spec.cacheDir = field("cacheDir");
   if (!spec.url.starts_with("http://") && !spec.url.starts_with("https://"))
@@ -67,6 +74,8 @@ Spec parseSpec(std::string_view text) {
   spec.table = std::move(*table);
   return spec;
 }
+
+std::filesystem::path logFile(const Spec& spec) { return spec.cacheDir / (spec.digest.substr(7) + ".log"); }
 
 namespace {
 
@@ -161,6 +170,7 @@ struct Blob::Impl {
   std::set<std::uint64_t> failed;    // chunks that failed here, logged once
   std::vector<CURL*> idleHandles;    // kept open: their connections are reused
   std::mutex handlesMutex;
+  std::mutex authorizationMutex;  // spec.authorization changes when a token is refreshed
 
   explicit Impl(Spec s) : spec(std::move(s)), cached(spec.table.chunkCount()) {}
 
@@ -228,59 +238,100 @@ struct Blob::Impl {
     idleHandles.push_back(handle);
   }
 
-  // GET the chunk's bytes; "" and `why` set when it could not.
-  std::string request(std::uint64_t index, std::string& why) {
+  // GET `url` (a byte range of it where `range` is not empty) with the header line `header`;
+  // at most `want` bytes of the answer kept in `answer`. The HTTP status, or 0 and `why`.
+  long get(const std::string& url, const std::string& range, const std::string& header, std::size_t want,
+           std::string& answer, std::string& why) {
     const auto& curl = oci::curlApi();
     CURL* handle = takeHandle();
     if (!handle) {
       why = "curl_easy_init failed";
-      return {};
+      return 0;
     }
-    const std::uint64_t start = spec.table.chunkOffset(index), length = spec.table.chunkLength(index);
-    const std::string range = std::to_string(start) + "-" + std::to_string(start + length - 1);
-    Answer answer;
-    answer.want = length;
-    answer.body.reserve(length);
-    curl_slist* headers = spec.authorization.empty() ? nullptr : curl.slist_append(nullptr, spec.authorization.c_str());
+    Answer body;
+    body.want = want;
+    body.body.reserve(want);
+    curl_slist* headers = header.empty() ? nullptr : curl.slist_append(nullptr, header.c_str());
     curl.easy_reset(handle);
-    curl.easy_setopt(handle, CURLOPT_URL, spec.url.c_str());
-    curl.easy_setopt(handle, CURLOPT_RANGE, range.c_str());
+    curl.easy_setopt(handle, CURLOPT_URL, url.c_str());
+    if (!range.empty()) curl.easy_setopt(handle, CURLOPT_RANGE, range.c_str());
     curl.easy_setopt(handle, CURLOPT_HTTPHEADER, headers);
     curl.easy_setopt(handle, CURLOPT_USERAGENT, "ctr");
     curl.easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);  // registries send blob reads to object stores
     curl.easy_setopt(handle, CURLOPT_MAXREDIRS, 10L);
     curl.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl.easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, spec.url.starts_with("https:") ? "https" : "http,https");
+    curl.easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS_STR, url.starts_with("https:") ? "https" : "http,https");
     curl.easy_setopt(handle, CURLOPT_CONNECTTIMEOUT, 10L);
     // A stalled transfer fails (and is tried again) rather than hanging the reader.
     curl.easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl.easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, 30L);
     curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
     curl.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &Answer::onData);
-    curl.easy_setopt(handle, CURLOPT_WRITEDATA, &answer);
+    curl.easy_setopt(handle, CURLOPT_WRITEDATA, &body);
     const CURLcode rc = curl.easy_perform(handle);
     long status = 0;
     curl.easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
     curl.easy_setopt(handle, CURLOPT_HTTPHEADER, nullptr);
     curl.slist_free_all(headers);
     giveBack(handle);
+    // An answer too long for `want` is cut off (CURLE_WRITE_ERROR): its status still says why.
+    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && status != 0)) {
+      why = curl.easy_strerror(rc);
+      return 0;
+    }
+    answer = std::move(body.body);
+    return status;
+  }
+
+  // GET the chunk's bytes; "" and `why` set when it could not; `status` the HTTP status.
+  std::string request(std::uint64_t index, std::string& why, long& status) {
+    const std::uint64_t start = spec.table.chunkOffset(index), length = spec.table.chunkLength(index);
+    std::string header;
+    {
+      std::lock_guard lock(authorizationMutex);
+      header = spec.authorization;
+    }
+    std::string body;
+    status = get(spec.url, std::to_string(start) + "-" + std::to_string(start + length - 1), header, length, body, why);
+    if (status == 0) return {};
     if (status == 200) {
       why = "the server ignores range requests (HTTP 200)";
-      return {};
-    }
-    if (rc != CURLE_OK) {
-      why = curl.easy_strerror(rc);
       return {};
     }
     if (status != 206) {
       why = "HTTP " + std::to_string(status);
       return {};
     }
-    if (answer.body.size() != length) {
-      why = "got " + std::to_string(answer.body.size()) + " of " + std::to_string(length) + " bytes";
+    if (body.size() != length) {
+      why = "got " + std::to_string(body.size()) + " of " + std::to_string(length) + " bytes";
       return {};
     }
-    return std::move(answer.body);
+    return body;
+  }
+
+  // A new bearer token from the token service the spec names (the one ctr used), as the
+  // registry asks when it answers 401; false when there is none or it gave none.
+  bool refreshToken(std::string& why) {
+    if (spec.tokenUrl.empty()) return false;
+    std::string body;
+    const long status = get(spec.tokenUrl, "", spec.tokenAuthorization, 1 << 20, body, why);
+    if (status != 200) {
+      if (status != 0) why = "the token service answered HTTP " + std::to_string(status);
+      return false;
+    }
+    const auto json = nlohmann::json::parse(body, nullptr, false);
+    std::string token;
+    for (const char* key : {"token", "access_token"})
+      if (token.empty() && json.is_object() && json.contains(key) && json[key].is_string())
+        token = json[key].get<std::string>();
+    // A header line: printable, no space (a token is base64url and dots).
+    if (token.empty() || std::any_of(token.begin(), token.end(), [](char c) { return c <= ' ' || c == 0x7f; })) {
+      why = "the token service's answer holds no usable token";
+      return false;
+    }
+    std::lock_guard lock(authorizationMutex);
+    spec.authorization = "Authorization: Bearer " + token;
+    return true;
   }
 
   // Fetches chunk `index` into the cache unless another server did meanwhile: 0 or EIO.
@@ -305,9 +356,21 @@ struct Blob::Impl {
     std::uint8_t byte = 0;
     if (preadFull(have.get(), &byte, 1, mark) && byte == 1) return markCached(index);
     std::string why, bytes;
+    bool refreshed = false;  // once a fetch: a token that the registry refuses at once is not expired
     for (int attempt = 0; attempt < kAttempts && bytes.empty(); ++attempt) {
       if (attempt > 0) std::this_thread::sleep_for(kBackoff[attempt - 1]);
-      bytes = request(index, why);
+      long status = 0;
+      bytes = request(index, why, status);
+      if (status == 401 && !refreshed) {
+        refreshed = true;
+        std::string refreshWhy;
+        if (refreshToken(refreshWhy)) {
+          spdlog::info("{}: a new token from {}", spec.name, spec.tokenUrl);
+          bytes = request(index, why, status);
+        } else if (!refreshWhy.empty()) {
+          why += " (no new token: " + refreshWhy + ")";
+        }
+      }
     }
     if (bytes.empty()) {
       if (firstFailure(index))

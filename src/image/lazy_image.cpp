@@ -93,7 +93,8 @@ std::optional<ImageSource> orasLazy(const std::string& reference, const PullOpti
   auto table = parseChunkTableConfig(client.smallBlob(oras.configDigest), oras.sifSize);
   if (!table) return std::nullopt;
   const auto access = client.blobAccess(oras.sifDigest);
-  lazy::Spec spec{name, access.url, access.authorization, oras.sifDigest, std::move(*table), cacheDir};
+  lazy::Spec spec{name,          access.url,        access.authorization, access.tokenUrl, access.tokenAuthorization,
+                  oras.sifDigest, std::move(*table), cacheDir};
   const std::filesystem::path specFile = writeSpec(spec);
   const std::filesystem::path dataFile = cacheDir / (oras.sifDigest.substr(7) + ".data");
   lazy::Blob blob(spec);
@@ -105,7 +106,7 @@ std::optional<ImageSource> orasLazy(const std::string& reference, const PullOpti
   source.digest = oras.manifestDigest;
   source.via = "lazily from " + ref.registry;
   const auto [cached, chunks] = blob.cachedChunks();
-  source.lazy = ImageSource::Lazy{specFile.string(), spec.url, chunks, cached};
+  source.lazy = ImageSource::Lazy{specFile.string(), spec.url, lazy::logFile(spec).string(), chunks, cached};
   spdlog::info("{}: read lazily from {}, {} of {} chunks cached in {}", name, spec.url, cached, chunks,
                cacheDir.string());
   return source;

@@ -91,6 +91,8 @@ class RegistryClient {
   struct BlobAccess {
     std::string url;
     std::string authorization;
+    std::string tokenUrl;            // where the bearer token came from (empty: none)
+    std::string tokenAuthorization;  // how it was asked for ("Authorization: Basic ...", or empty)
   };
   [[nodiscard]] BlobAccess blobAccess(const std::string& digest) const;
   // GET /v2/ with the credentials (the registry's own check of them, as `docker login`):

@@ -285,6 +285,7 @@ struct RegistryClient::Impl {
   std::string credentialSource;  // where they came from (never the secret), for messages
   std::string authorization;  // "Authorization: Bearer ..." once known
   std::string authorizedScope;  // the scope that token was asked for (a push needs another)
+  std::string tokenUrl;         // where that token was asked for (realm, service, scope)
   bool useBasic = false;
 
   // An upload's body (push): `uploadFd` from `uploadOffset` on, else `uploadText`.
@@ -539,6 +540,7 @@ struct RegistryClient::Impl {
     checkTokenText(token, "the token from " + params["realm"]);
     authorization = "Authorization: Bearer " + token;
     authorizedScope = wantedScope;
+    tokenUrl = url;
     return true;
   }
 
@@ -703,9 +705,10 @@ RegistryClient::~RegistryClient() = default;
 
 RegistryClient::BlobAccess RegistryClient::blobAccess(const std::string& digest) const {
   const Impl& I = *endpoints_[current_];
-  BlobAccess access{I.base + I.repository + "/blobs/" + digest, I.authorization};
-  if (access.authorization.empty() && I.useBasic)
-    access.authorization = "Authorization: Basic " + base64Encode(I.username + ":" + I.password);
+  const std::string basic =
+      I.username.empty() ? std::string() : "Authorization: Basic " + base64Encode(I.username + ":" + I.password);
+  BlobAccess access{I.base + I.repository + "/blobs/" + digest, I.authorization, I.tokenUrl, I.tokenUrl.empty() ? "" : basic};
+  if (access.authorization.empty() && I.useBasic) access.authorization = basic;
   return access;
 }
 

@@ -63,6 +63,7 @@
 #include "ctr/error.hpp"
 #include "ctr/lazy_blob.hpp"
 
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -1199,11 +1200,6 @@ int loadImage(int fd, uint64_t offset, uint64_t size, const char*& what) {
 // partition at `offset` in the blob set up like a local file's (its superblock and tables are
 // the first chunks fetched).
 void openLazyImage(const Options& o) {
-  // What the lazy cache logs (a chunk that failed, a server that went away) goes to stderr,
-  // which the holder keeps with the image's other messages.
-  auto logger = spdlog::stderr_logger_mt("ctr-squashfs");
-  logger->set_pattern("ctr-squashfs: %v");
-  spdlog::set_default_logger(logger);
   std::string text;
   try {
     const int fd = ::open(o.lazySpec.c_str(), O_RDONLY | O_CLOEXEC);
@@ -1218,7 +1214,18 @@ void openLazyImage(const Options& o) {
       text.append(buffer, static_cast<size_t>(n));
     }
     ::close(fd);
-    image.lazy = std::make_unique<ctr::image::lazy::Blob>(ctr::image::lazy::parseSpec(text));
+    auto spec = ctr::image::lazy::parseSpec(text);
+    // What the cache logs (a chunk that failed its digest or could not be fetched) goes to
+    // stderr and to <cache>/<hex>.log: the holder that runs this server has no terminal, and
+    // the user finds the lines there (--explain names the file).
+    auto console = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    console->set_pattern("ctr-squashfs: %v");
+    auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(ctr::image::lazy::logFile(spec).string());
+    file->set_pattern("%Y-%m-%dT%H:%M:%S%z ctr-squashfs[%P]: %v");
+    auto logger = std::make_shared<spdlog::logger>("ctr-squashfs", spdlog::sinks_init_list{console, file});
+    logger->flush_on(spdlog::level::trace);  // each line as it happens: the server may be killed
+    spdlog::set_default_logger(logger);
+    image.lazy = std::make_unique<ctr::image::lazy::Blob>(std::move(spec));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctr-squashfs: %s\n", e.what());
     std::exit(1);

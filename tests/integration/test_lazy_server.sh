@@ -10,6 +10,10 @@
 #    line naming the image, the chunk and the URL (once, however often the kernel asks), no
 #    mark in the cache, and the other files still read; a second read fetches it again and
 #    fails again, never serving it;
+#  - two servers of one image at once fetch each chunk once (the registry's access log);
+#  - a server killed mid-read leaves what it kept: the next fetches only the rest;
+#  - a full cache disk gives EIO and one line naming the cache, and marks nothing it did not
+#    write;
 #  - a spec that names no chunk table, or a URL that is not http(s), is refused in one line;
 #  - nothing is left behind: no mount, no server.
 . "$(dirname "$0")/lib.sh"
@@ -21,7 +25,8 @@ server=$(dirname "$CTR_BIN")/ctr-squashfs
 command -v python3 >/dev/null || skip "python3 (to compare trees and read JSON) is not installed"
 servers=""
 trap 'for m in "$WORK"/m? "$WORK/local"; do fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
-      kill ${REGISTRY_PID:-} $servers 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+      kill ${REGISTRY_PID:-} $servers 2>/dev/null || true; wait 2>/dev/null || true
+      umount -l "$WORK/full" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 start_registry
 reg=$REGISTRY
 make_user_dir
@@ -46,12 +51,15 @@ chmod -R a+rX "$WORK"
 offset=$("$CTR_BIN" sif list "$WORK/app.sif" | awk -F'|' '/FS \(Squashfs\/\*System/ {split($4, r, "-"); print r[1] + 0}')
 [ -n "$offset" ] && [ "$offset" -gt 0 ] || fail "no squashfs partition in $("$CTR_BIN" sif list "$WORK/app.sif")"
 
-# spec FILE CACHE-DIR [URL]: the spec ctr would write for this blob.
+# spec FILE CACHE-DIR [URL]: the spec ctr would write for this blob, and the cache directory
+# as ctr makes it (the user's, 0700).
 spec() {
+  [ -d "$2" ] || install -d -m 700 -o "$CTR_TEST_USER" "$2"
   python3 - "$1" "$2" "${3:-http://$reg/v2/lazy/app/blobs/$layer_digest}" "$layer_digest" "$WORK/config.json" <<'EOF'
 import json, sys
 out, cache, url, digest, config = sys.argv[1:]
-spec = {"name": "oras://lazy/app:1", "url": url, "authorization": "", "digest": digest, "cacheDir": cache,
+spec = {"name": "oras://lazy/app:1", "url": url, "authorization": "", "tokenUrl": "", "tokenAuthorization": "",
+        "digest": digest, "cacheDir": cache,
         "chunks": json.load(open(config))}
 open(out, "w").write(json.dumps(spec))
 EOF
@@ -121,7 +129,9 @@ EOF
 )
 [ -n "$at" ] || fail "big.bin's bytes are not stored as is in the blob"
 bad_chunk=$(( at / 1048576 ))
+cp "$blob" "$WORK/blob.orig"
 printf '\xff' | dd of="$blob" bs=1 seek="$at" conv=notrunc status=none
+cmp -s "$blob" "$WORK/blob.orig" && fail "the stored blob did not change (its byte was 0xff already)"
 spec "$WORK/spec3.json" "$U/cache3"
 serve "$WORK/spec3.json" "$WORK/m3"
 out=$(as_user cat "$WORK/m3/data/big.bin" 2>&1 >/dev/null) && fail "a file over an altered chunk read without error"
@@ -135,6 +145,64 @@ expect_eq "another file still reads" "small file 399" "$(as_user cat "$WORK/m3/d
 out=$(as_user cat "$WORK/m3/data/big.bin" 2>&1 >/dev/null) && fail "the altered chunk was served on a second read"
 expect_eq "log lines after a second read (once a chunk)" 1 "$(grep -c "chunk $bad_chunk of" "$WORK/m3.err")"
 unserve "$WORK/m3"
+cp "$WORK/blob.orig" "$blob"  # the registry's blob as pushed again, for what follows
+
+# range_gets: the registry's 206 answers for the blob so far (its access log).
+range_gets() { grep -c "GET /v2/lazy/app/blobs/$layer_digest HTTP/1.1\" 206" "$WORK/registry.log" || true; }
+
+note "two servers of one image at once on one node: each chunk fetched once"
+before=$(range_gets)
+spec "$WORK/spec5.json" "$U/cache5"
+serve "$WORK/spec5.json" "$WORK/m5"
+serve "$WORK/spec5.json" "$WORK/m6"
+as_user sh -c "find '$WORK/m5' -type f -exec cat {} + >/dev/null" & r1=$!
+as_user sh -c "find '$WORK/m6' -type f -exec cat {} + >/dev/null" & r2=$!
+wait "$r1" || fail "reading every file through the first server failed"
+wait "$r2" || fail "reading every file through the second server failed"
+expect_eq "range requests for both servers together" "$chunks" "$(( $(range_gets) - before ))"
+expect_eq "chunks cached" "$chunks" "$(marked "$U/cache5")"
+unserve "$WORK/m5"; unserve "$WORK/m6"
+
+note "a server killed mid-read: the next one fetches only what was not kept"
+spec "$WORK/spec7.json" "$U/cache7"
+serve "$WORK/spec7.json" "$WORK/m7"
+as_user cat "$WORK/m7/data/small/f1" >/dev/null
+as_user cat "$WORK/m7/data/big.bin" >/dev/null &
+reader=$!
+sleep 0.05
+pkill -KILL -u "$CTR_TEST_USER" -f "lazy=$WORK/spec7.json" || true
+wait "$reader" 2>/dev/null || true
+fusermount3 -u "$WORK/m7" 2>/dev/null || umount -l "$WORK/m7" 2>/dev/null || true
+kept=$(marked "$U/cache7")
+before=$(range_gets)
+serve "$WORK/spec7.json" "$WORK/m8"
+as_user diff -r --no-dereference "$WORK/local" "$WORK/m8" >"$WORK/diff.out" 2>&1 ||
+  fail "after a killed server: $(head -5 "$WORK/diff.out")"
+note "$kept of $chunks chunks were kept when the server was killed"
+expect_eq "range requests of the next server" "$(( chunks - kept ))" "$(( $(range_gets) - before ))"
+unserve "$WORK/m8"
+
+note "the cache's disk full (3 MiB): EIO for what does not fit, one line naming the cache, nothing marked"
+install -d -m 700 -o "$CTR_TEST_USER" "$WORK/full"
+mount -t tmpfs -o size=3m,mode=700,uid="$(id -u "$CTR_TEST_USER")" tmpfs "$WORK/full" ||
+  skip "cannot mount a tmpfs here (for the full cache disk)"
+spec "$WORK/spec9.json" "$WORK/full"
+serve "$WORK/spec9.json" "$WORK/m9"
+out=$(as_user cat "$WORK/m9/data/big.bin" 2>&1 >/dev/null) && fail "a read past a full cache disk succeeded"
+expect_contains "the reader's error" "Input/output error" "$out"
+grep -q "cannot write chunk [0-9]* to the lazy cache $WORK/full: No space left on device: EIO" "$WORK/m9.err" ||
+  fail "no log line naming the full cache: $(cat "$WORK/m9.err")"
+python3 - "$WORK/full/${layer_digest#sha256:}" "$WORK/app.sif" <<'EOF' || fail "a chunk is marked that the cache does not hold"
+import sys
+have = open(sys.argv[1] + ".have", "rb").read()[64:]
+data, sif = open(sys.argv[1] + ".data", "rb").read(), open(sys.argv[2], "rb").read()
+bad = [i for i, mark in enumerate(have) if mark == 1 and data[i << 20:(i + 1) << 20] != sif[i << 20:(i + 1) << 20]]
+print(f"-- {have.count(1)} of {len(have)} chunks marked in the full cache, each holding the image's bytes")
+sys.exit(1 if bad or have.count(1) == len(have) else 0)
+EOF
+expect_eq "a small file still reads" "small file 5" "$(as_user cat "$WORK/m9/data/small/f5" 2>&1)"
+unserve "$WORK/m9"
+umount "$WORK/full"
 
 note "specs without a chunk table or with another scheme: refused in one line"
 python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); s["chunks"]={}; json.dump(s, open(sys.argv[2],"w"))' \

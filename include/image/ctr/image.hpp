@@ -63,6 +63,7 @@ struct ImageSource {
   struct Lazy {
     std::string spec;      // the spec file ctr-squashfs reads (lazy::specText), 0600
     std::string url;       // where the chunks come from
+    std::string log;       // where its server logs a chunk that failed
     std::uint64_t chunks = 0;  // chunks in the chunk table, each checked before use
     std::uint64_t cached = 0;  // of them, in the node cache when the launch looked
   };

@@ -21,6 +21,12 @@ struct Spec {
   std::string name;           // what messages name: the image's reference
   std::string url;            // an http(s) URL that answers range requests with the blob's bytes
   std::string authorization;  // an "Authorization: ..." header line for it, or empty
+  // Where a new token is asked for when the registry answers 401 (a bearer token expired in a
+  // long job): the token service's URL (realm, service, scope) and the header that asks
+  // ("Authorization: Basic ..." with the user's registry credentials, or empty: anonymous).
+  // Empty URL: nothing to refresh.
+  std::string tokenUrl;
+  std::string tokenAuthorization;
   std::string digest;         // "sha256:<hex>" of the whole blob: names the cache entry
   ChunkTable table;           // checks each chunk
   std::filesystem::path cacheDir;  // the user's node-local cache (made 0700 where missing)
@@ -30,6 +36,8 @@ struct Spec {
 // parseSpec throws ctr::Error naming what is missing or malformed.
 std::string specText(const Spec& spec);
 Spec parseSpec(std::string_view text);
+// Where the server of `spec` logs what failed: <cacheDir>/<hex>.log.
+std::filesystem::path logFile(const Spec& spec);
 
 class Blob {
  public:

@@ -36,8 +36,12 @@ X5C = cert_der()
 def token(service: str, scopes: list, subject: str) -> str:
     header = {"typ": "JWT", "alg": "RS256", "x5c": [X5C]}
     now = int(time.time())
+    # CTR_TEST_TOKEN_SECONDS: how long a token is good for (a long job's token expiring). The
+    # registry (distribution) accepts a token up to 60 s past its "exp" (its Leeway), so "exp"
+    # is set that much earlier.
+    seconds = int(os.environ.get("CTR_TEST_TOKEN_SECONDS", "360"))
     claims = {"iss": issuer, "sub": subject, "aud": service, "iat": now, "nbf": now - 10,
-              "exp": now + 300, "jti": b64url(os.urandom(12)), "access": scopes}
+              "exp": now + seconds - 60, "jti": b64url(os.urandom(12)), "access": scopes}
     signing_input = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())
     signature = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key], input=signing_input.encode(),
                                check=True, capture_output=True).stdout
