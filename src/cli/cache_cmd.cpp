@@ -20,6 +20,7 @@
 #include "ctr/config.hpp"
 #include "ctr/error.hpp"
 #include "ctr/image_cache.hpp"
+#include "ctr/lazy_blob.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/stage.hpp"
@@ -59,20 +60,21 @@ std::filesystem::path stageDir() {
 // names them too), and ctr's own "stage" (this node's staged copies). library, shub and net
 // are Apptainer's too: ctr keeps nothing of theirs, so they name nothing.
 struct CacheTypes {
-  bool images = false, blobs = false, stage = false;
+  bool images = false, blobs = false, stage = false, lazy = false;
 };
 CacheTypes parseCacheTypes(const std::vector<std::string>& given) {
   CacheTypes types;
-  if (given.empty()) return {true, true, true};
+  if (given.empty()) return {true, true, true, true};
   for (const auto& list : given)
     for (auto name : splitList(list)) {
-      if (name == "all") return {true, true, true};
+      if (name == "all") return {true, true, true, true};
       if (name == "oci") types.images = true;
       else if (name == "blob" || name == "blobs" || name == "oras") types.blobs = true;
       else if (name == "stage") types.stage = true;
+      else if (name == "lazy") types.lazy = true;
       else if (name != "library" && name != "shub" && name != "net")
         throw Error("cache: unknown type '" + std::string(name) +
-                    "' (library, oci, shub, blob, net, oras, stage or all)")
+                    "' (library, oci, shub, blob, net, oras, stage, lazy or all)")
             .withStatus(1);
     }
   return types;
@@ -101,11 +103,22 @@ std::string localTime(std::int64_t seconds, const char* format) {
   return out.str();
 }
 
+// "12 of 40 chunks (30%)": how much of a lazily read image this node holds.
+std::string fetchedText(const image::lazy::CacheEntry& e) {
+  return std::to_string(e.cached) + " of " + std::to_string(e.chunks) + " chunks (" +
+         std::to_string(e.chunks == 0 ? 100 : e.cached * 100 / e.chunks) + "%)";
+}
+
 int listJson(const image::cache::Listing& listing, const std::filesystem::path& stage,
-             const std::vector<image::stage::Entry>& staged) {
+             const std::vector<image::stage::Entry>& staged, const std::vector<image::lazy::CacheEntry>& lazy) {
   nlohmann::json j{{"root", listing.root.string()}, {"images", nlohmann::json::array()},
                    {"blobs", {{"count", listing.blobs}, {"bytes", listing.blobBytes}}},
-                   {"stage", {{"dir", stage.string()}, {"copies", nlohmann::json::array()}}}};
+                   {"stage", {{"dir", stage.string()}, {"copies", nlohmann::json::array()}}},
+                   {"lazy", {{"dir", lazyCacheDir().string()}, {"images", nlohmann::json::array()}}}};
+  for (const auto& e : lazy)
+    j["lazy"]["images"].push_back({{"digest", e.digest},       {"name", e.name},         {"blob_bytes", e.blobBytes},
+                                   {"disk_bytes", e.diskBytes}, {"chunks", e.chunks},     {"cached_chunks", e.cached},
+                                   {"last_used", e.lastUsed},   {"in_use", e.inUse}});
   for (const auto& e : listing.images)
     j["images"].push_back({{"digest", e.digest}, {"references", e.references}, {"sif", e.sif.string()},
                            {"bytes", e.bytes}, {"last_used", e.lastUsed}});
@@ -122,7 +135,8 @@ int listCache(bool json, bool verbose, const CacheTypes& types) {
   const auto listing = image::cache::list(cacheOptions());
   const auto stage = stageDir();
   const auto staged = image::stage::list(stage);
-  if (json) return listJson(listing, stage, staged);
+  const auto lazy = image::lazy::listCache(lazyCacheDir());
+  if (json) return listJson(listing, stage, staged, lazy);
   auto row = [](const std::string& name, std::int64_t when, std::uint64_t bytes, const char* type) {
     std::printf("%-24.22s %-22s %-16s %s\n", name.c_str(), localTime(when, "%Y-%m-%d %H:%M:%S").c_str(),
                 apptainerSize(bytes).c_str(), type);
@@ -139,6 +153,9 @@ int listCache(bool json, bool verbose, const CacheTypes& types) {
         row(e.digest.substr(e.digest.find(':') + 1), e.lastUsed, e.bytes, "oci");
     if (types.stage)
       for (const auto& e : staged) row(e.copy.filename().string(), e.lastUsed, e.bytes, "stage");
+    if (types.lazy)
+      for (const auto& e : lazy)
+        row(e.digest.substr(7), e.lastUsed, e.diskBytes, ("lazy, " + fetchedText(e) + " of " + e.name).c_str());
     std::printf("\n");
   }
   std::uint64_t total = 0;
@@ -156,6 +173,16 @@ int listCache(bool json, bool verbose, const CacheTypes& types) {
                 stage.string().c_str());
     total += stagedBytes;
   }
+  if (types.lazy) {
+    std::uint64_t lazyBytes = 0;
+    for (const auto& e : lazy) lazyBytes += e.diskBytes;
+    std::printf("There are %zu lazily read image(s) using %s in %s\n", lazy.size(), apptainerSize(lazyBytes).c_str(),
+                lazyCacheDir().string().c_str());
+    for (const auto& e : lazy)
+      std::printf("  %s: %s%s\n", e.name.empty() ? e.digest.c_str() : e.name.c_str(), fetchedText(e).c_str(),
+                  e.inUse ? ", in use" : "");
+    total += lazyBytes;
+  }
   std::printf("Total space used: %s\n", apptainerSize(total).c_str());
   return 0;
 }
@@ -167,11 +194,17 @@ int cleanCache(int days, bool dryRun, const CacheTypes& types) {
   if (types.images || types.blobs) cleaned = image::cache::clean(cacheOptions(), unused, dryRun, {types.images, types.blobs});
   std::vector<image::stage::Entry> staged;
   if (types.stage) staged = image::stage::clean(stageDir(), unused, dryRun);
-  std::uint64_t stagedBytes = 0;
+  std::vector<image::lazy::CacheEntry> lazy;
+  if (types.lazy)
+    lazy = image::lazy::cleanCache(lazyCacheDir(), unused ? std::optional<std::int64_t>(unused->count()) : std::nullopt,
+                                   dryRun);
+  std::uint64_t stagedBytes = 0, lazyBytes = 0;
   for (const auto& e : staged) stagedBytes += e.bytes;
+  for (const auto& e : lazy) lazyBytes += e.diskBytes;
   std::cout << (dryRun ? "would remove " : "removed ") << cleaned.images << " image(s) and " << cleaned.blobs
             << " layer(s), " << limits::formatSize(cleaned.bytes) << "; " << staged.size() << " staged cop"
-            << (staged.size() == 1 ? "y" : "ies") << ", " << limits::formatSize(stagedBytes) << '\n';
+            << (staged.size() == 1 ? "y" : "ies") << ", " << limits::formatSize(stagedBytes) << "; " << lazy.size()
+            << " lazily read image(s), " << limits::formatSize(lazyBytes) << '\n';
   return 0;
 }
 
@@ -212,7 +245,7 @@ std::string imagePathArgument(const std::string& argument) {
 
 void registerCache(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("cache", "The image cache of docker:// images (ctr.conf 'image cache dir') and "
-                                          "this node's staged copies (ctr.conf 'stage dir')");
+                                          "this node's staged copies (ctr.conf 'stage dir') and lazily read images");
   cmd->require_subcommand(1);
   auto json = std::make_shared<bool>(false);
   auto verbose = std::make_shared<bool>(false);
@@ -220,7 +253,7 @@ void registerCache(CLI::App& app, Context& ctx) {
   auto* list = cmd->add_subcommand("list", "The cached images, layers and staged copies: how many and their size");
   list->add_flag("--json", *json, "One JSON object (digests, references, sizes, last use)");
   list->add_flag("-v,--verbose", *verbose, "A line for each entry (name, date, size, type)");
-  list->add_option("-T,--type", *listTypes, "Types to list (comma lists): oci, blob, stage, all (Apptainer's library, "
+  list->add_option("-T,--type", *listTypes, "Types to list (comma lists): oci, blob, stage, lazy, all (Apptainer's library, "
                                             "shub and net name nothing ctr keeps; oras SIFs are blobs)");
   list->callback([&ctx, json, verbose, listTypes] {
     ctx.action = [json, verbose, listTypes] { return listCache(*json, *verbose, parseCacheTypes(*listTypes)); };
@@ -228,13 +261,13 @@ void registerCache(CLI::App& app, Context& ctx) {
 
   auto days = std::make_shared<int>(-1);
   auto dryRun = std::make_shared<bool>(false);
-  auto* clean = cmd->add_subcommand("clean", "Remove the cached images, layers and staged copies (all, or those unused for --days)");
+  auto* clean = cmd->add_subcommand("clean", "Remove the cached images, layers, staged copies and lazily read images (all, or those unused for --days)");
   clean->add_option("-D,--days", *days, "Only what was not used for N days")->check(CLI::NonNegativeNumber);
   clean->add_flag("-n,--dry-run", *dryRun, "Only say what would be removed");
   auto force = std::make_shared<bool>(false);  // ctr never asks; the flag is Apptainer's
   clean->add_flag("-f,--force", *force, "Accepted for Apptainer's scripts (ctr never asks)");
   auto cleanTypes = std::make_shared<std::vector<std::string>>();
-  clean->add_option("-T,--type", *cleanTypes, "Types to clean (comma lists): oci, blob, stage, all (the default)");
+  clean->add_option("-T,--type", *cleanTypes, "Types to clean (comma lists): oci, blob, stage, lazy, all (the default)");
   clean->callback([&ctx, days, dryRun, cleanTypes] {
     ctx.action = [days, dryRun, cleanTypes] { return cleanCache(*days, *dryRun, parseCacheTypes(*cleanTypes)); };
   });

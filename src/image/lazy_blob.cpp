@@ -3,6 +3,7 @@
 #include "ctr/lazy_blob.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -194,6 +195,10 @@ struct Blob::Impl {
     if (!have) throw sysError("open " + (dir / (hex + ".have")).string());
     data = UniqueFd(::openat(dirFd.get(), (hex + ".data").c_str(), flags, 0600));
     if (!data) throw sysError("open " + (dir / (hex + ".data")).string());
+    // Held while the entry is open: `ctr cache clean` removes only entries nobody holds.
+    while (::flock(have.get(), LOCK_SH) != 0)
+      if (errno != EINTR) throw sysError("lock " + (dir / (hex + ".have")).string());
+    ::futimens(have.get(), nullptr);  // when it was last used: what clean's --days looks at
     // The header is written, where missing or another boot's, under its own lock: the
     // chunk bytes after it are locked one by one by fetching servers.
     lockRange(have.get(), 0, kHeaderBytes, F_WRLCK);

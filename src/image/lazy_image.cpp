@@ -4,14 +4,18 @@
 // the same cache and checks as the server's reads, so that resolveImage can read the cache's
 // data file as it reads a pulled SIF.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <ctime>
+#include <string_view>
 #include <span>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "ctr/chunk_table.hpp"
@@ -113,3 +117,75 @@ std::optional<ImageSource> orasLazy(const std::string& reference, const PullOpti
 }
 
 }  // namespace ctr::image::oci
+
+namespace ctr::image::lazy {
+
+namespace {
+
+// What a cache entry's files say about it; false where `hex` names no entry (no .have).
+bool readEntry(int dirFd, const std::string& hex, CacheEntry& entry) {
+  const UniqueFd have(::openat(dirFd, (hex + ".have").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!have || ::fstat(have.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  entry.digest = "sha256:" + hex;
+  entry.lastUsed = st.st_mtim.tv_sec;
+  entry.diskBytes = static_cast<std::uint64_t>(st.st_blocks) * 512;
+  std::vector<std::uint8_t> marks(static_cast<std::size_t>(std::max<off_t>(st.st_size - 64, 0)));
+  if (!marks.empty() && ::pread(have.get(), marks.data(), marks.size(), 64) == static_cast<ssize_t>(marks.size())) {
+    entry.chunks = marks.size();
+    entry.cached = static_cast<std::uint64_t>(std::count(marks.begin(), marks.end(), 1));
+  }
+  entry.inUse = ::flock(have.get(), LOCK_EX | LOCK_NB) != 0;  // a server holds it shared
+  for (const char* suffix : {".data", ".spec", ".log"})
+    if (struct stat file {}; ::fstatat(dirFd, (hex + suffix).c_str(), &file, AT_SYMLINK_NOFOLLOW) == 0) {
+      entry.diskBytes += static_cast<std::uint64_t>(file.st_blocks) * 512;
+      if (std::string_view(suffix) == ".data") entry.blobBytes = static_cast<std::uint64_t>(file.st_size);
+    }
+  // The image's name, from the spec ctr wrote (a token in it is not shown).
+  if (const UniqueFd spec(::openat(dirFd, (hex + ".spec").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)); spec) {
+    std::string text(1 << 20, '\0');
+    const ssize_t n = ::read(spec.get(), text.data(), text.size());
+    const auto json = nlohmann::json::parse(text.substr(0, n > 0 ? static_cast<std::size_t>(n) : 0), nullptr, false);
+    if (json.is_object() && json.contains("name") && json["name"].is_string()) entry.name = json["name"].get<std::string>();
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<CacheEntry> listCache(const std::filesystem::path& dir) {
+  std::vector<CacheEntry> out;
+  const UniqueFd dirFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dirFd) return out;  // no cache yet
+  std::error_code ec;
+  for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string file = item.path().filename().string();
+    if (file.size() != 64 + 5 || !file.ends_with(".have")) continue;
+    CacheEntry entry;
+    if (readEntry(dirFd.get(), file.substr(0, 64), entry)) out.push_back(std::move(entry));
+  }
+  std::sort(out.begin(), out.end(), [](const CacheEntry& a, const CacheEntry& b) { return a.lastUsed > b.lastUsed; });
+  return out;
+}
+
+std::vector<CacheEntry> cleanCache(const std::filesystem::path& dir, std::optional<std::int64_t> unusedSeconds,
+                                   bool dryRun) {
+  std::vector<CacheEntry> removed;
+  const UniqueFd dirFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dirFd) return removed;
+  const std::int64_t now = ::time(nullptr);
+  for (const auto& entry : listCache(dir)) {
+    if (entry.inUse || (unusedSeconds && now - entry.lastUsed < *unusedSeconds)) continue;
+    const std::string hex = entry.digest.substr(7);
+    if (!dryRun) {
+      // Under the entry's lock, so that a server opening it meanwhile waits, then makes it anew.
+      const UniqueFd have(::openat(dirFd.get(), (hex + ".have").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      if (!have || ::flock(have.get(), LOCK_EX | LOCK_NB) != 0) continue;
+      for (const char* suffix : {".data", ".spec", ".log", ".have"}) ::unlinkat(dirFd.get(), (hex + suffix).c_str(), 0);
+    }
+    removed.push_back(entry);
+  }
+  return removed;
+}
+
+}  // namespace ctr::image::lazy

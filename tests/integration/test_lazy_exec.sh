@@ -8,6 +8,7 @@
 #  - a file read in the container has the bytes of the SIF's;
 #  - an image without a chunk table (pushed as Apptainer does, config "{}") is pulled whole
 #    with one warning, and runs; --lazy on a local SIF warns and runs it as usual;
+#  - `ctr cache list` shows it with the part of it this node holds, `ctr cache clean` removes it;
 #  - nothing is left behind once the launches end (no server, no mount).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/registry/common.sh"
@@ -83,6 +84,20 @@ note "--lazy on a local SIF: a warning, and it runs as usual"
 out=$(as_user "$CTR_BIN" exec --lazy "$WORK/app.sif" cat /data/small/f3 2>"$WORK/err4") || fail "--lazy on a file: $(cat "$WORK/err4")"
 expect_eq "the file" "small file 3" "$out"
 expect_contains "the warning" "is not an oras:// image" "$(cat "$WORK/err4")"
+
+note "ctr cache list|clean: the lazily read image and how much of it this node holds"
+out=$(as_user "$CTR_BIN" cache list -T lazy)
+expect_contains "cache list" "There are 1 lazily read image(s) using" "$out"
+expect_contains "cache list" "oras://$reg/lazy/app:1: $chunks of $chunks chunks (100%)" "$out"
+json=$(as_user "$CTR_BIN" cache list --json)
+python3 -c '
+import json, sys
+e = json.loads(sys.argv[1])["lazy"]["images"][0]
+assert e["digest"] == "sha256:" + sys.argv[2] and e["cached_chunks"] == e["chunks"] and not e["in_use"], e
+' "$json" "$digest" || fail "cache list --json: $json"
+expect_contains "cache clean" "1 lazily read image(s)" "$(as_user "$CTR_BIN" cache clean -T lazy)"
+[ ! -e "$cache/$digest.data" ] && [ ! -e "$cache/$digest.have" ] && [ ! -e "$cache/$digest.spec" ] ||
+  fail "cache clean left files: $(ls "$cache")"
 
 assert_nothing_left "lazy launches"
 echo "PASS: $TEST_NAME"

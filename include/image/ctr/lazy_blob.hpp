@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "ctr/chunk_table.hpp"
 
@@ -38,6 +40,22 @@ std::string specText(const Spec& spec);
 Spec parseSpec(std::string_view text);
 // Where the server of `spec` logs what failed: <cacheDir>/<hex>.log.
 std::filesystem::path logFile(const Spec& spec);
+
+// The entries of a user's node cache, as `ctr cache list|clean` shows and removes them.
+struct CacheEntry {
+  std::string digest;  // "sha256:<hex>" of the blob
+  std::string name;    // the image it was read for (its spec's name), "" when the spec is gone
+  std::uint64_t blobBytes = 0;    // the blob's size
+  std::uint64_t diskBytes = 0;    // what its files take on the disk (the data file is sparse)
+  std::uint64_t chunks = 0, cached = 0;
+  std::int64_t lastUsed = 0;      // seconds: when a server last opened it
+  bool inUse = false;             // a server has it open (clean leaves it)
+};
+std::vector<CacheEntry> listCache(const std::filesystem::path& dir);
+// Removes the entries not in use (and, with `unused`, not opened for that long); with
+// `dryRun` only says which. Returns those (that would be) removed.
+std::vector<CacheEntry> cleanCache(const std::filesystem::path& dir, std::optional<std::int64_t> unusedSeconds,
+                                   bool dryRun);
 
 class Blob {
  public:
