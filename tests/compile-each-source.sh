@@ -16,6 +16,8 @@ cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTR_UNITY_BUILD=
 # The precompiled headers the plain build compiles every file with.
 mapfile -t pch < <(ninja -C "$dir" -t targets all | sed -n 's/^\([^:]*cmake_pch\.hxx\.gch\): .*/\1/p')
 [ "${#pch[@]}" = 0 ] || ninja -C "$dir" "${pch[@]}" >/dev/null
+# Generated sources the others include: the helper's list of ctr.conf keys (src/helper).
+ninja -C "$dir" ctr-config-keys-inc >/dev/null
 python3 - "$dir/compile_commands.json" "$src" "$(nproc)" <<'PY'
 import concurrent.futures, json, os, shlex, subprocess, sys
 

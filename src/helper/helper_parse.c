@@ -37,16 +37,11 @@ int hp_parse_args(int argc, char *const *argv, struct hp_args *out, char *err, s
   return 0;
 }
 
-/* Every key of ctr's parser (src/config/policy.cpp, setters()); helper-config-agreement
- * fails when the two lists differ. */
-const char *const hp_ctr_keys[] = {"allow setuid", "allow user namespaces", "allow user binds", "image driver",
-    "squashfs server", "stage dir", "stage images", "stage max size", "setuid image directories", "setuid image owners",
-    "setuid formats", "image linger", "max loop devices", "max loop devices total", "bind path", "max cpus",
-    "max memory", "refuse overcommit", "max pids", "max gpus", "cgroup delegate", "cdi spec dirs", "missing gpu driver",
-    "mpi library", "mpi dependency", "mpi path", "mpi abi check", "root kernel interfaces", "nvidia library list",
-    "rdma with contain", "rocm library list", "seccomp profile", "pull max blob size", "pull max total size",
-    "pull max unpacked size", "image cache dir", "image cache max size", "pull token realm hosts", "registry mirror",
-    "image store dir", "image store copy", "image store wait", "execution rule", "trusted key", "blacklisted key", NULL};
+/* Every key ctr's parser knows: config::knownKeys(), written at build time by config_keys.cpp
+ * from ctr's own table, so that the helper refuses exactly the keys ctr refuses. */
+const char *const hp_ctr_keys[] = {
+#include "ctr_config_keys.inc"
+    NULL};
 
 static char *trim(char *s) {
   while (*s == ' ' || *s == '\t' || *s == '\r') s++;

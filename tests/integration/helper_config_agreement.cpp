@@ -224,7 +224,9 @@ int main(int argc, char** argv) {
   for (const auto& k : keys)
     if (kHelperKeys.count(k) == 0) ctrOnly.insert(k);
 
-  // The helper's list of ctr's keys is ctr's list: none ctr dropped, none it added.
+  // The helper's list of ctr's keys is ctr's list: none ctr dropped, none it added. It is
+  // written from ctr's table at build time (src/helper/config_keys.cpp); this checks the
+  // writing, and the build that included it.
   std::set<std::string, std::less<>> helperKnows;
   for (const char* const* k = hp_ctr_keys; *k != nullptr; k++) helperKnows.insert(*k);
   const std::set<std::string, std::less<>> ctrKnows(keys.begin(), keys.end());

@@ -10,11 +10,13 @@
 # ctr.conf's execution control checked on the file the helper mounts (issue 55: running ctr's
 # check as nobody on the opened fd, keeping its verdict root's alone, refusing a file the caller
 # could change after the check): a new privileged duty, not growth of an old one; whether it
-# belongs in the helper or in a helper of its own is for issue 52. The limit is that figure, a
+# belongs in the helper or in a helper of its own is for issue 52. 686 once the list of
+# ctr.conf keys the helper accepts was written at build time from ctr's own table
+# (src/helper/config_keys.cpp), not kept by hand beside it. The limit is that figure, a
 # ratchet: it may only go down.
 . "$(dirname "$0")/lib.sh"
 
-limit=691
+limit=686
 command -v gcc >/dev/null || skip "gcc is missing: no way to strip the comments as the count is defined"
 code_lines() { gcc -fpreprocessed -dD -E -P "$CTR_SOURCE_DIR/src/helper/$1" | grep -cv '^\s*$'; }
 helper=$(code_lines ctr_mount_helper.c)
