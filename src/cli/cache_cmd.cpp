@@ -31,14 +31,13 @@ namespace ctr::cli {
 
 namespace {
 
-// Where `ctr exec --lazy` keeps the chunks it fetched (docs/design-io.md section 6).
-constexpr std::string_view kLazyCacheDir = "/var/tmp/ctr-lazy-%u";
-
-// The user's node cache of lazily read images: node-local, per user (the stage directory's
-// rule: a name someone else took is not used).
-std::filesystem::path lazyCacheDir() {
-  return chooseUserDir(expandUidPattern(kLazyCacheDir, ::geteuid(), "the lazy image cache"), "lazy image cache");
+// The user's node cache of lazily read images (ctr.conf 'lazy cache dir'; docs/design-io.md
+// section 6): node-local, per user (the stage directory's rule: a name someone else took is
+// not used).
+std::filesystem::path lazyCacheDir(const config::PullPolicy& pull) {
+  return chooseUserDir(expandUidPattern(pull.lazyCacheDir, ::geteuid(), "'lazy cache dir'"), "lazy image cache");
 }
+std::filesystem::path lazyCacheDir() { return lazyCacheDir(config::loadDefaultPolicy().pull); }
 
 image::oci::PullOptions pullOptions(const config::PullPolicy& pull) {
   image::oci::PullOptions options;
@@ -213,8 +212,11 @@ int cleanCache(int days, bool dryRun, const CacheTypes& types) {
 image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull, bool lazy) {
   if (lazy && !argument.starts_with("oras://"))
     spdlog::warn("--lazy: {} is not an oras:// image: read as without --lazy", argument);
-  if (lazy && argument.starts_with("oras://")) {
-    if (auto source = image::oci::orasLazy(argument.substr(7), pullOptions(pull), lazyCacheDir())) return *source;
+  if (lazy && argument.starts_with("oras://") && pull.lazyImages == config::LazyImages::No)
+    spdlog::warn("--lazy: images are not read lazily on this node ('lazy images = no' in {}): {} is pulled whole",
+                 pull.configFile.empty() ? "ctr.conf" : pull.configFile, argument);
+  else if (lazy && argument.starts_with("oras://")) {
+    if (auto source = image::oci::orasLazy(argument.substr(7), pullOptions(pull), lazyCacheDir(pull))) return *source;
     spdlog::warn("--lazy: {} has no chunk table (pushed by another tool than ctr push?): pulled whole", argument);
   }
   if (argument.starts_with("oras://")) {

@@ -149,6 +149,17 @@ SetterTable pullSetters() {
          if (v.find("%u") != std::string::npos) throw Error("the store is one directory for every user: no %u");
          p.pull.storeDir = v;
        }},
+      {"lazy images",
+       [](Policy& p, const std::string& v) {
+         p.pull.lazyImages = parseChoice<LazyImages>(v, {{"no", LazyImages::No}, {"registry", LazyImages::Registry}});
+       }},
+      {"lazy cache dir",
+       [](Policy& p, const std::string& v) {
+         if (v.empty() || v[0] != '/') throw Error("expected an absolute path, got '" + v + "'");
+         (void)expandUidPattern(v, 0, "'lazy cache dir'");  // an unknown %X is refused here, not at a launch
+         p.pull.lazyCacheDir = v;
+       }},
+      {"lazy prefetch", [](Policy& p, const std::string& v) { p.pull.lazyPrefetch = parseBool(v); }},
       {"image store copy",
        [](Policy& p, const std::string& v) {
          p.pull.storeCopy = parseChoice<StoreCopy>(

@@ -36,6 +36,7 @@ std::string specText(const Spec& spec) {
                         {"tokenAuthorization", spec.tokenAuthorization},
                         {"digest", spec.digest},
                         {"cacheDir", spec.cacheDir.string()},
+                        {"prefetch", spec.prefetch},
                         {"chunks", nlohmann::json::parse(chunkTableConfig(spec.table))}}
       .dump();
 }
@@ -64,6 +65,10 @@ Spec parseSpec(std::string_view text) {
       spec.digest.find_first_not_of("0123456789abcdef", 7) != std::string::npos)
     throw Error("lazy image spec: '" + spec.digest + "' is not a sha256 digest");
   if (!spec.cacheDir.is_absolute()) throw Error("lazy image spec: the cache directory is not an absolute path");
+  if (const auto prefetch = json.find("prefetch"); prefetch != json.end()) {
+    if (!prefetch->is_boolean()) throw Error("lazy image spec: 'prefetch' is not true or false");
+    spec.prefetch = prefetch->get<bool>();
+  }
   // The table as the config carries it; its size is checked against the one it states.
   const auto chunks = json.find("chunks");
   if (chunks == json.end() || !chunks->is_object() || !chunks->contains(kChunkTableKey) ||
@@ -90,6 +95,10 @@ static_assert(sizeof(Header) == 64);
 constexpr char kMagic[8] = {'C', 'T', 'R', 'L', 'A', 'Z', 'Y', '1'};
 constexpr off_t kHeaderBytes = sizeof(Header);
 constexpr int kAttempts = 4;  // a request and three retries
+// The prefetch waits for this long without a read that waited for a chunk; after a pass with
+// failures, this long before the next.
+constexpr std::chrono::milliseconds kIdle(300);
+constexpr std::chrono::seconds kPrefetchRetry(10);
 constexpr std::chrono::milliseconds kBackoff[] = {std::chrono::milliseconds(200), std::chrono::milliseconds(500),
                                                   std::chrono::milliseconds(1000)};
 
@@ -172,6 +181,12 @@ struct Blob::Impl {
   std::vector<CURL*> idleHandles;    // kept open: their connections are reused
   std::mutex handlesMutex;
   std::mutex authorizationMutex;  // spec.authorization changes when a token is refreshed
+  using Clock = std::chrono::steady_clock;
+  std::atomic<Clock::rep> lastDemand{0};  // when a read last asked for a chunk not cached
+  std::thread prefetcher;
+  std::atomic<bool> stopping{false};  // the blob closes: the prefetch ends, transfers abort
+  std::mutex stopMutex;
+  std::condition_variable stopWake;
 
   explicit Impl(Spec s) : spec(std::move(s)), cached(spec.table.chunkCount()) {}
 
@@ -243,6 +258,10 @@ struct Blob::Impl {
     idleHandles.push_back(handle);
   }
 
+  static int onProgress(void* self, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    return static_cast<Impl*>(self)->stopping.load() ? 1 : 0;
+  }
+
   // GET `url` (a byte range of it where `range` is not empty) with the header line `header`;
   // at most `want` bytes of the answer kept in `answer`. The HTTP status, or 0 and `why`.
   long get(const std::string& url, const std::string& range, const std::string& header, std::size_t want,
@@ -271,6 +290,10 @@ struct Blob::Impl {
     curl.easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl.easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, 30L);
     curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+    // A transfer aborts when the blob closes (the server is ending): the prefetch's last one.
+    curl.easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
+    curl.easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, &Impl::onProgress);
+    curl.easy_setopt(handle, CURLOPT_XFERINFODATA, this);
     curl.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &Answer::onData);
     curl.easy_setopt(handle, CURLOPT_WRITEDATA, &body);
     const CURLcode rc = curl.easy_perform(handle);
@@ -362,8 +385,8 @@ struct Blob::Impl {
     if (preadFull(have.get(), &byte, 1, mark) && byte == 1) return markCached(index);
     std::string why, bytes;
     bool refreshed = false;  // once a fetch: a token that the registry refuses at once is not expired
-    for (int attempt = 0; attempt < kAttempts && bytes.empty(); ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(kBackoff[attempt - 1]);
+    for (int attempt = 0; attempt < kAttempts && bytes.empty() && !stopping; ++attempt) {
+      if (attempt > 0 && pause(kBackoff[attempt - 1])) break;
       long status = 0;
       bytes = request(index, why, status);
       if (status == 401 && !refreshed) {
@@ -377,6 +400,7 @@ struct Blob::Impl {
         }
       }
     }
+    if (bytes.empty() && stopping) return EIO;  // the server is ending: nobody reads it
     if (bytes.empty()) {
       if (firstFailure(index))
         spdlog::error("{}: chunk {} of {} from {}: {} (after {} tries): EIO", spec.name, index, spec.table.chunkCount(),
@@ -416,8 +440,9 @@ struct Blob::Impl {
 
   // Chunk `index` is in the cache when this returns 0; one thread of this process fetches it,
   // the others wait for that thread.
-  int ensure(std::uint64_t index) {
+  int ensure(std::uint64_t index, bool demand = true) {
     if (cached[index].load(std::memory_order_acquire) == 1) return 0;
+    if (demand) lastDemand = Clock::now().time_since_epoch().count();
     std::unique_lock lock(mutex);
     changed.wait(lock, [&] { return inFlight.count(index) == 0; });
     if (cached[index].load() == 1) return 0;
@@ -429,10 +454,55 @@ struct Blob::Impl {
     changed.notify_all();
     return result;
   }
+
+  // The background prefetch (spec.prefetch): every chunk not cached yet, in order, each once
+  // no read has waited for a chunk for kIdle (a job's reads keep the link); passes again after
+  // a pause while some failed; ends when the image is whole or the blob closes.
+  void prefetchAll() {
+    for (;;) {
+      bool whole = true;
+      for (std::uint64_t i = 0; i < cached.size(); ++i) {
+        if (cached[i].load() == 1) continue;
+        for (;;) {
+          const auto idle = Clock::now() - Clock::time_point(Clock::duration(lastDemand.load()));
+          if (idle >= kIdle) break;
+          if (pause(kIdle - idle)) return;
+        }
+        if (stopping) return;
+        whole = ensure(i, false) == 0 && whole;
+      }
+      if (whole) break;
+      if (pause(kPrefetchRetry)) return;
+    }
+    spdlog::info("{}: all {} chunks cached", spec.name, cached.size());
+  }
+
+  // Sleeps `how long`, or less when the blob closes: true then.
+  bool pause(Clock::duration howLong) {
+    std::unique_lock lock(stopMutex);
+    return stopWake.wait_for(lock, howLong, [&] { return stopping.load(); });
+  }
+
+  void startPrefetch() {
+    lastDemand = Clock::now().time_since_epoch().count();  // the job's first reads come first
+    if (spec.prefetch && cachedCount.load() < cached.size()) prefetcher = std::thread([this] { prefetchAll(); });
+  }
+
+  void stopPrefetch() {
+    {
+      std::lock_guard lock(stopMutex);
+      stopping = true;
+    }
+    stopWake.notify_all();
+    if (prefetcher.joinable()) prefetcher.join();
+  }
 };
 
-Blob::Blob(Spec spec) : impl_(std::make_unique<Impl>(std::move(spec))) { impl_->open(); }
-Blob::~Blob() = default;
+Blob::Blob(Spec spec) : impl_(std::make_unique<Impl>(std::move(spec))) {
+  impl_->open();
+  impl_->startPrefetch();
+}
+Blob::~Blob() { impl_->stopPrefetch(); }
 
 int Blob::read(std::uint64_t offset, void* out, std::size_t length) {
   const ChunkTable& table = impl_->spec.table;

@@ -98,10 +98,12 @@ std::optional<ImageSource> orasLazy(const std::string& reference, const PullOpti
   if (!table) return std::nullopt;
   const auto access = client.blobAccess(oras.sifDigest);
   lazy::Spec spec{name,          access.url,        access.authorization, access.tokenUrl, access.tokenAuthorization,
-                  oras.sifDigest, std::move(*table), cacheDir};
+                  oras.sifDigest, std::move(*table), cacheDir, options.limits.lazyPrefetch};
   const std::filesystem::path specFile = writeSpec(spec);
   const std::filesystem::path dataFile = cacheDir / (oras.sifDigest.substr(7) + ".data");
-  lazy::Blob blob(spec);
+  lazy::Spec here = spec;
+  here.prefetch = false;  // the server's to do: this process ends once the launch is planned
+  lazy::Blob blob(std::move(here));
   fetchSifMetadata(blob, name);
   ImageSource source = resolveImage(dataFile);
   // The file grows as chunks arrive: its times would make every launch another holder's.
@@ -110,7 +112,7 @@ std::optional<ImageSource> orasLazy(const std::string& reference, const PullOpti
   source.digest = oras.manifestDigest;
   source.via = "lazily from " + ref.registry;
   const auto [cached, chunks] = blob.cachedChunks();
-  source.lazy = ImageSource::Lazy{specFile.string(), spec.url, lazy::logFile(spec).string(), chunks, cached};
+  source.lazy = ImageSource::Lazy{specFile.string(), spec.url, lazy::logFile(spec).string(), chunks, cached, spec.prefetch};
   spdlog::info("{}: read lazily from {}, {} of {} chunks cached in {}", name, spec.url, cached, chunks,
                cacheDir.string());
   return source;

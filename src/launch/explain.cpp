@@ -257,7 +257,7 @@ nlohmann::json imageJson(const image::ImageSource& image) {
                       {"size", image.size}};
   if (image.lazy)
     j["lazy"] = {{"spec", image.lazy->spec},   {"url", image.lazy->url},       {"cache", image.path.string()},
-                 {"log", image.lazy->log},
+                 {"log", image.lazy->log},    {"prefetch", image.lazy->prefetch},
                  {"verified", true},          {"chunks", image.lazy->chunks}, {"cached_chunks", image.lazy->cached}};
   if (!image.reference.empty()) {
     j["reference"] = image.reference;
@@ -435,7 +435,7 @@ void writeImage(std::ostream& out, const LaunchPlan& plan) {
     out << "lazy:       chunks from " << plan.image.lazy->url << ", each checked against the image's chunk table "
         << "(verified) before use; " << plan.image.lazy->cached << " of " << plan.image.lazy->chunks
         << " cached in " << plan.image.path.string() << "; a chunk that fails is logged in " << plan.image.lazy->log
-        << "\n";
+        << (plan.image.lazy->prefetch ? "; the rest is fetched while the link is idle ('lazy prefetch')" : "") << "\n";
   for (std::size_t i = 0; i < plan.registryEndpoints.size(); ++i) {
     const auto& e = plan.registryEndpoints[i];
     out << (i == 0 ? "endpoints:  " : "            then ") << (e.mirror ? "mirror " : "the registry ") << e.scheme

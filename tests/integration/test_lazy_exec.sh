@@ -17,6 +17,8 @@ require_fuse
 [ -x "$(dirname "$CTR_BIN")/ctr-squashfs" ] || skip "ctr-squashfs was not built here (it needs libsquashfs-dev and libfuse3-dev)"
 command -v python3 >/dev/null || skip "python3 (to read JSON) is not installed"
 use_linger 0
+# The chunks this test counts are the job's own: no prefetch (test_lazy_server tests it).
+printf 'lazy prefetch = no\n' >> "$CTR_TEST_CONFIG"
 TUID=$(id -u "$CTR_TEST_USER")
 cache=/var/tmp/ctr-lazy-$TUID
 rm -rf "$cache"
@@ -64,7 +66,12 @@ python3 -c '
 import json, sys
 lazy = json.loads(sys.argv[1])["image"]["lazy"]
 assert lazy["verified"] is True and lazy["chunks"] == int(sys.argv[2]) and lazy["cache"].endswith(".data"), lazy
+assert lazy["prefetch"] is False, lazy
 ' "$json" "$chunks" || fail "--explain --json has no lazy object as expected: $json"
+printf 'lazy prefetch = yes\n' >> "$CTR_TEST_CONFIG"
+expect_contains "explain with 'lazy prefetch = yes'" "the rest is fetched while the link is idle" \
+  "$(as_user "$CTR_BIN" exec --explain --lazy "oras://$reg/lazy/app:1" true 2>&1)"
+printf 'lazy prefetch = no\n' >> "$CTR_TEST_CONFIG"
 
 note "a file read in the container has the SIF's bytes"
 in=$(as_user "$CTR_BIN" exec --lazy "oras://$reg/lazy/app:1" sha256sum /data/big.bin 2>"$WORK/err2" | cut -d' ' -f1) ||
@@ -79,6 +86,14 @@ out=$(as_user env CTR_CACHE_DIR="$U/cache" "$CTR_BIN" exec --lazy "oras://$reg/l
 expect_eq "the file" "small file 9" "$out"
 expect_eq "one warning" 1 "$(grep -c "warning" "$WORK/err3")"
 expect_contains "the warning" "--lazy: oras://$reg/lazy/plain:1 has no chunk table" "$(cat "$WORK/err3")"
+
+note "'lazy images = no': --lazy pulls whole, with one warning naming the setting"
+printf 'lazy images = no\n' >> "$CTR_TEST_CONFIG"
+out=$(as_user env CTR_CACHE_DIR="$U/cache2" "$CTR_BIN" exec --lazy "oras://$reg/lazy/app:1" cat /data/small/f4 2>"$WORK/err5") ||
+  fail "--lazy with 'lazy images = no': $(cat "$WORK/err5")"
+expect_eq "the file" "small file 4" "$out"
+expect_contains "the warning" "'lazy images = no' in $CTR_TEST_CONFIG" "$(cat "$WORK/err5")"
+printf 'lazy images = registry\n' >> "$CTR_TEST_CONFIG"
 
 note "--lazy on a local SIF: a warning, and it runs as usual"
 out=$(as_user "$CTR_BIN" exec --lazy "$WORK/app.sif" cat /data/small/f3 2>"$WORK/err4") || fail "--lazy on a file: $(cat "$WORK/err4")"

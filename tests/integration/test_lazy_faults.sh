@@ -14,6 +14,7 @@ ensure_test_user
 require_fuse
 [ -x "$(dirname "$CTR_BIN")/ctr-squashfs" ] || skip "ctr-squashfs was not built here (it needs libsquashfs-dev and libfuse3-dev)"
 use_linger 0
+printf 'lazy prefetch = no\n' >> "$CTR_TEST_CONFIG"  # the chunks the job reads are fetched when it reads them
 TUID=$(id -u "$CTR_TEST_USER")
 cache=/var/tmp/ctr-lazy-$TUID
 rm -rf "$cache"

@@ -11,6 +11,7 @@
 #    mark in the cache, and the other files still read; a second read fetches it again and
 #    fails again, never serving it;
 #  - two servers of one image at once fetch each chunk once (the registry's access log);
+#  - with prefetch, the rest of the image arrives after one small read, and the server says so;
 #  - a server killed mid-read leaves what it kept: the next fetches only the rest;
 #  - a full cache disk gives EIO and one line naming the cache, and marks nothing it did not
 #    write;
@@ -51,15 +52,15 @@ chmod -R a+rX "$WORK"
 offset=$("$CTR_BIN" sif list "$WORK/app.sif" | awk -F'|' '/FS \(Squashfs\/\*System/ {split($4, r, "-"); print r[1] + 0}')
 [ -n "$offset" ] && [ "$offset" -gt 0 ] || fail "no squashfs partition in $("$CTR_BIN" sif list "$WORK/app.sif")"
 
-# spec FILE CACHE-DIR [URL]: the spec ctr would write for this blob, and the cache directory
-# as ctr makes it (the user's, 0700).
+# spec FILE CACHE-DIR [URL]: the spec ctr would write for this blob (no prefetch; PREFETCH=1:
+# with it), and the cache directory as ctr makes it (the user's, 0700).
 spec() {
   [ -d "$2" ] || install -d -m 700 -o "$CTR_TEST_USER" "$2"
-  python3 - "$1" "$2" "${3:-http://$reg/v2/lazy/app/blobs/$layer_digest}" "$layer_digest" "$WORK/config.json" <<'EOF'
+  python3 - "$1" "$2" "${3:-http://$reg/v2/lazy/app/blobs/$layer_digest}" "$layer_digest" "$WORK/config.json" "${PREFETCH:-0}" <<'EOF'
 import json, sys
-out, cache, url, digest, config = sys.argv[1:]
+out, cache, url, digest, config, prefetch = sys.argv[1:]
 spec = {"name": "oras://lazy/app:1", "url": url, "authorization": "", "tokenUrl": "", "tokenAuthorization": "",
-        "digest": digest, "cacheDir": cache,
+        "digest": digest, "cacheDir": cache, "prefetch": prefetch == "1",
         "chunks": json.load(open(config))}
 open(out, "w").write(json.dumps(spec))
 EOF
@@ -181,6 +182,18 @@ as_user diff -r --no-dereference "$WORK/local" "$WORK/m8" >"$WORK/diff.out" 2>&1
 note "$kept of $chunks chunks were kept when the server was killed"
 expect_eq "range requests of the next server" "$(( chunks - kept ))" "$(( $(range_gets) - before ))"
 unserve "$WORK/m8"
+
+note "prefetch: after one small read, the rest of the image arrives while the link is idle"
+PREFETCH=1 spec "$WORK/spec10.json" "$U/cache10"
+serve "$WORK/spec10.json" "$WORK/m0"
+as_user cat "$WORK/m0/data/small/f2" >/dev/null
+for _ in $(seq 200); do [ "$(marked "$U/cache10")" = "$chunks" ] && break; sleep 0.05; done
+expect_eq "chunks cached by the prefetch" "$chunks" "$(marked "$U/cache10")"
+grep -q "all $chunks chunks cached" "$U/cache10/${layer_digest#sha256:}.log" ||
+  fail "the prefetch did not say it was done: $(cat "$U/cache10/${layer_digest#sha256:}.log" 2>&1)"
+as_user diff -r --no-dereference "$WORK/local" "$WORK/m0" >"$WORK/diff.out" 2>&1 ||
+  fail "after the prefetch: $(head -5 "$WORK/diff.out")"
+unserve "$WORK/m0"
 
 note "the cache's disk full (3 MiB): EIO for what does not fit, one line naming the cache, nothing marked"
 install -d -m 700 -o "$CTR_TEST_USER" "$WORK/full"

@@ -179,6 +179,21 @@ TEST(ConfigPolicy, NodeLocalStaging) {
   EXPECT_EQ(shipped.stageImages, ctr::config::StageImages::Never);
 }
 
+TEST(ConfigPolicy, LazilyReadImages) {
+  auto p = parsePolicy("", "ctr.conf");
+  EXPECT_EQ(p.pull.lazyImages, ctr::config::LazyImages::Registry);
+  EXPECT_EQ(p.pull.lazyCacheDir, "/var/tmp/ctr-lazy-%u");
+  EXPECT_TRUE(p.pull.lazyPrefetch);
+  p = parsePolicy("lazy images = no\nlazy cache dir = /local/lazy-%u\nlazy prefetch = no\n", "ctr.conf");
+  EXPECT_EQ(p.pull.lazyImages, ctr::config::LazyImages::No);
+  EXPECT_EQ(p.pull.lazyCacheDir, "/local/lazy-%u");
+  EXPECT_FALSE(p.pull.lazyPrefetch);
+  EXPECT_THROW(parsePolicy("lazy images = all", "f"), ctr::Error) << "only registry images are read lazily yet";
+  EXPECT_THROW(parsePolicy("lazy cache dir = lazy", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("lazy cache dir = /local/%h", "f"), ctr::Error) << "an unknown %X at parse time";
+  EXPECT_THROW(parsePolicy("lazy prefetch = sometimes", "f"), ctr::Error);
+}
+
 TEST(ConfigPolicy, PullLimitMessagesNameTheFileInUse) {
   EXPECT_EQ(ctr::config::loadPolicy(CTR_SOURCE_DIR "/etc/ctr.conf").pull.configFile, CTR_SOURCE_DIR "/etc/ctr.conf");
   EXPECT_EQ(ctr::config::loadPolicy("/nonexistent/ctr.conf").pull.configFile, "/nonexistent/ctr.conf");

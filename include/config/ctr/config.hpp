@@ -33,6 +33,9 @@ struct RegistryMirror {
   bool only = false;
 };
 
+// 'lazy images': which images `ctr exec --lazy` may read lazily (PullPolicy below).
+enum class LazyImages { No, Registry };
+
 // What `ctr pull` and the image bootstraps of `ctr build` accept from a registry or an image
 // archive, so that a hostile image cannot fill the disk or keep the node busy: every blob is
 // cut off once it passes its declared size, and these bound the rest.
@@ -61,6 +64,14 @@ struct PullPolicy {
   std::string storeDir;
   StoreCopy storeCopy = StoreCopy::Never;
   int storeWaitSeconds = 1800;
+  // Lazily read images (`ctr exec --lazy`, docs/design-io.md section 6): 'lazy images' says
+  // which may be (no: none, they are pulled whole; registry: oras:// images with a chunk
+  // table), 'lazy cache dir' where each user's node cache is (%u: the user's id), 'lazy
+  // prefetch' whether the image's server fetches the chunks not read yet while the link is
+  // idle, until the image is whole.
+  LazyImages lazyImages = LazyImages::Registry;
+  std::string lazyCacheDir = "/var/tmp/ctr-lazy-%u";
+  bool lazyPrefetch = true;
   // The ctr.conf these came from, for the messages that name a key; empty = built-in defaults.
   std::string configFile;
 };

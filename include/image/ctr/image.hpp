@@ -66,6 +66,7 @@ struct ImageSource {
     std::string log;       // where its server logs a chunk that failed
     std::uint64_t chunks = 0;  // chunks in the chunk table, each checked before use
     std::uint64_t cached = 0;  // of them, in the node cache when the launch looked
+    bool prefetch = false;     // the server fetches the rest while the link is idle
   };
   std::optional<Lazy> lazy;
 };

@@ -32,6 +32,9 @@ struct Spec {
   std::string digest;         // "sha256:<hex>" of the whole blob: names the cache entry
   ChunkTable table;           // checks each chunk
   std::filesystem::path cacheDir;  // the user's node-local cache (made 0700 where missing)
+  // The server fetches the chunks not read yet while the link is idle (no read has waited
+  // for a chunk for a while), until the image is whole (ctr.conf 'lazy prefetch').
+  bool prefetch = false;
 };
 
 // The spec as the JSON text ctr writes (0600: it may hold a token) and ctr-squashfs reads;
