@@ -12,7 +12,8 @@
 #   lazy   ctr exec --lazy oras://REF JOB (chunks fetched as the job reads them)
 # JOB prints "started" (the first exec in the container), then imports torch and prints
 # "imported". Figures: seconds from the launch to each line, the bytes the registry sent for
-# the SIF (its access log) and their share of the image. Then warm: the lazy cache filled
+# the SIF (its access log) and their share of the image ('lazy prefetch = no': the bytes are
+# what the job read; with the prefetch they would grow while the link is idle). Then warm: the lazy cache filled
 # (every file read once), REPS launches of each, alternating, page cache dropped before each,
 # time to "imported" and the ratio lazy/pulled per pair.
 #
@@ -54,7 +55,7 @@ printf 'version: 0.1\nlog: {level: error}\nstorage: {filesystem: {rootdirectory:
   "$WORK/registry" "$port" > "$WORK/registry.yml"
 in_ns docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 & registry_pid=$!
 for _ in $(seq 50); do in_ns curl -fs "http://127.0.0.1:$port/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
-printf 'image linger = 0\n' > "$WORK/ctr.conf"; chmod 644 "$WORK/ctr.conf"
+printf 'image linger = 0\nlazy prefetch = no\n' > "$WORK/ctr.conf"; chmod 644 "$WORK/ctr.conf"
 
 # The base: the demo root with python3 and PyTorch linked in from this machine (hard links:
 # nothing copied), packed once; each size appends its padding to a copy of it.
