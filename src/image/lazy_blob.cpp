@@ -14,7 +14,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -100,8 +99,6 @@ constexpr int kAttempts = 4;  // a request and three retries
 // failures, this long before the next.
 constexpr std::chrono::milliseconds kIdle(300);
 constexpr std::chrono::seconds kPrefetchRetry(10);
-constexpr std::uint64_t kReadAhead = 8;       // chunks fetched ahead of a reader that reads through
-constexpr std::size_t kReadAheadThreads = 4;  // and the connections that fetch them
 constexpr std::chrono::milliseconds kBackoff[] = {std::chrono::milliseconds(200), std::chrono::milliseconds(500),
                                                   std::chrono::milliseconds(1000)};
 
@@ -190,12 +187,6 @@ struct Blob::Impl {
   std::atomic<bool> stopping{false};  // the blob closes: the prefetch ends, transfers abort
   std::mutex stopMutex;
   std::condition_variable stopWake;
-  static constexpr std::uint64_t kNoRead = ~std::uint64_t{0};
-  std::atomic<std::uint64_t> lastRead{kNoRead};  // the chunk the last read ended in
-  std::mutex aheadMutex;
-  std::deque<std::uint64_t> ahead;  // chunks to fetch ahead of a reader
-  std::vector<std::thread> aheadThreads;
-  std::condition_variable aheadWake;
 
   explicit Impl(Spec s) : spec(std::move(s)), cached(spec.table.chunkCount()) {}
 
@@ -492,35 +483,6 @@ struct Blob::Impl {
     return stopWake.wait_for(lock, howLong, [&] { return stopping.load(); });
   }
 
-  // Read-ahead: a read that goes on from chunk c - 1 into chunk c (a file read through, block
-  // after block) has the next kReadAhead chunks fetched meanwhile, by kReadAheadThreads threads of
-  // their own connections: the reader's next reads find them cached instead of each waiting
-  // for one request's round trip and transfer in turn.
-  void readAhead(std::uint64_t index) {
-    if (!spec.readAhead) return;
-    const std::uint64_t previous = lastRead.exchange(index);
-    if (previous == kNoRead || previous + 1 != index) return;  // not a read from one chunk into the next
-    std::lock_guard lock(aheadMutex);
-    if (stopping) return;
-    for (std::uint64_t i = index + 1; i <= index + kReadAhead && i < cached.size(); ++i)
-      if (cached[i].load() == 0 && std::find(ahead.begin(), ahead.end(), i) == ahead.end()) ahead.push_back(i);
-    while (!ahead.empty() && aheadThreads.size() < kReadAheadThreads)
-      aheadThreads.emplace_back([this] { fetchAhead(); });
-    aheadWake.notify_all();
-  }
-
-  void fetchAhead() {
-    for (;;) {
-      std::unique_lock lock(aheadMutex);
-      aheadWake.wait(lock, [&] { return stopping.load() || !ahead.empty(); });
-      if (stopping) return;
-      const std::uint64_t index = ahead.front();
-      ahead.pop_front();
-      lock.unlock();
-      (void)ensure(index, false);  // a failure is logged there; the reader's own read tries again
-    }
-  }
-
   void startPrefetch() {
     lastDemand = Clock::now().time_since_epoch().count();  // the job's first reads come first
     if (spec.prefetch && cachedCount.load() < cached.size()) prefetcher = std::thread([this] { prefetchAll(); });
@@ -533,11 +495,6 @@ struct Blob::Impl {
     }
     stopWake.notify_all();
     if (prefetcher.joinable()) prefetcher.join();
-    {
-      std::lock_guard lock(aheadMutex);  // a reader's readAhead sees `stopping` under it
-    }
-    aheadWake.notify_all();
-    for (auto& thread : aheadThreads) thread.join();
   }
 };
 
@@ -551,9 +508,7 @@ int Blob::read(std::uint64_t offset, void* out, std::size_t length) {
   const ChunkTable& table = impl_->spec.table;
   if (offset > table.size || length > table.size - offset) return EINVAL;
   if (length == 0) return 0;
-  const std::uint64_t first = offset / table.chunkSize, last = (offset + length - 1) / table.chunkSize;
-  impl_->readAhead(last);
-  for (std::uint64_t index = first; index <= last; ++index)
+  for (std::uint64_t index = offset / table.chunkSize; index <= (offset + length - 1) / table.chunkSize; ++index)
     if (const int err = impl_->ensure(index); err != 0) return err;
   return preadFull(impl_->data.get(), out, length, static_cast<off_t>(offset)) ? 0 : EIO;
 }

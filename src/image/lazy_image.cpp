@@ -102,7 +102,7 @@ std::optional<ImageSource> orasLazy(const std::string& reference, const PullOpti
   const std::filesystem::path specFile = writeSpec(spec);
   const std::filesystem::path dataFile = cacheDir / (oras.sifDigest.substr(7) + ".data");
   lazy::Spec here = spec;
-  here.prefetch = here.readAhead = false;  // the server's to do: this process ends once the launch is planned
+  here.prefetch = false;  // the server's to do: this process ends once the launch is planned
   lazy::Blob blob(std::move(here));
   fetchSifMetadata(blob, name);
   ImageSource source = resolveImage(dataFile);

@@ -25,15 +25,11 @@ start_token_registry alice:s3cret
 reg=$REGISTRY
 make_user_dir
 
-note "the image: the demo root, two 3 MiB files of random bytes each after 10 MiB the job does not read, small files; pushed by ctr push as alice"
+note "the image: the demo root, two 3 MiB files of random bytes, small files; pushed by ctr push as alice"
 tree=$WORK/tree
 make_demo_rootfs "$tree"
 mkdir -p "$tree/data/small"
-# Files are stored in name order: each 10 MiB pad keeps the server's read-ahead (8 chunks
-# after a read that goes on into the next chunk) off the file the next step reads.
-head -c 10485760 /dev/urandom > "$tree/data/a-pad.bin"
 head -c 3145728 /dev/urandom > "$tree/data/one.bin"
-head -c 10485760 /dev/urandom > "$tree/data/p-pad.bin"
 head -c 3145728 /dev/urandom > "$tree/data/two.bin"
 for i in $(seq 50); do echo "small file $i" > "$tree/data/small/f$i"; done
 "$CTR_BIN" -q build "$WORK/app.sif" "$tree" >/dev/null || fail "could not build the SIF"

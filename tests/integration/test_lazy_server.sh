@@ -11,7 +11,6 @@
 #    mark in the cache, and the other files still read; a second read fetches it again and
 #    fails again, never serving it;
 #  - two servers of one image at once fetch each chunk once (the registry's access log);
-#  - reading the start of a large file fetches the chunks after it (read-ahead);
 #  - with prefetch, the rest of the image arrives after one small read, and the server says so;
 #  - a server killed mid-read leaves what it kept: the next fetches only the rest;
 #  - a full cache disk gives EIO and one line naming the cache, and marks nothing it did not
@@ -183,14 +182,6 @@ as_user diff -r --no-dereference "$WORK/local" "$WORK/m8" >"$WORK/diff.out" 2>&1
 note "$kept of $chunks chunks were kept when the server was killed"
 expect_eq "range requests of the next server" "$(( chunks - kept ))" "$(( $(range_gets) - before ))"
 unserve "$WORK/m8"
-
-note "read-ahead: reading the start of a large file fetches the chunks after it"
-spec "$WORK/spec11.json" "$U/cache11"
-serve "$WORK/spec11.json" "$WORK/ma"
-as_user dd if="$WORK/ma/data/big.bin" of=/dev/null bs=1M count=2 status=none
-for _ in $(seq 100); do [ "$(marked "$U/cache11")" = "$chunks" ] && break; sleep 0.05; done
-expect_eq "chunks cached after 2 MiB of a 6 MiB file (no prefetch)" "$chunks" "$(marked "$U/cache11")"
-unserve "$WORK/ma"
 
 note "prefetch: after one small read, the rest of the image arrives while the link is idle"
 PREFETCH=1 spec "$WORK/spec10.json" "$U/cache10"

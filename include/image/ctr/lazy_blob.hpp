@@ -35,9 +35,6 @@ struct Spec {
   // The server fetches the chunks not read yet while the link is idle (no read has waited
   // for a chunk for a while), until the image is whole (ctr.conf 'lazy prefetch').
   bool prefetch = false;
-  // A reader that reads through a file has the next chunks fetched ahead of it (not in the
-  // spec's text: ctr's own short reads while it plans a launch do without).
-  bool readAhead = true;
 };
 
 // The spec as the JSON text ctr writes (0600: it may hold a token) and ctr-squashfs reads;
