@@ -110,7 +110,9 @@ for size in ${SIZES//,/ }; do
   if [ "$pad" -gt 0 ]; then
     mkdir -p "$WORK/pad/data"
     for i in 1 2 3 4; do
-      head -c $(( pad / 4 )) < <(openssl enc -aes-128-ctr -pass pass:ctr -nosalt -pbkdf2 < /dev/zero 2>/dev/null) \
+      # Another key for each: four copies of one stream would be stored once (mksquashfs
+      # finds duplicate files).
+      head -c $(( pad / 4 )) < <(openssl enc -aes-128-ctr -pass "pass:ctr-$size-$i" -nosalt -pbkdf2 < /dev/zero 2>/dev/null) \
         > "$WORK/pad/data/pad$i"
     done
     mksquashfs "$WORK/pad" "$WORK/img.sqfs" -quiet -no-progress -all-root -noD -noF >/dev/null  # appended
