@@ -98,7 +98,7 @@ timed() {
   awk '/ started/ {s=$1} / imported/ {i=$1} END {printf "%.2f %.2f\n", s/1000, i/1000}' "$WORK/$name.lines"
 }
 # sent DIGEST FROM-LINE: bytes the registry sent for the blob since that line of its log.
-sent() { tail -n "+$2" "$WORK/registry.log" | awk -v d="$1" '$7 ~ d && ($9 == 200 || $9 == 206) {s += $10} END {print s + 0}'; }
+sent() { tail -n "+$2" "$WORK/registry.log" | awk -v d="$1" '$7 ~ d && ($9 == 200 || $9 == 206) {s += $10} END {printf "%d\n", s}'; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "link $RATE (tc tbf on the loopback of the namespace that holds the node and the registry)"
