@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -128,10 +129,12 @@ void lockRange(int fd, off_t start, off_t length, short type) {
     if (errno != EINTR) throw sysError("lock the lazy cache");
 }
 
-bool preadFull(int fd, void* out, std::size_t length, off_t offset) {
-  auto* p = static_cast<char*>(out);
+// All `length` bytes at `offset`, with pread or pwrite (`io`): false on an error or an end.
+template <typename Buffer, typename Io>
+bool transferFull(Io io, int fd, Buffer* buffer, std::size_t length, off_t offset) {
+  auto* p = reinterpret_cast<std::conditional_t<std::is_const_v<Buffer>, const char, char>*>(buffer);
   while (length > 0) {
-    const ssize_t n = ::pread(fd, p, length, offset);
+    const ssize_t n = io(fd, p, length, offset);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     p += n;
@@ -140,18 +143,11 @@ bool preadFull(int fd, void* out, std::size_t length, off_t offset) {
   }
   return true;
 }
-
+bool preadFull(int fd, void* out, std::size_t length, off_t offset) {
+  return transferFull(::pread, fd, out, length, offset);
+}
 bool pwriteFull(int fd, const void* data, std::size_t length, off_t offset) {
-  const auto* p = static_cast<const char*>(data);
-  while (length > 0) {
-    const ssize_t n = ::pwrite(fd, p, length, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    offset += n;
-    length -= static_cast<std::size_t>(n);
-  }
-  return true;
+  return transferFull(::pwrite, fd, data, length, offset);
 }
 
 // One range request's answer, at most `want` bytes kept (one more marks "too long").

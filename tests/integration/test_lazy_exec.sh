@@ -28,14 +28,7 @@ reg=$REGISTRY
 make_user_dir
 
 note "the image: the demo root, 6 MiB of random bytes in one file, 400 small files; pushed by ctr push"
-tree=$WORK/tree
-make_demo_rootfs "$tree"
-mkdir -p "$tree/data/small"
-head -c 6291456 /dev/urandom > "$tree/data/big.bin"
-for i in $(seq 400); do echo "small file $i" > "$tree/data/small/f$i"; done
-"$CTR_BIN" -q build "$WORK/app.sif" "$tree" >/dev/null || fail "could not build the SIF"
-"$CTR_BIN" -q push "$WORK/app.sif" "oras://$reg/lazy/app:1" || fail "ctr push failed"
-chmod -R a+rX "$WORK"
+push_lazy_app
 size=$(stat -c %s "$WORK/app.sif")
 chunks=$(( (size + 1048575) / 1048576 ))
 digest=$(sha256sum "$WORK/app.sif" | cut -d' ' -f1)

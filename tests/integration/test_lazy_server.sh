@@ -33,13 +33,7 @@ reg=$REGISTRY
 make_user_dir
 
 note "the image: the demo root, 6 MiB of random bytes in one file and 400 small files, pushed by ctr push"
-tree=$WORK/tree
-make_demo_rootfs "$tree"
-mkdir -p "$tree/data/small"
-head -c 6291456 /dev/urandom > "$tree/data/big.bin"
-for i in $(seq 400); do echo "small file $i" > "$tree/data/small/f$i"; done
-"$CTR_BIN" -q build "$WORK/app.sif" "$tree" >/dev/null || fail "could not build the SIF"
-"$CTR_BIN" -q push "$WORK/app.sif" "oras://$reg/lazy/app:1" || fail "ctr push failed"
+push_lazy_app
 manifest=$(curl -sSf -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$reg/v2/lazy/app/manifests/1") ||
   fail "no manifest for lazy/app:1"
 read -r config_digest layer_digest layer_size < <(python3 -c '

@@ -168,3 +168,17 @@ push_oras() {
     --data-binary @"$WORK/oras-manifest" "http://$REGISTRY/v2/$name/manifests/$tag" || fail "could not push the manifest of $1"
   SIF_DIGEST=$sif
 }
+
+# push_lazy_app: $WORK/app.sif (the demo root, 6 MiB of random bytes in data/big.bin and 400
+# small files in data/small/), built and pushed by `ctr push` as lazy/app:1 (its chunk table
+# in the ORAS config), $WORK readable by the test user; $tree is the tree it was built from.
+push_lazy_app() {
+  tree=$WORK/tree
+  make_demo_rootfs "$tree"
+  mkdir -p "$tree/data/small"
+  head -c 6291456 /dev/urandom > "$tree/data/big.bin"
+  for i in $(seq 400); do echo "small file $i" > "$tree/data/small/f$i"; done
+  "$CTR_BIN" -q build "$WORK/app.sif" "$tree" >/dev/null || fail "could not build the SIF"
+  "$CTR_BIN" -q push "$WORK/app.sif" "oras://$REGISTRY/lazy/app:1" || fail "ctr push failed"
+  chmod -R a+rX "$WORK"
+}
