@@ -11,8 +11,10 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$src/build/each}
+# CTR_CONFIG_KEYS_INC: the helper's generated key list from another build of this tree (run-all
+# passes the ci preset's), instead of building ctr's config library here to write it.
 cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTR_UNITY_BUILD=OFF \
-  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCTR_CONFIG_KEYS_INC="${CTR_CONFIG_KEYS_INC:-}" >/dev/null
 # The precompiled headers the plain build compiles every file with.
 mapfile -t pch < <(ninja -C "$dir" -t targets all | sed -n 's/^\([^:]*cmake_pch\.hxx\.gch\): .*/\1/p')
 [ "${#pch[@]}" = 0 ] || ninja -C "$dir" "${pch[@]}" >/dev/null

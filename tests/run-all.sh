@@ -86,6 +86,10 @@ if stage "install dependencies" tests/install-deps.sh; then
   else
     not_run "unit, conformance and integration tests" "the build failed"
   fi
+  # The helper's generated ctr.conf key list, written by the ci build: the checking builds
+  # below take it rather than building ctr's config library again to write it.
+  keys=$src/build/ci/src/helper/generated/ctr_config_keys.inc
+  if [ -f "$keys" ]; then export CTR_CONFIG_KEYS_INC=$keys; fi
   # A packager's plain build (no preset, no unity sources) compiles every file on its own.
   stage "every source compiled on its own (the plain build's configuration, -fsyntax-only)" \
     tests/compile-each-source.sh "$src/build/each"

@@ -41,7 +41,9 @@ fi
 names=()
 for t in "${targets[@]}"; do read -r name _ <<<"$t"; names+=("$name"); done
 
-cmake --preset fuzz -S "$src" -B "$build" >/dev/null
+# CTR_CONFIG_KEYS_INC: the helper's generated key list from another build of this tree (see
+# tests/compile-each-source.sh).
+cmake --preset fuzz -S "$src" -B "$build" -DCTR_CONFIG_KEYS_INC="${CTR_CONFIG_KEYS_INC:-}" >/dev/null
 cmake --build "$build" --target "${names[@]}" -j"${FUZZ_JOBS:-$(nproc)}"
 
 work=$(mktemp -d /tmp/ctr-fuzz.XXXXXX)
