@@ -126,10 +126,26 @@ printf '%s env=CTR_CONFIG=%s workdir=submit\n' "$base" "$WORK/ctr.conf" > "$conf
 expect_eq "workdir=submit: the submit directory" "$WORK" "$(slurm srun -N1 --container-image="127.0.0.1:$port#demo-w:1" pwd)"
 printf '%s env=CTR_CONFIG=%s\n' "$base" "$WORK/ctr.conf" > "$conf"
 
-note "oras://: a SIF from the registry on both nodes"
+note "oras://: a SIF ctr pushed, read lazily on both nodes (each node's own cache, chunks by range requests)"
+printf 'lazy cache dir = %s/node-local/lazy-%%u\nlazy prefetch = no\n' "$CLUSTER" >> "$WORK/ctr.conf"
+sif_digest=sha256:$(sha256sum "$WORK/demo.sif" | cut -d' ' -f1)
+rm -rf "$CLUSTER"/tmp/n?/lazy-"$(id -u "$CTR_TEST_USER")"
 out=$(slurm srun -N2 -n2 --container-image="oras://127.0.0.1:$port/demo-sif:1" sh -c '. /etc/os-release; echo "$(hostname) $ID"')
 expect_eq "both nodes ran the pushed SIF" "n1 ctr-demo
 n2 ctr-demo" "$(printf '%s\n' "$out" | sort)"
+for n in n1 n2; do
+  [ -s "$CLUSTER/tmp/$n/lazy-$(id -u "$CTR_TEST_USER")/${sif_digest#sha256:}.have" ] ||
+    fail "node $n has no lazy cache entry for the image: $(ls -R "$CLUSTER/tmp/$n" 2>&1 | head -20)"
+done
+ranges=$(cat "$WORK"/registry-n?.log | grep -c "GET /v2/demo-sif/blobs/$sif_digest.*206" || true)
+[ "$ranges" -ge 2 ] || fail "expected range requests for the SIF from both nodes, got $ranges"
+expect_eq "the SIF never fetched whole" 0 "$(cat "$WORK"/registry-n?.log | grep -c "GET /v2/demo-sif/blobs/$sif_digest.*200" || true)"
+note "'lazy images = no' on the nodes: pulled whole"
+printf 'lazy images = no\n' >> "$WORK/ctr.conf"
+expect_eq "the SIF runs" "ctr-demo" "$(slurm srun -N1 -n1 --container-image="oras://127.0.0.1:$port/demo-sif:1" sh -c '. /etc/os-release; echo $ID')"
+expect_eq "fetched whole once" 1 "$(cat "$WORK"/registry-n?.log | grep -c "GET /v2/demo-sif/blobs/$sif_digest.*200" || true)"
+printf 'image linger = 0\nimage cache dir = %s/cache-%%u\n' "$WORK" > "$WORK/ctr.conf"
+rm -rf "$CLUSTER"/tmp/n?/lazy-"$(id -u "$CTR_TEST_USER")"
 
 note "an image the registry lacks: the step fails with ctr's line"
 set +e; err=$(slurm srun -N1 -n1 --container-image="127.0.0.1:$port#nope:1" true 2>&1); rc=$?; set -e
