@@ -216,8 +216,9 @@ image::ImageSource resolveImageArgument(const std::string& argument, const confi
     spdlog::warn("--lazy: images are not read lazily on this node ('lazy images = no' in {}): {} is pulled whole",
                  pull.configFile.empty() ? "ctr.conf" : pull.configFile, argument);
   else if (lazy && argument.starts_with("oras://")) {
-    if (auto source = image::oci::orasLazy(argument.substr(7), pullOptions(pull), lazyCacheDir(pull))) return *source;
-    spdlog::warn("--lazy: {} has no chunk table (pushed by another tool than ctr push?): pulled whole", argument);
+    auto opened = image::oci::orasLazy(argument.substr(7), pullOptions(pull), lazyCacheDir(pull));
+    if (opened.source) return *opened.source;
+    spdlog::warn("--lazy: {} {}: pulled whole", argument, opened.whyNot);
   }
   if (argument.starts_with("oras://")) {
     // The SIF as pushed, run from the blob cache, where it entered with its digest checked.

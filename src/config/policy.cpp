@@ -160,6 +160,8 @@ SetterTable pullSetters() {
          p.pull.lazyCacheDir = v;
        }},
       {"lazy prefetch", [](Policy& p, const std::string& v) { p.pull.lazyPrefetch = parseBool(v); }},
+      {"lazy cache max size",
+       [](Policy& p, const std::string& v) { p.pull.lazyCacheMaxBytes = limits::parseSize(v, "size"); }},
       {"image store copy",
        [](Policy& p, const std::string& v) {
          p.pull.storeCopy = parseChoice<StoreCopy>(

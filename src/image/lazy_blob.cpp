@@ -181,6 +181,10 @@ struct Blob::Impl {
   std::atomic<Clock::rep> lastDemand{0};  // when a read last asked for a chunk not cached
   std::thread prefetcher;
   std::atomic<bool> stopping{false};  // the blob closes: the prefetch ends, transfers abort
+  // The source answered a range request with the whole blob (HTTP 200): no range is served,
+  // so no try again. `probing`: servesRanges() asks, and the refusal is its answer, not an error.
+  std::atomic<bool> rangesIgnored{false};
+  bool probing = false;
   std::mutex stopMutex;
   std::condition_variable stopWake;
 
@@ -320,6 +324,7 @@ struct Blob::Impl {
     if (status == 0) return {};
     if (status == 200) {
       why = "the server ignores range requests (HTTP 200)";
+      rangesIgnored = true;
       return {};
     }
     if (status != 206) {
@@ -381,7 +386,7 @@ struct Blob::Impl {
     if (preadFull(have.get(), &byte, 1, mark) && byte == 1) return markCached(index);
     std::string why, bytes;
     bool refreshed = false;  // once a fetch: a token that the registry refuses at once is not expired
-    for (int attempt = 0; attempt < kAttempts && bytes.empty() && !stopping; ++attempt) {
+    for (int attempt = 0; attempt < kAttempts && bytes.empty() && !stopping && !rangesIgnored; ++attempt) {
       if (attempt > 0 && pause(kBackoff[attempt - 1])) break;
       long status = 0;
       bytes = request(index, why, status);
@@ -396,7 +401,7 @@ struct Blob::Impl {
         }
       }
     }
-    if (bytes.empty() && stopping) return EIO;  // the server is ending: nobody reads it
+    if (bytes.empty() && (stopping || (rangesIgnored && probing))) return EIO;  // nobody reads it, or servesRanges asks
     if (bytes.empty()) {
       if (firstFailure(index))
         spdlog::error("{}: chunk {} of {} from {}: {} (after {} tries): EIO", spec.name, index, spec.table.chunkCount(),
@@ -507,6 +512,16 @@ int Blob::read(std::uint64_t offset, void* out, std::size_t length) {
   for (std::uint64_t index = offset / table.chunkSize; index <= (offset + length - 1) / table.chunkSize; ++index)
     if (const int err = impl_->ensure(index); err != 0) return err;
   return preadFull(impl_->data.get(), out, length, static_cast<off_t>(offset)) ? 0 : EIO;
+}
+
+bool Blob::servesRanges() {
+  std::uint8_t first = 0;
+  impl_->probing = true;
+  const int err = read(0, &first, 1);
+  impl_->probing = false;
+  if (err == 0) return true;
+  if (impl_->rangesIgnored) return false;
+  throw Error(impl_->spec.name + ": the first chunk could not be fetched from " + impl_->spec.url + " (see above)");
 }
 
 std::uint64_t Blob::size() const { return impl_->spec.table.size; }

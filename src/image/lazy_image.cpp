@@ -23,6 +23,7 @@
 #include "ctr/fd.hpp"
 #include "ctr/image.hpp"
 #include "ctr/lazy_blob.hpp"
+#include "ctr/limits.hpp"
 #include "ctr/oci.hpp"
 #include "ctr/sif.hpp"
 #include "ctr/user_dir.hpp"
@@ -87,35 +88,48 @@ std::filesystem::path writeSpec(const lazy::Spec& spec) {
 
 }  // namespace
 
-std::optional<ImageSource> orasLazy(const std::string& reference, const PullOptions& options,
-                                    const std::filesystem::path& cacheDir) {
+LazyOpened orasLazy(const std::string& reference, const PullOptions& options, const std::filesystem::path& cacheDir) {
   const Reference ref = parseReference(reference);
   RegistryClient client(ref, options);
   const OrasManifest oras = orasManifest(client, ref, reference, options);
   const std::string name = "oras://" + reference;
-  if (oras.configDigest.empty()) return std::nullopt;
+  const LazyOpened noTable{std::nullopt, "has no chunk table (pushed by another tool than ctr push?)"};
+  if (oras.configDigest.empty()) return noTable;
   auto table = parseChunkTableConfig(client.smallBlob(oras.configDigest), oras.sifSize);
-  if (!table) return std::nullopt;
+  if (!table) return noTable;
   const auto access = client.blobAccess(oras.sifDigest);
   lazy::Spec spec{name,          access.url,        access.authorization, access.tokenUrl, access.tokenAuthorization,
                   oras.sifDigest, std::move(*table), cacheDir, options.limits.lazyPrefetch};
+  // Room for what the image will take here: all of it where the server prefetches the rest.
+  const std::uint64_t maxBytes = options.limits.lazyCacheMaxBytes;
+  if (!lazy::makeRoom(cacheDir, spec.digest, spec.prefetch ? spec.table.size : 0, maxBytes)) {
+    spdlog::warn("{}: the lazy image cache {} has no room for all of it within 'lazy cache max size' ({}): its chunks "
+                 "are fetched as they are read, not prefetched",
+                 name, cacheDir.string(), limits::formatSize(maxBytes));
+    spec.prefetch = false;
+  }
   const std::filesystem::path specFile = writeSpec(spec);
   const std::filesystem::path dataFile = cacheDir / (oras.sifDigest.substr(7) + ".data");
   lazy::Spec here = spec;
   here.prefetch = false;  // the server's to do: this process ends once the launch is planned
-  lazy::Blob blob(std::move(here));
-  fetchSifMetadata(blob, name);
+  std::optional<lazy::Blob> blob(std::in_place, std::move(here));
+  if (!blob->servesRanges()) {
+    blob.reset();
+    lazy::removeEntry(cacheDir, spec.digest);  // nothing in it: the image is pulled whole instead
+    return {std::nullopt, "is served by a registry that ignores range requests (HTTP 200)"};
+  }
+  fetchSifMetadata(*blob, name);
   ImageSource source = resolveImage(dataFile);
   // The file grows as chunks arrive: its times would make every launch another holder's.
   source.mtimeNs = source.ctimeNs = 0;
   source.reference = name;
   source.digest = oras.manifestDigest;
   source.via = "lazily from " + ref.registry;
-  const auto [cached, chunks] = blob.cachedChunks();
+  const auto [cached, chunks] = blob->cachedChunks();
   source.lazy = ImageSource::Lazy{specFile.string(), spec.url, lazy::logFile(spec).string(), chunks, cached, spec.prefetch};
   spdlog::info("{}: read lazily from {}, {} of {} chunks cached in {}", name, spec.url, cached, chunks,
                cacheDir.string());
-  return source;
+  return {std::move(source), ""};
 }
 
 }  // namespace ctr::image::oci
@@ -170,24 +184,40 @@ std::vector<CacheEntry> listCache(const std::filesystem::path& dir) {
   return out;
 }
 
+bool removeEntry(const std::filesystem::path& dir, const std::string& digest) {
+  const UniqueFd dirFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  const std::string hex = digest.substr(7);
+  // Under the entry's lock, so that a server opening it meanwhile waits, then makes it anew.
+  const UniqueFd have(dirFd ? ::openat(dirFd.get(), (hex + ".have").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1);
+  if (!have || ::flock(have.get(), LOCK_EX | LOCK_NB) != 0) return false;
+  for (const char* suffix : {".data", ".spec", ".log", ".have"}) ::unlinkat(dirFd.get(), (hex + suffix).c_str(), 0);
+  return true;
+}
+
 std::vector<CacheEntry> cleanCache(const std::filesystem::path& dir, std::optional<std::int64_t> unusedSeconds,
                                    bool dryRun) {
   std::vector<CacheEntry> removed;
-  const UniqueFd dirFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dirFd) return removed;
   const std::int64_t now = ::time(nullptr);
   for (const auto& entry : listCache(dir)) {
     if (entry.inUse || (unusedSeconds && now - entry.lastUsed < *unusedSeconds)) continue;
-    const std::string hex = entry.digest.substr(7);
-    if (!dryRun) {
-      // Under the entry's lock, so that a server opening it meanwhile waits, then makes it anew.
-      const UniqueFd have(::openat(dirFd.get(), (hex + ".have").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-      if (!have || ::flock(have.get(), LOCK_EX | LOCK_NB) != 0) continue;
-      for (const char* suffix : {".data", ".spec", ".log", ".have"}) ::unlinkat(dirFd.get(), (hex + suffix).c_str(), 0);
-    }
-    removed.push_back(entry);
+    if (dryRun || removeEntry(dir, entry.digest)) removed.push_back(entry);
   }
   return removed;
+}
+
+bool makeRoom(const std::filesystem::path& dir, const std::string& digest, std::uint64_t bytes,
+              std::uint64_t maxBytes) {
+  auto entries = listCache(dir);  // most recently used first
+  std::uint64_t total = 0, own = 0;
+  for (const auto& e : entries) (e.digest == digest ? own : total) += e.diskBytes;
+  total += std::max(bytes, own);
+  for (auto it = entries.rbegin(); it != entries.rend() && total > maxBytes; ++it) {
+    if (it->digest == digest || it->inUse || !removeEntry(dir, it->digest)) continue;
+    spdlog::info("lazy image cache: removed {} ({}, least recently used) to stay within {}",
+                 it->name.empty() ? it->digest : it->name, limits::formatSize(it->diskBytes), limits::formatSize(maxBytes));
+    total -= it->diskBytes;
+  }
+  return total <= maxBytes;
 }
 
 }  // namespace ctr::image::lazy

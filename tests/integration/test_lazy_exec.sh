@@ -9,6 +9,10 @@
 #  - an image without a chunk table (pushed as Apptainer does, config "{}") is pulled whole
 #    with one warning, and runs; --lazy on a local SIF warns and runs it as usual;
 #  - `ctr cache list` shows it with the part of it this node holds, `ctr cache clean` removes it;
+#  - a registry that answers a range request with the whole blob (HTTP 200): pulled whole,
+#    one warning, one range request, nothing left in the node cache;
+#  - 'lazy cache max size': a launch removes the least recently used image to make room for
+#    its own, never one in use (then its own is not prefetched, with a warning);
 #  - nothing is left behind once the launches end (no server, no mount).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/registry/common.sh"
@@ -22,7 +26,8 @@ printf 'lazy prefetch = no\n' >> "$CTR_TEST_CONFIG"
 TUID=$(id -u "$CTR_TEST_USER")
 cache=/var/tmp/ctr-lazy-$TUID
 rm -rf "$cache"
-trap 'kill ${REGISTRY_PID:-} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK" "$cache"' EXIT
+trap 'kill ${REGISTRY_PID:-} ${HOSTILE_PID:-} 2>/dev/null || true; [ ! -d "$WORK/ctl" ] || touch "$WORK/ctl/done"
+      wait 2>/dev/null || true; rm -rf "$WORK" "$cache"' EXIT
 start_registry
 reg=$REGISTRY
 make_user_dir
@@ -32,7 +37,8 @@ push_lazy_app
 size=$(stat -c %s "$WORK/app.sif")
 chunks=$(( (size + 1048575) / 1048576 ))
 digest=$(sha256sum "$WORK/app.sif" | cut -d' ' -f1)
-marked() { python3 -c 'import sys; print(open(sys.argv[1], "rb").read()[64:].count(1))' "$cache/$digest.have"; }
+# marked [HEX]: the chunks of the image (default: app.sif) in the node cache.
+marked() { python3 -c 'import sys; print(open(sys.argv[1], "rb").read()[64:].count(1))' "$cache/${1:-$digest}.have"; }
 
 note "a first launch reads one small file and fetches a small part of the blob"
 out=$(as_user "$CTR_BIN" exec --lazy "oras://$reg/lazy/app:1" cat /data/small/f7 2>"$WORK/err1") ||
@@ -106,6 +112,62 @@ assert e["digest"] == "sha256:" + sys.argv[2] and e["cached_chunks"] == e["chunk
 expect_contains "cache clean" "1 lazily read image(s)" "$(as_user "$CTR_BIN" cache clean -T lazy)"
 [ ! -e "$cache/$digest.data" ] && [ ! -e "$cache/$digest.have" ] && [ ! -e "$cache/$digest.spec" ] ||
   fail "cache clean left files: $(ls "$cache")"
+
+note "a registry that ignores range requests: pulled whole, one warning, nothing cached"
+hostile=$WORK/hostile
+mkdir -p "$hostile/manifests/lazy/app" "$hostile/blobs"
+curl -sSf -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$reg/v2/lazy/app/manifests/1" \
+  > "$hostile/manifests/lazy/app/1" || fail "could not read the manifest back"
+cfg=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["config"]["digest"])' "$hostile/manifests/lazy/app/1")
+curl -sSf "http://$reg/v2/lazy/app/blobs/$cfg" > "$hostile/blobs/$cfg" || fail "could not read the config back"
+cp "$WORK/app.sif" "$hostile/blobs/sha256:$digest"
+echo '{}' > "$WORK/hostile.json"
+hport=$(free_port)
+python3 "$CTR_SOURCE_DIR/tests/integration/registry/hostile_registry.py" "$hport" "$hostile" "$WORK/hostile.json" \
+  "$WORK/hostile.log" 2>/dev/null &
+HOSTILE_PID=$!
+wait_http "http://127.0.0.1:$hport/v2/" 200 || fail "the range-ignoring registry did not start"
+out=$(as_user env CTR_CACHE_DIR="$U/cache3" "$CTR_BIN" exec --lazy "oras://127.0.0.1:$hport/lazy/app:1" \
+  cat /data/small/f5 2>"$WORK/err6") || fail "--lazy from a registry that ignores ranges: $(cat "$WORK/err6")"
+expect_eq "the file" "small file 5" "$out"
+expect_eq "one warning" 1 "$(grep -c warning "$WORK/err6")"
+expect_contains "the warning" "is served by a registry that ignores range requests (HTTP 200): pulled whole" \
+  "$(cat "$WORK/err6")"
+expect_eq "range requests (not tried again)" 1 "$(grep "^GET /v2/lazy/app/blobs/sha256:$digest " "$WORK/hostile.log" | grep -ci "| range:")"
+[ -z "$(ls -A "$cache")" ] || fail "the node cache kept: $(ls "$cache")"
+kill "$HOSTILE_PID"; wait "$HOSTILE_PID" 2>/dev/null || true
+
+note "'lazy cache max size': the least recently used image goes to make room, never one in use"
+printf 'lazy prefetch = yes\n' >> "$CTR_TEST_CONFIG"
+head -c 3145728 /dev/urandom > "$tree/data/other.bin"
+"$CTR_BIN" -q build "$WORK/other.sif" "$tree" >/dev/null || fail "could not build the second SIF"
+"$CTR_BIN" -q push "$WORK/other.sif" "oras://$reg/lazy/other:1" || fail "ctr push of the second image failed"
+chmod a+r "$WORK/other.sif"
+other=$(sha256sum "$WORK/other.sif" | cut -d' ' -f1)
+as_user "$CTR_BIN" exec --lazy "oras://$reg/lazy/app:1" cat /data/big.bin >/dev/null 2>"$WORK/err7" || fail "$(cat "$WORK/err7")"
+[ -e "$cache/$digest.have" ] || fail "no cache entry for the first image"
+# Room for the second image and half a MiB: the first image's chunks (6 MiB and more read) do not fit beside it.
+printf 'lazy cache max size = %sK\n' $(( $(stat -c %s "$WORK/other.sif") / 1024 + 512 )) >> "$CTR_TEST_CONFIG"
+out=$(as_user "$CTR_BIN" exec --lazy "oras://$reg/lazy/other:1" cat /data/small/f6 2>"$WORK/err8") || fail "$(cat "$WORK/err8")"
+expect_eq "the file" "small file 6" "$out"
+[ ! -e "$cache/$digest.have" ] && [ ! -e "$cache/$digest.data" ] || fail "the least recently used image was not removed: $(ls "$cache")"
+[ -e "$cache/$other.have" ] || fail "the second image has no cache entry"
+# While a job runs the second image, the first has no room and is not prefetched; the second stays.
+mkdir -m 777 "$WORK/ctl"
+as_user "$CTR_BIN" exec --lazy -B "$WORK/ctl:/ctl" "oras://$reg/lazy/other:1" \
+  sh -c 'echo up > /ctl/up; while [ -d /ctl ] && [ ! -e /ctl/done ]; do sleep 0.05; done' >/dev/null 2>"$WORK/err10" &
+holder=$!
+for _ in $(seq 200); do [ -s "$WORK/ctl/up" ] && break; sleep 0.05; done
+[ -s "$WORK/ctl/up" ] || fail "the job holding the second image did not start: $(cat "$WORK/err10")"
+# Its server prefetches the rest: then it and the first image do not fit together.
+other_chunks=$(( ($(stat -c %s "$WORK/other.sif") + 1048575) / 1048576 ))
+for _ in $(seq 200); do [ "$(marked "$other")" = "$other_chunks" ] && break; sleep 0.05; done
+expect_eq "the second image's chunks cached while it runs" "$other_chunks" "$(marked "$other")"
+out=$(as_user "$CTR_BIN" exec --lazy "oras://$reg/lazy/app:1" cat /data/small/f8 2>"$WORK/err9") || fail "$(cat "$WORK/err9")"
+expect_eq "the file" "small file 8" "$out"
+expect_contains "the warning" "has no room for all of it within 'lazy cache max size'" "$(cat "$WORK/err9")"
+[ -e "$cache/$other.have" ] || fail "an image in use was removed to make room"
+touch "$WORK/ctl/done"; wait "$holder" || fail "the job holding the second image failed: $(cat "$WORK/err10")"
 
 assert_nothing_left "lazy launches"
 echo "PASS: $TEST_NAME"

@@ -184,7 +184,10 @@ TEST(ConfigPolicy, LazilyReadImages) {
   EXPECT_EQ(p.pull.lazyImages, ctr::config::LazyImages::Registry);
   EXPECT_EQ(p.pull.lazyCacheDir, "/var/tmp/ctr-lazy-%u");
   EXPECT_TRUE(p.pull.lazyPrefetch);
-  p = parsePolicy("lazy images = no\nlazy cache dir = /local/lazy-%u\nlazy prefetch = no\n", "ctr.conf");
+  EXPECT_EQ(p.pull.lazyCacheMaxBytes, std::uint64_t{20} << 30);
+  p = parsePolicy("lazy images = no\nlazy cache dir = /local/lazy-%u\nlazy prefetch = no\nlazy cache max size = 512M\n",
+                  "ctr.conf");
+  EXPECT_EQ(p.pull.lazyCacheMaxBytes, std::uint64_t{512} << 20);
   EXPECT_EQ(p.pull.lazyImages, ctr::config::LazyImages::No);
   EXPECT_EQ(p.pull.lazyCacheDir, "/local/lazy-%u");
   EXPECT_FALSE(p.pull.lazyPrefetch);
@@ -192,6 +195,7 @@ TEST(ConfigPolicy, LazilyReadImages) {
   EXPECT_THROW(parsePolicy("lazy cache dir = lazy", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("lazy cache dir = /local/%h", "f"), ctr::Error) << "an unknown %X at parse time";
   EXPECT_THROW(parsePolicy("lazy prefetch = sometimes", "f"), ctr::Error);
+  EXPECT_THROW(parsePolicy("lazy cache max size = lots", "f"), ctr::Error);
 }
 
 TEST(ConfigPolicy, PullLimitMessagesNameTheFileInUse) {

@@ -68,10 +68,12 @@ struct PullPolicy {
   // which may be (no: none, they are pulled whole; registry: oras:// images with a chunk
   // table), 'lazy cache dir' where each user's node cache is (%u: the user's id), 'lazy
   // prefetch' whether the image's server fetches the chunks not read yet while the link is
-  // idle, until the image is whole.
+  // idle, until the image is whole, 'lazy cache max size' what one user's node cache may hold
+  // (a launch removes the least recently used images to make room for its own).
   LazyImages lazyImages = LazyImages::Registry;
   std::string lazyCacheDir = "/var/tmp/ctr-lazy-%u";
   bool lazyPrefetch = true;
+  std::uint64_t lazyCacheMaxBytes = std::uint64_t{20} << 30;
   // The ctr.conf these came from, for the messages that name a key; empty = built-in defaults.
   std::string configFile;
 };

@@ -59,6 +59,15 @@ std::vector<CacheEntry> listCache(const std::filesystem::path& dir);
 // `dryRun` only says which. Returns those (that would be) removed.
 std::vector<CacheEntry> cleanCache(const std::filesystem::path& dir, std::optional<std::int64_t> unusedSeconds,
                                    bool dryRun);
+// Removes the entry of the blob `digest` from the cache at `dir`, unless a server has it open:
+// false then (or where there is none).
+bool removeEntry(const std::filesystem::path& dir, const std::string& digest);
+// Room in the cache at `dir` for `bytes` of the blob `digest` within `maxBytes` (ctr.conf
+// 'lazy cache max size'): the least recently used entries not in use, other than `digest`'s,
+// removed (each logged) until the others and `bytes` (or what the entry holds, if more) fit. False where they still do not
+// (entries in use, or the blob alone larger): nothing more is removed then.
+bool makeRoom(const std::filesystem::path& dir, const std::string& digest, std::uint64_t bytes,
+              std::uint64_t maxBytes);
 
 class Blob {
  public:
@@ -74,6 +83,12 @@ class Blob {
   // failed its digest (logged once, naming the image, the chunk and the URL; never cached),
   // or EINVAL for a range outside the blob. Safe to call from many threads.
   int read(std::uint64_t offset, void* out, std::size_t length);
+
+  // Whether the source answers range requests: fetches the first chunk (cached already: true)
+  // and says false, without logging a failure, where the server sent the whole blob (HTTP
+  // 200) instead of the range; a launch then pulls the image whole. Throws ctr::Error where
+  // the chunk could not be fetched for another reason.
+  bool servesRanges();
 
   [[nodiscard]] std::uint64_t size() const;
   // Chunks cached (verified) and all chunks, as this process last saw them.

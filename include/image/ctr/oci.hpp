@@ -113,11 +113,16 @@ void orasPush(const std::filesystem::path& sif, const std::string& reference, co
 // they are read into the user's node cache at `cacheDir` (made 0700 where missing), checked
 // against the chunk table `ctr push` put in the ORAS config. Writes the server's spec there,
 // fetches the SIF's header, descriptors and small objects, and returns the image with
-// ImageSource::lazy set. nullopt where the image has no chunk table (pushed by Apptainer):
-// the caller pulls it whole. Throws ctr::Error as orasSif does, and where the registry does
-// not answer range requests or a chunk fails its digest.
-std::optional<ImageSource> orasLazy(const std::string& reference, const PullOptions& options,
-                                    const std::filesystem::path& cacheDir);
+// ImageSource::lazy set. Where the image cannot be read lazily, no source and why: it has no
+// chunk table (pushed by Apptainer), or the registry answers range requests with the whole
+// blob; the caller pulls it whole. Throws ctr::Error as orasSif does, and where a chunk
+// cannot be fetched or fails its digest. Makes room in the cache for the image within
+// 'lazy cache max size' (lazy::makeRoom); where there is none, the image is not prefetched.
+struct LazyOpened {
+  std::optional<ImageSource> source;
+  std::string whyNot;  // when there is no source: "has no chunk table", ...
+};
+LazyOpened orasLazy(const std::string& reference, const PullOptions& options, const std::filesystem::path& cacheDir);
 
 // The digest ("sha256:...") of the image manifest that docker://REFERENCE names for this
 // host's platform (options.platformOs/Arch): the manifest itself, or the one its index
