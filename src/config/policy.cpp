@@ -162,6 +162,10 @@ SetterTable pullSetters() {
       {"lazy prefetch", [](Policy& p, const std::string& v) { p.pull.lazyPrefetch = parseBool(v); }},
       {"lazy cache max size",
        [](Policy& p, const std::string& v) { p.pull.lazyCacheMaxBytes = limits::parseSize(v, "size"); }},
+      {"lazy unverified",
+       [](Policy& p, const std::string& v) {
+         p.pull.lazyUnverified = parseChoice<bool>(v, {{"refuse", false}, {"allow", true}});
+       }},
       {"image store copy",
        [](Policy& p, const std::string& v) {
          p.pull.storeCopy = parseChoice<StoreCopy>(

@@ -23,23 +23,34 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "ctr/digest.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "oci_libs.hpp"
 
 namespace ctr::image::lazy {
 
+ChunkTable unverifiedTable(std::uint64_t size) {
+  ChunkTable table;
+  table.size = size;
+  table.digests.resize((size + table.chunkSize - 1) / table.chunkSize);
+  return table;
+}
+
 std::string specText(const Spec& spec) {
-  return nlohmann::json{{"name", spec.name},
-                        {"url", spec.url},
-                        {"authorization", spec.authorization},
-                        {"tokenUrl", spec.tokenUrl},
-                        {"tokenAuthorization", spec.tokenAuthorization},
-                        {"digest", spec.digest},
-                        {"cacheDir", spec.cacheDir.string()},
-                        {"prefetch", spec.prefetch},
-                        {"chunks", nlohmann::json::parse(chunkTableConfig(spec.table))}}
-      .dump();
+  nlohmann::json json{{"name", spec.name},
+                      {"url", spec.url},
+                      {"authorization", spec.authorization},
+                      {"tokenUrl", spec.tokenUrl},
+                      {"tokenAuthorization", spec.tokenAuthorization},
+                      {"digest", spec.digest},
+                      {"cacheDir", spec.cacheDir.string()},
+                      {"prefetch", spec.prefetch}};
+  if (spec.unverified)
+    json["unverified"] = {{"size", spec.table.size}};  // 1 MiB chunks, checked as a whole
+  else
+    json["chunks"] = nlohmann::json::parse(chunkTableConfig(spec.table));
+  return json.dump();
 }
 
 Spec parseSpec(std::string_view text) {
@@ -70,6 +81,13 @@ Spec parseSpec(std::string_view text) {
     if (!prefetch->is_boolean()) throw Error("lazy image spec: 'prefetch' is not true or false");
     spec.prefetch = prefetch->get<bool>();
   }
+  if (const auto unverified = json.find("unverified"); unverified != json.end()) {
+    if (!unverified->is_object() || !unverified->contains("size") || !(*unverified)["size"].is_number_unsigned())
+      throw Error("lazy image spec: 'unverified' has no size");
+    spec.unverified = true;
+    spec.table = unverifiedTable((*unverified)["size"].get<std::uint64_t>());
+    return spec;
+  }
   // The table as the config carries it; its size is checked against the one it states.
   const auto chunks = json.find("chunks");
   if (chunks == json.end() || !chunks->is_object() || !chunks->contains(kChunkTableKey) ||
@@ -94,6 +112,8 @@ struct Header {
 };
 static_assert(sizeof(Header) == 64);
 constexpr char kMagic[8] = {'C', 'T', 'R', 'L', 'A', 'Z', 'Y', '1'};
+// An entry whose chunks were not checked one by one (Spec::unverified), until the whole is.
+constexpr char kUncheckedMagic[8] = {'C', 'T', 'R', 'L', 'A', 'Z', 'U', '1'};
 constexpr off_t kHeaderBytes = sizeof(Header);
 constexpr int kAttempts = 4;  // a request and three retries
 // The prefetch waits for this long without a read that waited for a chunk; after a pass with
@@ -185,6 +205,9 @@ struct Blob::Impl {
   // so no try again. `probing`: servesRanges() asks, and the refusal is its answer, not an error.
   std::atomic<bool> rangesIgnored{false};
   bool probing = false;
+  // Spec::unverified: the whole blob was checked (or the entry was a checked one), or failed.
+  std::atomic<bool> wholeChecked{false}, wholeFailed{false}, checkStarted{false};
+  std::thread checker;
   std::mutex stopMutex;
   std::condition_variable stopWake;
 
@@ -225,8 +248,19 @@ struct Blob::Impl {
     const std::string boot = bootId();
     std::memcpy(want.bootId, boot.data(), sizeof want.bootId);
     Header found{};
-    if (!preadFull(have.get(), &found, sizeof found, 0) || std::memcmp(&found, &want, sizeof want) != 0) {
-      // New, or left by another boot or another table: emptied, then marked as this boot's.
+    const bool read = preadFull(have.get(), &found, sizeof found, 0);
+    // An unchecked reader takes a checked entry as it is; a checked one never an unchecked one.
+    if (read && spec.unverified && std::memcmp(&found, &want, sizeof want) == 0) wholeChecked = true;
+    if (spec.unverified && !wholeChecked) std::memcpy(want.magic, kUncheckedMagic, sizeof kUncheckedMagic);
+    if (!read || std::memcmp(&found, &want, sizeof want) != 0) {
+      // New, or left by another boot or another table: emptied, then marked as this boot's;
+      // not while another server reads it (an unchecked one, where this one checks).
+      const bool alone = ::flock(have.get(), LOCK_EX | LOCK_NB) == 0;
+      while (::flock(have.get(), LOCK_SH) != 0 && errno == EINTR) {
+      }
+      if (!alone && read && found.chunks != 0)
+        throw Error(spec.name + ": its lazy cache entry " + (dir / hex).string() +
+                    " is in use by a launch that reads it another way (unchecked): try again once it ends");
       if (::ftruncate(have.get(), 0) != 0 || ::ftruncate(data.get(), 0) != 0 ||
           ::ftruncate(data.get(), static_cast<off_t>(spec.table.size)) != 0 ||
           ::ftruncate(have.get(), kHeaderBytes + static_cast<off_t>(want.chunks)) != 0 ||
@@ -239,6 +273,52 @@ struct Blob::Impl {
       throw sysError("read " + (dir / (hex + ".have")).string());
     for (std::size_t i = 0; i < marks.size(); ++i)
       if (marks[i] == 1) cached[i] = 1, ++cachedCount;
+    checkWholeWhenComplete();  // an unchecked entry left complete by a server that ended first
+  }
+
+  // Spec::unverified: once every chunk is cached, the whole blob is checked against its
+  // digest, in a thread of its own (a 10 GB blob takes a while). It matches: the entry is
+  // marked checked. It does not: the entry is emptied, logged, and every later read gets EIO.
+  void checkWholeWhenComplete() {
+    if (!spec.unverified || wholeChecked || cachedCount.load() < cached.size() || checkStarted.exchange(true)) return;
+    checker = std::thread([this] { checkWhole(); });
+  }
+
+  void checkWhole() {
+    try {
+      Digester digester("sha256");
+      std::vector<char> buffer(spec.table.chunkSize);
+      for (std::uint64_t i = 0; i < spec.table.chunkCount() && !stopping; ++i) {
+        const std::size_t length = spec.table.chunkLength(i);
+        if (!preadFull(data.get(), buffer.data(), length, static_cast<off_t>(spec.table.chunkOffset(i))))
+          throw sysError("read the lazy cache file");
+        digester.update(buffer.data(), length);
+      }
+      if (stopping) return;
+      const std::string got = digester.digest();
+      lockRange(have.get(), 0, kHeaderBytes, F_WRLCK);
+      if (got == spec.digest) {
+        wholeChecked = true;
+        pwriteFull(have.get(), kMagic, sizeof kMagic, 0);  // checked: any launch may use it now
+        lockRange(have.get(), 0, kHeaderBytes, F_UNLCK);
+        spdlog::info("{}: all {} chunks cached, and the blob matches its digest (read without a chunk table)", spec.name,
+                     cached.size());
+        return;
+      }
+      wholeFailed = true;
+      const std::vector<std::uint8_t> none(cached.size(), 0);
+      pwriteFull(have.get(), none.data(), none.size(), kHeaderBytes);
+      lockRange(have.get(), 0, kHeaderBytes, F_UNLCK);
+      for (auto& c : cached) c = 0;
+      cachedCount = 0;
+      (void)::ftruncate(data.get(), 0);
+      (void)::ftruncate(data.get(), static_cast<off_t>(spec.table.size));
+      spdlog::error("{}: read without a chunk table ('lazy unverified = allow'): the whole blob from {} is {}, not its "
+                    "digest {}: the cache entry is emptied, and every later read gets EIO",
+                    spec.name, spec.url, got, spec.digest);
+    } catch (const Error& e) {
+      spdlog::error("{}: checking the whole blob: {}", spec.name, e.what());
+    }
   }
 
   CURL* takeHandle() {
@@ -408,7 +488,7 @@ struct Blob::Impl {
                       spec.url, why, kAttempts);
       return EIO;
     }
-    if (!spec.table.matches(index, bytes.data(), bytes.size())) {
+    if (!spec.unverified && !spec.table.matches(index, bytes.data(), bytes.size())) {
       if (firstFailure(index))
         spdlog::error("{}: chunk {} of {} from {} does not match its digest in the chunk table: refused, not cached "
                       "(EIO)",
@@ -436,6 +516,7 @@ struct Blob::Impl {
 
   int markCached(std::uint64_t index) {
     if (cached[index].exchange(1) == 0) ++cachedCount;
+    checkWholeWhenComplete();
     return 0;
   }
 
@@ -469,7 +550,7 @@ struct Blob::Impl {
           if (idle >= kIdle) break;
           if (pause(kIdle - idle)) return;
         }
-        if (stopping) return;
+        if (stopping || wholeFailed) return;
         whole = ensure(i, false) == 0 && whole;
       }
       if (whole) break;
@@ -496,6 +577,7 @@ struct Blob::Impl {
     }
     stopWake.notify_all();
     if (prefetcher.joinable()) prefetcher.join();
+    if (checker.joinable()) checker.join();
   }
 };
 
@@ -508,6 +590,7 @@ Blob::~Blob() { impl_->stopPrefetch(); }
 int Blob::read(std::uint64_t offset, void* out, std::size_t length) {
   const ChunkTable& table = impl_->spec.table;
   if (offset > table.size || length > table.size - offset) return EINVAL;
+  if (impl_->wholeFailed) return EIO;
   if (length == 0) return 0;
   for (std::uint64_t index = offset / table.chunkSize; index <= (offset + length - 1) / table.chunkSize; ++index)
     if (const int err = impl_->ensure(index); err != 0) return err;

@@ -93,13 +93,20 @@ LazyOpened orasLazy(const std::string& reference, const PullOptions& options, co
   RegistryClient client(ref, options);
   const OrasManifest oras = orasManifest(client, ref, reference, options);
   const std::string name = "oras://" + reference;
-  const LazyOpened noTable{std::nullopt, "has no chunk table (pushed by another tool than ctr push?)"};
-  if (oras.configDigest.empty()) return noTable;
-  auto table = parseChunkTableConfig(client.smallBlob(oras.configDigest), oras.sifSize);
-  if (!table) return noTable;
+  std::optional<ChunkTable> table;
+  if (!oras.configDigest.empty()) table = parseChunkTableConfig(client.smallBlob(oras.configDigest), oras.sifSize);
+  if (!table && !options.limits.lazyUnverified)
+    return {std::nullopt, "has no chunk table (pushed by another tool than ctr push?)"};
+  const bool unverified = !table;
+  if (unverified) {
+    spdlog::warn("{} has no chunk table: read lazily unchecked ('lazy unverified = allow'), the whole checked once "
+                 "every chunk is here",
+                 name);
+    table = lazy::unverifiedTable(oras.sifSize);
+  }
   const auto access = client.blobAccess(oras.sifDigest);
   lazy::Spec spec{name,          access.url,        access.authorization, access.tokenUrl, access.tokenAuthorization,
-                  oras.sifDigest, std::move(*table), cacheDir, options.limits.lazyPrefetch};
+                  oras.sifDigest, std::move(*table), cacheDir, options.limits.lazyPrefetch, unverified};
   // Room for what the image will take here: all of it where the server prefetches the rest.
   const std::uint64_t maxBytes = options.limits.lazyCacheMaxBytes;
   if (!lazy::makeRoom(cacheDir, spec.digest, spec.prefetch ? spec.table.size : 0, maxBytes)) {
@@ -126,7 +133,8 @@ LazyOpened orasLazy(const std::string& reference, const PullOptions& options, co
   source.digest = oras.manifestDigest;
   source.via = "lazily from " + ref.registry;
   const auto [cached, chunks] = blob->cachedChunks();
-  source.lazy = ImageSource::Lazy{specFile.string(), spec.url, lazy::logFile(spec).string(), chunks, cached, spec.prefetch};
+  source.lazy = ImageSource::Lazy{specFile.string(), spec.url,    lazy::logFile(spec).string(), chunks,
+                                  cached,           spec.prefetch, !unverified};
   spdlog::info("{}: read lazily from {}, {} of {} chunks cached in {}", name, spec.url, cached, chunks,
                cacheDir.string());
   return {std::move(source), ""};

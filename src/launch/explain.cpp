@@ -258,7 +258,7 @@ nlohmann::json imageJson(const image::ImageSource& image) {
   if (image.lazy)
     j["lazy"] = {{"spec", image.lazy->spec},   {"url", image.lazy->url},       {"cache", image.path.string()},
                  {"log", image.lazy->log},    {"prefetch", image.lazy->prefetch},
-                 {"verified", true},          {"chunks", image.lazy->chunks}, {"cached_chunks", image.lazy->cached}};
+                 {"verified", image.lazy->verified}, {"chunks", image.lazy->chunks}, {"cached_chunks", image.lazy->cached}};
   if (!image.reference.empty()) {
     j["reference"] = image.reference;
     j["digest"] = image.digest;
@@ -432,8 +432,11 @@ void writeImage(std::ostream& out, const LaunchPlan& plan) {
     out << "from:       " << plan.image.reference << " (" << plan.image.digest << ", "
         << (plan.image.via.empty() ? "the image cache" : plan.image.via) << ")\n";
   if (plan.image.lazy)
-    out << "lazy:       chunks from " << plan.image.lazy->url << ", each checked against the image's chunk table "
-        << "(verified) before use; " << plan.image.lazy->cached << " of " << plan.image.lazy->chunks
+    out << "lazy:       chunks from " << plan.image.lazy->url
+        << (plan.image.lazy->verified ? ", each checked against the image's chunk table (verified) before use; "
+                                      : ", NOT checked one by one (no chunk table; 'lazy unverified = allow'): the whole "
+                                        "blob is checked against its digest once every chunk is cached; ")
+        << plan.image.lazy->cached << " of " << plan.image.lazy->chunks
         << " cached in " << plan.image.path.string() << "; a chunk that fails is logged in " << plan.image.lazy->log
         << (plan.image.lazy->prefetch ? "; the rest is fetched while the link is idle ('lazy prefetch')" : "") << "\n";
   for (std::size_t i = 0; i < plan.registryEndpoints.size(); ++i) {

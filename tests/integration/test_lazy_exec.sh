@@ -11,6 +11,10 @@
 #  - `ctr cache list` shows it with the part of it this node holds, `ctr cache clean` removes it;
 #  - a registry that answers a range request with the whole blob (HTTP 200): pulled whole,
 #    one warning, one range request, nothing left in the node cache;
+#  - 'lazy unverified = allow': an image without a table is read lazily, its chunks unchecked,
+#    --explain says so, and once every chunk is cached the whole blob is checked: it matches
+#    (the entry is marked checked), or, served altered by a registry, the entry is emptied,
+#    logged, and the job's next read gets EIO;
 #  - 'lazy cache max size': a launch removes the least recently used image to make room for
 #    its own, never one in use (then its own is not prefetched, with a warning);
 #  - nothing is left behind once the launches end (no server, no mount).
@@ -136,6 +140,64 @@ expect_contains "the warning" "is served by a registry that ignores range reques
 expect_eq "range requests (not tried again)" 1 "$(grep "^GET /v2/lazy/app/blobs/sha256:$digest " "$WORK/hostile.log" | grep -ci "| range:")"
 [ -z "$(ls -A "$cache")" ] || fail "the node cache kept: $(ls "$cache")"
 kill "$HOSTILE_PID"; wait "$HOSTILE_PID" 2>/dev/null || true
+
+note "'lazy unverified = allow': no table, read lazily unchecked, the whole checked once cached"
+mkdir -p "$WORK/uv" && cp -a "$tree/." "$WORK/uv/" && head -c 2097152 /dev/urandom > "$WORK/uv/data/unchecked.bin"
+"$CTR_BIN" -q build "$WORK/unchecked.sif" "$WORK/uv" >/dev/null || fail "could not build the unchecked SIF"
+chmod a+r "$WORK/unchecked.sif"
+push_oras lazy/unchecked:1 "$WORK/unchecked.sif"
+uv=$(sha256sum "$WORK/unchecked.sif" | cut -d' ' -f1)
+printf 'lazy unverified = allow\nlazy prefetch = yes\n' >> "$CTR_TEST_CONFIG"
+explain=$(as_user "$CTR_BIN" exec --explain --lazy "oras://$reg/lazy/unchecked:1" true 2>&1) || fail "--explain: $explain"
+expect_contains "explain" "NOT checked one by one (no chunk table; 'lazy unverified = allow')" "$explain"
+expect_contains "the launch's warning" "has no chunk table: read lazily unchecked ('lazy unverified = allow')" "$explain"
+json=$(as_user "$CTR_BIN" exec --explain --json --lazy "oras://$reg/lazy/unchecked:1" true 2>/dev/null)
+python3 -c 'import json, sys; assert json.loads(sys.argv[1])["image"]["lazy"]["verified"] is False' "$json" ||
+  fail "--explain --json does not say unverified: $json"
+mkdir -m 777 "$WORK/uvctl"
+# unchecked_job REF: a job that reads a small file, then waits for the test's go-file and
+# reads unchecked.bin (its status in uvctl/rc); the server prefetches the rest meanwhile.
+unchecked_job() {
+  rm -f "$WORK/uvctl/"*
+  as_user "$CTR_BIN" exec --lazy -B "$WORK/uvctl:/ctl" "$1" sh -c 'cat /data/small/f2 > /ctl/first
+    while [ -d /ctl ] && [ ! -e /ctl/go ]; do sleep 0.05; done
+    cat /data/unchecked.bin > /dev/null 2>/ctl/err; echo $? > /ctl/rc' >/dev/null 2>"$WORK/uvjob.err" &
+  uvjob=$!
+}
+# log_says TEXT: waits (10 s at most) for TEXT in the unchecked image's server log.
+log_says() {
+  for _ in $(seq 200); do grep -q "$1" "$cache/$uv.log" 2>/dev/null && return 0; sleep 0.05; done
+  fail "the server's log does not say '$1': $(cat "$cache/$uv.log" 2>&1)"
+}
+unchecked_job "oras://$reg/lazy/unchecked:1"
+log_says "and the blob matches its digest (read without a chunk table)"
+expect_eq "the entry is marked checked" CTRLAZY1 "$(head -c 8 "$cache/$uv.have")"
+touch "$WORK/uvctl/go"; wait "$uvjob" || fail "the unchecked job failed: $(cat "$WORK/uvjob.err")"
+expect_eq "the job's read" 0 "$(cat "$WORK/uvctl/rc")"
+expect_eq "the job's first read" "small file 2" "$(cat "$WORK/uvctl/first")"
+as_user "$CTR_BIN" -q cache clean -T lazy >/dev/null
+note "the same image served altered (one byte of the blob, by a registry that answers ranges): emptied, EIO"
+mkdir -p "$hostile/manifests/lazy/unchecked"
+curl -sSf -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$reg/v2/lazy/unchecked/manifests/1" \
+  > "$hostile/manifests/lazy/unchecked/1" || fail "could not read the manifest back"
+cp "$WORK/oras-config" "$hostile/blobs/sha256:$(sha256sum "$WORK/oras-config" | cut -d' ' -f1)"
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[len(b) // 2] ^= 1; open(sys.argv[2], "wb").write(b)' \
+  "$WORK/unchecked.sif" "$hostile/blobs/sha256:$uv"
+echo '{"ranges": true}' > "$WORK/hostile.json"
+python3 "$CTR_SOURCE_DIR/tests/integration/registry/hostile_registry.py" "$hport" "$hostile" "$WORK/hostile.json" \
+  "$WORK/hostile.log" 2>/dev/null &
+HOSTILE_PID=$!
+wait_http "http://127.0.0.1:$hport/v2/" 200 || fail "the registry that answers ranges did not start"
+unchecked_job "oras://127.0.0.1:$hport/lazy/unchecked:1"
+log_says "is emptied, and every later read gets EIO"
+touch "$WORK/uvctl/go"; wait "$uvjob" || true
+expect_eq "the job's first read (before the check)" "small file 2" "$(cat "$WORK/uvctl/first")"
+[ "$(cat "$WORK/uvctl/rc")" != 0 ] || fail "the job read the altered image after the check failed"
+expect_contains "the job's error" "Input/output error" "$(cat "$WORK/uvctl/err")"
+expect_eq "no chunk left marked" 0 "$(marked "$uv")"
+kill "$HOSTILE_PID"; wait "$HOSTILE_PID" 2>/dev/null || true
+as_user "$CTR_BIN" -q cache clean -T lazy >/dev/null
+printf 'lazy unverified = refuse\n' >> "$CTR_TEST_CONFIG"
 
 note "'lazy cache max size': the least recently used image goes to make room, never one in use"
 printf 'lazy prefetch = yes\n' >> "$CTR_TEST_CONFIG"

@@ -185,6 +185,9 @@ TEST(ConfigPolicy, LazilyReadImages) {
   EXPECT_EQ(p.pull.lazyCacheDir, "/var/tmp/ctr-lazy-%u");
   EXPECT_TRUE(p.pull.lazyPrefetch);
   EXPECT_EQ(p.pull.lazyCacheMaxBytes, std::uint64_t{20} << 30);
+  EXPECT_FALSE(p.pull.lazyUnverified);
+  EXPECT_TRUE(parsePolicy("lazy unverified = allow", "f").pull.lazyUnverified);
+  EXPECT_THROW(parsePolicy("lazy unverified = yes", "f"), ctr::Error) << "allow or refuse, said in full";
   p = parsePolicy("lazy images = no\nlazy cache dir = /local/lazy-%u\nlazy prefetch = no\nlazy cache max size = 512M\n",
                   "ctr.conf");
   EXPECT_EQ(p.pull.lazyCacheMaxBytes, std::uint64_t{512} << 20);

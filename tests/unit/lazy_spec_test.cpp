@@ -66,6 +66,23 @@ TEST(LazySpec, ReadsBackWhatWasWritten) {
   EXPECT_EQ(lazy::logFile(back), "/var/tmp/ctr-lazy-1000/" + std::string(64, 'a') + ".log");
 }
 
+TEST(LazySpec, UnverifiedCarriesOnlyTheSize) {
+  lazy::Spec spec = sampleSpec();
+  spec.unverified = true;
+  spec.table = lazy::unverifiedTable(5 * (1 << 20) + 1);
+  const auto json = nlohmann::json::parse(lazy::specText(spec));
+  EXPECT_FALSE(json.contains("chunks")) << "no digests written for a table that has none";
+  const lazy::Spec back = lazy::parseSpec(lazy::specText(spec));
+  EXPECT_TRUE(back.unverified);
+  EXPECT_EQ(back.table.size, spec.table.size);
+  EXPECT_EQ(back.table.chunkCount(), 6u);
+  EXPECT_EQ(back.table.chunkLength(5), 1u);
+  EXPECT_FALSE(lazy::parseSpec(lazy::specText(sampleSpec())).unverified);
+  auto bad = json;
+  bad["unverified"] = nlohmann::json::object();
+  EXPECT_THROW((void)lazy::parseSpec(bad.dump()), ctr::Error);
+}
+
 TEST(LazySpec, RefusesWhatTheServerMustNotActOn) {
   expectRefused("not json", "not a JSON object");
   expectRefused(edited("url", "file:///etc/passwd"), "the URL is not http(s)");

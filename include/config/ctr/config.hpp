@@ -74,6 +74,10 @@ struct PullPolicy {
   std::string lazyCacheDir = "/var/tmp/ctr-lazy-%u";
   bool lazyPrefetch = true;
   std::uint64_t lazyCacheMaxBytes = std::uint64_t{20} << 30;
+  // 'lazy unverified = allow': an image without a chunk table (pushed by Apptainer) is read
+  // lazily too, its chunks unchecked until the whole blob is checked once all are cached
+  // (weaker: a job may read bytes that later fail); refuse (default): it is pulled whole.
+  bool lazyUnverified = false;
   // The ctr.conf these came from, for the messages that name a key; empty = built-in defaults.
   std::string configFile;
 };

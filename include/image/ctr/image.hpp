@@ -64,9 +64,10 @@ struct ImageSource {
     std::string spec;      // the spec file ctr-squashfs reads (lazy::specText), 0600
     std::string url;       // where the chunks come from
     std::string log;       // where its server logs a chunk that failed
-    std::uint64_t chunks = 0;  // chunks in the chunk table, each checked before use
+    std::uint64_t chunks = 0;  // chunks in the chunk table, each checked before use (verified)
     std::uint64_t cached = 0;  // of them, in the node cache when the launch looked
     bool prefetch = false;     // the server fetches the rest while the link is idle
+    bool verified = true;      // false: no table ('lazy unverified = allow'), the whole checked once cached
   };
   std::optional<Lazy> lazy;
 };

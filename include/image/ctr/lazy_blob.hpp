@@ -35,7 +35,17 @@ struct Spec {
   // The server fetches the chunks not read yet while the link is idle (no read has waited
   // for a chunk for a while), until the image is whole (ctr.conf 'lazy prefetch').
   bool prefetch = false;
+  // No chunk table (an image Apptainer pushed, read so where the admin set 'lazy unverified =
+  // allow'): `table` only cuts the blob into chunks (its digests are not used), chunks reach
+  // the kernel unchecked, and the whole blob is checked against `digest` once every chunk is
+  // cached; one that fails is emptied and logged. Such an entry is marked as unchecked in
+  // the cache, so that a checked launch of the same digest never trusts its chunks, until the
+  // whole check passes.
+  bool unverified = false;
 };
+
+// A table that cuts a blob of `size` bytes into chunks without digests (Spec::unverified).
+ChunkTable unverifiedTable(std::uint64_t size);
 
 // The spec as the JSON text ctr writes (0600: it may hold a token) and ctr-squashfs reads;
 // parseSpec throws ctr::Error naming what is missing or malformed.

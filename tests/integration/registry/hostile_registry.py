@@ -8,6 +8,8 @@ so a test changes it between pulls) tells it to do wrong:
   "token": "..."                   what GET /token answers ({"token": ...}); the bearer token
                                    the registry then accepts
   "pad": {"sha256:...": N}         serve that blob as its bytes followed by zeros, N bytes in all
+  "ranges": true                    answer a blob's range requests (206 with those bytes), as a
+                                   registry does; without it a blob is always sent whole
   "busy": {"count": N, "retry_after": "S"}
                                    answer the next N requests under /v2/NAME/ with 429 (Too
                                    Many Requests), with Retry-After: S when given; counted
@@ -73,7 +75,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             path = os.path.join(root, "blobs", digest)
             if not os.path.exists(path):
                 return self.reply(404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}', "application/json")
-            return self.blob(digest, open(path, "rb").read(), conf.get("pad", {}).get(digest))
+            data = open(path, "rb").read()
+            wanted = self.headers.get("Range", "")
+            if conf.get("ranges") and wanted.startswith("bytes="):
+                first, _, last = wanted[6:].partition("-")
+                part = data[int(first):int(last) + 1]
+                return self.reply(206, part, "application/octet-stream",
+                                  {"Content-Range": f"bytes {first}-{int(first) + len(part) - 1}/{len(data)}"})
+            return self.blob(digest, data, conf.get("pad", {}).get(digest))
         self.reply(404, b"{}", "application/json")
 
     def blob(self, digest, data, total):
@@ -96,6 +105,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def reply(self, status, body, media, headers=None):
         self.send_response(status)
+        if status == 206:
+            log(f"sent {len(body)} bytes of a range")
         self.send_header("Content-Type", media)
         self.send_header("Content-Length", str(len(body)))
         for k, v in (headers or {}).items():
