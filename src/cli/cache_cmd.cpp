@@ -210,6 +210,18 @@ int cleanCache(int days, bool dryRun, const CacheTypes& types) {
 }  // namespace
 
 image::ImageSource resolveImageArgument(const std::string& argument, const config::PullPolicy& pull, bool lazy) {
+  if (argument.starts_with("https://") || argument.starts_with("http://")) {
+    // Run only lazily: a SIF on a web server or object store, its chunk table beside it.
+    const std::string where = pull.configFile.empty() ? "ctr.conf" : pull.configFile;
+    if (!lazy)
+      throw Error(argument + ": a URL runs only with --lazy (or pull it first: ctr pull IMAGE.sif " + argument + ")");
+    if (pull.lazyImages != config::LazyImages::All)
+      throw Error("--lazy " + argument + ": images from a URL are read lazily only with 'lazy images = all' in " + where +
+                  " (pull it first: ctr pull IMAGE.sif " + argument + ")");
+    auto opened = image::oci::urlLazy(argument, pullOptions(pull), lazyCacheDir(pull));
+    if (!opened.source) throw Error("--lazy " + argument + " " + opened.whyNot);
+    return *opened.source;
+  }
   if (lazy && !argument.starts_with("oras://"))
     spdlog::warn("--lazy: {} is not an oras:// image: read as without --lazy", argument);
   if (lazy && argument.starts_with("oras://") && pull.lazyImages == config::LazyImages::No)

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "ctr/chunk_table.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/sif.hpp"
@@ -197,6 +198,24 @@ void registerSetprim(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
   });
 }
 
+// `ctr sif chunks IMAGE`: the chunk table that `ctr exec --lazy https://HOST/IMAGE` reads
+// beside the image (IMAGE.chunks): the ORAS config's table (`ctr push`) with the blob's digest.
+void registerChunks(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
+  auto* chunks = sifCmd.add_subcommand(
+      "chunks", "Write the image's chunk table, to be served as IMAGE.chunks beside it for ctr exec --lazy URL");
+  chunks->add_option("file", args->image, "SIF image")->required();
+  chunks->callback([&ctx, args] {
+    ctx.action = [args] {
+      UniqueFd fd(::open(args->image.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd) throw sysError(args->image);
+      (void)sif::Image::open(args->image);  // a SIF: what a lazy launch reads
+      const auto [digest, table] = image::digestAndChunks(fd.get(), args->image);
+      std::cout << image::urlChunkTable(digest, table) << '\n';
+      return 0;
+    };
+  });
+}
+
 }  // namespace
 
 void registerSif(CLI::App& app, Context& ctx) {
@@ -211,6 +230,7 @@ void registerSif(CLI::App& app, Context& ctx) {
   registerAdd(*sifCmd, ctx, args);
   registerDel(*sifCmd, ctx, args);
   registerSetprim(*sifCmd, ctx, args);
+  registerChunks(*sifCmd, ctx, args);
 }
 
 }  // namespace ctr::cli

@@ -151,7 +151,8 @@ SetterTable pullSetters() {
        }},
       {"lazy images",
        [](Policy& p, const std::string& v) {
-         p.pull.lazyImages = parseChoice<LazyImages>(v, {{"no", LazyImages::No}, {"registry", LazyImages::Registry}});
+         p.pull.lazyImages = parseChoice<LazyImages>(
+             v, {{"no", LazyImages::No}, {"registry", LazyImages::Registry}, {"all", LazyImages::All}});
        }},
       {"lazy cache dir",
        [](Policy& p, const std::string& v) {

@@ -175,3 +175,29 @@ std::optional<ChunkTable> parseChunkTableConfig(std::string_view config, std::ui
 }
 
 }  // namespace ctr::image
+
+namespace ctr::image {
+
+std::string urlChunkTable(const std::string& digest, const ChunkTable& table) {
+  auto json = nlohmann::json::parse(chunkTableConfig(table));
+  json["digest"] = digest;
+  return json.dump();
+}
+
+UrlChunkTable parseUrlChunkTable(std::string_view text) {
+  const auto json = nlohmann::json::parse(text, nullptr, false);
+  if (!json.is_object()) throw Error("chunk table: not a JSON object");
+  const auto digest = json.find("digest");
+  if (digest == json.end() || !digest->is_string() || digest->get<std::string>().size() != 71 ||
+      !digest->get<std::string>().starts_with("sha256:") ||
+      digest->get<std::string>().find_first_not_of("0123456789abcdef", 7) != std::string::npos)
+    throw Error("chunk table: no \"digest\": \"sha256:<64 hex digits>\" of the image");
+  const auto found = json.find(kChunkTableKey);
+  if (found == json.end() || !found->is_object() || !found->contains("size") || !(*found)["size"].is_number_unsigned())
+    throw Error("chunk table: no " + std::string(kChunkTableKey) + " object with the image's size");
+  auto table = parseChunkTableConfig(text, (*found)["size"].get<std::uint64_t>());
+  if (!table) throw Error("chunk table: no " + std::string(kChunkTableKey) + " object");
+  return {digest->get<std::string>(), std::move(*table)};
+}
+
+}  // namespace ctr::image

@@ -193,7 +193,9 @@ struct Blob::Impl {
   std::mutex mutex;
   std::condition_variable changed;
   std::set<std::uint64_t> inFlight;  // chunks a thread of this process is fetching
-  std::set<std::uint64_t> failed;    // chunks that failed here, logged once
+  std::set<std::uint64_t> failedChunks;  // chunks that failed here, logged once
+  std::string lastFailure;               // what the last failure said (Blob::lastFailure)
+  bool quiet = false;                    // failures not logged (Blob::quiet)
   std::vector<CURL*> idleHandles;    // kept open: their connections are reused
   std::mutex handlesMutex;
   std::mutex authorizationMutex;  // spec.authorization changes when a token is refreshed
@@ -482,19 +484,13 @@ struct Blob::Impl {
       }
     }
     if (bytes.empty() && (stopping || (rangesIgnored && probing))) return EIO;  // nobody reads it, or servesRanges asks
-    if (bytes.empty()) {
-      if (firstFailure(index))
-        spdlog::error("{}: chunk {} of {} from {}: {} (after {} tries): EIO", spec.name, index, spec.table.chunkCount(),
-                      spec.url, why, kAttempts);
-      return EIO;
-    }
-    if (!spec.unverified && !spec.table.matches(index, bytes.data(), bytes.size())) {
-      if (firstFailure(index))
-        spdlog::error("{}: chunk {} of {} from {} does not match its digest in the chunk table: refused, not cached "
-                      "(EIO)",
-                      spec.name, index, spec.table.chunkCount(), spec.url);
-      return EIO;
-    }
+    if (bytes.empty())
+      return failed(index, fmt::format("{}: chunk {} of {} from {}: {} (after {} tries): EIO", spec.name, index,
+                                       spec.table.chunkCount(), spec.url, why, kAttempts));
+    if (!spec.unverified && !spec.table.matches(index, bytes.data(), bytes.size()))
+      return failed(index, fmt::format("{}: chunk {} of {} from {} does not match its digest in the chunk table: "
+                                       "refused, not cached (EIO)",
+                                       spec.name, index, spec.table.chunkCount(), spec.url));
     // The chunk first, then its mark: a server killed between the two leaves a chunk to fetch
     // again, never a mark without its chunk.
     const std::uint8_t one = 1;
@@ -507,11 +503,13 @@ struct Blob::Impl {
     return markCached(index);
   }
 
-  // Whether this is the chunk's first failure here: the kernel asks again for the pages of a
-  // read that failed (and reads ahead), and one line a chunk says it.
-  bool firstFailure(std::uint64_t index) {
+  // A chunk that failed: EIO, and one line a chunk says why (the kernel asks again for the
+  // pages of a read that failed, and reads ahead), unless `quiet` (the launch throws it).
+  int failed(std::uint64_t index, std::string message) {
     std::lock_guard lock(mutex);
-    return failed.insert(index).second;
+    if (failedChunks.insert(index).second && !quiet) spdlog::error("{}", message);
+    lastFailure = std::move(message);
+    return EIO;
   }
 
   int markCached(std::uint64_t index) {
@@ -604,7 +602,14 @@ bool Blob::servesRanges() {
   impl_->probing = false;
   if (err == 0) return true;
   if (impl_->rangesIgnored) return false;
-  throw Error(impl_->spec.name + ": the first chunk could not be fetched from " + impl_->spec.url + " (see above)");
+  throw Error(lastFailure());
+}
+
+void Blob::quiet(bool quiet) { impl_->quiet = quiet; }
+
+std::string Blob::lastFailure() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->lastFailure.empty() ? impl_->spec.name + ": a read failed" : impl_->lastFailure;
 }
 
 std::uint64_t Blob::size() const { return impl_->spec.table.size; }

@@ -5,6 +5,7 @@
 // data file as it reads a pulled SIF.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +39,8 @@ namespace {
 // partition's superblock).
 constexpr std::int64_t kSmallObject = 1 << 20;
 constexpr std::int64_t kSuperblockBytes = 4096;
+// The largest chunk table fetched beside an image: 64 hex digits a MiB, 16 MiB covers 256 GiB.
+constexpr std::uint64_t kChunkTableLimit = 16 << 20;
 
 // `length` bytes at `offset` of the blob, fetched (and kept in the cache) where missing.
 std::vector<std::uint8_t> readRange(lazy::Blob& blob, std::int64_t offset, std::int64_t length, const std::string& what) {
@@ -46,7 +49,7 @@ std::vector<std::uint8_t> readRange(lazy::Blob& blob, std::int64_t offset, std::
     throw Error(what + " lies outside the blob");
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(length));
   if (blob.read(static_cast<std::uint64_t>(offset), bytes.data(), bytes.size()) != 0)
-    throw Error(what + " could not be fetched (see the message above)");
+    throw Error(what + " could not be fetched: " + blob.lastFailure());
   return bytes;
 }
 
@@ -88,6 +91,48 @@ std::filesystem::path writeSpec(const lazy::Spec& spec) {
 
 }  // namespace
 
+namespace {
+
+// The launch's part of a lazily read image, whatever its source: room in the cache, the spec
+// written, the source probed for ranges, the SIF's metadata fetched, the image resolved.
+LazyOpened openLazy(lazy::Spec spec, const PullOptions& options, const std::string& digest, const std::string& via) {
+  const std::filesystem::path cacheDir = spec.cacheDir;
+  // Room for what the image will take here: all of it where the server prefetches the rest.
+  const std::uint64_t maxBytes = options.limits.lazyCacheMaxBytes;
+  if (!lazy::makeRoom(cacheDir, spec.digest, spec.prefetch ? spec.table.size : 0, maxBytes)) {
+    spdlog::warn("{}: the lazy image cache {} has no room for all of it within 'lazy cache max size' ({}): its chunks "
+                 "are fetched as they are read, not prefetched",
+                 spec.name, cacheDir.string(), limits::formatSize(maxBytes));
+    spec.prefetch = false;
+  }
+  const std::filesystem::path specFile = writeSpec(spec);
+  const std::filesystem::path dataFile = cacheDir / (spec.digest.substr(7) + ".data");
+  lazy::Spec here = spec;
+  here.prefetch = false;  // the server's to do: this process ends once the launch is planned
+  std::optional<lazy::Blob> blob(std::in_place, std::move(here));
+  blob->quiet(true);  // what fails here is thrown, in one line
+  if (!blob->servesRanges()) {
+    blob.reset();
+    lazy::removeEntry(cacheDir, spec.digest);  // nothing in it: the image is pulled whole instead
+    return {std::nullopt, "is served by a server that ignores range requests (HTTP 200)"};
+  }
+  fetchSifMetadata(*blob, spec.name);
+  ImageSource source = resolveImage(dataFile);
+  // The file grows as chunks arrive: its times would make every launch another holder's.
+  source.mtimeNs = source.ctimeNs = 0;
+  source.reference = spec.name;
+  source.digest = digest;
+  source.via = via;
+  const auto [cached, chunks] = blob->cachedChunks();
+  source.lazy = ImageSource::Lazy{specFile.string(), spec.url,    lazy::logFile(spec).string(), chunks,
+                                  cached,           spec.prefetch, !spec.unverified};
+  spdlog::info("{}: read lazily from {}, {} of {} chunks cached in {}", spec.name, spec.url, cached, chunks,
+               cacheDir.string());
+  return {std::move(source), ""};
+}
+
+}  // namespace
+
 LazyOpened orasLazy(const std::string& reference, const PullOptions& options, const std::filesystem::path& cacheDir) {
   const Reference ref = parseReference(reference);
   RegistryClient client(ref, options);
@@ -107,37 +152,31 @@ LazyOpened orasLazy(const std::string& reference, const PullOptions& options, co
   const auto access = client.blobAccess(oras.sifDigest);
   lazy::Spec spec{name,          access.url,        access.authorization, access.tokenUrl, access.tokenAuthorization,
                   oras.sifDigest, std::move(*table), cacheDir, options.limits.lazyPrefetch, unverified};
-  // Room for what the image will take here: all of it where the server prefetches the rest.
-  const std::uint64_t maxBytes = options.limits.lazyCacheMaxBytes;
-  if (!lazy::makeRoom(cacheDir, spec.digest, spec.prefetch ? spec.table.size : 0, maxBytes)) {
-    spdlog::warn("{}: the lazy image cache {} has no room for all of it within 'lazy cache max size' ({}): its chunks "
-                 "are fetched as they are read, not prefetched",
-                 name, cacheDir.string(), limits::formatSize(maxBytes));
-    spec.prefetch = false;
+  return openLazy(std::move(spec), options, oras.manifestDigest, "lazily from " + ref.registry);
+}
+
+LazyOpened urlLazy(const std::string& url, const PullOptions& options, const std::filesystem::path& cacheDir) {
+  // The table beside the image (`ctr sif chunks IMAGE > IMAGE.chunks`), from the same server:
+  // as trusted as the image's own bytes from it would be, and each chunk checked against it.
+  const UniqueFd memory(::memfd_create("ctr-chunk-table", MFD_CLOEXEC));
+  if (!memory) throw sysError("memfd_create");
+  const std::string tableUrl = url + ".chunks";
+  try {
+    (void)RegistryClient::download(tableUrl, memory.get(), kChunkTableLimit, options);
+  } catch (const Error& e) {
+    return {std::nullopt, "has no chunk table beside it (" + std::string(e.what()) +
+                              "; `ctr sif chunks IMAGE > IMAGE.chunks` writes one)"};
   }
-  const std::filesystem::path specFile = writeSpec(spec);
-  const std::filesystem::path dataFile = cacheDir / (oras.sifDigest.substr(7) + ".data");
-  lazy::Spec here = spec;
-  here.prefetch = false;  // the server's to do: this process ends once the launch is planned
-  std::optional<lazy::Blob> blob(std::in_place, std::move(here));
-  if (!blob->servesRanges()) {
-    blob.reset();
-    lazy::removeEntry(cacheDir, spec.digest);  // nothing in it: the image is pulled whole instead
-    return {std::nullopt, "is served by a registry that ignores range requests (HTTP 200)"};
-  }
-  fetchSifMetadata(*blob, name);
-  ImageSource source = resolveImage(dataFile);
-  // The file grows as chunks arrive: its times would make every launch another holder's.
-  source.mtimeNs = source.ctimeNs = 0;
-  source.reference = name;
-  source.digest = oras.manifestDigest;
-  source.via = "lazily from " + ref.registry;
-  const auto [cached, chunks] = blob->cachedChunks();
-  source.lazy = ImageSource::Lazy{specFile.string(), spec.url,    lazy::logFile(spec).string(), chunks,
-                                  cached,           spec.prefetch, !unverified};
-  spdlog::info("{}: read lazily from {}, {} of {} chunks cached in {}", name, spec.url, cached, chunks,
-               cacheDir.string());
-  return {std::move(source), ""};
+  struct stat st {};
+  std::string text;
+  if (::fstat(memory.get(), &st) == 0) text.resize(static_cast<std::size_t>(st.st_size));
+  if (::pread(memory.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+    throw sysError("read " + tableUrl);
+  auto parsed = withContext(tableUrl, [&] { return parseUrlChunkTable(text); });
+  const auto colon = url.find("://");
+  const std::string host = url.substr(colon + 3, url.find('/', colon + 3) - colon - 3);
+  lazy::Spec spec{url, url, "", "", "", parsed.digest, std::move(parsed.table), cacheDir, options.limits.lazyPrefetch};
+  return openLazy(std::move(spec), options, parsed.digest, "lazily from " + host);
 }
 
 }  // namespace ctr::image::oci

@@ -355,8 +355,10 @@ static void instance_start_argv(spank_t sp, struct step_start *s) {
   }
   /* A SIF in a registry that ctr push gave a chunk table is read lazily (the node fetches the
    * chunks its tasks read, each checked), where the node's ctr.conf 'lazy images' allows; ctr
-   * pulls any other oras:// image whole. */
-  if (s->image && strncmp(s->image, "oras://", 7) == 0) argv[n++] = "--lazy";
+   * pulls any other oras:// image whole. An http(s):// SIF runs only so ('lazy images = all'). */
+  if (s->image && (strncmp(s->image, "oras://", 7) == 0 || strncmp(s->image, "https://", 8) == 0 ||
+                   strncmp(s->image, "http://", 7) == 0))
+    argv[n++] = "--lazy";
   argv[n++] = (char *)s->image;
   argv[n++] = s->name;
   argv[n] = NULL;

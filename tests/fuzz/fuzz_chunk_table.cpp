@@ -1,7 +1,8 @@
 // libFuzzer target: the chunk table in an ORAS config (issue 57) comes from a registry, so
 // parseChunkTableConfig must refuse anything malformed with ctr::Error, never crash, and
 // never allocate by a size the text claims. What it accepts must be consistent (its chunks
-// cover the blob exactly) and print back to a text that parses to the same table.
+// cover the blob exactly) and print back to a text that parses to the same table. The same
+// for the form served beside an image on a web server (parseUrlChunkTable).
 //
 // Input: "<blob size in decimal>\n<config text>", so that the seeds are readable and the
 // fuzzer can make the size in the manifest and the one in the table agree; without a first
@@ -40,6 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto again = image::parseChunkTableConfig(image::chunkTableConfig(*table), blobSize);
     if (!again || again->chunkSize != table->chunkSize || again->size != table->size ||
         again->digests != table->digests)
+      __builtin_trap();
+  } catch (const ctr::Error&) {
+  }
+  // The same text as a table served beside an image on a web server (ctr sif chunks): refused
+  // with ctr::Error or accepted whole, and printed back to the same digest and table.
+  try {
+    const auto served = image::parseUrlChunkTable(input);
+    const auto again = image::parseUrlChunkTable(image::urlChunkTable(served.digest, served.table));
+    if (again.digest != served.digest || again.table.size != served.table.size ||
+        again.table.digests != served.table.digests)
       __builtin_trap();
   } catch (const ctr::Error&) {
   }

@@ -135,7 +135,7 @@ out=$(as_user env CTR_CACHE_DIR="$U/cache3" "$CTR_BIN" exec --lazy "oras://127.0
   cat /data/small/f5 2>"$WORK/err6") || fail "--lazy from a registry that ignores ranges: $(cat "$WORK/err6")"
 expect_eq "the file" "small file 5" "$out"
 expect_eq "one warning" 1 "$(grep -c warning "$WORK/err6")"
-expect_contains "the warning" "is served by a registry that ignores range requests (HTTP 200): pulled whole" \
+expect_contains "the warning" "is served by a server that ignores range requests (HTTP 200): pulled whole" \
   "$(cat "$WORK/err6")"
 expect_eq "range requests (not tried again)" 1 "$(grep "^GET /v2/lazy/app/blobs/sha256:$digest " "$WORK/hostile.log" | grep -ci "| range:")"
 [ -z "$(ls -A "$cache")" ] || fail "the node cache kept: $(ls "$cache")"
@@ -195,9 +195,37 @@ expect_eq "the job's first read (before the check)" "small file 2" "$(cat "$WORK
 [ "$(cat "$WORK/uvctl/rc")" != 0 ] || fail "the job read the altered image after the check failed"
 expect_contains "the job's error" "Input/output error" "$(cat "$WORK/uvctl/err")"
 expect_eq "no chunk left marked" 0 "$(marked "$uv")"
-kill "$HOSTILE_PID"; wait "$HOSTILE_PID" 2>/dev/null || true
 as_user "$CTR_BIN" -q cache clean -T lazy >/dev/null
 printf 'lazy unverified = refuse\n' >> "$CTR_TEST_CONFIG"
+
+note "a SIF on a web server, its chunk table beside it (ctr sif chunks): only with 'lazy images = all'"
+mkdir -p "$hostile/files"
+cp "$WORK/app.sif" "$WORK/unchecked.sif" "$hostile/files/"
+"$CTR_BIN" sif chunks "$WORK/app.sif" > "$hostile/files/app.sif.chunks" || fail "ctr sif chunks"
+url=http://127.0.0.1:$hport/files/app.sif
+refused_in_one_line "a URL without --lazy" "a URL runs only with --lazy" as_user "$CTR_BIN" exec "$url" true
+refused_in_one_line "'lazy images = registry'" "images from a URL are read lazily only with 'lazy images = all'" \
+  as_user "$CTR_BIN" exec --lazy "$url" true
+printf 'lazy images = all\n' >> "$CTR_TEST_CONFIG"
+expect_eq "a file read from the URL" "small file 11" "$(as_user "$CTR_BIN" exec --lazy "$url" cat /data/small/f11 2>"$WORK/err11")"
+[ ! -s "$WORK/err11" ] || fail "the URL's launch printed: $(cat "$WORK/err11")"
+explain=$(as_user "$CTR_BIN" exec --explain --lazy "$url" true 2>&1) || fail "--explain: $explain"
+expect_contains "explain" "lazy:       chunks from $url, each checked" "$explain"
+[ "$(marked)" -ge 1 ] || fail "no chunk of the URL's image in the node cache"
+[ "$(grep "^GET /files/app.sif " "$WORK/hostile.log" | grep -c "| Range: bytes=")" -ge 1 ] ||
+  fail "no range request for the image: $(grep "^GET /files/" "$WORK/hostile.log")"
+expect_eq "requests for the whole image" 0 "$(grep "^GET /files/app.sif " "$WORK/hostile.log" | grep -vc "| Range: bytes=" || true)"
+refused_in_one_line "no table beside it" "has no chunk table beside it" \
+  as_user "$CTR_BIN" exec --lazy "http://127.0.0.1:$hport/files/unchecked.sif" true
+# Another image's table beside it: its chunks fail their digests, the launch fails in one line
+# (the cache emptied first: chunks cached under that table's digest would serve that image).
+as_user "$CTR_BIN" -q cache clean -T lazy >/dev/null
+cp "$hostile/files/app.sif.chunks" "$hostile/files/unchecked.sif.chunks"
+refused_in_one_line "a table of another image" "does not match" \
+  as_user "$CTR_BIN" exec --lazy "http://127.0.0.1:$hport/files/unchecked.sif" true
+printf 'lazy images = registry\n' >> "$CTR_TEST_CONFIG"
+kill "$HOSTILE_PID"; wait "$HOSTILE_PID" 2>/dev/null || true
+as_user "$CTR_BIN" -q cache clean -T lazy >/dev/null
 
 note "'lazy cache max size': the least recently used image goes to make room, never one in use"
 printf 'lazy prefetch = yes\n' >> "$CTR_TEST_CONFIG"

@@ -241,3 +241,35 @@ TEST(ChunkTableConfig, AcceptsEveryAllowedChunkSizeAndIgnoresOtherKeys) {
 }
 
 }  // namespace
+
+TEST_F(ChunkTable, ServedBesideAnImageCarriesItsDigest) {
+  const auto bytes = writeFile(kSmallChunk + 7);
+  const auto computed = compute();
+  const std::string text = image::urlChunkTable(computed.digest, computed.table);
+  const auto served = image::parseUrlChunkTable(text);
+  EXPECT_EQ(served.digest, computed.digest);
+  EXPECT_EQ(served.table.size, bytes.size());
+  EXPECT_EQ(served.table.digests, computed.table.digests);
+  // The same object an ORAS config carries, plus the digest.
+  EXPECT_TRUE(image::parseChunkTableConfig(text, bytes.size()));
+}
+
+TEST(UrlChunkTable, RefusesWhatCannotNameTheImage) {
+  auto refusedWith = [](const std::string& text) {
+    try {
+      (void)image::parseUrlChunkTable(text);
+      return std::string();
+    } catch (const ctr::Error& e) {
+      return e.oneLine();
+    }
+  };
+  const std::string table = tableText("65536", "0", quoted(""));
+  const std::string digest = "sha256:" + kEmptySha256;
+  EXPECT_EQ(refusedWith(R"({"digest":")" + digest + R"(",)" + table.substr(1)), "");
+  EXPECT_NE(refusedWith("[]").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(refusedWith(table).find("no \"digest\""), std::string::npos);
+  EXPECT_NE(refusedWith(R"({"digest":"sha256:../x",)" + table.substr(1)).find("no \"digest\""), std::string::npos);
+  EXPECT_NE(refusedWith(R"({"digest":")" + digest + R"("})").find("with the image's size"), std::string::npos);
+  EXPECT_NE(refusedWith(R"({"digest":")" + digest + R"(",)" + tableText("65536", "0", quoted("00")).substr(1)), "")
+      << "a malformed table";
+}

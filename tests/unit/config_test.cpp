@@ -194,7 +194,8 @@ TEST(ConfigPolicy, LazilyReadImages) {
   EXPECT_EQ(p.pull.lazyImages, ctr::config::LazyImages::No);
   EXPECT_EQ(p.pull.lazyCacheDir, "/local/lazy-%u");
   EXPECT_FALSE(p.pull.lazyPrefetch);
-  EXPECT_THROW(parsePolicy("lazy images = all", "f"), ctr::Error) << "only registry images are read lazily yet";
+  EXPECT_EQ(parsePolicy("lazy images = all", "f").pull.lazyImages, ctr::config::LazyImages::All);
+  EXPECT_THROW(parsePolicy("lazy images = some", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("lazy cache dir = lazy", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("lazy cache dir = /local/%h", "f"), ctr::Error) << "an unknown %X at parse time";
   EXPECT_THROW(parsePolicy("lazy prefetch = sometimes", "f"), ctr::Error);

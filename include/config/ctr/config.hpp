@@ -34,7 +34,7 @@ struct RegistryMirror {
 };
 
 // 'lazy images': which images `ctr exec --lazy` may read lazily (PullPolicy below).
-enum class LazyImages { No, Registry };
+enum class LazyImages { No, Registry, All };
 
 // What `ctr pull` and the image bootstraps of `ctr build` accept from a registry or an image
 // archive, so that a hostile image cannot fill the disk or keep the node busy: every blob is
@@ -66,7 +66,7 @@ struct PullPolicy {
   int storeWaitSeconds = 1800;
   // Lazily read images (`ctr exec --lazy`, docs/design-io.md section 6): 'lazy images' says
   // which may be (no: none, they are pulled whole; registry: oras:// images with a chunk
-  // table), 'lazy cache dir' where each user's node cache is (%u: the user's id), 'lazy
+  // table; all: those, and http(s):// URLs of SIFs with a chunk table beside them), 'lazy cache dir' where each user's node cache is (%u: the user's id), 'lazy
   // prefetch' whether the image's server fetches the chunks not read yet while the link is
   // idle, until the image is whole, 'lazy cache max size' what one user's node cache may hold
   // (a launch removes the least recently used images to make room for its own).

@@ -53,4 +53,14 @@ std::string chunkTableConfig(const ChunkTable& table);
 // not cover it, a digest that is not 64 lowercase hex digits).
 std::optional<ChunkTable> parseChunkTableConfig(std::string_view config, std::uint64_t blobSize);
 
+// The table served beside an image on a web server or object store (IMAGE.chunks, written by
+// `ctr sif chunks`): the config text above with the blob's digest, "digest": "sha256:<hex>".
+std::string urlChunkTable(const std::string& digest, const ChunkTable& table);
+struct UrlChunkTable {
+  std::string digest;
+  ChunkTable table;
+};
+// Throws ctr::Error naming what is wrong (not JSON, no digest, no table or a malformed one).
+UrlChunkTable parseUrlChunkTable(std::string_view text);
+
 }  // namespace ctr::image

@@ -99,6 +99,9 @@ class Blob {
   // 200) instead of the range; a launch then pulls the image whole. Throws ctr::Error where
   // the chunk could not be fetched for another reason.
   bool servesRanges();
+  // Failures not logged (the launch's own reads throw them, one line); what the last said.
+  void quiet(bool quiet);
+  [[nodiscard]] std::string lastFailure() const;
 
   [[nodiscard]] std::uint64_t size() const;
   // Chunks cached (verified) and all chunks, as this process last saw them.

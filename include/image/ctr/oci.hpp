@@ -123,6 +123,10 @@ struct LazyOpened {
   std::string whyNot;  // when there is no source: "has no chunk table", ...
 };
 LazyOpened orasLazy(const std::string& reference, const PullOptions& options, const std::filesystem::path& cacheDir);
+// The same for an image on a web server or object store that answers range requests (ctr.conf
+// 'lazy images = all'): its chunk table and digest from URL.chunks beside it (`ctr sif
+// chunks`). No source, and why, where there is no table there or the server ignores ranges.
+LazyOpened urlLazy(const std::string& url, const PullOptions& options, const std::filesystem::path& cacheDir);
 
 // The digest ("sha256:...") of the image manifest that docker://REFERENCE names for this
 // host's platform (options.platformOs/Arch): the manifest itself, or the one its index

@@ -21,7 +21,8 @@ bytes that went out before the client hung up ("sent N bytes of sha256:...").
     hostile_registry.py PORT DIR CONF LOG
 
 DIR holds manifests/NAME/REFERENCE (the manifest, served with its media type and digest) and
-blobs/sha256:HEX.
+blobs/sha256:HEX; files/NAME is served at /files/NAME as a web server serves a file (range
+requests answered).
 """
 import hashlib
 import http.server
@@ -46,6 +47,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         log(" | ".join([f"GET {self.path}"] + [f"{k}: {v}" for k, v in self.headers.items()]))
         if self.path.startswith("/token"):
             return self.reply(200, json.dumps({"token": conf.get("token", "")}).encode(), "application/json")
+        if self.path.startswith("/files/"):  # a web server's files, with range requests
+            path = os.path.join(root, "files", os.path.basename(self.path))
+            if not os.path.isfile(path):
+                return self.reply(404, b"not found\n", "text/plain")
+            data = open(path, "rb").read()
+            if self.headers.get("Range", "").startswith("bytes="):
+                return self.range(data)
+            return self.reply(200, data, "application/octet-stream")
         challenge = conf.get("challenge")
         if challenge and self.headers.get("Authorization") != "Bearer " + conf.get("token", ""):
             return self.reply(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', "application/json",
@@ -76,12 +85,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if not os.path.exists(path):
                 return self.reply(404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}', "application/json")
             data = open(path, "rb").read()
-            wanted = self.headers.get("Range", "")
-            if conf.get("ranges") and wanted.startswith("bytes="):
-                first, _, last = wanted[6:].partition("-")
-                part = data[int(first):int(last) + 1]
-                return self.reply(206, part, "application/octet-stream",
-                                  {"Content-Range": f"bytes {first}-{int(first) + len(part) - 1}/{len(data)}"})
+            if conf.get("ranges") and self.headers.get("Range", "").startswith("bytes="):
+                return self.range(data)
             return self.blob(digest, data, conf.get("pad", {}).get(digest))
         self.reply(404, b"{}", "application/json")
 
@@ -102,6 +107,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         log(f"sent {sent} bytes of {digest}")
+
+    def range(self, data):
+        first, _, last = self.headers["Range"][6:].partition("-")
+        part = data[int(first):int(last) + 1]
+        self.reply(206, part, "application/octet-stream",
+                   {"Content-Range": f"bytes {first}-{int(first) + len(part) - 1}/{len(data)}"})
 
     def reply(self, status, body, media, headers=None):
         self.send_response(status)
