@@ -116,6 +116,7 @@ constexpr char kMagic[8] = {'C', 'T', 'R', 'L', 'A', 'Z', 'Y', '1'};
 constexpr char kUncheckedMagic[8] = {'C', 'T', 'R', 'L', 'A', 'Z', 'U', '1'};
 constexpr off_t kHeaderBytes = sizeof(Header);
 constexpr int kAttempts = 4;  // a request and three retries
+constexpr std::size_t kParallel = 4;  // chunks of one read fetched at once
 // The prefetch waits for this long without a read that waited for a chunk; after a pass with
 // failures, this long before the next.
 constexpr std::chrono::milliseconds kIdle(300);
@@ -590,8 +591,23 @@ int Blob::read(std::uint64_t offset, void* out, std::size_t length) {
   if (offset > table.size || length > table.size - offset) return EINVAL;
   if (impl_->wholeFailed) return EIO;
   if (length == 0) return 0;
-  for (std::uint64_t index = offset / table.chunkSize; index <= (offset + length - 1) / table.chunkSize; ++index)
-    if (const int err = impl_->ensure(index); err != 0) return err;
+  // The chunks the read spans that are not here yet, fetched side by side (a read of a
+  // squashfs partition's tables at a launch spans several): at most kParallel at once.
+  const std::uint64_t first = offset / table.chunkSize, last = (offset + length - 1) / table.chunkSize;
+  std::vector<std::uint64_t> missing;
+  for (std::uint64_t index = first; index <= last; ++index)
+    if (impl_->cached[index].load(std::memory_order_acquire) != 1) missing.push_back(index);
+  std::atomic<std::size_t> next{0};
+  std::atomic<int> error{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < missing.size() && error == 0; i = next++)
+      if (const int err = impl_->ensure(missing[i]); err != 0) error = err;
+  };
+  std::vector<std::thread> helpers;
+  for (std::size_t i = 1; i < std::min<std::size_t>(missing.size(), kParallel); ++i) helpers.emplace_back(work);
+  work();
+  for (auto& helper : helpers) helper.join();
+  if (error != 0) return error;
   return preadFull(impl_->data.get(), out, length, static_cast<off_t>(offset)) ? 0 : EIO;
 }
 

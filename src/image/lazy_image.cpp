@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <ctime>
 #include <string_view>
 #include <span>
@@ -53,8 +54,27 @@ std::vector<std::uint8_t> readRange(lazy::Blob& blob, std::int64_t offset, std::
   return bytes;
 }
 
-// The SIF's header, descriptor table and small objects, and each large object's first 4 KiB
-// (a partition's superblock), into the cache.
+// A squashfs partition's tables (inodes, directories, fragments, export, ids, xattrs), which
+// mksquashfs writes after the data blocks, from the inode table to the end the superblock
+// gives (bytes_used): fetched before the launch, so that the mount's lookups and listings do
+// not wait on the link a chunk at a time. Not past kMaxTables, nor outside the partition.
+constexpr std::uint64_t kMaxTables = 64 << 20;
+void fetchSquashfsTables(lazy::Blob& blob, const sif::Descriptor& d, const std::vector<std::uint8_t>& superblock,
+                         const std::string& name) {
+  auto u64 = [&](std::size_t at) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < 8; ++i) v |= std::uint64_t{superblock[at + i]} << (8 * i);
+    return v;
+  };
+  if (superblock.size() < 96 || std::memcmp(superblock.data(), "hsqs", 4) != 0) return;  // not squashfs
+  const std::uint64_t used = u64(40), inodes = u64(64);
+  if (inodes >= used || used > static_cast<std::uint64_t>(d.size) || used - inodes > kMaxTables) return;
+  (void)readRange(blob, d.offset + static_cast<std::int64_t>(inodes), static_cast<std::int64_t>(used - inodes),
+                  name + ": the squashfs tables of SIF object " + std::to_string(d.id));
+}
+
+// The SIF's header, descriptor table and small objects, each large object's first 4 KiB (a
+// partition's superblock) and a squashfs partition's tables, into the cache.
 void fetchSifMetadata(lazy::Blob& blob, const std::string& name) {
   const auto headerBytes = readRange(blob, 0, sif::kHeaderSize, name + ": the SIF header");
   const sif::Header header =
@@ -67,8 +87,10 @@ void fetchSifMetadata(lazy::Blob& blob, const std::string& name) {
     const sif::Descriptor d = sif::decodeDescriptor(std::span<const std::uint8_t, sif::kDescriptorSize>(
         table.data() + i * sif::kDescriptorSize, static_cast<std::size_t>(sif::kDescriptorSize)));
     if (!d.used) continue;
-    (void)readRange(blob, d.offset, d.size <= kSmallObject ? d.size : kSuperblockBytes,
-                    name + ": SIF object " + std::to_string(d.id));
+    const auto first = readRange(blob, d.offset, d.size <= kSmallObject ? d.size : kSuperblockBytes,
+                                 name + ": SIF object " + std::to_string(d.id));
+    if (d.isPartition() && d.fsType() == static_cast<std::int32_t>(sif::FsType::Squashfs))
+      fetchSquashfsTables(blob, d, first, name);
   }
 }
 
