@@ -160,7 +160,11 @@ SetterTable pullSetters() {
          (void)expandUidPattern(v, 0, "'lazy cache dir'");  // an unknown %X is refused here, not at a launch
          p.pull.lazyCacheDir = v;
        }},
-      {"lazy prefetch", [](Policy& p, const std::string& v) { p.pull.lazyPrefetch = parseBool(v); }},
+      // on|off too: the words issue 57 gave the setting.
+      {"lazy prefetch",
+       [](Policy& p, const std::string& v) {
+         p.pull.lazyPrefetch = v == "on" || (v != "off" && parseBool(v));
+       }},
       {"lazy cache max size",
        [](Policy& p, const std::string& v) { p.pull.lazyCacheMaxBytes = limits::parseSize(v, "size"); }},
       {"lazy unverified",

@@ -199,6 +199,8 @@ TEST(ConfigPolicy, LazilyReadImages) {
   EXPECT_THROW(parsePolicy("lazy cache dir = lazy", "f"), ctr::Error);
   EXPECT_THROW(parsePolicy("lazy cache dir = /local/%h", "f"), ctr::Error) << "an unknown %X at parse time";
   EXPECT_THROW(parsePolicy("lazy prefetch = sometimes", "f"), ctr::Error);
+  EXPECT_TRUE(parsePolicy("lazy prefetch = on", "f").pull.lazyPrefetch);
+  EXPECT_FALSE(parsePolicy("lazy prefetch = off", "f").pull.lazyPrefetch);
   EXPECT_THROW(parsePolicy("lazy cache max size = lots", "f"), ctr::Error);
 }
 
