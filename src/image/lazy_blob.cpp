@@ -205,9 +205,8 @@ struct Blob::Impl {
   std::thread prefetcher;
   std::atomic<bool> stopping{false};  // the blob closes: the prefetch ends, transfers abort
   // The source answered a range request with the whole blob (HTTP 200): no range is served,
-  // so no try again. `probing`: servesRanges() asks, and the refusal is its answer, not an error.
+  // so no try again.
   std::atomic<bool> rangesIgnored{false};
-  bool probing = false;
   // Spec::unverified: the whole blob was checked (or the entry was a checked one), or failed.
   std::atomic<bool> wholeChecked{false}, wholeFailed{false}, checkStarted{false};
   std::thread checker;
@@ -484,7 +483,7 @@ struct Blob::Impl {
         }
       }
     }
-    if (bytes.empty() && (stopping || (rangesIgnored && probing))) return EIO;  // nobody reads it, or servesRanges asks
+    if (bytes.empty() && stopping) return EIO;  // the server is ending: nobody reads it
     if (bytes.empty())
       return failed(index, fmt::format("{}: chunk {} of {} from {}: {} (after {} tries): EIO", spec.name, index,
                                        spec.table.chunkCount(), spec.url, why, kAttempts));
@@ -612,10 +611,12 @@ int Blob::read(std::uint64_t offset, void* out, std::size_t length) {
 }
 
 bool Blob::servesRanges() {
+  // Quiet while it asks: a refusal is its answer, not an error to log.
   std::uint8_t first = 0;
-  impl_->probing = true;
+  const bool wasQuiet = impl_->quiet;
+  impl_->quiet = true;
   const int err = read(0, &first, 1);
-  impl_->probing = false;
+  impl_->quiet = wasQuiet;
   if (err == 0) return true;
   if (impl_->rangesIgnored) return false;
   throw Error(lastFailure());
