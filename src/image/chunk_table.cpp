@@ -188,9 +188,7 @@ UrlChunkTable parseUrlChunkTable(std::string_view text) {
   const auto json = nlohmann::json::parse(text, nullptr, false);
   if (!json.is_object()) throw Error("chunk table: not a JSON object");
   const auto digest = json.find("digest");
-  if (digest == json.end() || !digest->is_string() || digest->get<std::string>().size() != 71 ||
-      !digest->get<std::string>().starts_with("sha256:") ||
-      digest->get<std::string>().find_first_not_of("0123456789abcdef", 7) != std::string::npos)
+  if (digest == json.end() || !digest->is_string() || !isSha256Digest(digest->get<std::string>()))
     throw Error("chunk table: no \"digest\": \"sha256:<64 hex digits>\" of the image");
   const auto found = json.find(kChunkTableKey);
   if (found == json.end() || !found->is_object() || !found->contains("size") || !(*found)["size"].is_number_unsigned())

@@ -78,4 +78,9 @@ FileDigest digestFile(int fd, const std::string& what, std::int64_t offset, std:
   return result;
 }
 
+bool isSha256Digest(std::string_view digest) {
+  return digest.size() == 71 && digest.starts_with("sha256:") &&
+         digest.find_first_not_of("0123456789abcdef", 7) == std::string_view::npos;
+}
+
 }  // namespace ctr::image

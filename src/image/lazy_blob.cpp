@@ -73,8 +73,7 @@ Spec parseSpec(std::string_view text) {
   spec.cacheDir = field("cacheDir");
   if (!spec.url.starts_with("http://") && !spec.url.starts_with("https://"))
     throw Error("lazy image spec: the URL is not http(s): " + spec.url);
-  if (spec.digest.size() != 71 || !spec.digest.starts_with("sha256:") ||
-      spec.digest.find_first_not_of("0123456789abcdef", 7) != std::string::npos)
+  if (!isSha256Digest(spec.digest))
     throw Error("lazy image spec: '" + spec.digest + "' is not a sha256 digest");
   if (!spec.cacheDir.is_absolute()) throw Error("lazy image spec: the cache directory is not an absolute path");
   if (const auto prefetch = json.find("prefetch"); prefetch != json.end()) {

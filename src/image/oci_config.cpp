@@ -6,6 +6,7 @@
 #include <cctype>
 #include <regex>
 
+#include "ctr/digest.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/oci.hpp"
@@ -180,10 +181,7 @@ std::size_t choosePlatform(const nlohmann::json& index, const Platform& want) {
 }
 
 void checkDigestSyntax(const std::string& digest, const std::string& what) {
-  bool ok = digest.size() == 71 && digest.starts_with("sha256:");
-  for (std::size_t i = 7; ok && i < digest.size(); ++i)
-    ok = std::isxdigit(static_cast<unsigned char>(digest[i])) && !std::isupper(static_cast<unsigned char>(digest[i]));
-  if (!ok) throw Error(what + ": unsupported or malformed digest '" + digest + "' (expected sha256:<64 hex digits>)");
+  if (!isSha256Digest(digest)) throw Error(what + ": unsupported or malformed digest '" + digest + "' (expected sha256:<64 hex digits>)");
 }
 
 // /.singularity.d

@@ -41,4 +41,8 @@ FileDigest digestFile(int fd, const std::string& what, std::int64_t offset = 0, 
 // The same bytes fed to `digester` (with length -1: to the end); how many there were.
 std::uint64_t digestRange(Digester& digester, int fd, const std::string& what, std::int64_t offset, std::int64_t length);
 
+// Whether `digest` is "sha256:" and 64 lowercase hex digits: what every registry and tool
+// writes, and all ctr accepts (oci::checkDigestSyntax, the lazy spec and chunk tables).
+bool isSha256Digest(std::string_view digest);
+
 }  // namespace ctr::image
