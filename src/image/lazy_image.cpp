@@ -61,13 +61,9 @@ std::vector<std::uint8_t> readRange(lazy::Blob& blob, std::int64_t offset, std::
 constexpr std::uint64_t kMaxTables = 64 << 20;
 void fetchSquashfsTables(lazy::Blob& blob, const sif::Descriptor& d, const std::vector<std::uint8_t>& superblock,
                          const std::string& name) {
-  auto u64 = [&](std::size_t at) {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < 8; ++i) v |= std::uint64_t{superblock[at + i]} << (8 * i);
-    return v;
-  };
-  if (superblock.size() < 96 || std::memcmp(superblock.data(), "hsqs", 4) != 0) return;  // not squashfs
-  const std::uint64_t used = u64(40), inodes = u64(64);
+  const auto sb = decodeSquashfsSuperblock(superblock);
+  if (!sb) return;  // not squashfs
+  const std::uint64_t used = sb->bytesUsed, inodes = sb->inodeTableStart;
   if (inodes >= used || used > static_cast<std::uint64_t>(d.size) || used - inodes > kMaxTables) return;
   (void)readRange(blob, d.offset + static_cast<std::int64_t>(inodes), static_cast<std::int64_t>(used - inodes),
                   name + ": the squashfs tables of SIF object " + std::to_string(d.id));
@@ -195,10 +191,8 @@ LazyOpened urlLazy(const std::string& url, const PullOptions& options, const std
   if (::pread(memory.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
     throw sysError("read " + tableUrl);
   auto parsed = withContext(tableUrl, [&] { return parseUrlChunkTable(text); });
-  const auto colon = url.find("://");
-  const std::string host = url.substr(colon + 3, url.find('/', colon + 3) - colon - 3);
   lazy::Spec spec{url, url, "", "", "", parsed.digest, std::move(parsed.table), cacheDir, options.limits.lazyPrefetch};
-  return openLazy(std::move(spec), options, parsed.digest, "lazily from " + host);
+  return openLazy(std::move(spec), options, parsed.digest, "lazily from " + urlServer(url));
 }
 
 }  // namespace ctr::image::oci

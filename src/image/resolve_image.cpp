@@ -44,22 +44,33 @@ bool hasSifMagic(int fd) {
   return readAt(fd, 32, std::span<char>(magic)) == magic.size() && std::memcmp(magic.data(), "SIF_MAGIC\0", 10) == 0;
 }
 
-std::string describeSquashfs(int fd, std::int64_t offset) {
-  // The superblock (squashfs 4.0): block size at 12, compression id at 20, version at 28.
-  std::array<unsigned char, 32> sb{};
-  if (readAt(fd, offset, std::span<unsigned char>(sb)) != sb.size() ||
-      !std::equal(kSquashfsMagic.begin(), kSquashfsMagic.end(), sb.begin()))
-    return {};
-  auto le = [&sb](std::size_t at, std::size_t bytes) {
-    std::uint32_t v = 0;
-    for (std::size_t i = 0; i < bytes; ++i) v |= static_cast<std::uint32_t>(sb[at + i]) << (8 * i);
+std::optional<SquashfsSuperblock> decodeSquashfsSuperblock(std::span<const std::uint8_t> bytes) {
+  if (bytes.size() < SquashfsSuperblock::kBytes || !std::equal(kSquashfsMagic.begin(), kSquashfsMagic.end(), bytes.begin()))
+    return std::nullopt;
+  auto le = [&bytes](std::size_t at, std::size_t size) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < size; ++i) v |= std::uint64_t{bytes[at + i]} << (8 * i);
     return v;
   };
+  SquashfsSuperblock sb;
+  sb.blockSize = static_cast<std::uint32_t>(le(12, 4));
+  sb.compression = static_cast<std::uint16_t>(le(20, 2));
+  sb.major = static_cast<std::uint16_t>(le(28, 2));
+  sb.minor = static_cast<std::uint16_t>(le(30, 2));
+  sb.bytesUsed = le(40, 8);
+  sb.inodeTableStart = le(64, 8);
+  return sb;
+}
+
+std::string describeSquashfs(int fd, std::int64_t offset) {
+  std::array<std::uint8_t, SquashfsSuperblock::kBytes> bytes{};
+  if (readAt(fd, offset, std::span<std::uint8_t>(bytes)) != bytes.size()) return {};
+  const auto sb = decodeSquashfsSuperblock(bytes);
+  if (!sb) return {};
   static constexpr std::array<const char*, 7> kCompressors = {"unknown", "gzip", "lzma", "lzo", "xz", "lz4", "zstd"};
-  const std::uint32_t id = le(20, 2);
-  return "squashfs " + std::to_string(le(28, 2)) + "." + std::to_string(le(30, 2)) + ", " +
-         (id < kCompressors.size() ? kCompressors[id] : "unknown") + " compressed, data block size " +
-         std::to_string(le(12, 4));
+  return "squashfs " + std::to_string(sb->major) + "." + std::to_string(sb->minor) + ", " +
+         (sb->compression < kCompressors.size() ? kCompressors[sb->compression] : "unknown") +
+         " compressed, data block size " + std::to_string(sb->blockSize);
 }
 
 std::string toString(ImageKind kind) {

@@ -7,10 +7,12 @@
 #include "ctr/image.hpp"
 #include "ctr/sif.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <iterator>
+#include <span>
 #include <vector>
 
 namespace {
@@ -41,6 +43,32 @@ TEST(ResolveImage, RecognisesPlainSquashfs) {
   EXPECT_EQ(src.kind, ctr::image::ImageKind::Squashfs);
   EXPECT_EQ(src.offset, 0U);
   EXPECT_EQ(src.size, 4096U);
+}
+
+// The superblock decoder that `ctr sif` listings and the lazy launch's table fetch share,
+// against what unsquashfs -s says of the fixture (gzip, 131072-byte blocks, 249 bytes used).
+TEST(SquashfsSuperblock, DecodesWhatUnsquashfsReports) {
+  std::ifstream in(kInput + "root.squashfs", std::ios::binary);
+  std::vector<std::uint8_t> bytes(ctr::image::SquashfsSuperblock::kBytes);
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  const auto sb = ctr::image::decodeSquashfsSuperblock(bytes);
+  ASSERT_TRUE(sb.has_value());
+  EXPECT_EQ(sb->major, 4);
+  EXPECT_EQ(sb->minor, 0);
+  EXPECT_EQ(sb->compression, 1);  // gzip
+  EXPECT_EQ(sb->blockSize, 131072U);
+  EXPECT_EQ(sb->bytesUsed, 249U);
+  EXPECT_GT(sb->inodeTableStart, 95U);
+  EXPECT_LT(sb->inodeTableStart, sb->bytesUsed);
+  EXPECT_FALSE(ctr::image::decodeSquashfsSuperblock(std::span(bytes).first(95)).has_value());
+  bytes[0] = 'x';
+  EXPECT_FALSE(ctr::image::decodeSquashfsSuperblock(bytes).has_value());
+
+  const int fd = ::open((kInput + "root.squashfs").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(ctr::image::describeSquashfs(fd), "squashfs 4.0, gzip compressed, data block size 131072");
+  EXPECT_EQ(ctr::image::describeSquashfs(fd, 1), "");
+  ::close(fd);
 }
 
 TEST(ResolveImage, RecognisesDirectory) {

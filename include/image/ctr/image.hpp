@@ -6,10 +6,12 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <span>
 #include <map>
 #include <string>
 #include <vector>
@@ -85,6 +87,17 @@ ImageSource resolveDataImage(const std::filesystem::path& path);
 // Whether the file `fd` has the SIF magic at byte 32 (what makes it a SIF, not what makes
 // it a valid one: sif::Image::open checks the rest).
 bool hasSifMagic(int fd);
+
+// The fields of a squashfs superblock (its first 96 bytes, little-endian) that ctr reads.
+struct SquashfsSuperblock {
+  static constexpr std::size_t kBytes = 96;
+  std::uint32_t blockSize = 0;
+  std::uint16_t compression = 0, major = 0, minor = 0;
+  std::uint64_t bytesUsed = 0;       // where the file system ends
+  std::uint64_t inodeTableStart = 0; // where its tables begin, after the data
+};
+// The superblock in `bytes`; nullopt when they are fewer than 96 or lack the magic "hsqs".
+std::optional<SquashfsSuperblock> decodeSquashfsSuperblock(std::span<const std::uint8_t> bytes);
 
 // "squashfs 4.0, lz4 compressed, data block size 131072": the superblock at `offset` of
 // `fd`, as mksquashfs sums it up; empty when there is none.
