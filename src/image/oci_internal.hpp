@@ -116,6 +116,9 @@ class RegistryClient {
   std::size_t current_ = 0;       // the one that serves now (a mirror that failed is not asked again)
 };
 
+// "HOST[:PORT]" of "SCHEME://HOST[:PORT]/PATH": what messages about a URL's server name.
+std::string urlServer(const std::string& url);
+
 // The cache root `root` (cacheRoot's), made 0700 where missing and refused (ctr::Error)
 // where it or a directory above it is not the user's alone (ctr/user_dir.hpp's rule).
 std::filesystem::path openCacheRoot(const std::filesystem::path& root);

@@ -825,13 +825,18 @@ std::filesystem::path RegistryClient::blobFrom(Impl& I, const std::string& diges
   return path;
 }
 
+std::string urlServer(const std::string& url) {
+  const auto colon = url.find("://");
+  const auto start = colon == std::string::npos ? 0 : colon + 3;
+  return url.substr(start, url.find('/', start) - start);
+}
+
 std::uint64_t RegistryClient::download(const std::string& url, int fd, std::uint64_t limit,
                                        const PullOptions& options) {
-  const auto colon = url.find("://");
   Impl I;
-  I.host = url.substr(colon + 3, url.find('/', colon + 3) - colon - 3);  // what the messages name
+  I.host = urlServer(url);  // what the messages name
   I.repository = url;
-  I.scheme = url.substr(0, colon);
+  I.scheme = url.substr(0, url.find("://"));
   I.limits = options.limits;
   I.prepare();
   I.sinkFd = fd;
