@@ -47,13 +47,12 @@
 #include "helper_parse.h"
 #include "untrusted_fs.h"
 
-#if !defined(CTR_SYSCONF_PATH) || !defined(CTR_BIN_PATH) || !defined(CTR_HELPER_RUNDIR)
-#error "CTR_SYSCONF_PATH, CTR_BIN_PATH and CTR_HELPER_RUNDIR are set by src/helper/CMakeLists.txt"
+#if !defined(CTR_SYSCONF_PATH) || !defined(CTR_BIN_PATH) || !defined(CTR_HELPER_RUNDIR) || !defined(LOCK_TIMEOUT_S)
+#error "CTR_SYSCONF_PATH, CTR_BIN_PATH, CTR_HELPER_RUNDIR and LOCK_TIMEOUT_S are set by src/helper/CMakeLists.txt"
 #endif
 #define MOUNT_POINT CTR_HELPER_RUNDIR "/mnt"
 #define DATA_DIR CTR_HELPER_RUNDIR "/data" /* DATA_DIR/<i>: the i-th --dataset image */
 #define INDEX_DIR CTR_HELPER_RUNDIR "/loop"
-#define LOCK_TIMEOUT_S 30
 #define LOOP_PREFIX "/dev/loop"
 #define LOOP_FLAGS (LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR)
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) /* an index directory, not a symlink */
@@ -485,7 +484,7 @@ static int scan_indexes(int root, const char *key, long *mine, long *total, char
 
 /* The caller's own index, INDEX_DIR/<uid>, locked. Only the caller's helpers take this lock,
  * so a helper the caller stops blocks only the caller's own launches, and those give up with
- * a message after LOCK_TIMEOUT_S. */
+ * a message after LOCK_TIMEOUT_S seconds (CMake's CTR_HELPER_LOCK_TIMEOUT_S, 30). */
 static int lock_own_index(int root) {
   char name[32];
   snprintf(name, sizeof name, "%u", (unsigned)real_uid);

@@ -12,11 +12,12 @@
 # could change after the check): a new privileged duty, not growth of an old one; whether it
 # belongs in the helper or in a helper of its own is for issue 52. 686 once the list of
 # ctr.conf keys the helper accepts was written at build time from ctr's own table
-# (src/helper/config_keys.cpp), not kept by hand beside it. The limit is that figure, a
-# ratchet: it may only go down.
+# (src/helper/config_keys.cpp), not kept by hand beside it. 685 once the lock deadline came
+# from CMake (CTR_HELPER_LOCK_TIMEOUT_S) with the other compiled-in values. The limit is that
+# figure, a ratchet: it may only go down.
 . "$(dirname "$0")/lib.sh"
 
-limit=686
+limit=685
 command -v gcc >/dev/null || skip "gcc is missing: no way to strip the comments as the count is defined"
 code_lines() { gcc -fpreprocessed -dD -E -P "$CTR_SOURCE_DIR/src/helper/$1" | grep -cv '^\s*$'; }
 helper=$(code_lines ctr_mount_helper.c)
