@@ -21,7 +21,7 @@ mapfile -t pch < <(ninja -C "$dir" -t targets all | sed -n 's/^\([^:]*cmake_pch\
 # Generated sources the others include: the helper's list of ctr.conf keys (src/helper).
 ninja -C "$dir" ctr-config-keys-inc >/dev/null
 python3 - "$dir/compile_commands.json" "$src" "$(nproc)" <<'PY'
-import concurrent.futures, json, os, shlex, subprocess, sys
+import concurrent.futures, json, os, shlex, subprocess, sys, time
 
 commands, source_dir, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
@@ -50,16 +50,21 @@ def ours(path):
 entries = [e for e in json.load(open(commands)) if ours(e["file"])]
 
 def check(entry):
+    t0 = time.monotonic()
     r = subprocess.run(syntax_only(entry), cwd=entry["directory"], capture_output=True, text=True)
-    return entry["file"], r.returncode, r.stderr
+    return entry["file"], r.returncode, r.stderr, time.monotonic() - t0
 
-failed = 0
+failed, took = 0, []
 with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-    for path, rc, err in pool.map(check, entries):
+    for path, rc, err, seconds in pool.map(check, entries):
+        took.append((seconds, os.path.relpath(path, source_dir)))
         if rc != 0:
             failed += 1
             lines = [l for l in err.splitlines() if "error" in l][:5] or err.splitlines()[:5]
             print(f"FAILED: {os.path.relpath(path, source_dir)}\n  " + "\n  ".join(lines))
+# Where this stage's time goes (it counts against CI's 30 minutes): the slowest files.
+print("slowest: " + ", ".join(f"{name} {seconds:.1f} s" for seconds, name in sorted(took, reverse=True)[:5]) +
+      f"; {sum(t for t, _ in took):.0f} s of compiler time in all")
 print(f"{len(entries)} sources compiled on their own, {failed} failed")
 sys.exit(1 if failed else 0)
 PY

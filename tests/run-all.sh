@@ -5,6 +5,11 @@
 # then the fuzzers (FUZZ_SECONDS, default 30, for the SIF reader; half that for the others)
 # under ASan+UBSan.
 #
+# The tests run one at a time, which leaves a core idle most of the time: the two checking
+# builds (every source on its own, the fuzzers' ASan build) run beside them at idle CPU
+# priority (SCHED_IDLE: they get only what the tests leave), which takes about five minutes
+# off CI's half hour on two cores. Their output is printed when they are waited for.
+#
 # Every stage runs and reports its result even when an earlier one failed (a stage that
 # needs an earlier one's output says so); the exit status is non-zero if any stage failed.
 # Tests that skip print the reason; the summary lists every skipped test with it.
@@ -32,6 +37,57 @@ stage() {
   return "$rc"
 }
 not_run() { results+=("$1: NOT RUN ($2)"); failed=1; }
+
+# Stages beside the others, at idle CPU (and I/O) priority.
+idle() {
+  local prio=(nice -n 19)
+  if chrt --idle 0 true 2>/dev/null; then prio=(chrt --idle 0); fi
+  if ionice -c 3 true 2>/dev/null; then prio+=(ionice -c 3); fi
+  "${prio[@]}" "$@"
+}
+# Each in a process group of its own (job control on while it starts), so that an
+# interrupted run stops them with their compilers.
+stop_beside() {
+  local i
+  for i in "${!beside_pids[@]}"; do
+    [ -n "${beside_pids[$i]}" ] && kill -TERM -- "-${beside_pids[$i]}" 2>/dev/null
+  done
+  return 0
+}
+trap stop_beside EXIT
+beside_names=() beside_pids=() beside_logs=() beside_t0=()
+# beside NAME CMD...: starts CMD in the background (idle priority, output to a log); its
+# result is recorded by wait_beside.
+beside() {
+  local name=$1; shift
+  local log
+  log=$(mktemp /tmp/ctr-run-all.XXXXXX)
+  set -m
+  idle "$@" >"$log" 2>&1 &
+  set +m
+  beside_names+=("$name") beside_pids+=("$!") beside_logs+=("$log") beside_t0+=("$(date +%s)")
+}
+# wait_beside NAME: waits for that stage, prints its output, records its result (the time is
+# its own, from its start: it overlapped the stages run meanwhile).
+wait_beside() {
+  local i rc=0
+  for i in "${!beside_names[@]}"; do
+    [ "${beside_names[$i]}" = "$1" ] || continue
+    wait "${beside_pids[$i]}" || rc=$?
+    beside_pids[i]=""
+    local took=$(( $(date +%s) - beside_t0[i] ))
+    echo "== $1 (beside the tests)"
+    cat "${beside_logs[$i]}"
+    rm -f "${beside_logs[$i]}"
+    if [ "$rc" = 0 ]; then
+      results+=("$1: passed in $took s (beside the tests)")
+    else
+      results+=("$1: FAILED (exit $rc) in $took s (beside the tests)")
+      failed=1
+    fi
+    return "$rc"
+  done
+}
 
 # The ci tree runs the suite; the deb tree (installed under /usr) is what test_deb_package
 # packs with cpack and installs. The two differ only in the install paths (one generated
@@ -78,25 +134,33 @@ print(f"  ({len(cases)} tests, {total:.0f} s in all)")
 PY
 }
 
+each="every source compiled on its own (the plain build's configuration, -fsyntax-only)"
+fuzz="fuzzers (${FUZZ_SECONDS:-30} s for the SIF reader, half for the others; ASan+UBSan)"
 if stage "install dependencies" tests/install-deps.sh; then
   if stage "build (presets ci: Release, -Werror; deb: the Debian packages)" build; then
+    # The helper's generated ctr.conf key list, written by the ci build: the checking builds
+    # take it rather than building ctr's config library again to write it.
+    keys=$src/build/ci/src/helper/generated/ctr_config_keys.inc
+    if [ -f "$keys" ]; then export CTR_CONFIG_KEYS_INC=$keys; fi
+    # A packager's plain build (no preset, no unity sources) compiles every file on its own.
+    beside "$each" tests/compile-each-source.sh "$src/build/each"
+    [ "${SKIP_FUZZ:-0}" = 1 ] || FUZZ_STEP=build beside "fuzzers' build" bash tests/fuzz/run-fuzz.sh
     stage "unit, conformance and integration tests" ctest --preset ci -j1 --timeout 900 --output-junit "$junit"
     print_skips
     print_slowest
+    wait_beside "$each"
+    if [ "${SKIP_FUZZ:-0}" = 1 ]; then
+      results+=("fuzzers: skipped (SKIP_FUZZ=1)")
+    elif wait_beside "fuzzers' build"; then
+      FUZZ_STEP=run stage "$fuzz" bash tests/fuzz/run-fuzz.sh
+    else
+      not_run "$fuzz" "their build failed"
+    fi
   else
     not_run "unit, conformance and integration tests" "the build failed"
-  fi
-  # The helper's generated ctr.conf key list, written by the ci build: the checking builds
-  # below take it rather than building ctr's config library again to write it.
-  keys=$src/build/ci/src/helper/generated/ctr_config_keys.inc
-  if [ -f "$keys" ]; then export CTR_CONFIG_KEYS_INC=$keys; fi
-  # A packager's plain build (no preset, no unity sources) compiles every file on its own.
-  stage "every source compiled on its own (the plain build's configuration, -fsyntax-only)" \
-    tests/compile-each-source.sh "$src/build/each"
-  if [ "${SKIP_FUZZ:-0}" != 1 ]; then
-    stage "fuzzers (${FUZZ_SECONDS:-30} s for the SIF reader, half for the others; ASan+UBSan)" bash tests/fuzz/run-fuzz.sh
-  else
-    results+=("fuzzers: skipped (SKIP_FUZZ=1)")
+    # These two build on their own: they still say whether the sources compile there.
+    stage "$each" tests/compile-each-source.sh "$src/build/each"
+    if [ "${SKIP_FUZZ:-0}" != 1 ]; then stage "$fuzz" bash tests/fuzz/run-fuzz.sh; fi
   fi
 else
   not_run "build" "dependencies missing"

@@ -8,6 +8,8 @@
 #                  half each.
 #   FUZZ_JOBS      targets run at once (default: nproc) and build jobs
 #   FUZZ_TARGETS   the targets to build and run (default: all), e.g. FUZZ_TARGETS=fuzz_squashfs
+#   FUZZ_STEP      build (only build the targets), run (only run them, built before) or all
+#                  (default): tests/run-all.sh builds them beside the tests and runs them after
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build/fuzz}
@@ -43,8 +45,16 @@ for t in "${targets[@]}"; do read -r name _ <<<"$t"; names+=("$name"); done
 
 # CTR_CONFIG_KEYS_INC: the helper's generated key list from another build of this tree (see
 # tests/compile-each-source.sh).
-cmake --preset fuzz -S "$src" -B "$build" -DCTR_CONFIG_KEYS_INC="${CTR_CONFIG_KEYS_INC:-}" >/dev/null
-cmake --build "$build" --target "${names[@]}" -j"${FUZZ_JOBS:-$(nproc)}"
+step=${FUZZ_STEP:-all}
+case $step in build|run|all) ;; *) echo "run-fuzz.sh: FUZZ_STEP=$step: expected build, run or all" >&2; exit 2;; esac
+if [ "$step" != run ]; then
+  cmake --preset fuzz -S "$src" -B "$build" -DCTR_CONFIG_KEYS_INC="${CTR_CONFIG_KEYS_INC:-}" >/dev/null
+  cmake --build "$build" --target "${names[@]}" -j"${FUZZ_JOBS:-$(nproc)}"
+fi
+[ "$step" != build ] || exit 0
+for name in "${names[@]}"; do
+  [ -x "$build/bin/$name" ] || { echo "run-fuzz.sh: $build/bin/$name is not built (FUZZ_STEP=build first)" >&2; exit 2; }
+done
 
 work=$(mktemp -d /tmp/ctr-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
