@@ -67,10 +67,17 @@ serve() {
   mkdir -p "$2" && chown "$CTR_TEST_USER" "$2"
   as_user "$server" -o "lazy=$1,offset=$offset,threads=4" - "$2" 2>"$2.err" &
   servers="$servers $!"
+  server_of[$2]=$!
   for _ in $(seq 100); do mounted "$2" && return 0; sleep 0.05; done
   fail "ctr-squashfs did not mount the lazy image: $(cat "$2.err")"
 }
-unserve() { as_user fusermount3 -u "$1"; }
+# unserve MOUNTPOINT: unmounts it and waits for its server to end (it may still hold files of
+# its cache for a moment after the unmount: a tmpfs cache is busy until then).
+declare -A server_of
+unserve() {
+  as_user fusermount3 -u "$1"
+  [ -z "${server_of[$1]:-}" ] || wait "${server_of[$1]}" 2>/dev/null || true
+}
 # marked CACHE: how many chunks the cache entry marks as fetched and checked.
 marked() { python3 -c 'import sys; print(open(sys.argv[1], "rb").read()[64:].count(1))' "$1/${layer_digest#sha256:}.have"; }
 chunks=$(( (layer_size + 1048575) / 1048576 ))
