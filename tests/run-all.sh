@@ -50,7 +50,9 @@ idle() {
 stop_beside() {
   local i
   for i in "${!beside_pids[@]}"; do
-    [ -n "${beside_pids[$i]}" ] && kill -TERM -- "-${beside_pids[$i]}" 2>/dev/null
+    [ -n "${beside_pids[$i]}" ] || continue
+    kill -TERM -- "-${beside_pids[$i]}" 2>/dev/null
+    rm -f "${beside_logs[$i]}" "${beside_logs[$i]}.end"
   done
   return 0
 }
@@ -63,7 +65,7 @@ beside() {
   local log
   log=$(mktemp /tmp/ctr-run-all.XXXXXX)
   set -m
-  idle "$@" >"$log" 2>&1 &
+  { idle "$@"; local rc=$?; date +%s >"$log.end"; exit "$rc"; } >"$log" 2>&1 &
   set +m
   beside_names+=("$name") beside_pids+=("$!") beside_logs+=("$log") beside_t0+=("$(date +%s)")
 }
@@ -75,14 +77,16 @@ wait_beside() {
     [ "${beside_names[$i]}" = "$1" ] || continue
     wait "${beside_pids[$i]}" || rc=$?
     beside_pids[i]=""
-    local took=$(( $(date +%s) - beside_t0[i] ))
+    local log=${beside_logs[$i]} end
+    end=$(cat "$log.end" 2>/dev/null || date +%s)
+    local took=$(( end - beside_t0[i] ))
     echo "== $1 (beside the tests)"
-    cat "${beside_logs[$i]}"
-    rm -f "${beside_logs[$i]}"
+    cat "$log"
+    rm -f "$log" "$log.end"
     if [ "$rc" = 0 ]; then
-      results+=("$1: passed in $took s (beside the tests)")
+      results+=("$1: passed in $took s (beside the tests, at idle priority)")
     else
-      results+=("$1: FAILED (exit $rc) in $took s (beside the tests)")
+      results+=("$1: FAILED (exit $rc) in $took s (beside the tests, at idle priority)")
       failed=1
     fi
     return "$rc"
