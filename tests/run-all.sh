@@ -21,19 +21,23 @@ start=$(date +%s)
 results=()
 failed=0
 
-# stage NAME CMD...: runs CMD, records "NAME: passed|FAILED (exit N) in S s".
+# record NAME RC SECONDS [NOTE]: "NAME: passed|FAILED (exit N) in S s[ NOTE]".
+record() {
+  if [ "$2" = 0 ]; then
+    results+=("$1: passed in $3 s${4:+ $4}")
+  else
+    results+=("$1: FAILED (exit $2) in $3 s${4:+ $4}")
+    failed=1
+  fi
+}
+
+# stage NAME CMD...: runs CMD and records its result.
 stage() {
   local name=$1; shift
   local t0=$(date +%s) rc=0
   echo "== $name"
   "$@" || rc=$?
-  local took=$(( $(date +%s) - t0 ))
-  if [ "$rc" = 0 ]; then
-    results+=("$name: passed in $took s")
-  else
-    results+=("$name: FAILED (exit $rc) in $took s")
-    failed=1
-  fi
+  record "$name" "$rc" $(( $(date +%s) - t0 ))
   return "$rc"
 }
 not_run() { results+=("$1: NOT RUN ($2)"); failed=1; }
@@ -79,16 +83,10 @@ wait_beside() {
     beside_pids[i]=""
     local log=${beside_logs[$i]} end
     end=$(cat "$log.end" 2>/dev/null || date +%s)
-    local took=$(( end - beside_t0[i] ))
     echo "== $1 (beside the tests)"
     cat "$log"
     rm -f "$log" "$log.end"
-    if [ "$rc" = 0 ]; then
-      results+=("$1: passed in $took s (beside the tests, at idle priority)")
-    else
-      results+=("$1: FAILED (exit $rc) in $took s (beside the tests, at idle priority)")
-      failed=1
-    fi
+    record "$1" "$rc" $(( end - beside_t0[i] )) "(beside the tests, at idle priority)"
     return "$rc"
   done
 }
