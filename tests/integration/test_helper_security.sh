@@ -43,12 +43,17 @@ helper_install() {
   # A helper of its own gives up on a held index lock after 5 s, not 30: the locks test waits
   # for that (test_hardening_helper_locks.sh).
   [ "$build" = "${CTR_BUILD_DIR:-}" ] || opts+=(-DCTR_HELPER_LOCK_TIMEOUT_S=5)
+  # An earlier configure of this build that lacks one of these options is configured again.
+  local stale=0 o
+  for o in "${opts[@]}"; do
+    o=${o#-D}
+    grep -qx "${o%%=*}:[A-Z]*=${o#*=}" "$build/CMakeCache.txt" 2>/dev/null || stale=1
+  done
   if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$CTR_SOURCE_DIR" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTR_BUILD_TESTS=OFF \
       -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCTR_INSTALL_SUID_HELPER=ON "${opts[@]}" >"$build/configure.log" 2>&1 ||
       { cat "$build/configure.log"; fail "cmake configure of the test prefix failed"; }
-  elif [ "${#opts[@]}" -gt 0 ] && ! { grep -qxF "CTR_HELPER_LOCK_TIMEOUT_S:STRING=5" "$build/CMakeCache.txt" &&
-         { [ ! -f "$keys" ] || grep -qxF "CTR_CONFIG_KEYS_INC:FILEPATH=$keys" "$build/CMakeCache.txt"; }; }; then
+  elif [ "$stale" = 1 ]; then
     cmake -S "$CTR_SOURCE_DIR" -B "$build" "${opts[@]}" >>"$build/configure.log" 2>&1 ||
       { cat "$build/configure.log"; fail "cmake configure of the test prefix failed"; }
   fi
