@@ -60,14 +60,25 @@ std::vector<fs::path> libexecDirs() {
   return dirs;
 }
 
+// The directory of the running executable, empty where /proc/self/exe cannot be read. Read
+// once: the link is resolved by the kernel each time (a path walk), and every launch asks for
+// ctr.conf's place and for ctr-squashfs.
+const fs::path& selfDir() {
+  static const fs::path dir = [] {
+    std::error_code ec;
+    fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path() : self.parent_path();
+  }();
+  return dir;
+}
+
 }  // namespace
 
 const fs::path& relocatedPrefix() {
   static const fs::path prefix = [] {
-    std::error_code ec;
-    fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+    fs::path dir = selfDir();
     const fs::path binDir = configured::kBinDir;
-    if (ec || binDir.is_absolute()) return fs::path();  // an absolute bindir cannot move
+    if (dir.empty() || binDir.is_absolute()) return fs::path();  // an absolute bindir cannot move
     // Walk up one level per component of the bindir ("bin"), checking each name.
     std::vector<fs::path> components(binDir.begin(), binDir.end());
     for (auto it = components.rbegin(); it != components.rend(); ++it) {
@@ -98,10 +109,8 @@ std::string findProgram(Program program) {
   auto dirs = libexecDirs();
   // ctr's own programs: a build tree keeps them beside ctr (bin/ctr-topology, bin/ctr-squashfs),
   // and its own must win over those of an install at the configured prefix.
-  std::error_code ec;
   if (program == Program::Topology || program == Program::SquashfsServer)
-    if (fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path(); !ec)
-      dirs.insert(dirs.begin() + (relocatedPrefix().empty() ? 0 : 1), std::move(self));
+    if (!selfDir().empty()) dirs.insert(dirs.begin() + (relocatedPrefix().empty() ? 0 : 1), selfDir());
   for (const char* name : info.names) {
     if (name == nullptr) break;
     for (const auto& dir : dirs)
