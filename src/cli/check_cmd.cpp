@@ -92,7 +92,7 @@ void checkFuse(Findings& f) {
   // Either server mounts images without the helper: ctr-squashfs (multithreaded) is the
   // one 'squashfs server = auto' prefers, squashfuse_ll the fallback.
   host::Needs needs;
-  needs.squashfsServers = true;
+  needs.squashfsServers = {.ctrSquashfs = true, .squashfuse = true};
   host::discoverNeeds(f.host, needs, f.policy);
   const auto& servers = f.host.squashfsServers;
   f.squashfuse = !servers.ctrSquashfs.empty() || !servers.squashfuse.empty();

@@ -135,7 +135,7 @@ HostFacts discoverHost() {
 
 void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& policy) {
   if (!needs.imageFile.empty()) discoverImageFilesystem(host, needs.imageFile, false);
-  if (needs.squashfsServers) host.squashfsServers = discoverSquashfsServers();
+  if (needs.squashfsServers.any()) host.squashfsServers = discoverSquashfsServers(needs.squashfsServers);
   if (needs.limits) host.limits = discoverLimitsHost(host.user.uid, policy.cgroupDelegate);
   discoverDevicesHost(host, needs.devices, policy);
   if (needs.mpi) discoverMpiHost(host, policy);
@@ -168,17 +168,21 @@ SignedFile discoverSignedFile(const image::ImageSource& image, const config::Exe
   return file;
 }
 
-SquashfsServers discoverSquashfsServers() {
+SquashfsServers discoverSquashfsServers(const ServerSearch& search) {
   SquashfsServers servers;
-  try {
-    servers.ctrSquashfs = findProgram(Program::SquashfsServer);
-  } catch (const Error& e) {
-    servers.ctrSquashfsMissing = e.oneLine();
+  if (search.ctrSquashfs) {
+    try {
+      servers.ctrSquashfs = findProgram(Program::SquashfsServer);
+    } catch (const Error& e) {
+      servers.ctrSquashfsMissing = e.oneLine();
+    }
   }
-  try {
-    servers.squashfuse = findProgram(Program::Squashfuse);
-  } catch (const Error& e) {
-    servers.squashfuseMissing = e.oneLine();
+  if (search.squashfuse && !(search.squashfuseOnlyAsFallback && !servers.ctrSquashfs.empty())) {
+    try {
+      servers.squashfuse = findProgram(Program::Squashfuse);
+    } catch (const Error& e) {
+      servers.squashfuseMissing = e.oneLine();
+    }
   }
   return servers;
 }

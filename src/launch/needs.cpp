@@ -5,6 +5,21 @@
 #include "ctr/launch.hpp"
 
 namespace ctr::launch {
+namespace {
+
+// Only the servers planImageServer may choose: what ctr.conf names, 'auto' squashfuse_ll only
+// where ctr-squashfs is missing; a lazily read image is served by ctr-squashfs alone.
+host::ServerSearch serverSearch(config::SquashfsServer setting, bool lazy) {
+  if (lazy) return {.ctrSquashfs = true};
+  switch (setting) {
+    case config::SquashfsServer::CtrSquashfs: return {.ctrSquashfs = true};
+    case config::SquashfsServer::Squashfuse: return {.squashfuse = true};
+    case config::SquashfsServer::Auto: break;
+  }
+  return {.ctrSquashfs = true, .squashfuse = true, .squashfuseOnlyAsFallback = true};
+}
+
+}  // namespace
 
 host::Needs needsOf(const LaunchOptions& options, const image::ImageSource& image, const config::Policy& policy,
                     const host::HostFacts& host) {
@@ -15,7 +30,8 @@ host::Needs needsOf(const LaunchOptions& options, const image::ImageSource& imag
     if (!bind.imageSrc.empty()) needs.datasetFiles.push_back({bind.source, "--bind " + toString(bind)});
   for (const auto& overlay : options.overlays) needs.overlayFiles.push_back({overlay.path, "--overlay " + overlay.spec});
   // An --overlay path may be an image: its servers are looked for too (a few stat calls).
-  needs.squashfsServers = file || !needs.datasetFiles.empty() || !needs.overlayFiles.empty();
+  if (file || !needs.datasetFiles.empty() || !needs.overlayFiles.empty())
+    needs.squashfsServers = serverSearch(policy.squashfsServer, image.lazy.has_value());
   needs.limits = !options.limits.empty() || !options.statsFile.empty() || !options.gpus.empty();
   needs.devices = {options.nv, options.rocm, !options.gpus.empty(), !options.devices.empty()};
   needs.mpi = options.mpi == "bind";

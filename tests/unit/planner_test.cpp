@@ -1064,7 +1064,7 @@ TEST(PlanNeeds, APlainLaunchOfADirectoryNeedsNothingBeyondTheCaller) {
   policy.stageImages = ctr::config::StageImages::Never;
   const auto needs = needsOf(execTrue(), image, policy, alice());
   EXPECT_TRUE(needs.imageFile.empty());
-  EXPECT_FALSE(needs.squashfsServers || needs.limits || needs.mpi || needs.stageDir || needs.subordinateIds);
+  EXPECT_FALSE(needs.squashfsServers.any() || needs.limits || needs.mpi || needs.stageDir || needs.subordinateIds);
   EXPECT_FALSE(needs.devices.nvidia || needs.devices.amd || needs.devices.gpus || needs.devices.cdi);
 }
 
@@ -1078,7 +1078,7 @@ TEST(PlanNeeds, EachOptionNamesItsProbe) {
   options.statsFile = "run.json";
   auto needs = needsOf(options, sifImage(), policy, alice());
   EXPECT_EQ(needs.imageFile, sifImage().path.string());
-  EXPECT_TRUE(needs.squashfsServers);  // a SIF is served by FUSE where the helper is not used
+  EXPECT_TRUE(needs.squashfsServers.any());  // a SIF is served by FUSE where the helper is not used
   EXPECT_TRUE(needs.devices.nvidia);
   EXPECT_FALSE(needs.devices.amd);
   EXPECT_TRUE(needs.mpi);
@@ -1106,7 +1106,27 @@ TEST(PlanNeeds, TheFilesTheOptionsNameAreLookedAtWithTheFlagThatNamedThem) {
   ASSERT_EQ(needs.datasetFiles.size(), 1U) << "only the bind with image-src=";
   EXPECT_EQ(needs.datasetFiles[0].path, "/d/data.sqfs");
   EXPECT_EQ(needs.datasetFiles[0].label.rfind("--bind /d/data.sqfs:/data", 0), 0U) << needs.datasetFiles[0].label;
-  EXPECT_TRUE(needs.squashfsServers) << "a dataset image is served by FUSE";
+  EXPECT_TRUE(needs.squashfsServers.any()) << "a dataset image is served by FUSE";
+}
+
+// Only the servers the plan may choose are looked for: 'auto' looks for squashfuse_ll only
+// where ctr-squashfs is missing, a named server alone, a lazy image ctr-squashfs whatever the
+// setting.
+TEST(PlanNeeds, OnlyTheSquashfsServersThePlanMayChooseAreLookedFor) {
+  ctr::config::Policy policy;
+  auto search = needsOf(execTrue(), sifImage(), policy, alice()).squashfsServers;
+  EXPECT_TRUE(search.ctrSquashfs && search.squashfuse && search.squashfuseOnlyAsFallback);
+  policy.squashfsServer = ctr::config::SquashfsServer::Squashfuse;
+  search = needsOf(execTrue(), sifImage(), policy, alice()).squashfsServers;
+  EXPECT_TRUE(!search.ctrSquashfs && search.squashfuse && !search.squashfuseOnlyAsFallback);
+  policy.squashfsServer = ctr::config::SquashfsServer::CtrSquashfs;
+  search = needsOf(execTrue(), sifImage(), policy, alice()).squashfsServers;
+  EXPECT_TRUE(search.ctrSquashfs && !search.squashfuse);
+  policy.squashfsServer = ctr::config::SquashfsServer::Squashfuse;
+  auto lazy = sifImage();
+  lazy.lazy.emplace();
+  search = needsOf(execTrue(), lazy, policy, alice()).squashfsServers;
+  EXPECT_TRUE(search.ctrSquashfs && !search.squashfuse) << "only ctr-squashfs reads a blob lazily";
 }
 
 // The runtime's decisions, taken by the planner: which identity file a mount makes, whether

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ctr/error.hpp"
+#include "ctr/host_facts.hpp"
 #include "ctr/install_paths.hpp"
 
 namespace {
@@ -62,6 +63,23 @@ TEST_F(Programs, SquashfuseFallsBackToTheHighLevelServer) {
   const std::string preferred = file("bin2/squashfuse_ll", 0755);
   ::setenv("PATH", (dir_ + "/bin:" + dir_ + "/bin2").c_str(), 1);
   EXPECT_EQ(ctr::findProgram(ctr::Program::Squashfuse), preferred);
+}
+
+// A launch looks only for the servers its plan may choose: with 'squashfs server = auto',
+// squashfuse_ll only where ctr-squashfs is missing.
+TEST_F(Programs, TheFallbackSquashfsServerIsLookedForOnlyWhereTheFirstIsMissing) {
+  const std::string squashfuse = file("bin/squashfuse_ll", 0755);
+  ::setenv("PATH", (dir_ + "/bin").c_str(), 1);
+  const auto both = ctr::host::discoverSquashfsServers({.ctrSquashfs = true, .squashfuse = true});
+  EXPECT_EQ(both.squashfuse, squashfuse);
+  const auto alone = ctr::host::discoverSquashfsServers({.squashfuse = true});
+  EXPECT_EQ(alone.squashfuse, squashfuse);
+  EXPECT_TRUE(alone.ctrSquashfs.empty() && alone.ctrSquashfsMissing.empty()) << "not looked for";
+  if (both.ctrSquashfs.empty()) GTEST_SKIP() << "no ctr-squashfs beside the tests: " << both.ctrSquashfsMissing;
+  const auto fallback =
+      ctr::host::discoverSquashfsServers({.ctrSquashfs = true, .squashfuse = true, .squashfuseOnlyAsFallback = true});
+  EXPECT_EQ(fallback.ctrSquashfs, both.ctrSquashfs);
+  EXPECT_TRUE(fallback.squashfuse.empty() && fallback.squashfuseMissing.empty()) << fallback.squashfuse;
 }
 
 TEST_F(Programs, MissingProgramIsNamedWithWhereItWasLookedFor) {

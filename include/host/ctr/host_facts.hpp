@@ -126,7 +126,15 @@ struct SquashfsServers {
   std::string ctrSquashfsMissing;
   std::string squashfuseMissing;
 };
-[[nodiscard]] SquashfsServers discoverSquashfsServers();
+// Which of them to look for (each search is a walk over ctr's directories and $PATH).
+struct ServerSearch {
+  bool ctrSquashfs = false;
+  bool squashfuse = false;
+  // squashfuse_ll only where ctr-squashfs was not found ('squashfs server = auto').
+  bool squashfuseOnlyAsFallback = false;
+  [[nodiscard]] bool any() const { return ctrSquashfs || squashfuse; }
+};
+[[nodiscard]] SquashfsServers discoverSquashfsServers(const ServerSearch& search);
 
 // the files a launch names (host_files.cpp)
 
@@ -225,7 +233,7 @@ struct DeviceAsk {
 struct Needs {
   // The file system of the image file, for the setuid helper's refusal (discoverImageFilesystem).
   std::string imageFile;
-  bool squashfsServers = false;  // a squashfs image, dataset or overlay image: its FUSE servers
+  ServerSearch squashfsServers;  // a squashfs image, dataset or overlay image: its FUSE servers
   bool limits = false;           // limits, --stats or --gpus: the node's cgroups (discoverLimitsHost)
   DeviceAsk devices;             // --nv, --rocm, --gpus, --device (discoverDevicesHost)
   bool mpi = false;              // --mpi=bind (discoverMpiHost)
