@@ -49,3 +49,18 @@ step_medians() {
   rm -f "$tsv"
   echo "$line"
 }
+
+# join_floor_case BUILD IMAGE: the join-floor command line (bench/startup/join_floor.c) for
+# IMAGE's holder, which must be alive: the holder's record and its cached seccomp filter, as
+# `ctr -d exec IMAGE` names them. Prints nothing, and says why on stderr, where it cannot.
+join_floor_case() {
+  local build=$1 image=$2 debug key bpf
+  debug=$("$ctr" -d exec "$image" /bin/true 2>&1) || true
+  key=$(sed -n 's/.*reusing the mounted image \([0-9a-f]*\)$/\1/p' <<<"$debug" | head -1)
+  bpf=$(sed -n 's/.*seccomp filter from \(\/.*\.bpf\)$/\1/p' <<<"$debug" | head -1)
+  if [ -z "$key" ] || [ -z "$bpf" ] || [ ! -x "$build/bin/join-floor" ]; then
+    echo "== no join-floor case: $image's launch named no held image and cached seccomp filter in its -d output, or join-floor is not built" >&2
+    return 0
+  fi
+  echo "$build/bin/join-floor $(dirname "$bpf")/$key.pid $bpf /bin/true"
+}

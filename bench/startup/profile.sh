@@ -41,6 +41,8 @@ cases=(
   "ctr-dir|$ctr exec rootfs /bin/true"
   "ctr-dir-held|$ctr exec rootfs-held /bin/true"
 )
+floor=$(join_floor_case "$build" demo.sif)
+[ -n "$floor" ] && cases+=("join-floor|$floor")
 command -v ch-run >/dev/null && cases+=("ch-run-dir|$(command -v ch-run) $work/rootfs -- /bin/true")
 command -v bwrap >/dev/null &&
   cases+=("bwrap-dir|$(command -v bwrap) --unshare-user --ro-bind $work/rootfs / --proc /proc --dev /dev /bin/true")

@@ -87,15 +87,10 @@ cases=(
 )
 # The floor of a held launch: join-floor asks the kernel for what a held `ctr exec demo.sif`
 # must (join the holder's namespaces, no_new_privs, no capabilities, the seccomp filter, exec)
-# and decides nothing. ctr names the holder's key and its cached filter in `-d` output.
-debug=$("$ctr" -d exec demo.sif /bin/true 2>&1)
-key=$(sed -n 's/.*reusing the mounted image \([0-9a-f]*\)$/\1/p' <<<"$debug" | head -1)
-bpf=$(sed -n 's/.*seccomp filter from \(\/.*\.bpf\)$/\1/p' <<<"$debug" | head -1)
-if [ -n "$key" ] && [ -n "$bpf" ] && [ -x "$build/bin/join-floor" ]; then
-  cases+=("join-floor=$build/bin/join-floor $(dirname "$bpf")/$key.pid $bpf /bin/true")
-else
-  echo "== no join-floor case: no holder key or cached seccomp filter in 'ctr -d exec demo.sif' (or join-floor not built)"
-fi
+# and decides nothing.
+. "$src/bench/startup/lib.sh"
+floor=$(join_floor_case "$build" demo.sif)
+[ -n "$floor" ] && cases+=("join-floor=$floor")
 concurrent=(
   "unshare-Urm=/usr/bin/unshare -Urm /bin/true"
   "ctr-sif-held=$ctr exec demo.sif /bin/true"
