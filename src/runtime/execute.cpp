@@ -351,13 +351,15 @@ void restoreAppSignals(const sigset_t& previousMask) {
 // `signalAll` (the plan's): every signal goes to every process of the namespace instead.
 [[noreturn]] void initOf(const std::function<void()>& app, int signals, const sigset_t& previousMask,
                          bool foreground, bool signalAll) {
+  // Named before the fork: the app may read /proc/1/comm at once (the child bears the name
+  // too until its exec).
+  ::prctl(PR_SET_NAME, "ctr-init");
   const pid_t child = ::fork();
   if (child < 0) throw sysError("fork the app");
   if (child == 0) {
     if (foreground) takeTerminal();
     runApp(app, previousMask);
   }
-  ::prctl(PR_SET_NAME, "ctr-init");
   for (;;) {
     int status = 0;
     for (pid_t done; (done = ::waitpid(-1, &status, WNOHANG)) > 0;) {
@@ -388,13 +390,13 @@ bool endsInstance(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SI
 [[noreturn]] void keeperOf(const std::function<void()>* app, int signals, const sigset_t& previousMask,
                            bool pidNamespace, const InstanceFiles& files) {
   if (!pidNamespace) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  ::prctl(PR_SET_NAME, "ctr-instance");  // before the fork, as initOf
   pid_t child = -1;
   if (app) {
     child = ::fork();
     if (child < 0) throw sysError("fork the startscript");
     if (child == 0) runApp(*app, previousMask);
   }
-  ::prctl(PR_SET_NAME, "ctr-instance");
   bool ending = false;
   for (;;) {
     int status = 0;
