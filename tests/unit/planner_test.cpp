@@ -1129,6 +1129,39 @@ TEST(PlanNeeds, OnlyTheSquashfsServersThePlanMayChooseAreLookedFor) {
   EXPECT_TRUE(search.ctrSquashfs && !search.squashfuse) << "only ctr-squashfs reads a blob lazily";
 }
 
+// The two sides of that search agree: facts holding only what needsOf asked for plan the same
+// server as facts holding both, for every setting, and with either server missing.
+TEST(PlanNeeds, TheServersLookedForAreTheOnesThePlanChooses) {
+  using ctr::config::SquashfsServer;
+  for (const auto setting : {SquashfsServer::Auto, SquashfsServer::CtrSquashfs, SquashfsServer::Squashfuse}) {
+    for (const bool ctrSquashfsInstalled : {true, false}) {
+      ctr::config::Policy policy;
+      policy.squashfsServer = setting;
+      auto installed = alice();
+      if (!ctrSquashfsInstalled) {
+        installed.squashfsServers.ctrSquashfs.clear();
+        installed.squashfsServers.ctrSquashfsMissing = "ctr-squashfs not found";
+      }
+      const auto search = needsOf(execTrue(), sifImage(), policy, installed).squashfsServers;
+      auto found = installed;  // what discoverSquashfsServers returns for that search
+      auto& servers = found.squashfsServers;
+      if (!search.ctrSquashfs) servers.ctrSquashfs = servers.ctrSquashfsMissing = "";
+      if (!search.squashfuse || (search.squashfuseOnlyAsFallback && ctrSquashfsInstalled))
+        servers.squashfuse = servers.squashfuseMissing = "";
+      const auto chosen = [&](const ctr::host::HostFacts& host) {
+        try {
+          const auto server = planLaunch(execTrue(), policy, sifImage(), host).imageServer;
+          return server ? server->program : std::string("none");
+        } catch (const ctr::Error& e) {
+          return "error: " + e.oneLine();
+        }
+      };
+      EXPECT_EQ(chosen(found), chosen(installed))
+          << ctr::config::toString(setting) << (ctrSquashfsInstalled ? "" : ", no ctr-squashfs");
+    }
+  }
+}
+
 // The runtime's decisions, taken by the planner: which identity file a mount makes, whether
 // the root ends read-only, where the image's libc is looked for.
 TEST(Planner, IdentityMountsNameTheirFileAndTheRootIsReadOnly) {
