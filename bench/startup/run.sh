@@ -34,6 +34,7 @@ fi
 blocks=${BLOCKS:-10}; reps=${REPS:-5}; conc=${CONC:-64}
 mkdir -p "$out"
 . "$src/bench/startup/work-dir.sh"
+. "$src/bench/startup/lib.sh"
 work_dir ctr-bench
 
 echo "== preparing images in $work"
@@ -97,7 +98,6 @@ cases+=("${others[@]}")
 # The floor of a held launch: join-floor asks the kernel for what a held `ctr exec demo.sif`
 # must (join the holder's namespaces, no_new_privs, no capabilities, the seccomp filter, exec)
 # and decides nothing.
-. "$src/bench/startup/lib.sh"
 floor=$(join_floor_case "$build" demo.sif)
 [ -n "$floor" ] && cases+=("join-floor=$floor")
 concurrent=(
