@@ -101,26 +101,52 @@ std::string findInSearchPath(const std::string& name, const std::string& searchP
   }
 }
 
-std::string findProgram(Program program) {
-  const ProgramInfo info = infoOf(program);
-  const char* envPath = std::getenv("PATH");
-  std::string searchPath = envPath ? envPath : kDefaultSearchPath;
-  if (info.sbin) searchPath += ":/usr/sbin:/sbin";
+namespace {
+
+// ctr's own directories for `program`, in the order they are looked in.
+std::vector<fs::path> ownDirs(Program program) {
   auto dirs = libexecDirs();
   // ctr's own programs: a build tree keeps them beside ctr (bin/ctr-topology, bin/ctr-squashfs),
   // and its own must win over those of an install at the configured prefix.
   if (program == Program::Topology || program == Program::SquashfsServer)
     if (!selfDir().empty()) dirs.insert(dirs.begin() + (relocatedPrefix().empty() ? 0 : 1), selfDir());
+  return dirs;
+}
+
+std::string searchPathOf(Program program) {
+  const char* envPath = std::getenv("PATH");
+  std::string searchPath = envPath ? envPath : kDefaultSearchPath;
+  if (infoOf(program).sbin) searchPath += ":/usr/sbin:/sbin";
+  return searchPath;
+}
+
+}  // namespace
+
+std::vector<fs::path> programSearchDirs(Program program) {
+  auto dirs = ownDirs(program);
+  const std::string searchPath = searchPathOf(program);
+  for (size_t start = 0;;) {
+    const size_t end = searchPath.find(':', start);
+    const std::string dir = searchPath.substr(start, end == std::string::npos ? end : end - start);
+    dirs.emplace_back(dir.empty() ? "." : dir);
+    if (end == std::string::npos) return dirs;
+    start = end + 1;
+  }
+}
+
+std::string findProgram(Program program) {
+  const ProgramInfo info = infoOf(program);
+  const auto dirs = programSearchDirs(program);
   for (const char* name : info.names) {
     if (name == nullptr) break;
     for (const auto& dir : dirs)
       if (isExecutableFile(dir / name)) return (dir / name).string();
-    if (auto found = findInSearchPath(name, searchPath); !found.empty()) return found;
   }
+  const auto own = ownDirs(program);
   std::string looked;
-  for (const auto& dir : dirs) looked += dir.string() + ", ";
-  throw Error(std::string(info.names[0]) + " not found (looked in " + looked + "$PATH=" + searchPath +
-              "): " + info.installHint + ", or put " + info.names[0] + " in " + dirs.front().string());
+  for (const auto& dir : own) looked += dir.string() + ", ";
+  throw Error(std::string(info.names[0]) + " not found (looked in " + looked + "$PATH=" + searchPathOf(program) +
+              "): " + info.installHint + ", or put " + info.names[0] + " in " + own.front().string());
 }
 
 fs::path sysconfPath() {

@@ -111,7 +111,7 @@ std::map<std::string, std::string> ownCgroups() {
 
 HostFacts discoverHost() {
   HostFacts host;
-  host.user = lookupHostUser();
+  host.user = lookupHostUser(&host.userFromFiles);
   for (char** e = environ; e && *e; ++e) host.env.emplace_back(*e);
   host.home = envValue(host.env, "HOME");
   if (host.home.empty()) host.home = host.user.home.empty() ? "/" : host.user.home;

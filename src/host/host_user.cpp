@@ -152,7 +152,7 @@ bool filesAnswerFirst(std::string_view nsswitch, std::string_view database) {
   return rest.empty() || rest.front() != '[';  // an action could change "SUCCESS=return"
 }
 
-HostUser lookupHostUser() {
+HostUser lookupHostUser(bool* answeredByFiles) {
   log::StepTimer timer("looking up the host user");
   HostUser user;
   user.uid = getuid();
@@ -171,6 +171,7 @@ HostUser lookupHostUser() {
   // Whatever the files lack still goes through NSS (LDAP, sssd, systemd).
   std::string nsswitch = readFileIfPresent("/etc/nsswitch.conf");
   bool found = filesAnswerFirst(nsswitch, "passwd") && passwdEntryFromText(readFileIfPresent("/etc/passwd"), user.uid, user);
+  bool fromFiles = found;
   struct passwd entry {};
   std::vector<char> buf;
   uid_t uid = user.uid;
@@ -196,8 +197,10 @@ HostUser lookupHostUser() {
   for (gid_t gid : gids) names.emplace(gid, std::string());
   if (filesAnswerFirst(nsswitch, "group")) groupNamesFromText(readFileIfPresent("/etc/group"), names);
   for (auto& [gid, name] : names) {
+    fromFiles = fromFiles && !name.empty();
     if (name.empty()) name = lookupGroup(gid).name;
   }
+  if (answeredByFiles) *answeredByFiles = fromFiles;
   user.primaryGroup = {user.gid, names[user.gid]};
   std::set<gid_t> seen{user.gid};
   for (gid_t gid : gids) {

@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace ctr {
 
@@ -31,6 +32,11 @@ enum class Program { Squashfuse, SquashfsServer, Mksquashfs, Unsquashfs, Topolog
 // the program, where it was looked for and what to install, e.g.
 //   "squashfuse_ll not found (looked in /apps/ctr/libexec/ctr and $PATH): install squashfuse ..."
 [[nodiscard]] std::string findProgram(Program program);
+
+// Where findProgram looks for `program`, in its order: ctr's directories, then each of $PATH's
+// (an empty entry is "."). A program found later in one of them would be found instead: what a
+// kept launch plan that names a program is keyed on (cli/launch_memo.cpp).
+[[nodiscard]] std::vector<std::filesystem::path> programSearchDirs(Program program);
 
 // The ctr.conf of unprivileged ctr: PREFIX/etc/ctr/ctr.conf of a relocated install when it
 // exists, else the path configured at build time (the one the setuid helper reads).

@@ -67,7 +67,8 @@ void groupNamesFromText(std::string_view group, std::map<gid_t, std::string>& na
 // passwd entry (a uid from a container-less scheduler, broken LDAP) it falls back to
 // name "uid<N>", $HOME or "/", shell "/bin/sh", rather than failing the launch.
 // NSS lookups may reach LDAP: call it once per launch, never per rank in a loop.
-[[nodiscard]] HostUser lookupHostUser();
+// `answeredByFiles`, when given, says whether /etc/passwd and /etc/group answered everything.
+[[nodiscard]] HostUser lookupHostUser(bool* answeredByFiles = nullptr);
 
 // One line of /proc/PID/uid_map or gid_map: `count` ids from `inside` map to `outside`.
 struct IdRange {
@@ -175,6 +176,7 @@ struct SignedFile {
 // What the planner needs to know about the caller; gathered once by discoverHost().
 struct HostFacts {
   HostUser user;                    // uid, gid, groups and their names (lookupHostUser)
+  bool userFromFiles = false;       // ... all of it from /etc/passwd and /etc/group (no NSS service)
   std::string home;                 // $HOME, else the passwd entry
   std::string cwd;                  // getcwd
   std::vector<std::string> env;     // the caller's environment, "K=V"
