@@ -12,13 +12,27 @@
 #include "ctr/image.hpp"
 #include "ctr/log.hpp"
 
+namespace ctr::launch {
+struct LaunchPlan;
+}
+
 namespace ctr::cli {
+
+class LaunchMemo;
 
 struct Context {
   std::function<int()> action;  // returns the process exit status
   std::vector<std::string> rawArgs;  // argv[1..] as given (for what CLI11 cannot tell apart)
   bool asApptainer = false;  // invoked as `apptainer` or `singularity` (the drop-in links)
+  log::Verbosity verbosity = log::Verbosity::Normal;
+  // A launch's memo (launch_memo.hpp), and with CTR_LAUNCH_MEMO=check the plan it kept.
+  LaunchMemo* memo = nullptr;
+  const launch::LaunchPlan* keptPlan = nullptr;
 };
+
+// Runs a decided plan that is neither explained nor an instance: as the app (never returns),
+// or supervised. The plan's warnings first.
+int runPlan(const launch::LaunchPlan& plan);
 
 void registerVersion(CLI::App& app, Context& ctx);
 // What `--version` prints: "ctr version X", or as Apptainer "apptainer version A+ctr.X".

@@ -26,6 +26,7 @@
 #include "ctr/option_filter.hpp"
 #include "ctr/runtime.hpp"
 #include "ctr/strings.hpp"
+#include "launch_memo.hpp"
 
 namespace ctr::cli {
 
@@ -200,8 +201,8 @@ void printJoinInfo(const launch::InstanceRecord& record) {
 
 // The plan explained, or run: as the app (execute), supervised (run), or as an instance.
 int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
-  for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
   if (state.explain) {
+    for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
     if (state.json)
       std::cout << launch::toJson(plan).dump(2) << '\n';
     else
@@ -209,6 +210,7 @@ int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
     return 0;
   }
   if (plan.instance) {
+    for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
     // Once the record is written; with --stay, by this process as it becomes the keeper
     // (in the container: --pid-file is refused with it), which then closes its output.
     runtime::startInstance(plan, [&state](const launch::InstanceRecord& record) {
@@ -217,8 +219,7 @@ int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
     });
     return 0;
   }
-  if (plan.supervised()) return runtime::run(plan);
-  runtime::execute(plan);
+  return runPlan(plan);
 }
 
 // exec|run|shell instance://NAME: the plan of a launch into the running instance NAME.
@@ -308,33 +309,43 @@ void completeOptions(RunCommandState& state) {
 }
 
 // The plan of a launch of an image: the caller's facts, the planner's needs of the node
-// (launch::needsOf) probed by the host module, then the planner.
-launch::LaunchPlan planImageLaunch(const launch::LaunchOptions& options, const config::Policy& policy,
-                                   log::StepTimer& reading) {
+// (launch::needsOf) probed by the host module, then the planner; kept in the launch memo
+// where it allows.
+launch::LaunchPlan planImageLaunch(const RunCommandState& state, const config::Policy& policy,
+                                   log::StepTimer& reading, const Context& ctx) {
+  const auto& options = state.options;
   const auto image = resolveImageArgument(options.image, policy.pull, options.lazy);
   reading.stop();
   log::StepTimer looking("looking at the host");
   auto host = host::discoverHost();
-  host::discoverNeeds(host, launch::needsOf(options, image, policy, host), policy);
+  const auto needs = launch::needsOf(options, image, policy, host);
+  host::discoverNeeds(host, needs, policy);
   looking.stop();
   log::StepTimer deciding("deciding the plan");
-  return launch::planLaunch(options, policy, image, host);
+  auto plan = launch::planLaunch(options, policy, image, host);
+  if (ctx.memo && !state.explain) {
+    const bool outside =
+        !state.envFiles.empty() || !state.overlays.empty() || !options.statsFile.empty() || options.lazy;
+    ctx.memo->afterPlanning(plan, {policy, image, host, needs, outside}, ctx.verbosity, ctx.keptPlan);
+  }
+  return plan;
 }
 
-int runLaunch(RunCommandState& state) {
+int runLaunch(RunCommandState& state, const Context& ctx) {
   auto& options = state.options;
   if (options.command == launch::Command::Instance && takeInstanceName(state)) return 0;
   completeOptions(state);
   launch::LaunchPlan plan;
   {
     log::StepTimer timer("planning the launch");
+    if (ctx.memo) ctx.memo->beforePlanning(options.image);
     log::StepTimer reading("reading ctr.conf and the image");
     const auto policy = config::loadDefaultPolicy();
     if (auto instance = launch::instanceReference(options.image)) {
       reading.stop();
       plan = planIntoInstance(options, policy, *instance);
     } else {
-      plan = planImageLaunch(options, policy, reading);
+      plan = planImageLaunch(state, policy, reading, ctx);
     }
   }
   return finishLaunch(state, plan);
@@ -535,14 +546,20 @@ void registerLaunchCommand(CLI::App& app, Context& ctx, const char* name, const 
       auto added = std::count(args.begin(), args.end(), std::string("--")) - given;
       while (added-- > 0 && !args.empty() && args.back() == "--") args.pop_back();
     }
-    ctx.action = [state, cmd] {
+    ctx.action = [state, cmd, &ctx] {
       applyFlagVariables(cmd, *state);
-      return runLaunch(*state);
+      return runLaunch(*state, ctx);
     };
   });
 }
 
 }  // namespace
+
+int runPlan(const launch::LaunchPlan& plan) {
+  for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
+  if (plan.supervised()) return runtime::run(plan);
+  runtime::execute(plan);
+}
 
 void registerInstanceStart(CLI::App& instance, Context& ctx, bool parsed, bool runParsed) {
   registerLaunchCommand(instance, ctx, "start",

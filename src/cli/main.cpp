@@ -1,11 +1,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string_view>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "commands.hpp"
 #include "ctr/error.hpp"
+#include "ctr/launch.hpp"
+#include "launch_memo.hpp"
 
 namespace {
 
@@ -200,6 +205,21 @@ int runAction(const ctr::cli::Context& ctx) {
 
 int main(int argc, char** argv) {
   using namespace ctr;
+  // A launch whose plan is kept (launch_memo.hpp) runs it without parsing or planning.
+  const std::string_view command = requestedCommand(argc, argv);
+  std::optional<cli::LaunchMemo> memo;
+  std::optional<cli::LaunchMemo::Kept> kept;
+  if (command == "exec" || command == "run" || command == "shell" || command == "test") {
+    memo = cli::LaunchMemo::of(argc, argv);
+    if (memo) kept = memo->find();
+    if (kept && !memo->checking()) {
+      log::init(kept->verbosity);
+      spdlog::debug("launch memo: the plan kept in {}", memo->file());
+      cli::Context ctx;
+      ctx.action = [&kept] { return cli::runPlan(kept->plan); };
+      return runAction(ctx);
+    }
+  }
   CLI::App app{"ctr: a container runtime for HPC clusters", "ctr"};
   app.formatter(std::make_shared<SectionFormatter>());  // before the commands: they inherit it
   app.require_subcommand(1);
@@ -212,7 +232,8 @@ int main(int argc, char** argv) {
   ctx.asApptainer = invokedAsApptainer(argv[0]);
   app.set_version_flag("--version", cli::versionFlagText(ctx), "Print the ctr version");
 
-  const std::string_view command = requestedCommand(argc, argv);
+  ctx.memo = memo ? &*memo : nullptr;
+  ctx.keptPlan = kept ? &kept->plan : nullptr;
   registerCommands(app, ctx, command);
   std::vector<std::string> helpFor;
   registerHelp(app, ctx, helpFor);
@@ -229,6 +250,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return usageError(e, command, ctx.asApptainer);
   }
-  log::init(verbosity(flags));
+  ctx.verbosity = verbosity(flags);
+  log::init(ctx.verbosity);
   return runAction(ctx);
 }

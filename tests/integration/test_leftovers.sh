@@ -170,10 +170,11 @@ expect_eq "after root's SIGTERM, well inside the linger" 0 "$(live_holders)"
 wait_gone "root's SIGTERM"
 no_host_mounts "root's SIGTERM"
 
-note "nothing but the state directory, its mnt/ and the caches (seccomp filters, GPU driver and host MPI scans, kept signature verdicts) remain"
+note "nothing but the state directory, its mnt/ and the caches (seccomp filters, GPU driver and host MPI scans, kept signature verdicts, kept launch plans) remain"
 left=$(find "$state" -mindepth 1 ! -path "$state/mnt" ! -regex "$state/seccomp-[0-9a-f]*\.bpf" \
          ! -regex "$state/\(nvidia\|amd\|mpi\)-scan-[0-9a-f]*\.json" \
-         ! -path "$state/verified" ! -regex "$state/verified/[0-9a-f]*\.json")
+         ! -path "$state/verified" ! -regex "$state/verified/[0-9a-f]*\.json" \
+         ! -path "$state/memo" ! -regex "$state/memo/launch-[0-9a-f]*")
 [ -z "$left" ] || fail "left in $state: $left"
 assert_no_leftovers
 echo "PASS: $TEST_NAME"

@@ -1,0 +1,166 @@
+# The launch memo (src/cli/launch_memo.hpp): a launch keeps its plan in the user's state
+# directory, and the next one with the same command line, working directory, environment and
+# ids runs it without planning, while everything it was decided from is as it was. Run as
+# the unprivileged test user, with real images, ctr.conf and PATH directories changed under it.
+. "$(dirname "$0")/lib.sh"
+ensure_test_user
+require_fuse
+make_user_dir
+make_demo_rootfs "$WORK/demo"
+echo one > "$WORK/demo/marker"
+mksquashfs "$WORK/demo" "$U/demo.sqfs" -quiet -noappend -all-root >/dev/null
+cp "${CTR_TEST_CONFIG:-/dev/null}" "$U/ctr.conf" 2>/dev/null || : > "$U/ctr.conf"
+mkdir "$U/bin"
+chown -R "$CTR_TEST_USER" "$U"
+chmod -R a+rX "$WORK"
+uid=$(id -u "$CTR_TEST_USER")
+memo_dir=/tmp/ctr-$uid/memo
+
+# launch [VAR=VALUE...] -- ARGS...: ctr -d exec ARGS as the test user in $U, with its own
+# ctr.conf and $U/bin first in PATH; stdout and stderr together in $OUT.
+launch() {
+  local vars=()
+  while [ "$1" != -- ]; do vars+=("$1"); shift; done
+  shift
+  OUT=$(cd "$U" && runuser -u "$CTR_TEST_USER" -- env -i HOME="$U" PATH="$U/bin:/usr/bin:/bin" \
+    CTR_CONFIG="$U/ctr.conf" "${vars[@]}" "$CTR_BIN" -d exec "$@" 2>&1) || fail "ctr exec $*: $OUT"
+}
+kept() { expect_contains "$1" "launch memo: the plan kept in" "$OUT"; }
+# The memo the last launch ran or compared.
+memo_file() { printf '%s\n' "$OUT" | sed -n 's/.*launch memo: the\( kept\)\? plan \(kept in \)\?\([^ ]*\).*/\3/p' | head -1; }
+planned() {
+  case "$OUT" in *"launch memo: the plan kept in"*) fail "$1: ran a kept plan: $OUT";; esac
+  expect_contains "$1" "deciding the plan" "$OUT"
+}
+
+note "a launch keeps its plan (once the state directory is there); the next runs it"
+rm -rf "$memo_dir"
+state_was_there=$([ -d "/tmp/ctr-$uid" ] && echo yes || echo no)
+launch -- demo.sqfs cat /marker
+planned "first launch"
+if [ "$state_was_there" = no ]; then
+  expect_contains "first launch" "no private $memo_dir (the first launch makes the state directory)" "$OUT"
+  launch -- demo.sqfs cat /marker
+  planned "second launch"
+fi
+expect_contains "the plan is kept" "launch memo: the plan is kept in $memo_dir/launch-" "$OUT"
+launch -- demo.sqfs cat /marker
+kept "the launch after"
+expect_contains "the kept plan's app ran" "one" "$OUT"
+case "$OUT" in *"deciding the plan"*) fail "a kept plan was planned again: $OUT";; esac
+[ "$(stat -c %U:%a "$memo_dir")" = "$CTR_TEST_USER:700" ] || fail "memo directory: $(stat -c %U:%a "$memo_dir")"
+
+note "CTR_LAUNCH_MEMO=check: a kept plan is planned again and must be the same"
+launch CTR_LAUNCH_MEMO=check -- demo.sqfs cat /marker
+launch CTR_LAUNCH_MEMO=check -- demo.sqfs cat /marker
+launch CTR_LAUNCH_MEMO=check -- demo.sqfs cat /marker
+expect_contains "check mode compares" "is the one decided now" "$OUT"
+
+note "an image replaced under the same name is planned again, and its content runs"
+launch -- demo.sqfs cat /marker
+kept "before the image changes"
+echo two > "$WORK/demo/marker"
+mksquashfs "$WORK/demo" "$U/new.sqfs" -quiet -noappend -all-root >/dev/null
+chown "$CTR_TEST_USER" "$U/new.sqfs" && chmod a+r "$U/new.sqfs"
+mv "$U/new.sqfs" "$U/demo.sqfs"
+launch -- demo.sqfs cat /marker
+planned "replaced image"
+expect_contains "why" "$U/demo.sqfs changed since the plan was kept" "$OUT"
+expect_contains "the new image ran" "two" "$OUT"
+touch -d '2001-01-01' "$U/demo.sqfs"  # an mtime set back still moves the ctime
+launch -- demo.sqfs cat /marker
+planned "touched image"
+
+note "ctr.conf changed: planned again"
+launch -- demo.sqfs true
+launch -- demo.sqfs true
+kept "before ctr.conf changes"
+echo "# changed" >> "$U/ctr.conf"
+launch -- demo.sqfs true
+planned "changed ctr.conf"
+expect_contains "why" "$U/ctr.conf changed since the plan was kept" "$OUT"
+
+note "a program put in a PATH directory (a FUSE server found first there): planned again"
+launch -- demo.sqfs true
+kept "before PATH changes"
+if grep -qa "$U/bin" "$(memo_file)"; then
+  runuser -u "$CTR_TEST_USER" -- touch "$U/bin/unrelated"
+  launch -- demo.sqfs true
+  planned "changed PATH directory"
+  expect_contains "why" "$U/bin changed since the plan was kept" "$OUT"
+else
+  note "skipped: this launch looked for no FUSE server (the setuid helper mounts the image)"
+fi
+
+note "another environment, working directory or command line has a memo of its own"
+launch FOO=1 -- demo.sqfs true
+planned "new environment"
+expect_contains "why" "no plan kept for this launch yet" "$OUT"
+launch -- demo.sqfs echo other
+planned "new command line"
+
+note "what the key does not hold is never kept"
+echo "A=1" > "$U/env" && chown "$CTR_TEST_USER" "$U/env"
+launch -- --env-file "$U/env" demo.sqfs true
+launch -- --env-file "$U/env" demo.sqfs true
+planned "--env-file"
+expect_contains "why not" "the plan is not kept: the options read files" "$OUT"
+launch -- "$WORK/demo" true
+launch -- "$WORK/demo" true
+planned "directory image"
+expect_contains "why not" "the plan is not kept: a directory image" "$OUT"
+launch PMIX_RANK=3 -- demo.sqfs true
+launch PMIX_RANK=3 -- demo.sqfs true
+planned "an MPI rank"
+expect_contains "why not" "the plan is not kept: an MPI rank" "$OUT"
+launch -- --explain demo.sqfs true
+launch -- --explain demo.sqfs true
+planned "--explain"
+
+note "CTR_LAUNCH_MEMO=off: nothing read or kept"
+before=$(ls "$memo_dir" | wc -l)
+launch CTR_LAUNCH_MEMO=off -- demo.sqfs true
+launch CTR_LAUNCH_MEMO=off -- demo.sqfs true
+planned "memo off"
+expect_eq "memos with CTR_LAUNCH_MEMO=off" "$before" "$(ls "$memo_dir" | wc -l)"
+
+note "a damaged memo is removed and the launch planned"
+launch -- demo.sqfs cat /marker  # ctr.conf and PATH changed since this one was kept
+launch -- demo.sqfs cat /marker
+kept "before damage"
+file=$(memo_file)
+truncate -s -7 "$file"
+launch -- demo.sqfs cat /marker
+planned "damaged memo"
+expect_contains "why" "is unreadable" "$OUT"
+expect_contains "the app ran" "two" "$OUT"
+
+note "check mode fails a kept plan that differs from the one decided now"
+launch CTR_LAUNCH_MEMO=check -- demo.sqfs cat /marker
+launch CTR_LAUNCH_MEMO=check -- demo.sqfs cat /marker
+expect_contains "check mode compares" "is the one decided now" "$OUT"
+file=$(memo_file)
+# The plan is the file's last part: change the last "/marker" in it (the app's argument).
+python3 - "$file" <<'EOF'
+import sys
+p = sys.argv[1]
+b = open(p, 'rb').read()
+i = b.rindex(b'/marker')
+open(p, 'wb').write(b[:i] + b'/markex' + b[i + 7:])
+EOF
+set +e
+out=$(cd "$U" && runuser -u "$CTR_TEST_USER" -- env -i HOME="$U" PATH="$U/bin:/usr/bin:/bin" CTR_CONFIG="$U/ctr.conf" \
+  CTR_LAUNCH_MEMO=check "$CTR_BIN" -d exec demo.sqfs cat /marker 2>&1)
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || fail "a differing kept plan passed the check: $out"
+expect_contains "check failure" "the kept plan differs from the one decided now" "$out"
+
+note "at most 64 memos are kept, the oldest removed"
+for i in $(seq 70); do launch N=$i -- demo.sqfs true; launch N=$i -- demo.sqfs true; done
+count=$(ls "$memo_dir" | grep -c '^launch-')
+[ "$count" -le 64 ] || fail "$count memos kept"
+[ -z "$(ls "$memo_dir" | grep -v '^launch-' || true)" ] || fail "temporary files left: $(ls "$memo_dir")"
+
+assert_nothing_left "launch memo"
+echo "PASS: $TEST_NAME"
