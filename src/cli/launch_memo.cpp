@@ -170,7 +170,9 @@ std::optional<LaunchMemo> LaunchMemo::of(int argc, char** argv) {
   if (setting == "off") return std::nullopt;
   const uid_t uid = ::getuid();
   const char* runtimeDir = std::getenv("XDG_RUNTIME_DIR");
-  const std::string stateDir = host::chooseStateDir(uid, runtimeDir ? runtimeDir : "");
+  // Not the last resort where others took every name (a private directory beside them,
+  // found with a warning that is the launch's to print): such launches keep no plan.
+  const std::string stateDir = host::chooseStateDir(uid, runtimeDir ? runtimeDir : "", host::LastResort::No);
   std::array<char, PATH_MAX> cwd{};
   if (stateDir.empty() || !::getcwd(cwd.data(), cwd.size())) return std::nullopt;
 

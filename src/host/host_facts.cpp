@@ -199,7 +199,7 @@ std::string untrustedFilesystemName(std::int64_t statfsType) {
   return name ? name : "";
 }
 
-std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {
+std::string chooseStateDir(uid_t uid, const std::string& runtimeDir, LastResort lastResort) {
   struct stat st {};
   if (!runtimeDir.empty() && runtimeDir[0] == '/' && ::stat(runtimeDir.c_str(), &st) == 0 &&
       S_ISDIR(st.st_mode) && st.st_uid == uid)
@@ -213,7 +213,7 @@ std::string chooseStateDir(uid_t uid, const std::string& runtimeDir) {
   }
   // Every name taken by others: the user's own /tmp/ctr-UID-XXXXXX, found again by later
   // launches (instances among them), made the first time (nobody can take it in advance).
-  if (uid != ::geteuid()) return {};
+  if (uid != ::geteuid() || lastResort == LastResort::No) return {};
   try {
     return chooseUserDir(base, "state directory").string();
   } catch (const Error& e) {

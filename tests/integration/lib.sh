@@ -88,11 +88,13 @@ second_test_user() {
 }
 
 # as_user CMD...: runs CMD as the test user with a login-like environment, cwd $WORK
-# (plus CTR_CONFIG when use_linger chose a configuration).
+# (plus CTR_CONFIG when use_linger chose a configuration, and CTR_LAUNCH_MEMO when the suite
+# runs with one: `CTR_LAUNCH_MEMO=check ctest` compares every kept launch plan with the one
+# decided again).
 as_user() {
   ( cd "$WORK" && runuser -u "$CTR_TEST_USER" -- env -i HOME="$(getent passwd "$CTR_TEST_USER" | cut -d: -f6)" \
       USER="$CTR_TEST_USER" LOGNAME="$CTR_TEST_USER" PATH=/usr/local/bin:/usr/bin:/bin \
-      ${CTR_TEST_CONFIG:+CTR_CONFIG=$CTR_TEST_CONFIG} "$@" )
+      ${CTR_TEST_CONFIG:+CTR_CONFIG=$CTR_TEST_CONFIG} ${CTR_LAUNCH_MEMO:+CTR_LAUNCH_MEMO=$CTR_LAUNCH_MEMO} "$@" )
 }
 
 # make_user_dir: $U, a directory of the test user's own in $WORK (where its launches start

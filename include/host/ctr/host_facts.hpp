@@ -271,8 +271,10 @@ void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& po
 // /tmp/ctr-<uid>-XXXXXX (ctr/user_dir.hpp, chooseUserDir: found again by later launches,
 // made by the first, the one case in which this creates anything; `uid` must then be the
 // caller's). Empty only when that fails: the runtime then uses a private directory of its
-// own for the launch (no sharing between launches).
-[[nodiscard]] std::string chooseStateDir(uid_t uid, const std::string& runtimeDir);
+// own for the launch (no sharing between launches). With LastResort::No, empty instead of
+// that last resort: nothing is created and nothing logged.
+enum class LastResort { Yes, No };
+[[nodiscard]] std::string chooseStateDir(uid_t uid, const std::string& runtimeDir, LastResort lastResort = LastResort::Yes);
 
 // The node's cgroup file systems, this process's cgroups, CPUs and memory, and the delegated
 // cgroup v2 directory for `uid` (`delegate` from ctr.conf, "%u" replaced; else systemd's
