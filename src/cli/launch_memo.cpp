@@ -75,12 +75,23 @@ struct Cursor {
   }
 };
 
-// The files whose identity the plan of a launch of `image` may depend on (PlanInputs'
-// needs say which of the FUSE servers' search directories count).
-std::vector<std::string> inputFiles(const std::string& configPath, const PlanInputs& in) {
-  std::vector<std::string> files{"/proc/self/exe",     configPath,    configured::kSysconfPath,
-                                 in.image.path.string(), "/etc/nsswitch.conf", "/etc/passwd",
-                                 "/etc/group",         configured::kHelperPath, "/dev/loop-control"};
+std::string configPathNow() {
+  if (const char* override = std::getenv("CTR_CONFIG"); override && *override) return override;
+  return sysconfPath().string();
+}
+
+// The files whose identity any launch plan may depend on, besides its image and the
+// directories its FUSE servers are looked for in.
+std::vector<std::string> fixedInputFiles() {
+  return {"/proc/self/exe", configPathNow(), configured::kSysconfPath, "/etc/nsswitch.conf", "/etc/passwd",
+          "/etc/group",     configured::kHelperPath, "/dev/loop-control"};
+}
+
+// The files whose identity this plan may depend on (the needs say which of the FUSE
+// servers' search directories count).
+std::vector<std::string> inputFiles(const PlanInputs& in) {
+  auto files = fixedInputFiles();
+  files.push_back(in.image.path.string());
   auto searched = [&](Program program) {
     for (const auto& dir : programSearchDirs(program)) files.push_back(dir.string());
   };
@@ -89,11 +100,6 @@ std::vector<std::string> inputFiles(const std::string& configPath, const PlanInp
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   return files;
-}
-
-std::string configPathNow() {
-  if (const char* override = std::getenv("CTR_CONFIG"); override && *override) return override;
-  return sysconfPath().string();
 }
 
 bool ownPrivateDir(const std::string& path) {
@@ -132,9 +138,7 @@ bool anMpiRank(const std::vector<std::string>& env) {
 }  // namespace
 
 void LaunchMemo::beforePlanning(const std::string& imageArgument) {
-  std::vector<std::string> paths{"/proc/self/exe",  configPathNow(),    configured::kSysconfPath,
-                                 "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
-                                 configured::kHelperPath, "/dev/loop-control"};
+  auto paths = fixedInputFiles();
   std::error_code ec;
   if (auto image = std::filesystem::absolute(imageArgument, ec); !ec) paths.push_back(image.string());
   for (auto program : {Program::SquashfsServer, Program::Squashfuse})
@@ -266,7 +270,7 @@ void LaunchMemo::afterPlanning(const launch::LaunchPlan& plan, const PlanInputs&
   }
   std::string out(kMagic);
   put(out, key_);
-  const auto files = inputFiles(configPath, inputs);
+  const auto files = inputFiles(inputs);
   put(out, std::uint64_t{files.size()});
   for (const auto& path : files) {
     const auto was = before_.find(path);
