@@ -129,18 +129,31 @@ void prune(const std::string& dir) {
 
 // An MPI rank's environment names its job's run (PMIx's namespace and server, Open MPI's
 // job id), so no later launch has the same: keeping its plan would only cost each rank.
+constexpr std::array<const char*, 3> kRankVariables{"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"};
 bool anMpiRank(const std::vector<std::string>& env) {
-  for (const char* name : {"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"})
-    if (!envValue(env, name).empty()) return true;
-  return false;
+  return std::any_of(kRankVariables.begin(), kRankVariables.end(),
+                     [&](const char* name) { return !envValue(env, name).empty(); });
 }
 
 }  // namespace
 
 void LaunchMemo::beforePlanning(const std::string& imageArgument) {
-  auto paths = fixedInputFiles();
+  // Nothing to look at for a launch whose plan whyNotKept will refuse anyway, before
+  // anything else: an MPI rank (every rank of a job would pay it), a registry or URL image,
+  // a directory image.
+  if (std::any_of(kRankVariables.begin(), kRankVariables.end(), [](const char* name) {
+        const char* value = std::getenv(name);
+        return value && *value;
+      }))
+    return;
   std::error_code ec;
-  if (auto image = std::filesystem::absolute(imageArgument, ec); !ec) paths.push_back(image.string());
+  const auto image = std::filesystem::absolute(imageArgument, ec);
+  struct stat st {};
+  if (ec || imageArgument.find("://") != std::string::npos ||
+      (::stat(image.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
+    return;
+  auto paths = fixedInputFiles();
+  paths.push_back(image.string());
   for (auto program : {Program::SquashfsServer, Program::Squashfuse})
     for (const auto& dir : programSearchDirs(program)) paths.push_back(dir.string());
   for (const auto& path : paths)
