@@ -217,24 +217,12 @@ LaunchOptions nv(bool contain = false) {
   return o;
 }
 
-GpuDriver scannedDriver() {
-  GpuDriver d;
-  d.version = "535.104.05";
-  d.libraries = {{"libcuda.so", "libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0x0303},
-                 {"libnvidia-ml.so", "libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", 0x0303}};
-  d.skipped = {{"libvdpau_nvidia.so", "", "", "not in the ld.so cache"}};
-  d.binaries = {{"nvidia-smi", "/usr/bin/nvidia-smi"}};
-  d.sockets = {"/var/run/nvidia-persistenced/socket"};
-  d.devices = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2"};
-  return d;
-}
-
 const Mount* at(const LaunchPlan& plan, const std::string& destination) { return ctr::testing::findMount(plan, destination); }
 using ctr::testing::envOf;
 
 TEST(NvPlan, LibrariesGoIntoOneTmpfsDirectoryOnLdLibraryPathAndTheHoldersRoot) {
   ctr::host::HostFacts host = bob();
-  host.nvidia = scannedDriver();
+  host.nvidia = ctr::testing::scannedNvidiaDriver();
   const LaunchPlan plan = ctr::launch::planLaunch(nv(), ctr::config::Policy{}, image(), host);
   const Mount* libs = at(plan, "/.singularity.d/libs");
   ASSERT_NE(libs, nullptr);
@@ -266,7 +254,7 @@ TEST(NvPlan, LibrariesGoIntoOneTmpfsDirectoryOnLdLibraryPathAndTheHoldersRoot) {
 
 TEST(NvPlan, ContainBindsOnlyTheGpusNvidiaVisibleDevicesSelects) {
   ctr::host::HostFacts host = bob();
-  host.nvidia = scannedDriver();
+  host.nvidia = ctr::testing::scannedNvidiaDriver();
   host.env.push_back("NVIDIA_VISIBLE_DEVICES=0,2");
   const LaunchPlan plan = ctr::launch::planLaunch(nv(true), ctr::config::Policy{}, image(), host);
   EXPECT_NE(at(plan, "/dev/nvidiactl"), nullptr);
@@ -300,7 +288,7 @@ TEST(NvPlan, NoDriverIsAnErrorUnlessThePolicySaysWarn) {
 
 TEST(NvPlan, ACdiSpecForNvidiaGpuWinsOverTheLdCacheAndItsHooksAreAccountedFor) {
   ctr::host::HostFacts host = bob();
-  host.nvidia = scannedDriver();
+  host.nvidia = ctr::testing::scannedNvidiaDriver();
   host.cdi = registryOf({{"/etc/cdi/nvidia.yaml", kNvidiaYaml}});
   host.env.push_back("NVIDIA_VISIBLE_DEVICES=GPU-1b2c");
   // The host's /dev (no --contain) has the nodes already.
@@ -326,7 +314,7 @@ TEST(NvPlan, ACdiSpecForNvidiaGpuWinsOverTheLdCacheAndItsHooksAreAccountedFor) {
 
 TEST(NvPlan, RocmBindsKfdAndDriWithContainAndSharesTheLibraryDirectoryWithNv) {
   ctr::host::HostFacts host = bob();
-  host.nvidia = scannedDriver();
+  host.nvidia = ctr::testing::scannedNvidiaDriver();
   GpuDriver amd;
   amd.vendor = GpuVendor::Amd;
   amd.version = "in-tree";
@@ -359,7 +347,7 @@ TEST(NvPlan, RocmBindsKfdAndDriWithContainAndSharesTheLibraryDirectoryWithNv) {
 
 TEST(GpusPlan, SelectsTheNamedGpusChecksThemAgainstTheNodeAndTheSitesCap) {
   ctr::host::HostFacts host = bob();
-  host.nvidia = scannedDriver();  // GPUs 0, 1 and 2
+  host.nvidia = ctr::testing::scannedNvidiaDriver();  // GPUs 0, 1 and 2
   LaunchOptions o;
   o.image = "/images/app.sif";
   o.args = {"./train"};
@@ -441,7 +429,7 @@ TEST(RdmaPlan, ContainBindsDevInfinibandOnRequestOrByPolicyOnly) {
 
 TEST(NvPlan, AUserBindAtTheSameDestinationWins) {
   ctr::host::HostFacts host = bob();
-  host.nvidia = scannedDriver();
+  host.nvidia = ctr::testing::scannedNvidiaDriver();
   LaunchOptions o = nv();
   o.binds = {"/opt/my-nvidia-smi:/usr/bin/nvidia-smi"};
   const LaunchPlan plan = ctr::launch::planLaunch(o, ctr::config::Policy{}, image(), host);

@@ -322,18 +322,6 @@ ctr::host::HostFacts someone() {
   return host;
 }
 
-ctr::host::HostMpi scannedMpi() {
-  ctr::host::HostMpi mpi;
-  mpi.family = MpiFamily::OpenMpi;
-  mpi.libraries = {{"libmpi.so.40", "/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4", "ctr.conf 'mpi library' libmpi.so.40: ld.so cache"}};
-  mpi.dependencies = {{"libopen-pal.so.40", "/usr/lib/x86_64-linux-gnu/libopen-pal.so.40.30.3", "DT_NEEDED of libmpi.so.40: ld.so cache"}};
-  mpi.paths = {{"/etc/openmpi", "ctr.conf 'mpi path'"}};
-  mpi.skipped = {"libgone.so.3 (needed by libopen-pal.so.40): not in the host's ld.so cache"};
-  mpi.needsGlibc = "2.34";
-  mpi.needsGlibcLibrary = "libmpi.so.40";
-  return mpi;
-}
-
 TEST(MpiPlan, BindPutsTheHostMpiInThePlanWithProvenance) {
   ctr::launch::LaunchOptions o;
   o.image = "/images/app.sif";
@@ -343,7 +331,7 @@ TEST(MpiPlan, BindPutsTheHostMpiInThePlanWithProvenance) {
   image.path = "/images/app.sif";
   image.kind = ctr::image::ImageKind::Sif;
   auto host = someone();
-  host.mpi = scannedMpi();
+  host.mpi = ctr::testing::scannedHostMpi();
   ctr::config::Policy policy;
   const auto plan = ctr::launch::planLaunch(o, policy, image, host);
   ASSERT_TRUE(plan.mpi);

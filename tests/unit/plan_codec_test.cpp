@@ -53,32 +53,6 @@ host::LimitsHost codecLimitsHost() {
   return l;
 }
 
-host::GpuDriver codecNvidiaScan() {
-  host::GpuDriver d;
-  d.version = "535.104.05";
-  d.libraries = {{"libcuda.so", "libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0x0303},
-                 {"libnvidia-ml.so", "libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", 0x0303}};
-  d.skipped = {{"libvdpau_nvidia.so", "", "", "not in the ld.so cache"}};
-  d.binaries = {{"nvidia-smi", "/usr/bin/nvidia-smi"}};
-  d.sockets = {"/var/run/nvidia-persistenced/socket"};
-  d.devices = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1"};
-  d.needsGlibc = "2.34";
-  d.needsGlibcLibrary = "libcuda.so.1";
-  return d;
-}
-
-host::HostMpi codecHostMpi() {
-  host::HostMpi mpi;
-  mpi.family = host::MpiFamily::OpenMpi;
-  mpi.libraries = {{"libmpi.so.40", "/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4", "ctr.conf 'mpi library'"}};
-  mpi.dependencies = {{"libopen-pal.so.40", "/usr/lib/x86_64-linux-gnu/libopen-pal.so.40.30.3", "DT_NEEDED"}};
-  mpi.paths = {{"/etc/openmpi", "ctr.conf 'mpi path'"}};
-  mpi.skipped = {"libgone.so.3: not in the host's ld.so cache"};
-  mpi.needsGlibc = "2.34";
-  mpi.needsGlibcLibrary = "libmpi.so.40";
-  return mpi;
-}
-
 InstanceRecord codecInstanceRecord() {
   InstanceRecord r;
   r.name = "web1";
@@ -132,13 +106,15 @@ std::vector<std::pair<std::string, LaunchPlan>> plannedLaunches() {
   o.contain = true;
   host = codecHost();
   host.cdi = host::CdiRegistry{};
-  host.nvidia = codecNvidiaScan();
+  host.nvidia = ctr::testing::scannedNvidiaDriver();
+  host.nvidia->needsGlibc = "2.34";
+  host.nvidia->needsGlibcLibrary = "libcuda.so.1";
   plans.emplace_back("--nv --contain", planLaunch(o, {}, image, host));
 
   o = testing::execTrue();
   o.mpi = "bind";
   host = codecHost();
-  host.mpi = codecHostMpi();
+  host.mpi = ctr::testing::scannedHostMpi();
   plans.emplace_back("--mpi=bind", planLaunch(o, {}, image, host));
 
   o = testing::execTrue();

@@ -51,6 +51,34 @@ inline image::ImageSource squashfsDataset(const std::string& path, ino_t inode =
   return source;
 }
 
+// The NVIDIA driver as the ld.so-cache scan finds it: two libraries (one skipped), nvidia-smi,
+// the persistenced socket and the device nodes of GPUs 0, 1 and 2.
+inline host::GpuDriver scannedNvidiaDriver() {
+  host::GpuDriver d;
+  d.version = "535.104.05";
+  d.libraries = {{"libcuda.so", "libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0x0303},
+                 {"libnvidia-ml.so", "libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", 0x0303}};
+  d.skipped = {{"libvdpau_nvidia.so", "", "", "not in the ld.so cache"}};
+  d.binaries = {{"nvidia-smi", "/usr/bin/nvidia-smi"}};
+  d.sockets = {"/var/run/nvidia-persistenced/socket"};
+  d.devices = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2"};
+  return d;
+}
+
+// The host's Open MPI as ctr.conf's 'mpi library' and 'mpi path' resolve it, with where each
+// file came from.
+inline host::HostMpi scannedHostMpi() {
+  host::HostMpi mpi;
+  mpi.family = host::MpiFamily::OpenMpi;
+  mpi.libraries = {{"libmpi.so.40", "/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4", "ctr.conf 'mpi library' libmpi.so.40: ld.so cache"}};
+  mpi.dependencies = {{"libopen-pal.so.40", "/usr/lib/x86_64-linux-gnu/libopen-pal.so.40.30.3", "DT_NEEDED of libmpi.so.40: ld.so cache"}};
+  mpi.paths = {{"/etc/openmpi", "ctr.conf 'mpi path'"}};
+  mpi.skipped = {"libgone.so.3 (needed by libopen-pal.so.40): not in the host's ld.so cache"};
+  mpi.needsGlibc = "2.34";
+  mpi.needsGlibcLibrary = "libmpi.so.40";
+  return mpi;
+}
+
 // `ctr exec /images/app.sif /bin/true`
 inline launch::LaunchOptions execTrue() {
   launch::LaunchOptions o;
