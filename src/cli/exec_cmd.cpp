@@ -201,25 +201,22 @@ void printJoinInfo(const launch::InstanceRecord& record) {
 
 // The plan explained, or run: as the app (execute), supervised (run), or as an instance.
 int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
+  if (!state.explain && !plan.instance) return runPlan(plan);
+  for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
   if (state.explain) {
-    for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
     if (state.json)
       std::cout << launch::toJson(plan).dump(2) << '\n';
     else
       std::cout << launch::toText(plan);
     return 0;
   }
-  if (plan.instance) {
-    for (const auto& warning : plan.warnings) spdlog::warn("{}", warning);
-    // Once the record is written; with --stay, by this process as it becomes the keeper
-    // (in the container: --pid-file is refused with it), which then closes its output.
-    runtime::startInstance(plan, [&state](const launch::InstanceRecord& record) {
-      if (!state.pidFile.empty()) writeFile(state.pidFile, std::to_string(record.keeper) + "\n");
-      if (state.joinInfo) printJoinInfo(record);
-    });
-    return 0;
-  }
-  return runPlan(plan);
+  // Once the record is written; with --stay, by this process as it becomes the keeper
+  // (in the container: --pid-file is refused with it), which then closes its output.
+  runtime::startInstance(plan, [&state](const launch::InstanceRecord& record) {
+    if (!state.pidFile.empty()) writeFile(state.pidFile, std::to_string(record.keeper) + "\n");
+    if (state.joinInfo) printJoinInfo(record);
+  });
+  return 0;
 }
 
 // exec|run|shell instance://NAME: the plan of a launch into the running instance NAME.
