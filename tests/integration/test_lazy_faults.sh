@@ -52,9 +52,10 @@ for step in 1 2 3; do
 done
 EOF
 chmod 755 "$WORK/ctl/job.sh"
-# step N FILE: the job reads FILE; waits for its status.
+# step N FILE: the job reads FILE; waits for its status. The go-file appears whole (written
+# beside it, then renamed): the job, polling for it, could otherwise read it still empty.
 step() {
-  echo "$2" > "$WORK/ctl/go$1"
+  echo "$2" > "$WORK/ctl/.go$1" && mv "$WORK/ctl/.go$1" "$WORK/ctl/go$1"
   for _ in $(seq 600); do [ -s "$WORK/ctl/rc$1" ] && return 0; sleep 0.05; done
   fail "the job did not read $2 (step $1): $(cat "$WORK/job.err")"
 }
