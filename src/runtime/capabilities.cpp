@@ -4,11 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <string>
 
 #include "ctr/error.hpp"
-#include "ctr/fd.hpp"
 #include "ctr/handover.hpp"
 
 namespace ctr::runtime {
@@ -36,25 +34,25 @@ void setNoNewPrivs() {
   }
 }
 
-int lastCapability() {
-  const std::string text = readFirstLine("/proc/sys/kernel/cap_last_cap");
-  int last = -1;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), last);
-  if (ec == std::errc{} && end != text.data() && last >= 0) return last;
-  // No /proc (e.g. before it is mounted): PR_CAPBSET_READ fails with EINVAL past the end.
-  last = 0;
-  while (::prctl(PR_CAPBSET_READ, last + 1, 0, 0, 0) >= 0) ++last;
-  return last;
-}
-
 void dropAllCapabilities() {
-  const int last = lastCapability();
-  for (int cap = 0; cap <= last; ++cap) {
+  // Every capability up to the first number the kernel calls invalid (EINVAL past
+  // cap_last_cap), not read from /proc/sys/kernel/cap_last_cap: that file costs every launch
+  // five system calls (issue 56).
+  int last = -1;
+  for (int cap = 0;; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) {
+      last = cap;
+      continue;
+    }
+    const int error = errno;
+    if (error == EINVAL && cap > 0) break;
     // Dropping needs CAP_SETPCAP: a process without it passes if the capability is gone
     // already (nothing left to drop).
-    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && ::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 0) {
+    if (::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 0) {
+      errno = error;
       throw sysError("prctl(PR_CAPBSET_DROP, " + std::to_string(cap) + ")");
     }
+    last = cap;
   }
   // EINVAL here means a kernel without ambient capabilities (< 4.3): nothing to clear.
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {

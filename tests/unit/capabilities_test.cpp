@@ -41,13 +41,6 @@ std::string enterNamespaceIfUnprivileged() {
 
 }  // namespace
 
-TEST(Capabilities, LastCapabilityMatchesTheKernel) {
-  std::ifstream file("/proc/sys/kernel/cap_last_cap");
-  int expected = -1;
-  ASSERT_TRUE(file >> expected);
-  EXPECT_EQ(lastCapability(), expected);
-}
-
 TEST(Capabilities, DropAllLeavesNoCapabilityAndNoNewPrivsIsSet) {
   auto message = inChild([] {
     if (auto e = enterNamespaceIfUnprivileged(); !e.empty()) return e;

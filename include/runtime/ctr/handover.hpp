@@ -24,11 +24,8 @@ namespace ctr::runtime {
 // this process and everything it execs. Required before an unprivileged seccomp filter.
 void setNoNewPrivs();
 
-// Highest capability number the kernel knows: /proc/sys/kernel/cap_last_cap, or, when
-// /proc is not readable, probed with PR_CAPBSET_READ.
-[[nodiscard]] int lastCapability();
-
-// Empties the bounding set (PR_CAPBSET_DROP for 0..lastCapability()), clears the ambient
+// Empties the bounding set (PR_CAPBSET_DROP from 0 to the last capability the kernel knows),
+// clears the ambient
 // set, then capset() with empty effective/permitted/inheritable, and verifies all of them
 // read back empty. An empty bounding set is what keeps a process mapped to uid 0 in the
 // user namespace from regaining capabilities through execve.
