@@ -139,8 +139,7 @@ bool anMpiRank(const std::vector<std::string>& env) {
 
 void LaunchMemo::beforePlanning(const std::string& imageArgument) {
   // Nothing to look at for a launch whose plan whyNotKept will refuse anyway, before
-  // anything else: an MPI rank (every rank of a job would pay it), a registry or URL image,
-  // a directory image.
+  // anything else: an MPI rank (every rank of a job would pay it), a registry or URL image.
   if (std::any_of(kRankVariables.begin(), kRankVariables.end(), [](const char* name) {
         const char* value = std::getenv(name);
         return value && *value;
@@ -148,10 +147,7 @@ void LaunchMemo::beforePlanning(const std::string& imageArgument) {
     return;
   std::error_code ec;
   const auto image = std::filesystem::absolute(imageArgument, ec);
-  struct stat st {};
-  if (ec || imageArgument.find("://") != std::string::npos ||
-      (::stat(image.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
-    return;
+  if (ec || imageArgument.find("://") != std::string::npos) return;
   auto paths = fixedInputFiles();
   paths.push_back(image.string());
   for (auto program : {Program::SquashfsServer, Program::Squashfuse})
@@ -174,7 +170,6 @@ std::string whyNotKept(const launch::LaunchPlan& plan, const PlanInputs& in) {
   if (!needs.overlayFiles.empty() || !needs.datasetFiles.empty()) return "overlay or dataset image files";
   if (needs.signatureImage) return "ctr.conf's execution rules (the image's signatures)";
   if (in.optionsOutsideKey) return "the options read files or warn outside the plan (--env-file, --overlay, --stats, --lazy)";
-  if (in.image.kind == image::ImageKind::Directory) return "a directory image (its tree)";
   if (!in.image.reference.empty() || in.image.lazy) return "a registry or lazily read image";
   if (!in.host.userFromFiles) return "the user's passwd or group entries come from an NSS service, not /etc";
   if (anMpiRank(in.host.env)) return "an MPI rank (its environment is its job's alone)";

@@ -1,5 +1,7 @@
 // The launch memo (docs/benchmark-guide.md, "The launch memo"): a launch of a SIF or squashfs
-// image keeps the plan it decided in the user's state directory, and the next launch with the
+// image, or of a directory image, keeps the plan it decided in the user's state directory
+// (the planner reads nothing inside a directory image: its root's identity is the image's),
+// and the next launch with the
 // same command line, working directory, environment and ids, whose every file the plan was
 // decided from is as it was (ctr.conf, the image, ctr itself, passwd/group/nsswitch.conf, the
 // setuid helper, the directories a FUSE server is looked for in, its cgroup), executes that

@@ -105,10 +105,6 @@ launch -- --env-file "$U/env" demo.sqfs true
 launch -- --env-file "$U/env" demo.sqfs true
 planned "--env-file"
 expect_contains "why not" "the plan is not kept: the options read files" "$OUT"
-launch -- "$WORK/demo" true
-launch -- "$WORK/demo" true
-planned "directory image"
-expect_contains "why not" "the plan is not kept: a directory image" "$OUT"
 launch PMIX_RANK=3 -- demo.sqfs true
 launch PMIX_RANK=3 -- demo.sqfs true
 planned "an MPI rank"
@@ -116,6 +112,21 @@ expect_contains "why not" "the plan is not kept: an MPI rank" "$OUT"
 launch -- --explain demo.sqfs true
 launch -- --explain demo.sqfs true
 planned "--explain"
+
+note "a directory image is kept while its root is as it was; an entry added to the root plans again"
+launch -- "$WORK/demo" cat /marker
+launch -- "$WORK/demo" cat /marker
+kept "directory image"
+expect_contains "directory image's output" "one" "$OUT"
+echo two > "$WORK/demo/marker"
+launch -- "$WORK/demo" cat /marker
+kept "directory image, a file's content changed (the plan does not read it)"
+expect_contains "directory image, changed file" "two" "$OUT"
+touch "$WORK/demo/new-entry"
+launch -- "$WORK/demo" cat /marker
+planned "directory image, entry added to its root"
+expect_contains "why" "$WORK/demo changed since the plan was kept" "$OUT"
+rm "$WORK/demo/new-entry"
 
 note "CTR_LAUNCH_MEMO=off: nothing read or kept"
 before=$(ls "$memo_dir" | wc -l)
