@@ -39,10 +39,13 @@ std::int64_t nanoseconds(const timespec& t) { return std::int64_t{t.tv_sec} * 1'
 // A file as stat(2) shows it, as bytes: device, inode, mode, owner, size, mtime and ctime. A
 // change of its content or metadata moves its ctime (which no user can set back); a
 // directory's moves when an entry is added, removed or renamed in it. "missing" where there is
-// none; "" where it can be neither looked at nor said to be missing.
+// none; "denied" where the user may not look (a PATH directory under another user's home: what
+// is in it is as hidden from the planner, and a change of that shows as another answer); ""
+// where it can be neither looked at nor said to be missing or denied.
 std::string identityOf(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return errno == ENOENT || errno == ENOTDIR ? "missing" : "";
+  if (::stat(path.c_str(), &st) != 0)
+    return errno == ENOENT || errno == ENOTDIR ? "missing" : errno == EACCES ? "denied" : "";
   const std::array<std::uint64_t, 7> fields{st.st_dev, st.st_ino, st.st_mode, st.st_uid,
                                             static_cast<std::uint64_t>(st.st_size),
                                             static_cast<std::uint64_t>(nanoseconds(st.st_mtim)),
@@ -285,7 +288,7 @@ void LaunchMemo::afterPlanning(const launch::LaunchPlan& plan, const PlanInputs&
   for (const auto& path : files) {
     const auto was = before_.find(path);
     if (was == before_.end() || was->second.empty())
-      return spdlog::debug("launch memo: the plan is not kept: {} was not looked at before planning", path);
+      return spdlog::debug("launch memo: the plan is not kept: {} could not be looked at before planning", path);
     put(out, path);
     put(out, was->second);
   }

@@ -114,19 +114,39 @@ launch -- --explain demo.sqfs true
 planned "--explain"
 
 note "a directory image is kept while its root is as it was; an entry added to the root plans again"
+# The app's own line (grep -x): ctr -d's lines around it hold words of every kind.
+app_line() { printf '%s\n' "$OUT" | grep -qx "$2" || fail "$1: no line '$2' in: $OUT"; }
+echo first-content > "$WORK/demo/marker"
 launch -- "$WORK/demo" cat /marker
 launch -- "$WORK/demo" cat /marker
 kept "directory image"
-expect_contains "directory image's output" "one" "$OUT"
-echo two > "$WORK/demo/marker"
+app_line "directory image's output" first-content
+echo second-content > "$WORK/demo/marker"
 launch -- "$WORK/demo" cat /marker
 kept "directory image, a file's content changed (the plan does not read it)"
-expect_contains "directory image, changed file" "two" "$OUT"
+app_line "directory image, changed file" second-content
 touch "$WORK/demo/new-entry"
 launch -- "$WORK/demo" cat /marker
 planned "directory image, entry added to its root"
 expect_contains "why" "$WORK/demo changed since the plan was kept" "$OUT"
+app_line "directory image, planned again" second-content
 rm "$WORK/demo/new-entry"
+
+note "a PATH directory the user may not look in is kept as such; allowed to look, planned again"
+mkdir -p "$WORK/hidden/bin" && chmod 700 "$WORK/hidden"
+launch_path() { OUT=$(cd "$U" && runuser -u "$CTR_TEST_USER" -- env -i HOME="$U" PATH="$WORK/hidden/bin:$U/bin:/usr/bin:/bin" \
+  CTR_CONFIG="$U/ctr.conf" "$CTR_BIN" -d exec demo.sqfs true 2>&1) || fail "ctr exec with a hidden PATH directory: $OUT"; }
+launch_path
+launch_path
+kept "a PATH directory the user may not look in"
+if grep -qa "$WORK/hidden/bin" "$(memo_file)"; then
+  chmod 755 "$WORK/hidden"
+  launch_path
+  planned "the PATH directory can be looked in now"
+  expect_contains "why" "$WORK/hidden/bin changed since the plan was kept" "$OUT"
+else
+  note "skipped: this launch looked for no FUSE server (the setuid helper mounts the image)"
+fi
 
 note "CTR_LAUNCH_MEMO=off: nothing read or kept"
 before=$(ls "$memo_dir" | wc -l)
