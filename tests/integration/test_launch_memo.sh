@@ -28,6 +28,8 @@ launch() {
 kept() { expect_contains "$1" "launch memo: the plan kept in" "$OUT"; }
 # The memo the last launch ran or compared.
 memo_file() { printf '%s\n' "$OUT" | sed -n 's/.*launch memo: the\( kept\)\? plan \(kept in \)\?\([^ ]*\).*/\3/p' | head -1; }
+# The app's own line (grep -x): ctr -d's lines around it hold words of every kind.
+app_line() { printf '%s\n' "$OUT" | grep -qx "$2" || fail "$1: no line '$2' in: $OUT"; }
 planned() {
   case "$OUT" in *"launch memo: the plan kept in"*) fail "$1: ran a kept plan: $OUT";; esac
   expect_contains "$1" "deciding the plan" "$OUT"
@@ -46,7 +48,7 @@ fi
 expect_contains "the plan is kept" "launch memo: the plan is kept in $memo_dir/launch-" "$OUT"
 launch -- demo.sqfs cat /marker
 kept "the launch after"
-expect_contains "the kept plan's app ran" "one" "$OUT"
+app_line "the kept plan's app ran" one
 case "$OUT" in *"deciding the plan"*) fail "a kept plan was planned again: $OUT";; esac
 [ "$(stat -c %U:%a "$memo_dir")" = "$CTR_TEST_USER:700" ] || fail "memo directory: $(stat -c %U:%a "$memo_dir")"
 
@@ -66,7 +68,7 @@ mv "$U/new.sqfs" "$U/demo.sqfs"
 launch -- demo.sqfs cat /marker
 planned "replaced image"
 expect_contains "why" "$U/demo.sqfs changed since the plan was kept" "$OUT"
-expect_contains "the new image ran" "two" "$OUT"
+app_line "the new image ran" two
 touch -d '2001-01-01' "$U/demo.sqfs"  # an mtime set back still moves the ctime
 launch -- demo.sqfs cat /marker
 planned "touched image"
@@ -114,8 +116,6 @@ launch -- --explain demo.sqfs true
 planned "--explain"
 
 note "a directory image is kept while its root is as it was; an entry added to the root plans again"
-# The app's own line (grep -x): ctr -d's lines around it hold words of every kind.
-app_line() { printf '%s\n' "$OUT" | grep -qx "$2" || fail "$1: no line '$2' in: $OUT"; }
 echo first-content > "$WORK/demo/marker"
 launch -- "$WORK/demo" cat /marker
 launch -- "$WORK/demo" cat /marker
@@ -164,7 +164,7 @@ truncate -s -7 "$file"
 launch -- demo.sqfs cat /marker
 planned "damaged memo"
 expect_contains "why" "is unreadable" "$OUT"
-expect_contains "the app ran" "two" "$OUT"
+app_line "the app ran" two
 
 note "check mode fails a kept plan that differs from the one decided now"
 launch CTR_LAUNCH_MEMO=check -- demo.sqfs cat /marker
