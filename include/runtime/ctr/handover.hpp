@@ -25,10 +25,9 @@ namespace ctr::runtime {
 void setNoNewPrivs();
 
 // Empties the bounding set (PR_CAPBSET_DROP from 0 to the last capability the kernel knows),
-// clears the ambient
-// set, then capset() with empty effective/permitted/inheritable, and verifies all of them
-// read back empty. An empty bounding set is what keeps a process mapped to uid 0 in the
-// user namespace from regaining capabilities through execve.
+// clears the ambient set, then capset() with empty effective/permitted/inheritable, and
+// verifies all of them read back empty. An empty bounding set is what keeps a process mapped
+// to uid 0 in the user namespace from regaining capabilities through execve.
 void dropAllCapabilities();
 
 // What a seccomp rule does to a matching call (libseccomp's SCMP_ACT_*).
