@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ctr/configured.hpp"
+#include "ctr/environment.hpp"
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"
@@ -130,24 +131,18 @@ void prune(const std::string& dir) {
   for (std::size_t i = 0; i + kMaxMemos < memos.size(); ++i) ::unlink((dir + "/" + memos[i].second).c_str());
 }
 
-// An MPI rank's environment names its job's run (PMIx's namespace and server, Open MPI's
-// job id), so no later launch has the same: keeping its plan would only cost each rank.
-constexpr std::array<const char*, 3> kRankVariables{"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"};
-bool anMpiRank(const std::vector<std::string>& env) {
-  return std::any_of(kRankVariables.begin(), kRankVariables.end(),
-                     [&](const char* name) { return !envValue(env, name).empty(); });
+// "K=V" of the launcher's wiring to a rank (launch::isLauncherWiring): not in the key, so
+// that every rank of a job, and of later jobs, finds the plan one of them kept.
+bool launcherWiring(std::string_view entry) {
+  const auto eq = entry.find('=');
+  return eq != std::string_view::npos && launch::isLauncherWiring(entry.substr(0, eq));
 }
 
 }  // namespace
 
 void LaunchMemo::beforePlanning(const std::string& imageArgument) {
-  // Nothing to look at for a launch whose plan whyNotKept will refuse anyway, before
-  // anything else: an MPI rank (every rank of a job would pay it), a registry or URL image.
-  if (std::any_of(kRankVariables.begin(), kRankVariables.end(), [](const char* name) {
-        const char* value = std::getenv(name);
-        return value && *value;
-      }))
-    return;
+  // Nothing to look at for a launch whose plan whyNotKept will refuse anyway: a registry or
+  // URL image.
   std::error_code ec;
   const auto image = std::filesystem::absolute(imageArgument, ec);
   if (ec || imageArgument.find("://") != std::string::npos) return;
@@ -175,7 +170,9 @@ std::string whyNotKept(const launch::LaunchPlan& plan, const PlanInputs& in) {
   if (in.optionsOutsideKey) return "the options read files or warn outside the plan (--env-file, --overlay, --stats, --lazy)";
   if (!in.image.reference.empty() || in.image.lazy) return "a registry or lazily read image";
   if (!in.host.userFromFiles) return "the user's passwd or group entries come from an NSS service, not /etc";
-  if (anMpiRank(in.host.env)) return "an MPI rank (its environment is its job's alone)";
+  if (!plan.envProgram.wiringPassesThrough)
+    return "the image or --no-env changes the launcher's wiring (OMPI_, PMIX_, PMI_, SLURM_ variables), which "
+           "another rank's plan would take as it is";
   return {};
 }
 
@@ -198,7 +195,8 @@ std::optional<LaunchMemo> LaunchMemo::of(int argc, char** argv) {
   key += kMagic;
   for (int i = 0; i < argc; ++i) key.append(argv[i]).push_back('\0');
   key.append("\ncwd ").append(cwd.data()).append("\nenv\n");
-  for (char** e = environ; e && *e; ++e) key.append(*e).push_back('\0');
+  for (char** e = environ; e && *e; ++e)
+    if (!launcherWiring(*e)) key.append(*e).push_back('\0');
   key.append("\nids ").append(std::to_string(uid)).append(" ").append(std::to_string(::getgid()));
   // Sized by the kernel's answer: an array of NGROUPS_MAX (65536) would zero 256 KiB of stack,
   // 62 page faults, in every launch.
@@ -253,6 +251,11 @@ std::optional<LaunchMemo::Kept> LaunchMemo::find() {
   try {
     if (!in.ok || !in.rest.empty() || kept.verbosity > log::Verbosity::Debug) throw Error("truncated");
     kept.plan = launch::decodePlan(plan);
+    if (!kept.plan.envProgram.wiringPassesThrough) throw Error("a plan whose wiring does not pass through");
+    // This rank's wiring in place of the keeping launch's (whyNotKept: it passes through).
+    std::vector<std::string> host;
+    for (char** e = environ; e && *e; ++e) host.emplace_back(*e);
+    kept.plan.environment = launch::rewiredEnvironment(kept.plan.environment, host);
   } catch (const Error& e) {
     missed_ = file_ + " is unreadable (" + e.oneLine() + "): removed";
     ::unlink(file_.c_str());

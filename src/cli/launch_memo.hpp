@@ -1,12 +1,15 @@
 // The launch memo (docs/benchmark-guide.md, "The launch memo"): a launch of a SIF or squashfs
-// image, or of a directory image, keeps the plan it decided in the user's state directory
-// (the planner reads nothing inside a directory image: its root's identity is the image's),
-// and the next launch with the
-// same command line, working directory, environment and ids, whose every file the plan was
-// decided from is as it was (ctr.conf, the image, ctr itself, passwd/group/nsswitch.conf, the
-// setuid helper, the directories a FUSE server is looked for in, its cgroup), executes that
-// plan instead of deciding it again: no option parsing, no ctr.conf, image or host reading,
-// no planning. The plan is the same typed plan, executed by the same runtime.
+// image, or of a directory image (the planner reads nothing inside one: its top directory's
+// identity is the image's), keeps the plan it decided in the user's state directory. The next
+// launch with the same command line, working directory, environment and ids, whose every
+// file the plan was decided from is as it was (ctr.conf, the image, ctr itself,
+// passwd/group/nsswitch.conf, the setuid helper, the directories a FUSE server is looked for
+// in, its cgroup), executes that plan instead of deciding it again: no option parsing, no
+// ctr.conf, image or host reading, no planning. The plan is the same typed plan, executed by
+// the same runtime. The launcher's wiring to a rank (OMPI_*, PMIX_*, PMI_*, SLURM_*) is left
+// out of the key and swapped into the kept plan's environment, so that the ranks of a job
+// and of later jobs run the plan one of them kept (only where the plan passes that wiring
+// through as the host has it: launch::EnvProgram::wiringPassesThrough).
 //
 // CTR_LAUNCH_MEMO=off: no memo is read or kept. CTR_LAUNCH_MEMO=check: a kept plan is
 // decided again all the same and the launch fails if the two differ (the tests' mode).
@@ -66,7 +69,7 @@ class LaunchMemo {
                      const launch::LaunchPlan* kept);
 
  private:
-  std::string key_;       // the command line, working directory, environment, ids, ctr.conf's place
+  std::string key_;       // the command line, working directory, environment but the wiring, ids, ctr.conf's place
   std::string dir_;       // STATE/memo
   std::string file_;      // STATE/memo/launch-HASH
   std::string missed_;

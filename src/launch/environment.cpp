@@ -46,9 +46,7 @@ bool passesFromHost(std::string_view name, bool cleanEnv) {
   }
   if (contains(kNeverPassed, name)) return false;
   if (contains(kAlwaysPassed, name)) return true;
-  for (auto prefix : kMpiPrefixes) {
-    if (startsWith(name, prefix)) return true;
-  }
+  if (isLauncherWiring(name)) return true;
   return !cleanEnv;
 }
 
@@ -65,6 +63,11 @@ std::string baseName(std::string_view path) {
 }
 
 }  // namespace
+
+bool isLauncherWiring(std::string_view name) {
+  return std::any_of(kMpiPrefixes.begin(), kMpiPrefixes.end(),
+                     [&](std::string_view prefix) { return startsWith(name, prefix); });
+}
 
 bool isValidEnvName(std::string_view name) {
   if (name.empty()) return false;
@@ -114,9 +117,7 @@ Injected takeHostEnvironment(const EnvironmentInputs& in, std::map<std::string, 
 // to this rank (OMPI_, PMIX_, PMI_, SLURM_), which the image must not change.
 void keepHostFromImageScripts(std::map<std::string, std::string>& vars, std::vector<EnvVar>& fallback) {
   for (auto it = vars.begin(); it != vars.end();) {
-    const bool wiring = std::any_of(kMpiPrefixes.begin(), kMpiPrefixes.end(),
-                                    [&](std::string_view prefix) { return startsWith(it->first, prefix); });
-    if (wiring) {
+    if (isLauncherWiring(it->first)) {
       ++it;
       continue;
     }
@@ -205,7 +206,31 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
   for (const auto& [name, value] : in.cli) setUserVariable(env, name, value, "--env");
   // 5. fixed by ctr
   fixVariables(in, env);
+  auto wiringName = [](const auto& item) { return isLauncherWiring(item.first); };
+  env.wiringPassesThrough =
+      std::none_of(in.noEnv.begin(), in.noEnv.end(), [](const std::string& n) { return isLauncherWiring(n); }) &&
+      std::none_of(in.image.begin(), in.image.end(), wiringName) &&
+      std::none_of(in.devices.begin(), in.devices.end(), wiringName) &&
+      std::none_of(env.fixed.begin(), env.fixed.end(), wiringName);
   return env;
+}
+
+std::vector<std::string> rewiredEnvironment(const std::vector<std::string>& environment,
+                                            const std::vector<std::string>& host) {
+  std::map<std::string, std::string> vars;
+  auto take = [&](const std::string& entry, bool wiring) {
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) return;
+    std::string name = entry.substr(0, eq);
+    if (isLauncherWiring(name) != wiring || (wiring && !isValidEnvName(name))) return;
+    vars[std::move(name)] = entry.substr(eq + 1);
+  };
+  for (const auto& entry : environment) take(entry, false);
+  for (const auto& entry : host) take(entry, true);
+  std::vector<std::string> out;
+  out.reserve(vars.size());
+  for (const auto& [name, value] : vars) out.push_back(name + "=" + value);
+  return out;
 }
 
 std::vector<std::string> toEnvp(const Environment& env) {

@@ -387,6 +387,7 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["user_environment"] = userEnvironmentJson(plan.envProgram.user);
   j["host_fallback"] = nlohmann::json::object();
   for (const auto& [name, value] : plan.envProgram.hostFallback) j["host_fallback"][name] = value;
+  j["launcher_wiring_passes_through"] = plan.envProgram.wiringPassesThrough;
   j["warnings"] = plan.warnings;
   j["argv"] = plan.argv;
   j["command_choices"] = commandChoicesJson(plan.commandChoices);

@@ -341,6 +341,7 @@ void finishIdentityAndEnvironment(LaunchPlan& plan, const HomeDirs& home, Enviro
   plan.envProgram.user = std::move(env.user);
   plan.envProgram.fixed = std::move(env.fixed);
   plan.envProgram.hostFallback = std::move(env.hostFallback);
+  plan.envProgram.wiringPassesThrough = env.wiringPassesThrough;
   plan.envProgram.uid = plan.user.uid;
   plan.envProgram.gid = plan.user.gid;
   plan.warnings.insert(plan.warnings.end(), env.warnings.begin(), env.warnings.end());

@@ -34,7 +34,7 @@ namespace {
 
 // Raised whenever the encoding changes (a field added, removed or moved, a type changed):
 // a memo written in another format is refused, not misread.
-constexpr std::uint32_t kPlanFormat = 1;
+constexpr std::uint32_t kPlanFormat = 2;
 
 // Each struct at the size it had when its visitor was written (x86-64 with libstdc++, where
 // the sizes below hold): a field added changes the size, and the build stops at its visitor.
@@ -200,9 +200,9 @@ PLAN_FIELDS_SIZE(UserEnvironment, 136);
 
 template <class V, Is<EnvProgram> S>
 void fields(V& v, S& s) {
-  v(s.scripts, s.user, s.fixed, s.hostFallback, s.uid, s.gid, s.ps1);
+  v(s.scripts, s.user, s.fixed, s.hostFallback, s.uid, s.gid, s.ps1, s.wiringPassesThrough);
 }
-PLAN_FIELDS_SIZE(EnvProgram, 256);
+PLAN_FIELDS_SIZE(EnvProgram, 264);
 
 template <class V, Is<CommandChoice> S>
 void fields(V& v, S& s) {
@@ -306,7 +306,7 @@ void fields(V& v, S& s) {
     s.limits, s.cgroup, s.admitAgainst, s.statsFile, s.devices, s.mpi, s.build, s.fakeroot, s.instance, s.join,
     s.kernelInterfaces);
 }
-PLAN_FIELDS_SIZE(LaunchPlan, 3592);
+PLAN_FIELDS_SIZE(LaunchPlan, 3600);
 
 #undef PLAN_FIELDS_SIZE
 

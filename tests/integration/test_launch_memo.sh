@@ -107,13 +107,26 @@ launch -- --env-file "$U/env" demo.sqfs true
 launch -- --env-file "$U/env" demo.sqfs true
 planned "--env-file"
 expect_contains "why not" "the plan is not kept: the options read files" "$OUT"
-launch PMIX_RANK=3 -- demo.sqfs true
-launch PMIX_RANK=3 -- demo.sqfs true
-planned "an MPI rank"
-expect_contains "why not" "the plan is not kept: an MPI rank" "$OUT"
+launch PMIX_RANK=3 -- --no-env PMIX_RANK demo.sqfs true
+launch PMIX_RANK=4 -- --no-env PMIX_RANK demo.sqfs true
+planned "--no-env drops a wiring variable"
+expect_contains "why not" "the plan is not kept: the image or --no-env changes the launcher's wiring" "$OUT"
 launch -- --explain demo.sqfs true
 launch -- --explain demo.sqfs true
 planned "--explain"
+
+note "MPI ranks: the launcher's wiring is not in the key; each rank's own is swapped into the kept plan"
+ranks() { launch "$@" -- demo.sqfs sh -c 'echo "rank ${PMIX_RANK-none} ${OMPI_COMM_WORLD_RANK-none} ${SLURM_PROCID-none}"'; }
+ranks PMIX_RANK=3 OMPI_COMM_WORLD_RANK=3 PMIX_NAMESPACE=job.1
+app_line "rank 3" "rank 3 3 none"
+ranks PMIX_RANK=4 OMPI_COMM_WORLD_RANK=4 PMIX_NAMESPACE=job.1
+kept "another rank of the job"
+app_line "rank 4 (kept plan)" "rank 4 4 none"
+ranks PMIX_RANK=0 SLURM_PROCID=9 PMIX_NAMESPACE=job.2
+kept "a rank of another job, with other wiring variables"
+app_line "another job's rank (kept plan)" "rank 0 none 9"
+ranks PMIX_RANK=4 OMPI_COMM_WORLD_RANK=4 PMIX_NAMESPACE=job.1 OTHER=1
+planned "another environment beside the wiring"
 
 note "a directory image is kept while its root is as it was; an entry added to the root plans again"
 echo first-content > "$WORK/demo/marker"

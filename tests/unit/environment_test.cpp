@@ -494,3 +494,45 @@ TEST(EnvProgram, ImageFirstGivesTheImageItsOwnValues) {
   for (const auto& [k, v] : env.vars) initial[k] = v;
   EXPECT_EQ(interpreted(envProgramScript(p), initial)->at("CUDA_VERSION"), "11.0");
 }
+
+// The launch memo keeps one plan for every rank (rewiredEnvironment): what computeEnvironment
+// gives for one rank's environment, rewired with another's, is what it gives for the other's,
+// whenever wiringPassesThrough; and it says false wherever a rewired plan would be wrong.
+TEST(Environment, RewiringOneRanksEnvironmentGivesAnothersWhereTheWiringPassesThrough) {
+  const std::vector<std::string> rank3{"HOME=/home/u", "FOO=bar", "OMPI_COMM_WORLD_RANK=3", "PMIX_RANK=3",
+                                       "PMIX_NAMESPACE=job.1", "SLURM_PROCID=3", "PMI_FD=5", "TERM=xterm"};
+  const std::vector<std::string> rank7{"HOME=/home/u", "FOO=bar", "OMPI_COMM_WORLD_RANK=7", "PMIX_RANK=7",
+                                       "PMIX_NAMESPACE=job.2", "SLURM_LOCALID=1", "BAD-NAME=x", "TERM=xterm",
+                                       "PMIX_RANK=8"};
+  for (const bool cleanEnv : {false, true})
+    for (const bool imageFirst : {false, true}) {
+      EnvironmentInputs in;
+      in.cleanEnv = cleanEnv;
+      in.imageFirst = imageFirst;
+      in.image = {{"IMAGE_VAR", "1"}};
+      in.imagePath = "/images/app.sif";
+      in.libraryDirs = {"/.singularity.d/libs"};
+      in.host = rank3;
+      const Environment three = computeEnvironment(in);
+      in.host = rank7;
+      const Environment seven = computeEnvironment(in);
+      EXPECT_TRUE(three.wiringPassesThrough);
+      EXPECT_EQ(rewiredEnvironment(toEnvp(three), rank7), toEnvp(seven)) << cleanEnv << imageFirst;
+      EXPECT_EQ(rewiredEnvironment(toEnvp(seven), rank3), toEnvp(three)) << cleanEnv << imageFirst;
+      EXPECT_EQ(three.hostFallback, seven.hostFallback);  // the wiring is never a fallback
+    }
+}
+
+TEST(Environment, WiringDoesNotPassThroughWhereTheImageOrNoEnvChangesIt) {
+  EnvironmentInputs in;
+  in.host = {"PMIX_RANK=3", "OMPI_MCA_btl=self"};
+  EXPECT_TRUE(computeEnvironment(in).wiringPassesThrough);
+  in.image = {{"OMPI_MCA_btl", "^openib"}};  // the image's value wins over the rank's
+  EXPECT_FALSE(computeEnvironment(in).wiringPassesThrough);
+  in.image.clear();
+  in.noEnv = {"PMIX_RANK"};
+  EXPECT_FALSE(computeEnvironment(in).wiringPassesThrough);
+  in.noEnv.clear();
+  in.devices = {{"SLURM_STEP_GPUS", "0"}};
+  EXPECT_FALSE(computeEnvironment(in).wiringPassesThrough);
+}

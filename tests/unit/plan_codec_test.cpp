@@ -243,7 +243,7 @@ LaunchPlan everyFieldSet() {
   p.environment = {"A=1", "", "EMPTY="};
   UserEnvironment userEnv{{{"X", "1"}, {"Y", ""}}, std::string("/opt/bin"), "/pre", "/post", false};
   p.envProgram = EnvProgram{{"/.singularity.d/env/01-base.sh"}, userEnv, {{"CTR_CONTAINER", "/images/app.sif"}},
-                            {{"LANG", "C"}}, 1000, 1001, std::string("$ ")};
+                            {{"LANG", "C"}}, 1000, 1001, std::string("$ "), true};
   p.warnings = {"w1", "w2"};
   p.mountsLeftOut = {"/proc"};
   p.argv = {"a", "", "c"};
@@ -328,8 +328,8 @@ TEST(PlanCodec, APlanWithEveryFieldSetComesBackAsItWas) {
   EXPECT_EQ(std::tie(m.recursive, m.content, m.identity, m.tmpfsMode), std::tie(pm.recursive, pm.content, pm.identity, pm.tmpfsMode));
   const auto& e = b.envProgram;
   const auto& pe = plan.envProgram;
-  EXPECT_EQ(std::tie(e.user.evaluate, e.scripts, e.fixed, e.uid, e.gid, e.ps1),
-            std::tie(pe.user.evaluate, pe.scripts, pe.fixed, pe.uid, pe.gid, pe.ps1));
+  EXPECT_EQ(std::tie(e.user.evaluate, e.scripts, e.fixed, e.uid, e.gid, e.ps1, e.wiringPassesThrough),
+            std::tie(pe.user.evaluate, pe.scripts, pe.fixed, pe.uid, pe.gid, pe.ps1, pe.wiringPassesThrough));
   EXPECT_EQ(b.commandChoices[0].note, "no runscript");
   EXPECT_EQ(b.noCommand.status, 0);
   EXPECT_EQ(std::tie(b.handover.seccomp, b.handover.noNewPrivs), std::tie(plan.handover.seccomp, plan.handover.noNewPrivs));

@@ -81,6 +81,10 @@ struct UserEnvironment {
   [[nodiscard]] bool empty() const { return vars.empty() && !path && prependPath.empty() && appendPath.empty(); }
 };
 
+// The launcher's wiring to this rank: OMPI_*, PMIX_*, PMI_* and SLURM_* (passed from the host
+// even with cleanEnv, and kept from the image's scripts with imageFirst).
+[[nodiscard]] bool isLauncherWiring(std::string_view name);
+
 struct Environment {
   std::map<std::string, std::string> vars;  // layers 1-3 and 5; sorted, so --explain is stable
   UserEnvironment user;                     // layer 4
@@ -89,12 +93,24 @@ struct Environment {
   // set after them where they left it unset.
   std::vector<EnvVar> hostFallback;
   std::vector<std::string> warnings;        // settings ignored, with why (shown to the user)
+  // The host's launcher wiring is in `vars` exactly as the host has it: no name of it is set
+  // by the image, the devices or ctr, or dropped by noEnv. An environment computed for one
+  // rank is then every rank's with its wiring swapped (rewiredEnvironment).
+  bool wiringPassesThrough = true;
 };
 
 [[nodiscard]] Environment computeEnvironment(const EnvironmentInputs& inputs);
 
 // "K=V" strings for execve, in `vars` order.
 [[nodiscard]] std::vector<std::string> toEnvp(const Environment& env);
+
+// `environment` (toEnvp's strings) with the launcher wiring of `host` (environ's "K=V"
+// strings) in place of its own: every isLauncherWiring name taken out, the host's put in as
+// layer 1 takes them (valid names; the last of a name twice), in name order. The same
+// strings computeEnvironment gives for `host` where Environment::wiringPassesThrough was
+// true for the inputs `environment` was computed from (tests/unit/environment_test.cpp).
+[[nodiscard]] std::vector<std::string> rewiredEnvironment(const std::vector<std::string>& environment,
+                                                          const std::vector<std::string>& host);
 
 // One --env value: "K=V" or a comma list "A=1,B=2". As in Apptainer, an item without '='
 // continues the previous value, so "LIST=a,b,C=3" gives LIST="a,b" and C="3".
@@ -132,6 +148,9 @@ struct EnvProgram {
   // PS1 of the environment the program starts from (some shells set a default of their own,
   // which must not stop the fallback prompt).
   std::optional<std::string> ps1;
+  // Environment::wiringPassesThrough of the plan's environment: the launch memo keeps such a
+  // plan for every rank of a job and later jobs (docs/admin-guide.md, "The launch memo").
+  bool wiringPassesThrough = false;
 };
 
 // The program as POSIX sh text, within the subset of ctr/env_script_interpreter.hpp so that ctr runs it
