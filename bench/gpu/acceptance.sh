@@ -52,10 +52,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # pack
 # ---------------------------------------------------------------------------------------
 
-# copy_with_libs
-. "$here/../lib/carry.sh"
-
 pack() {
+  # copy_with_libs (the carried copy of this script runs without bench/lib)
+  . "$here/../lib/carry.sh"
   local build carry
   [ $# = 2 ] || usage
   build=$(cd "$1" 2>/dev/null && pwd) || die "pack: no build directory $1"
