@@ -15,6 +15,9 @@
 #   contain     ctr exec --contain plainc.sif /bin/true
 #   contain-nv  ctr exec --contain --nv nvc.sif /bin/true  (also binds the 8 device nodes)
 # BEFORE=/path/to/bin/ctr (an earlier build) adds its plain and nv cases to the same blocks.
+# DRIVER=host: this node's own NVIDIA driver instead of the fixture (on a GPU node; BUILD_DIR
+# may then be a packed tree, bench/gpu/acceptance.sh pack's CARRY/ctr, whose launch-timer is
+# in libexec/ctr/bench).
 # Prints launch-timer's table (median, min, ratio to the first case with a 90% interval)
 # and the difference of the medians; then the cold scan: the first --nv launch of a node
 # (no scan cache) against a warm one.
@@ -23,18 +26,29 @@ build=$(cd "${1:?usage: nv-overhead.sh BUILD_DIR}" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 ctr=$build/bin/ctr
 timer=$build/bin/launch-timer
-BLOCKS=${BLOCKS:-20} REPS=${REPS:-10}
+[ -x "$timer" ] || timer=$build/libexec/ctr/bench/launch-timer
+BLOCKS=${BLOCKS:-20} REPS=${REPS:-10} DRIVER=${DRIVER:-fixture}
 if [ "$(id -u)" = 0 ] && [ -z "${CTR_BENCH_AS_USER:-}" ]; then
   id ctrbench >/dev/null 2>&1 || useradd -m ctrbench
   d=$build; while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
   [ -c /dev/fuse ] && chmod 666 /dev/fuse
-  exec runuser -u ctrbench -- env CTR_BENCH_AS_USER=1 BLOCKS="$BLOCKS" REPS="$REPS" BEFORE="${BEFORE:-}" PATH=/usr/bin:/bin:/usr/sbin:/sbin "$0" "$build"
+  exec runuser -u ctrbench -- env CTR_BENCH_AS_USER=1 BLOCKS="$BLOCKS" REPS="$REPS" BEFORE="${BEFORE:-}" DRIVER="$DRIVER" \
+    PATH=/usr/bin:/bin:/usr/sbin:/sbin:/usr/local/nvidia/bin "$0" "$build"
 fi
 work=$(mktemp -d /tmp/ctr-nv-bench.XXXXXX)
 holders=()
 cleanup() { for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
+if [ "$DRIVER" = host ]; then
+  # The library list installed beside ctr's own ctr.conf (a relative one would be read
+  # beside this ctr.conf).
+  list=$(dirname "$ctr")/../etc/ctr/nvliblist.conf
+  [ -e "$list" ] || list=/etc/ctr/nvliblist.conf
+  printf 'image linger = 5\nnvidia library list = %s\n' "$(realpath "$list")" > "$work/ctr.conf"
+  export CTR_CONFIG=$work/ctr.conf
+  n="the node's"
+else
 root=$work/node
 mkdir -p "$root/usr/lib64" "$root/etc" "$root/proc/driver/nvidia" "$root/dev/nvidia-caps" "$root/usr/bin"
 : > "$work/list.conf"
@@ -55,13 +69,15 @@ echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  fixture" > "$r
 for dev in nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset nvidia0 nvidia1 nvidia2 nvidia3; do : > "$root/dev/$dev"; done
 printf 'nvidia library list = %s\nimage linger = 5\ncdi spec dirs = %s/no-cdi\n' "$work/list.conf" "$work" > "$work/ctr.conf"
 export CTR_CONFIG=$work/ctr.conf CTR_HOST_ROOT=$root
+fi
 
 sh "$src/images/demo/make-rootfs.sh" "$work/rootfs" >/dev/null
 "$ctr" build "$work/plain.sif" "$work/rootfs" >/dev/null
 for copy in nv plainc nvc cold; do cp "$work/plain.sif" "$work/$copy.sif"; done
 cd "$work"  # a current directory the default /tmp bind covers, as in a job's scratch
 libs=$("$ctr" exec --contain --nv --explain "$work/nv.sif" /bin/true | grep -c 'singularity.d/libs/' || true)
-echo "fixture node: $n libraries listed, $libs bound by --nv, 8 device files; $(nproc) CPUs, $(uname -r)"
+devs=$("$ctr" exec --contain --nv --explain "$work/nv.sif" /bin/true | grep -c ' /dev/nvidia' || true)
+echo "$DRIVER driver: $n libraries listed, $libs bound by --nv, $devs device binds with --contain; $(nproc) CPUs, $(uname -r)"
 
 "$ctr" exec "$work/plain.sif" sleep 100000 & holders+=($!)
 "$ctr" exec --nv "$work/nv.sif" sleep 100000 & holders+=($!)
@@ -100,17 +116,18 @@ echo "one --nv launch, its sub-steps:"
 
 # The cold scan: the first --nv launch with no scan cache in the state directory, against
 # a warm --nv launch; each sample removes the cache first (both cases, so that the removal
-# is not what differs).
+# is not what differs). Both plan (CTR_LAUNCH_MEMO=off): a kept plan would skip the scan and
+# its cache alike.
 state=$("$ctr" exec --nv --explain "$work/cold.sif" /bin/true | awk '/^state dir:/ {print $3}')
 cat > "$work/scan.sh" <<SH
 #!/bin/sh
 rm -f "$state"/nvidia-scan-*.json
-exec "$ctr" exec --nv "$work/nv.sif" /bin/true
+CTR_LAUNCH_MEMO=off exec "$ctr" exec --nv "$work/nv.sif" /bin/true
 SH
 cat > "$work/noscan.sh" <<SH
 #!/bin/sh
 rm -f "$state"/nvidia-scan-none.json
-exec "$ctr" exec --nv "$work/nv.sif" /bin/true
+CTR_LAUNCH_MEMO=off exec "$ctr" exec --nv "$work/nv.sif" /bin/true
 SH
 chmod +x "$work/scan.sh" "$work/noscan.sh"
 "$work/noscan.sh"

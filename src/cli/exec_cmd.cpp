@@ -316,6 +316,7 @@ launch::LaunchPlan planImageLaunch(const RunCommandState& state, const config::P
   log::StepTimer looking("looking at the host");
   auto host = host::discoverHost();
   const auto needs = launch::needsOf(options, image, policy, host);
+  if (ctx.memo) ctx.memo->beforeLooking(host::deviceInputFiles(needs.devices, policy, host));
   host::discoverNeeds(host, needs, policy);
   looking.stop();
   log::StepTimer deciding("deciding the plan");

@@ -101,6 +101,7 @@ std::vector<std::string> inputFiles(const PlanInputs& in) {
   };
   if (in.needs.squashfsServers.ctrSquashfs) searched(Program::SquashfsServer);
   if (in.needs.squashfsServers.squashfuse) searched(Program::Squashfuse);
+  for (auto& file : host::deviceInputFiles(in.needs.devices, in.policy, in.host)) files.push_back(std::move(file));
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   return files;
@@ -140,6 +141,11 @@ bool launcherWiring(std::string_view entry) {
 
 }  // namespace
 
+void LaunchMemo::beforeLooking(const std::vector<std::string>& paths) {
+  for (const auto& path : paths)
+    if (!before_.contains(path)) before_.emplace(path, identityOf(path));
+}
+
 void LaunchMemo::beforePlanning(const std::string& imageArgument) {
   // Nothing to look at for a launch whose plan whyNotKept will refuse anyway: a registry or
   // URL image.
@@ -160,8 +166,13 @@ std::string whyNotKept(const launch::LaunchPlan& plan, const PlanInputs& in) {
   if (plan.command == launch::Command::Instance || plan.instance || plan.join) return "an instance";
   if (plan.build) return "a build step";
   if (plan.supervised() || needs.limits) return "resource limits or --stats (the node's cgroups)";
-  if (needs.devices.nvidia || needs.devices.amd || needs.devices.gpus || needs.devices.cdi)
-    return "devices (the GPU driver's files, CDI specs)";
+  if (needs.devices.amd || needs.devices.gpus || needs.devices.cdi) return "--rocm, --gpus or --device (CDI)";
+  if (needs.devices.nvidia && (!plan.devices || plan.devices->drivers.empty()))
+    return "--nv found no driver to inject (what it said about that is not kept)";
+  if (needs.devices.nvidia && !plan.devices->drivers.front().scanFromCache)
+    return "--nv scanned the driver in this launch (the next one reads the scan's cache and keeps its plan)";
+  if (needs.devices.nvidia && (!in.host.cdi || !in.host.cdi->specs.empty()))
+    return "--nv with a CDI spec on the node (the memo does not look inside spec files)";
   if (needs.mpi) return "--mpi=bind (the host MPI's files)";
   if (needs.stageDir || plan.staging) return "the image may be staged (the stage directory)";
   if (needs.subordinateIds || plan.fakeroot) return "--fakeroot (/etc/subuid, /etc/subgid)";

@@ -4,7 +4,8 @@
 // launch with the same command line, working directory, environment and ids, whose every
 // file the plan was decided from is as it was (ctr.conf, the image, ctr itself,
 // passwd/group/nsswitch.conf, the setuid helper, the directories a FUSE server is looked for
-// in, its cgroup), executes that plan instead of deciding it again: no option parsing, no
+// in, its cgroup; for --nv the driver's version file, ld.so cache, library list, /dev and
+// the CDI spec directories, with the driver scan read from its cache), executes that plan instead of deciding it again: no option parsing, no
 // ctr.conf, image or host reading, no planning. The plan is the same typed plan, executed by
 // the same runtime. The launcher's wiring to a rank (OMPI_*, PMIX_*, PMI_*, SLURM_*) is left
 // out of the key and swapped into the kept plan's environment, so that the ranks of a job
@@ -18,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ctr/config.hpp"
 #include "ctr/host_facts.hpp"
@@ -62,6 +64,9 @@ class LaunchMemo {
   // Before planning: how the files a plan of `imageArgument` may be decided from are now
   // (what is kept is what the planner read, or older: a file changed meanwhile is a miss).
   void beforePlanning(const std::string& imageArgument);
+  // Before the host is looked at for what the needs name: how `paths` (for --nv:
+  // host::deviceInputFiles) are now.
+  void beforeLooking(const std::vector<std::string>& paths);
   // After planning: keeps `plan` under this key when whyNotKept allows (a failure to write
   // is only logged: the launch goes on). With CTR_LAUNCH_MEMO=check and a kept plan
   // (`kept`), throws ctr::Error where the plan decided now differs from it.

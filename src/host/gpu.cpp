@@ -166,6 +166,14 @@ std::vector<std::string> amdDeviceNodes(const std::string& root) {
   return nodes;
 }
 
+std::string scanCachePath(const GpuScanInputs& in, const std::string& version) {
+  if (in.cacheDir.empty()) return "";
+  const std::string key = toString(in.vendor) + "|" + fileIdentity(underRoot(in.root, in.ldCache)) + "|" + version + "|" +
+                          fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + configured::kVersion;
+  return joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", in.vendor == GpuVendor::Nvidia ? "nvidia" : "amd",
+                                           fnv1a64(key)));
+}
+
 GpuDriver scanGpuDriver(const GpuScanInputs& in) {
   const bool nvidia = in.vendor == GpuVendor::Nvidia;
   const std::string version = nvidia ? nvidiaDriverVersion(in.root) : amdDriverVersion(in.root);
@@ -175,11 +183,8 @@ GpuDriver scanGpuDriver(const GpuScanInputs& in) {
                        : "no AMD GPU driver on this host (" + underRoot(in.root, "/dev/kfd") +
                              " is missing: the amdgpu kernel module is not loaded)");
   GpuDriver driver;
-  std::string cachePath;
-  if (!in.cacheDir.empty()) {
-    const std::string key = toString(in.vendor) + "|" + fileIdentity(underRoot(in.root, in.ldCache)) + "|" + version + "|" +
-                            fileIdentity(in.libraryList) + "|" + in.searchPath + "|" + in.root + "|" + configured::kVersion;
-    cachePath = joinPath(in.cacheDir, fmt::format("{}-scan-{:016x}.json", nvidia ? "nvidia" : "amd", fnv1a64(key)));
+  const std::string cachePath = scanCachePath(in, version);
+  if (!cachePath.empty()) {
     if (std::string text = readFileIfPresent(cachePath); !text.empty()) {
       if (auto cached = gpuDriverFromJson(text); cached && cached->vendor == in.vendor) {
         driver = std::move(*cached);

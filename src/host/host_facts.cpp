@@ -21,6 +21,7 @@
 #include "ctr/install_paths.hpp"
 #include "ctr/strings.hpp"
 #include "ctr/user_dir.hpp"
+#include "scan_files.hpp"
 #include "untrusted_fs.h"
 
 extern char** environ;
@@ -38,33 +39,52 @@ std::string libraryListPath(const config::Policy& policy, const std::string& con
   return ((policy.source.empty() ? sysconfPath() : policy.source).parent_path() / fileName).string();
 }
 
+// The node's driver files under another root: for tests and benchmarks of --nv on machines
+// without a GPU (a fixture tree); never needed on a real node.
+std::string hostRootOf(const std::vector<std::string>& env) {
+  auto root = envValue(env, "CTR_HOST_ROOT");
+  return !root.empty() && root[0] == '/' ? root : "/";
+}
+
+// Where discoverDevicesHost's scan of `vendor` looks.
+GpuScanInputs scanInputs(const HostFacts& host, const config::Policy& policy, GpuVendor vendor) {
+  GpuScanInputs in;
+  in.vendor = vendor;
+  in.root = hostRootOf(host.env);
+  in.libraryList = vendor == GpuVendor::Nvidia ? libraryListPath(policy, policy.nvidiaLibraryList, "nvliblist.conf")
+                                               : libraryListPath(policy, policy.rocmLibraryList, "rocmliblist.conf");
+  in.searchPath = envValue(host.env, "PATH");
+  in.cacheDir = host.stateDir;
+  return in;
+}
+
 }  // namespace
+
+std::vector<std::string> deviceInputFiles(const DeviceAsk& ask, const config::Policy& policy, const HostFacts& host) {
+  if (!ask.nvidia || ask.amd || ask.gpus || ask.cdi) return {};
+  const auto scan = scanInputs(host, policy, GpuVendor::Nvidia);
+  std::vector<std::string> files{underRoot(scan.root, "/proc/driver/nvidia/version"), underRoot(scan.root, scan.ldCache),
+                                 underRoot(scan.root, "/dev"), scan.libraryList};
+  // The scan's cache, which stands for the libraries and programs (read from it, a plan
+  // depends on it; a new scan writes another).
+  if (auto cache = scanCachePath(scan, nvidiaDriverVersion(scan.root)); !cache.empty()) files.push_back(std::move(cache));
+  files.insert(files.end(), policy.cdiSpecDirs.begin(), policy.cdiSpecDirs.end());
+  return files;
+}
 
 void discoverDevicesHost(HostFacts& host, const DeviceAsk& ask, const config::Policy& policy) {
   if (!ask.nvidia && !ask.amd && !ask.gpus && !ask.cdi) return;
   host.cdi = loadCdiSpecs(policy.cdiSpecDirs);
-  auto scan = [&](GpuVendor vendor, const std::string& list, std::optional<GpuDriver>& into,
-                  std::string& missing) {
-    GpuScanInputs in;
-    in.vendor = vendor;
-    // The node's driver files under another root: for tests and benchmarks of --nv on
-    // machines without a GPU (a fixture tree); never needed on a real node.
-    if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
-    in.libraryList = list;
-    in.searchPath = envValue(host.env, "PATH");
-    in.cacheDir = host.stateDir;
+  auto scan = [&](GpuVendor vendor, std::optional<GpuDriver>& into, std::string& missing) {
     try {
-      into = scanGpuDriver(in);
+      into = scanGpuDriver(scanInputs(host, policy, vendor));
     } catch (const Error& e) {
       missing = e.what();
     }
   };
   if ((ask.nvidia || ask.gpus) && !hasCdiKind(*host.cdi, kNvidiaCdiKind))
-    scan(GpuVendor::Nvidia, libraryListPath(policy, policy.nvidiaLibraryList, "nvliblist.conf"), host.nvidia,
-         host.nvidiaMissing);
-  if (ask.amd && !hasCdiKind(*host.cdi, kAmdCdiKind))
-    scan(GpuVendor::Amd, libraryListPath(policy, policy.rocmLibraryList, "rocmliblist.conf"), host.amd,
-         host.amdMissing);
+    scan(GpuVendor::Nvidia, host.nvidia, host.nvidiaMissing);
+  if (ask.amd && !hasCdiKind(*host.cdi, kAmdCdiKind)) scan(GpuVendor::Amd, host.amd, host.amdMissing);
   if (ask.gpus) {
     auto addNode = [&](unsigned index, const std::string& containerPath, const std::string& hostPath) {
       struct stat st {};
@@ -90,7 +110,7 @@ void discoverDevicesHost(HostFacts& host, const DeviceAsk& ask, const config::Po
 
 void discoverMpiHost(HostFacts& host, const config::Policy& policy) {
   MpiScanInputs in;
-  if (auto root = envValue(host.env, "CTR_HOST_ROOT"); !root.empty() && root[0] == '/') in.root = root;
+  in.root = hostRootOf(host.env);
   in.libraries = policy.mpiLibraries;
   in.dependencies = policy.mpiDependencies;
   in.paths = policy.mpiPaths;

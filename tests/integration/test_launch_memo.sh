@@ -161,6 +161,56 @@ else
   note "skipped: this launch looked for no FUSE server (the setuid helper mounts the image)"
 fi
 
+note "--nv: kept once the driver's scan is cached; the driver's files changed, planned again"
+# A fixture driver (CTR_HOST_ROOT): its version file, ld.so cache and device nodes are files
+# the test can change as a driver upgrade or a new GPU would.
+node=$WORK/node
+make_nvidia_fixture "$node" "$WORK/nvliblist.conf" 535.104.05 libz.so.1
+chmod -R a+rX "$node" "$WORK/nvliblist.conf"
+cp "$U/ctr.conf" "$U/nv.conf"
+printf 'nvidia library list = %s\ncdi spec dirs = %s\n' "$WORK/nvliblist.conf" "$WORK/cdi" >> "$U/nv.conf"
+chown "$CTR_TEST_USER" "$U/nv.conf"
+nv() { launch CTR_CONFIG="$U/nv.conf" CTR_HOST_ROOT="$node" "$@" -- --nv --contain demo.sqfs sh -c 'ls /.singularity.d/libs /dev'; }
+rm -f "/tmp/ctr-$uid"/nvidia-scan-*.json
+nv
+planned "--nv, first launch"
+expect_contains "why not" "the plan is not kept: --nv scanned the driver in this launch" "$OUT"
+nv
+expect_contains "--nv, the scan read from its cache" "the plan is kept in" "$OUT"
+nv
+kept "--nv, the next launch"
+app_line "--nv kept plan: the driver's library" libz.so.1
+app_line "--nv kept plan: the GPU" nvidia0
+nv CTR_LAUNCH_MEMO=check  # another environment: a memo of its own, kept now
+nv CTR_LAUNCH_MEMO=check
+expect_contains "--nv, check mode" "is the one decided now" "$OUT"
+: > "$node/dev/nvidia1"
+nv
+planned "--nv, a GPU's device node added"
+expect_contains "why" "$node/dev changed since the plan was kept" "$OUT"
+app_line "--nv, the new GPU" nvidia1
+nv
+kept "--nv, after the new GPU"
+echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  fixture" > "$node/proc/driver/nvidia/version"
+nv
+planned "--nv, another driver version"
+expect_contains "why" "$node/proc/driver/nvidia/version changed since the plan was kept" "$OUT"
+nv
+nv
+kept "--nv, the new driver's scan cached"
+rm -f "/tmp/ctr-$uid"/nvidia-scan-*.json
+nv
+planned "--nv, the scan's cache removed"
+nv
+expect_contains "why" "nvidia-scan-" "$OUT"
+nv
+kept "--nv, the scan cached again"
+mkdir "$WORK/cdi"
+nv
+planned "--nv, a CDI spec directory made"
+expect_contains "why" "$WORK/cdi changed since the plan was kept" "$OUT"
+rmdir "$WORK/cdi"
+
 note "CTR_LAUNCH_MEMO=off: nothing read or kept"
 before=$(ls "$memo_dir" | wc -l)
 launch CTR_LAUNCH_MEMO=off -- demo.sqfs true

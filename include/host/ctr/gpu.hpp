@@ -77,6 +77,10 @@ struct GpuScanInputs {
 // that the next launch on the node reads one file instead of scanning.
 [[nodiscard]] GpuDriver scanGpuDriver(const GpuScanInputs& inputs);
 
+// The file in inputs.cacheDir that keeps the scan of the driver `version` (the driver's
+// version as read from the node); "" without a cacheDir.
+[[nodiscard]] std::string scanCachePath(const GpuScanInputs& inputs, const std::string& version);
+
 [[nodiscard]] nlohmann::json toJson(const GpuDriver& driver);
 // The scan cache's record: toJson's object, read without a DOM. nullopt for text that is
 // not one (damaged, cut short, another ctr's): scan again. `devices`, `fromCache` and

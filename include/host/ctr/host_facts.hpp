@@ -287,6 +287,15 @@ enum class LastResort { Yes, No };
 // launch. Nothing is probed when nothing is asked for.
 void discoverDevicesHost(HostFacts& host, const DeviceAsk& ask, const config::Policy& policy);
 
+// The files and directories whose state discoverDevicesHost's answer for `ask` comes from,
+// where a cached scan stands for the libraries (the launch memo's inputs): for --nv the
+// driver's version file, the ld.so cache and the library list the scan cache is keyed by,
+// the scan cache itself, /dev (the device nodes) and the CDI spec directories; under
+// CTR_HOST_ROOT where host.env sets it. Reads the driver's version (the cache's name).
+// Empty for --rocm, --gpus and --device, which the memo does not keep.
+[[nodiscard]] std::vector<std::string> deviceInputFiles(const DeviceAsk& ask, const config::Policy& policy,
+                                                        const HostFacts& host);
+
 // For --mpi=bind: the host MPI of ctr.conf ('mpi library', 'mpi dependency', 'mpi path')
 // resolved through the host's ld.so cache (CTR_HOST_ROOT: a fixture tree, as for --nv).
 // A failure is kept in host.mpiMissing: the planner reports it.
