@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <iostream>
 #include <memory>
 
 #include "build_progress.hpp"
@@ -30,6 +29,7 @@
 #include "ctr/run_process.hpp"
 #include "ctr/runtime.hpp"
 #include "ctr/sif.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::builder {
 

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <ctime>
 #include <iomanip>
-#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -24,6 +23,7 @@
 #include "ctr/limits.hpp"
 #include "ctr/pathutil.hpp"
 #include "ctr/stage.hpp"
+#include "ctr/standard_streams.hpp"
 #include "ctr/strings.hpp"
 #include "ctr/user_dir.hpp"
 

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,6 +27,7 @@
 #include "ctr/limits.hpp"
 #include "ctr/run_process.hpp"
 #include "ctr/install_paths.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 namespace {

@@ -3,6 +3,9 @@
 // logging is set up, so parsing never mixes with orchestration.
 #pragma once
 
+// Before CLI11, which includes <iostream>: ctr/standard_streams.hpp says why.
+#include "ctr/standard_streams.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <set>
@@ -25,6 +24,7 @@
 #include "ctr/log.hpp"
 #include "ctr/option_filter.hpp"
 #include "ctr/runtime.hpp"
+#include "ctr/standard_streams.hpp"
 #include "ctr/strings.hpp"
 #include "launch_memo.hpp"
 

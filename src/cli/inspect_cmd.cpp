@@ -2,11 +2,11 @@
 // --json in Apptainer's shape), and ctr's own overview of an image (--ctr-summary,
 // --ctr-json): labels, definition file, environment, runscript, partitions.
 #include <algorithm>
-#include <iostream>
 #include <memory>
 
 #include "commands.hpp"
 #include "ctr/image.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "ctr/instance.hpp"
 #include "ctr/limits.hpp"
 #include "ctr/runtime.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 

@@ -3,7 +3,6 @@
 // `key` commands keep the keys its `sign` and `verify` use.
 #include <ctime>
 #include <iomanip>
-#include <iostream>
 #include <memory>
 #include <string>
 
@@ -11,6 +10,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/key_store.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 

@@ -1,6 +1,5 @@
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -10,6 +9,7 @@
 #include "commands.hpp"
 #include "ctr/error.hpp"
 #include "ctr/launch.hpp"
+#include "ctr/standard_streams.hpp"
 #include "launch_memo.hpp"
 
 namespace {
@@ -192,10 +192,12 @@ int runAction(const ctr::cli::Context& ctx) {
     return ctx.action ? ctx.action() : 0;
   } catch (const Error& e) {
     std::fflush(stdout);
+    initStandardStreams();  // a kept plan's launch has not made them
     std::cerr << (e.status() == 0 ? "ctr: " : "ctr: error: ") << e.oneLine() << '\n';
     return e.status();
   } catch (const std::exception& e) {
     std::fflush(stdout);
+    initStandardStreams();
     std::cerr << "ctr: error: " << e.what() << '\n';
     return kExitFailure;
   }
@@ -220,6 +222,8 @@ int main(int argc, char** argv) {
       return runAction(ctx);
     }
   }
+  // Everything but a kept plan's launch may print through the standard streams (CLI11 does).
+  initStandardStreams();
   CLI::App app{"ctr: a container runtime for HPC clusters", "ctr"};
   app.formatter(std::make_shared<SectionFormatter>());  // before the commands: they inherit it
   app.require_subcommand(1);

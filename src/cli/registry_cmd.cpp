@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <iostream>
 #include <memory>
 #include <string>
 
@@ -13,6 +12,7 @@
 #include "ctr/credentials.hpp"
 #include "ctr/error.hpp"
 #include "ctr/oci.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 

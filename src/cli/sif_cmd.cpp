@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <ctime>
-#include <iostream>
 #include <memory>
 
 #include "commands.hpp"
@@ -13,6 +12,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/sif.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 

@@ -3,7 +3,6 @@
 // DSSE or OpenPGP signatures as Apptainer's `sign` writes them (docs/design-signing.md,
 // section 1.5), one per object group. The image is signed in a copy beside it, renamed over
 // it: a crash leaves it as it was.
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "ctr/sif_integrity.hpp"
 #include "ctr/sif_pgp.hpp"
 #include "ctr/signers.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <ctime>
 #include <iomanip>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -19,6 +18,7 @@
 #include "ctr/image_cache.hpp"
 #include "ctr/image_store.hpp"
 #include "ctr/limits.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 

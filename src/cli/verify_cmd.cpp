@@ -4,7 +4,6 @@
 // does not match, in one line, with a non-zero exit status.
 #include <sys/stat.h>
 
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +19,7 @@
 #include "ctr/sif_integrity.hpp"
 #include "ctr/sif_pgp.hpp"
 #include "ctr/signers.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 

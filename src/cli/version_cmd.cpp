@@ -1,6 +1,5 @@
 #include <sys/stat.h>
 
-#include <iostream>
 #include <memory>
 #include <string>
 
@@ -10,6 +9,7 @@
 #include "commands.hpp"
 #include "ctr/configured.hpp"
 #include "ctr/host_facts.hpp"
+#include "ctr/standard_streams.hpp"
 
 namespace ctr::cli {
 namespace {

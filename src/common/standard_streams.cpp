@@ -1,0 +1,7 @@
+#include "ctr/standard_streams.hpp"
+
+namespace ctr {
+
+void initStandardStreams() { static const std::ios_base::Init streams; }
+
+}  // namespace ctr
