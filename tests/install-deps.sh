@@ -14,14 +14,14 @@ set -eu
 run_packages="
   g++ cmake ninja-build pkg-config
   libseccomp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libhwloc-dev libtomlplusplus-dev libyaml-cpp-dev libcurl4-openssl-dev libarchive-dev
+  libhwloc-dev libtomlplusplus-dev libyaml-dev libcurl4-openssl-dev libarchive-dev
   libsquashfs-dev libfuse3-dev libgpgme-dev
   squashfs-tools squashfuse fuse3 util-linux busybox-static e2fsprogs fuse2fs fuse-overlayfs
 "
 # The tests, the fuzzers, ctr-bench and its workloads, and the runtimes they compare with.
 test_packages="
   git build-essential
-  libgtest-dev libgmock-dev hwloc libgsl-dev
+  libgtest-dev libgmock-dev hwloc libgsl-dev libyaml-cpp-dev
   skopeo docker-registry
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   clang libclang-rt-14-dev ccache

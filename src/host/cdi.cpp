@@ -1,5 +1,7 @@
-// CDI specifications (ctr/cdi.hpp): JSON with nlohmann-json, YAML with yaml-cpp, both read
-// into one JSON value so that one extraction checks either syntax the same way.
+// CDI specifications (ctr/cdi.hpp): JSON with nlohmann-json, YAML with libyaml, both read
+// into one JSON value so that one extraction checks either syntax the same way. libyaml
+// rather than yaml-cpp: yaml-cpp's objects construct the standard streams before main in
+// every ctr process (ctr/standard_streams.hpp), which a launch never uses.
 #include "ctr/cdi.hpp"
 
 #include <algorithm>
@@ -9,7 +11,7 @@
 #include <regex>
 
 #include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
@@ -20,27 +22,83 @@ namespace {
 
 using nlohmann::json;
 
-// YAML scalars stay strings; the extraction below accepts a string where it wants a number
-// (major: "195"), and a number where it wants a string (a device named 0).
-json yamlToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return nullptr;
-    case YAML::NodeType::Scalar:
-      return node.Scalar();
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (const auto& item : node) out.push_back(yamlToJson(item));
-      return out;
-    }
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& item : node) out[item.first.as<std::string>()] = yamlToJson(item.second);
-      return out;
-    }
+// The parsed YAML document, freed with it.
+struct YamlDocument {
+  yaml_document_t doc{};
+  bool loaded = false;
+  ~YamlDocument() {
+    if (loaded) yaml_document_delete(&doc);
   }
-  return nullptr;
+};
+
+constexpr int kMaxYamlDepth = 64;  // deeper is no CDI spec (and an alias cycle ends here)
+
+// YAML scalars stay strings; the extraction below accepts a string where it wants a number
+// (major: "195"), and a number where it wants a string (a device named 0). A plain "~",
+// "null", "Null", "NULL" or empty scalar is null, as YAML 1.2's core schema has it.
+json yamlToJson(yaml_document_t& doc, const yaml_node_t* node, int depth) {
+  if (!node) return nullptr;
+  if (depth > kMaxYamlDepth) throw Error("nested deeper than " + std::to_string(kMaxYamlDepth) + " levels");
+  switch (node->type) {
+    case YAML_SCALAR_NODE: {
+      const std::string value(reinterpret_cast<const char*>(node->data.scalar.value), node->data.scalar.length);
+      if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+          (value.empty() || value == "~" || value == "null" || value == "Null" || value == "NULL"))
+        return nullptr;
+      return value;
+    }
+    case YAML_SEQUENCE_NODE: {
+      json out = json::array();
+      for (auto* item = node->data.sequence.items.start; item < node->data.sequence.items.top; ++item)
+        out.push_back(yamlToJson(doc, yaml_document_get_node(&doc, *item), depth + 1));
+      return out;
+    }
+    case YAML_MAPPING_NODE: {
+      json out = json::object();
+      for (auto* pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; ++pair) {
+        const yaml_node_t* key = yaml_document_get_node(&doc, pair->key);
+        if (!key || key->type != YAML_SCALAR_NODE)
+          throw Error("a mapping key at line " + std::to_string((key ? key->start_mark.line : 0) + 1) + " is not a scalar");
+        const std::string name(reinterpret_cast<const char*>(key->data.scalar.value), key->data.scalar.length);
+        out[name] = yamlToJson(doc, yaml_document_get_node(&doc, pair->value), depth + 1);
+      }
+      return out;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+// `text` as JSON, and the line of each entry of its top-level "devices" sequence. Throws
+// ctr::Error with libyaml's problem and where it is.
+json parseYaml(std::string_view text, std::vector<int>& deviceLines) {
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) throw Error("cannot start the YAML parser");
+  YamlDocument document;
+  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+  document.loaded = yaml_parser_load(&parser, &document.doc) != 0;
+  if (!document.loaded) {
+    const std::string problem = std::string(parser.problem ? parser.problem : "unknown error") + " at line " +
+                                std::to_string(parser.problem_mark.line + 1) + ", column " +
+                                std::to_string(parser.problem_mark.column + 1);
+    yaml_parser_delete(&parser);
+    throw Error(problem);
+  }
+  yaml_parser_delete(&parser);
+  const yaml_node_t* root = yaml_document_get_root_node(&document.doc);
+  json out = yamlToJson(document.doc, root, 0);
+  if (root && root->type == YAML_MAPPING_NODE)
+    for (auto* pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; ++pair) {
+      const yaml_node_t* key = yaml_document_get_node(&document.doc, pair->key);
+      const yaml_node_t* value = yaml_document_get_node(&document.doc, pair->value);
+      if (key && key->type == YAML_SCALAR_NODE && value && value->type == YAML_SEQUENCE_NODE &&
+          std::string_view(reinterpret_cast<const char*>(key->data.scalar.value), key->data.scalar.length) == "devices") {
+        deviceLines.clear();
+        for (auto* item = value->data.sequence.items.start; item < value->data.sequence.items.top; ++item)
+          deviceLines.push_back(static_cast<int>(yaml_document_get_node(&document.doc, *item)->start_mark.line) + 1);
+      }
+    }
+  return out;
 }
 
 std::string asString(const json& value, const std::string& where) {
@@ -175,15 +233,14 @@ CdiSpec parseCdiSpec(std::string_view text, const std::string& file) {
     if (file.ends_with(".json")) {
       doc = json::parse(text);
     } else {
-      const YAML::Node root = YAML::Load(std::string(text));
-      doc = yamlToJson(root);
-      if (root.IsMap() && root["devices"] && root["devices"].IsSequence())
-        for (const auto& d : root["devices"]) deviceLines.push_back(d.Mark().line + 1);
+      try {
+        doc = parseYaml(text, deviceLines);
+      } catch (const Error& e) {
+        throw Error(file + ": not valid YAML: " + e.what());
+      }
     }
   } catch (const json::exception& e) {
     throw Error(file + ": not valid JSON: " + e.what());
-  } catch (const YAML::Exception& e) {
-    throw Error(file + ": not valid YAML: " + e.what());
   }
   if (!doc.is_object()) throw Error(file + ": expected a mapping with cdiVersion, kind and devices");
   CdiSpec spec;
