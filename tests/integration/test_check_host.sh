@@ -27,4 +27,13 @@ if grep -q hwloc <(ldd "$CTR_BIN"); then fail "ctr links libhwloc: every launch 
 # a libm function, even one nlohmann's CBOR reader calls, would load libm every time).
 needed=$(readelf -d "$CTR_BIN" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v '^ld-linux' | tr '\n' ' ')
 expect_eq "the shared libraries ctr needs" "libc.so.6 " "$needed"
+# Nor does a launch construct the standard streams before main (ctr/standard_streams.hpp): no
+# object linked into ctr may hold <iostream>'s static std::ios_base::Init (a new #include
+# <iostream>, or a static library whose sources include it, as yaml-cpp's did).
+if nm "$CTR_BIN" >/dev/null 2>&1; then
+  ioinit=$(nm -C "$CTR_BIN" | grep -c ' std::__ioinit$' || true)
+  expect_eq "objects in ctr that construct the standard streams before main" 0 "$ioinit"
+else
+  note "SKIP part: $CTR_BIN has no symbol table (stripped): the streams' static start-up is not looked for"
+fi
 echo "PASS: $TEST_NAME"

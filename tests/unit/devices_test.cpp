@@ -127,6 +127,27 @@ TEST(CdiSpec, RefusesBrokenSpecsNamingTheFileAndWhatIsWrong) {
   EXPECT_NE(errorOf("a: [", "/etc/cdi/a.yaml").find("/etc/cdi/a.yaml: not valid YAML"), std::string::npos);
   EXPECT_EQ(errorOf("- just\n- a list\n", "/etc/cdi/a.yaml"),
             "/etc/cdi/a.yaml: expected a mapping with cdiVersion, kind and devices");
+  // libyaml's own reading: where the problem is, keys that are not scalars, alias cycles.
+  EXPECT_NE(errorOf("a: [\n", "/etc/cdi/a.yaml").find("at line 2, column 1"), std::string::npos);
+  EXPECT_EQ(errorOf("? [a, b]\n: c\n", "/etc/cdi/a.yaml"),
+            "/etc/cdi/a.yaml: not valid YAML: a mapping key at line 1 is not a scalar");
+  EXPECT_EQ(errorOf("a: &x [*x]\n", "/etc/cdi/a.yaml"),
+            "/etc/cdi/a.yaml: not valid YAML: nested deeper than 64 levels");
+}
+
+TEST(CdiParse, YamlNullsAnchorsAndQuotedScalars) {
+  // A plain ~, null or empty value is null (so 'hooks' with no list is none); a quoted "null"
+  // is the string; an alias repeats what its anchor names.
+  const auto spec = parseCdiSpec("cdiVersion: 0.6.0\nkind: a.com/gpu\ncontainerEdits:\n  hooks: ~\n"
+                                       "  env: &e ['A=1']\ndevices:\n- name: \"null\"\n  containerEdits:\n"
+                                       "    env: *e\n    deviceNodes:\n",
+                                       "/etc/cdi/a.yaml");
+  ASSERT_EQ(spec.devices.size(), 1u);
+  EXPECT_EQ(spec.devices[0].name, "null");
+  EXPECT_EQ(spec.devices[0].line, 7);
+  EXPECT_EQ(spec.edits.env, std::vector<std::string>{"A=1"});
+  EXPECT_EQ(spec.devices[0].edits.env, std::vector<std::string>{"A=1"});
+  EXPECT_TRUE(spec.devices[0].edits.deviceNodes.empty());
 }
 
 TEST(CdiResolve, AllMeansTheSpecsAllDeviceAndSpecEditsComeFirst) {
