@@ -264,8 +264,9 @@ std::optional<LaunchMemo::Kept> LaunchMemo::find() {
     kept.plan = launch::decodePlan(plan);
     if (!kept.plan.envProgram.wiringPassesThrough) throw Error("a plan whose wiring does not pass through");
     // This rank's wiring in place of the keeping launch's (whyNotKept: it passes through).
-    std::vector<std::string> host;
-    for (char** e = environ; e && *e; ++e) host.emplace_back(*e);
+    std::vector<std::string> host;  // its wiring: the rest of environ is in the key
+    for (char** e = environ; e && *e; ++e)
+      if (launcherWiring(*e)) host.emplace_back(*e);
     kept.plan.environment = launch::rewiredEnvironment(kept.plan.environment, host);
   } catch (const Error& e) {
     missed_ = file_ + " is unreadable (" + e.oneLine() + "): removed";

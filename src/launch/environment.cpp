@@ -215,8 +215,32 @@ Environment computeEnvironment(const EnvironmentInputs& in) {
   return env;
 }
 
+namespace {
+
+// The name of a "K=V" string; "" where it has no '=' or starts with one.
+std::string_view nameOfEntry(std::string_view entry) {
+  const auto eq = entry.find('=');
+  return eq == std::string_view::npos ? std::string_view{} : entry.substr(0, eq);
+}
+
+// Each string "K=V" with a name, the names strictly increasing.
+bool inNameOrder(const std::vector<std::string>& entries) {
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (nameOfEntry(entries[i]).empty() || (i > 0 && nameOfEntry(entries[i - 1]) >= nameOfEntry(entries[i])))
+      return false;
+  return true;
+}
+
+}  // namespace
+
 std::vector<std::string> rewiredEnvironment(const std::vector<std::string>& environment,
                                             const std::vector<std::string>& host) {
+  // Nothing to swap (a launch outside MPI and Slurm): the strings as they are, which is what
+  // the map below gives back for toEnvp's strings ("K=V", names in increasing order).
+  auto isWiring = [](const std::string& entry) { return isLauncherWiring(nameOfEntry(entry)); };
+  if (std::none_of(host.begin(), host.end(), isWiring) && std::none_of(environment.begin(), environment.end(), isWiring) &&
+      inNameOrder(environment))
+    return environment;
   std::map<std::string, std::string> vars;
   auto take = [&](const std::string& entry, bool wiring) {
     const auto eq = entry.find('=');

@@ -523,6 +523,22 @@ TEST(Environment, RewiringOneRanksEnvironmentGivesAnothersWhereTheWiringPassesTh
     }
 }
 
+// Outside MPI and Slurm nothing is swapped: the same strings as the map's path gives, for a
+// launch (no wiring on either side), and where one side has wiring or the strings are not
+// toEnvp's (out of order, a name twice, no '='), the map's path itself.
+TEST(Environment, RewiringWithoutWiringGivesTheSameStrings) {
+  EnvironmentInputs in;
+  in.host = {"HOME=/home/u", "FOO=bar", "TERM=xterm", "PATH=/usr/bin"};
+  in.image = {{"IMAGE_VAR", "1"}};
+  const auto plain = toEnvp(computeEnvironment(in));
+  EXPECT_EQ(rewiredEnvironment(plain, {"HOME=/elsewhere", "OTHER=1"}), plain);  // only wiring is taken
+  EXPECT_EQ(rewiredEnvironment(plain, {"PMIX_RANK=2"}).size(), plain.size() + 1);
+  EXPECT_EQ(rewiredEnvironment({"B=1", "A=2"}, {}), (std::vector<std::string>{"A=2", "B=1"}));
+  EXPECT_EQ(rewiredEnvironment({"A=1", "A=2"}, {}), (std::vector<std::string>{"A=2"}));
+  EXPECT_EQ(rewiredEnvironment({"A=1", "NOEQUALS", "B=2"}, {}), (std::vector<std::string>{"A=1", "B=2"}));
+  EXPECT_EQ(rewiredEnvironment({"A=1", "PMIX_RANK=1"}, {}), (std::vector<std::string>{"A=1"}));
+}
+
 TEST(Environment, WiringDoesNotPassThroughWhereTheImageOrNoEnvChangesIt) {
   EnvironmentInputs in;
   in.host = {"PMIX_RANK=3", "OMPI_MCA_btl=self"};
