@@ -25,7 +25,7 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_CTR_PACKAGE_NAME ctr)
 set(CPACK_DEBIAN_CTR_PACKAGE_DEPENDS "squashfuse, fuse3, squashfs-tools, e2fsprogs, fuse2fs, fuse-overlayfs")
-set(CPACK_DEBIAN_CTR_PACKAGE_RECOMMENDS "libjs-vega, python3, libgpgme11")
+set(CPACK_DEBIAN_CTR_PACKAGE_RECOMMENDS "libjs-vega, python3, libgpgme11, libyaml-0-2")
 set(CPACK_DEBIAN_CTR_DESCRIPTION "HPC container runtime for Apptainer and Singularity images
 ctr runs SIF, squashfs and directory images as an ordinary user, in a user
 namespace, with no daemon: ctr exec image.sif ./app. It binds the host's GPU

@@ -1,7 +1,8 @@
 // CDI specifications (ctr/cdi.hpp): JSON with nlohmann-json, YAML with libyaml, both read
-// into one JSON value so that one extraction checks either syntax the same way. libyaml
-// rather than yaml-cpp: yaml-cpp's objects construct the standard streams before main in
-// every ctr process (ctr/standard_streams.hpp), which a launch never uses.
+// into one JSON value so that one extraction checks either syntax the same way. libyaml is
+// loaded the first time a YAML spec is read (ctr/shared_library.hpp), not linked: a launch
+// without devices never maps it. (yaml-cpp, linked before, also made every ctr process
+// construct the standard streams before main: ctr/standard_streams.hpp.)
 #include "ctr/cdi.hpp"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
+#include "ctr/shared_library.hpp"
 #include "ctr/strings.hpp"
 
 namespace ctr::host {
@@ -22,12 +24,40 @@ namespace {
 
 using nlohmann::json;
 
+// What ctr uses of libyaml, loaded once (throws ctr::Error naming the package to install).
+struct YamlApi {
+  decltype(&yaml_parser_initialize) parser_initialize;
+  decltype(&yaml_parser_set_input_string) parser_set_input_string;
+  decltype(&yaml_parser_load) parser_load;
+  decltype(&yaml_parser_delete) parser_delete;
+  decltype(&yaml_document_get_root_node) document_get_root_node;
+  decltype(&yaml_document_get_node) document_get_node;
+  decltype(&yaml_document_delete) document_delete;
+};
+
+const YamlApi& yamlApi() {
+  static const YamlApi api = [] {
+    const char* so = "libyaml-0.so.2";
+    void* h = openLibrary(so, "libyaml-0-2");
+    YamlApi a{};
+    bindSymbol(h, so, "yaml_parser_initialize", a.parser_initialize);
+    bindSymbol(h, so, "yaml_parser_set_input_string", a.parser_set_input_string);
+    bindSymbol(h, so, "yaml_parser_load", a.parser_load);
+    bindSymbol(h, so, "yaml_parser_delete", a.parser_delete);
+    bindSymbol(h, so, "yaml_document_get_root_node", a.document_get_root_node);
+    bindSymbol(h, so, "yaml_document_get_node", a.document_get_node);
+    bindSymbol(h, so, "yaml_document_delete", a.document_delete);
+    return a;
+  }();
+  return api;
+}
+
 // The parsed YAML document, freed with it.
 struct YamlDocument {
   yaml_document_t doc{};
   bool loaded = false;
   ~YamlDocument() {
-    if (loaded) yaml_document_delete(&doc);
+    if (loaded) yamlApi().document_delete(&doc);
   }
 };
 
@@ -37,6 +67,7 @@ constexpr int kMaxYamlDepth = 64;  // deeper is no CDI spec (and an alias cycle 
 // (major: "195"), and a number where it wants a string (a device named 0). A plain "~",
 // "null", "Null", "NULL" or empty scalar is null, as YAML 1.2's core schema has it.
 json yamlToJson(yaml_document_t& doc, const yaml_node_t* node, int depth) {
+  const YamlApi& yaml = yamlApi();
   if (!node) return nullptr;
   if (depth > kMaxYamlDepth) throw Error("nested deeper than " + std::to_string(kMaxYamlDepth) + " levels");
   switch (node->type) {
@@ -50,17 +81,17 @@ json yamlToJson(yaml_document_t& doc, const yaml_node_t* node, int depth) {
     case YAML_SEQUENCE_NODE: {
       json out = json::array();
       for (auto* item = node->data.sequence.items.start; item < node->data.sequence.items.top; ++item)
-        out.push_back(yamlToJson(doc, yaml_document_get_node(&doc, *item), depth + 1));
+        out.push_back(yamlToJson(doc, yaml.document_get_node(&doc, *item), depth + 1));
       return out;
     }
     case YAML_MAPPING_NODE: {
       json out = json::object();
       for (auto* pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; ++pair) {
-        const yaml_node_t* key = yaml_document_get_node(&doc, pair->key);
+        const yaml_node_t* key = yaml.document_get_node(&doc, pair->key);
         if (!key || key->type != YAML_SCALAR_NODE)
           throw Error("a mapping key at line " + std::to_string((key ? key->start_mark.line : 0) + 1) + " is not a scalar");
         const std::string name(reinterpret_cast<const char*>(key->data.scalar.value), key->data.scalar.length);
-        out[name] = yamlToJson(doc, yaml_document_get_node(&doc, pair->value), depth + 1);
+        out[name] = yamlToJson(doc, yaml.document_get_node(&doc, pair->value), depth + 1);
       }
       return out;
     }
@@ -72,30 +103,31 @@ json yamlToJson(yaml_document_t& doc, const yaml_node_t* node, int depth) {
 // `text` as JSON, and the line of each entry of its top-level "devices" sequence. Throws
 // ctr::Error with libyaml's problem and where it is.
 json parseYaml(std::string_view text, std::vector<int>& deviceLines) {
+  const YamlApi& yaml = yamlApi();
   yaml_parser_t parser;
-  if (!yaml_parser_initialize(&parser)) throw Error("cannot start the YAML parser");
+  if (!yaml.parser_initialize(&parser)) throw Error("cannot start the YAML parser");
   YamlDocument document;
-  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
-  document.loaded = yaml_parser_load(&parser, &document.doc) != 0;
+  yaml.parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+  document.loaded = yaml.parser_load(&parser, &document.doc) != 0;
   if (!document.loaded) {
     const std::string problem = std::string(parser.problem ? parser.problem : "unknown error") + " at line " +
                                 std::to_string(parser.problem_mark.line + 1) + ", column " +
                                 std::to_string(parser.problem_mark.column + 1);
-    yaml_parser_delete(&parser);
+    yaml.parser_delete(&parser);
     throw Error(problem);
   }
-  yaml_parser_delete(&parser);
-  const yaml_node_t* root = yaml_document_get_root_node(&document.doc);
+  yaml.parser_delete(&parser);
+  const yaml_node_t* root = yaml.document_get_root_node(&document.doc);
   json out = yamlToJson(document.doc, root, 0);
   if (root && root->type == YAML_MAPPING_NODE)
     for (auto* pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; ++pair) {
-      const yaml_node_t* key = yaml_document_get_node(&document.doc, pair->key);
-      const yaml_node_t* value = yaml_document_get_node(&document.doc, pair->value);
+      const yaml_node_t* key = yaml.document_get_node(&document.doc, pair->key);
+      const yaml_node_t* value = yaml.document_get_node(&document.doc, pair->value);
       if (key && key->type == YAML_SCALAR_NODE && value && value->type == YAML_SEQUENCE_NODE &&
           std::string_view(reinterpret_cast<const char*>(key->data.scalar.value), key->data.scalar.length) == "devices") {
         deviceLines.clear();
         for (auto* item = value->data.sequence.items.start; item < value->data.sequence.items.top; ++item)
-          deviceLines.push_back(static_cast<int>(yaml_document_get_node(&document.doc, *item)->start_mark.line) + 1);
+          deviceLines.push_back(static_cast<int>(yaml.document_get_node(&document.doc, *item)->start_mark.line) + 1);
       }
     }
   return out;
@@ -233,6 +265,11 @@ CdiSpec parseCdiSpec(std::string_view text, const std::string& file) {
     if (file.ends_with(".json")) {
       doc = json::parse(text);
     } else {
+      try {
+        (void)yamlApi();  // a missing libyaml is not the spec's fault
+      } catch (const Error& e) {
+        throw Error(file + ": " + e.what());
+      }
       try {
         doc = parseYaml(text, deviceLines);
       } catch (const Error& e) {

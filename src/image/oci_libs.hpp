@@ -1,6 +1,6 @@
-// libcurl, libarchive and libcrypto, loaded with dlopen the first time an image is fetched.
-// ctr itself links only libc (one ctr starts per MPI rank; libcurl alone pulls in a dozen
-// shared libraries), so these function tables are the only way the pull code reaches them.
+// libcurl, libarchive and libcrypto, loaded with dlopen the first time an image is fetched
+// (ctr/shared_library.hpp: libcurl alone pulls in a dozen shared libraries), so these
+// function tables are the only way the pull code reaches them.
 #pragma once
 
 #include <optional>
@@ -49,15 +49,6 @@ struct ArchiveApi {
   decltype(&archive_entry_rdev) entry_rdev;
   decltype(&archive_entry_size) entry_size;
 };
-
-// dlopen of `soname` (now, local); throws ctr::Error naming the Debian `package` to install.
-void* openLibrary(const char* soname, const char* package);
-// dlsym of `symbol` in that library into `slot`; throws ctr::Error naming it when missing.
-void* librarySymbol(void* handle, const char* soname, const char* symbol);
-template <typename T>
-void bindSymbol(void* handle, const char* soname, const char* symbol, T& slot) {
-  slot = reinterpret_cast<T>(librarySymbol(handle, soname, symbol));
-}
 
 // Each throws ctr::Error naming the library and the Debian package to install when it
 // cannot be loaded. Loaded once, kept for the life of the process.

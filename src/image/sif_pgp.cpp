@@ -11,8 +11,8 @@
 #include <mutex>
 
 #include "ctr/error.hpp"
+#include "ctr/shared_library.hpp"
 #include "ctr/run_process.hpp"
-#include "oci_libs.hpp"
 
 namespace ctr::image::sif {
 
@@ -56,37 +56,37 @@ const GpgmeApi& gpgmeApi() {
   static std::once_flag once;
   std::call_once(once, [] {
     const char* so = "libgpgme.so.11";
-    void* h = oci::openLibrary(so, "libgpgme11");
-    oci::bindSymbol(h, so, "gpgme_check_version", api.check_version);
-    oci::bindSymbol(h, so, "gpgme_new", api.create);
-    oci::bindSymbol(h, so, "gpgme_release", api.release);
-    oci::bindSymbol(h, so, "gpgme_set_protocol", api.set_protocol);
-    oci::bindSymbol(h, so, "gpgme_ctx_set_engine_info", api.ctx_set_engine_info);
-    oci::bindSymbol(h, so, "gpgme_data_new", api.data_new);
-    oci::bindSymbol(h, so, "gpgme_data_new_from_mem", api.data_new_from_mem);
-    oci::bindSymbol(h, so, "gpgme_data_new_from_file", api.data_new_from_file);
-    oci::bindSymbol(h, so, "gpgme_data_release", api.data_release);
-    oci::bindSymbol(h, so, "gpgme_data_release_and_get_mem", api.data_release_and_get_mem);
-    oci::bindSymbol(h, so, "gpgme_free", api.free);
-    oci::bindSymbol(h, so, "gpgme_op_verify", api.op_verify);
-    oci::bindSymbol(h, so, "gpgme_op_verify_result", api.op_verify_result);
-    oci::bindSymbol(h, so, "gpgme_op_import", api.op_import);
-    oci::bindSymbol(h, so, "gpgme_op_import_result", api.op_import_result);
-    oci::bindSymbol(h, so, "gpgme_op_keylist_start", api.op_keylist_start);
-    oci::bindSymbol(h, so, "gpgme_op_keylist_next", api.op_keylist_next);
-    oci::bindSymbol(h, so, "gpgme_op_keylist_end", api.op_keylist_end);
-    oci::bindSymbol(h, so, "gpgme_get_key", api.get_key);
-    oci::bindSymbol(h, so, "gpgme_key_unref", api.key_unref);
-    oci::bindSymbol(h, so, "gpgme_strerror", api.strerror);
-    oci::bindSymbol(h, so, "gpgme_hash_algo_name", api.hash_algo_name);
-    oci::bindSymbol(h, so, "gpgme_set_armor", api.set_armor);
-    oci::bindSymbol(h, so, "gpgme_set_pinentry_mode", api.set_pinentry_mode);
-    oci::bindSymbol(h, so, "gpgme_signers_add", api.signers_add);
-    oci::bindSymbol(h, so, "gpgme_op_sign", api.op_sign);
-    oci::bindSymbol(h, so, "gpgme_op_export", api.op_export);
-    oci::bindSymbol(h, so, "gpgme_op_createkey", api.op_createkey);
-    oci::bindSymbol(h, so, "gpgme_op_genkey_result", api.op_genkey_result);
-    oci::bindSymbol(h, so, "gpgme_pubkey_algo_name", api.pubkey_algo_name);
+    void* h = openLibrary(so, "libgpgme11");
+    bindSymbol(h, so, "gpgme_check_version", api.check_version);
+    bindSymbol(h, so, "gpgme_new", api.create);
+    bindSymbol(h, so, "gpgme_release", api.release);
+    bindSymbol(h, so, "gpgme_set_protocol", api.set_protocol);
+    bindSymbol(h, so, "gpgme_ctx_set_engine_info", api.ctx_set_engine_info);
+    bindSymbol(h, so, "gpgme_data_new", api.data_new);
+    bindSymbol(h, so, "gpgme_data_new_from_mem", api.data_new_from_mem);
+    bindSymbol(h, so, "gpgme_data_new_from_file", api.data_new_from_file);
+    bindSymbol(h, so, "gpgme_data_release", api.data_release);
+    bindSymbol(h, so, "gpgme_data_release_and_get_mem", api.data_release_and_get_mem);
+    bindSymbol(h, so, "gpgme_free", api.free);
+    bindSymbol(h, so, "gpgme_op_verify", api.op_verify);
+    bindSymbol(h, so, "gpgme_op_verify_result", api.op_verify_result);
+    bindSymbol(h, so, "gpgme_op_import", api.op_import);
+    bindSymbol(h, so, "gpgme_op_import_result", api.op_import_result);
+    bindSymbol(h, so, "gpgme_op_keylist_start", api.op_keylist_start);
+    bindSymbol(h, so, "gpgme_op_keylist_next", api.op_keylist_next);
+    bindSymbol(h, so, "gpgme_op_keylist_end", api.op_keylist_end);
+    bindSymbol(h, so, "gpgme_get_key", api.get_key);
+    bindSymbol(h, so, "gpgme_key_unref", api.key_unref);
+    bindSymbol(h, so, "gpgme_strerror", api.strerror);
+    bindSymbol(h, so, "gpgme_hash_algo_name", api.hash_algo_name);
+    bindSymbol(h, so, "gpgme_set_armor", api.set_armor);
+    bindSymbol(h, so, "gpgme_set_pinentry_mode", api.set_pinentry_mode);
+    bindSymbol(h, so, "gpgme_signers_add", api.signers_add);
+    bindSymbol(h, so, "gpgme_op_sign", api.op_sign);
+    bindSymbol(h, so, "gpgme_op_export", api.op_export);
+    bindSymbol(h, so, "gpgme_op_createkey", api.op_createkey);
+    bindSymbol(h, so, "gpgme_op_genkey_result", api.op_genkey_result);
+    bindSymbol(h, so, "gpgme_pubkey_algo_name", api.pubkey_algo_name);
     if (!api.check_version(nullptr)) throw Error("GPGME would not start (gpgme_check_version)");
   });
   return api;
