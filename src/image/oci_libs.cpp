@@ -10,31 +10,22 @@
 
 namespace ctr::image::oci {
 
-namespace {
-
-template <typename T>
-void bind(void* handle, const char* soname, const char* symbol, T& slot) {
-  bindSymbol(handle, soname, symbol, slot);
-}
-
-}  // namespace
-
 const CurlApi& curlApi() {
   static CurlApi api;
   static std::once_flag once;
   std::call_once(once, [] {
     const char* so = "libcurl.so.4";
     void* h = openLibrary(so, "libcurl4");
-    bind(h, so, "curl_global_init", api.global_init);
-    bind(h, so, "curl_easy_init", api.easy_init);
-    bind(h, so, "curl_easy_setopt", api.easy_setopt);
-    bind(h, so, "curl_easy_perform", api.easy_perform);
-    bind(h, so, "curl_easy_getinfo", api.easy_getinfo);
-    bind(h, so, "curl_easy_cleanup", api.easy_cleanup);
-    bind(h, so, "curl_easy_reset", api.easy_reset);
-    bind(h, so, "curl_easy_strerror", api.easy_strerror);
-    bind(h, so, "curl_slist_append", api.slist_append);
-    bind(h, so, "curl_slist_free_all", api.slist_free_all);
+    bindSymbol(h, so, "curl_global_init", api.global_init);
+    bindSymbol(h, so, "curl_easy_init", api.easy_init);
+    bindSymbol(h, so, "curl_easy_setopt", api.easy_setopt);
+    bindSymbol(h, so, "curl_easy_perform", api.easy_perform);
+    bindSymbol(h, so, "curl_easy_getinfo", api.easy_getinfo);
+    bindSymbol(h, so, "curl_easy_cleanup", api.easy_cleanup);
+    bindSymbol(h, so, "curl_easy_reset", api.easy_reset);
+    bindSymbol(h, so, "curl_easy_strerror", api.easy_strerror);
+    bindSymbol(h, so, "curl_slist_append", api.slist_append);
+    bindSymbol(h, so, "curl_slist_free_all", api.slist_free_all);
     if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw Error("curl_global_init failed");
   });
   return api;
@@ -46,27 +37,27 @@ const ArchiveApi& archiveApi() {
   std::call_once(once, [] {
     const char* so = "libarchive.so.13";
     void* h = openLibrary(so, "libarchive13");
-    bind(h, so, "archive_read_new", api.read_new);
-    bind(h, so, "archive_read_support_filter_all", api.read_support_filter_all);
-    bind(h, so, "archive_read_support_format_tar", api.read_support_format_tar);
-    bind(h, so, "archive_read_open", api.read_open);
-    bind(h, so, "archive_read_open_memory", api.read_open_memory);
-    bind(h, so, "archive_read_next_header", api.read_next_header);
-    bind(h, so, "archive_read_data_block", api.read_data_block);
-    bind(h, so, "archive_read_free", api.read_free);
-    bind(h, so, "archive_filter_bytes", api.filter_bytes);
-    bind(h, so, "archive_error_string", api.error_string);
-    bind(h, so, "archive_entry_pathname", api.entry_pathname);
-    bind(h, so, "archive_entry_filetype", api.entry_filetype);
-    bind(h, so, "archive_entry_perm", api.entry_perm);
-    bind(h, so, "archive_entry_uid", api.entry_uid);
-    bind(h, so, "archive_entry_gid", api.entry_gid);
-    bind(h, so, "archive_entry_symlink", api.entry_symlink);
-    bind(h, so, "archive_entry_hardlink", api.entry_hardlink);
-    bind(h, so, "archive_entry_mtime", api.entry_mtime);
-    bind(h, so, "archive_entry_mtime_nsec", api.entry_mtime_nsec);
-    bind(h, so, "archive_entry_rdev", api.entry_rdev);
-    bind(h, so, "archive_entry_size", api.entry_size);
+    bindSymbol(h, so, "archive_read_new", api.read_new);
+    bindSymbol(h, so, "archive_read_support_filter_all", api.read_support_filter_all);
+    bindSymbol(h, so, "archive_read_support_format_tar", api.read_support_format_tar);
+    bindSymbol(h, so, "archive_read_open", api.read_open);
+    bindSymbol(h, so, "archive_read_open_memory", api.read_open_memory);
+    bindSymbol(h, so, "archive_read_next_header", api.read_next_header);
+    bindSymbol(h, so, "archive_read_data_block", api.read_data_block);
+    bindSymbol(h, so, "archive_read_free", api.read_free);
+    bindSymbol(h, so, "archive_filter_bytes", api.filter_bytes);
+    bindSymbol(h, so, "archive_error_string", api.error_string);
+    bindSymbol(h, so, "archive_entry_pathname", api.entry_pathname);
+    bindSymbol(h, so, "archive_entry_filetype", api.entry_filetype);
+    bindSymbol(h, so, "archive_entry_perm", api.entry_perm);
+    bindSymbol(h, so, "archive_entry_uid", api.entry_uid);
+    bindSymbol(h, so, "archive_entry_gid", api.entry_gid);
+    bindSymbol(h, so, "archive_entry_symlink", api.entry_symlink);
+    bindSymbol(h, so, "archive_entry_hardlink", api.entry_hardlink);
+    bindSymbol(h, so, "archive_entry_mtime", api.entry_mtime);
+    bindSymbol(h, so, "archive_entry_mtime_nsec", api.entry_mtime_nsec);
+    bindSymbol(h, so, "archive_entry_rdev", api.entry_rdev);
+    bindSymbol(h, so, "archive_entry_size", api.entry_size);
   });
   return api;
 }
@@ -77,33 +68,33 @@ const CryptoApi& cryptoApi() {
   std::call_once(once, [] {
     const char* so = "libcrypto.so.3";
     void* h = openLibrary(so, "libssl3");
-    bind(h, so, "EVP_MD_CTX_new", api.md_ctx_new);
-    bind(h, so, "EVP_MD_CTX_free", api.md_ctx_free);
-    bind(h, so, "EVP_sha256", api.sha256);
-    bind(h, so, "EVP_sha384", api.sha384);
-    bind(h, so, "EVP_sha512", api.sha512);
-    bind(h, so, "EVP_DigestInit_ex", api.digest_init_ex);
-    bind(h, so, "EVP_DigestUpdate", api.digest_update);
-    bind(h, so, "EVP_DigestFinal_ex", api.digest_final_ex);
-    bind(h, so, "EVP_EncodeBlock", api.encode_block);
-    bind(h, so, "EVP_DecodeBlock", api.decode_block);
-    bind(h, so, "BIO_new_mem_buf", api.bio_new_mem_buf);
-    bind(h, so, "BIO_free", api.bio_free);
-    bind(h, so, "PEM_read_bio_PUBKEY", api.pem_read_bio_pubkey);
-    bind(h, so, "EVP_PKEY_free", api.pkey_free);
-    bind(h, so, "EVP_PKEY_is_a", api.pkey_is_a);
-    bind(h, so, "EVP_DigestVerifyInit", api.digest_verify_init);
-    bind(h, so, "EVP_DigestVerify", api.digest_verify);
-    bind(h, so, "EVP_PKEY_get_raw_public_key", api.pkey_get_raw_public_key);
-    bind(h, so, "EVP_PKEY_get_bn_param", api.pkey_get_bn_param);
-    bind(h, so, "EVP_PKEY_get_octet_string_param", api.pkey_get_octet_string_param);
-    bind(h, so, "EVP_PKEY_get_utf8_string_param", api.pkey_get_utf8_string_param);
-    bind(h, so, "BN_num_bits", api.bn_num_bits);
-    bind(h, so, "BN_bn2bin", api.bn_bn2bin);
-    bind(h, so, "BN_free", api.bn_free);
-    bind(h, so, "PEM_read_bio_PrivateKey", api.pem_read_bio_privatekey);
-    bind(h, so, "EVP_DigestSignInit", api.digest_sign_init);
-    bind(h, so, "EVP_DigestSign", api.digest_sign);
+    bindSymbol(h, so, "EVP_MD_CTX_new", api.md_ctx_new);
+    bindSymbol(h, so, "EVP_MD_CTX_free", api.md_ctx_free);
+    bindSymbol(h, so, "EVP_sha256", api.sha256);
+    bindSymbol(h, so, "EVP_sha384", api.sha384);
+    bindSymbol(h, so, "EVP_sha512", api.sha512);
+    bindSymbol(h, so, "EVP_DigestInit_ex", api.digest_init_ex);
+    bindSymbol(h, so, "EVP_DigestUpdate", api.digest_update);
+    bindSymbol(h, so, "EVP_DigestFinal_ex", api.digest_final_ex);
+    bindSymbol(h, so, "EVP_EncodeBlock", api.encode_block);
+    bindSymbol(h, so, "EVP_DecodeBlock", api.decode_block);
+    bindSymbol(h, so, "BIO_new_mem_buf", api.bio_new_mem_buf);
+    bindSymbol(h, so, "BIO_free", api.bio_free);
+    bindSymbol(h, so, "PEM_read_bio_PUBKEY", api.pem_read_bio_pubkey);
+    bindSymbol(h, so, "EVP_PKEY_free", api.pkey_free);
+    bindSymbol(h, so, "EVP_PKEY_is_a", api.pkey_is_a);
+    bindSymbol(h, so, "EVP_DigestVerifyInit", api.digest_verify_init);
+    bindSymbol(h, so, "EVP_DigestVerify", api.digest_verify);
+    bindSymbol(h, so, "EVP_PKEY_get_raw_public_key", api.pkey_get_raw_public_key);
+    bindSymbol(h, so, "EVP_PKEY_get_bn_param", api.pkey_get_bn_param);
+    bindSymbol(h, so, "EVP_PKEY_get_octet_string_param", api.pkey_get_octet_string_param);
+    bindSymbol(h, so, "EVP_PKEY_get_utf8_string_param", api.pkey_get_utf8_string_param);
+    bindSymbol(h, so, "BN_num_bits", api.bn_num_bits);
+    bindSymbol(h, so, "BN_bn2bin", api.bn_bn2bin);
+    bindSymbol(h, so, "BN_free", api.bn_free);
+    bindSymbol(h, so, "PEM_read_bio_PrivateKey", api.pem_read_bio_privatekey);
+    bindSymbol(h, so, "EVP_DigestSignInit", api.digest_sign_init);
+    bindSymbol(h, so, "EVP_DigestSign", api.digest_sign);
   });
   return api;
 }
