@@ -92,16 +92,16 @@ std::vector<std::string> fixedInputFiles() {
 }
 
 // The files whose identity this plan may depend on (the needs say which of the FUSE
-// servers' search directories count).
-std::vector<std::string> inputFiles(const PlanInputs& in) {
+// servers' search directories count), and `looked` (what the host probes read).
+std::vector<std::string> inputFiles(const PlanInputs& in, const std::vector<std::string>& looked) {
   auto files = fixedInputFiles();
+  files.insert(files.end(), looked.begin(), looked.end());
   files.push_back(in.image.path.string());
   auto searched = [&](Program program) {
     for (const auto& dir : programSearchDirs(program)) files.push_back(dir.string());
   };
   if (in.needs.squashfsServers.ctrSquashfs) searched(Program::SquashfsServer);
   if (in.needs.squashfsServers.squashfuse) searched(Program::Squashfuse);
-  for (auto& file : host::deviceInputFiles(in.needs.devices, in.policy, in.host)) files.push_back(std::move(file));
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   return files;
@@ -144,6 +144,7 @@ bool launcherWiring(std::string_view entry) {
 void LaunchMemo::beforeLooking(const std::vector<std::string>& paths) {
   for (const auto& path : paths)
     if (!before_.contains(path)) before_.emplace(path, identityOf(path));
+  looked_.insert(looked_.end(), paths.begin(), paths.end());
 }
 
 void LaunchMemo::beforePlanning(const std::string& imageArgument) {
@@ -157,7 +158,7 @@ void LaunchMemo::beforePlanning(const std::string& imageArgument) {
   for (auto program : {Program::SquashfsServer, Program::Squashfuse})
     for (const auto& dir : programSearchDirs(program)) paths.push_back(dir.string());
   for (const auto& path : paths)
-    if (!before_.contains(path)) before_.emplace(path, identityOf(path));
+    if (!before_.contains(path)) before_.emplace(path, identityOf(path));  // which count: inputFiles
   cgroupsBefore_ = readFileIfPresent("/proc/self/cgroup");
 }
 
@@ -298,7 +299,7 @@ void LaunchMemo::afterPlanning(const launch::LaunchPlan& plan, const PlanInputs&
   }
   std::string out(kMagic);
   put(out, key_);
-  const auto files = inputFiles(inputs);
+  const auto files = inputFiles(inputs, looked_);
   put(out, std::uint64_t{files.size()});
   for (const auto& path : files) {
     const auto was = before_.find(path);

@@ -65,7 +65,7 @@ class LaunchMemo {
   // (what is kept is what the planner read, or older: a file changed meanwhile is a miss).
   void beforePlanning(const std::string& imageArgument);
   // Before the host is looked at for what the needs name: how `paths` (for --nv:
-  // host::deviceInputFiles) are now.
+  // host::deviceInputFiles) are now. A kept plan depends on each of them.
   void beforeLooking(const std::vector<std::string>& paths);
   // After planning: keeps `plan` under this key when whyNotKept allows (a failure to write
   // is only logged: the launch goes on). With CTR_LAUNCH_MEMO=check and a kept plan
@@ -79,6 +79,7 @@ class LaunchMemo {
   std::string file_;      // STATE/memo/launch-HASH
   std::string missed_;
   std::map<std::string, std::string> before_;  // path -> identity before planning
+  std::vector<std::string> looked_;             // beforeLooking's paths
   std::string cgroupsBefore_;
   bool check_ = false;
 };
