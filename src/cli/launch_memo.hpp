@@ -4,9 +4,9 @@
 // launch with the same command line, working directory, environment and ids, whose every
 // file the plan was decided from is as it was (ctr.conf, the image, ctr itself,
 // passwd/group/nsswitch.conf, the setuid helper, the directories a FUSE server is looked for
-// in, its cgroup; for --nv the driver's version file, ld.so cache, library list, /dev and
-// the CDI spec directories, with the driver scan read from its cache), executes that plan instead of deciding it again: no option parsing, no
-// ctr.conf, image or host reading, no planning. The plan is the same typed plan, executed by
+// in, its cgroup; for --nv the driver's version file, ld.so cache, library list, scan
+// cache, /dev and the CDI spec directories), executes that plan instead of deciding it
+// again: no option parsing, no ctr.conf, image or host reading, no planning. The plan is the same typed plan, executed by
 // the same runtime. The launcher's wiring to a rank (OMPI_*, PMIX_*, PMI_*, SLURM_*) is left
 // out of the key and swapped into the kept plan's environment, so that the ranks of a job
 // and of later jobs run the plan one of them kept (only where the plan passes that wiring
