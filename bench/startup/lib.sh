@@ -64,3 +64,31 @@ join_floor_case() {
   fi
   echo "$build/bin/join-floor $(dirname "$bpf")/$key.pid $bpf /bin/true"
 }
+
+# nv_fixture WORK: an NVIDIA driver as ctr sees one on a GPU node, for machines without a GPU
+# (nv-overhead.sh, launch-text.sh): under WORK/node (use it as CTR_HOST_ROOT) 60 real shared
+# libraries of this machine, an ld.so cache of them made by ldconfig, 8 GPU device files and
+# a driver version file; WORK/list.conf lists the libraries and WORK/ctr.conf (use it as
+# CTR_CONFIG) names that list. Prints how many libraries it listed.
+nv_fixture() {
+  local work=$1 root=$1/node lib soname dev n=0 ldconfig
+  ldconfig=$(PATH=$PATH:/usr/sbin:/sbin command -v ldconfig)
+  mkdir -p "$root/usr/lib64" "$root/etc" "$root/proc/driver/nvidia" "$root/dev/nvidia-caps" "$root/usr/bin"
+  : > "$work/list.conf"
+  for lib in /usr/lib/x86_64-linux-gnu/lib*.so.[0-9]*; do
+    [ -f "$lib" ] && [ ! -L "$lib" ] || continue
+    soname=$(objdump -p "$lib" 2>/dev/null | awk '/SONAME/ {print $2}')
+    case "$soname" in lib*.so.*) ;; *) continue;; esac
+    [ -e "$root/usr/lib64/$soname" ] && continue
+    cp "$lib" "$root/usr/lib64/$soname"
+    echo "${soname%%.so.*}.so" >> "$work/list.conf"
+    n=$((n + 1)); [ "$n" = 60 ] && break
+  done
+  echo /usr/lib64 > "$root/etc/ld.so.conf"
+  unshare -r "$ldconfig" -r "$root" -C /etc/ld.so.cache -f /etc/ld.so.conf -X 2>/dev/null ||
+    "$ldconfig" -r "$root" -C /etc/ld.so.cache -f /etc/ld.so.conf -X
+  echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  fixture" > "$root/proc/driver/nvidia/version"
+  for dev in nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset nvidia0 nvidia1 nvidia2 nvidia3; do : > "$root/dev/$dev"; done
+  printf 'nvidia library list = %s\nimage linger = 5\ncdi spec dirs = %s/no-cdi\n' "$work/list.conf" "$work" > "$work/ctr.conf"
+  echo "$n"
+}

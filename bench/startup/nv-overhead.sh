@@ -49,26 +49,9 @@ if [ "$DRIVER" = host ]; then
   export CTR_CONFIG=$work/ctr.conf
   n="the node's"
 else
-root=$work/node
-mkdir -p "$root/usr/lib64" "$root/etc" "$root/proc/driver/nvidia" "$root/dev/nvidia-caps" "$root/usr/bin"
-: > "$work/list.conf"
-n=0
-for lib in /usr/lib/x86_64-linux-gnu/lib*.so.[0-9]*; do
-  [ -f "$lib" ] && [ ! -L "$lib" ] || continue
-  soname=$(objdump -p "$lib" 2>/dev/null | awk '/SONAME/ {print $2}')
-  case "$soname" in lib*.so.*) ;; *) continue;; esac
-  [ -e "$root/usr/lib64/$soname" ] && continue
-  cp "$lib" "$root/usr/lib64/$soname"
-  echo "${soname%%.so.*}.so" >> "$work/list.conf"
-  n=$((n + 1)); [ "$n" = 60 ] && break
-done
-echo /usr/lib64 > "$root/etc/ld.so.conf"
-unshare -r ldconfig -r "$root" -C /etc/ld.so.cache -f /etc/ld.so.conf -X 2>/dev/null ||
-  ldconfig -r "$root" -C /etc/ld.so.cache -f /etc/ld.so.conf -X
-echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  fixture" > "$root/proc/driver/nvidia/version"
-for dev in nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset nvidia0 nvidia1 nvidia2 nvidia3; do : > "$root/dev/$dev"; done
-printf 'nvidia library list = %s\nimage linger = 5\ncdi spec dirs = %s/no-cdi\n' "$work/list.conf" "$work" > "$work/ctr.conf"
-export CTR_CONFIG=$work/ctr.conf CTR_HOST_ROOT=$root
+. "$src/bench/startup/lib.sh"
+n=$(nv_fixture "$work")
+export CTR_CONFIG=$work/ctr.conf CTR_HOST_ROOT=$work/node
 fi
 
 sh "$src/images/demo/make-rootfs.sh" "$work/rootfs" >/dev/null
@@ -107,7 +90,7 @@ for pair in "${pairs[@]}"; do
 done
 
 # Where --nv's time goes: ctr's own steps (ctr -d), the median of 20 launches each.
-. "$src/bench/startup/lib.sh"
+. "$src/bench/startup/lib.sh"  # (again: DRIVER=host did not source it)
 step_medians plain 20 "$work/plain.sif" /bin/true
 step_medians nv 20 --nv "$work/nv.sif" /bin/true
 echo "one --nv launch, its sub-steps:"
