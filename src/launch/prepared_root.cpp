@@ -161,6 +161,7 @@ RootStrategy chooseRootStrategy(const LaunchPlan& plan, const PreparedRootManife
     strategy.reason = "the prepared root is exactly this launch's root";
     return strategy;
   }
+  std::vector<bool> late(plan.mounts.size(), false);
   for (std::size_t i = 0; i < plan.mounts.size(); ++i) {
     if (!mount[i]) continue;
     // Its target in the prepared root would be the one under the mount this launch makes over it.
@@ -172,12 +173,18 @@ RootStrategy chooseRootStrategy(const LaunchPlan& plan, const PreparedRootManife
       mount[i] = false;
       continue;
     }
+    // In a tmpfs this launch mounts anew (--contain's /dev): its target is made there, after it.
+    if (plan.mounts[*holder].kind == MountKind::Tmpfs && mount[*holder]) {
+      late[i] = true;
+      continue;
+    }
     return ownRoot("mount target " + plan.mounts[i].destination + " is inside " + plan.mounts[*holder].destination +
                    ", which this launch mounts");
   }
   strategy.kind = RootStrategyKind::UsePrepared;
   strategy.reason = whyNotJoin(plan, fit, mount, readyNamespace);
   strategy.mount = std::move(mount);
+  strategy.late = std::move(late);
   strategy.detach = fit.unused;
   return strategy;
 }

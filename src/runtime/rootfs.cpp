@@ -391,14 +391,17 @@ std::string generatedContent(const Mount& m, const LaunchPlan& plan, int rootFd)
 }
 
 // The plan's mounts, in order, into the root at rootPath (rootFd). With `prepared`, the
-// targets were resolved beforehand (an empty fd: nothing to mount).
+// targets were resolved beforehand (an empty fd: nothing to mount), but for those `late`
+// names: resolved, and made, here, in the tmpfs this launch has just mounted over them.
 void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::string& rootPath,
-               int rootFd, std::vector<UniqueFd>* prepared) {
+               int rootFd, std::vector<UniqueFd>* prepared, const std::vector<bool>* late) {
   const std::string hideDir = image.stageDir.substr(0, image.stageDir.find_last_of('/'));  // <state>/mnt
   for (size_t i = 0; i < plan.mounts.size(); ++i) {
     const Mount& m = plan.mounts[i];
     struct stat st {};
-    if (prepared) {
+    // Prepared targets come resolved, but those in a tmpfs mounted just before (RootStrategy::late).
+    const bool resolveHere = !prepared || (late && (*late)[i]);
+    if (prepared && !resolveHere) {
       if (!(*prepared)[i]) continue;  // skipped source, or identity file already in place
     } else if (!sourcePresent(m, &st)) {
       continue;
@@ -412,7 +415,7 @@ void mountPlan(const LaunchPlan& plan, const SharedImage& image, const std::stri
       file = image.stageDir + "/files/" + std::to_string(i);
       writeFile(file, generatedContent(m, plan, rootFd));
     }
-    UniqueFd target = prepared ? std::move((*prepared)[i]) : mountTarget(plan, i, rootPath, rootFd, st);
+    UniqueFd target = resolveHere ? mountTarget(plan, i, rootPath, rootFd, st) : std::move((*prepared)[i]);
     switch (m.kind) {
       case MountKind::Bind: bindHidingState(m, target.get(), rootPath, hideDir); break;
       case MountKind::Tmpfs: mountTmpfs(m, target.get()); break;
@@ -519,7 +522,7 @@ bool usePreparedRoot(const LaunchPlan& plan, SharedImage& image, const launch::R
   // Fds of the targets in mount order (empty: nothing to mount).
   std::vector<UniqueFd> targets;
   for (size_t i = 0; i < plan.mounts.size(); ++i) {
-    if (!strategy.mount[i]) {
+    if (!strategy.mount[i] || strategy.late[i]) {  // late: resolved once its tmpfs is mounted
       targets.emplace_back();
       continue;
     }
@@ -531,7 +534,7 @@ bool usePreparedRoot(const LaunchPlan& plan, SharedImage& image, const launch::R
     targets.push_back(std::move(resolved.fd));
   }
   log::StepTimer prepared("using the prepared root");
-  mountPlan(plan, image, rootPath, rootFd.get(), &targets);
+  mountPlan(plan, image, rootPath, rootFd.get(), &targets, &strategy.late);
   replaceImageMpi(plan, rootFd.get());
   pivotInto(rootPath);
   return true;
@@ -900,7 +903,7 @@ void assembleRoot(const LaunchPlan& plan, SharedImage& image) {
   mountOwnRoot(plan, image, rootPath, imageFd.get());
   UniqueFd rootFd(::open(rootPath.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!rootFd) throw sysError("open " + rootPath);
-  mountPlan(plan, image, rootPath, rootFd.get(), nullptr);
+  mountPlan(plan, image, rootPath, rootFd.get(), nullptr, nullptr);
   if (plan.rootReadOnly) makeReadOnly(rootFd.get(), false, "the root");
   replaceImageMpi(plan, rootFd.get());
   pivotInto(rootPath);

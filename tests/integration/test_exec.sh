@@ -48,6 +48,23 @@ expect_eq "CTR_BIND comma list" "$(printf 'hello\nhello')" "$out"
 note "--contain, --no-home, --pwd, --writable-tmpfs"
 out=$(as_user "$CTR_BIN" exec --contain "$img" sh -c 'ls /tmp | wc -l; pwd')
 expect_eq "--contain: private /tmp, cwd = home" "$(printf '0\n%s' "$home")" "$out"
+# On a held image, --contain's own /dev, /tmp, /dev/shm and home are mounted on a copy of the
+# holder's prepared root (the device binds and /dev/fd links made in the new /dev), not on a
+# root of the launch's own: each launch still gets empty ones.
+as_user "$CTR_BIN" exec --contain "$img" sleep 120 >/dev/null 2>&1 & contained_holder=$!
+for _ in $(seq 100); do
+  err=$(as_user "$CTR_BIN" -d exec --contain "$img" true 2>&1) || fail "--contain launch: $err"
+  [[ $err == *"root: a copy of the prepared root"* ]] && break
+  sleep 0.1
+done
+expect_contains "--contain on a held image" "root: a copy of the prepared root" "$err"
+out=$(as_user "$CTR_BIN" exec --contain "$img" sh -c 'echo x > /dev/null && test -c /dev/zero && test -c /dev/urandom && echo devices; readlink /dev/fd; find /tmp /dev/shm -mindepth 1 | wc -l; touch /tmp/t /dev/shm/s; ls -d "$HOME"')
+expect_eq "--contain on a held image: devices, links, empty /tmp and /dev/shm, home" \
+  "$(printf 'devices\n/proc/self/fd\n0\n%s' "$home")" "$out"
+out=$(as_user "$CTR_BIN" exec --contain "$img" sh -c 'find /tmp /dev/shm -mindepth 1 | wc -l')
+expect_eq "--contain on a held image: the next launch's /tmp and /dev/shm are its own" 0 "$out"
+pkill -u "$CTR_TEST_USER" -x sleep || true
+wait "$contained_holder" || true
 out=$(as_user "$CTR_BIN" exec --no-home --pwd /etc "$img" sh -c 'pwd; test -d "'"$home"'" && echo home || echo nohome')
 expect_eq "--no-home --pwd" "$(printf '/etc\nnohome')" "$out"
 out=$(as_user "$CTR_BIN" exec "$img" sh -c 'mkdir /newdir 2>/dev/null && echo writable || echo readonly')

@@ -349,6 +349,34 @@ TEST(RootStrategy, ABindShowingWhatItsNewParentShowsNeedsNoMount) {
   }
 }
 
+TEST(RootStrategy, ContainsDevIsMadeOnThePreparedRootWithWhatIsInsideIt) {
+  // --contain: a tmpfs /dev of the launch's own, its device binds, /dev/shm and the /dev/fd
+  // links in it. The holder pre-binds the default binds; the launch mounts the tmpfs on the
+  // prepared root and makes the targets in it afterwards (late), not a root of its own.
+  auto o = execTrue();
+  o.contain = true;
+  const auto plan = planFor(o);
+  const auto manifest = preparedFor(plan, {"/proc", "/sys", "/etc/hosts", "/etc/resolv.conf", "/etc/localtime"});
+  const auto s = chooseRootStrategy(plan, &manifest, allPresent(), true);
+  ASSERT_EQ(s.kind, RootStrategyKind::UsePrepared) << s.reason;
+  ASSERT_EQ(s.late.size(), plan.mounts.size());
+  EXPECT_TRUE(s.mount[indexOf(plan, "/dev")]);
+  EXPECT_FALSE(s.late[indexOf(plan, "/dev")]);
+  for (const char* inside : {"/dev/null", "/dev/pts", "/dev/shm", "/dev/fd"}) {
+    EXPECT_TRUE(s.mount[indexOf(plan, inside)]) << inside;
+    EXPECT_TRUE(s.late[indexOf(plan, inside)]) << inside;
+  }
+  for (const char* own : {"/tmp", "/var/tmp", "/home/alice"}) {
+    EXPECT_TRUE(s.mount[indexOf(plan, own)]) << own;
+    EXPECT_FALSE(s.late[indexOf(plan, own)]) << own;
+  }
+  EXPECT_FALSE(s.mount[indexOf(plan, "/etc/hosts")]);
+  // An absent optional device is neither mounted nor made.
+  const auto s2 = chooseRootStrategy(plan, &manifest, absentAt(plan, {"/dev/tty"}), true);
+  ASSERT_EQ(s2.kind, RootStrategyKind::UsePrepared) << s2.reason;
+  EXPECT_FALSE(s2.mount[indexOf(plan, "/dev/tty")]);
+}
+
 TEST(JoinMemo, RoundTripsAsLinesAndSkipsWhatIsNotOne) {
   const JoinMemo a{0x0123456789abcdefULL, {{3, true}, {17, false}}}, b{0xfedcba9876543210ULL, {}};
   const std::string text = toLine(a) + toLine(b);

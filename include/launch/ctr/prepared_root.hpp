@@ -75,6 +75,10 @@ struct RootStrategy {
   std::vector<bool> mount;
   // UsePrepared: prepared destinations this plan does not have, parents before what is inside.
   std::vector<std::string> detach;
+  // UsePrepared: by plan mount index, whether the mount's target lies in a tmpfs this launch
+  // mounts anew (--contain's /dev: its device binds, /dev/shm, /dev/fd): the target is made
+  // there once that tmpfs is mounted, as in a root of the launch's own.
+  std::vector<bool> late;
   std::string reason;  // for the debug log: why this strategy
 };
 
