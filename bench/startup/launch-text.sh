@@ -2,20 +2,21 @@
 # The functions a launch runs, for the linker to place side by side in ctr
 # (src/cli/launch-text.ld, CMake option CTR_LAUNCH_TEXT; docs/benchmark-guide.md, "The launch
 # path's code in one place"). It samples launches of BUILD_DIR's ctr under perf, as an
-# ordinary user: a held SIF, a held image in Apptainer's layout and a held SIF with --nv (on
-# nv-overhead.sh's driver fixture) (kept plans), then the same SIF and a directory image
-# planned on every launch (CTR_LAUNCH_MEMO=off). It writes a
+# ordinary user: a held SIF, a held image in Apptainer's layout, a held SIF with --nv (on
+# nv-overhead.sh's driver fixture) and one with --contain (kept plans), then the same SIF and
+# a directory image planned on every launch (CTR_LAUNCH_MEMO=off). It writes a
 # linker script fragment: the held launch's functions first, most sampled first, then those
 # only planning ran.
 #
 #   bench/startup/launch-text.sh [BUILD_DIR]        (default: build/release; as root it samples
 #                                                   as user BENCH_USER, default ctrbench)
 #
-# Environment: RUNS (launches of each held case, default 1000; half that with --nv, a quarter
-# for each planned case), OUT (default BUILD_DIR/launch-text.ld). Needs perf (Debian: linux-perf) and
-# a ctr with its symbols (not stripped). Then copy OUT to src/cli/launch-text.ld, rebuild,
-# and compare: bench/startup/run.sh with BEFORE= the old build's ctr, and the faults column of
-# bench/startup/profile.sh. A function not sampled still runs, from wherever the linker put it.
+# Environment: RUNS (launches of each held case, default 1000; half that with --nv or
+# --contain, a quarter for each planned case), OUT (default BUILD_DIR/launch-text.ld).
+# Needs perf (Debian: linux-perf) and a ctr with its symbols (not stripped). Then copy OUT
+# to src/cli/launch-text.ld, rebuild, and compare: bench/startup/run.sh with BEFORE= the
+# old build's ctr, and the faults column of bench/startup/profile.sh. A function not
+# sampled still runs, from wherever the linker put it.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$src/build/release}" && pwd)
@@ -40,13 +41,14 @@ sh "$src/images/demo/make-rootfs.sh" rootfs >/dev/null
 mkdir -p rootfs/.singularity.d/env
 printf '#!/bin/sh\nexport CTR_DEMO=1\n' > rootfs/.singularity.d/env/90-environment.sh
 "$ctr" -q build appt.sif rootfs
-cp demo.sif nv.sif
+cp demo.sif nv.sif; cp demo.sif contain.sif
 # A GPU rank's launch (--nv) on the NVIDIA driver fixture nv-overhead.sh uses.
 nv_fixture "$work" >/dev/null
 nv=("CTR_CONFIG=$work/ctr.conf" "CTR_HOST_ROOT=$work/node")
 "$ctr" exec demo.sif sleep 100000 & holders+=($!)
 "$ctr" exec appt.sif sleep 100000 & holders+=($!)
 env "${nv[@]}" "$ctr" exec --nv nv.sif sleep 100000 & holders+=($!)
+"$ctr" exec --contain contain.sif sleep 100000 & holders+=($!)
 sleep 1
 
 # sample NAME LAUNCHES [VAR=VALUE]... CTR-ARGS...: perf samples (user mode: any
@@ -72,9 +74,10 @@ symbols() {
 sample held-sif "$runs" exec demo.sif /bin/true
 sample held-appt "$runs" exec appt.sif /bin/true
 sample held-nv "$((runs / 2))" "${nv[@]}" exec --nv nv.sif /bin/true
+sample held-contain "$((runs / 2))" exec --contain contain.sif /bin/true
 sample planned-sif "$((runs / 4))" CTR_LAUNCH_MEMO=off exec demo.sif /bin/true
 sample planned-dir "$((runs / 4))" CTR_LAUNCH_MEMO=off exec rootfs /bin/true
-symbols held-sif held-appt held-nv > held.txt
+symbols held-sif held-appt held-nv held-contain > held.txt
 symbols planned-sif planned-dir | grep -vxF -f held.txt > planned.txt || true
 
 # Input section names (g++ -ffunction-sections): .text.NAME; main and the static
