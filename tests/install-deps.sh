@@ -25,7 +25,7 @@ test_packages="
   skopeo docker-registry
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   clang libclang-rt-14-dev ccache
-  charliecloud bubblewrap hyperfine
+  charliecloud bubblewrap hyperfine linux-perf
   snakemake cwltool
   libopenblas-dev fio python3-torch python3-torchvision
   mmdebstrap uidmap patchelf help2man man-db environment-modules lintian

@@ -57,7 +57,7 @@ sample() {
   local name=$1 n=$2 env=()
   shift 2
   while [[ $1 == *=* ]]; do env+=("$1"); shift; done
-  env "${env[@]}" "$ctr" "$@" >/dev/null  # a kept plan is made by the first launch
+  env "${env[@]}" "$ctr" "$@" >/dev/null  # fails here, with its message, if the case cannot run
   perf record -q -F 25000 -e cpu-clock:u -o "$name.data" -- \
     env "${env[@]}" bash -c 'for i in $(seq "$0"); do "$@" >/dev/null; done' "$n" "$ctr" "$@"
 }
@@ -94,9 +94,9 @@ sections() {
 }
 {
   echo "/* The functions a ctr launch runs, side by side before the rest of .text (CMake option"
-  echo " * CTR_LAUNCH_TEXT): written by bench/startup/launch-text.sh from $(wc -l < held.txt) functions sampled in"
-  echo " * held launches and $(wc -l < planned.txt) more in planned ones. Run that script again when the"
-  echo " * launch path changes. Sampled with: $("$ctr" version | head -1 | sed 's/ (/\n *   (/')"
+  echo " * CTR_LAUNCH_TEXT): written by bench/startup/launch-text.sh from $(wc -l < held.txt) functions"
+  echo " * sampled in held launches and $(wc -l < planned.txt) more in planned ones. Run that script"
+  echo " * again when the launch path changes. Sampled with: $("$ctr" version | head -1 | sed 's/ (/\n *   (/')"
   echo " */"
   echo "SECTIONS {"
   echo "  .text.ctr_launch : {"

@@ -5,7 +5,8 @@
 # JSON files name each case with a ratio, the join-floor reference is among them, and nothing
 # is left behind (the holders and FUSE servers end, the work directory goes). No figure is
 # judged here: that is the benchmark's business (docs/benchmark-guide.md). Also join-floor's
-# own refusals. ~10-20 s.
+# own refusals, and bench/startup/launch-text.sh at a small size where perf can sample.
+# ~20-30 s.
 . "$(dirname "$0")/lib.sh"
 require_root
 ensure_test_user
@@ -51,6 +52,27 @@ for c in single["cases"] + concurrent["cases"]:
     assert c["ratio"] > 0 and c["ci90"][0] <= c["ratio"] <= c["ci90"][1], (c["name"], c["ratio"], c["ci90"])
 assert concurrent["concurrency"] == 2, concurrent["concurrency"]
 PY
+
+# The generator of src/cli/launch-text.ld (perf samples of launches) at a small size: it
+# writes a fragment the linker takes, naming functions; its figures are the benchmark's.
+if ! command -v perf >/dev/null; then
+  note "SKIP part: no perf (Debian: linux-perf): bench/startup/launch-text.sh not run"
+elif ! as_user sh -c 'f=$(mktemp) && perf record -q -e cpu-clock:u -o "$f" -- true; r=$?; rm -f "$f"; exit $r' >/dev/null 2>&1; then
+  note "SKIP part: perf cannot sample an ordinary user's programs here (kernel.perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)): bench/startup/launch-text.sh not run"
+else
+  note "bench/startup/launch-text.sh as $CTR_TEST_USER, 40 launches of each held case"
+  BENCH_USER=$CTR_TEST_USER RUNS=40 OUT=$WORK/launch-text.ld CTR_BIN="$CTR_BIN" \
+    bash "$CTR_SOURCE_DIR/bench/startup/launch-text.sh" "$BUILD" > "$WORK/text.out" 2>&1 ||
+    fail "launch-text.sh failed: $(tail -5 "$WORK/text.out")"
+  entries=$(grep -c '^    \*(\.text\.' "$WORK/launch-text.ld" || true)
+  (( entries >= 20 )) || fail "launch-text.sh listed $entries functions: $(tail -3 "$WORK/text.out")"
+  grep -q '^} INSERT BEFORE \.text;$' "$WORK/launch-text.ld" || fail "launch-text.ld is not an INSERT fragment"
+  printf 'int main(void) { return 0; }\n' > "$WORK/empty.c"
+  cc -o "$WORK/empty" "$WORK/empty.c" -Wl,-T,"$WORK/launch-text.ld" || fail "the linker does not take the written launch-text.ld"
+  note "launch-text.sh: $entries functions listed"
+  left=$(find /tmp -maxdepth 1 -name 'ctr-launch-text.*' -user "$CTR_TEST_USER")
+  [ -z "$left" ] || fail "launch-text.sh left its work directory: $left"
+fi
 
 note "nothing left: the holders and their FUSE servers end once their linger is over (their mounts live in their own namespaces and end with them)"
 uid=$(id -u "$CTR_TEST_USER")
