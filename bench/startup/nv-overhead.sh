@@ -35,6 +35,7 @@ if [ "$(id -u)" = 0 ] && [ -z "${CTR_BENCH_AS_USER:-}" ]; then
   exec runuser -u ctrbench -- env CTR_BENCH_AS_USER=1 BLOCKS="$BLOCKS" REPS="$REPS" BEFORE="${BEFORE:-}" DRIVER="$DRIVER" \
     PATH=/usr/bin:/bin:/usr/sbin:/sbin:/usr/local/nvidia/bin "$0" "$build"
 fi
+. "$src/bench/startup/lib.sh"
 work=$(mktemp -d /tmp/ctr-nv-bench.XXXXXX)
 holders=()
 cleanup() { for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -49,7 +50,6 @@ if [ "$DRIVER" = host ]; then
   export CTR_CONFIG=$work/ctr.conf
   n="the node's"
 else
-. "$src/bench/startup/lib.sh"
 n=$(nv_fixture "$work")
 export CTR_CONFIG=$work/ctr.conf CTR_HOST_ROOT=$work/node
 fi
@@ -90,7 +90,6 @@ for pair in "${pairs[@]}"; do
 done
 
 # Where --nv's time goes: ctr's own steps (ctr -d), the median of 20 launches each.
-. "$src/bench/startup/lib.sh"  # (again: DRIVER=host did not source it)
 step_medians plain 20 "$work/plain.sif" /bin/true
 step_medians nv 20 --nv "$work/nv.sif" /bin/true
 echo "one --nv launch, its sub-steps:"
