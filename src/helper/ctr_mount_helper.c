@@ -165,6 +165,28 @@ static void capabilities(int set, struct __user_cap_data_struct caps[2]) {
   if (syscall(set ? SYS_capset : SYS_capget, &hdr, caps) != 0) die_errno(set ? "capset" : "capget");
 }
 
+/* Becomes uid/gid with `groups` for good, groups first, then gid, then uid (the other order
+ * would lose the right to change groups); then proves none of it can be undone, and that
+ * nothing exec'd from here on can gain privileges (setuid files, file capabilities). */
+static void become(uid_t uid, gid_t gid, int n, const gid_t *list) {
+  if (setgroups((size_t)n, list) != 0) die_errno("setgroups");
+  if (setresgid(gid, gid, gid) != 0) die_errno("setresgid");
+  if (setresuid(uid, uid, uid) != 0) die_errno("setresuid");
+  uid_t r, e, s;
+  gid_t rg, eg, sg;
+  if (getresuid(&r, &e, &s) != 0 || getresgid(&rg, &eg, &sg) != 0 || r != uid || e != uid || s != uid || rg != gid ||
+      eg != gid || sg != gid)
+    die("uids/gids are not all %u/%u after setresuid/setresgid", (unsigned)uid, (unsigned)gid);
+  if (uid != 0 && (setuid(0) != -1 || seteuid(0) != -1)) die("root could be regained after setresuid");
+  if (gid != 0 && (setgid(0) != -1 || setegid(0) != -1)) die("gid 0 could be regained after setresgid");
+  /* The ambient set is always a subset of the permitted one (capabilities(7)). */
+  struct __user_cap_data_struct caps[2];
+  capabilities(0, caps);
+  if ((caps[0].effective | caps[1].effective | caps[0].permitted | caps[1].permitted) != 0)
+    die("capabilities remain after setresuid");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die_errno("PR_SET_NO_NEW_PRIVS");
+}
+
 /* An image file opened as the caller and checked against the policy, not yet attached. */
 struct checked {
   const char *what, *path;
@@ -364,10 +386,10 @@ static int run_check(int image_fd, const char *real, char out[VERDICT_MAX]) {
     sigemptyset(&none);
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || dup2(null, 2) < 0 ||
-        (image_fd == 3 ? fcntl(3, F_SETFD, 0) : dup2(image_fd, 3)) < 0 || chdir("/") != 0 || setgroups(0, NULL) != 0 ||
-        setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-        sigprocmask(SIG_SETMASK, &none, NULL) != 0)
+        (image_fd == 3 ? fcntl(3, F_SETFD, 0) : dup2(image_fd, 3)) < 0 || chdir("/") != 0)
       _exit(254);
+    become(uid, gid, 0, NULL); /* exits 255 where it cannot */
+    if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) _exit(254);
     char *argv[] = {(char *)CTR_BIN_PATH, (char *)"__verify-fd", (char *)real, NULL};
     char *envp[] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
     execve(CTR_BIN_PATH, argv, envp);
@@ -569,28 +591,6 @@ static void mount_image(const struct hp_config *cfg, const struct checked *c, co
   if (close(c->fd) != 0) die_errno("close image");
 }
 
-/* Groups, then gid, then uid (the other order would lose the right to change groups);
- * then prove none of it can be undone. */
-static void drop_privileges(void) {
-  if (setgroups((size_t)n_groups, groups) != 0) die_errno("setgroups");
-  if (setresgid(real_gid, real_gid, real_gid) != 0) die_errno("setresgid");
-  if (setresuid(real_uid, real_uid, real_uid) != 0) die_errno("setresuid");
-  uid_t r, e, s;
-  gid_t rg, eg, sg;
-  if (getresuid(&r, &e, &s) != 0 || getresgid(&rg, &eg, &sg) != 0 || r != real_uid || e != real_uid ||
-      s != real_uid || rg != real_gid || eg != real_gid || sg != real_gid)
-    die("uids/gids are not all %u/%u after setresuid/setresgid", (unsigned)real_uid, (unsigned)real_gid);
-  if (real_uid != 0 && (setuid(0) != -1 || seteuid(0) != -1)) die("root could be regained after setresuid");
-  if (real_gid != 0 && (setgid(0) != -1 || setegid(0) != -1)) die("gid 0 could be regained after setresgid");
-  /* The ambient set is always a subset of the permitted one (capabilities(7)). */
-  struct __user_cap_data_struct caps[2];
-  capabilities(0, caps);
-  if ((caps[0].effective | caps[1].effective | caps[0].permitted | caps[1].permitted) != 0)
-    die("capabilities remain after setresuid");
-  /* Nothing exec'd from here on can gain privileges (setuid files, file capabilities). */
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die_errno("PR_SET_NO_NEW_PRIVS");
-}
-
 int main(int argc, char **argv) {
   ensure_std_fds();
   /* The dynamic loader already ignores LD_* for setuid programs (AT_SECURE); nothing we run
@@ -649,7 +649,7 @@ int main(int argc, char **argv) {
     mount_image(&cfg, &images[1 + i], mount_point);
   }
 
-  drop_privileges();
+  become(real_uid, real_gid, n_groups, groups);
   umask(saved_umask);
   if (sigprocmask(SIG_SETMASK, &saved_mask, NULL) != 0) die_errno("sigprocmask restore");
   char *holder_argv[HP_MAX_ARGS + 2] = {(char *)CTR_BIN_PATH, (char *)"__holder"};
