@@ -39,6 +39,7 @@ stays containerd's where containerd is installed.")
 set(CPACK_DEBIAN_HELPER_PACKAGE_NAME ctr-suid)
 set(CPACK_COMPONENT_HELPER_DEPENDS ctr)
 set(CPACK_DEBIAN_HELPER_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_HELPER_PACKAGE_DEPENDS "adduser")  # its postinst makes the check's user
 set(CPACK_DEBIAN_HELPER_DESCRIPTION "HPC container runtime - setuid helper for kernel squashfs
 ctr-mount-helper lets ctr mount SIF and squashfs images with the kernel's
 squashfs driver instead of FUSE, for images an administrator trusts. It does
@@ -66,10 +67,11 @@ set(ctr_deb "${CMAKE_BINARY_DIR}/deb")
 configure_file("${CMAKE_CURRENT_LIST_DIR}/ctr.conffiles.in" "${ctr_deb}/ctr/conffiles" @ONLY)
 configure_file("${CMAKE_CURRENT_LIST_DIR}/ctr.postinst.in" "${ctr_deb}/ctr/postinst" @ONLY)
 configure_file("${CMAKE_CURRENT_LIST_DIR}/ctr.prerm.in" "${ctr_deb}/ctr/prerm" @ONLY)
+configure_file("${CMAKE_CURRENT_LIST_DIR}/ctr-suid.postinst.in" "${ctr_deb}/ctr-suid/postinst" @ONLY)
 configure_file("${CMAKE_CURRENT_LIST_DIR}/ctr-suid.postrm.in" "${ctr_deb}/ctr-suid/postrm" @ONLY)
 configure_file("${CMAKE_CURRENT_LIST_DIR}/changelog.in" "${ctr_deb}/changelog" @ONLY)
 set(CPACK_DEBIAN_CTR_PACKAGE_CONTROL_EXTRA "${ctr_deb}/ctr/conffiles;${ctr_deb}/ctr/postinst;${ctr_deb}/ctr/prerm")
-set(CPACK_DEBIAN_HELPER_PACKAGE_CONTROL_EXTRA "${ctr_deb}/ctr-suid/postrm")
+set(CPACK_DEBIAN_HELPER_PACKAGE_CONTROL_EXTRA "${ctr_deb}/ctr-suid/postinst;${ctr_deb}/ctr-suid/postrm")
 
 if(CTR_DEB_PACKAGE)
   # Each package's /usr/share/doc/PACKAGE: copyright and changelog.gz (a native package).

@@ -105,9 +105,10 @@ int runVerify(const VerifyArgs& a) {
 constexpr int kHelperImageFd = 3;
 
 // `ctr __verify-fd REALPATH`: the setuid helper's own check of the file it is about to mount
-// (docs/design-signing.md, section 3), run by it as user nobody with that file open on fd 3
-// and REALPATH where it lies. ctr.conf is the compiled-in one, never $CTR_CONFIG; the rule
-// and the judgement are the planner's (config::executionRuleFor, image::executionRefusal).
+// (docs/design-signing.md, section 3), run by it as its check user (_ctr-verify or nobody)
+// with that file open on fd 3 and REALPATH where it lies. ctr.conf is the compiled-in one,
+// never $CTR_CONFIG; the rule and the judgement are the planner's (config::executionRuleFor,
+// image::executionRefusal).
 // Prints "allow rule" (a rule took the image and lets it run) or "allow none" (no rule takes
 // it), then the files the verdict rests on, one per line (ctr.conf and the key files read:
 // the helper keeps the verdict while they are as they are), exit 0; or "refuse WHY" (any

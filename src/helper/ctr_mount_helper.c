@@ -47,8 +47,9 @@
 #include "helper_parse.h"
 #include "untrusted_fs.h"
 
-#if !defined(CTR_SYSCONF_PATH) || !defined(CTR_BIN_PATH) || !defined(CTR_HELPER_RUNDIR) || !defined(LOCK_TIMEOUT_S)
-#error "CTR_SYSCONF_PATH, CTR_BIN_PATH, CTR_HELPER_RUNDIR and LOCK_TIMEOUT_S are set by src/helper/CMakeLists.txt"
+#if !defined(CTR_SYSCONF_PATH) || !defined(CTR_BIN_PATH) || !defined(CTR_HELPER_RUNDIR) || !defined(LOCK_TIMEOUT_S) || \
+    !defined(CHECK_USER)
+#error "CTR_SYSCONF_PATH, CTR_BIN_PATH, CTR_HELPER_RUNDIR, LOCK_TIMEOUT_S and CHECK_USER are set by src/helper/CMakeLists.txt"
 #endif
 #define MOUNT_POINT CTR_HELPER_RUNDIR "/mnt"
 #define DATA_DIR CTR_HELPER_RUNDIR "/data" /* DATA_DIR/<i>: the i-th --dataset image */
@@ -299,13 +300,13 @@ static void check_policy(const struct hp_config *cfg, const struct checked *c) {
 
 /* ctr.conf's execution control on the very file about to be mounted (docs/design-signing.md,
  * section 3). ctr itself judges (`ctr __verify-fd REALPATH`, with the file on fd 3), as user
- * CHECK_USER: it parses what the image's owner wrote, so it runs with no privilege, and as
- * neither the caller nor root, so the caller can neither trace nor signal it into a verdict.
+ * CHECK_USER (CMake's CTR_HELPER_CHECK_USER: the package's own system user, else nobody): it
+ * parses what the image's owner wrote, so it runs with no privilege, and as neither the caller
+ * nor root, so the caller can neither trace nor signal it into a verdict.
  * Its "allow" is kept in VERIFIED_DIR (root's alone) for this file as it is (identity()) and
  * the files the verdict read as they are: the next launch on the node stats them instead. */
 #define VERIFIED_DIR CTR_HELPER_RUNDIR "/verified" /* VERIFIED_DIR/<dev>-<ino>: a kept "allow" */
 #define VERDICT_MAX 16384
-#define CHECK_USER "nobody"
 
 /* "rule\n": a rule took the image and let it run (2); "none\n": no rule took it (1); else 0. */
 static int ruling(const char *word) {

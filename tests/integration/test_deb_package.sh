@@ -150,6 +150,29 @@ if (require_loop_squashfs "helper part" 2>/dev/null); then
   [ -n "$loop" ] || fail "no loop device of $image while the helper's launch ran"
   assert_nothing_left "after the helper launch"
   [ -d /run/ctr-helper ] || fail "the helper made no /run/ctr-helper"
+  keys=$CTR_FIXTURES_DIR/sif/keys
+  if [ -d "$keys" ]; then
+    note "ctr-suid's own user runs an execution rule's check (_ctr-verify, not nobody)"
+    entry=$(getent passwd _ctr-verify) || fail "ctr-suid made no user _ctr-verify"
+    [ "$(cut -d: -f3 <<<"$entry")" -lt 1000 ] || fail "_ctr-verify is not a system user: $entry"
+    mkdir -p "$WORK/rootfs" "$WORK/signed"
+    make_demo_rootfs "$WORK/rootfs"
+    "$bindir/ctr" -q build "$WORK/signed/app.sif" "$WORK/rootfs" >/dev/null || fail "ctr build of a SIF"
+    "$bindir/ctr" sign --key "$keys/ed25519-private.pem" "$WORK/signed/app.sif" >/dev/null || fail "ctr sign"
+    chmod 755 "$WORK/signed" && chmod 644 "$WORK/signed/app.sif"
+    # Only _ctr-verify may read the trusted key: a check that reads it ran as that user.
+    install -o _ctr-verify -m 400 "$keys/ed25519-public.pem" /etc/ctr/trusted-test.pem
+    printf 'execution rule = whitelist\ntrusted key = /etc/ctr/trusted-test.pem\n' >>/etc/ctr/ctr.conf
+    # The helper called by the user: with --help, the holder's help (exit 0) says it mounted.
+    out=$(as_user "$helper" "$WORK/signed/app.sif" --help 2>&1) || fail "the helper refused a signed SIF: $out"
+    out=$(as_user "$helper" "$image" --help 2>&1) && fail "an unsigned squashfs was mounted under the rule"
+    expect_contains "an unsigned squashfs refused by the check" "only a signed SIF image may run here" "$out"
+    sed -i '/^execution rule = /d; /^trusted key = /d' /etc/ctr/ctr.conf
+    rm -f /etc/ctr/trusted-test.pem "/run/ctr-helper/verified/$(stat -c %d-%i "$WORK/signed/app.sif")"
+    assert_nothing_left "after the execution rule's check"
+  else
+    note "SKIP execution rule part: no signing keys at $keys"
+  fi
 else
   note "SKIP helper part: $(require_loop_squashfs "helper part" 2>&1 | sed 's/^SKIP: [^:]*: //')"
 fi
