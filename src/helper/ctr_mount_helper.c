@@ -233,6 +233,16 @@ static void open_image_as_user(struct checked *c) {
    * a root-owned file the user may write): only the name opened is checked. 0: deleted. */
   if (c->st.st_nlink != 1)
     die("%s %s has %ju hard links (1 is allowed): refused", c->what, c->path, (uintmax_t)c->st.st_nlink);
+  /* Nor may anyone on this node have it open for writing: chown and chmod do not take back a
+   * descriptor opened while the file was a user's or writable, through which it could change
+   * under the mount after every check here. A read lease is refused (EAGAIN) exactly then
+   * (fcntl(2)); NFSv4 also refuses one without a delegation, and file systems without leases
+   * say EINVAL: there it cannot be told. */
+  const int leased = fcntl(c->fd, F_SETLEASE, F_RDLCK) == 0, why = errno;
+  if (leased && fcntl(c->fd, F_SETLEASE, F_UNLCK) != 0) die_errno("F_SETLEASE F_UNLCK image");
+  if (!leased && why == EAGAIN && fs.f_type != NFS_SUPER_MAGIC)
+    die("%s %s: a process on this node has it open for writing: refused", c->what, c->path);
+  if (!leased && why != EAGAIN && why != EINVAL) die("F_SETLEASE image: %s", strerror(why));
 }
 
 static int owner_allowed(const struct hp_config *cfg, uid_t owner) {

@@ -3,8 +3,9 @@
 # users: the helper mounts only a file the caller can read, whatever the path form (/proc
 # magic links of another user's process, of a thread, /proc/self/fd/N handed in), without
 # telling apart missing and unreadable files; it refuses images with more than one hard link
-# (another name could lie outside 'setuid image directories'); and euid 0 inside a user
-# namespace is not taken for setuid root.
+# (another name could lie outside 'setuid image directories') and images a process on the
+# node holds open for writing (a descriptor kept from before a chmod); and euid 0 inside a
+# user namespace is not taken for setuid root.
 CTR_HELPER_SOURCE_ONLY=1 . "$(dirname "${BASH_SOURCE[0]}")/test_helper_security.sh"
 helper_fixture
 
@@ -128,6 +129,35 @@ expect_refused "two names, no directory policy" "has 2 hard links" "$WORK/allowe
 rm "$WORK/allowed/second-name.sif"
 run_helper "$WORK/allowed/one-name.sif" marker
 [ "$RC" = 0 ] || fail "back to one name: $RC: $OUT"
+
+note "RefusesImagesOpenForWriting: chmod does not take back a descriptor kept from before"
+# An admin adopts a user's image by moving it and making it root's and 0644; the user kept a
+# descriptor opened while it was writable, through which it could change under the mount.
+cp -p "$IMAGES/good.sif" "$WORK/allowed/adopted.sif"
+chmod 666 "$WORK/allowed/adopted.sif"
+# hold MODE: a process of the test user holding the image open (9<> writes, 9< reads).
+hold() {
+  rm -f "$WORK/pids/held"
+  as_user sh -c "exec 9$1'$WORK/allowed/adopted.sif' && echo \$\$ >'$WORK/pids/held' && exec sleep 120" &
+  held_job=$!
+  for i in $(seq 50); do [ -s "$WORK/pids/held" ] && break; sleep 0.1; done
+  [ -s "$WORK/pids/held" ] || fail "setup: the test user could not hold the image open ($1)"
+}
+unhold() { kill "$(cat "$WORK/pids/held")" 2>/dev/null || true; wait "$held_job" 2>/dev/null || true; }
+hold "<>"
+chmod 644 "$WORK/allowed/adopted.sif"
+refused_while_held "an image a process holds open for writing" \
+  "image $WORK/allowed/adopted.sif: a process on this node has it open for writing: refused" \
+  "$WORK/allowed/adopted.sif" marker
+unhold
+no_leftovers "open for writing"
+hold "<"
+run_helper "$WORK/allowed/adopted.sif" marker
+[ "$RC" = 0 ] && [ "$OUT" = good ] || fail "an image a process holds open only for reading: $RC: $OUT"
+unhold
+run_helper "$WORK/allowed/adopted.sif" marker
+[ "$RC" = 0 ] && [ "$OUT" = good ] || fail "once the writer is gone: $RC: $OUT"
+no_leftovers "readers"
 
 note "RefusesRootInsideAUserNamespace"
 if as_user unshare -Ur true 2>/dev/null; then
