@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ctr/error.hpp"
+#include "ctr/mountinfo.hpp"
 #include "ctr/strings.hpp"
 
 namespace ctr::limits {
@@ -16,25 +17,6 @@ std::string fmtNumber(double value) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", value);
   return buf;
-}
-
-// The fields of one mountinfo line: "... mountpoint options [optional...] - fstype source superoptions".
-struct MountLine {
-  std::string mountPoint, fsType, superOptions;
-};
-
-std::optional<MountLine> parseMountLine(std::string_view line) {
-  std::vector<std::string_view> fields;
-  std::size_t pos = 0;
-  while (pos < line.size()) {
-    auto space = line.find(' ', pos);
-    if (space == std::string_view::npos) space = line.size();
-    if (space > pos) fields.push_back(line.substr(pos, space - pos));
-    pos = space + 1;
-  }
-  auto dash = std::find(fields.begin(), fields.end(), "-");
-  if (fields.size() < 6 || dash == fields.end() || fields.end() - dash < 4) return std::nullopt;
-  return MountLine{std::string(fields[4]), std::string(dash[1]), std::string(dash[3])};
 }
 
 }  // namespace
@@ -140,7 +122,7 @@ CgroupMounts parseCgroupMounts(std::string_view mountinfo) {
   CgroupMounts mounts;
   std::istringstream lines{std::string(mountinfo)};
   for (std::string line; std::getline(lines, line);) {
-    auto m = parseMountLine(line);
+    auto m = parseMountInfoLine(line);
     if (!m) continue;
     if (m->fsType == "cgroup2") {
       if (mounts.v2.empty()) mounts.v2 = m->mountPoint;
