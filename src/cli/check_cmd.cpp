@@ -123,6 +123,29 @@ void checkHelper(Findings& f) {
   if (!loop) f.helper = false;
 }
 
+// Whether mounts the host makes after a launch started reach it and the launches that join
+// it (host::inspectRootPropagation).
+void checkMountPropagation(Findings& f) {
+  const char* later = "mounts the host makes later (automounted home directories, a user's FUSE mounts)";
+  switch (host::inspectRootPropagation()) {
+    case host::RootPropagation::Shared:
+    case host::RootPropagation::Slave:
+      f.checks.push_back({"mount propagation", Status::Ok,
+                          std::string("/ receives the host's mounts: ") + later + " show in running launches too"});
+      break;
+    case host::RootPropagation::Private:
+      f.checks.push_back(
+          {"mount propagation", Status::Warn,
+           std::string("/ is private: a launch that joins a running launch of the same image (a job's other ranks, "
+                       "a second ctr exec) sees the host's mounts as they were when the first started, not ") +
+               later + ", even where it binds them; make / shared at boot, as systemd does: mount --make-rshared /"});
+      break;
+    case host::RootPropagation::Unknown:
+      f.checks.push_back({"mount propagation", Status::Info, "no \"/\" mount in /proc/self/mountinfo"});
+      break;
+  }
+}
+
 // Where --memory/--cpus/... would put their cgroup for this user, by the decision `ctr
 // exec` makes (limits::decidePlacement on the same host facts).
 void checkLimits(Findings& f) {
@@ -203,6 +226,7 @@ int runCheck(bool json) {
   checkHelper(f);
   checkConfig(f);
   checkLimits(f);
+  checkMountPropagation(f);
   auto [mode, reason] = decideMode(f);
   if (json) {
     nlohmann::json out;

@@ -1,15 +1,20 @@
 // What the node supports for unprivileged containers, as `ctr check` and the planner see it:
-// user namespaces (a real unshare), /dev/fuse, and the installed setuid helper.
+// user namespaces (a real unshare), /dev/fuse, the installed setuid helper, and whether the
+// host's later mounts reach running launches (the root mount's propagation).
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <sstream>
 
 #include "ctr/owned_child.hpp"
 #include "ctr/error.hpp"
+#include "ctr/fd.hpp"
 #include "ctr/host_facts.hpp"
+#include "ctr/mountinfo.hpp"
 
 namespace ctr::host {
 
@@ -27,6 +32,23 @@ FuseState inspectFuse() {
   if (::access("/dev/fuse", R_OK | W_OK) != 0) return FuseState::NotAccessible;
   return FuseState::Usable;
 }
+
+RootPropagation rootPropagationOf(std::string_view mountinfo) {
+  RootPropagation found = RootPropagation::Unknown;
+  std::istringstream lines{std::string(mountinfo)};
+  for (std::string line; std::getline(lines, line);) {
+    const auto m = parseMountInfoLine(line);
+    if (!m || m->mountPoint != "/") continue;
+    const auto has = [&](std::string_view prefix) {
+      return std::any_of(m->optionalFields.begin(), m->optionalFields.end(),
+                         [&](const std::string& f) { return f.starts_with(prefix); });
+    };
+    found = has("shared:") ? RootPropagation::Shared : has("master:") ? RootPropagation::Slave : RootPropagation::Private;
+  }
+  return found;
+}
+
+RootPropagation inspectRootPropagation() { return rootPropagationOf(readFileIfPresent("/proc/self/mountinfo")); }
 
 int probeUserNamespace() {
   try {

@@ -53,6 +53,29 @@ TEST_F(HelperFile, AMissingHelperIsMissing) {
   EXPECT_EQ(inspectSetuidHelper(dir_ + "/absent"), HelperState::Missing);
 }
 
+// Real mountinfo lines (a systemd host, a VM whose init leaves / private, a Slurm job's own
+// namespace): the root mount on top decides, shared before master.
+TEST(NodeSupport, RootPropagationIsTheTopRootMountsOptionalFields) {
+  using ctr::host::RootPropagation;
+  using ctr::host::rootPropagationOf;
+  const std::string systemd =
+      "23 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw\n"
+      "24 23 0:22 / /proc rw,nosuid shared:12 - proc proc rw\n";
+  EXPECT_EQ(rootPropagationOf(systemd), RootPropagation::Shared);
+  const std::string vm =
+      "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
+      "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard\n"
+      "203 27 254:0 /run/netns /run/netns rw,relatime shared:1 - ext4 /dev/vda rw\n";
+  EXPECT_EQ(rootPropagationOf(vm), RootPropagation::Private) << "a shared mount elsewhere does not count";
+  const std::string job =
+      "512 400 259:2 / / rw,relatime master:1 - ext4 /dev/nvme0n1p2 rw\n";
+  EXPECT_EQ(rootPropagationOf(job), RootPropagation::Slave);
+  EXPECT_EQ(rootPropagationOf("512 400 259:2 / / rw shared:7 master:1 - ext4 /dev/x rw\n"), RootPropagation::Shared);
+  // A root mounted over the first: the last line is the one on top.
+  EXPECT_EQ(rootPropagationOf(systemd + "90 23 0:50 / / rw - tmpfs tmpfs rw\n"), RootPropagation::Private);
+  EXPECT_EQ(rootPropagationOf("24 23 0:22 / /proc rw - proc proc rw\nnot a line\n"), RootPropagation::Unknown);
+}
+
 TEST(NodeSupport, UserNamespaceProbeGivesZeroOrAnErrno) {
   const int err = ctr::host::probeUserNamespace();
   EXPECT_GE(err, 0);

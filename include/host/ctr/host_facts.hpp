@@ -104,6 +104,14 @@ enum class HelperState { Missing, NotSetuidRoot, Writable, Usable };
 enum class FuseState { Missing, NotAccessible, Usable };
 [[nodiscard]] FuseState inspectFuse();
 
+// Whether mounts the host makes later reach this process's mount namespace, and with it a
+// running launch's (the holder's namespace is a slave of the caller's, mount_namespaces(7)):
+// they do where the root mount is shared (systemd's default) or a slave, not where it is
+// private. Read from the last mountinfo line whose mount point is "/" (the one on top).
+enum class RootPropagation { Shared, Slave, Private, Unknown };
+[[nodiscard]] RootPropagation rootPropagationOf(std::string_view mountinfo);
+[[nodiscard]] RootPropagation inspectRootPropagation();  // /proc/self/mountinfo
+
 // A real unshare(CLONE_NEWUSER) in a forked child: the sysctls do not tell about LSMs
 // (AppArmor's restrict_unprivileged_userns, SELinux) or seccomp filters around us.
 // Returns 0 or the errno of the unshare (EAGAIN when no child could be forked).
