@@ -166,9 +166,10 @@ static void capabilities(int set, struct __user_cap_data_struct caps[2]) {
   if (syscall(set ? SYS_capset : SYS_capget, &hdr, caps) != 0) die_errno(set ? "capset" : "capget");
 }
 
-/* Becomes uid/gid with `groups` for good, groups first, then gid, then uid (the other order
- * would lose the right to change groups); then proves none of it can be undone, and that
- * nothing exec'd from here on can gain privileges (setuid files, file capabilities). */
+/* Becomes uid/gid with the n supplementary groups of `list`, for good: groups first, then
+ * gid, then uid (the other order would lose the right to change groups); then proves none of
+ * it can be undone, and that nothing exec'd from here on can gain privileges (setuid files,
+ * file capabilities). */
 static void become(uid_t uid, gid_t gid, int n, const gid_t *list) {
   if (setgroups((size_t)n, list) != 0) die_errno("setgroups");
   if (setresgid(gid, gid, gid) != 0) die_errno("setresgid");
