@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -195,6 +196,42 @@ void checkConfig(Findings& f) {
                         own.string() + " (beside this ctr) is used by ctr for its own settings; the helper reads only " + path});
 }
 
+// Under an execution rule, every key file is read by ctr's own check (as the user) and, for
+// kernel mounts, by the helper's (as configured::kHelperCheckUser): a key one of them cannot
+// read refuses every image a rule takes, so say so before a launch does.
+void checkExecutionKeys(Findings& f) {
+  const auto& control = f.policy.execution;
+  if (!f.policyLoaded || std::none_of(control.rules.begin(), control.rules.end(), [](const config::ExecutionRule& r) {
+        return r.mode != config::ExecutionMode::Off;
+      }))
+    return;
+  const std::string checkUser = configured::kHelperCheckUser;
+  const bool helper = f.helper && f.policy.allowSetuid;
+  std::vector<std::string> keys = control.trustedKeys;
+  keys.insert(keys.end(), control.blacklistedKeys.begin(), control.blacklistedKeys.end());
+  std::string problems;
+  for (const auto& key : keys) {
+    if (::access(key.c_str(), R_OK) != 0)
+      problems += "; " + key + ": you cannot read it (" + std::strerror(errno) + "): ctr refuses every image a rule takes";
+    if (!helper) continue;
+    const host::Readability r = host::readabilityFor(key, checkUser);
+    if (r.answer == host::Readability::Unreadable)
+      problems += "; " + key + ": " + r.why + ": the setuid helper's check, which runs as '" + checkUser +
+                  "', refuses every image a rule takes";
+    else if (r.answer == host::Readability::Unknown)
+      problems += "; " + key + ": whether '" + checkUser + "' (the setuid helper's check) can read it cannot be told from here (" +
+                  r.why + "): run ctr check as root";
+  }
+  if (keys.empty())
+    f.checks.push_back({"execution rule keys", Status::Info, "ctr.conf names no trusted or blacklisted key"});
+  else if (!problems.empty())
+    f.checks.push_back({"execution rule keys", Status::Warn, problems.substr(2)});
+  else
+    f.checks.push_back({"execution rule keys", Status::Ok,
+                        std::to_string(keys.size()) + " key file(s) readable by you" +
+                            (helper ? " and by '" + checkUser + "' (the setuid helper's check)" : "")});
+}
+
 // The decision `ctr exec` makes (launch::decideDriver, same policy, same host facts), plus
 // whether that driver can work here at all.
 std::pair<std::string, std::string> decideMode(const Findings& f) {
@@ -225,6 +262,7 @@ int runCheck(bool json) {
   checkFuse(f);
   checkHelper(f);
   checkConfig(f);
+  checkExecutionKeys(f);
   checkLimits(f);
   checkMountPropagation(f);
   auto [mode, reason] = decideMode(f);

@@ -1,6 +1,8 @@
 // What the node supports for unprivileged containers, as `ctr check` and the planner see it:
 // user namespaces (a real unshare), /dev/fuse, the installed setuid helper, and whether the
 // host's later mounts reach running launches (the root mount's propagation).
+#include <grp.h>
+#include <pwd.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -8,7 +10,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
+#include <vector>
 
 #include "ctr/owned_child.hpp"
 #include "ctr/error.hpp"
@@ -49,6 +55,48 @@ RootPropagation rootPropagationOf(std::string_view mountinfo) {
 }
 
 RootPropagation inspectRootPropagation() { return rootPropagationOf(readFileIfPresent("/proc/self/mountinfo")); }
+
+Readability readabilityFor(const std::string& path, const std::string& user) {
+  struct passwd entry {}, *pw = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwnam_r(user.c_str(), &entry, buf.data(), buf.size(), &pw) != 0 || pw == nullptr)
+    return {Readability::Unreadable, "there is no user '" + user + "'"};
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<std::size_t>(n));
+  if (::getgrouplist(user.c_str(), pw->pw_gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<std::size_t>(n));
+    ::getgrouplist(user.c_str(), pw->pw_gid, groups.data(), &n);
+  }
+  groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+  // The permission class the kernel picks: owner, else group, else others.
+  const auto allows = [&](const struct stat& st, mode_t owner, mode_t group, mode_t other) {
+    if (pw->pw_uid == 0) return true;
+    if (st.st_uid == pw->pw_uid) return (st.st_mode & owner) != 0;
+    if (std::find(groups.begin(), groups.end(), st.st_gid) != groups.end()) return (st.st_mode & group) != 0;
+    return (st.st_mode & other) != 0;
+  };
+  // The real path, or (where the caller cannot resolve it) the path as written.
+  std::error_code ec;
+  std::filesystem::path file = std::filesystem::canonical(path, ec);
+  if (ec) file = std::filesystem::absolute(path, ec).lexically_normal();
+  // Every directory from / down to the file's own, then the file.
+  std::vector<std::filesystem::path> dirs{"/"};
+  for (const auto& part : file.parent_path().relative_path()) dirs.push_back(dirs.back() / part);
+  struct stat st {};
+  for (const auto& dir : dirs) {
+    if (::stat(dir.c_str(), &st) != 0) return {Readability::Unknown, dir.string() + ": " + std::strerror(errno)};
+    if (!allows(st, S_IXUSR, S_IXGRP, S_IXOTH))
+      return {Readability::Unreadable, "user '" + user + "' cannot search " + dir.string()};
+  }
+  if (::stat(file.c_str(), &st) != 0) return {Readability::Unknown, file.string() + ": " + std::strerror(errno)};
+  if (!allows(st, S_IRUSR, S_IRGRP, S_IROTH)) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return {Readability::Unreadable,
+            "user '" + user + "' cannot read it (mode " + mode + ", owner uid " + std::to_string(st.st_uid) + ")"};
+  }
+  return {};
+}
 
 int probeUserNamespace() {
   try {

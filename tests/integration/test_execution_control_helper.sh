@@ -6,7 +6,8 @@
 # and an unsigned dataset image beside a signed image, in one line with nothing attached or
 # mounted; it mounts a SIF signed by the trusted key and keeps that verdict (root's alone),
 # which the next launch uses while the image, ctr.conf and the key files are unchanged. The
-# check runs as nobody (a key file only root may read fails it), and the user's own
+# check runs as nobody (a key file only root may read fails it, and `ctr check` says so
+# beforehand), and the user's own
 # $CTR_CONFIG cannot lift the rule for `ctr exec`.
 CTR_HELPER_SOURCE_ONLY=1 . "$(dirname "${BASH_SOURCE[0]}")/test_helper_security.sh"
 
@@ -84,10 +85,21 @@ expect_refused "an unsigned dataset image" "dataset image $IMAGES/demo.sqfs: $ru
   --dataset "$IMAGES/demo.sqfs" "$IMAGES/ed25519.sif" --help
 
 note "the check runs as nobody: a trusted key only root may read fails it, naming the key"
+out=$(as_user "$CTR" check 2>&1) || true
+expect_contains "ctr check: the keys are readable" \
+  "[ok] execution rule keys: 1 key file(s) readable by you and by 'nobody' (the setuid helper's check)" "$out"
 chmod 600 "$KEYS/ed25519-public.pem"
 expect_refused "a key file nobody cannot read" "$KEYS/ed25519-public.pem: Permission denied" \
   "$IMAGES/ed25519.sif" --help
+out=$(as_user "$CTR" check 2>&1) || true
+expect_contains "ctr check says so before a launch does" \
+  "$KEYS/ed25519-public.pem: user 'nobody' cannot read it (mode 0600, owner uid 0): the setuid helper's check" "$out"
+expect_contains "ctr check: nor can the user" "$KEYS/ed25519-public.pem: you cannot read it (Permission denied)" "$out"
 chmod 644 "$KEYS/ed25519-public.pem"
+chmod 700 "$KEYS"
+out=$(as_user "$CTR" check 2>&1) || true
+expect_contains "ctr check: a directory on the way" "user 'nobody' cannot search $KEYS" "$out"
+chmod 755 "$KEYS"
 
 note "what the check read must be what the kernel reads: no image the caller could still change"
 cp "$IMAGES/ed25519.sif" "$IMAGES/own.sif"

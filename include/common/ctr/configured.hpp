@@ -14,6 +14,7 @@ extern const char* const kApptainerVersion;
 extern const char* const kSysconfPath;
 extern const char* const kHelperPath;
 extern const char* const kHelperRundir;  // the helper's mount points: mnt (image), data/I (I-th dataset)
+extern const char* const kHelperCheckUser;  // the user the helper runs an execution rule's check as
 extern const char* const kDataDir;
 // The configured prefix and the install directories relative to it (GNUInstallDirs).
 extern const char* const kInstallPrefix;

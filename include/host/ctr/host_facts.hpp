@@ -112,6 +112,16 @@ enum class RootPropagation { Shared, Slave, Private, Unknown };
 [[nodiscard]] RootPropagation rootPropagationOf(std::string_view mountinfo);
 [[nodiscard]] RootPropagation inspectRootPropagation();  // /proc/self/mountinfo
 
+// Whether user `user` can read the file at `path`, by the mode bits of the file and of each
+// directory on its path (real where the caller can resolve it; as owner, as a member of a
+// group of the user's, or as others; root reads anything). ACLs and LSMs are not read. For
+// the keys of ctr.conf's execution rules, which the helper's check reads as its own user.
+struct Readability {
+  enum { Readable, Unreadable, Unknown } answer = Readable;
+  std::string why;  // Unreadable: what stops the user; Unknown: what stopped the caller
+};
+[[nodiscard]] Readability readabilityFor(const std::string& path, const std::string& user);
+
 // A real unshare(CLONE_NEWUSER) in a forked child: the sysctls do not tell about LSMs
 // (AppArmor's restrict_unprivileged_userns, SELinux) or seccomp filters around us.
 // Returns 0 or the errno of the unshare (EAGAIN when no child could be forked).
