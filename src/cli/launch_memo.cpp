@@ -21,6 +21,7 @@
 #include "ctr/error.hpp"
 #include "ctr/fd.hpp"
 #include "ctr/hash.hpp"
+#include "ctr/host_facts.hpp"
 #include "ctr/install_paths.hpp"
 #include "ctr/plan_codec.hpp"
 #include "ctr/strings.hpp"
@@ -139,6 +140,10 @@ bool launcherWiring(std::string_view entry) {
   return eq != std::string_view::npos && launch::isLauncherWiring(entry.substr(0, eq));
 }
 
+// What a kept plan's holder scope came from (launch::planHolderScope): this process's cgroups
+// and mount namespace, as they are now.
+std::string holderScopeNow() { return readFileIfPresent("/proc/self/cgroup") + host::ownMountNamespace(); }
+
 }  // namespace
 
 void LaunchMemo::beforeLooking(const std::vector<std::string>& paths) {
@@ -159,7 +164,7 @@ void LaunchMemo::beforePlanning(const std::string& imageArgument) {
     for (const auto& dir : programSearchDirs(program)) paths.push_back(dir.string());
   for (const auto& path : paths)
     if (!before_.contains(path)) before_.emplace(path, identityOf(path));  // which count: inputFiles
-  cgroupsBefore_ = readFileIfPresent("/proc/self/cgroup");
+  scopeBefore_ = holderScopeNow();
 }
 
 std::string whyNotKept(const launch::LaunchPlan& plan, const PlanInputs& in) {
@@ -253,8 +258,8 @@ std::optional<LaunchMemo::Kept> LaunchMemo::find() {
       return std::nullopt;
     }
   }
-  if (in.ok && in.text() != readFileIfPresent("/proc/self/cgroup")) {
-    missed_ = "this process's cgroups differ from the kept plan's";
+  if (in.ok && in.text() != holderScopeNow()) {
+    missed_ = "this process's cgroups or mount namespace differ from the kept plan's";
     return std::nullopt;
   }
   Kept kept;
@@ -308,7 +313,7 @@ void LaunchMemo::afterPlanning(const launch::LaunchPlan& plan, const PlanInputs&
     put(out, path);
     put(out, was->second);
   }
-  put(out, cgroupsBefore_);
+  put(out, scopeBefore_);
   put(out, static_cast<std::uint64_t>(verbosity));
   put(out, launch::encodePlan(plan));
 

@@ -80,7 +80,7 @@ class LaunchMemo {
   std::string missed_;
   std::map<std::string, std::string> before_;  // path -> identity before planning
   std::vector<std::string> looked_;             // beforeLooking's paths
-  std::string cgroupsBefore_;
+  std::string scopeBefore_;  // holderScopeNow() before planning
   bool check_ = false;
 };
 

@@ -129,6 +129,12 @@ std::map<std::string, std::string> ownCgroups() {
   return limits::parseProcCgroup(readFileIfPresent("/proc/self/cgroup"));
 }
 
+std::string ownMountNamespace() {
+  std::array<char, 64> name{};
+  const ssize_t n = ::readlink("/proc/self/ns/mnt", name.data(), name.size() - 1);
+  return n > 0 ? std::string(name.data(), static_cast<std::size_t>(n)) : std::string();
+}
+
 HostFacts discoverHost() {
   HostFacts host;
   host.user = lookupHostUser(&host.userFromFiles);
@@ -143,6 +149,7 @@ HostFacts discoverHost() {
   host.stateDir = chooseStateDir(host.user.uid, host.runtimeDir);
   host.pid = ::getpid();
   host.cgroups = ownCgroups();
+  host.mountNamespace = ownMountNamespace();
   host.setuidHelper = inspectSetuidHelper(configured::kHelperPath);
   host.loopControl = ::access("/dev/loop-control", F_OK) == 0;
   if (host.setuidHelper == HelperState::Usable) {

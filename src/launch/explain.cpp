@@ -408,7 +408,9 @@ nlohmann::json toJson(const LaunchPlan& plan) {
   j["image_linger_ms"] = plan.lingerMs;
   j["linger_unless_overlaid"] = plan.lingerUnlessOverlaid;
   j["holder_key_paths"] = plan.holderKeyPaths;
-  j["holder_scope"] = {{"freezer", plan.holderScope.freezer}, {"unified", plan.holderScope.unified}};
+  j["holder_scope"] = {{"freezer", plan.holderScope.freezer},
+                       {"unified", plan.holderScope.unified},
+                       {"mount_namespace", plan.holderScope.mountNamespace}};
   j["seccomp_profile"] = plan.seccompProfile.empty() ? "built-in default" : plan.seccompProfile;
   j["handover"] = handoverJson(plan.handover, plan.envProgram.ps1);
   j["state_dir"] = plan.stateDir;
@@ -540,7 +542,9 @@ void writeIsolation(std::ostream& out, const LaunchPlan& plan) {
                                             " paths of the directory changes")
       << "\n"
       << "holder:     shared by the launches in this one's cgroups (" << holderScopeText(plan.holderScope)
-      << "): a batch system ends the processes of a cgroup together\n"
+      << "): a batch system ends the processes of a cgroup together; and mount namespace ("
+      << (plan.holderScope.mountNamespace.empty() ? std::string("unknown") : plan.holderScope.mountNamespace)
+      << "): the holder's mounts are a copy of it\n"
       << "limits:     " << limitsText(plan.limits) << '\n'
       << "kernel:     ";
   if (plan.kernelInterfaces.readOnly) {

@@ -81,7 +81,7 @@ LaunchPlan planBasics(const LaunchOptions& options, const config::Policy& policy
   // --update`, a file the user changed) may be served stale.
   plan.lingerMs = policy.imageLingerMs;
   plan.lingerUnlessOverlaid = plan.driver == ImageDriver::Directory;
-  plan.holderScope = planHolderScope(host.cgroups);
+  plan.holderScope = planHolderScope(host.cgroups, host.mountNamespace);
   plan.limits = options.limits;
   if (!options.statsFile.empty())
     plan.statsFile = options.statsFile[0] == '/' ? options.statsFile : joinPath(host.cwd, options.statsFile);
@@ -410,8 +410,9 @@ void planCommand(LaunchPlan& plan, const LaunchOptions& options) {
 
 }  // namespace
 
-HolderScope planHolderScope(const std::map<std::string, std::string>& ownCgroups) {
+HolderScope planHolderScope(const std::map<std::string, std::string>& ownCgroups, const std::string& mountNamespace) {
   HolderScope scope;
+  scope.mountNamespace = mountNamespace;
   if (auto f = ownCgroups.find("freezer"); f != ownCgroups.end()) scope.freezer = withoutTaskLevel(f->second);
   if (auto u = ownCgroups.find(""); u != ownCgroups.end()) scope.unified = withoutTaskLevel(u->second);
   return scope;
@@ -529,7 +530,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
   plan.seccompProfile = policy.seccompProfile;
   plan.stateDir = host.stateDir;
   plan.lingerMs = policy.imageLingerMs;
-  plan.holderScope = planHolderScope(host.cgroups);
+  plan.holderScope = planHolderScope(host.cgroups, host.mountNamespace);
   plan.namespaces.ownMount = false;
   plan.kernelInterfaces = {false, "the instance's, as it started"};
   for (const auto& ns : record.namespaces) {

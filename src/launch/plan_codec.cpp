@@ -230,9 +230,9 @@ PLAN_FIELDS_SIZE(Namespaces, 48);
 
 template <class V, Is<HolderScope> S>
 void fields(V& v, S& s) {
-  v(s.freezer, s.unified);
+  v(s.freezer, s.unified, s.mountNamespace);
 }
-PLAN_FIELDS_SIZE(HolderScope, 64);
+PLAN_FIELDS_SIZE(HolderScope, 96);
 
 template <class V, Is<InjectedDriver> S>
 void fields(V& v, S& s) {
@@ -306,7 +306,7 @@ void fields(V& v, S& s) {
     s.limits, s.cgroup, s.admitAgainst, s.statsFile, s.devices, s.mpi, s.build, s.fakeroot, s.instance, s.join,
     s.kernelInterfaces);
 }
-PLAN_FIELDS_SIZE(LaunchPlan, 3600);
+PLAN_FIELDS_SIZE(LaunchPlan, 3632);
 
 #undef PLAN_FIELDS_SIZE
 

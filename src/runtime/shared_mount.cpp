@@ -280,8 +280,9 @@ std::string imageKey(const launch::LaunchPlan& plan, launch::ImageDriver driver)
                 fakeroot->newuidmap + '/' + fakeroot->newgidmap;
   if ((driver == launch::ImageDriver::Squashfuse || !plan.datasets.empty()) && plan.imageServer)
     identity += ":server:" + plan.imageServer->program;
-  // Launches in other cgroups get a holder of their own (launch::HolderScope).
-  identity += ":freezer:" + plan.holderScope.freezer + ":unified:" + plan.holderScope.unified;
+  // Launches in other cgroups or mount namespaces get a holder of their own (launch::HolderScope).
+  identity += ":freezer:" + plan.holderScope.freezer + ":unified:" + plan.holderScope.unified +
+              ":mnt:" + plan.holderScope.mountNamespace;
   // A directory image: what its prepared root was made from, as it is now (a change of an
   // entry list, an identity file's source or a target starts a new holder; missing: "-").
   if (!plan.holderKeyPaths.empty()) {

@@ -5,7 +5,7 @@
 # where it is private, they cannot (the holder's mount namespace is a copy of the first
 # launch's), and `ctr check` warns with the fix. Each case runs in a mount namespace of its
 # own whose / has that propagation (unshare --propagation), so the node's own setting does
-# not decide the outcome.
+# not decide the outcome. A launch from another mount namespace gets a holder of its own.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_root
 create_test_user
@@ -55,6 +55,28 @@ esac
 expect_contains "/ shared: ctr check" "[ok] mount propagation: / receives the host's mounts" "$(cat "$WORK/shared/check")"
 expect_contains "/ private: ctr check" "[warn] mount propagation: / is private" "$(cat "$WORK/private/check")"
 expect_contains "/ private: ctr check names the fix" "mount --make-rshared /" "$(cat "$WORK/private/check")"
+note "a launch in a mount namespace of its own does not join a holder made outside it"
+# The holder's mounts are a copy of the namespace it started in: joined from another (a job's
+# private /tmp without cgroups, unshare -m), it would show that one's mounts in place of the
+# launch's own, here an empty directory for the bind.
+mkdir -p "$WORK/other/m" && chown "$CTR_TEST_USER" "$WORK/other" && chmod 755 "$WORK/other/m"
+as_user "$CTR_BIN" exec "$IMAGE" sh -c "touch '$WORK/other/started'; exec sleep 60" &
+outside=$!
+for i in $(seq 200); do [ -e "$WORK/other/started" ] && break; sleep 0.05; done
+# The same command outside first: its plan is kept (the launch memo), and must not be taken
+# for the launch inside, whose holder differs.
+as_user "$CTR_BIN" -d exec --bind "$WORK/other/m:/data" "$IMAGE" cat /data/file >/dev/null 2>"$WORK/other/log-outside" || true
+grep -q "reusing the mounted image" "$WORK/other/log-outside" || fail "the same command outside did not join its holder"
+unshare --mount --propagation private bash -c 'set -euo pipefail
+  mount -t tmpfs -o mode=755,size=1m own "$0/m" && echo "its own" >"$0/m/file"
+  as_user "$CTR_BIN" -d exec --bind "$0/m:/data" "$IMAGE" cat /data/file >"$0/seen" 2>"$0/log" || true' "$WORK/other"
+pkill -u "$CTR_TEST_USER" -f '^sleep 60$' || true
+{ wait "$outside"; } 2>/dev/null || true
+wait_user_processes_end
+! grep -q "reusing the mounted image" "$WORK/other/log" || fail "the launch in its own mount namespace joined the holder outside it"
+expect_eq "the launch in its own mount namespace sees its own mount" "its own" "$(cat "$WORK/other/seen")"
+note "inside: $(grep -m1 'launch memo' "$WORK/other/log" || echo 'no launch memo line')"
+
 note "/ private: the joining launch read: $(head -c 200 "$WORK/private/seen") $(grep -m1 "can't open" "$WORK/private/log" || true)"
 assert_nothing_left "after both"
 echo "PASS: $TEST_NAME"

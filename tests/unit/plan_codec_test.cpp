@@ -263,7 +263,7 @@ LaunchPlan everyFieldSet() {
   p.lingerMs = 1500;
   p.lingerUnlessOverlaid = true;
   p.holderKeyPaths = {"/etc", "/etc/passwd"};
-  p.holderScope = HolderScope{"/slurm/uid_1000/job_7/step_0", "/system.slice/slurmstepd.scope/job_7"};
+  p.holderScope = HolderScope{"/slurm/uid_1000/job_7/step_0", "/system.slice/slurmstepd.scope/job_7", "mnt:[4026532201]"};
   p.limits.cpus = 0.25;
   p.limits.cpusetCpus = "0-3,8";
   p.limits.cpusetMems = "0";

@@ -1056,6 +1056,21 @@ TEST(Planner, TheHolderIsSharedWithinTheLaunchesProcessTrackingCgroupOnly) {
   EXPECT_TRUE(planHolderScope({}).freezer.empty());
 }
 
+// A holder's mounts are a copy of the mount namespace it started in: a launch from another
+// one (unshare -m, a session's pam_namespace, a job's private /tmp without cgroups) gets its
+// own, and --explain says so.
+TEST(Planner, TheHolderIsSharedWithinTheLaunchesMountNamespaceOnly) {
+  auto host = alice();
+  host.mountNamespace = "mnt:[4026532201]";
+  const auto plan = planLaunch(execTrue(), {}, sifImage(), host);
+  EXPECT_EQ(plan.holderScope.mountNamespace, "mnt:[4026532201]");
+  EXPECT_NE(toText(plan).find("and mount namespace (mnt:[4026532201]): the holder's mounts are a copy of it"),
+            std::string::npos)
+      << toText(plan);
+  EXPECT_EQ(toJson(plan)["holder_scope"]["mount_namespace"], "mnt:[4026532201]");
+  EXPECT_EQ(planHolderScope({}, "mnt:[1]").mountNamespace, "mnt:[1]");
+}
+
 // needsOf: the host probes a launch needs, decided from the options and the image alone.
 TEST(PlanNeeds, APlainLaunchOfADirectoryNeedsNothingBeyondTheCaller) {
   auto image = sifImage();

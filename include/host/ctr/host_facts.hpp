@@ -212,6 +212,9 @@ struct HostFacts {
   // This process's cgroups (ownCgroups): which launches share an image's holder
   // (launch::planHolderScope), and below which a limited launch's cgroup goes.
   std::map<std::string, std::string> cgroups;
+  // This process's mount namespace (/proc/self/ns/mnt, "mnt:[4026531841]"): a holder made in
+  // another one shows that one's mounts (launch::planHolderScope).
+  std::string mountNamespace;
   // Gathered only for a squashfs image (discoverSquashfsServers).
   SquashfsServers squashfsServers;
   // Gathered only when a launch asks for limits or --stats (discoverLimitsHost).
@@ -278,6 +281,10 @@ void discoverNeeds(HostFacts& host, const Needs& needs, const config::Policy& po
 
 // This process's cgroup per v1 controller and on v2 (/proc/self/cgroup, limits::parseProcCgroup).
 [[nodiscard]] std::map<std::string, std::string> ownCgroups();
+
+// This process's mount namespace, as /proc/self/ns/mnt names it ("mnt:[4026531841]"); empty
+// where it cannot be read.
+[[nodiscard]] std::string ownMountNamespace();
 
 // Host facts for the calling process (lookupHostUser, getcwd, environ, the setuid helper).
 [[nodiscard]] HostFacts discoverHost();

@@ -473,11 +473,16 @@ struct Handover {
 // would be killed under that one's running apps, whose root would then be gone (SIGBUS).
 // Slurm's per-task cgroups (task_N) are left out, so that the tasks of a step share one.
 // Outside a batch system all launches are in the same cgroups and share as before.
+// Nor is a holder shared across mount namespaces: its namespace is a copy of the one it
+// started in, so a launch from another (a Slurm job's private /tmp without cgroups, a
+// session's pam_namespace, unshare -m) would see that one's mounts in place of its own.
 struct HolderScope {
   std::string freezer;  // the v1 freezer cgroup ("/slurm/uid_1000/job_7/step_0"), if mounted
   std::string unified;  // the v2 cgroup ("/user.slice/..."), if any
+  std::string mountNamespace;  // host::HostFacts::mountNamespace ("mnt:[4026531841]")
 };
-[[nodiscard]] HolderScope planHolderScope(const std::map<std::string, std::string>& ownCgroups);
+[[nodiscard]] HolderScope planHolderScope(const std::map<std::string, std::string>& ownCgroups,
+                                          const std::string& mountNamespace = {});
 
 // The FUSE server that mounts a squashfs image for the squashfuse driver (docs/design-io.md):
 // ctr-squashfs (multithreaded) or squashfuse_ll, chosen by ctr.conf's 'squashfs server'.
