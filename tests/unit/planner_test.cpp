@@ -1050,10 +1050,10 @@ TEST(Planner, TheHolderIsSharedWithinTheLaunchesProcessTrackingCgroupOnly) {
       << toText(plan);
   EXPECT_EQ(toJson(plan)["holder_scope"]["freezer"], "/slurm_n1/uid_1000/job_7/step_0");
   // The plugin's ctr, started by slurmstepd, is in the job's cgroup: the job's steps share.
-  EXPECT_EQ(planHolderScope({{"freezer", "/slurm/uid_1000/job_7"}}).freezer, "/slurm/uid_1000/job_7");
-  EXPECT_EQ(planHolderScope({{"freezer", "/task_1"}}).freezer, "/");
-  EXPECT_EQ(planHolderScope({{"freezer", "/a/task_x"}}).freezer, "/a/task_x") << "not a task level";
-  EXPECT_TRUE(planHolderScope({}).freezer.empty());
+  EXPECT_EQ(planHolderScope({{"freezer", "/slurm/uid_1000/job_7"}}, "mnt:[1]").freezer, "/slurm/uid_1000/job_7");
+  EXPECT_EQ(planHolderScope({{"freezer", "/task_1"}}, "mnt:[1]").freezer, "/");
+  EXPECT_EQ(planHolderScope({{"freezer", "/a/task_x"}}, "mnt:[1]").freezer, "/a/task_x") << "not a task level";
+  EXPECT_TRUE(planHolderScope({}, "mnt:[1]").freezer.empty());
 }
 
 // A holder's mounts are a copy of the mount namespace it started in: a launch from another

@@ -482,7 +482,7 @@ struct HolderScope {
   std::string mountNamespace;  // host::HostFacts::mountNamespace ("mnt:[4026531841]")
 };
 [[nodiscard]] HolderScope planHolderScope(const std::map<std::string, std::string>& ownCgroups,
-                                          const std::string& mountNamespace = {});
+                                          const std::string& mountNamespace);
 
 // The FUSE server that mounts a squashfs image for the squashfuse driver (docs/design-io.md):
 // ctr-squashfs (multithreaded) or squashfuse_ll, chosen by ctr.conf's 'squashfs server'.
