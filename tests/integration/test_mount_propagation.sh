@@ -14,34 +14,43 @@ require_userns_overlay
 command -v unshare >/dev/null || skip "unshare (util-linux) is missing"
 use_linger 0
 make_demo_squashfs demo
-export IMAGE=$WORK/demo.sqfs WORK CTR_BIN CTR_TEST_USER CTR_TEST_CONFIG
+export IMAGE=$WORK/demo.sqfs WORK CTR_BIN CTR_TEST_USER CTR_TEST_CONFIG TEST_NAME
 export CTR_LAUNCH_MEMO=${CTR_LAUNCH_MEMO:-}
+
+# hold DIR: a launch of the image that runs on, so that its holder stays (back once DIR/started
+# exists); release: its end.
+hold() {
+  as_user "$CTR_BIN" exec "$IMAGE" sh -c "touch '$1/started'; exec sleep 60" &
+  held=$!
+  for i in $(seq 200); do [ -e "$1/started" ] && break; sleep 0.05; done
+  [ -e "$1/started" ] || fail "the launch that holds the image did not start"
+}
+release() {
+  pkill -u "$CTR_TEST_USER" -f '^sleep 60$' || true
+  { wait "$held"; } 2>/dev/null || true
+}
 
 # scenario PROPAGATION: in a mount namespace whose / has PROPAGATION, a launch starts and
 # runs on; root then mounts a tmpfs below a directory; a second launch binds that directory.
 # Leaves in $WORK/PROPAGATION: seen (what the second launch read), log (its debug log) and
 # check (ctr check).
 scenario() {
-  local dir=$WORK/$1 first i
+  local dir=$WORK/$1
   mkdir -p "$dir/m/sub" && chown "$CTR_TEST_USER" "$dir" && chmod 755 "$dir/m" "$dir/m/sub"
-  as_user "$CTR_BIN" exec "$IMAGE" sh -c "touch '$dir/started'; exec sleep 60" &
-  first=$!
-  for i in $(seq 200); do [ -e "$dir/started" ] && break; sleep 0.05; done
+  hold "$dir"
   mount -t tmpfs -o mode=755,size=1m later "$dir/m/sub"
   echo "mounted later" >"$dir/m/sub/file"
   as_user "$CTR_BIN" -d exec --bind "$dir/m:/data" "$IMAGE" cat /data/sub/file >"$dir/seen" 2>"$dir/log" || true
   as_user "$CTR_BIN" check >"$dir/check" 2>&1 || true
   umount "$dir/m/sub"
-  pkill -u "$CTR_TEST_USER" -f '^sleep 60$' || true
-  { wait "$first"; } 2>/dev/null || true
+  release
 }
-export -f scenario as_user
+export -f scenario hold release as_user fail
 
 for propagation in shared private; do
   note "/ $propagation: a launch joins one started before a host mount"
   unshare --mount --propagation "$propagation" bash -c 'set -euo pipefail; scenario "$0"' "$propagation" ||
     fail "$propagation: the scenario failed"
-  [ -e "$WORK/$propagation/started" ] || fail "$propagation: the first launch did not start"
   wait_user_processes_end
 done
 for propagation in shared private; do
@@ -60,9 +69,7 @@ note "a launch in a mount namespace of its own does not join a holder made outsi
 # private /tmp without cgroups, unshare -m), it would show that one's mounts in place of the
 # launch's own, here an empty directory for the bind.
 mkdir -p "$WORK/other/m" && chown "$CTR_TEST_USER" "$WORK/other" && chmod 755 "$WORK/other/m"
-as_user "$CTR_BIN" exec "$IMAGE" sh -c "touch '$WORK/other/started'; exec sleep 60" &
-outside=$!
-for i in $(seq 200); do [ -e "$WORK/other/started" ] && break; sleep 0.05; done
+hold "$WORK/other"
 # The same command outside first: its plan is kept (the launch memo), and must not be taken
 # for the launch inside, whose holder differs.
 as_user "$CTR_BIN" -d exec --bind "$WORK/other/m:/data" "$IMAGE" cat /data/file >/dev/null 2>"$WORK/other/log-outside" || true
@@ -70,8 +77,7 @@ grep -q "reusing the mounted image" "$WORK/other/log-outside" || fail "the same 
 unshare --mount --propagation private bash -c 'set -euo pipefail
   mount -t tmpfs -o mode=755,size=1m own "$0/m" && echo "its own" >"$0/m/file"
   as_user "$CTR_BIN" -d exec --bind "$0/m:/data" "$IMAGE" cat /data/file >"$0/seen" 2>"$0/log" || true' "$WORK/other"
-pkill -u "$CTR_TEST_USER" -f '^sleep 60$' || true
-{ wait "$outside"; } 2>/dev/null || true
+release
 wait_user_processes_end
 ! grep -q "reusing the mounted image" "$WORK/other/log" || fail "the launch in its own mount namespace joined the holder outside it"
 expect_eq "the launch in its own mount namespace sees its own mount" "its own" "$(cat "$WORK/other/seen")"
