@@ -199,12 +199,16 @@ void checkConfig(Findings& f) {
 // Under an execution rule, every key file is read by ctr's own check (as the user) and, for
 // kernel mounts, by the helper's (as configured::kHelperCheckUser): a key one of them cannot
 // read refuses every image a rule takes, so say so before a launch does.
+bool executionRulesOn(const Findings& f) {
+  const auto& rules = f.policy.execution.rules;
+  return f.policyLoaded && std::any_of(rules.begin(), rules.end(), [](const config::ExecutionRule& r) {
+           return r.mode != config::ExecutionMode::Off;
+         });
+}
+
 void checkExecutionKeys(Findings& f) {
   const auto& control = f.policy.execution;
-  if (!f.policyLoaded || std::none_of(control.rules.begin(), control.rules.end(), [](const config::ExecutionRule& r) {
-        return r.mode != config::ExecutionMode::Off;
-      }))
-    return;
+  if (!executionRulesOn(f)) return;
   const std::string checkUser = configured::kHelperCheckUser;
   const bool helper = f.helper && f.policy.allowSetuid;
   std::vector<std::string> keys = control.trustedKeys;
@@ -230,6 +234,34 @@ void checkExecutionKeys(Findings& f) {
     f.checks.push_back({"execution rule keys", Status::Ok,
                         std::to_string(keys.size()) + " key file(s) readable by you" +
                             (helper ? " and by '" + checkUser + "' (the setuid helper's check)" : "")});
+}
+
+// The helper runs an execution rule's check as configured::kHelperCheckUser: not root and not
+// the caller, but dumpable once it execs ctr, so any other process of that user could trace it
+// (ptrace, same user) into an "allow". Say which run as it now, and that `nobody` is shared by
+// design (docs/design-signing.md, section 3).
+void checkCheckUser(Findings& f) {
+  if (!executionRulesOn(f) || !f.helper || !f.policy.allowSetuid) return;
+  const std::string user = configured::kHelperCheckUser, name = "execution rule's check user";
+  const std::string fix = ": build the helper with CTR_HELPER_CHECK_USER set to a system user of its own (the Debian "
+                          "package's _ctr-verify)";
+  const auto running = host::processesRunningAs(user);
+  if (!running) {
+    f.checks.push_back({name, Status::Fail, "there is no user '" + user + "': the setuid helper refuses every image" + fix});
+  } else if (!running->empty()) {
+    std::string some;
+    for (std::size_t i = 0; i < running->size() && i < 3; i++) some += (i ? ", " : "") + (*running)[i];
+    f.checks.push_back({name, Status::Warn,
+                        std::to_string(running->size()) + " process(es) run as '" + user + "' now (" + some +
+                            (running->size() > 3 ? ", ..." : "") +
+                            "): any of them could trace the setuid helper's check into an allow" + fix});
+  } else if (user == "nobody") {
+    f.checks.push_back({name, Status::Warn,
+                        "'nobody' is shared by design: a service run as it could trace the setuid helper's check "
+                        "into an allow" + fix});
+  } else {
+    f.checks.push_back({name, Status::Ok, "'" + user + "', a user of its own: no process runs as it now"});
+  }
 }
 
 // The decision `ctr exec` makes (launch::decideDriver, same policy, same host facts), plus
@@ -263,6 +295,7 @@ int runCheck(bool json) {
   checkHelper(f);
   checkConfig(f);
   checkExecutionKeys(f);
+  checkCheckUser(f);
   checkLimits(f);
   checkMountPropagation(f);
   auto [mode, reason] = decideMode(f);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -106,6 +107,39 @@ int probeUserNamespace() {
   } catch (const Error&) {
     return EAGAIN;
   }
+}
+
+std::optional<std::vector<std::string>> processesRunningAs(const std::string& user) {
+  struct passwd account {}, *pw = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwnam_r(user.c_str(), &account, buf.data(), buf.size(), &pw) != 0 || pw == nullptr) return std::nullopt;
+  const std::string uid = std::to_string(pw->pw_uid);
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    // "Name:\tCOMMAND" and "Uid:\tREAL\tEFFECTIVE\tSAVED\tFS" (proc(5)). A process that ended
+    // meanwhile has no status, or one that fails to read (ESRCH).
+    std::istringstream status;
+    try {
+      status.str(readFileIfPresent((entry.path() / "status").string()));
+    } catch (const Error&) {
+      continue;
+    }
+    std::string name, field;
+    bool runsAs = false;
+    for (std::string line; std::getline(status, line);) {
+      std::istringstream words(line);
+      words >> field;
+      if (field == "Name:") std::getline(words >> std::ws, name);
+      if (field != "Uid:") continue;
+      for (int i = 0; i < 3 && words >> field; i++) runsAs = runsAs || field == uid;
+      break;
+    }
+    if (runsAs) found.push_back(pid + " (" + name + ")");
+  }
+  return found;
 }
 
 }  // namespace ctr::host

@@ -163,6 +163,9 @@ if (require_loop_squashfs "helper part" 2>/dev/null); then
     # Only _ctr-verify may read the trusted key: a check that reads it ran as that user.
     install -o _ctr-verify -m 400 "$keys/ed25519-public.pem" /etc/ctr/trusted-test.pem
     printf 'execution rule = whitelist\ntrusted key = /etc/ctr/trusted-test.pem\n' >>/etc/ctr/ctr.conf
+    expect_contains "ctr check: the check's user is one of its own" \
+      "[ok] execution rule's check user: '_ctr-verify', a user of its own: no process runs as it now" \
+      "$(as_user "$bindir/ctr" check 2>&1)"
     # The helper called by the user: with --help, the holder's help (exit 0) says it mounted.
     out=$(as_user "$helper" "$WORK/signed/app.sif" --help 2>&1) || fail "the helper refused a signed SIF: $out"
     out=$(as_user "$helper" "$image" --help 2>&1) && fail "an unsigned squashfs was mounted under the rule"

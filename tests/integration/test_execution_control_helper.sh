@@ -88,6 +88,22 @@ note "the check runs as nobody: a trusted key only root may read fails it, namin
 out=$(as_user "$CTR" check 2>&1) || true
 expect_contains "ctr check: the keys are readable" \
   "[ok] execution rule keys: 1 key file(s) readable by you and by 'nobody' (the setuid helper's check)" "$out"
+# A service running as nobody could trace the check: ctr check says so, and names it.
+others=$(pgrep -c -u nobody || true)  # pgrep -c prints 0 and exits 1 when none
+[ "$others" != 0 ] || expect_contains "ctr check: nobody is no user of the check's own" \
+  "[warn] execution rule's check user: 'nobody' is shared by design: a service run as it could trace" "$out"
+setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups sleep 60 &
+service=$!
+for _ in $(seq 50); do [ "$(stat -c %U /proc/$service 2>/dev/null)" = nobody ] && break; sleep 0.05; done
+out=$(as_user "$CTR" check 2>&1) || true
+kill "$service"; wait "$service" 2>/dev/null || true
+if [ "$others" = 0 ]; then
+  expect_contains "ctr check names the process that runs as the check's user" \
+    "[warn] execution rule's check user: 1 process(es) run as 'nobody' now ($service (sleep)): any of them could trace" "$out"
+else
+  expect_contains "ctr check counts the processes that run as the check's user" \
+    "$((others + 1)) process(es) run as 'nobody' now (" "$out"
+fi
 chmod 600 "$KEYS/ed25519-public.pem"
 expect_refused "a key file nobody cannot read" "$KEYS/ed25519-public.pem: Permission denied" \
   "$IMAGES/ed25519.sif" --help

@@ -1,8 +1,10 @@
 // ctr::host's node-support probes (src/host/node_support.cpp): the setuid helper's state as
 // `ctr exec` and `ctr check` both read it, on real files with real owners and modes.
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -80,6 +82,19 @@ TEST(NodeSupport, UserNamespaceProbeGivesZeroOrAnErrno) {
   const int err = ctr::host::probeUserNamespace();
   EXPECT_GE(err, 0);
   EXPECT_LT(err, 128);
+}
+
+// The helper's check user: any process that runs as it could trace the check. The test's own
+// process runs as its user; a user that does not exist has no answer.
+TEST(NodeSupport, ProcessesRunningAsAUserIncludeThisOneAndNoneForNoUser) {
+  const passwd* me = ::getpwuid(::getuid());
+  ASSERT_NE(me, nullptr);
+  const auto mine = ctr::host::processesRunningAs(me->pw_name);
+  ASSERT_TRUE(mine.has_value());
+  const std::string self = std::to_string(::getpid()) + " (";
+  EXPECT_TRUE(std::any_of(mine->begin(), mine->end(), [&](const std::string& p) { return p.starts_with(self); }))
+      << "pid " << ::getpid() << " not among " << mine->size() << " processes of " << me->pw_name;
+  EXPECT_FALSE(ctr::host::processesRunningAs("ctr-no-such-user-x9").has_value());
 }
 
 }  // namespace

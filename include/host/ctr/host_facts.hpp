@@ -122,6 +122,12 @@ struct Readability {
 };
 [[nodiscard]] Readability readabilityFor(const std::string& path, const std::string& user);
 
+// The processes that run as user `user` now, by their real, effective or saved user id, each
+// as "PID (COMMAND)", as far as /proc shows them (hidepid hides other users' processes);
+// nullopt where there is no such user. For the helper's check user: any of them could trace
+// the check (same user) into an "allow".
+[[nodiscard]] std::optional<std::vector<std::string>> processesRunningAs(const std::string& user);
+
 // A real unshare(CLONE_NEWUSER) in a forked child: the sysctls do not tell about LSMs
 // (AppArmor's restrict_unprivileged_userns, SELinux) or seccomp filters around us.
 // Returns 0 or the errno of the unshare (EAGAIN when no child could be forked).
