@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 29: what an installed ctr offers beyond the binary. Man pages generated at build
 # time (ctr(1), one ctr-COMMAND(1) per command `ctr --help` lists, ctr-bench(1), ctr.conf(5)
-# with every key of etc/ctr.conf), bash completion read from ctr's own help, and the
+# with every key of etc/ctr.conf, which names every key ctr knows), bash completion read from ctr's own help, and the
 # modulefile loaded by a real Environment Modules (`module load ctr`). All from an install
 # into a prefix, as an admin does it.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -38,6 +38,18 @@ else
   else
     note "man is not installed: the pages are checked as files only"
   fi
+fi
+
+note "etc/ctr.conf, from which ctr.conf(5) is made, names every key ctr knows"
+# The helper's build writes ctr's key list (ctr-config-keys, from config's own table).
+keys=$CTR_BUILD_DIR/src/helper/generated/ctr_config_keys.inc
+if [ -s "$keys" ]; then
+  while IFS= read -r key; do
+    grep -Eq "^(# ([A-Za-z ]+: +)?)?$key =( |\$)" "$CTR_SOURCE_DIR/etc/ctr.conf" ||
+      fail "etc/ctr.conf has no line for the key '$key' (set, or a commented example): ctr.conf(5) leaves it out"
+  done < <(sed -n 's/^"\(.*\)",$/\1/p' "$keys")
+else
+  note "no $keys (the helper is not built): the key list is not compared"
 fi
 
 note "bash completion, read from ctr's own help"
