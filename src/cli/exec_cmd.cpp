@@ -255,6 +255,8 @@ bool takeInstanceName(RunCommandState& state) {
     const auto host = host::discoverHost();
     const auto running = runtime::findInstance(host.stateDir, options.instance);
     if (running && running->image == std::filesystem::absolute(options.image).string()) {
+      // As a start would: --pid-file names the running instance's keeper.
+      if (!state.pidFile.empty()) writeFile(state.pidFile, std::to_string(running->keeper) + "\n");
       if (state.joinInfo) printJoinInfo(*running);
       return true;
     }
@@ -396,19 +398,23 @@ void addCommandOptions(OptionAdder& add, RunCommandState& s, launch::Command com
   if (command == launch::Command::Shell)
     add.option("-s,--shell", o.shell, "The shell to start (default /bin/bash --norc, else /bin/sh)");
   add.option("--app", o.app, "Run a SCIF app of the image (/scif/apps/NAME)");
-  add.option("--stats", o.statsFile, "Write wall/CPU time, peak memory, I/O and exit status as JSON to FILE");
+  add.option("--stats", o.statsFile, "Write wall/CPU time, peak memory, I/O and exit status as JSON to FILE (not for "
+             "instance start/run: ctr instance stats NAME)");
   add.flag("--explain", s.explain, "Print the launch plan and exit");
   add.flag("--json", s.json, "With --explain: print the plan as JSON");
   if (command == launch::Command::Instance) {
     add.flag("--join-info", s.joinInfo, "Print how to join the started instance from outside ctr (key=value lines, "
              "for the Slurm plugin)");
     add.flag("--reuse", o.reuseInstance, "If NAME already runs with this image, take it as it is (no error)");
-    add.option("--pid-file", s.pidFile, "Write the instance's process id (its init, as the host sees it) to FILE");
+    add.option("--pid-file", s.pidFile, "Write the instance's process id (its init, as the host sees it) to FILE "
+               "(with --reuse, the running instance's)");
     add.flag("--no-startscript", o.noStartscript,
-             "Run nothing in the instance until a launch joins it (not the image's startscript)");
+             "Run nothing in the instance until a launch joins it (not the image's startscript, nor, for "
+             "instance run, its runscript)");
     add.flag("--stay", o.stayAsKeeper,
              "With --no-pid: this ctr keeps the instance itself (no forked keeper): once it is ready, ctr prints "
-             "the join information, closes its output and stays, for a caller that reaps it (the Slurm plugin)");
+             "the join information (with --join-info), closes its output and stays, for a caller that reaps it (the "
+             "Slurm plugin)");
   }
 }
 
@@ -423,19 +429,21 @@ void addMountOptions(OptionAdder& add, RunCommandState& s) {
            "record an OCI image's), as Docker and pyxis do; else in --pwd or the usual directory");
   add.flag("--lazy", o.lazy, "An oras:// image pushed by ctr push: fetch its chunks as they are read, each checked "
            "against the image's chunk table, into this node's cache (/var/tmp/ctr-lazy-UID), instead of pulling it whole");
-  add.option("-W,--workdir", o.workdir, "Host directory for /tmp and /var/tmp (with --contain) and --scratch");
+  add.option("-W,--workdir", o.workdir, "Host directory for /tmp, /var/tmp and the home (WORKDIR/home) with "
+             "--contain, and for --scratch");
   add.list("--scratch", o.scratch, "An empty writable directory at DIR (repeatable, comma lists)");
-  add.flag("-c,--contain", o.contain, "No home, cwd or /tmp from the host");
-  add.flag("-C,--containall", o.containAll, "--contain and --cleanenv");
+  add.flag("-c,--contain", o.contain, "A minimal /dev, and no home, cwd, /tmp or /var/tmp from the host");
+  add.flag("-C,--containall", o.containAll, "--contain and --cleanenv, with own PID and IPC namespaces");
   add.flag("--no-home", o.noHome, "Do not mount the home directory");
   add.list("--no-mount", o.noMount,
-           "Leave out default mounts: proc, sys, dev, devpts, home, tmp, hostfs, cwd, bind-paths, or a default "
-           "or site bind's destination (comma lists)");
+           "Leave out default mounts: proc, sys, dev (a minimal /dev instead of the host's), devpts (of a "
+           "minimal /dev), home, tmp, hostfs, cwd, bind-paths, or a default or site bind's destination (comma lists)");
   add.flag("--writable-tmpfs", o.writableTmpfs, "Writable root (changes kept in memory)");
   add.flag("-w,--writable", o.writable, "A sandbox directory image read-write, or a SIF's overlay partition (changes kept in it)");
   add.list("--overlay", s.overlays,
-           "A directory stacked over the image: DIR (writable, changes kept in DIR/upper; at most one) or DIR:ro "
-           "(repeatable, comma lists; the first given is on top)");
+           "Stacked over the image: a directory DIR (changes kept in DIR/upper) or an ext3 image, writable (at "
+           "most one) or with :ro, or a squashfs or SIF image, read-only (repeatable, comma lists; the first given is "
+           "on top)");
   add.flag("--stage", s.stage, "Copy the image and dataset images to this node's stage directory first (ctr.conf "
            "'stage dir'), once per node, and mount the copies");
   add.flag("--no-stage", s.noStage, "Mount the images where they are, whatever ctr.conf's 'stage images' says");
@@ -450,12 +458,13 @@ void addEnvironmentAndDeviceOptions(OptionAdder& add, RunCommandState& s) {
   add.list("--env-file", s.envFiles, "Read K=V lines from a file (repeatable, comma lists)");
   add.list("--no-env", s.noEnv, "Do not pass these host variables (NAME[,NAME...])");
   add.flag("--no-eval", o.noEval, "Do not shell-evaluate --env, --env-file and APPTAINERENV_ values");
-  add.flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment");
+  add.flag("-e,--cleanenv", o.cleanEnv, "Do not pass the host environment, but TERM, the proxy variables and the "
+           "MPI and Slurm wiring (OMPI_, PMIX_, PMI_, SLURM_); LANG=C");
   add.flag("--image-env-first", o.imageEnvFirst, "The image's variables win over the host's (pyxis's rule): its scripts "
            "run without the host's, which come back where they set nothing (MPI and Slurm variables stay)");
   add.flag("--no-umask", o.noUmask, "Start the app with umask 0022, not yours");
   add.flag("--compat", s.compat, "As Docker/OCI runtimes do: --containall, --no-init, --no-umask, --no-eval, "
-           "--writable-tmpfs");
+           "--writable-tmpfs (not for instances, whose PID 1 is ctr's keeper)");
 
   add.section("Host devices");
   add.flag("--nv", o.nv, "The host's NVIDIA driver and GPUs (CDI spec for nvidia.com/gpu, else the ld.so cache)");
@@ -480,7 +489,7 @@ void addNamespaceAndLimitOptions(OptionAdder& add, RunCommandState& s) {
   add.flag("-p,--pid", o.pid, "Own PID namespace (ctr's init is PID 1, the app PID 2)");
   add.flag("--no-pid", o.noPid, "No own PID namespace, whatever --pid, --containall or instance start ask");
   add.flag("--no-init", o.noInit, "In an own PID namespace, the app is PID 1 (no ctr init: it gets only the "
-           "signals it handles and reaps what it leaves)");
+           "signals it handles and reaps what it leaves; not for instances)");
   add.flag("-i,--ipc", o.ipc, "Own IPC namespace");
   add.flag("--uts", o.uts, "Own UTS namespace");
   add.option("--hostname", o.hostname, "Hostname in the container (own UTS namespace)");

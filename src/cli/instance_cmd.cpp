@@ -188,10 +188,13 @@ void registerInstance(CLI::App& app, Context& ctx) {
   listCmd->callback([&ctx, list] { ctx.action = [list] { return listCommand(*list); }; });
 
   auto stop = std::make_shared<StopState>();
-  auto* stopCmd = instance->add_subcommand("stop", "Stop instances: every process in them ends, nothing is left");
+  auto* stopCmd = instance->add_subcommand("stop", "Stop instances: every process in them ends, nothing is left (a "
+                                                   "--no-pid instance: its keeper and startscript; launches that "
+                                                   "joined it keep running)");
   stopCmd->add_flag("-a,--all", stop->all, "Stop all your instances");
   stopCmd->add_flag("-F,--force", stop->force, "Kill at once (SIGKILL)");
-  stopCmd->add_option("-s,--signal", stop->signal, "Signal sent to every process of the instance (default TERM)");
+  stopCmd->add_option("-s,--signal", stop->signal, "Signal sent to every process of the instance (default TERM; a "
+                      "--no-pid instance: to its startscript)");
   stopCmd->add_option("-t,--timeout", stop->timeout, "Kill the instance if it has not ended after this many seconds (default 10)");
   stopCmd->add_option("names", stop->names, "Instance names (globs)");
   stopCmd->callback([&ctx, stop] { ctx.action = [stop] { return stopCommand(*stop); }; });

@@ -168,6 +168,8 @@ void fixVariables(const EnvironmentInputs& in, Environment& env) {
   }
   if (!in.action.empty())
     for (const char* key : {"APPTAINER_COMMAND", "SINGULARITY_COMMAND"}) env.fixed.emplace_back(key, in.action);
+  if (!in.instance.empty())  // in the instance's processes and those that join it, as Apptainer sets it
+    for (const char* key : {"APPTAINER_INSTANCE", "SINGULARITY_INSTANCE"}) env.fixed.emplace_back(key, in.instance);
   if (!in.bindDestinations.empty()) {
     std::string list;
     for (const auto& d : in.bindDestinations) list += (list.empty() ? "" : ",") + d;

@@ -274,9 +274,11 @@ std::string actionName(const LaunchOptions& options) {
   return {};
 }
 
-// The container's environment from the host's, the image's, the user's and the injections'.
+// The container's environment from the host's, the image's, the user's and the injections';
+// `instance` names the instance the launch starts or joins.
 Environment planEnvironment(const LaunchOptions& options, const image::ImageSource& image, const host::HostFacts& host,
-                            const HomeDirs& home, DeviceEnvironment devices, std::vector<std::string> firstLibraryDirs) {
+                            const HomeDirs& home, DeviceEnvironment devices, std::vector<std::string> firstLibraryDirs,
+                            const std::string& instance) {
   EnvironmentInputs envInputs;
   envInputs.host = host.env;
   envInputs.cleanEnv = options.cleanEnv || options.containAll;
@@ -286,6 +288,7 @@ Environment planEnvironment(const LaunchOptions& options, const image::ImageSour
   envInputs.home = home.destination;
   envInputs.imagePath = image.path.string();
   envInputs.action = actionName(options);
+  envInputs.instance = instance;
   envInputs.bindDestinations = bindDestinationsForNesting(options, host.env, host.cwd.empty() ? std::string("/") : host.cwd);
   for (const auto& value : options.envs) {
     auto vars = parseEnvOption(value);
@@ -471,7 +474,8 @@ LaunchPlan planLaunch(const LaunchOptions& given, const config::Policy& policy,
   addIdentityMounts(plan.mounts);
   orderParentsFirst(plan.mounts);
   planWorkingDirectory(plan, options, home, host, contain);
-  Environment env = planEnvironment(options, image, host, home, std::move(devices), std::move(firstLibraryDirs));
+  Environment env =
+      planEnvironment(options, image, host, home, std::move(devices), std::move(firstLibraryDirs), options.instance);
   finishIdentityAndEnvironment(plan, home, std::move(env));
   if (options.noUmask) plan.handover.umask = 022;
   planCommand(plan, options);
@@ -546,7 +550,7 @@ LaunchPlan planJoin(const LaunchOptions& options, const config::Policy& policy, 
       plan.join->cgroups.push_back(dir);
   const HomeDirs home{host.home, record.home.empty() ? host.home : record.home};
   planWorkingDirectory(plan, options, home, host, false);
-  Environment env = planEnvironment(options, image, host, home, {}, {});
+  Environment env = planEnvironment(options, image, host, home, {}, {}, record.name);
   finishIdentityAndEnvironment(plan, home, std::move(env));
   planCommand(plan, options);
   return plan;

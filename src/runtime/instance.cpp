@@ -562,16 +562,26 @@ bool stopInstance(const std::string& stateDir, const std::string& name, int sign
 
 InstanceStats instanceStats(const launch::InstanceRecord& record) {
   InstanceStats stats;
-  std::uint64_t pidNs = 0;
-  for (const auto& ns : record.namespaces)
-    if (ns.type == "pid") pidNs = ns.inode;
+  // Its processes: those in its own PID namespace, or, for a --no-pid instance (in the host's
+  // PID namespace), those in its mount namespace, which every launch that joins it enters.
+  const char* type = "mnt";
+  std::uint64_t own = 0;
+  for (const auto& ns : record.namespaces) {
+    if (ns.type == "pid") {
+      type = "pid";
+      own = ns.inode;
+    } else if (ns.type == "mnt" && std::string_view(type) == "mnt") {
+      own = ns.inode;
+    }
+  }
+  if (own == 0) throw Error("instance " + record.name + ": its record names neither its PID nor its mount namespace");
   const long ticks = ::sysconf(_SC_CLK_TCK);
   const long page = ::sysconf(_SC_PAGESIZE);
   DIR* proc = ::opendir("/proc");
   if (!proc) throw sysError("open /proc");
   while (dirent* e = ::readdir(proc)) {
     const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
-    if (pid <= 0 || namespaceInode(pid, "pid") != pidNs) continue;
+    if (pid <= 0 || namespaceInode(pid, type) != own) continue;
     const std::string stat = readFileIfPresent("/proc/" + std::to_string(pid) + "/stat");
     const auto close = stat.rfind(')');
     if (close == std::string::npos) continue;

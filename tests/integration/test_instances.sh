@@ -45,6 +45,8 @@ ps=$(as_user "$CTR_BIN" exec instance://svc1 ps)
 expect_contains "the startscript's process is seen" "sleep 3600" "$ps"
 expect_contains "the keeper is PID 1" "    1 " "$ps"
 expect_eq "the image's env scripts" from-environment "$(as_user "$CTR_BIN" exec instance://svc1 sh -c 'echo $FIXTURE_ENV')"
+expect_eq "APPTAINER_INSTANCE names it, as Apptainer's" "svc1 svc1" \
+  "$(as_user "$CTR_BIN" exec instance://svc1 sh -c 'echo $APPTAINER_INSTANCE $SINGULARITY_INSTANCE')"
 expect_eq "the caller's --env" yes "$(as_user "$CTR_BIN" exec --env JOINED=yes instance://svc1 sh -c 'echo $JOINED')"
 expect_eq "the caller's working directory" "$WORK" "$(as_user "$CTR_BIN" exec instance://svc1 pwd)"
 set +e; as_user "$CTR_BIN" exec instance://svc1 sh -c 'exit 7'; rc=$?; set -e
@@ -91,7 +93,9 @@ cp "$WORK/svc.sqfs" "$WORK/other.sqfs"
 chmod a+r "$WORK/other.sqfs"
 refused "--reuse with another image" "--reuse takes only an instance of the same image" \
   "$CTR_BIN" instance start --reuse "$WORK/other.sqfs" svc1
-as_user "$CTR_BIN" instance start --reuse "$WORK/svc.sqfs" svc1 || fail "--reuse of a running instance of the same image"
+as_user "$CTR_BIN" instance start --reuse --pid-file "$WORK/rw/reuse.pid" "$WORK/svc.sqfs" svc1 ||
+  fail "--reuse of a running instance of the same image"
+expect_eq "--reuse --pid-file: the running keeper" "$keeper" "$(cat "$WORK/rw/reuse.pid" 2>&1)"
 expect_eq "--reuse: the same keeper" "$keeper" "$(as_user "$CTR_BIN" instance list --json svc1 | jq -r '.instances[0].pid')"
 expect_eq "nothing of a failed start listed" 1 "$(as_user "$CTR_BIN" instance list --json | jq '.instances | length')"
 
@@ -153,6 +157,15 @@ expect_contains "the compiled seccomp filter" "seccomp=/tmp/ctr-$uid/instances/n
 expect_contains "the image's environment" "set=FIXTURE_ENV=from-environment" "$info"
 expect_eq "a launch into it is in the host's PID namespace" "$(readlink /proc/self/ns/pid)" \
   "$(as_user "$CTR_BIN" exec instance://nopid readlink /proc/self/ns/pid)"
+# Its processes are those in its mount namespace (not the host's PID namespace's): the
+# keeper and its startscript, and a launch that joins it.
+as_user "$CTR_BIN" exec instance://nopid sleep 30 &
+joined=$!
+for _ in $(seq 100); do pgrep -u "$CTR_TEST_USER" -f '^sleep 30$' >/dev/null && break; sleep 0.05; done
+stats=$(as_user "$CTR_BIN" instance stats --json nopid)
+pkill -u "$CTR_TEST_USER" -f '^sleep 30$' || true; wait "$joined" 2>/dev/null || true
+n=$(jq '.processes' <<<"$stats")
+[ "$n" -ge 3 ] && [ "$n" -le 5 ] || fail "--no-pid stats: expected the keeper, the startscript and the joined sleep, got $stats"
 as_user "$CTR_BIN" instance stop nopid 2>/dev/null
 assert_nothing_left "--no-pid"
 

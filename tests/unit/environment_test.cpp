@@ -164,6 +164,17 @@ TEST(Environment, SetsContainerAndName) {
   EXPECT_EQ(env.fixed.size(), 6U);
 }
 
+TEST(Environment, AnInstanceIsNamedAsApptainerNamesIt) {
+  EnvironmentInputs in;
+  in.imagePath = "/scratch/images/app.sif";
+  EXPECT_FALSE(computeEnvironment(in).vars.contains("APPTAINER_INSTANCE"));
+  in.instance = "svc1";
+  in.host = {"APPTAINER_INSTANCE=spoofed"};
+  auto env = computeEnvironment(in);
+  EXPECT_EQ(env.vars.at("APPTAINER_INSTANCE"), "svc1");
+  EXPECT_EQ(env.vars.at("SINGULARITY_INSTANCE"), "svc1");
+}
+
 TEST(Environment, ApptainerSettingsAndNoEnvNamesAreNotPassed) {
   EnvironmentInputs in;
   in.host = {"APPTAINER_BIND=/x", "SINGULARITY_CONTAINER=/spoof", "FOO=1", "BAR=2", "BASH_FUNC_ml%%=() {}"};

@@ -62,6 +62,7 @@ struct EnvironmentInputs {
   std::string home;               // container HOME; empty = keep the host's HOME
   std::string imagePath;          // CTR_CONTAINER (absolute image path)
   std::string action;             // APPTAINER_COMMAND: exec, run, shell, test or start (Apptainer's names)
+  std::string instance;           // APPTAINER_INSTANCE: the instance started or joined, else empty
   // The user's bind destinations, --bind's then the environment's: APPTAINER_BIND and
   // SINGULARITY_BIND in the container, as Apptainer passes them to nested containers.
   std::vector<std::string> bindDestinations;
