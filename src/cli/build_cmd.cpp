@@ -41,9 +41,11 @@ void addBuildArg(std::map<std::string, std::string>& into, const std::string& it
 // `build OUT SOURCE` with a registry or archive SOURCE is a pull into OUT, as Apptainer's
 // build does it (and cwltool's dockerLoad: `build OUT docker-archive://PATH`).
 int buildFromPullSource(BuildArgs& args) {
-  if (args.def.sandbox || args.def.explain || args.def.noTest || !args.def.buildArgs.empty() ||
-      args.def.keepPrivilegedFiles || args.def.update || !args.sections.empty() || !args.mksquashfsArgs.empty())
-    throw Error("--sandbox, --keep-privileged-files, --explain, --notest, --build-arg, --update, --section and "
+  // The raw options: --build-arg's are read into the definition's only after this.
+  if (args.def.sandbox || args.def.explain || args.def.noTest || !args.buildArgs.empty() ||
+      !args.buildArgFile.empty() || args.def.keepPrivilegedFiles || args.def.update || !args.sections.empty() ||
+      !args.mksquashfsArgs.empty())
+    throw Error("--sandbox, --keep-privileged-files, --explain, --notest, --build-arg(-file), --update, --section and "
                 "--mksquashfs-args apply to "
                 "definition files; " +
                 args.input + " is an image to pull");
@@ -93,24 +95,18 @@ bool isImageFile(const std::string& input) {
   }
 }
 
-void warnDropped(const image::PrivilegedFiles& dropped) {
-  if (dropped.total() > 0)
-    spdlog::warn("dropped from the sandbox: {} setuid/setgid bits, {} file capabilities, {} device nodes "
-                 "(--keep-privileged-files keeps them)",
-                 dropped.setidBits, dropped.capabilities, dropped.deviceNodes);
-}
 
 // `build --sandbox DIR IMAGE` unpacks the image into a directory, `build --update --sandbox
 // DIR IMAGE` over the existing DIR; false when the options ask for more than that.
 bool unpackedToSandbox(const BuildArgs& args) {
   if (args.def.sandbox && !args.def.explain && !args.def.noTest && args.def.buildArgs.empty() &&
       !args.def.update && args.def.sections.empty()) {
-    warnDropped(image::unpackToSandbox(args.input, args.def.output, args.def.force, args.def.keepPrivilegedFiles));
+    warnDroppedFromSandbox(image::unpackToSandbox(args.input, args.def.output, args.def.force, args.def.keepPrivilegedFiles));
     return true;
   }
   if (args.def.sandbox && args.def.update && !args.def.explain && !args.def.noTest &&
       args.def.buildArgs.empty() && args.def.sections.empty()) {
-    warnDropped(image::unpackOverSandbox(args.input, args.def.output, args.def.keepPrivilegedFiles));
+    warnDroppedFromSandbox(image::unpackOverSandbox(args.input, args.def.output, args.def.keepPrivilegedFiles));
     return true;
   }
   return false;
@@ -145,6 +141,9 @@ int runBuild(BuildArgs& args) {
   std::istringstream extra(args.mksquashfsArgs);
   for (std::string word; extra >> word;) args.def.mksquashfsArgs.push_back(word);
   readSections(args);
+  if (args.def.sandbox && (args.def.deterministic || !args.def.mksquashfsArgs.empty()))
+    spdlog::warn("--deterministic and --mksquashfs-args shape a SIF's squashfs: a --sandbox directory has none "
+                 "(ignored)");
 
   const bool isDirectory = std::filesystem::is_directory(args.input, ec);
   const bool isImage = !isDirectory && isImageFile(args.input);
@@ -162,16 +161,24 @@ int runBuild(BuildArgs& args) {
 
 }  // namespace
 
+void warnDroppedFromSandbox(const image::PrivilegedFiles& dropped) {
+  if (dropped.total() > 0)
+    spdlog::warn("dropped from the sandbox: {} setuid/setgid bits, {} file capabilities, {} device nodes "
+                 "(build --sandbox --keep-privileged-files keeps them)",
+                 dropped.setidBits, dropped.capabilities, dropped.deviceNodes);
+}
+
 void registerBuild(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("build", "Build an image from a definition file, a directory or an image");
   auto args = std::make_shared<BuildArgs>();
   cmd->add_option("output", args->def.output, "SIF image to write (a directory with --sandbox)")->required();
   cmd->add_option("input", args->input,
                   "Definition file, root filesystem directory, SIF/squashfs image, or an image to pull: docker://REF, "
-                  "docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG]")
+                  "docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG], oras://REF")
       ->required();
   cmd->add_flag("--force,-F", args->def.force, "Overwrite an existing output");
-  cmd->add_flag("--sandbox,-s", args->def.sandbox, "Write a writable directory image instead of a SIF");
+  cmd->add_flag("--sandbox,-s", args->def.sandbox, "Write a writable directory image instead of a SIF (from a "
+                "definition file or a SIF/squashfs image; ctr pull --sandbox takes an image to pull)");
   cmd->add_flag("--fakeroot,-f", args->fakeroot,
                 "Accepted for Apptainer's scripts: every ctr build runs %post as root of a user namespace (with "
                 "your /etc/subuid range when you have one)");
@@ -179,18 +186,21 @@ void registerBuild(CLI::App& app, Context& ctx) {
                 "With --sandbox: keep the image's setuid/setgid bits, file capabilities and device nodes");
   cmd->add_flag("--notest,-T", args->def.noTest, "Do not run the %test section after the build");
   cmd->add_flag("--deterministic", args->def.deterministic,
-                "Reproducible output: nil UUID, fixed times (SOURCE_DATE_EPOCH or 0), reproducible squashfs");
-  cmd->add_option("--build-arg", args->buildArgs, "KEY=VALUE for {{ KEY }} in the definition (repeatable)");
-  cmd->add_option("--build-arg-file", args->buildArgFile, "File of KEY=VALUE lines for the definition");
+                "Reproducible output: nil UUID, fixed times (SOURCE_DATE_EPOCH or 0), reproducible squashfs (SIF "
+                "output)");
+  cmd->add_option("--build-arg", args->buildArgs, "KEY=VALUE for {{ KEY }} in a definition file (repeatable)");
+  cmd->add_option("--build-arg-file", args->buildArgFile, "File of KEY=VALUE lines for a definition file");
   cmd->add_flag("--warn-unused-build-args", args->def.warnUnusedBuildArgs,
                 "Warn about --build-arg values no stage uses, instead of failing");
-  cmd->add_flag("--explain", args->def.explain, "Print the plan of each build step and exit");
+  cmd->add_flag("--explain", args->def.explain, "Print each stage's bootstrap, %files and %post plans and exit (%pre, %setup, "
+                "%appinstall and %test are not shown)");
   cmd->add_flag("--writable-tmpfs", args->def.writableTmpfs,
                 "Let %test write, into a tmpfs that vanishes after it (without: the tree is read-only during %test)");
   cmd->add_flag("-u,--update", args->def.update,
                 "With --sandbox: run the definition over the existing directory OUT (no %pre, no bootstrap)");
   cmd->add_option("--mksquashfs-args", args->mksquashfsArgs,
-                  "More mksquashfs options for the image's squashfs, e.g. '-comp lz4' or '-b 1M' (split at blanks)");
+                  "More mksquashfs options for the image's squashfs, e.g. '-comp lz4' or '-b 1M' (split at blanks; SIF "
+                  "output)");
   cmd->add_option("--section", args->sections,
                   "Only these sections (comma lists): setup, post, files, environment, test, labels, none, all");
   cmd->callback([&ctx, args] {

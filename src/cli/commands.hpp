@@ -49,6 +49,8 @@ void registerInstanceStart(CLI::App& instance, Context& ctx, bool parsed, bool r
 void registerSif(CLI::App& app, Context& ctx);
 void registerBuild(CLI::App& app, Context& ctx);
 void registerPull(CLI::App& app, Context& ctx);     // pull: Docker/OCI image -> SIF
+// What unpacking an image into a sandbox left out (build --sandbox, pull --sandbox), in a warning.
+void warnDroppedFromSandbox(const image::PrivilegedFiles& dropped);
 void registerPush(CLI::App& app, Context& ctx);     // push: SIF -> oras://
 void registerInspect(CLI::App& app, Context& ctx);
 void registerRunHelp(CLI::App& app, Context& ctx);  // run-help: an image's %help

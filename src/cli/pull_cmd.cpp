@@ -23,7 +23,7 @@ void registerPull(CLI::App& app, Context& ctx) {
   auto name = std::make_shared<std::string>(), dir = std::make_shared<std::string>();
   cmd->add_option("args", *args,
                   "[OUTPUT] SOURCE: the SIF to write (default: --name, else NAME_TAG.sif from SOURCE, as Apptainer) "
-                  "and docker://[HOST[:PORT]/]NAME[:TAG|@DIGEST], docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG] or http(s)://URL (the file as it is)")
+                  "and docker://[HOST[:PORT]/]NAME[:TAG|@DIGEST], docker-archive:PATH, oci-archive:PATH[:TAG], oci:DIR[:TAG], oras://REF (a SIF pushed by ctr push or Apptainer) or http(s)://URL (the file as it is)")
       ->required()
       ->expected(1, 2);
   cmd->add_option("--name", *name, "The SIF to write (wins over OUTPUT)");
@@ -60,7 +60,7 @@ void registerPull(CLI::App& app, Context& ctx) {
       request->output = scratch->path() / "image.sif";
       request->force = true;
       image::oci::pullToSif(*request);
-      (void)image::unpackToSandbox(request->output, output, true, false);
+      warnDroppedFromSandbox(image::unpackToSandbox(request->output, output, true, false));
       return 0;
     };
   });

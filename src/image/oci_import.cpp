@@ -537,6 +537,11 @@ void pullToSif(const PullRequest& request) {
     build.rootfs = rootfs;
     build.force = true;
     build.deterministic = request.deterministic;
+    // The image's own architecture, which pull --arch may make another than the host's.
+    if (sif::archCode(config.architecture)) build.arch = config.architecture;
+    else if (!config.architecture.empty())
+      spdlog::warn("{}: architecture '{}' has no SIF code: the SIF says the host's", request.source,
+                   config.architecture);
     (void)packSif(build);
     check();
     // Without --force, an output that appeared meanwhile is not replaced.

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -163,6 +164,21 @@ std::filesystem::path checkedSifOutput(const PackOptions& options) {
   return output;
 }
 
+// --deterministic's time for every file and the squashfs itself: $SOURCE_DATE_EPOCH where it is
+// set (reproducible-builds.org), else 0. mksquashfs reads the variable itself too (it would
+// keep older file times), and refuses it beside -mkfs-time/-all-time: it is taken out of its
+// environment then (mksquashfsCommand).
+std::string deterministicTime() {
+  const char* sde = std::getenv("SOURCE_DATE_EPOCH");
+  if (sde == nullptr || *sde == '\0') return "0";
+  const std::string value = sde;
+  if (value.size() > 10 || value.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoull(value) > 0xffffffffULL)
+    throw Error("SOURCE_DATE_EPOCH=" + value + ": expected seconds since 1970, at most 4294967295 (squashfs keeps "
+                "32-bit times)");
+  return value;
+}
+
 std::vector<std::string> mksquashfsCommand(const PackOptions& options, const std::filesystem::path& scratch,
                                            const std::string& squashfs) {
   std::vector<std::string> argv{findProgram(Program::Mksquashfs), options.rootfs.string(), squashfs,
@@ -178,7 +194,11 @@ std::vector<std::string> mksquashfsCommand(const PackOptions& options, const std
     }
   }
   if (options.deterministic) {
-    argv.insert(argv.end(), {"-reproducible", "-mkfs-time", "0", "-all-time", "0"});
+    const std::string time = deterministicTime();
+    argv.insert(argv.end(), {"-reproducible", "-mkfs-time", time, "-all-time", time});
+    // Whoever runs it (a definition build: as the build's root): env(1), Essential in Debian.
+    if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde != nullptr)
+      argv.insert(argv.begin(), {"/usr/bin/env", "-u", "SOURCE_DATE_EPOCH"});
   }
   argv.insert(argv.end(), options.mksquashfsArgs.begin(), options.mksquashfsArgs.end());
   return argv;
@@ -226,8 +246,10 @@ std::vector<sif::ObjectInput> sifObjects(const PackOptions& options, const std::
         reinterpret_cast<const std::uint8_t*>(options.inspectMetadataJson.data()), options.inspectMetadataJson.size()));
     objects.push_back(metadata);
   }
-  const std::string arch = sif::hostArch();
-  if (!sif::archCode(arch)) throw Error("cannot build a SIF on an unknown architecture");
+  const std::string arch = options.arch.empty() ? sif::hostArch() : options.arch;
+  if (!sif::archCode(arch))
+    throw Error(options.arch.empty() ? "cannot build a SIF on an unknown architecture"
+                                     : "architecture " + arch + " has no SIF code");
   sif::ObjectInput part;
   part.type = sif::DataType::Partition;
   part.partition = sif::PartitionInfo{sif::FsType::Squashfs, sif::PartType::PrimSys, arch};

@@ -216,6 +216,13 @@ note "--deterministic: the same inputs give the same bytes"
 sleep 1
 "$ctr" build --deterministic "$WORK/det2.sif" "$WORK/full.def" 2>/dev/null
 expect_eq "sha256 of two deterministic builds" "$(sha256sum < "$WORK/det1.sif")" "$(sha256sum < "$WORK/det2.sif")"
+# SOURCE_DATE_EPOCH (reproducible-builds.org) is the time; mksquashfs, which refuses it beside
+# its own time options, does not see it.
+SOURCE_DATE_EPOCH=1000000000 "$ctr" build --deterministic "$WORK/det3.sif" "$WORK/full.def" 2>"$WORK/det3.err" ||
+  fail "--deterministic with SOURCE_DATE_EPOCH: $(tail -3 "$WORK/det3.err")"
+SOURCE_DATE_EPOCH=1000000000 "$ctr" build --deterministic "$WORK/det4.sif" "$WORK/full.def" 2>/dev/null
+expect_eq "sha256 of two builds at one SOURCE_DATE_EPOCH" "$(sha256sum < "$WORK/det3.sif")" "$(sha256sum < "$WORK/det4.sif")"
+[ "$(sha256sum < "$WORK/det1.sif")" != "$(sha256sum < "$WORK/det3.sif")" ] || fail "SOURCE_DATE_EPOCH changed nothing"
 
 note "SIF input: unpacked and repacked"
 "$ctr" build "$WORK/repacked.sif" "$WORK/demo.sif" 2>/dev/null

@@ -189,6 +189,25 @@ done
 expect_failure "layout without the tag" "manifest unknown" "$CTR_BIN" pull "$WORK/bad.sif" "oci:$WORK/oci-dir:2"
 rm -f "$WORK/import.sif"
 
+expect_failure "build --build-arg with an image to pull" "apply to definition files" \
+  "$CTR_BIN" build --build-arg X=1 "$WORK/bad.sif" "oci:$WORK/oci-dir:1"
+expect_failure "build --build-arg-file with an image to pull" "apply to definition files" \
+  "$CTR_BIN" build --build-arg-file /nonexistent "$WORK/bad.sif" "oci:$WORK/oci-dir:1"
+
+note "the SIF records the image's architecture, not the host's (pull --arch)"
+# The same image, its config saying arm64 (as long as amd64: the config's size is unchanged).
+cp -a "$WORK/oci-dir" "$WORK/oci-arm64"
+man1=$(jq -r '.manifests[0].digest' "$WORK/oci-arm64/index.json"); man1=${man1#sha256:}
+cfg1=$(jq -r '.config.digest' "$WORK/oci-arm64/blobs/sha256/$man1"); cfg1=${cfg1#sha256:}
+sed 's/"architecture":"amd64"/"architecture":"arm64"/' "$WORK/oci-arm64/blobs/sha256/$cfg1" > "$WORK/cfg-arm64"
+cfg2=$(sha256sum < "$WORK/cfg-arm64" | cut -d' ' -f1); mv "$WORK/cfg-arm64" "$WORK/oci-arm64/blobs/sha256/$cfg2"
+sed "s/$cfg1/$cfg2/" "$WORK/oci-arm64/blobs/sha256/$man1" > "$WORK/man-arm64"
+man2=$(sha256sum < "$WORK/man-arm64" | cut -d' ' -f1); mv "$WORK/man-arm64" "$WORK/oci-arm64/blobs/sha256/$man2"
+sed -i "s/$man1/$man2/" "$WORK/oci-arm64/index.json"
+"$CTR_BIN" -q pull --arch arm64 "$WORK/arm64.sif" "oci:$WORK/oci-arm64:1" || fail "pull --arch arm64"
+expect_contains "the partition's architecture" "FS (Squashfs/*System/arm64)" "$("$CTR_BIN" sif list "$WORK/arm64.sif")"
+rm -f "$WORK/arm64.sif"
+
 note "ctr build from a definition file with Bootstrap: docker, oci and docker-archive (%post on top of the image)"
 for agent_from in "docker|$reg/demo:1" "oci|oci-dir:1" "docker-archive|demo-docker.tar"; do
   agent=${agent_from%%|*} from=${agent_from#*|}

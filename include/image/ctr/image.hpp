@@ -128,6 +128,9 @@ struct PackOptions {
   bool installSignalCleanup = true;
   // --mksquashfs-args: more mksquashfs options, after ctr's (-comp lz4, -b 1M, ...).
   std::vector<std::string> mksquashfsArgs;
+  // The partition's architecture (a Go name: amd64, arm64, ...): a pulled image's own, which
+  // `pull --arch` may make another than the host's. Empty: the host's.
+  std::string arch;
 };
 
 // Builds the SIF, writing only temporary files next to the output until a final rename.
