@@ -109,7 +109,8 @@ std::string fetchedText(const image::lazy::CacheEntry& e) {
 }
 
 int listJson(const image::cache::Listing& listing, const std::filesystem::path& stage,
-             const std::vector<image::stage::Entry>& staged, const std::vector<image::lazy::CacheEntry>& lazy) {
+             const std::vector<image::stage::Entry>& staged, const std::vector<image::lazy::CacheEntry>& lazy,
+             const CacheTypes& types) {
   nlohmann::json j{{"root", listing.root.string()}, {"images", nlohmann::json::array()},
                    {"blobs", {{"count", listing.blobs}, {"bytes", listing.blobBytes}}},
                    {"stage", {{"dir", stage.string()}, {"copies", nlohmann::json::array()}}},
@@ -123,6 +124,9 @@ int listJson(const image::cache::Listing& listing, const std::filesystem::path& 
                            {"bytes", e.bytes}, {"last_used", e.lastUsed}});
   for (const auto& e : staged)
     j["stage"]["copies"].push_back({{"copy", e.copy.string()}, {"bytes", e.bytes}, {"last_used", e.lastUsed}});
+  for (const auto& [key, wanted] : {std::pair{"images", types.images}, {"blobs", types.blobs}, {"stage", types.stage},
+                                    {"lazy", types.lazy}})
+    if (!wanted) j.erase(key);  // -T, as in the text output
   std::cout << j.dump(2) << '\n';
   return 0;
 }
@@ -135,7 +139,7 @@ int listCache(bool json, bool verbose, const CacheTypes& types) {
   const auto stage = stageDir();
   const auto staged = image::stage::list(stage);
   const auto lazy = image::lazy::listCache(lazyCacheDir());
-  if (json) return listJson(listing, stage, staged, lazy);
+  if (json) return listJson(listing, stage, staged, lazy, types);
   auto row = [](const std::string& name, std::int64_t when, std::uint64_t bytes, const char* type) {
     std::printf("%-24.22s %-22s %-16s %s\n", name.c_str(), localTime(when, "%Y-%m-%d %H:%M:%S").c_str(),
                 apptainerSize(bytes).c_str(), type);
@@ -277,7 +281,8 @@ void registerCache(CLI::App& app, Context& ctx) {
   auto days = std::make_shared<int>(-1);
   auto dryRun = std::make_shared<bool>(false);
   auto* clean = cmd->add_subcommand("clean", "Remove the cached images, layers, staged copies and lazily read images (all, or those unused for --days)");
-  clean->add_option("-D,--days", *days, "Only what was not used for N days")->check(CLI::NonNegativeNumber);
+  clean->add_option("-D,--days", *days, "Only what was not used for N days (layers and oras:// SIFs: not "
+                    "downloaded for N days)")->check(CLI::NonNegativeNumber);
   clean->add_flag("-n,--dry-run", *dryRun, "Only say what would be removed");
   auto force = std::make_shared<bool>(false);  // ctr never asks; the flag is Apptainer's
   clean->add_flag("-f,--force", *force, "Accepted for Apptainer's scripts (ctr never asks)");

@@ -101,7 +101,7 @@ void registerInspect(CLI::App& app, Context& ctx) {
   auto json = std::make_shared<bool>(false);
   auto summary = std::make_shared<bool>(false);
   auto ctrJson = std::make_shared<bool>(false);
-  cmd->add_option("image", *path, "SIF, squashfs image or directory, or docker://REF (through the image cache)")->required();
+  cmd->add_option("image", *path, "SIF, squashfs image or directory, or docker://REF or oras://REF (through the image cache)")->required();
   std::vector<CLI::Option*> apptainerFlags{
       cmd->add_flag("-l,--labels", query->labels, "Show the labels (the default)"),
       cmd->add_flag("-d,--deffile", query->deffile, "Show the definition file the image was built from"),
@@ -153,7 +153,7 @@ void registerRunHelp(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("run-help", "Show the help of an image (its %help), or of one of its SCIF apps");
   auto path = std::make_shared<std::string>();
   auto query = std::make_shared<image::ApptainerQuery>();
-  cmd->add_option("image", *path, "SIF, squashfs image or directory, or docker://REF (through the image cache)")
+  cmd->add_option("image", *path, "SIF, squashfs image or directory, or docker://REF or oras://REF (through the image cache)")
       ->required();
   cmd->add_option("--app", query->app, "Show the help of this SCIF app");
   cmd->callback([&ctx, path, query] {

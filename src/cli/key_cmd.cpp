@@ -77,7 +77,13 @@ int runNewPair(const KeyArgs& a) {
 
 int runRemove(const KeyArgs& a) {
   image::KeyStore store(image::KeyStore::defaultDir(), false);
-  const std::string fpr = store.resolve(a.id, false);
+  std::string fpr;
+  try {
+    fpr = store.resolve(a.id, false);
+  } catch (const Error&) {
+    if (!a.secret) throw;
+    fpr = store.resolve(a.id, true);  // a secret key whose public key was removed before
+  }
   store.remove(fpr, a.secret);
   std::cout << "removed " << fpr << (a.secret ? " and its secret key" : "") << '\n';
   return 0;

@@ -61,6 +61,8 @@ expect_contains "cache list -v" "${hex:0:22}" "$(as_user "$CTR_BIN" cache list -
 expect_eq "cache list -T blob: layers alone" 0 "$(as_user "$CTR_BIN" cache list -v -T blob | grep -c ' oci$')"
 expect_eq "cache list --json: the reference" "$ref" "$(as_user "$CTR_BIN" cache list --json | jq -r '.images[0].references[0]')"
 expect_contains "cache list --json" "\"digest\": \"$digest\"" "$(as_user "$CTR_BIN" cache list --json)"
+expect_eq "cache list -T oci --json: the images alone" '["images","root"]' \
+  "$(as_user "$CTR_BIN" cache list -T oci --json | jq -c 'keys')"
 
 note "a moved tag is a new image"
 push "$WORK/layout-v2" demo:1

@@ -76,6 +76,10 @@ expect_eq "one public key left" "$ref" "$(awk 'NR > 1 { print $1 }' <<<"$out")"
 key verify "$U/one-group.sif"
 [ "$rc" != 0 ] || fail "an image signed only by the removed key verified: $out"
 expect_contains "why, in the error line" "ctr: error: $U/one-group.sif: " "$out"
+key key remove -s "$mine"
+ok "remove -s: the secret key whose public key was removed before"
+key key list --secret
+[[ "$out" != *"$mine"* ]] || fail "remove -s left the secret key: $out"
 
 note "bad input: one line, non-zero, the keyring unchanged"
 before=$(cd "$K" && find . -type f | sort | xargs sha256sum)
