@@ -792,7 +792,8 @@ void Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
   run.w.env = baseEnv;
   run.deltas = opt_.deltas;
 
-  // teardown runs whatever happens after a successful setup.
+  // teardown runs whatever happens once setup has run (failed or not), or, for a descriptor
+  // without setup, once the workload is under way: it may clean what the workload wrote.
   struct Teardown {
     const WorkloadRun& run;
     bool armed = false;
@@ -805,7 +806,8 @@ void Runner::runWorkload(const Descriptor& raw, size_t index, size_t count) {
       }
     }
   } teardown{run};
-  if (!d.setupFor(opt_.profile).empty() && !setUp(run, teardown.armed)) return;
+  teardown.armed = d.setupFor(opt_.profile).empty();
+  if (!teardown.armed && !setUp(run, teardown.armed)) return;
   // Declared after the teardown: they end (and free the data set) before it runs.
   auto keepers = holdContainerArgs(run);
   measure(run, index, count);

@@ -5,7 +5,9 @@
 #
 #   sudo bench/io/squashfs-read.sh CTR_SQUASHFUSE CTR_KERNEL [SOURCE_DIR]
 #
-# CTR_SQUASHFUSE: a ctr whose config uses squashfuse (the default); CTR_KERNEL: a ctr
+# CTR_SQUASHFUSE: a ctr whose config mounts images with a FUSE server (its default, 'squashfs
+# server = auto', takes ctr-squashfs; 'squashfs server = squashfuse' measures squashfuse_ll
+# itself); CTR_KERNEL: a ctr
 # installed with the setuid helper and 'allow setuid = yes' that accepts images owned by
 # the benchmark user ('setuid image owners = self'). SOURCE_DIR (default /usr/share/doc) is
 # packed into a SIF. Root is needed to drop the page cache; launches run as BENCH_USER
@@ -52,7 +54,9 @@ for r in $(seq "$rounds"); do
     t=$(sample "$ctr" "$work/$c.sif"); samples[$c-warm]+="$t "
     printf 'round %d %-6s warm %.3f s\n' "$r" "$c" "$t"
     kill "$holder" 2>/dev/null || true; wait "$holder" 2>/dev/null || true
-    sleep 0.5   # let the holder unmount before the next cold sample
+    # The next cold sample mounts afresh: wait until the holder, which lingers after its last
+    # launch ('image linger', 5 s by default), and its FUSE server are gone.
+    for _ in $(seq 300); do pgrep -u "$user" >/dev/null || break; sleep 0.1; done
   done
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }

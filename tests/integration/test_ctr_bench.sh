@@ -26,6 +26,9 @@ foms:
   - {name: copy_rate, regex: '([0-9.]+) [GM]B/s', unit: GB/s, direction: higher, delta: 0.10}
   - {name: copy_time, regex: 'copied, ([0-9.]+) s', unit: s, direction: lower, delta: 0.10}
 Y
+# A teardown without a setup runs too (it may clean what the workload wrote).
+mkdir -m 1777 "$WORK/teardown"
+echo "teardown: [touch, '$WORK/teardown/dd-zero']" >>"$WORK/dd.yaml"
 cat > "$WORK/broken.yaml" <<'Y'
 name: broken
 command: [sh, -c, 'echo "rate: 5"; if [ -n "${CTR_CONTAINER:-}" ]; then echo "solver: cannot open /data/mesh.h5" >&2; exit 3; fi']
@@ -254,6 +257,7 @@ note "root: ctr-bench run --quick (${root_suite_list:-no suite workload}, the tw
 run_quick root "$BENCH" run --quick --blocks 1 --budget 3000 --ctr "$CTR_BIN" --workload-file "$WORK/dd.yaml" --workload-file "$WORK/skipper.yaml" \
   "${root_args[@]}" --seed 5 --scenario concurrent --scenario cpu-steps --scenario-workload dd-zero
 grep -q '^dd-zero  *copy_rate' "$WORK/root.out" || fail "no summary table: $(cat "$WORK/root.out")"
+[ -e "$WORK/teardown/dd-zero" ] || fail "dd-zero's teardown, in a descriptor without setup, did not run"
 # Nothing may keep the run's images (host-stack, the cold-start copy) open or mounted.
 wd=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["workdir"])' "$WORK/root.json")
 held=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "$wd/*" -printf "%p -> %l\n" 2>/dev/null || true)
