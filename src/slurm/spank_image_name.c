@@ -26,8 +26,10 @@ const char *container_image_argument(const char *image, const char *image_dir, c
   for (const char *const *f = files; *f; ++f)
     if (ends_with(image, *f)) return image;
   const char *at = strchr(image, '@'), *hash = strchr(image, '#');
-  /* USER@ is enroot's only before the registry's '#' (an '@' after it is a digest's). */
-  const char *name = at && hash && at < hash ? at + 1 : image;
+  /* USER@ is enroot's: before the registry's '#', or, without one, where no digest follows
+   * the '@' (an '@' after the '#', or before sha256:..., is a digest's). */
+  const int user = at && (hash ? at < hash : !starts_with(at + 1, "sha256:") && !starts_with(at + 1, "sha512:"));
+  const char *name = user ? at + 1 : image;
   if (hash && hash > name) return fitted(snprintf(out, size, "docker://%.*s/%s", (int)(hash - name), name, hash + 1), out, size, image);
   if (image_dir && image_dir[0] && !strpbrk(name, ":/#@"))
     return fitted(snprintf(out, size, "%s/%s", image_dir, name), out, size, image);

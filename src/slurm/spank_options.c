@@ -71,8 +71,9 @@ static char **value_of(int val) {
 }
 
 static struct spank_option options[] = {
-    {"container-image", "IMAGE", "[ctr] run the step's tasks in a container of IMAGE (a SIF, squashfs or directory; "
-     "docker://REF, REGISTRY#NAME:TAG or NAME:TAG through ctr's image cache)",
+    {"container-image", "IMAGE", "[ctr] run the step's tasks in a container of IMAGE (a path: starting with / or ., or "
+     "ending in .sif, .sqsh, .squashfs or .simg; a bare NAME from the site's image_dir=; docker://REF, "
+     "[USER@]REGISTRY#NAME:TAG or NAME:TAG through ctr's image cache)",
      1, OPT_IMAGE, take_option},
     {"container-mounts", "SRC[:DST[:FLAGS]][,...]", "[ctr] bind mounts into the container (pyxis's form: SRC a "
      "path or tmpfs, FLAGS joined with '+', e.g. ro+rbind)", 1, OPT_MOUNTS, take_option},
@@ -81,11 +82,13 @@ static struct spank_option options[] = {
     {"no-container-mount-home", NULL, "[ctr] do not mount the home directory", 0, OPT_NO_HOME, take_option},
     {"container-nv", NULL, "[ctr] the node's NVIDIA driver and GPUs in the container (the default for a step "
      "allocated GPUs)", 0, OPT_NV, take_option},
-    {"container-name", "NAME[:auto|create|exec]", "[ctr] a named container (NAME: at most 32 characters, no '/'): "
-     "later steps of the job that name it on a node join it (without --container-image too); removed at the job's "
-     "end. create: it must not run yet; exec: it must run already", 1, OPT_NAME, take_option},
-    {"container-writable", NULL, "[ctr] a writable root (the default, as in pyxis, unless the site's plugstack.conf "
-     "says writable=no; changes in memory, kept for the job in a named container)", 0, OPT_WRITABLE, take_option},
+    {"container-name", "NAME[:auto|create|exec]", "[ctr] a named container (NAME: at most 32 characters, no '/'; "
+     "characters other than A-Z a-z 0-9 _ - count as '_'): later steps of the job that name it on a node join it "
+     "(without --container-image too); removed at the job's end. create: it must not run yet; exec: a step of the "
+     "job must still run in it; empty: auto", 1, OPT_NAME, take_option},
+    {"container-writable", NULL, "[ctr] a writable root (the default unless the site's plugstack.conf says "
+     "writable=no; pyxis follows enroot.conf's ENROOT_ROOTFS_WRITABLE; changes in memory, kept for the job in a "
+     "named container)", 0, OPT_WRITABLE, take_option},
     {"container-readonly", NULL, "[ctr] a read-only root", 0, OPT_READONLY, take_option},
     {"container-env", "NAME,...", "[ctr] these variables keep the job's value where the image sets them too "
      "(by default the image's wins)", 1, OPT_ENV, take_option},
@@ -183,7 +186,9 @@ static int refuse_option(int val, const char *arg, char *why, size_t size) {
       snprintf(why, size, "ctr: --container-name was given twice (%.200s, then %.200s)", opt_name, arg);
       return -1;
     }
-    if (colon && strcmp(colon + 1, "auto") != 0 && strcmp(colon + 1, "create") != 0 && strcmp(colon + 1, "exec") != 0) {
+    /* An empty flag (NAME:) is auto, as pyxis reads it. */
+    if (colon && colon[1] != '\0' && strcmp(colon + 1, "auto") != 0 && strcmp(colon + 1, "create") != 0 &&
+        strcmp(colon + 1, "exec") != 0) {
       if (strcmp(colon + 1, "no_exec") == 0)
         snprintf(why, size, "ctr: --container-name=%.200s: no_exec is not supported: a named container's files "
                  "live in the running container, which a step joins (auto, exec) or starts (create)", arg);
@@ -254,7 +259,7 @@ static int take_option(int val, const char *arg, int remote) {
       const char *colon = strchr(arg, ':');
       free(opt_name);
       opt_name = colon ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
-      opt_name_flag = !colon || strcmp(colon + 1, "auto") == 0 ? NAME_AUTO
+      opt_name_flag = !colon || colon[1] == '\0' || strcmp(colon + 1, "auto") == 0 ? NAME_AUTO
                       : strcmp(colon + 1, "create") == 0       ? NAME_CREATE
                                                                : NAME_EXEC;
       break;

@@ -404,6 +404,7 @@ TEST(SpankTwins, PyxisImageNamesReachTheRegistryAndRepositoryTheyMean) {
       {"docker:26.1.0", "registry-1.docker.io", "library/docker", "26.1.0"},
       {"nvcr.io#nvidia/pytorch:24.01-py3", "nvcr.io", "nvidia/pytorch", "24.01-py3"},
       {"alice@nvcr.io#nvidia/pytorch:24.01-py3", "nvcr.io", "nvidia/pytorch", "24.01-py3"},
+      {"alice@ubuntu:24.04", "registry-1.docker.io", "library/ubuntu", "24.04"},  // enroot's USER@ without REGISTRY#
       {"registry.site:5000#group/app", "registry.site:5000", "group/app", "latest"},
   };
   for (const auto& c : cases) {
