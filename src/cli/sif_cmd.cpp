@@ -202,7 +202,8 @@ void registerSetprim(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
 // beside the image (IMAGE.chunks): the ORAS config's table (`ctr push`) with the blob's digest.
 void registerChunks(CLI::App& sifCmd, Context& ctx, const SharedArgs& args) {
   auto* chunks = sifCmd.add_subcommand(
-      "chunks", "Write the image's chunk table, to be served as IMAGE.chunks beside it for ctr exec --lazy URL");
+      "chunks", "Write the image's chunk table to standard output, to be served as IMAGE.chunks beside it for ctr "
+                "exec --lazy URL (ctr sif chunks IMAGE > IMAGE.chunks)");
   chunks->add_option("file", args->image, "SIF image")->required();
   chunks->callback([&ctx, args] {
     ctx.action = [args] {
