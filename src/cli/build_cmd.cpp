@@ -141,12 +141,15 @@ int runBuild(BuildArgs& args) {
   std::istringstream extra(args.mksquashfsArgs);
   for (std::string word; extra >> word;) args.def.mksquashfsArgs.push_back(word);
   readSections(args);
-  if (args.def.sandbox && (args.def.deterministic || !args.def.mksquashfsArgs.empty()))
-    spdlog::warn("--deterministic and --mksquashfs-args shape a SIF's squashfs: a --sandbox directory has none "
-                 "(ignored)");
 
   const bool isDirectory = std::filesystem::is_directory(args.input, ec);
   const bool isImage = !isDirectory && isImageFile(args.input);
+  // What shapes a SIF's squashfs; of a definition build, --deterministic also dates the labels.
+  if (args.def.sandbox && !args.def.mksquashfsArgs.empty())
+    spdlog::warn("--mksquashfs-args shapes a SIF's squashfs: a --sandbox directory has none (ignored)");
+  if (args.def.sandbox && isImage && args.def.deterministic)
+    spdlog::warn("--deterministic shapes a SIF: unpacking an image into a --sandbox directory takes nothing from it "
+                 "(ignored)");
   if (isImage && unpackedToSandbox(args)) return 0;
   if (isDirectory || isImage) {
     packIntoSif(args, isDirectory);

@@ -200,7 +200,9 @@ void registerInstance(CLI::App& app, Context& ctx) {
   stopCmd->callback([&ctx, stop] { ctx.action = [stop] { return stopCommand(*stop); }; });
 
   auto stats = std::make_shared<StatsState>();
-  auto* statsCmd = instance->add_subcommand("stats", "What an instance's processes use now");
+  auto* statsCmd = instance->add_subcommand("stats", "What an instance's processes use now (a --no-pid instance: "
+                                                     "those in its mount namespace, which other launches of its "
+                                                     "image may share)");
   statsCmd->add_flag("-j,--json", stats->json, "Print as JSON");
   statsCmd->add_option("name", stats->name, "Instance name")->required();
   statsCmd->callback([&ctx, stats] { ctx.action = [stats] { return statsCommand(*stats); }; });

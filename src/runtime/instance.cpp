@@ -563,7 +563,8 @@ bool stopInstance(const std::string& stateDir, const std::string& name, int sign
 InstanceStats instanceStats(const launch::InstanceRecord& record) {
   InstanceStats stats;
   // Its processes: those in its own PID namespace, or, for a --no-pid instance (in the host's
-  // PID namespace), those in its mount namespace, which every launch that joins it enters.
+  // PID namespace), those in its mount namespace, which every launch that joins it enters
+  // (and other launches of its image too, where it took the holder's ready namespace).
   const char* type = "mnt";
   std::uint64_t own = 0;
   for (const auto& ns : record.namespaces) {

@@ -242,6 +242,10 @@ cp /bin/true "$WORK/nohelp/bin/setuid-true" && chmod 4755 "$WORK/nohelp/bin/setu
 expect_contains "says what it dropped" "1 setuid/setgid bits" "$(cat "$WORK/unpack.err")"
 expect_eq "the setuid bit is gone" 755 "$(stat -c %a "$WORK/unpacked/bin/setuid-true")"
 expect_contains "the sandbox runs" "ctr demo" "$("$ctr" exec "$WORK/unpacked" head -1 /etc/os-release)"
+err=$("$ctr" build --force --sandbox --deterministic --mksquashfs-args='-comp lz4' "$WORK/unpacked2" "$WORK/setuid.sif" 2>&1) ||
+  fail "build --sandbox with SIF options: $err"
+expect_contains "SIF options are said to be ignored" "--mksquashfs-args shapes a SIF's squashfs" "$err"
+expect_contains "--deterministic too, for an image" "--deterministic shapes a SIF" "$err"
 set +e; err=$("$ctr" build --sandbox "$WORK/unpacked" "$WORK/setuid.sif" 2>&1); rc=$?; set -e
 [ "$rc" != 0 ] || fail "an existing sandbox was replaced without --force"
 expect_contains "names it" "$WORK/unpacked: already exists" "$err"
