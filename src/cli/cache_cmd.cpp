@@ -281,8 +281,7 @@ void registerCache(CLI::App& app, Context& ctx) {
   auto days = std::make_shared<int>(-1);
   auto dryRun = std::make_shared<bool>(false);
   auto* clean = cmd->add_subcommand("clean", "Remove the cached images, layers, staged copies and lazily read images (all, or those unused for --days)");
-  clean->add_option("-D,--days", *days, "Only what was not used for N days (layers and oras:// SIFs: not "
-                    "downloaded for N days)")->check(CLI::NonNegativeNumber);
+  clean->add_option("-D,--days", *days, "Only what was not used for N days")->check(CLI::NonNegativeNumber);
   clean->add_flag("-n,--dry-run", *dryRun, "Only say what would be removed");
   auto force = std::make_shared<bool>(false);  // ctr never asks; the flag is Apptainer's
   clean->add_flag("-f,--force", *force, "Accepted for Apptainer's scripts (ctr never asks)");

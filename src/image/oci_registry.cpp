@@ -772,8 +772,11 @@ std::filesystem::path RegistryClient::blobToCache(const std::string& digest, std
 std::optional<std::filesystem::path> RegistryClient::cachedBlob(const std::string& digest, std::uint64_t size) const {
   auto path = cacheDir_ / "blobs" / "sha256" / digest.substr(7);
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size) return path;
-  return std::nullopt;
+  if (::stat(path.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != size) return std::nullopt;
+  // Its time is its last use, which `cache clean --days` reads (best effort: a cache that
+  // cannot be touched is still read).
+  (void)::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+  return path;
 }
 
 std::filesystem::path RegistryClient::blobFrom(Impl& I, const std::string& digest, std::uint64_t size,

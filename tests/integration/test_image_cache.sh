@@ -119,6 +119,14 @@ note "cache clean"
 expect_contains "dry run" "would remove 1 image(s)" "$(as_user "$CTR_BIN" cache clean --dry-run)"
 expect_eq "still there" 1 "$(find "$cache/images" -name 'sha256-*.sif' | wc -l)"
 expect_contains "days: nothing that old" "removed 0 image(s)" "$(as_user "$CTR_BIN" cache clean --days 1)"
+# A layer's time is its last use: one fetched 40 days ago and used by a pull today stays.
+find "$cache/blobs" -type f -exec touch -d '40 days ago' {} +
+as_user "$CTR_BIN" -q pull --force "$WORK/again.sif" "docker://$REGISTRY/other:1" 2> "$WORK/e5" || fail "pull again: $(cat "$WORK/e5")"
+rm -f "$WORK/again.sif"
+used=$(find "$cache/blobs" -type f -mtime -1 | sort)
+[ -n "$used" ] || fail "the pull marked none of the cached layers it used"
+as_user "$CTR_BIN" cache clean --days 30 -T blob >/dev/null
+expect_eq "--days 30: the layers the pull used stay, the others go" "$used" "$(find "$cache/blobs" -type f | sort)"
 expect_contains "clean -T blob: the layers alone" "removed 0 image(s)" "$(as_user "$CTR_BIN" cache clean -T blob)"
 expect_eq "no layer left" 0 "$(find "$cache/blobs" -type f | wc -l)"
 expect_eq "the image stays" 1 "$(find "$cache/images" -name 'sha256-*.sif' | wc -l)"
