@@ -82,16 +82,22 @@ helper_runtime "(the squashfuse storm passed)"
 write_conf "allow setuid = yes" "image driver = setuid" "image linger = 0"
 CTR_TEST_CONFIG=  # the installed ctr reads $CONF
 # The helper lives a few milliseconds, too short for pkill: a C hunter scanning /proc kills
-# it at random points while the storm runs.
+# it at random points while the storm runs. How many it catches depends on the machine's
+# load, so the storm runs again (at most three times) until it has killed three.
 cc -O2 -o "$WORK/kill_hunter" "$(dirname "$0")/kill_hunter.c"
-touch "$WORK/hunting"
-"$WORK/kill_hunter" "$uid" ctr-mount-helpe "$WORK/hunting" >"$WORK/helper-kills" &
-hunter=$!
-storm "$PREFIX/bin/ctr" "setuid helper" ctr holder all
-rm -f "$WORK/hunting"
-wait "$hunter"
-note "setuid helper: $(cat "$WORK/helper-kills") helpers killed by the hunter during the storm"
-after_storm "$PREFIX/bin/ctr" "setuid helper"
-[ "$(cat "$WORK/helper-kills")" -ge 3 ] || fail "the hunter killed fewer than 3 helpers: the storm missed them"
+kills=0
+for round in 1 2 3; do
+  touch "$WORK/hunting"
+  "$WORK/kill_hunter" "$uid" ctr-mount-helpe "$WORK/hunting" >"$WORK/helper-kills" &
+  hunter=$!
+  storm "$PREFIX/bin/ctr" "setuid helper" ctr holder all
+  rm -f "$WORK/hunting"
+  wait "$hunter"
+  kills=$((kills + $(cat "$WORK/helper-kills")))
+  note "setuid helper, storm $round: $(cat "$WORK/helper-kills") helpers killed by the hunter ($kills in all)"
+  after_storm "$PREFIX/bin/ctr" "setuid helper"
+  [ "$kills" -lt 3 ] || break
+done
+[ "$kills" -ge 3 ] || fail "the hunter killed $kills helpers in three storms (fewer than 3): the storms missed them"
 rm -f "$CONF"
 echo "PASS: $TEST_NAME"
