@@ -46,8 +46,6 @@ run srun -N1 --container-image="$image" --container-name=n:no_exec true
 refused "NAME:no_exec (the differences table)" "ctr: --container-name=n:no_exec: no_exec is not supported"
 run srun -N1 --container-image="$image" --container-name=n:sometimes true
 refused "an unknown NAME:FLAG" "ctr: --container-name=n:sometimes: the flag must be auto, create or exec"
-run srun -N1 --container-image="$image" --container-name=n: echo empty-flag
-expect_eq "NAME: is NAME:auto, as in pyxis ($out)" "empty-flag" "$out"
 
 note "a writable root by default (pyxis's); --container-remap-root changes the image's own files, as an install does"
 run srun -N1 --container-image="$image" sh -c 'touch /written && echo yes'

@@ -51,6 +51,7 @@ srun --container-image=$WORK/demo.sqfs --container-name=c1:create true > $WORK/o
 echo "create-rc=\$?" > $WORK/out/flags.txt
 srun --container-name=c2:exec true > $WORK/out/exec.txt 2>&1
 echo "exec-rc=\$?" >> $WORK/out/flags.txt
+srun --container-name=c1: cat /shared > $WORK/out/empty-flag.txt 2>&1
 S
 chmod 644 "$WORK/named.sh"
 slurm sbatch --wait "$WORK/named.sh" >/dev/null || fail "sbatch --wait named.sh failed: $(cat "$WORK/out/named.out" 2>/dev/null)"
@@ -63,6 +64,8 @@ grep -q '^create-rc=[1-9]' "$WORK/out/flags.txt" && grep -q '^exec-rc=[1-9]' "$W
 expect_contains "NAME:create" "ctr: --container-name=c1:create: the container already runs on this node" "$(cat "$WORK/out/create.txt")"
 expect_contains "NAME:exec" "ctr: --container-name=c2:exec: no container of that name runs on this node for this job" \
   "$(cat "$WORK/out/exec.txt")"
+expect_eq "NAME: (an empty flag) is NAME:auto, as in pyxis: it joins the running c1" "from-step-0" \
+  "$(cat "$WORK/out/empty-flag.txt")"
 # The second step found the running container through the join file ctr wrote beside its
 # record, without running ctr (slurmd's log has the plugin's line).
 grep -q "slurm\.[0-9]*\.n-c1\..* joined through its join file" "$CTR_SLURM_DIR"/log/slurmd-*.log ||
