@@ -196,9 +196,7 @@ void checkConfig(Findings& f) {
                         own.string() + " (beside this ctr) is used by ctr for its own settings; the helper reads only " + path});
 }
 
-// Under an execution rule, every key file is read by ctr's own check (as the user) and, for
-// kernel mounts, by the helper's (as configured::kHelperCheckUser): a key one of them cannot
-// read refuses every image a rule takes, so say so before a launch does.
+// Whether ctr.conf has an execution rule other than off.
 bool executionRulesOn(const Findings& f) {
   const auto& rules = f.policy.execution.rules;
   return f.policyLoaded && std::any_of(rules.begin(), rules.end(), [](const config::ExecutionRule& r) {
@@ -206,6 +204,9 @@ bool executionRulesOn(const Findings& f) {
          });
 }
 
+// Under an execution rule, every key file is read by ctr's own check (as the user) and, for
+// kernel mounts, by the helper's (as configured::kHelperCheckUser): a key one of them cannot
+// read refuses every image a rule takes, so say so before a launch does.
 void checkExecutionKeys(Findings& f) {
   const auto& control = f.policy.execution;
   if (!executionRulesOn(f)) return;

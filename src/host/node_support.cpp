@@ -57,22 +57,36 @@ RootPropagation rootPropagationOf(std::string_view mountinfo) {
 
 RootPropagation inspectRootPropagation() { return rootPropagationOf(readFileIfPresent("/proc/self/mountinfo")); }
 
-Readability readabilityFor(const std::string& path, const std::string& user) {
+namespace {
+
+// The uid and primary gid of the user named `user`, where there is one.
+struct AccountIds {
+  uid_t uid;
+  gid_t gid;
+};
+std::optional<AccountIds> accountIds(const std::string& user) {
   struct passwd entry {}, *pw = nullptr;
   std::vector<char> buf(16384);
-  if (::getpwnam_r(user.c_str(), &entry, buf.data(), buf.size(), &pw) != 0 || pw == nullptr)
-    return {Readability::Unreadable, "there is no user '" + user + "'"};
+  if (::getpwnam_r(user.c_str(), &entry, buf.data(), buf.size(), &pw) != 0 || pw == nullptr) return std::nullopt;
+  return AccountIds{pw->pw_uid, pw->pw_gid};
+}
+
+}  // namespace
+
+Readability readabilityFor(const std::string& path, const std::string& user) {
+  const auto pw = accountIds(user);
+  if (!pw) return {Readability::Unreadable, "there is no user '" + user + "'"};
   int n = 64;
   std::vector<gid_t> groups(static_cast<std::size_t>(n));
-  if (::getgrouplist(user.c_str(), pw->pw_gid, groups.data(), &n) < 0) {
+  if (::getgrouplist(user.c_str(), pw->gid, groups.data(), &n) < 0) {
     groups.resize(static_cast<std::size_t>(n));
-    ::getgrouplist(user.c_str(), pw->pw_gid, groups.data(), &n);
+    ::getgrouplist(user.c_str(), pw->gid, groups.data(), &n);
   }
   groups.resize(static_cast<std::size_t>(std::max(n, 0)));
   // The permission class the kernel picks: owner, else group, else others.
   const auto allows = [&](const struct stat& st, mode_t owner, mode_t group, mode_t other) {
-    if (pw->pw_uid == 0) return true;
-    if (st.st_uid == pw->pw_uid) return (st.st_mode & owner) != 0;
+    if (pw->uid == 0) return true;
+    if (st.st_uid == pw->uid) return (st.st_mode & owner) != 0;
     if (std::find(groups.begin(), groups.end(), st.st_gid) != groups.end()) return (st.st_mode & group) != 0;
     return (st.st_mode & other) != 0;
   };
@@ -110,10 +124,9 @@ int probeUserNamespace() {
 }
 
 std::optional<std::vector<std::string>> processesRunningAs(const std::string& user) {
-  struct passwd account {}, *pw = nullptr;
-  std::vector<char> buf(16384);
-  if (::getpwnam_r(user.c_str(), &account, buf.data(), buf.size(), &pw) != 0 || pw == nullptr) return std::nullopt;
-  const std::string uid = std::to_string(pw->pw_uid);
+  const auto account = accountIds(user);
+  if (!account) return std::nullopt;
+  const std::string uid = std::to_string(account->uid);
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
