@@ -199,6 +199,13 @@ void printJoinInfo(const launch::InstanceRecord& record) {
   std::cout << launch::instanceJoinInfo(record, caller) << std::flush;
 }
 
+// What instance start reports of the instance it started, or (--reuse) took running:
+// --pid-file's keeper pid, --join-info's lines.
+void reportInstance(const RunCommandState& state, const launch::InstanceRecord& record) {
+  if (!state.pidFile.empty()) writeFile(state.pidFile, std::to_string(record.keeper) + "\n");
+  if (state.joinInfo) printJoinInfo(record);
+}
+
 // The plan explained, or run: as the app (execute), supervised (run), or as an instance.
 int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
   if (!state.explain && !plan.instance) return runPlan(plan);
@@ -212,10 +219,7 @@ int finishLaunch(const RunCommandState& state, const launch::LaunchPlan& plan) {
   }
   // Once the record is written; with --stay, by this process as it becomes the keeper
   // (in the container: --pid-file is refused with it), which then closes its output.
-  runtime::startInstance(plan, [&state](const launch::InstanceRecord& record) {
-    if (!state.pidFile.empty()) writeFile(state.pidFile, std::to_string(record.keeper) + "\n");
-    if (state.joinInfo) printJoinInfo(record);
-  });
+  runtime::startInstance(plan, [&state](const launch::InstanceRecord& record) { reportInstance(state, record); });
   return 0;
 }
 
@@ -255,9 +259,7 @@ bool takeInstanceName(RunCommandState& state) {
     const auto host = host::discoverHost();
     const auto running = runtime::findInstance(host.stateDir, options.instance);
     if (running && running->image == std::filesystem::absolute(options.image).string()) {
-      // As a start would: --pid-file names the running instance's keeper.
-      if (!state.pidFile.empty()) writeFile(state.pidFile, std::to_string(running->keeper) + "\n");
-      if (state.joinInfo) printJoinInfo(*running);
+      reportInstance(state, *running);  // as a start would
       return true;
     }
   }
